@@ -1,0 +1,221 @@
+"""Turning step and epoch times into the numbers a user decides on. Pure functions only.
+
+The definitions follow PyTorch's own compiler benchmark harness where it has one:
+- compile overhead = compiled warm-up time - eager warm-up time (first-step costs that both
+  variants pay, like allocator growth, cancel out);
+- steady-state speedup = median(eager) / median(compiled) over the steps after warm-up, with a
+  bootstrap 95% interval so that noise is not sold as a speedup;
+- break-even = the point after which cumulative compiled time stays below cumulative eager time.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+FASTER, NO_CLEAR_DIFFERENCE, SLOWER = "faster", "no clear difference", "slower"
+NOT_WITHIN_RUN = "not within this run"
+NEVER_SLOWER = "never: compiled is slower"
+NEVER_NO_GAIN = "never: no clear per-step gain"
+
+
+def default_warmup(n: int) -> int:
+    """Warm-up steps to drop from a series of n: ~10% (at least 1, at most 10), leaving >= 2."""
+    if n <= 2:
+        return max(0, n - 1)
+    return min(max(1, n // 10), 10, n - 2)
+
+
+def steady(times: Sequence[float], warmup: int) -> list[float]:
+    """The samples after warm-up (never empty when times is not)."""
+    return list(times[warmup:]) or list(times[-1:])
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """Steady-state speedup (eager time / compiled time: >1 means compiled is faster)."""
+
+    speedup: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    eager_median_s: float
+    compiled_median_s: float
+
+
+def steady_state_speedup(
+    eager: Sequence[float],
+    compiled: Sequence[float],
+    warmup: int | None = None,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Speedup | None:
+    """Ratio of steady-state medians with a bootstrap 95% interval and a verdict.
+
+    None when either series is empty. The verdict is "faster"/"slower" only when the whole
+    interval lies on one side of 1.
+    """
+    if not eager or not compiled:
+        return None
+    w = default_warmup(min(len(eager), len(compiled))) if warmup is None else warmup
+    e, c = steady(eager, w), steady(compiled, w)
+    e_med, c_med = median(e), median(c)
+    if c_med <= 0:
+        return None
+    rng = random.Random(seed)
+    ratios = sorted(
+        median(rng.choices(e, k=len(e))) / max(median(rng.choices(c, k=len(c))), 1e-12) for _ in range(resamples)
+    )
+    low, high = ratios[int(0.025 * (resamples - 1))], ratios[int(math.ceil(0.975 * (resamples - 1)))]
+    verdict = FASTER if low > 1 else SLOWER if high < 1 else NO_CLEAR_DIFFERENCE
+    return Speedup(e_med / c_med, low, high, verdict, e_med, c_med)
+
+
+def compile_overhead(eager: Sequence[float], compiled: Sequence[float], warmup: int) -> float | None:
+    """Extra time the compiled variant spent in its first `warmup` items (steps or epochs)."""
+    if len(eager) < warmup or len(compiled) < warmup or warmup < 1:
+        return None
+    return sum(compiled[:warmup]) - sum(eager[:warmup])
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """When compile has paid for itself, or why it has not."""
+
+    step: int | None  # 1-based item during which compiled pulls ahead for good
+    position: float | None  # fractional items at the crossing (2.1 = a tenth into item 3)
+    wall_s: float | None  # compiled wall time at the crossing
+    reason: str | None  # None when it broke even; else NOT_WITHIN_RUN / NEVER_SLOWER
+    extrapolated_position: float | None  # where it would break even at the steady rates
+
+
+def cumulative(times: Sequence[float]) -> list[float]:
+    total, out = 0.0, []
+    for t in times:
+        total += t
+        out.append(total)
+    return out
+
+
+def break_even(eager: Sequence[float], compiled: Sequence[float], warmup: int | None = None) -> BreakEven:
+    """The item after which cumulative compiled time stays at or below cumulative eager time.
+
+    Works on steps or epochs alike. If the run ends with compiled behind, extrapolates with the
+    steady-state medians, or says compiled never catches up because its steady steps are slower.
+    """
+    n = min(len(eager), len(compiled))
+    deficit = [c - e for c, e in zip(cumulative(compiled[:n]), cumulative(eager[:n]))]
+    if n == 0:
+        return BreakEven(None, None, None, NOT_WITHIN_RUN, None)
+    if deficit[-1] <= 0:
+        k = n  # last index (1-based) at which compiled was still behind, +1
+        while k > 0 and deficit[k - 1] <= 0:
+            k -= 1
+        before = deficit[k - 1] if k > 0 else 0.0
+        step_gain = before - deficit[k]
+        position = k + (before / step_gain if step_gain > 0 else 0.0)
+        wall = sum(compiled[:k]) + (position - k) * compiled[k]
+        return BreakEven(k + 1, position, wall, None, None)
+    w = default_warmup(n) if warmup is None else warmup
+    saving = median(steady(eager[:n], w)) - median(steady(compiled[:n], w))
+    if saving <= 0:
+        return BreakEven(None, None, None, NEVER_SLOWER, None)
+    return BreakEven(None, None, None, NOT_WITHIN_RUN, n + deficit[-1] / saving)
+
+
+def whole_run_speedup(eager_total_s: float, compiled_total_s: float) -> float | None:
+    """Eager total / compiled total, compile included (>1: the compiled run finished sooner)."""
+    if compiled_total_s <= 0:
+        return None
+    return eager_total_s / compiled_total_s
+
+
+def throughput(samples_per_step: int, median_step_s: float | None) -> float | None:
+    return samples_per_step / median_step_s if median_step_s else None
+
+
+def summarize(
+    eager_steps: Sequence[float],
+    compiled_steps: Sequence[float],
+    eager_epochs: Sequence[float],
+    compiled_epochs: Sequence[float],
+    batch_size: int,
+    eager_eval_epochs: Sequence[float] = (),
+    compiled_eval_epochs: Sequence[float] = (),
+    warmup: int | None = None,
+) -> dict[str, Any]:
+    """The race's headline numbers from per-step and per-epoch train times of both variants.
+
+    Any figure that the data cannot support (a variant that failed early, a single step) is None.
+    """
+    n = min(len(eager_steps), len(compiled_steps))
+    w = default_warmup(n) if warmup is None else warmup
+    speed = steady_state_speedup(eager_steps, compiled_steps, warmup=w)
+    be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
+    epochs_done = min(len(eager_epochs), len(compiled_epochs))
+    return {
+        "warmup_steps": w,
+        "compile_time_s": compile_overhead(eager_steps, compiled_steps, w) if n > w else None,
+        "first_epoch_overhead_s": compile_overhead(eager_epochs, compiled_epochs, 1),
+        "eval_first_epoch_overhead_s": compile_overhead(eager_eval_epochs, compiled_eval_epochs, 1),
+        "steady_state_speedup": speed.speedup if speed else None,
+        "speedup_ci95": [speed.ci_low, speed.ci_high] if speed else None,
+        "verdict": speed.verdict if speed else None,
+        "eager_median_step_s": speed.eager_median_s if speed else None,
+        "compiled_median_step_s": speed.compiled_median_s if speed else None,
+        "eager_samples_per_s": throughput(batch_size, speed.eager_median_s) if speed else None,
+        "compiled_samples_per_s": throughput(batch_size, speed.compiled_median_s) if speed else None,
+        "break_even_step": be.step if be else None,
+        "break_even_wall_s": be.wall_s if be else None,
+        "break_even_reason": _break_even_reason(be, speed),
+        "break_even_extrapolated_step": be.extrapolated_position if be else None,
+        "whole_run_speedup": (
+            whole_run_speedup(sum(eager_epochs[:epochs_done]), sum(compiled_epochs[:epochs_done]))
+            if epochs_done
+            else None
+        ),
+        "eager_step_times_s": list(eager_steps),
+        "compiled_step_times_s": list(compiled_steps),
+        "eager_epoch_times_s": list(eager_epochs),
+        "compiled_epoch_times_s": list(compiled_epochs),
+        "eager_eval_epoch_times_s": list(eager_eval_epochs),
+        "compiled_eval_epoch_times_s": list(compiled_eval_epochs),
+    }
+
+
+def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | None:
+    """Do not call compiled 'slower' when the interval cannot tell the two apart."""
+    if be is None:
+        return NOT_WITHIN_RUN
+    if be.reason == NEVER_SLOWER and speed is not None and speed.verdict == NO_CLEAR_DIFFERENCE:
+        return NEVER_NO_GAIN
+    return be.reason
+
+
+def plain_reading(summary: dict[str, Any]) -> str:
+    """One sentence a person can repeat: is compile worth it for this run?"""
+    speedup, verdict = summary.get("steady_state_speedup"), summary.get("verdict")
+    compile_s = summary.get("compile_time_s")
+    if speedup is None:
+        return "Not enough steps finished in both variants to compare them."
+    cost = f" after {compile_s:.1f} s of compilation" if compile_s is not None else ""
+    low, high = summary["speedup_ci95"]
+    interval = f"{speedup:.2f}x, 95% interval {low:.2f}-{high:.2f}"
+    if verdict == SLOWER:
+        return f"Compiled steps are slower here ({interval}){cost}: compile does not pay off for this model on this device."
+    if verdict == NO_CLEAR_DIFFERENCE:
+        return (
+            f"No clear difference per step ({interval}){cost}: compile costs time here and gains none you can measure."
+        )
+    if summary.get("break_even_step") is not None:
+        return (
+            f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}; compile paid for itself "
+            f"at step {summary['break_even_step']} ({summary['break_even_wall_s']:.1f} s in)."
+        )
+    extra = summary.get("break_even_extrapolated_step")
+    when = f" it would pay off after about {extra:.0f} steps" if extra else " it did not pay off"
+    return f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}, but within this run{when}."

@@ -1,0 +1,149 @@
+"""Batches for a race. Both variants build their own source from the same spec and so see
+identical batches in identical order.
+
+- synthetic: a small pool of random batches made once, on the device. Measures the model,
+  not the input pipeline.
+- fakedata: torchvision's FakeData images through a DataLoader (decode-free, but with the
+  per-sample transform and collation a real loop pays).
+- cifar10: the real dataset from a local `cifar-10-batches-py` folder; downloaded only when
+  the user asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Iterator
+
+import torch
+from torch.nn import functional as F
+
+from core.spec import RunSpec
+from core.zoo import NUM_CLASSES, VOCAB_SIZE, get_model_info
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+SYNTHETIC_POOL = 8  # distinct synthetic batches, cycled: enough that nothing is trivially cached
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2470, 0.2435, 0.2616)
+
+
+def random_batch(kind: str, batch_size: int, size: int, gen: torch.Generator) -> Batch:
+    """One random batch for a model taking `kind` input ("image", "tokens", "vector")."""
+    if kind == "tokens":
+        tokens = torch.randint(0, VOCAB_SIZE, (batch_size, size + 1), generator=gen)
+        return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    shape = (batch_size, 3, size, size) if kind == "image" else (batch_size, size)
+    return torch.randn(shape, generator=gen), torch.randint(0, NUM_CLASSES, (batch_size,), generator=gen)
+
+
+class BatchSource:
+    """Yields the train batches of each epoch and the eval batches, already on the device."""
+
+    def __init__(self, spec: RunSpec, device: torch.device):
+        self.spec = spec
+        self.device = device
+        self.kind = get_model_info(spec.model).input_kind
+        self.size = spec.input_size
+        self._pools: dict[str, list[Batch]] = {}
+        self._cifar: dict[str, Batch] = {}
+
+    def train_epoch(self, epoch: int) -> Iterator[Batch]:
+        """Exactly steps_per_epoch batches."""
+        return self._batches("train", epoch, self.spec.steps_per_epoch)
+
+    def eval_epoch(self, epoch: int) -> Iterator[Batch]:
+        """Exactly eval_steps batches (the same ones every epoch, like a fixed test set)."""
+        return self._batches("eval", 0, self.spec.eval_steps)
+
+    def _batches(self, split: str, epoch: int, steps: int) -> Iterator[Batch]:
+        if self.spec.data == "synthetic":
+            return self._synthetic(split, steps)
+        if self.spec.data == "fakedata":
+            return self._fakedata(split, epoch, steps)
+        return self._cifar10(split, epoch, steps)
+
+    def _synthetic(self, split: str, steps: int) -> Iterator[Batch]:
+        if split not in self._pools:
+            gen = torch.Generator().manual_seed(self.spec.seed + (0 if split == "train" else 1_000_003))
+            n = min(max(steps, 1), SYNTHETIC_POOL)
+            self._pools[split] = [
+                tuple(t.to(self.device) for t in random_batch(self.kind, self.spec.batch_size, self.size, gen))
+                for _ in range(n)
+            ]
+        pool = self._pools[split]
+        return (pool[i % len(pool)] for i in range(steps))
+
+    def _fakedata(self, split: str, epoch: int, steps: int) -> Iterator[Batch]:
+        from torch.utils.data import DataLoader
+        from torchvision import datasets, transforms
+
+        offset = self.spec.seed * 10_000_019 + (0 if split == "train" else 5_000_011)
+        dataset = datasets.FakeData(
+            size=steps * self.spec.batch_size,
+            image_size=(3, self.size, self.size),
+            num_classes=NUM_CLASSES,
+            transform=transforms.ToTensor(),
+            random_offset=offset,
+        )
+        loader = DataLoader(
+            dataset,
+            batch_size=self.spec.batch_size,
+            shuffle=split == "train",
+            generator=torch.Generator().manual_seed(self.spec.seed + epoch),
+            num_workers=loader_workers(self.device),
+            pin_memory=self.device.type == "cuda",
+        )
+        return self._to_device(loader)
+
+    def _to_device(self, batches) -> Iterator[Batch]:
+        non_blocking = self.device.type == "cuda"
+        for x, y in batches:
+            yield x.to(self.device, non_blocking=non_blocking), y.to(self.device, non_blocking=non_blocking)
+
+    def _cifar10(self, split: str, epoch: int, steps: int) -> Iterator[Batch]:
+        if split not in self._cifar:
+            self._cifar[split] = load_cifar10(self.spec.data_dir or ".", split, self.spec.download)
+        images, labels = self._cifar[split]
+        gen = torch.Generator().manual_seed(self.spec.seed + epoch)
+        n, bs = len(labels), self.spec.batch_size
+        reps = -(-steps * bs // n)
+        order = torch.cat(
+            [torch.randperm(n, generator=gen) if split == "train" else torch.arange(n) for _ in range(reps)]
+        )
+        mean = torch.tensor(CIFAR_MEAN, device=self.device).view(1, 3, 1, 1)
+        std = torch.tensor(CIFAR_STD, device=self.device).view(1, 3, 1, 1)
+        for i in range(steps):
+            idx = order[i * bs : (i + 1) * bs]
+            x = images[idx].to(self.device).float().div_(255).sub_(mean).div_(std)
+            if self.size != 32:
+                x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
+            yield x, labels[idx].to(self.device)
+
+
+def loader_workers(device: torch.device) -> int:
+    """DataLoader workers: none on CPU (they would fight the model for the same cores)."""
+    return 0 if device.type == "cpu" else min(8, os.cpu_count() or 1)
+
+
+def load_cifar10(root: str, split: str, download: bool = False) -> Batch:
+    """CIFAR-10 from `root/cifar-10-batches-py` as (uint8 images Nx3x32x32, int64 labels)."""
+    folder = os.path.join(root, "cifar-10-batches-py")
+    if not os.path.isdir(folder):
+        if not download:
+            raise FileNotFoundError(f"no cifar-10-batches-py folder in {root!r}; pass download=true to fetch it")
+        from torchvision import datasets
+
+        datasets.CIFAR10(root=root, train=True, download=True)
+    names = [f"data_batch_{i}" for i in range(1, 6)] if split == "train" else ["test_batch"]
+    images, labels = [], []
+    for name in names:
+        path = os.path.join(folder, name)
+        if not os.path.exists(path):
+            continue
+        with open(path, "rb") as fh:
+            entry = pickle.load(fh, encoding="bytes")  # the dataset's own format
+        images.append(torch.as_tensor(entry[b"data"], dtype=torch.uint8).view(-1, 3, 32, 32))
+        labels.append(torch.as_tensor(entry[b"labels"], dtype=torch.int64))
+    if not images:
+        raise FileNotFoundError(f"{folder} has none of {', '.join(names)}")
+    return torch.cat(images), torch.cat(labels)

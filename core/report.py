@@ -1,0 +1,126 @@
+"""Plain-text rendering of a race for the terminal: header, progress lines, summary table.
+
+Pure functions from dicts to strings, so the CLI stays a thin shell and tests read the text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def fmt_seconds(s: float | None, signed: bool = False) -> str:
+    if s is None:
+        return "-"
+    sign = "+" if signed and s >= 0 else ""
+    return f"{sign}{s * 1000:.1f} ms" if abs(s) < 1 else f"{sign}{s:.2f} s"
+
+
+def fmt_speedup(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def environment_header(env: dict[str, Any]) -> str:
+    """Two or three lines naming the device and the software a result was measured with."""
+    mem = fmt_bytes(env.get("device_memory_bytes"))
+    device = f"{env.get('device_type', '?')}: {env.get('device_name', '?')} ({mem}"
+    if env.get("compute_capability"):
+        device += f", compute capability {env['compute_capability']}"
+    device += f", {env.get('cpu_count')} CPU cores)"
+    versions = f"torch {env.get('torch')}"
+    if env.get("cuda"):
+        versions += f", CUDA {env['cuda']}"
+    if env.get("triton"):
+        versions += f", Triton {env['triton']}"
+    versions += f", Python {env.get('python')}"
+    flags = env.get("precision_flags", {})
+    precision = (
+        f"precision {env.get('precision', '?')}: matmul {flags.get('float32_matmul_precision')}, "
+        f"cudnn tf32 {'on' if flags.get('cudnn_allow_tf32') else 'off'}; Inductor cache {env.get('inductor_cache', '?')}"
+    )
+    return "\n".join([device, versions, precision])
+
+
+def break_even_text(summary: dict[str, Any]) -> str:
+    if summary.get("break_even_step") is not None:
+        return f"step {summary['break_even_step']} ({summary['break_even_wall_s']:.2f} s of compiled run)"
+    reason = summary.get("break_even_reason") or "not within this run"
+    extra = summary.get("break_even_extrapolated_step")
+    return f"{reason} (about step {extra:.0f} at steady rates)" if extra else reason
+
+
+def summary_table(result: dict[str, Any]) -> str:
+    """The end-of-race table: per-epoch times side by side, then the headline numbers."""
+    s, variants = result["summary"], result["variants"]
+    eager_epochs, compiled_epochs = s["eager_epoch_times_s"], s["compiled_epoch_times_s"]
+    rows: list[tuple[str, str, str]] = []
+    for i in range(max(len(eager_epochs), len(compiled_epochs))):
+        e = eager_epochs[i] if i < len(eager_epochs) else None
+        c = compiled_epochs[i] if i < len(compiled_epochs) else None
+        rows.append((f"epoch {i + 1} train", fmt_seconds(e), fmt_seconds(c)))
+    ev_e, ev_c = s["eager_eval_epoch_times_s"], s["compiled_eval_epoch_times_s"]
+    for i in range(max(len(ev_e), len(ev_c))):
+        rows.append(
+            (
+                f"epoch {i + 1} eval",
+                fmt_seconds(ev_e[i] if i < len(ev_e) else None),
+                fmt_seconds(ev_c[i] if i < len(ev_c) else None),
+            )
+        )
+    rows += [
+        ("median step (steady)", fmt_seconds(s["eager_median_step_s"]), fmt_seconds(s["compiled_median_step_s"])),
+        ("throughput (samples/s)", _num(s["eager_samples_per_s"]), _num(s["compiled_samples_per_s"])),
+        (
+            f"peak memory, {s.get('memory_kind') or '-'}",
+            fmt_bytes(s.get("eager_peak_memory_bytes")),
+            fmt_bytes(s.get("compiled_peak_memory_bytes")),
+        ),
+        ("final loss", _num(variants["eager"]["final_loss"], 4), _num(variants["compiled"]["final_loss"], 4)),
+    ]
+    width = max(len(r[0]) for r in rows) + 2
+    lines = [f"{'':<{width}}{'eager':>14}{'compiled':>14}"]
+    lines += [f"{label:<{width}}{e:>14}{c:>14}" for label, e, c in rows]
+    ci = s.get("speedup_ci95")
+    interval = f"  95% interval [{ci[0]:.2f}, {ci[1]:.2f}]  {s['verdict']}" if ci else ""
+    compile_info = result.get("compile", {})
+    headline = [
+        (
+            "compile time",
+            f"{fmt_seconds(s['compile_time_s'])}  (first {s['warmup_steps']} compiled steps minus eager's)",
+        ),
+        ("first-epoch overhead", fmt_seconds(s["first_epoch_overhead_s"], signed=True)),
+        ("steady-state speedup", f"{fmt_speedup(s['steady_state_speedup'])}{interval}"),
+        ("break-even", break_even_text(s)),
+        ("whole run, compile included", fmt_speedup(s["whole_run_speedup"])),
+        (
+            "graphs / breaks / recompiles",
+            f"{_num(compile_info.get('graphs'))} / {_num(compile_info.get('graph_breaks'))} / {_num(compile_info.get('recompiles'))}",
+        ),
+    ]
+    if s.get("eval_first_epoch_overhead_s") is not None:
+        headline.insert(2, ("first eval-epoch overhead", fmt_seconds(s["eval_first_epoch_overhead_s"], signed=True)))
+    lines.append("")
+    lines += [f"{label:<30}{value}" for label, value in headline]
+    for reason in compile_info.get("break_reasons", []):
+        lines.append(f"{'':<30}break: {reason}")
+    for reason in compile_info.get("recompile_reasons", []):
+        lines.append(f"{'':<30}recompile: {reason}")
+    for phase, seconds in (compile_info.get("phase_times_s") or {}).items():
+        lines.append(f"{'  compile phase':<30}{fmt_seconds(seconds):>10}  {phase}")
+    lines += ["", s.get("reading", "")]
+    return "\n".join(lines)
+
+
+def _num(x: float | int | None, digits: int = 0) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.{digits}f}" if isinstance(x, float) else str(x)

@@ -1,0 +1,259 @@
+"""RunSpec: the validated description of one race, shared by the CLI, the UI and the worker.
+
+Validation is pure: it takes the spec and a description of what the device can do, and
+returns *every* problem at once, each naming the field and what is allowed, so a user fixes
+everything in one go and no work starts on a spec that cannot run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.zoo import MODELS
+
+PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # these capture CUDA graphs
+BACKENDS = ("inductor", "aot_eager", "eager")
+DATA_SOURCES = ("synthetic", "fakedata", "cifar10")
+CACHES = ("cold", "warm")
+DEVICES = ("auto", "cuda", "cpu", "mps")
+DYNAMIC = (None, True, False)
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_BATCH_SIZE = 65536
+MAX_EPOCHS = 1000
+MAX_STEPS_PER_EPOCH = 100_000
+MAX_INPUT_SIZE = 4096
+
+
+def data_home() -> str:
+    """Where Compile Lab keeps its store and warm caches: $COMPILE_LAB_DATA or ./data."""
+    return os.environ.get("COMPILE_LAB_DATA") or os.path.join(PROJECT_ROOT, "data")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One race: the same training run eager and compiled. Defaults are a quick CPU run."""
+
+    model: str = "pointwise_mlp"
+    batch_size: int = 256
+    precision: str = "fp32"
+    mode: str = "default"
+    backend: str = "inductor"
+    dynamic: bool | None = None  # torch.compile's own default: None = decide automatically
+    fullgraph: bool = False
+    epochs: int = 3
+    steps_per_epoch: int = 20
+    eval_steps: int = 0
+    image_size: int | None = None  # input size; None = the model's default
+    data: str = "synthetic"
+    data_dir: str | None = None
+    download: bool = False
+    cache: str = "cold"
+    seed: int = 0
+    device: str = "auto"
+    lr: float = 1e-3
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        """Build from a dict (JSON, a store row); unknown keys are a SpecError, not ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise SpecError([Problem(k, f"unknown field; allowed: {', '.join(sorted(names))}") for k in unknown])
+        return cls(**data)
+
+    @property
+    def input_size(self) -> int:
+        """The input size actually used: the given one or the model's default."""
+        if self.image_size is not None:
+            return self.image_size
+        info = MODELS.get(self.model)
+        return info.default_size if info else 0
+
+    @property
+    def total_steps(self) -> int:
+        return self.epochs * self.steps_per_epoch
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec: the field and a sentence saying what is allowed."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class SpecError(ValueError):
+    """A spec that cannot run; carries every problem found."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+@dataclass(frozen=True)
+class DeviceCaps:
+    """What the machine can do, as far as validation needs to know (no torch objects)."""
+
+    cuda: bool = False
+    mps: bool = False
+    cuda_name: str = ""
+    compute_capability: tuple[int, int] | None = None
+    cuda_bf16: bool = False
+    cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    @property
+    def default_device(self) -> str:
+        return "cuda" if self.cuda else ("mps" if self.mps else "cpu")
+
+
+def detect_device_caps() -> DeviceCaps:
+    """Ask torch what this machine has. Only worker/CLI processes call this (it may init CUDA)."""
+    import torch
+
+    if torch.cuda.is_available():
+        cc = torch.cuda.get_device_capability()
+        return DeviceCaps(
+            cuda=True,
+            cuda_name=torch.cuda.get_device_name(),
+            compute_capability=(int(cc[0]), int(cc[1])),
+            cuda_bf16=bool(torch.cuda.is_bf16_supported()),
+        )
+    mps = getattr(torch.backends, "mps", None)
+    return DeviceCaps(mps=bool(mps and mps.is_available()))
+
+
+def resolve_device(requested: str, caps: DeviceCaps) -> str:
+    """'auto' becomes the best device present; anything else is returned as is."""
+    return caps.default_device if requested == "auto" else requested
+
+
+def _choice(problems: list[Problem], name: str, value: Any, allowed: tuple) -> bool:
+    if value in allowed:
+        return True
+    shown = ", ".join("none" if a is None else str(a) for a in allowed)
+    problems.append(Problem(name, f"{value!r} is not allowed; allowed: {shown}"))
+    return False
+
+
+def _int_range(problems: list[Problem], name: str, value: Any, low: int, high: int) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.append(Problem(name, f"must be a whole number from {low} to {high} (got {value!r})"))
+        return False
+    if not low <= value <= high:
+        problems.append(Problem(name, f"must be from {low} to {high} (got {value})"))
+        return False
+    return True
+
+
+def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
+    """Every problem with `spec` on a machine with `caps` (None: check the spec alone)."""
+    p: list[Problem] = []
+    model_ok = _choice(p, "model", spec.model, tuple(MODELS))
+    _int_range(p, "batch_size", spec.batch_size, 1, MAX_BATCH_SIZE)
+    _choice(p, "precision", spec.precision, PRECISIONS)
+    _choice(p, "mode", spec.mode, MODES)
+    _choice(p, "backend", spec.backend, BACKENDS)
+    _choice(p, "dynamic", spec.dynamic, DYNAMIC)
+    _choice(p, "fullgraph", spec.fullgraph, (True, False))
+    _int_range(p, "epochs", spec.epochs, 1, MAX_EPOCHS)
+    _int_range(p, "steps_per_epoch", spec.steps_per_epoch, 1, MAX_STEPS_PER_EPOCH)
+    _int_range(p, "eval_steps", spec.eval_steps, 0, MAX_STEPS_PER_EPOCH)
+    _choice(p, "data", spec.data, DATA_SOURCES)
+    _choice(p, "cache", spec.cache, CACHES)
+    _int_range(p, "seed", spec.seed, 0, 2**31 - 1)
+    device_ok = _choice(p, "device", spec.device, DEVICES)
+    if isinstance(spec.lr, bool) or not isinstance(spec.lr, (int, float)) or not 0 < spec.lr < 10:
+        p.append(Problem("lr", f"must be a number between 0 and 10 (got {spec.lr!r})"))
+
+    if spec.mode != "default" and spec.backend != "inductor" and spec.mode in MODES:
+        p.append(
+            Problem("mode", f"{spec.mode!r} is an Inductor mode; with backend {spec.backend!r} use mode 'default'")
+        )
+
+    if model_ok:
+        info = MODELS[spec.model]
+        if spec.image_size is not None and _int_range(p, "image_size", spec.image_size, 1, MAX_INPUT_SIZE):
+            problem = info.size_problem(spec.image_size)
+            if problem:
+                p.append(Problem("image_size", problem))
+        if spec.data in ("fakedata", "cifar10") and info.input_kind != "image":
+            p.append(
+                Problem(
+                    "data", f"{spec.data!r} provides images but {spec.model} takes {info.input_kind}; use 'synthetic'"
+                )
+            )
+    if spec.data == "cifar10" and not spec.download:
+        if not spec.data_dir:
+            p.append(
+                Problem("data_dir", "cifar10 needs the directory that holds cifar-10-batches-py (or download=true)")
+            )
+        elif not os.path.isdir(os.path.join(spec.data_dir, "cifar-10-batches-py")):
+            p.append(Problem("data_dir", f"no cifar-10-batches-py folder in {spec.data_dir!r} (or set download=true)"))
+
+    if caps is not None and device_ok:
+        p.extend(_device_problems(spec, caps))
+    return p
+
+
+def _device_problems(spec: RunSpec, caps: DeviceCaps) -> list[Problem]:
+    """Combinations this machine cannot run, each with the reason."""
+    p: list[Problem] = []
+    device = resolve_device(spec.device, caps)
+    if device == "cuda" and not caps.cuda:
+        p.append(Problem("device", "cuda is not available on this machine; allowed: auto, cpu"))
+        return p
+    if device == "mps" and not caps.mps:
+        p.append(Problem("device", "mps is not available on this machine; allowed: auto, cpu"))
+        return p
+    if device != "cuda":
+        if spec.precision == "amp-fp16":
+            p.append(
+                Problem("precision", f"amp-fp16 needs a CUDA GPU (device is {device}); allowed here: fp32, amp-bf16")
+            )
+        if spec.precision == "tf32":
+            p.append(
+                Problem(
+                    "precision", f"tf32 is a CUDA tensor-core format (device is {device}); allowed here: fp32, amp-bf16"
+                )
+            )
+        if spec.mode in CUDA_GRAPH_MODES:
+            p.append(
+                Problem(
+                    "mode",
+                    f"{spec.mode!r} uses CUDA graphs, which need a CUDA GPU (device is {device}); allowed here: default, max-autotune-no-cudagraphs",
+                )
+            )
+    else:
+        cc = caps.compute_capability
+        if spec.precision == "amp-bf16" and not caps.cuda_bf16:
+            p.append(Problem("precision", f"{caps.cuda_name or 'this GPU'} does not support bfloat16; use amp-fp16"))
+        if spec.precision == "tf32" and cc is not None and cc < (8, 0):
+            p.append(
+                Problem(
+                    "precision",
+                    f"tf32 needs compute capability 8.0 or newer ({caps.cuda_name} is {cc[0]}.{cc[1]}); use fp32 or amp-fp16",
+                )
+            )
+    if device == "mps" and spec.backend == "inductor" and spec.mode != "default":
+        p.append(Problem("mode", "on mps only mode 'default' is supported"))
+    return p
+
+
+def check(spec: RunSpec, caps: DeviceCaps | None = None) -> RunSpec:
+    """Return the spec if it is valid, else raise SpecError with every problem."""
+    problems = validate(spec, caps)
+    if problems:
+        raise SpecError(problems)
+    return spec

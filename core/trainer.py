@@ -1,0 +1,393 @@
+"""The race: one short training run in eager mode, then the same run under torch.compile.
+
+Fairness is the point. Both variants start from the same initial weights, see the same batches
+in the same order, use the same optimizer, loss and precision; only torch.compile differs.
+Every step is timed device-correctly (core.timing); epochs are timed between synchronizations.
+Events go to a callback as they happen, so the CLI and the background worker share this code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import gc
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+
+from core import analysis
+from core.compile_stats import CompileStats, read_compile_stats, reset_compile_state
+from core.data import BatchSource
+from core.environment import environment_record
+from core.spec import CUDA_GRAPH_MODES, DeviceCaps, RunSpec, check, data_home, detect_device_caps, resolve_device
+from core.timing import Stopwatch, device_sync
+from core.zoo import build_model, get_model_info
+
+VARIANTS = ("eager", "compiled")
+
+
+@dataclass
+class StepEvent:
+    """One timed step of one variant. `step` counts from 1 within the variant and phase."""
+
+    variant: str
+    phase: str  # "train" | "eval"
+    epoch: int
+    step: int
+    time_s: float
+    loss: float
+    samples: int
+
+
+@dataclass
+class EpochEvent:
+    """An epoch boundary: wall times measured between device synchronizations."""
+
+    variant: str
+    epoch: int
+    train_time_s: float
+    eval_time_s: float | None
+
+
+@dataclass
+class StatusEvent:
+    """Where the race is: starting, compiling, epoch k/n, done, failed."""
+
+    variant: str
+    state: str  # "starting" | "compiling" | "training" | "evaluating" | "done" | "failed"
+    epoch: int
+    epochs: int
+    message: str = ""
+
+
+@dataclass
+class StartEvent:
+    """The race begins: what it runs on, with the precision flags actually in force."""
+
+    environment: dict[str, Any]
+
+
+Event = StepEvent | EpochEvent | StatusEvent | StartEvent
+EventCallback = Callable[[Event], None]
+
+
+@dataclass
+class VariantResult:
+    name: str
+    steps: list[StepEvent] = field(default_factory=list)
+    epochs: list[EpochEvent] = field(default_factory=list)
+    peak_memory_bytes: int | None = None
+    memory_kind: str = ""
+    error: str | None = None
+
+    def times(self, phase: str = "train") -> list[float]:
+        return [s.time_s for s in self.steps if s.phase == phase]
+
+    @property
+    def final_loss(self) -> float | None:
+        train = [s.loss for s in self.steps if s.phase == "train"]
+        return train[-1] if train else None
+
+
+@dataclass
+class RaceResult:
+    """Everything measured, including a partial run that stopped on an error."""
+
+    spec: RunSpec
+    environment: dict[str, Any]
+    eager: VariantResult
+    compiled: VariantResult
+    compile_stats: CompileStats
+    summary: dict[str, Any]
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.error else "done"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "error": self.error,
+            "spec": self.spec.to_dict(),
+            "environment": self.environment,
+            "summary": self.summary,
+            "compile": self.compile_stats.to_dict(),
+            "variants": {v.name: _variant_dict(v) for v in (self.eager, self.compiled)},
+        }
+
+
+def _variant_dict(v: VariantResult) -> dict[str, Any]:
+    return {
+        "peak_memory_bytes": v.peak_memory_bytes,
+        "memory_kind": v.memory_kind,
+        "final_loss": v.final_loss,
+        "error": v.error,
+        "epochs": [dataclasses.asdict(e) for e in v.epochs],
+        "steps": [dataclasses.asdict(s) for s in v.steps],
+    }
+
+
+def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> str:
+    """A reason a person understands, with what to try next."""
+    text = str(exc)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    if isinstance(exc, KeyboardInterrupt):
+        return "cancelled"
+    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower():
+        return f"out of memory at batch size {spec.batch_size} on {device}: try a smaller batch size or amp-bf16"
+    if spec.fullgraph and "graph break" in text.lower():
+        return f"fullgraph=True but the model has a graph break ({first}): turn fullgraph off to allow breaks"
+    if type(exc).__module__.startswith(("torch._dynamo", "torch._inductor")):
+        return f"torch.compile failed ({type(exc).__name__}: {first}); try backend aot_eager to isolate Inductor"
+    return f"{type(exc).__name__}: {first}"
+
+
+@contextlib.contextmanager
+def precision_settings(spec: RunSpec):
+    """TF32 on only when asked; restored afterwards so one run never leaks into the next."""
+    saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+    tf32 = spec.precision == "tf32"
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved[0])
+        torch.backends.cudnn.allow_tf32 = saved[1]
+
+
+def autocast_context(spec: RunSpec, device: torch.device):
+    if spec.precision == "amp-fp16":
+        return torch.autocast(device.type, dtype=torch.float16)
+    if spec.precision == "amp-bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def inductor_cache(spec: RunSpec, device: torch.device):
+    """Cold: a fresh, private Inductor cache (what a new user pays). Warm: a persistent one.
+
+    TORCHINDUCTOR_CACHE_DIR is read by Inductor whenever it looks up its cache, so setting it
+    before this process compiles anything is enough; the worker sets it in its environment.
+    """
+    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if spec.cache == "warm":
+        path = os.path.join(data_home(), "inductor-cache", f"{device.type}-torch{torch.__version__}")
+        os.makedirs(path, exist_ok=True)
+    else:
+        path = tempfile.mkdtemp(prefix="compile-lab-cold-cache-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    try:
+        yield path
+    finally:
+        if saved is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+        if spec.cache == "cold":
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    with contextlib.suppress(OSError):  # Linux: writing 5 resets the process's peak RSS
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+
+
+def peak_memory(device: torch.device) -> tuple[int | None, str]:
+    """Peak memory since reset_peak_memory and what it measures."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), "CUDA allocator peak"
+    if device.type == "mps":
+        return int(torch.mps.driver_allocated_memory()), "MPS driver allocation (current)"
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024, "process peak RSS (CPU)"
+    except OSError:
+        pass
+    return None, "unavailable"
+
+
+def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    if logits.dim() == 3:  # token models: (batch, time, vocab)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1))
+    return F.cross_entropy(logits.float(), target)
+
+
+def compile_model(model: torch.nn.Module, spec: RunSpec) -> torch.nn.Module:
+    """torch.compile with exactly the spec's options (mode only where the backend takes one)."""
+    kwargs: dict[str, Any] = {"backend": spec.backend, "dynamic": spec.dynamic, "fullgraph": spec.fullgraph}
+    if spec.backend == "inductor":
+        kwargs["mode"] = spec.mode
+    return torch.compile(model, **kwargs)
+
+
+class _VariantRun:
+    """Trains one variant for the spec's epochs, emitting events as it goes."""
+
+    def __init__(self, name: str, spec: RunSpec, device: torch.device, init_state: dict, emit: EventCallback):
+        self.name, self.spec, self.device, self.emit = name, spec, device, emit
+        torch.manual_seed(spec.seed)
+        model = build_model(spec.model, spec.input_size).to(device)
+        model.load_state_dict(init_state)
+        self.model = model
+        self.runner = compile_model(model, spec) if name == "compiled" else model
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
+        self.scaler = torch.amp.GradScaler(device.type) if spec.precision == "amp-fp16" else None
+        self.autocast = lambda: autocast_context(spec, device)
+        self.cudagraphs = name == "compiled" and spec.backend == "inductor" and spec.mode in CUDA_GRAPH_MODES
+        self.stopwatch = Stopwatch(device)
+        self.result = VariantResult(name)
+        self.counts = {"train": 0, "eval": 0}
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.cudagraphs:  # tell CUDA-graph trees a new iteration starts (outputs are reused)
+            torch.compiler.cudagraph_mark_step_begin()
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = loss_fn(self.runner(x), y)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        return loss
+
+    def eval_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.cudagraphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        with torch.no_grad(), self.autocast():
+            return loss_fn(self.runner(x), y)
+
+    def _timed(self, phase: str, epoch: int, batches, step_fn) -> float:
+        """Run one phase of one epoch; returns its synchronized wall time."""
+        epoch_clock = Stopwatch(self.device)
+        epoch_clock.start()
+        for x, y in batches:
+            if self.counts[phase] == 0 and self.name == "compiled":
+                self._status("compiling", epoch, f"compiling the {phase} graph (the first compiled step pays for it)")
+            self.stopwatch.start()
+            loss = step_fn(x, y)
+            elapsed = self.stopwatch.stop()
+            self.counts[phase] += 1
+            event = StepEvent(self.name, phase, epoch, self.counts[phase], elapsed, float(loss.item()), len(x))
+            self.result.steps.append(event)
+            self.emit(event)
+            if self.counts[phase] == 1 and self.name == "compiled":
+                self._status("training" if phase == "train" else "evaluating", epoch)
+        return epoch_clock.stop()
+
+    def _status(self, state: str, epoch: int, message: str = "") -> None:
+        self.emit(StatusEvent(self.name, state, epoch, self.spec.epochs, message))
+
+    def run(self, source: BatchSource) -> VariantResult:
+        reset_peak_memory(self.device)
+        self.model.train()
+        for epoch in range(1, self.spec.epochs + 1):
+            self._status("training", epoch)
+            train_s = self._timed("train", epoch, source.train_epoch(epoch), self.train_step)
+            eval_s = None
+            if self.spec.eval_steps:
+                self.model.eval()
+                self._status("evaluating", epoch)
+                eval_s = self._timed("eval", epoch, source.eval_epoch(epoch), self.eval_step)
+                self.model.train()
+            event = EpochEvent(self.name, epoch, train_s, eval_s)
+            self.result.epochs.append(event)
+            self.emit(event)
+        return self.result
+
+
+def run_race(spec: RunSpec, on_event: EventCallback | None = None, caps: DeviceCaps | None = None) -> RaceResult:
+    """Validate, then race eager against compiled. Raises SpecError before any work if invalid.
+
+    An exception during training (out of memory, a compile error, Ctrl-C) ends the race early:
+    the result keeps every event so far and carries a readable `error`.
+    """
+    caps = caps or detect_device_caps()
+    check(spec, caps)
+    device = torch.device(resolve_device(spec.device, caps))
+    get_model_info(spec.model)
+    emit = on_event or (lambda event: None)
+    variants = {name: VariantResult(name) for name in VARIANTS}
+    stats, error = CompileStats(), None
+    with precision_settings(spec), inductor_cache(spec, device):
+        environment = environment_record(device)
+        environment["precision"] = spec.precision
+        environment["inductor_cache"] = spec.cache
+        emit(StartEvent(environment))
+        torch.manual_seed(spec.seed)
+        init_state = copy.deepcopy(build_model(spec.model, spec.input_size).state_dict())
+        for name in VARIANTS:
+            emit(StatusEvent(name, "starting", 0, spec.epochs))
+            if name == "compiled":
+                reset_compile_state()
+            run = None
+            try:
+                run = _VariantRun(name, spec, device, init_state, emit)
+                variants[name] = run.run(BatchSource(spec, device))
+            except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
+                error = explain_failure(exc, spec, device)
+                if run is not None:
+                    variants[name] = run.result
+                variants[name].error = error
+            finally:
+                variants[name].peak_memory_bytes, variants[name].memory_kind = peak_memory(device)
+                if name == "compiled":
+                    stats = read_compile_stats()
+                del run
+                gc.collect()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                device_sync(device)
+            emit(StatusEvent(name, "failed" if error else "done", spec.epochs, spec.epochs, error or ""))
+            if error:
+                break
+    summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats)
+    return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
+
+
+def summarize_variants(
+    spec: RunSpec, eager: VariantResult, compiled: VariantResult, stats: CompileStats
+) -> dict[str, Any]:
+    """analysis.summarize over the recorded events, plus memory, losses and compile counters."""
+    summary = analysis.summarize(
+        eager.times("train"),
+        compiled.times("train"),
+        [e.train_time_s for e in eager.epochs],
+        [e.train_time_s for e in compiled.epochs],
+        spec.batch_size,
+        [e.eval_time_s for e in eager.epochs if e.eval_time_s is not None],
+        [e.eval_time_s for e in compiled.epochs if e.eval_time_s is not None],
+    )
+    summary.update(
+        eager_eval_step_times_s=eager.times("eval"),
+        compiled_eval_step_times_s=compiled.times("eval"),
+        eager_peak_memory_bytes=eager.peak_memory_bytes,
+        compiled_peak_memory_bytes=compiled.peak_memory_bytes,
+        memory_kind=compiled.memory_kind or eager.memory_kind,
+        eager_final_loss=eager.final_loss,
+        compiled_final_loss=compiled.final_loss,
+        graphs=stats.graphs,
+        graph_breaks=stats.graph_breaks,
+        recompiles=stats.recompiles,
+        compile_phases_s=stats.phase_times_s,
+    )
+    summary["reading"] = analysis.plain_reading(summary)
+    return summary

@@ -1,0 +1,238 @@
+"""Model registry: every model a race can train, with the input it takes.
+
+Models are built with random weights (nothing is downloaded). Each entry says what kind of
+input it eats, so data, validation and the UI agree on sizes without building the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+NUM_CLASSES = 10  # CIFAR-10-sized heads everywhere: the tutorial's setup
+VOCAB_SIZE = 512  # token models predict the next token from this vocabulary
+FEATURES = 512  # vector models take this many input features
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the rest of the app needs to know about a model without building it."""
+
+    name: str
+    builder: Callable[[int], nn.Module]  # input size -> model
+    input_kind: str  # "image" (3xSxS), "tokens" (sequence of S ids), "vector" (S features)
+    default_size: int
+    min_size: int
+    size_multiple: int
+    default_batch_size: int
+    description: str
+
+    @property
+    def size_meaning(self) -> str:
+        return {
+            "image": "image side in pixels",
+            "tokens": "sequence length in tokens",
+            "vector": "number of input features",
+        }[self.input_kind]
+
+    def size_problem(self, size: int) -> str | None:
+        """Why this model cannot take `size` as its input size, or None if it can."""
+        if self.input_kind == "vector" and size != self.default_size:
+            return f"{self.name} takes exactly {self.default_size} input features (got {size})"
+        if size < self.min_size:
+            return f"{self.name} needs an input size of at least {self.min_size} ({self.size_meaning}; got {size})"
+        if size % self.size_multiple:
+            return (
+                f"{self.name} needs an input size that is a multiple of {self.size_multiple} "
+                f"({self.size_meaning}; got {size})"
+            )
+        return None
+
+
+class SmallCNN(nn.Module):
+    """Two conv blocks and a linear head: the classic 'first CNN'."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.BatchNorm2d(64),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.head = nn.Linear(64 * (size // 4) ** 2, NUM_CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+class PointwiseBlock(nn.Module):
+    """LayerNorm, a gated activation (GELU x sigmoid) and tanh: many small elementwise ops
+    around one matmul, exactly what operator fusion removes memory traffic from."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 2 * width)
+        self.down = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.up(self.norm(x)).chunk(2, dim=-1)
+        h = F.gelu(a) * torch.sigmoid(b)
+        return x + torch.tanh(self.down(h)) * 0.5
+
+
+class PointwiseMLP(nn.Module):
+    """Residual MLP of pointwise-heavy blocks: the zoo's model that compile speeds up on CPU."""
+
+    def __init__(self, width: int, depth: int = 4):
+        super().__init__()
+        self.blocks = nn.Sequential(*[PointwiseBlock(width) for _ in range(depth)])
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, NUM_CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.blocks(x)))
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = CausalSelfAttention(dim, heads)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    """A small GPT-style causal language model (nanoGPT's shape) using fused SDPA attention."""
+
+    def __init__(self, max_len: int, dim: int = 128, heads: int = 4, layers: int = 2):
+        super().__init__()
+        self.tok = nn.Embedding(VOCAB_SIZE, dim)
+        self.pos = nn.Embedding(max_len, dim)
+        self.blocks = nn.Sequential(*[GPTBlock(dim, heads) for _ in range(layers)])
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, VOCAB_SIZE, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.blocks(self.tok(idx) + self.pos(pos))
+        return self.head(self.ln(x))
+
+
+def _torchvision(name: str, **kwargs) -> Callable[[int], nn.Module]:
+    def build(size: int) -> nn.Module:
+        import torchvision.models as tvm
+
+        extra = {"image_size": size} if name == "vit_b_16" else {}
+        return getattr(tvm, name)(weights=None, num_classes=NUM_CLASSES, **extra, **kwargs)
+
+    return build
+
+
+def _mlp(size: int) -> nn.Module:
+    return nn.Sequential(nn.Linear(size, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+
+
+# Minimum image sizes: 32 px is the smallest input for which every stride-2 stage of these
+# networks still has a feature map to halve (CIFAR-10's native size); smaller inputs collapse
+# to 1x1 early and, for BatchNorm models, fail at small batch sizes.
+MODELS: dict[str, ModelInfo] = {
+    info.name: info
+    for info in [
+        ModelInfo("mlp", _mlp, "vector", FEATURES, FEATURES, 1, 256, "3-layer ReLU MLP"),
+        ModelInfo("small_cnn", SmallCNN, "image", 32, 8, 4, 128, "2 conv blocks + linear head"),
+        ModelInfo(
+            "pointwise_mlp",
+            PointwiseMLP,
+            "vector",
+            FEATURES,
+            FEATURES,
+            1,
+            1024,
+            "residual MLP, LayerNorm + GELU*sigmoid + tanh: fusion-friendly, faster compiled on CPU",
+        ),
+        ModelInfo("resnet18", _torchvision("resnet18"), "image", 32, 32, 1, 64, "torchvision"),
+        ModelInfo("resnet50", _torchvision("resnet50"), "image", 224, 32, 1, 128, "the tutorial's model"),
+        ModelInfo(
+            "mobilenet_v3_small",
+            _torchvision("mobilenet_v3_small"),
+            "image",
+            224,
+            32,
+            1,
+            128,
+            "torchvision, depthwise convs",
+        ),
+        ModelInfo("convnext_tiny", _torchvision("convnext_tiny"), "image", 224, 32, 1, 64, "torchvision"),
+        ModelInfo(
+            "vit_b_16",
+            _torchvision("vit_b_16"),
+            "image",
+            224,
+            32,
+            16,
+            64,
+            "torchvision ViT-B/16 (size: multiple of the 16 px patch)",
+        ),
+        ModelInfo(
+            "gpt",
+            TinyGPT,
+            "tokens",
+            128,
+            8,
+            1,
+            32,
+            "2-layer causal transformer, scaled_dot_product_attention",
+        ),
+    ]
+}
+
+
+def get_model_info(name: str) -> ModelInfo:
+    """Look up a model; raises KeyError naming the allowed models."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; allowed: {', '.join(MODELS)}") from None
+
+
+def build_model(name: str, size: int | None = None) -> nn.Module:
+    """Build a randomly initialised model for the given input size (default: the model's)."""
+    info = get_model_info(name)
+    return info.builder(size if size is not None else info.default_size)
+
+
+def parameter_count(name: str, size: int | None = None) -> int:
+    """Parameters of a model, counted on the meta device (no memory, no init cost)."""
+    with torch.device("meta"):
+        model = build_model(name, size)
+    return sum(p.numel() for p in model.parameters())

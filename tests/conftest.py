@@ -1,0 +1,29 @@
+"""Shared fixtures: machine descriptions for validation, and quick race specs."""
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from core.spec import DeviceCaps, RunSpec  # noqa: E402
+
+CPU = DeviceCaps(cuda=False, mps=False)
+AMPERE = DeviceCaps(cuda=True, cuda_name="NVIDIA A100", compute_capability=(8, 0), cuda_bf16=True)
+VOLTA = DeviceCaps(cuda=True, cuda_name="Tesla V100", compute_capability=(7, 0), cuda_bf16=False)
+
+
+@pytest.fixture(autouse=True)
+def _private_data_home(tmp_path, monkeypatch):
+    """Warm caches and stores go to a per-test folder, never the user's data directory."""
+    monkeypatch.setenv("COMPILE_LAB_DATA", str(tmp_path / "data"))
+
+
+def quick_spec(**overrides) -> RunSpec:
+    """A race that finishes in about a second on CPU: tiny MLP, aot_eager (no Inductor codegen)."""
+    base = dict(model="mlp", batch_size=16, epochs=2, steps_per_epoch=4, backend="aot_eager", device="cpu")
+    base.update(overrides)
+    return RunSpec(**base)

@@ -1,0 +1,196 @@
+"""The race: fair setup, honest events, partial results on failure."""
+
+import math
+import os
+
+import pytest
+import torch
+from conftest import CPU, quick_spec
+
+from core import trainer
+from core.spec import RunSpec, SpecError
+from core.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent, explain_failure, run_race
+
+
+def record(spec, caps=CPU):
+    events = []
+    result = run_race(spec, on_event=events.append, caps=caps)
+    return result, events
+
+
+def test_both_variants_run_every_step_and_epoch():
+    spec = quick_spec(epochs=2, steps_per_epoch=4, eval_steps=2)
+    result, events = record(spec)
+    assert result.status == "done" and result.error is None
+    for variant in (result.eager, result.compiled):
+        assert [s.step for s in variant.steps if s.phase == "train"] == list(range(1, 9))
+        assert [s.step for s in variant.steps if s.phase == "eval"] == [1, 2, 3, 4]
+        assert [e.epoch for e in variant.epochs] == [1, 2]
+        assert all(e.eval_time_s is not None and e.eval_time_s > 0 for e in variant.epochs)
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    assert len(steps) == 2 * (8 + 4)
+    assert isinstance(events[0], StartEvent) and events[0].environment["device_type"] == "cpu"
+    assert sum(isinstance(e, EpochEvent) for e in events) == 4
+
+
+def test_status_events_follow_the_race_phases():
+    _, events = record(quick_spec(epochs=1, steps_per_epoch=2))
+    states = [(e.variant, e.state) for e in events if isinstance(e, StatusEvent)]
+    assert states[0] == ("eager", "starting")
+    assert ("compiled", "compiling") in states
+    assert states.index(("eager", "done")) < states.index(("compiled", "starting"))
+    assert states[-1] == ("compiled", "done")
+
+
+def test_variants_start_from_identical_weights_and_batches():
+    result, _ = record(quick_spec(epochs=1, steps_per_epoch=3))
+    first_eager, first_compiled = result.eager.steps[0], result.compiled.steps[0]
+    assert first_eager.loss == pytest.approx(first_compiled.loss, rel=1e-6)
+    assert result.eager.final_loss == pytest.approx(result.compiled.final_loss, rel=1e-4)
+
+
+def test_summary_has_the_headline_keys_with_finite_values():
+    result, _ = record(quick_spec(epochs=2, steps_per_epoch=5))
+    s = result.to_dict()["summary"]
+    for key in ("compile_time_s", "first_epoch_overhead_s", "steady_state_speedup", "whole_run_speedup"):
+        assert math.isfinite(s[key]), key
+    low, high = s["speedup_ci95"]
+    assert low <= s["steady_state_speedup"] <= high
+    assert s["break_even_step"] is None or isinstance(s["break_even_step"], int)
+    assert len(s["eager_step_times_s"]) == len(s["compiled_step_times_s"]) == 10
+    assert s["graphs"] >= 1 and s["graph_breaks"] == 0
+    assert s["memory_kind"] == "process peak RSS (CPU)" and s["eager_peak_memory_bytes"] > 0
+
+
+def test_invalid_spec_raises_before_any_work():
+    events = []
+    with pytest.raises(SpecError):
+        run_race(quick_spec(batch_size=0, precision="amp-fp16"), on_event=events.append, caps=CPU)
+    assert events == []
+
+
+def fail_after(monkeypatch, variant, calls, exc):
+    original = trainer._VariantRun.train_step
+    count = {"n": 0}
+
+    def flaky(self, x, y):
+        if self.name == variant:
+            count["n"] += 1
+            if count["n"] > calls:
+                raise exc
+        return original(self, x, y)
+
+    monkeypatch.setattr(trainer._VariantRun, "train_step", flaky)
+
+
+def test_out_of_memory_mid_run_keeps_what_was_measured(monkeypatch):
+    fail_after(monkeypatch, "compiled", 5, torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    result, events = record(quick_spec(epochs=2, steps_per_epoch=4))
+    assert result.status == "failed"
+    assert result.error == "out of memory at batch size 16 on cpu: try a smaller batch size or amp-bf16"
+    assert len(result.eager.steps) == 8 and len(result.compiled.steps) == 5
+    assert result.compiled.error == result.error
+    assert result.summary["steady_state_speedup"] is not None  # 5 compiled steps are enough to compare
+    assert [e.state for e in events if isinstance(e, StatusEvent)][-1] == "failed"
+
+
+def test_failure_in_the_eager_variant_skips_compiled(monkeypatch):
+    fail_after(monkeypatch, "eager", 2, RuntimeError("boom\nlong detail"))
+    result, _ = record(quick_spec())
+    assert result.error == "RuntimeError: boom"
+    assert len(result.eager.steps) == 2 and result.compiled.steps == []
+    assert result.summary["steady_state_speedup"] is None
+
+
+def test_ctrl_c_ends_the_run_as_cancelled(monkeypatch):
+    fail_after(monkeypatch, "compiled", 1, KeyboardInterrupt())
+    result, _ = record(quick_spec())
+    assert result.error == "cancelled" and len(result.compiled.steps) == 1
+
+
+def test_fullgraph_with_a_graph_break_fails_with_advice(monkeypatch):
+    class Breaks(torch.nn.Module):
+        def __init__(self, size):
+            super().__init__()
+            self.lin = torch.nn.Linear(size, 10)
+
+        def forward(self, x):
+            print("", end="")  # a graph break
+            return self.lin(x)
+
+    from core import zoo
+
+    info = zoo.MODELS["mlp"]
+    monkeypatch.setitem(zoo.MODELS, "mlp", info.__class__(**{**info.__dict__, "builder": Breaks}))
+    result, _ = record(quick_spec(fullgraph=True, backend="eager"))
+    assert result.status == "failed"
+    assert "fullgraph" in result.error and "turn fullgraph off" in result.error
+    relaxed, _ = record(quick_spec(fullgraph=False, backend="eager"))
+    assert relaxed.status == "done" and relaxed.compile_stats.graph_breaks >= 1
+    assert relaxed.compile_stats.break_reasons
+
+
+def test_explain_failure_is_short_and_human():
+    spec = RunSpec(batch_size=512)
+    assert explain_failure(RuntimeError("CUDA out of memory. Tried"), spec, torch.device("cuda:0")).startswith(
+        "out of memory at batch size 512 on cuda:0"
+    )
+    assert explain_failure(ValueError(""), spec, torch.device("cpu")) == "ValueError: ValueError"
+
+
+def test_precision_flags_are_restored_after_a_tf32_run():
+    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+    with trainer.precision_settings(RunSpec(precision="tf32")):
+        assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
+    with trainer.precision_settings(RunSpec(precision="fp32")):
+        assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
+    assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
+
+
+def test_cold_cache_is_fresh_and_removed_warm_cache_persists(tmp_path):
+    device = torch.device("cpu")
+    with trainer.inductor_cache(RunSpec(cache="cold"), device) as cold:
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == cold and os.listdir(cold) == []
+    assert not os.path.exists(cold)
+    with trainer.inductor_cache(RunSpec(cache="warm"), device) as warm:
+        assert warm.startswith(os.environ["COMPILE_LAB_DATA"])
+    assert os.path.isdir(warm)
+    with trainer.inductor_cache(RunSpec(cache="warm"), device) as again:
+        assert again == warm
+
+
+def test_amp_bf16_on_cpu_trains_in_bfloat16():
+    result, _ = record(quick_spec(precision="amp-bf16", epochs=1, steps_per_epoch=3))
+    assert result.status == "done"
+    # bf16 autocast changes the numbers slightly, but both variants agree with each other
+    assert result.eager.final_loss == pytest.approx(result.compiled.final_loss, rel=2e-2)
+
+
+@pytest.mark.slow
+def test_real_inductor_race_on_a_tiny_model():
+    spec = RunSpec(model="mlp", batch_size=32, epochs=2, steps_per_epoch=6, eval_steps=2, device="cpu")
+    result, events = record(spec)
+    assert result.status == "done", result.error
+    s = result.summary
+    assert s["compile_time_s"] > 0.5  # a cold Inductor compile takes seconds, not milliseconds
+    assert s["first_epoch_overhead_s"] > 0.5
+    assert s["eval_first_epoch_overhead_s"] > 0  # eval mode compiles another graph
+    assert result.compile_stats.graphs >= 2 and result.compile_stats.recompiles >= 1
+    assert result.compile_stats.phase_times_s  # torch told us where the time went
+    assert result.eager.final_loss == pytest.approx(result.compiled.final_loss, rel=1e-2)
+    for key in ("steady_state_speedup", "whole_run_speedup", "compile_time_s"):
+        assert math.isfinite(s[key])
+    assert len([e for e in events if isinstance(e, StepEvent)]) == 2 * (12 + 4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_resnet50_amp_bf16_race_on_a_gpu():
+    from core.spec import detect_device_caps
+
+    spec = RunSpec(model="resnet50", batch_size=64, precision="amp-bf16", epochs=2, steps_per_epoch=10, device="cuda")
+    result = run_race(spec, caps=detect_device_caps())
+    assert result.status == "done", result.error
+    assert result.summary["memory_kind"] == "CUDA allocator peak"
+    assert result.summary["compiled_peak_memory_bytes"] > 0
+    assert result.environment["compute_capability"]

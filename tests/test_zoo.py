@@ -1,0 +1,53 @@
+"""Every model in the zoo builds with random weights and trains one step at its smallest size."""
+
+import pytest
+import torch
+
+from core.data import random_batch
+from core.trainer import loss_fn
+from core.zoo import MODELS, build_model, get_model_info, parameter_count
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_model_trains_a_step_at_its_minimum_input_size(name):
+    info = MODELS[name]
+    size = info.min_size
+    torch.manual_seed(0)
+    model = build_model(name, size)
+    x, y = random_batch(info.input_kind, 2, size, torch.Generator().manual_seed(0))
+    out = model(x)
+    loss = loss_fn(out, y)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("name", ["mlp", "small_cnn", "pointwise_mlp", "gpt", "resnet18"])
+def test_parameter_count_on_meta_matches_the_real_model(name):
+    real = sum(p.numel() for p in build_model(name).parameters())
+    assert parameter_count(name) == real > 0
+
+
+def test_the_tutorials_model_is_resnet50_with_a_10_class_head():
+    model = build_model("resnet50", 32)
+    assert model.fc.out_features == 10
+    assert 23e6 < parameter_count("resnet50") < 24e6
+
+
+def test_gpt_uses_scaled_dot_product_attention(monkeypatch):
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("is_causal"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    x, _ = random_batch("tokens", 2, 16, torch.Generator().manual_seed(0))
+    build_model("gpt", 16)(x)
+    assert calls and all(calls)
+
+
+def test_unknown_model_lookup_names_the_allowed_ones():
+    with pytest.raises(KeyError, match="resnet50"):
+        get_model_info("nope")
