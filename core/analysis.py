@@ -204,12 +204,16 @@ def plain_reading(summary: dict[str, Any]) -> str:
         return "Not enough steps finished in both variants to compare them."
     cost = f" after {compile_s:.1f} s of compilation" if compile_s is not None else ""
     low, high = summary["speedup_ci95"]
-    interval = f"{speedup:.2f}x, 95% interval {low:.2f}-{high:.2f}"
+    interval = f"95% interval {low:.2f}-{high:.2f}x"
     if verdict == SLOWER:
-        return f"Compiled steps are slower here ({interval}){cost}: compile does not pay off for this model on this device."
+        return (
+            f"Compiled steps are slower here ({speedup:.2f}x, {interval}){cost}: "
+            "compile does not pay off for this model on this device."
+        )
     if verdict == NO_CLEAR_DIFFERENCE:
         return (
-            f"No clear difference per step ({interval}){cost}: compile costs time here and gains none you can measure."
+            f"No clear difference per step ({speedup:.2f}x, {interval}){cost}: "
+            "compile costs time here and gains none you can measure."
         )
     if summary.get("break_even_step") is not None:
         return (
@@ -217,5 +221,5 @@ def plain_reading(summary: dict[str, Any]) -> str:
             f"at step {summary['break_even_step']} ({summary['break_even_wall_s']:.1f} s in)."
         )
     extra = summary.get("break_even_extrapolated_step")
-    when = f" it would pay off after about {extra:.0f} steps" if extra else " it did not pay off"
-    return f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}, but within this run{when}."
+    later = f"; at these rates it would after about {extra:.0f} steps" if extra else ""
+    return f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}, but compile did not pay off within this run{later}."

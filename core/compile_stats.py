@@ -50,7 +50,7 @@ _PHASES = (
     ("aot autograd: forward + backward graphs", "aot_autograd_cumulative_compile_time_us"),
     ("inductor: lowering and kernel generation", "inductor_cumulative_compile_time_us"),
     ("inductor code generation", "inductor_code_gen_cumulative_compile_time_us"),
-    ("triton kernel compile", "triton_compile_time_us"),
+    ("kernel compile: C++ on CPU, Triton on GPU", "triton_compile_time_us"),
     ("backward graph, compiled at first backward", "backward_cumulative_compile_time_us"),
 )
 
