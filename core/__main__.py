@@ -1,4 +1,4 @@
-"""Command line: `python -m core models | race ...`.
+"""Command line: `python -m core models | race | submit | status | cancel | delete | runs | export | import`.
 
 Errors a user can cause end with one line on stderr and exit status 2; a run that fails part
 way prints what it measured, then the reason, and exits 1.
@@ -188,6 +188,208 @@ def cmd_race(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def default_owner() -> str:
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:  # noqa: BLE001 - no user database (some containers)
+        return "cli"
+
+
+def open_store(args: argparse.Namespace):
+    from core.store import Store
+
+    return Store(args.store)
+
+
+def stored_result(run) -> dict:
+    """A stored run in the shape summary_table reads (the same as race --json)."""
+    details = run.details or {}
+    return {
+        "summary": run.summary or {},
+        "variants": details.get("variants", {"eager": {"final_loss": None}, "compiled": {"final_loss": None}}),
+        "compile": details.get("compile", {}),
+    }
+
+
+def progress_bar(fraction: float, width: int = 30) -> str:
+    filled = int(round(max(0.0, min(fraction, 1.0)) * width))
+    return "[" + "#" * filled + "." * (width - filled) + f"] {fraction * 100:3.0f}%"
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from core import jobs
+
+    store = open_store(args)
+    try:
+        spec = spec_from_args(args)
+        caps = jobs.ensure_probe(store, owner=args.owner, wait_s=60)
+        run_id = jobs.enqueue(store, spec, args.owner, caps=caps)
+    except SpecError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except jobs.JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    run = store.get_run(run_id)
+    print(f"run {run_id}: {jobs.describe(store, run)} on {run.device_key}")
+    if not args.wait:
+        return EXIT_OK
+    return follow(store, run_id, args)
+
+
+def follow(store, run_id: int, args: argparse.Namespace) -> int:
+    """Follow a run to its end with a progress bar on stderr, ticking the queue meanwhile."""
+    from core import jobs
+    from core.report import summary_table
+
+    stream = sys.stderr
+    last = ""
+    while True:
+        jobs.tick(store)
+        run = store.get_run(run_id)
+        line = f"run {run_id} {progress_bar(run.progress)} {jobs.describe(store, run)}"
+        if line != last:
+            stream.write(("\r\033[K" + line) if stream.isatty() else line + "\n")
+            stream.flush()
+            last = line
+        if run.finished:
+            break
+        time.sleep(0.5)
+    if stream.isatty():
+        stream.write("\n")
+    if run.summary:
+        print(json.dumps(stored_result(run), default=float) if args.json else summary_table(stored_result(run)))
+    if run.status == "failed":
+        print(f"error: run {run_id} failed: {run.error}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_CANCELLED if run.status == "cancelled" else EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from core import jobs
+
+    store = open_store(args)
+    jobs.tick(store)
+    if args.run_id is not None:
+        run = store.get_run(args.run_id)
+        if run is None:
+            print(f"error: there is no run {args.run_id}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"run {run.id} ({run.kind}, owner {run.owner}, {run.device_key}): {jobs.describe(store, run)}")
+        if run.summary and run.summary.get("reading"):
+            print(run.summary["reading"])
+        return EXIT_OK
+    active = store.list_runs(status=("queued", "starting", "running"))
+    if not active:
+        print("nothing queued or running")
+    for run in reversed(active):
+        print(f"run {run.id:>5}  {run.device_key:<8} {run.owner:<16} {jobs.describe(store, run)}")
+    return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from core import jobs
+
+    try:
+        status = jobs.cancel(open_store(args), args.run_id, args.owner)
+    except jobs.JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"run {args.run_id}: {status}")
+    return EXIT_OK
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    from core import jobs
+
+    try:
+        jobs.delete(open_store(args), args.run_id, args.owner)
+    except jobs.JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"run {args.run_id}: deleted")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from core.report import fmt_seconds, fmt_speedup
+
+    runs = open_store(args).list_runs(kind="race", limit=args.limit)
+    if args.json:
+        print(json.dumps([run_row(r) for r in runs], default=float))
+        return EXIT_OK
+    print(
+        f"{'id':>5}  {'status':<10}{'created':<17}{'device':<9}{'model':<19}{'batch':>6}  {'precision':<9}"
+        f"{'mode':<12}{'overhead':>10}{'speedup':>9}  break-even"
+    )
+    for r in runs:
+        row, s = run_row(r), r.summary or {}
+        be = f"step {s['break_even_step']}" if s.get("break_even_step") else (s.get("break_even_reason") or "-")
+        print(
+            f"{row['id']:>5}  {row['status'] + ('*' if r.imported else ''):<10}{row['created']:<17}{row['device']:<9}"
+            f"{row['model']:<19}{row['batch_size']:>6}  {row['precision']:<9}{row['mode']:<12}"
+            f"{fmt_seconds(s.get('first_epoch_overhead_s'), signed=True):>10}{fmt_speedup(s.get('steady_state_speedup')):>9}  {be}"
+        )
+    if any(r.imported for r in runs):
+        print("* imported")
+    return EXIT_OK
+
+
+def run_row(run) -> dict:
+    """The flat row the runs table shows (also the Runs page's table)."""
+    p, s = run.params or {}, run.summary or {}
+    env = run.environment or {}
+    return {
+        "id": run.id,
+        "status": run.status,
+        "imported": bool(run.imported),
+        "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
+        "device": env.get("device_type") or run.device_key,
+        "device_name": env.get("device_name"),
+        "model": p.get("model", "?"),
+        "batch_size": p.get("batch_size", 0),
+        "precision": p.get("precision", "?"),
+        "mode": p.get("mode", "?"),
+        "first_epoch_overhead_s": s.get("first_epoch_overhead_s"),
+        "steady_state_speedup": s.get("steady_state_speedup"),
+        "break_even_step": s.get("break_even_step"),
+        "error": run.error,
+    }
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from core.bundle import BundleError, export_bundle
+
+    try:
+        bundle = export_bundle(open_store(args), args.run_id)
+    except BundleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    text = json.dumps(bundle, indent=1)
+    if args.output:
+        with open(args.output, "w") as fh:
+            fh.write(text)
+        print(f"run {args.run_id} exported to {args.output}")
+    else:
+        print(text)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from core.bundle import BundleError, import_bundle, load_bundle_file
+
+    try:
+        run_id = import_bundle(open_store(args), load_bundle_file(args.file), args.owner)
+    except BundleError as exc:
+        print(f"error: {args.file}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"imported as run {run_id}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m core", description="Compile Lab: eager vs torch.compile, measured.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -199,6 +401,42 @@ def build_parser() -> argparse.ArgumentParser:
     race.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     race.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     race.set_defaults(func=cmd_race)
+
+    def store_parser(name: str, help_text: str, owner: bool = False) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument(
+            "--store", default=None, help="store file (default: $COMPILE_LAB_STORE or data/compile_lab.sqlite3)"
+        )
+        if owner:
+            p.add_argument("--owner", default=default_owner(), help="who you are to the queue (default: cli:<user>)")
+        return p
+
+    submit = store_parser("submit", "queue a race for a background worker", owner=True)
+    add_spec_arguments(submit)
+    submit.add_argument("--wait", action="store_true", help="follow the run with a progress bar until it ends")
+    submit.add_argument("--json", action="store_true", help="with --wait: print the result as JSON")
+    submit.set_defaults(func=cmd_submit)
+    status = store_parser("status", "the state of one run, or of the queue")
+    status.add_argument("run_id", nargs="?", type=int)
+    status.set_defaults(func=cmd_status)
+    for name, func, text in (
+        ("cancel", cmd_cancel, "cancel your queued or running run"),
+        ("delete", cmd_delete, "delete your run and its events"),
+    ):
+        p = store_parser(name, text, owner=True)
+        p.add_argument("run_id", type=int)
+        p.set_defaults(func=func)
+    runs = store_parser("runs", "table of stored races")
+    runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--json", action="store_true")
+    runs.set_defaults(func=cmd_runs)
+    export = store_parser("export", "write a run as a JSON bundle (spec, environment, events, summary)")
+    export.add_argument("run_id", type=int)
+    export.add_argument("-o", "--output", help="file to write (default: stdout)")
+    export.set_defaults(func=cmd_export)
+    imp = store_parser("import", "add a bundle from another machine as an imported run", owner=True)
+    imp.add_argument("file")
+    imp.set_defaults(func=cmd_import)
     return parser
 
 

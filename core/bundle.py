@@ -1,0 +1,221 @@
+"""Run bundles: one JSON file with a run's spec, environment, events and summary.
+
+Export lets a result travel (a GPU box's race shown on a laptop, a talk's recorded run); import
+makes it an ordinary, read-only run marked `imported`. Import trusts nothing: every field is
+checked for type and range before anything is written, and the whole bundle lands in one
+transaction or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any
+
+from core.spec import MAX_EPOCHS, MAX_STEPS_PER_EPOCH, RunSpec, SpecError, validate
+from core.store import FINAL_STATES, Store
+
+FORMAT = "compile-lab/run-bundle"
+VERSION = 1
+MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+MAX_EVENTS = 2_000_000
+MAX_STRING = 20_000
+MAX_DEPTH = 8
+MAX_NUMBER = 1e15
+VARIANTS = ("eager", "compiled")
+PHASES = ("train", "eval")
+EVENT_KINDS = ("step", "epoch")
+
+
+class BundleError(ValueError):
+    """The bundle cannot be imported; the message says which field and why."""
+
+
+def export_bundle(store: Store, run_id: int) -> dict[str, Any]:
+    """The bundle of one stored run (its owner is not exported)."""
+    run = store.get_run(run_id)
+    if run is None:
+        raise BundleError(f"there is no run {run_id}")
+    events = store.events_after(run_id)
+    return _json_safe(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "exported_at": time.time(),
+            "run": {
+                "kind": run.kind,
+                "params": run.params,
+                "status": run.status,
+                "created_at": run.created_at,
+                "started_at": run.started_at,
+                "finished_at": run.finished_at,
+                "environment": run.environment,
+                "summary": run.summary,
+                "details": run.details,
+                "error": run.error,
+            },
+            "events": [{k: e[k] for k in e if k not in ("id", "run_id")} for e in events],
+        }
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinity (a diverged loss) are not JSON: they travel as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def load_bundle_file(path: str) -> dict[str, Any]:
+    """Read a bundle file, refusing oversized or non-JSON input with a clear message."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BUNDLE_BYTES + 1)
+    except OSError as exc:
+        raise BundleError(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > MAX_BUNDLE_BYTES:
+        raise BundleError(f"bundle is larger than {MAX_BUNDLE_BYTES // 2**20} MiB")
+    return parse_bundle(raw)
+
+
+def parse_bundle(raw: bytes | str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise BundleError(f"not a JSON bundle: {exc}") from None
+    if not isinstance(data, dict):
+        raise BundleError("not a run bundle: the top level must be an object")
+    return data
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number")
+
+
+def import_bundle(store: Store, data: dict[str, Any], owner: str) -> int:
+    """Validate and store a bundle as a new imported run; returns its id. Writes nothing on error."""
+    run_fields, events = validate_bundle(data)
+    run_fields.update(owner=owner, imported=1, device_key="imported", phase=run_fields["status"])
+    return store.import_run(run_fields, events)
+
+
+def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Check every field; return (run row fields, event rows) ready to insert."""
+    if data.get("format") != FORMAT:
+        raise BundleError(f"not a Compile Lab run bundle (format must be {FORMAT!r})")
+    if data.get("version") != VERSION:
+        raise BundleError(f"bundle version {data.get('version')!r} is not supported (this Compile Lab reads {VERSION})")
+    run = _obj(data.get("run"), "run")
+    if run.get("kind") != "race":
+        raise BundleError("run.kind: only race runs can be imported")
+    params = _obj(run.get("params"), "run.params")
+    try:
+        spec = RunSpec.from_dict(params)
+        problems = validate(spec)
+    except SpecError as exc:
+        problems = exc.problems
+    except TypeError as exc:
+        raise BundleError(f"run.params: {exc}") from None
+    if problems:
+        raise BundleError(f"run.params.{problems[0].field}: {problems[0].message}")
+    params = {**spec.to_dict(), "data_dir": None}  # a path from another machine means nothing here
+    status = run.get("status")
+    if status not in FINAL_STATES:
+        raise BundleError(f"run.status must be one of {', '.join(FINAL_STATES)} (got {status!r})")
+    now = time.time()
+    fields: dict[str, Any] = {"kind": "race", "params": params, "status": status}
+    for key in ("created_at", "started_at", "finished_at"):
+        fields[key] = _number(run.get(key), f"run.{key}", 0, now + 86400, optional=key != "created_at")
+    for key in ("environment", "summary", "details"):
+        value = run.get(key)
+        if value is not None:
+            _plain_json(_obj(value, f"run.{key}"), f"run.{key}", 0)
+        fields[key] = value
+    fields["error"] = _string(run.get("error"), "run.error", optional=True)
+    raw_events = data.get("events")
+    if not isinstance(raw_events, list):
+        raise BundleError("events must be a list")
+    if len(raw_events) > MAX_EVENTS:
+        raise BundleError(f"events: at most {MAX_EVENTS} allowed (got {len(raw_events)})")
+    return fields, [_event(e, f"events[{i}]") for i, e in enumerate(raw_events)]
+
+
+def _event(e: Any, where: str) -> dict[str, Any]:
+    e = _obj(e, where)
+    return {
+        "kind": _member(e.get("kind"), EVENT_KINDS, f"{where}.kind"),
+        "variant": _member(e.get("variant"), VARIANTS, f"{where}.variant"),
+        "phase": _member(e.get("phase"), PHASES, f"{where}.phase"),
+        "epoch": _integer(e.get("epoch"), f"{where}.epoch", 0, MAX_EPOCHS),
+        "step": _integer(e.get("step"), f"{where}.step", 0, MAX_EPOCHS * MAX_STEPS_PER_EPOCH),
+        "time_s": _number(e.get("time_s"), f"{where}.time_s", 0, 1e6),
+        "eval_time_s": _number(e.get("eval_time_s"), f"{where}.eval_time_s", 0, 1e6, optional=True),
+        "loss": _number(e.get("loss"), f"{where}.loss", -MAX_NUMBER, MAX_NUMBER, optional=True),
+        "samples": _integer(e.get("samples"), f"{where}.samples", 0, 10**9, optional=True),
+        "recorded_at": _number(e.get("recorded_at"), f"{where}.recorded_at", 0, time.time() + 86400, optional=True),
+    }
+
+
+def _obj(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise BundleError(f"{where} must be an object (got {type(value).__name__})")
+    return value
+
+
+def _member(value: Any, allowed: tuple[str, ...], where: str) -> str:
+    if value not in allowed:
+        raise BundleError(f"{where} must be one of {', '.join(allowed)} (got {str(value)[:40]!r})")
+    return value
+
+
+def _number(value: Any, where: str, low: float, high: float, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise BundleError(f"{where} must be a number from {low:g} to {high:g} (got {str(value)[:40]!r})")
+    return float(value)
+
+
+def _integer(value: Any, where: str, low: int, high: int, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BundleError(f"{where} must be a whole number from {low} to {high} (got {str(value)[:40]!r})")
+    return value
+
+
+def _string(value: Any, where: str, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or len(value) > MAX_STRING:
+        raise BundleError(f"{where} must be text of at most {MAX_STRING} characters")
+    return value
+
+
+def _plain_json(value: Any, where: str, depth: int) -> None:
+    """Nested environment/summary data: bounded depth, finite bounded numbers, bounded text."""
+    if depth > MAX_DEPTH:
+        raise BundleError(f"{where} is nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _string(key, f"{where} key")
+            _plain_json(item, f"{where}.{key}", depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _plain_json(item, f"{where}[{i}]", depth + 1)
+    elif isinstance(value, str):
+        _string(value, where)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        _number(value, where, -MAX_NUMBER, MAX_NUMBER)
+    elif value is not None and not isinstance(value, bool):
+        raise BundleError(f"{where} has an unsupported value")

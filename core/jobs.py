@@ -1,0 +1,347 @@
+"""The job queue: enqueue, dispatch, cancel, reconcile. No daemon, no torch.
+
+Any process may `tick()`: whoever enqueues, a worker that finishes, a page refreshing, a CLI
+waiting. Dispatch runs inside an IMMEDIATE (write-locked) SQLite transaction, so two ticks at
+once cannot start the same job or two jobs on one device, across threads and processes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.spec import DeviceCaps, HostLimits, Problem, RunSpec, SpecError, load_host_limits, resolve_device, validate
+from core.store import ACTIVE_STATES, FINAL_STATES, Run, Store
+
+HOST = socket.gethostname()
+START_GRACE_S = 30.0  # a dispatched job whose worker has not claimed it by then has failed to start
+HEARTBEAT_STALE_S = 60.0  # a live pid that has not heartbeaten for this long is hung
+TERMINATE_WAIT_S = 2.0  # SIGTERM, then SIGKILL after this: cancel completes within 3 s
+PROBE_DEVICE_KEY = "probe"  # the probe only asks what the device is; it times nothing
+
+
+class JobError(Exception):
+    """A request the queue refuses (not yours, queue full, no such run): a message for a person."""
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """How the queue handles one kind of job; the worker holds the code that runs it."""
+
+    name: str
+    check: Callable[[dict[str, Any], DeviceCaps | None, HostLimits], list[Problem]]
+    device_key: Callable[[dict[str, Any], DeviceCaps | None], str]
+
+
+def _race_problems(params: dict[str, Any], caps: DeviceCaps | None, limits: HostLimits) -> list[Problem]:
+    try:
+        spec = RunSpec.from_dict(params)
+    except SpecError as exc:
+        return exc.problems
+    except TypeError as exc:
+        return [Problem("spec", str(exc))]
+    problems = validate(spec, caps)
+    return problems + [p for p in limits.problems(spec) if p.field not in {q.field for q in problems}]
+
+
+def _race_device_key(params: dict[str, Any], caps: DeviceCaps | None) -> str:
+    device = resolve_device(params.get("device", "auto"), caps or DeviceCaps())
+    return "cuda:0" if device == "cuda" else device
+
+
+JOB_KINDS: dict[str, JobKind] = {
+    "race": JobKind("race", _race_problems, _race_device_key),
+    "probe": JobKind("probe", lambda params, caps, limits: [], lambda params, caps: PROBE_DEVICE_KEY),
+}
+
+
+def known_caps(store: Store) -> DeviceCaps | None:
+    """What the latest device probe recorded (None before any probe has finished)."""
+    for run in store.list_runs(kind="probe", status=["done"], limit=1):
+        if run.host == HOST and run.summary and "caps" in run.summary:
+            return DeviceCaps.from_dict(run.summary["caps"])
+    return None
+
+
+def ensure_probe(store: Store, owner: str = "system", wait_s: float = 0.0) -> DeviceCaps | None:
+    """Device facts, probing first if this host has none; waits up to wait_s for the probe."""
+    caps = known_caps(store)
+    if caps is not None:
+        return caps
+    pending = [r for r in store.list_runs(kind="probe", status=("queued", *ACTIVE_STATES)) if r.host in (None, HOST)]
+    if not pending:
+        enqueue(store, {}, owner, kind="probe")
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        tick(store)
+        caps = known_caps(store)
+        if caps is not None:
+            return caps
+    return None
+
+
+def enqueue(
+    store: Store,
+    params: RunSpec | dict[str, Any],
+    owner: str,
+    kind: str = "race",
+    limits: HostLimits | None = None,
+    caps: DeviceCaps | None = None,
+) -> int:
+    """Validate and queue a job; returns its run id. Raises SpecError (bad input, over a host
+    limit) or JobError (queue full) without writing anything."""
+    if kind not in JOB_KINDS:
+        raise JobError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}")
+    job = JOB_KINDS[kind]
+    limits = limits or load_host_limits()
+    params = params.to_dict() if isinstance(params, RunSpec) else dict(params)
+    caps = caps if caps is not None else known_caps(store)
+    problems = job.check(params, caps, limits)
+    if problems:
+        raise SpecError(problems)
+    with store.transaction(immediate=True) as c:
+        if kind != "probe":
+            waiting = c.execute("SELECT COUNT(*) FROM runs WHERE status = 'queued'").fetchone()[0]
+            if limits.max_queue_length is not None and waiting >= limits.max_queue_length:
+                raise JobError(
+                    f"the queue is full ({waiting} jobs waiting; this host allows {limits.max_queue_length}): try again later"
+                )
+            mine = c.execute(
+                "SELECT COUNT(*) FROM runs WHERE owner = ? AND status IN ('queued', 'starting', 'running')", (owner,)
+            ).fetchone()[0]
+            if limits.max_queued_per_owner is not None and mine >= limits.max_queued_per_owner:
+                raise JobError(
+                    f"you already have {mine} jobs queued or running; this host allows {limits.max_queued_per_owner} per person"
+                )
+        run_id = store._insert_run(
+            c,
+            {
+                "kind": kind,
+                "params": params,
+                "owner": owner,
+                "device_key": job.device_key(params, caps),
+                "status": "queued",
+                "phase": "queued",
+                "created_at": time.time(),
+                "time_limit_s": limits.job_time_limit_s,
+                "host": HOST if kind == "probe" else None,
+            },
+        )
+    tick(store)
+    return run_id
+
+
+def launch_worker(store_path: str, run_id: int) -> int:
+    """Start `python -m core.worker` for one job in its own session, so it outlives its parent."""
+    log_dir = os.path.join(os.path.dirname(store_path), "logs")
+    os.makedirs(log_dir, exist_ok=True)
+    with open(os.path.join(log_dir, f"run-{run_id}.log"), "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "core.worker", "--store", store_path, "--run-id", str(run_id)],
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def launch_ticker(store_path: str) -> None:
+    """A short-lived detached process that ticks once: used by a worker that is about to die."""
+    subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from core.jobs import tick; from core.store import Store; tick(Store({store_path!r}))",
+        ],
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def tick(store: Store, launch: Callable[[str, int], int] | None = None) -> list[int]:
+    """Reconcile, then start the oldest queued job on every idle device. Safe to call anywhere."""
+    launch = launch or launch_worker
+    reconcile(store)
+    now = time.time()
+    started: list[int] = []
+    with store.transaction(immediate=True) as c:
+        busy = {
+            row[0] for row in c.execute("SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running')")
+        }
+        for row in c.execute("SELECT id, device_key FROM runs WHERE status = 'queued' ORDER BY id").fetchall():
+            if row["device_key"] in busy:
+                continue
+            busy.add(row["device_key"])
+            c.execute(
+                "UPDATE runs SET status = 'starting', phase = 'starting', started_at = ?, heartbeat_at = ?, host = ? "
+                "WHERE id = ? AND status = 'queued'",
+                (now, now, HOST, row["id"]),
+            )
+            started.append(int(row["id"]))
+    for run_id in started:
+        try:
+            pid = launch(store.path, run_id)
+        except OSError as exc:
+            store.finish_run(run_id, "failed", error=f"could not start a worker process: {exc}")
+            continue
+        # The worker records its own pid when it claims the job; this covers the gap before that.
+        with store.transaction() as c:
+            c.execute("UPDATE runs SET pid = ? WHERE id = ? AND pid IS NULL", (pid, run_id))
+    return started
+
+
+def reconcile(store: Store, now: float | None = None) -> list[int]:
+    """Find active jobs whose worker died, hung, overran its limit or was asked to cancel; end them.
+
+    Returns the ids it ended. A job on another host is judged by its heartbeat alone.
+    """
+    now = time.time() if now is None else now
+    ended: list[int] = []
+    for run in store.list_runs(status=ACTIVE_STATES):
+        local = run.host == HOST
+        alive = pid_alive(run.pid) if (local and run.pid) else None
+        if run.cancel_requested:
+            if alive:
+                terminate_group(run.pid)
+            outcome = ("cancelled", "cancelled")
+        elif alive is False:
+            outcome = ("failed", "worker stopped unexpectedly")
+        elif run.pid is None and run.started_at and now - run.started_at > START_GRACE_S:
+            outcome = ("failed", f"worker did not start within {START_GRACE_S:.0f} s")
+        elif run.time_limit_s and run.started_at and now - run.started_at > run.time_limit_s:
+            if alive:
+                terminate_group(run.pid)
+            outcome = ("failed", f"timed out after {run.time_limit_s:.0f} s")
+        elif run.heartbeat_at and now - run.heartbeat_at > HEARTBEAT_STALE_S:
+            if alive:
+                terminate_group(run.pid)
+            outcome = ("failed", f"worker stopped responding (no heartbeat for {now - run.heartbeat_at:.0f} s)")
+        else:
+            continue
+        status, reason = outcome
+        if store.finish_run(run.id, status, error=None if status == "cancelled" else reason, phase=reason):
+            ended.append(run.id)
+    return ended
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Is `pid` a live Compile Lab worker? (Reaps it if it is our exited child; a reused pid
+    running something else counts as dead.)"""
+    if not pid:
+        return False
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"core.worker" in fh.read()
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): trust kill(0)
+
+
+def terminate_group(pid: int, wait_s: float = TERMINATE_WAIT_S) -> None:
+    """SIGTERM the worker's process group (it leads its own session), SIGKILL what remains."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def _owned(store: Store, run_id: int, owner: str, action: str) -> Run:
+    run = store.get_run(run_id)
+    if run is None:
+        raise JobError(f"there is no run {run_id}")
+    if run.owner != owner:
+        raise JobError(f"run {run_id} belongs to someone else: you can {action} only your own runs")
+    return run
+
+
+def cancel(store: Store, run_id: int, owner: str) -> str:
+    """Cancel a queued or running job of `owner`; returns the run's resulting status."""
+    run = _owned(store, run_id, owner, "cancel")
+    if run.finished:
+        return run.status
+    if run.status == "queued" and store.finish_run(run_id, "cancelled", phase="cancelled"):
+        return "cancelled"
+    store.update_run(run_id, cancel_requested=1)
+    run = store.get_run(run_id)
+    if run and run.pid and run.host == HOST:
+        terminate_group(run.pid)
+    store.finish_run(run_id, "cancelled", phase="cancelled")
+    tick(store)
+    return store.get_run(run_id).status
+
+
+def delete(store: Store, run_id: int, owner: str) -> None:
+    """Delete a run of `owner` and its events, cancelling it first if it is still active."""
+    run = _owned(store, run_id, owner, "delete")
+    if not run.finished:
+        cancel(store, run_id, owner)
+    store.delete_run(run_id)
+
+
+def queue_position(store: Store, run_id: int) -> int | None:
+    """1 = next to start on its device; None when the run is not waiting."""
+    run = store.get_run(run_id)
+    if run is None or run.status != "queued":
+        return None
+    row = store._conn.execute(
+        "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND device_key = ? AND id < ?", (run.device_key, run_id)
+    ).fetchone()
+    return int(row[0]) + 1
+
+
+def describe(store: Store, run: Run) -> str:
+    """The run's state as a person reads it: 'queued (position 2)', 'compiled epoch 2/3', ..."""
+    if run.status == "queued":
+        return f"queued (position {queue_position(store, run.id)})"
+    if run.status in ACTIVE_STATES:
+        return run.phase or run.status
+    if run.status == "failed":
+        return f"failed: {run.error}"
+    return run.status
+
+
+__all__ = [
+    "FINAL_STATES",
+    "JOB_KINDS",
+    "JobError",
+    "cancel",
+    "delete",
+    "describe",
+    "enqueue",
+    "ensure_probe",
+    "known_caps",
+    "queue_position",
+    "reconcile",
+    "tick",
+]

@@ -1,0 +1,279 @@
+"""The embedded store: SQLite in WAL mode, the single source of truth for runs and their events.
+
+Workers write, everyone else reads. WAL lets readers proceed while a worker writes; every
+connection waits (busy_timeout) rather than failing with "database is locked". The schema lives
+here, once, with its version, so a later release can migrate it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from core.spec import data_home
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 30_000
+FINAL_STATES = ("done", "failed", "cancelled")
+ACTIVE_STATES = ("starting", "running")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,                 -- race | probe | ... (core.jobs.JOB_KINDS)
+    params TEXT NOT NULL,               -- JSON: the RunSpec for a race
+    owner TEXT NOT NULL,
+    device_key TEXT NOT NULL,           -- one running job per device key: 'cpu', 'cuda:0', ...
+    status TEXT NOT NULL,               -- queued | starting | running | done | failed | cancelled
+    phase TEXT NOT NULL DEFAULT '',     -- what a person should read: 'compiled epoch 2/3'
+    progress REAL NOT NULL DEFAULT 0,   -- 0..1
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    heartbeat_at REAL,
+    pid INTEGER,
+    host TEXT,
+    time_limit_s REAL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    environment TEXT,                   -- JSON
+    summary TEXT,                       -- JSON
+    details TEXT,                       -- JSON: compile stats, per-variant memory, ...
+    error TEXT,
+    imported INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_queue ON runs (status, device_key, id);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,                 -- step | epoch
+    variant TEXT NOT NULL,
+    phase TEXT NOT NULL,                -- train | eval (epoch rows: train)
+    epoch INTEGER NOT NULL,
+    step INTEGER NOT NULL,              -- 1-based within variant and phase; 0 for epoch rows
+    time_s REAL NOT NULL,               -- step time, or epoch train time
+    eval_time_s REAL,                   -- epoch rows only
+    loss REAL,
+    samples INTEGER,
+    recorded_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, id);
+"""
+
+RUN_COLUMNS = (
+    "id kind params owner device_key status phase progress created_at started_at finished_at heartbeat_at "
+    "pid host time_limit_s cancel_requested environment summary details error imported"
+).split()
+JSON_COLUMNS = ("params", "environment", "summary", "details")
+EVENT_COLUMNS = "id run_id kind variant phase epoch step time_s eval_time_s loss samples recorded_at".split()
+
+
+def default_store_path() -> str:
+    """$COMPILE_LAB_STORE, else compile_lab.sqlite3 in the data directory."""
+    return os.environ.get("COMPILE_LAB_STORE") or os.path.join(data_home(), "compile_lab.sqlite3")
+
+
+@dataclass
+class Run:
+    """One stored run (a job of any kind), with its JSON columns decoded."""
+
+    id: int
+    kind: str
+    params: dict[str, Any]
+    owner: str
+    device_key: str
+    status: str
+    phase: str
+    progress: float
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    heartbeat_at: float | None
+    pid: int | None
+    host: str | None
+    time_limit_s: float | None
+    cancel_requested: int
+    environment: dict[str, Any] | None
+    summary: dict[str, Any] | None
+    details: dict[str, Any] | None
+    error: str | None
+    imported: int
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL_STATES
+
+
+class Store:
+    """A handle on one store file. Cheap to create; each thread/process opens its own."""
+
+    def __init__(self, path: str | None = None):
+        self.path = os.path.abspath(path or default_store_path())
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self._conn = self._connect()
+        self._migrate()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; safe with WAL
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def transaction(self, immediate: bool = False) -> Iterator[sqlite3.Connection]:
+        """One atomic unit. `immediate` takes the write lock up front: used by dispatch so that
+        two processes ticking at once cannot both start the same job."""
+        self._conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
+        with self.transaction(immediate=True) as c:
+            row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                c.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row["value"]) > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"store {self.path} has schema version {row['value']}, newer than this Compile Lab "
+                    f"({SCHEMA_VERSION}): upgrade Compile Lab or use another store"
+                )
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def create_run(self, kind: str, params: dict[str, Any], owner: str, device_key: str, **fields: Any) -> int:
+        values = {
+            "kind": kind,
+            "params": params,
+            "owner": owner,
+            "device_key": device_key,
+            "status": fields.pop("status", "queued"),
+            "created_at": fields.pop("created_at", time.time()),
+            **fields,
+        }
+        return self._insert_run(self._conn, values)
+
+    @staticmethod
+    def _insert_run(conn: sqlite3.Connection, values: dict[str, Any]) -> int:
+        values = {k: _encode(k, v) for k, v in values.items()}
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        cur = conn.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", tuple(values.values()))
+        return int(cur.lastrowid)
+
+    def update_run(self, run_id: int, conn: sqlite3.Connection | None = None, **fields: Any) -> None:
+        if not fields:
+            return
+        unknown = set(fields) - set(RUN_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown run columns: {sorted(unknown)}")
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        values = tuple(_encode(k, v) for k, v in fields.items())
+        (conn or self._conn).execute(f"UPDATE runs SET {sets} WHERE id = ?", (*values, run_id))
+
+    def finish_run(self, run_id: int, status: str, conn: sqlite3.Connection | None = None, **fields: Any) -> bool:
+        """Move a run to a final state unless it already is in one. True if this call did it."""
+        sets = {"status": status, "finished_at": time.time(), **fields}
+        clause = ", ".join(f"{k} = ?" for k in sets)
+        cur = (conn or self._conn).execute(
+            f"UPDATE runs SET {clause} WHERE id = ? AND status NOT IN ('done', 'failed', 'cancelled')",
+            (*(_encode(k, v) for k, v in sets.items()), run_id),
+        )
+        return cur.rowcount == 1
+
+    def get_run(self, run_id: int, conn: sqlite3.Connection | None = None) -> Run | None:
+        row = (conn or self._conn).execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return _run(row) if row else None
+
+    def list_runs(
+        self, kind: str | None = None, status: Iterable[str] | None = None, owner: str | None = None, limit: int = 1000
+    ) -> list[Run]:
+        where, args = [], []
+        if kind:
+            where.append("kind = ?")
+            args.append(kind)
+        if status is not None:
+            status = list(status)
+            where.append(f"status IN ({', '.join('?' for _ in status)})")
+            args.extend(status)
+        if owner:
+            where.append("owner = ?")
+            args.append(owner)
+        sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC LIMIT ?"
+        return [_run(r) for r in self._conn.execute(sql, (*args, limit)).fetchall()]
+
+    def delete_run(self, run_id: int) -> None:
+        with self.transaction() as c:
+            c.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+            c.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+
+    # -- events -------------------------------------------------------------------------------
+
+    def append_events(self, run_id: int, rows: list[dict[str, Any]], run_fields: dict[str, Any] | None = None) -> None:
+        """Write a batch of events (and optionally update the run row) in one transaction."""
+        if not rows and not run_fields:
+            return
+        now = time.time()
+        with self.transaction() as c:
+            self._insert_events(c, run_id, rows, now)
+            if run_fields:
+                self.update_run(run_id, conn=c, **run_fields)
+
+    @staticmethod
+    def _insert_events(conn: sqlite3.Connection, run_id: int, rows: list[dict[str, Any]], now: float) -> None:
+        cols = EVENT_COLUMNS[2:]  # everything but id and run_id
+        conn.executemany(
+            f"INSERT INTO events (run_id, {', '.join(cols)}) VALUES (?, {', '.join('?' for _ in cols)})",
+            [(run_id, *(r.get(k, now if k == "recorded_at" else None) for k in cols)) for r in rows],
+        )
+
+    def events_after(self, run_id: int, after_id: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """Events of a run with id > after_id, oldest first: what a live view has not seen yet."""
+        sql = "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id"
+        args: tuple = (run_id, after_id)
+        if limit:
+            sql += " LIMIT ?"
+            args += (limit,)
+        return [dict(r) for r in self._conn.execute(sql, args).fetchall()]
+
+    def import_run(self, run_fields: dict[str, Any], events: list[dict[str, Any]]) -> int:
+        """Insert a finished run and its events atomically (both or nothing)."""
+        with self.transaction(immediate=True) as c:
+            run_id = self._insert_run(c, run_fields)
+            self._insert_events(c, run_id, events, time.time())
+        return run_id
+
+    def schema_version(self) -> int:
+        return int(self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+
+
+def _encode(column: str, value: Any) -> Any:
+    return json.dumps(value) if column in JSON_COLUMNS and value is not None else value
+
+
+def _run(row: sqlite3.Row) -> Run:
+    data = dict(row)
+    for key in JSON_COLUMNS:
+        if data.get(key) is not None:
+            try:
+                data[key] = json.loads(data[key])
+            except (TypeError, ValueError):
+                # A damaged row must not take the dispatcher down: the worker fails this job.
+                data[key] = {"__corrupt__": str(data[key])[:200]}
+    return Run(**data)

@@ -1,0 +1,225 @@
+"""`python -m core.worker --store PATH --run-id N`: run one job and record everything it measures.
+
+One process per job, in its own session (core.jobs.launch_worker), so it outlives the UI that
+started it. Events are flushed from a background thread in small transactions (every 0.25 s),
+which also heartbeats, so a reader sees a step within a fraction of a second and a long compile
+is not mistaken for a hang. SIGTERM (cancel) stops training cleanly; whatever was measured stays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from core import jobs
+from core.spec import RunSpec, SpecError
+from core.store import Store
+
+FLUSH_EVERY_S = 0.25
+HEARTBEAT_EVERY_S = 1.0
+
+
+class EventSink:
+    """Buffers trainer events and writes them from a background thread, with heartbeats.
+
+    The trainer's callback only appends to a list under a lock, so the timed loop never waits
+    on the disk; the writer thread owns its own connection.
+    """
+
+    def __init__(self, store_path: str, run_id: int, total_steps: int, flush_every_s: float = FLUSH_EVERY_S):
+        self.run_id = run_id
+        self.total_steps = max(total_steps, 1)
+        self.flush_every_s = flush_every_s
+        self._store = Store(store_path)
+        self._lock = threading.Lock()
+        self._rows: list[dict[str, Any]] = []
+        self._fields: dict[str, Any] = {}
+        self._steps_done = 0
+        self._last_write = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="event-writer", daemon=True)
+        self._thread.start()
+
+    def __call__(self, event: Any) -> None:
+        from core.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent
+
+        now = time.time()
+        with self._lock:
+            if isinstance(event, StepEvent):
+                self._rows.append({"kind": "step", **dataclasses.asdict(event), "recorded_at": now})
+                self._steps_done += 1
+                self._fields["progress"] = min(self._steps_done / self.total_steps, 1.0)
+            elif isinstance(event, EpochEvent):
+                self._rows.append(
+                    {
+                        "kind": "epoch",
+                        "variant": event.variant,
+                        "phase": "train",
+                        "epoch": event.epoch,
+                        "step": 0,
+                        "time_s": event.train_time_s,
+                        "eval_time_s": event.eval_time_s,
+                        "recorded_at": now,
+                    }
+                )
+            elif isinstance(event, StatusEvent):
+                self._fields["phase"] = phase_text(event)
+            elif isinstance(event, StartEvent):
+                self._fields["environment"] = event.environment
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            self._fields.update(fields)
+
+    def flush(self) -> None:
+        with self._lock:
+            rows, fields = self._rows, self._fields
+            self._rows, self._fields = [], {}
+        now = time.time()
+        if rows or fields or now - self._last_write >= HEARTBEAT_EVERY_S:
+            self._store.append_events(self.run_id, rows, {**fields, "heartbeat_at": now})
+            self._last_write = now
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.flush_every_s):
+            try:
+                self.flush()
+            except Exception as exc:  # noqa: BLE001 - keep the writer alive; the next flush retries
+                print(f"event writer: {exc}", file=sys.stderr)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.flush()
+        self._store.close()
+
+
+def phase_text(event: Any) -> str:
+    """'eager epoch 2/3', 'compiling (compiled epoch 1/3)', 'evaluating ...': what the UI shows."""
+    where = f"{event.variant} epoch {event.epoch}/{event.epochs}"
+    return {
+        "starting": f"{event.variant}: starting",
+        "compiling": f"compiling ({where})",
+        "training": where,
+        "evaluating": f"{where}, evaluating",
+        "done": f"{event.variant}: done",
+        "failed": f"{event.variant}: failed",
+    }.get(event.state, event.state)
+
+
+def run_race_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str, Any]]:
+    """Run a race; returns (status, run fields to store)."""
+    from core.spec import detect_device_caps
+    from core.trainer import run_race
+
+    spec = RunSpec.from_dict(params)
+    result = run_race(spec, on_event=sink, caps=detect_device_caps())
+    data = result.to_dict()
+    details = {
+        "compile": data["compile"],
+        "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},
+    }
+    fields = {"summary": result.summary, "details": details, "environment": result.environment, "error": result.error}
+    status = "done" if not result.error else ("cancelled" if result.error == "cancelled" else "failed")
+    return status, fields
+
+
+def run_probe_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str, Any]]:
+    """Record what this machine's device is, so the UI never has to touch CUDA to know."""
+    import torch
+
+    from core.environment import environment_record
+    from core.spec import detect_device_caps
+
+    caps = detect_device_caps()
+    env = environment_record(torch.device(caps.default_device))
+    return "done", {"summary": {"caps": caps.to_dict(), "environment": env}, "environment": env}
+
+
+RUNNERS: dict[str, Callable[[dict[str, Any], EventSink], tuple[str, dict[str, Any]]]] = {
+    "race": run_race_job,
+    "probe": run_probe_job,
+}
+
+
+def _total_steps(params: dict[str, Any]) -> int:
+    try:
+        spec = RunSpec.from_dict(params)
+        return 2 * spec.epochs * (spec.steps_per_epoch + spec.eval_steps)
+    except Exception:  # noqa: BLE001 - a bad spec fails properly in the runner
+        return 1
+
+
+def _watchdog(store_path: str, run_id: int, limit_s: float, remaining_s: float, sink: EventSink) -> None:
+    """Enforce the job's time limit from inside, so no outside ticker is needed for it."""
+    time.sleep(remaining_s)
+    try:
+        sink.flush()
+        store = Store(store_path)
+        store.finish_run(run_id, "failed", error=f"timed out after {limit_s:.0f} s", phase="timed out")
+        jobs.launch_ticker(store_path)
+    finally:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _raise_interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def run_job(store_path: str, run_id: int) -> int:
+    """Claim a dispatched job, run it, record the outcome, then start the next queued job."""
+    store = Store(store_path)
+    run = store.get_run(run_id)
+    if run is None or run.status != "starting":
+        print(f"run {run_id} is not waiting for a worker ({run.status if run else 'missing'})", file=sys.stderr)
+        return 1
+    store.update_run(run_id, status="running", pid=os.getpid(), host=jobs.HOST, heartbeat_at=time.time())
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    sink = EventSink(store_path, run_id, _total_steps(run.params))
+    if run.time_limit_s:
+        remaining = max(run.time_limit_s - (time.time() - (run.started_at or time.time())), 0.0)
+        threading.Thread(
+            target=_watchdog, args=(store_path, run_id, run.time_limit_s, remaining, sink), daemon=True
+        ).start()
+    status, fields = "failed", {}
+    try:
+        runner = RUNNERS.get(run.kind)
+        if runner is None:
+            fields = {"error": f"unknown job kind {run.kind!r}"}
+        elif "__corrupt__" in run.params:
+            fields = {"error": "the stored job description is not valid JSON"}
+        else:
+            status, fields = runner(run.params, sink)
+    except SpecError as exc:
+        fields = {"error": f"invalid job: {exc}"}
+    except KeyboardInterrupt:
+        status, fields = "cancelled", {}
+    except Exception as exc:  # noqa: BLE001 - the job fails with a reason, the queue moves on
+        fields = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
+    finally:
+        sink.close()
+    if store.get_run(run_id).cancel_requested:
+        status = "cancelled"
+    phase = {"done": "done", "cancelled": "cancelled"}.get(status, f"failed: {fields.get('error')}")
+    store.finish_run(run_id, status, phase=phase, **({**fields, "error": None} if status == "cancelled" else fields))
+    jobs.tick(store)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.worker", description="Run one queued Compile Lab job.")
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--run-id", type=int, required=True)
+    args = parser.parse_args(argv)
+    return run_job(args.store, args.run_id)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

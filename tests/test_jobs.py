@@ -1,0 +1,286 @@
+"""The queue and its workers: dispatch, faults, cancellation, limits. Real processes on CPU."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import AMPERE, CPU, ROOT, quick_spec
+
+from core import jobs
+from core.spec import HostLimits, SpecError
+from core.store import Store
+
+NO_LIMITS = HostLimits(job_time_limit_s=None)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(str(tmp_path / "store.sqlite3"))
+    yield s
+    for run in s.list_runs(status=("starting", "running")):
+        if run.pid:
+            jobs.terminate_group(run.pid, wait_s=1)
+
+
+@pytest.fixture
+def sleepers(monkeypatch):
+    """A stand-in worker launcher: a sleeping process that looks like a worker, so dispatch
+    logic can be tested without training anything."""
+    procs = []
+
+    def launch(store_path, run_id):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(120)", "core.worker", str(run_id)], start_new_session=True
+        )
+        procs.append(proc)
+        return proc.pid
+
+    monkeypatch.setattr(jobs, "launch_worker", launch)
+    yield procs
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def wait_for(predicate, timeout=120.0, every=0.2, store=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if store is not None:
+            jobs.tick(store)
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def finished(store, run_id):
+    return lambda: store.get_run(run_id).finished
+
+
+def step_events(store, run_id):
+    return [e for e in store.events_after(run_id) if e["kind"] == "step"]
+
+
+# -- enqueue and dispatch (stand-in workers) ----------------------------------------------------
+
+
+def test_a_spec_that_fails_validation_is_never_enqueued(store, sleepers):
+    with pytest.raises(SpecError) as info:
+        jobs.enqueue(store, quick_spec(batch_size=0, precision="amp-fp16"), "ann", limits=NO_LIMITS, caps=CPU)
+    assert {p.field for p in info.value.problems} == {"batch_size", "precision"}
+    assert store.list_runs() == [] and sleepers == []
+
+
+def test_a_request_over_a_host_limit_is_refused_with_the_limit(store, sleepers):
+    limits = HostLimits(allowed_models=("mlp", "gpt"), max_batch_size=64, max_epochs=2, max_steps=10)
+    with pytest.raises(SpecError) as info:
+        jobs.enqueue(
+            store,
+            quick_spec(model="resnet18", batch_size=128, epochs=3, steps_per_epoch=5),
+            "ann",
+            limits=limits,
+            caps=CPU,
+        )
+    messages = {p.field: p.message for p in info.value.problems}
+    assert "allows only: mlp, gpt" in messages["model"]
+    assert "at most 64" in messages["batch_size"]
+    assert "at most 2" in messages["epochs"]
+    assert "at most 10 steps" in messages["steps_per_epoch"]
+    assert store.list_runs() == []
+
+
+def test_queue_length_and_per_owner_limits(store, sleepers):
+    limits = HostLimits(max_queued_per_owner=2, max_queue_length=2, job_time_limit_s=None)
+    jobs.enqueue(store, quick_spec(), "ann", limits=limits, caps=CPU)  # starts at once
+    jobs.enqueue(store, quick_spec(), "ann", limits=limits, caps=CPU)  # waits
+    with pytest.raises(jobs.JobError, match="allows 2 per person"):
+        jobs.enqueue(store, quick_spec(), "ann", limits=limits, caps=CPU)
+    jobs.enqueue(store, quick_spec(), "bob", limits=limits, caps=CPU)
+    with pytest.raises(jobs.JobError, match="queue is full"):
+        jobs.enqueue(store, quick_spec(), "cat", limits=limits, caps=CPU)
+    assert len(store.list_runs()) == 3
+
+
+def test_one_job_per_device_in_fifo_order_with_queue_positions(store, sleepers):
+    ids = [jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU) for _ in range(3)]
+    assert [store.get_run(i).status for i in ids] == ["starting", "queued", "queued"]
+    assert [jobs.queue_position(store, i) for i in ids] == [None, 1, 2]
+    assert jobs.describe(store, store.get_run(ids[2])) == "queued (position 2)"
+    gpu = jobs.enqueue(store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=AMPERE)
+    assert store.get_run(gpu).device_key == "cuda:0" and store.get_run(gpu).status == "starting"
+    store.finish_run(ids[0], "done")
+    jobs.tick(store)
+    assert [store.get_run(i).status for i in ids] == ["done", "starting", "queued"]
+
+
+def test_concurrent_ticks_never_start_two_jobs_on_one_device(store, sleepers):
+    for _ in range(4):
+        store.create_run("race", quick_spec().to_dict(), "ann", "cpu")
+    threads = [threading.Thread(target=lambda: jobs.tick(Store(store.path))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(sleepers) == 1
+    assert [r.status for r in store.list_runs()].count("starting") == 1
+
+
+def test_cancel_a_queued_job_and_refuse_someone_elses(store, sleepers):
+    first = jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
+    second = jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
+    with pytest.raises(jobs.JobError, match="belongs to someone else"):
+        jobs.cancel(store, second, "bob")
+    assert store.get_run(second).status == "queued"
+    assert jobs.cancel(store, second, "ann") == "cancelled"
+    with pytest.raises(jobs.JobError, match="belongs to someone else"):
+        jobs.delete(store, first, "bob")
+    with pytest.raises(jobs.JobError, match="no run 999"):
+        jobs.cancel(store, 999, "ann")
+
+
+def test_a_dead_worker_is_found_by_the_next_tick(store, sleepers):
+    run_id = jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
+    sleepers[0].kill()
+    sleepers[0].wait()
+    jobs.tick(store)
+    run = store.get_run(run_id)
+    assert run.status == "failed" and run.error == "worker stopped unexpectedly"
+
+
+def test_a_worker_that_never_started_and_one_that_stopped_heartbeating_fail(store, sleepers):
+    never = store.create_run("race", {}, "ann", "cpu", status="starting", started_at=time.time() - 100, host=jobs.HOST)
+    hung = jobs.enqueue(store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=AMPERE)
+    store.update_run(hung, heartbeat_at=time.time() - 500)
+    jobs.reconcile(store)
+    assert store.get_run(never).error.startswith("worker did not start")
+    assert store.get_run(hung).error.startswith("worker stopped responding")
+    wait_for(lambda: sleepers[0].poll() is not None, timeout=5)  # the hung worker was killed
+
+
+# -- real workers ------------------------------------------------------------------------------
+
+
+def test_a_worker_runs_a_race_and_stores_events_environment_and_summary(store):
+    run_id = jobs.enqueue(
+        store, quick_spec(epochs=2, steps_per_epoch=3, eval_steps=1), "ann", limits=NO_LIMITS, caps=CPU
+    )
+    wait_for(finished(store, run_id), store=store)
+    run = store.get_run(run_id)
+    assert run.status == "done", run.error
+    assert run.progress == pytest.approx(1.0) and run.phase == "done"
+    assert run.environment["device_type"] == "cpu"
+    assert run.summary["steady_state_speedup"] > 0 and "reading" in run.summary
+    assert run.details["compile"]["graphs"] >= 1
+    events = store.events_after(run_id)
+    assert len([e for e in events if e["kind"] == "step"]) == 2 * (6 + 2)
+    assert len([e for e in events if e["kind"] == "epoch"]) == 4
+    assert store.events_after(run_id, after_id=events[-3]["id"]) == events[-2:]
+    wait_for(lambda: not jobs.pid_alive(run.pid), timeout=15)  # the worker exits after recording
+
+
+def test_kill_9_mid_run_fails_the_run_keeps_its_events_and_the_queue_moves_on(store):
+    long = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=5000), "ann", limits=NO_LIMITS, caps=CPU)
+    nxt = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
+    wait_for(lambda: len(step_events(store, long)) >= 5)
+    before = len(step_events(store, long))
+    os.kill(store.get_run(long).pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    wait_for(finished(store, long), timeout=10, store=store)
+    assert time.monotonic() - killed_at < 10
+    run = store.get_run(long)
+    assert run.status == "failed" and run.error == "worker stopped unexpectedly"
+    assert len(step_events(store, long)) >= before
+    wait_for(finished(store, nxt), store=store)
+    assert store.get_run(nxt).status == "done"
+
+
+def test_cancel_a_running_job_stops_its_process_group_within_3_s(store):
+    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=5000), "ann", limits=NO_LIMITS, caps=CPU)
+    wait_for(lambda: len(step_events(store, run_id)) >= 3)
+    pid = store.get_run(run_id).pid
+    with pytest.raises(jobs.JobError):
+        jobs.cancel(store, run_id, "bob")
+    started = time.monotonic()
+    assert jobs.cancel(store, run_id, "ann") == "cancelled"
+    assert time.monotonic() - started < 3
+    assert not jobs.pid_alive(pid)
+    assert len(step_events(store, run_id)) >= 3
+
+
+def test_a_job_past_its_time_limit_is_stopped(store):
+    limits = HostLimits(job_time_limit_s=6)
+    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=100000), "ann", limits=limits, caps=CPU)
+    wait_for(lambda: store.get_run(run_id).pid, timeout=10)
+    pid = store.get_run(run_id).pid
+    wait_for(finished(store, run_id), timeout=30)
+    run = store.get_run(run_id)
+    assert run.status == "failed" and run.error == "timed out after 6 s"
+    wait_for(lambda: not jobs.pid_alive(pid), timeout=5)
+    assert run.finished_at - run.started_at < 12
+
+
+def test_a_corrupt_spec_row_fails_that_job_not_the_dispatcher(store):
+    bad = store.create_run("race", {}, "ann", "cpu")
+    store._conn.execute("UPDATE runs SET params = '{not json' WHERE id = ?", (bad,))
+    wrong = store.create_run("race", {"model": "mlp", "batch_size": "many"}, "ann", "cpu")
+    good = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
+    wait_for(finished(store, good), store=store)
+    assert store.get_run(bad).status == "failed" and "not valid JSON" in store.get_run(bad).error
+    assert store.get_run(wrong).status == "failed" and "batch_size" in store.get_run(wrong).error
+    assert store.get_run(good).status == "done"
+
+
+ENQUEUE_ONE = """
+import sys
+from core import jobs
+from core.spec import HostLimits, RunSpec, DeviceCaps
+from core.store import Store
+spec = RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=2, backend="eager", device="cpu")
+print(jobs.enqueue(Store(sys.argv[1]), spec, "p" + sys.argv[2], limits=HostLimits(job_time_limit_s=None), caps=DeviceCaps()))
+"""
+
+
+def test_eight_concurrent_enqueues_from_processes_all_run_one_at_a_time(store):
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", ENQUEUE_ONE, store.path, str(i)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
+        for i in range(8)
+    ]
+    ids = sorted(int(p.communicate(timeout=120)[0]) for p in procs)
+    assert len(set(ids)) == 8
+    wait_for(lambda: all(store.get_run(i).finished for i in ids), timeout=300, store=store)
+    runs = [store.get_run(i) for i in ids]
+    assert [r.status for r in runs] == ["done"] * 8, [r.error for r in runs]
+    spans = sorted((r.started_at, r.finished_at) for r in runs)
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end, "two jobs overlapped on the CPU"
+
+
+def test_the_device_probe_records_what_the_machine_has(store):
+    caps = jobs.ensure_probe(store, wait_s=60)
+    assert caps is not None and caps.cuda is False
+    probe = store.list_runs(kind="probe")[0]
+    assert probe.status == "done" and probe.summary["environment"]["cpu_count"] == os.cpu_count()
+    assert jobs.known_caps(store) == caps
+
+
+def test_a_new_process_finds_a_running_job_and_follows_it(store):
+    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=60), "ann", limits=NO_LIMITS, caps=CPU)
+    wait_for(lambda: store.get_run(run_id).status == "running")
+    restarted = Store(store.path)  # what an app restart sees
+    assert [r.id for r in restarted.list_runs(status=("starting", "running"))] == [run_id]
+    seen, last = [], 0
+    while not restarted.get_run(run_id).finished:
+        new = restarted.events_after(run_id, last)
+        seen += new
+        last = new[-1]["id"] if new else last
+        jobs.tick(restarted)
+        time.sleep(0.2)
+    seen += restarted.events_after(run_id, last)
+    assert len([e for e in seen if e["kind"] == "step"]) == 120

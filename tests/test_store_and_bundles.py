@@ -1,0 +1,203 @@
+"""The store under concurrent use, schema versioning, and run bundles (export, hostile import)."""
+
+import json
+import multiprocessing
+import sqlite3
+import time
+
+import pytest
+from conftest import quick_spec
+
+from core.bundle import BundleError, export_bundle, import_bundle, load_bundle_file, parse_bundle
+from core.store import SCHEMA_VERSION, Store
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store(str(tmp_path / "store.sqlite3"))
+
+
+def step(variant="eager", n=1, time_s=0.01, **extra):
+    return {
+        "kind": "step",
+        "variant": variant,
+        "phase": "train",
+        "epoch": 1,
+        "step": n,
+        "time_s": time_s,
+        "loss": 2.3,
+        "samples": 8,
+        **extra,
+    }
+
+
+def finished_run(store):
+    run_id = store.create_run("race", quick_spec().to_dict(), "ann", "cpu", status="done", started_at=time.time())
+    store.append_events(run_id, [step("eager", i) for i in range(1, 4)] + [step("compiled", i) for i in range(1, 4)])
+    store.append_events(
+        run_id,
+        [
+            {
+                "kind": "epoch",
+                "variant": "eager",
+                "phase": "train",
+                "epoch": 1,
+                "step": 0,
+                "time_s": 0.03,
+                "eval_time_s": None,
+            }
+        ],
+    )
+    store.update_run(
+        run_id,
+        summary={"steady_state_speedup": 1.1, "speedup_ci95": [1.0, 1.2], "nested": {"a": [1, 2]}},
+        environment={"device_type": "cpu", "torch": "2.x"},
+        details={"compile": {"graphs": 1}},
+    )
+    return run_id
+
+
+def test_the_store_records_its_schema_version_and_refuses_a_newer_one(tmp_path):
+    path = str(tmp_path / "s.sqlite3")
+    assert Store(path).schema_version() == SCHEMA_VERSION
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    conn.commit()
+    conn.close()
+    with pytest.raises(RuntimeError, match="newer than this Compile Lab"):
+        Store(path)
+
+
+def test_the_store_uses_wal_so_readers_do_not_block_writers(store):
+    assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_events_after_returns_only_new_events_in_order(store):
+    run_id = finished_run(store)
+    events = store.events_after(run_id)
+    assert [e["step"] for e in events[:3]] == [1, 2, 3]
+    assert store.events_after(run_id, events[4]["id"]) == events[5:]
+    assert store.events_after(run_id, events[-1]["id"]) == []
+    assert len(store.events_after(run_id, 0, limit=2)) == 2
+
+
+def test_delete_removes_a_run_and_its_events(store):
+    run_id = finished_run(store)
+    store.delete_run(run_id)
+    assert store.get_run(run_id) is None and store.events_after(run_id) == []
+
+
+def _writer(path, run_id, batches):
+    s = Store(path)
+    for b in range(batches):
+        s.append_events(run_id, [step("eager", b * 10 + i) for i in range(10)], {"progress": b / batches})
+
+
+def test_a_reader_and_a_writer_at_once_never_see_database_is_locked(store):
+    run_id = store.create_run("race", {}, "ann", "cpu", status="running")
+    writers = [
+        multiprocessing.get_context("spawn").Process(target=_writer, args=(store.path, run_id, 300)) for _ in range(2)
+    ]
+    for w in writers:
+        w.start()
+    reader, last, seen = Store(store.path), 0, 0
+    while any(w.is_alive() for w in writers):
+        new = reader.events_after(run_id, last)  # raises if the store were locked
+        reader.get_run(run_id)
+        if new:
+            last, seen = new[-1]["id"], seen + len(new)
+    for w in writers:
+        w.join()
+        assert w.exitcode == 0
+    seen += len(reader.events_after(run_id, last))
+    assert seen == 2 * 300 * 10
+
+
+def test_export_then_import_gives_an_ordinary_run_marked_imported(store, tmp_path):
+    run_id = finished_run(store)
+    bundle = export_bundle(store, run_id)
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(bundle))
+    new_id = import_bundle(store, load_bundle_file(str(path)), owner="bob")
+    new, old = store.get_run(new_id), store.get_run(run_id)
+    assert new.imported == 1 and new.owner == "bob" and new.status == "done"
+    assert new.summary == old.summary and new.environment == old.environment and new.params["model"] == "mlp"
+    strip = lambda events: [{k: v for k, v in e.items() if k not in ("id", "run_id")} for e in events]  # noqa: E731
+    assert strip(store.events_after(new_id)) == strip(store.events_after(run_id))
+    assert "owner" not in json.dumps(bundle["run"])
+
+
+def test_export_turns_a_diverged_nan_loss_into_null(store):
+    run_id = store.create_run("race", quick_spec().to_dict(), "ann", "cpu", status="done")
+    store.append_events(run_id, [step(loss=float("nan"))])
+    bundle = export_bundle(store, run_id)
+    assert bundle["events"][0]["loss"] is None
+    import_bundle(store, json.loads(json.dumps(bundle, allow_nan=False)), "ann")
+
+
+def good_bundle(store):
+    return export_bundle(store, finished_run(store))
+
+
+def mutate(path, value):
+    def apply(bundle):
+        target = bundle
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        return bundle
+
+    return apply
+
+
+HOSTILE = {
+    "wrong format": mutate(["format"], "something-else"),
+    "future version": mutate(["version"], 99),
+    "run not an object": mutate(["run"], [1, 2]),
+    "not a race": mutate(["run", "kind"], "probe"),
+    "path-like model name": mutate(["run", "params", "model"], "../../etc/passwd"),
+    "unknown spec field": mutate(["run", "params", "shell"], "rm -rf /"),
+    "batch size as text": mutate(["run", "params", "batch_size"], "64"),
+    "huge batch size": mutate(["run", "params", "batch_size"], 10**12),
+    "still running": mutate(["run", "status"], "running"),
+    "timestamp far in the future": mutate(["run", "created_at"], 1e12),
+    "summary too deep": mutate(["run", "summary"], {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": {"i": {}}}}}}}}}}),
+    "huge number in summary": mutate(["run", "summary", "steady_state_speedup"], 1e300),
+    "events not a list": mutate(["events"], {"0": {}}),
+    "path-like variant": mutate(["events", 0, "variant"], "../compiled"),
+    "step time as text": mutate(["events", 0, "time_s"], "fast"),
+    "negative step time": mutate(["events", 0, "time_s"], -1.0),
+    "boolean epoch": mutate(["events", 0, "epoch"], True),
+    "huge step number": mutate(["events", 0, "step"], 10**18),
+    "event not an object": mutate(["events", 1], "x"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_a_malformed_or_hostile_bundle_is_rejected_and_writes_nothing(store, name):
+    bundle = HOSTILE[name](good_bundle(store))
+    runs_before = len(store.list_runs())
+    events_before = store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+    with pytest.raises(BundleError) as info:
+        import_bundle(store, bundle, "mallory")
+    assert str(info.value)  # a message a person can read
+    assert len(store.list_runs()) == runs_before
+    assert store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == events_before
+
+
+@pytest.mark.parametrize(
+    "raw", [b"not json", b"[1, 2]", b'{"format": "compile-lab/run-bundle", "version": 1, "x": NaN}']
+)
+def test_unparseable_bundles_are_rejected(raw):
+    with pytest.raises(BundleError):
+        parse_bundle(raw)
+
+
+def test_a_missing_or_oversized_file_is_a_clear_error(tmp_path, monkeypatch):
+    with pytest.raises(BundleError, match="cannot read"):
+        load_bundle_file(str(tmp_path / "missing.json"))
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 2048)
+    monkeypatch.setattr("core.bundle.MAX_BUNDLE_BYTES", 1024)
+    with pytest.raises(BundleError, match="larger than"):
+        load_bundle_file(str(big))
