@@ -233,6 +233,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     except jobs.JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except (ValueError, OSError) as exc:  # the host's limits configuration is unreadable
+        print(f"error: configuration: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     run = store.get_run(run_id)
     print(f"run {run_id}: {jobs.describe(store, run)} on {run.device_key}")
     if not args.wait:

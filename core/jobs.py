@@ -314,10 +314,7 @@ def queue_position(store: Store, run_id: int) -> int | None:
     run = store.get_run(run_id)
     if run is None or run.status != "queued":
         return None
-    row = store._conn.execute(
-        "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND device_key = ? AND id < ?", (run.device_key, run_id)
-    ).fetchone()
-    return int(row[0]) + 1
+    return store.queued_ahead(run) + 1
 
 
 def describe(store: Store, run: Run) -> str:

@@ -252,6 +252,13 @@ class Store:
             args += (limit,)
         return [dict(r) for r in self._conn.execute(sql, args).fetchall()]
 
+    def queued_ahead(self, run: Run) -> int:
+        """Queued runs on the same device that were queued before `run`."""
+        row = self._conn.execute(
+            "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND device_key = ? AND id < ?", (run.device_key, run.id)
+        ).fetchone()
+        return int(row[0])
+
     def import_run(self, run_fields: dict[str, Any], events: list[dict[str, Any]]) -> int:
         """Insert a finished run and its events atomically (both or nothing)."""
         with self.transaction(immediate=True) as c:

@@ -28,7 +28,7 @@ from core.data import BatchSource
 from core.environment import environment_record
 from core.spec import CUDA_GRAPH_MODES, DeviceCaps, RunSpec, check, data_home, detect_device_caps, resolve_device
 from core.timing import Stopwatch, device_sync
-from core.zoo import build_model, get_model_info
+from core.zoo import build_model
 
 VARIANTS = ("eager", "compiled")
 
@@ -323,7 +323,6 @@ def run_race(spec: RunSpec, on_event: EventCallback | None = None, caps: DeviceC
     caps = caps or detect_device_caps()
     check(spec, caps)
     device = torch.device(resolve_device(spec.device, caps))
-    get_model_info(spec.model)
     emit = on_event or (lambda event: None)
     variants = {name: VariantResult(name) for name in VARIANTS}
     stats, error = CompileStats(), None

@@ -21,6 +21,7 @@ from typing import Any
 from core import jobs
 from core.spec import RunSpec, SpecError
 from core.store import Store
+from core.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent
 
 FLUSH_EVERY_S = 0.25
 HEARTBEAT_EVERY_S = 1.0
@@ -48,8 +49,6 @@ class EventSink:
         self._thread.start()
 
     def __call__(self, event: Any) -> None:
-        from core.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent
-
         now = time.time()
         with self._lock:
             if isinstance(event, StepEvent):

@@ -130,3 +130,44 @@ def test_unknown_keys_in_a_dict_are_an_error_not_ignored():
 def test_input_size_defaults_to_the_models():
     assert RunSpec(model="resnet50").input_size == 224
     assert RunSpec(model="resnet50", image_size=64).input_size == 64
+
+
+def test_host_limits_come_from_a_config_file_and_the_environment_wins(tmp_path):
+    from core.spec import load_host_limits
+
+    config = tmp_path / "compile_lab.toml"
+    config.write_text('[limits]\nallowed_models = ["mlp", "resnet50"]\nmax_batch_size = 256\njob_time_limit_s = 600\n')
+    limits = load_host_limits({"COMPILE_LAB_CONFIG": str(config), "COMPILE_LAB_MAX_BATCH_SIZE": "128"})
+    assert limits.allowed_models == ("mlp", "resnet50")
+    assert limits.max_batch_size == 128 and limits.job_time_limit_s == 600
+    assert load_host_limits({"COMPILE_LAB_ALLOWED_MODELS": "mlp, gpt"}).allowed_models == ("mlp", "gpt")
+    assert load_host_limits({"COMPILE_LAB_JOB_TIME_LIMIT_S": "none"}).job_time_limit_s is None
+
+
+def test_host_limits_default_to_an_hour_per_job_and_nothing_else():
+    from core.spec import HostLimits, load_host_limits
+
+    assert load_host_limits({}) == HostLimits(job_time_limit_s=3600.0)
+
+
+@pytest.mark.parametrize(
+    "environ, message",
+    [
+        ({"COMPILE_LAB_MAX_BATCH_SIZE": "lots"}, "max_batch_size must be a number"),
+        ({"COMPILE_LAB_JOB_TIME_LIMIT_S": "soon"}, "job_time_limit_s must be a number"),
+    ],
+)
+def test_a_limit_that_does_not_parse_is_an_error_naming_it(environ, message):
+    from core.spec import load_host_limits
+
+    with pytest.raises(ValueError, match=message):
+        load_host_limits(environ)
+
+
+def test_an_unknown_limit_in_the_config_file_is_an_error(tmp_path):
+    from core.spec import load_host_limits
+
+    config = tmp_path / "c.toml"
+    config.write_text("[limits]\nmax_gpus = 3\n")
+    with pytest.raises(ValueError, match="unknown limit 'max_gpus'"):
+        load_host_limits({"COMPILE_LAB_CONFIG": str(config)})
