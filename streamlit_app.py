@@ -1,20 +1,49 @@
-"""Compile Lab entry point. The interactive race page is coming; the engine and CLI are here."""
+"""Compile Lab: the entry point builds navigation and the sidebar every page shares."""
 
 import streamlit as st
 
+from core import jobs
+from core.report import fmt_bytes
+from pages.common import identify_visitor, store, tick
+
 st.set_page_config(page_title="Compile Lab", page_icon="⚡", layout="wide")
-st.title("Compile Lab")
-st.markdown(
-    """
-See what `torch.compile` buys you: the compile overhead paid up front and the steady-state
-speedup after it, measured on your own machine.
 
-The browser app (launch a race, watch live charts) is being built. The measuring engine is
-ready now from the command line:
-
-```
-python -m core models
-python -m core race --model pointwise_mlp --device cpu
-```
-"""
+page = st.navigation(
+    [
+        st.Page("pages/race.py", title="Race", icon=":material/sports_score:", default=True),
+        st.Page("pages/runs.py", title="Runs", icon=":material/table_view:"),
+    ]
 )
+
+tick()
+with st.sidebar:
+    caps = jobs.ensure_probe(store())  # a queued job: this process never touches the GPU itself
+    probes = store().list_runs(kind="probe", status=["done"], limit=1)
+    env = probes[0].summary["environment"] if probes and probes[0].summary else None
+    st.subheader("Device")
+    if env is None:
+        st.info("Probing the device…")
+    elif caps is not None and caps.cuda:
+        st.markdown(
+            f"**{env['device_name']}**  \n{fmt_bytes(env.get('device_memory_bytes'))}, "
+            f"compute capability {env.get('compute_capability')}  \ntorch {env['torch']}, CUDA {env.get('cuda')}"
+        )
+    else:
+        st.markdown(f"**CPU only**: {env['cpu_name']}  \n{env['cpu_count']} cores, torch {env['torch']}")
+    st.subheader("Queue")
+    active = store().list_runs(status=("starting", "running"))
+    waiting = store().list_runs(status=("queued",))
+    for run in active:
+        st.markdown(f"Running: #{run.id} {run.params.get('model', run.kind)} — {run.phase}")
+    st.caption(f"{len(waiting)} waiting" if waiting else ("Idle" if not active else "Nothing waiting"))
+    with st.expander("What am I looking at?"):
+        st.markdown(
+            "Each race trains one model twice from identical weights on identical batches: once eagerly, "
+            "once under `torch.compile`. The compiled run pays a **compile overhead** up front (a slow first "
+            "epoch), then may run each step faster (**steady-state speedup**). **Break-even** is the step where "
+            "its total time catches up with eager's. On small CPUs compile often does not pay off; the app says so."
+        )
+
+page.run()
+# Last, so the tab's answer (one rerun) never interrupts a first render of the page's widgets.
+identify_visitor()

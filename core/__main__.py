@@ -135,12 +135,12 @@ class ProgressPrinter:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from core.zoo import MODELS, parameter_count
+    from core.zoo import MODELS
 
     rows = [
         {
             "name": info.name,
-            "params": parameter_count(info.name),
+            "params": info.params,
             "input": info.input_kind,
             "default_size": info.default_size,
             "min_size": info.min_size,
@@ -318,6 +318,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from core.live import run_row
     from core.report import fmt_seconds, fmt_speedup
 
     runs = open_store(args).list_runs(kind="race", limit=args.limit)
@@ -339,28 +340,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if any(r.imported for r in runs):
         print("* imported")
     return EXIT_OK
-
-
-def run_row(run) -> dict:
-    """The flat row the runs table shows (also the Runs page's table)."""
-    p, s = run.params or {}, run.summary or {}
-    env = run.environment or {}
-    return {
-        "id": run.id,
-        "status": run.status,
-        "imported": bool(run.imported),
-        "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
-        "device": env.get("device_type") or run.device_key,
-        "device_name": env.get("device_name"),
-        "model": p.get("model", "?"),
-        "batch_size": p.get("batch_size", 0),
-        "precision": p.get("precision", "?"),
-        "mode": p.get("mode", "?"),
-        "first_epoch_overhead_s": s.get("first_epoch_overhead_s"),
-        "steady_state_speedup": s.get("steady_state_speedup"),
-        "break_even_step": s.get("break_even_step"),
-        "error": run.error,
-    }
 
 
 def cmd_export(args: argparse.Namespace) -> int:

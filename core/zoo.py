@@ -1,17 +1,13 @@
 """Model registry: every model a race can train, with the input it takes.
 
-Models are built with random weights (nothing is downloaded). Each entry says what kind of
-input it eats, so data, validation and the UI agree on sizes without building the model.
+Pure metadata (no torch import), so validation and the app can list models, sizes and
+parameter counts without loading PyTorch; `build_model` imports the networks from core.models
+only in processes that train. Models get random weights: nothing is downloaded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-
-import torch
-from torch import nn
-from torch.nn import functional as F
 
 NUM_CLASSES = 10  # CIFAR-10-sized heads everywhere: the tutorial's setup
 VOCAB_SIZE = 512  # token models predict the next token from this vocabulary
@@ -24,12 +20,12 @@ class ModelInfo:
     """What the rest of the app needs to know about a model without building it."""
 
     name: str
-    builder: Callable[[int], nn.Module]  # input size -> model
     input_kind: str  # "image" (3xSxS), "tokens" (sequence of S ids), "vector" (S features)
     default_size: int
     min_size: int
     size_multiple: int
     default_batch_size: int
+    params: int  # at the default input size; tests check it against the built model
     description: str
 
     @property
@@ -54,167 +50,32 @@ class ModelInfo:
         return None
 
 
-class SmallCNN(nn.Module):
-    """Two conv blocks and a linear head: the classic 'first CNN'."""
-
-    def __init__(self, size: int):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 32, 3, padding=1),
-            nn.BatchNorm2d(32),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1),
-            nn.BatchNorm2d(64),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-        )
-        self.head = nn.Linear(64 * (size // 4) ** 2, NUM_CLASSES)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x).flatten(1))
-
-
-class PointwiseBlock(nn.Module):
-    """Two residual gated-activation layers (GELU x sigmoid, tanh) after LayerNorms, only one
-    with a matmul: many elementwise ops per matmul, the memory traffic operator fusion removes."""
-
-    def __init__(self, width: int):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(width)
-        self.norm2 = nn.LayerNorm(width)
-        self.linear = nn.Linear(width, width)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.norm1(x)
-        x = x + torch.tanh(F.gelu(h) * torch.sigmoid(1.5 * h)) * 0.5
-        h = self.linear(self.norm2(x))
-        return x + torch.tanh(F.gelu(h) * torch.sigmoid(h)) * 0.5
-
-
-class PointwiseMLP(nn.Module):
-    """Residual MLP of pointwise-heavy blocks: the zoo's model that compile speeds up on CPU."""
-
-    def __init__(self, width: int, depth: int = 2):
-        super().__init__()
-        self.blocks = nn.Sequential(*[PointwiseBlock(width) for _ in range(depth)])
-        self.norm = nn.LayerNorm(width)
-        self.head = nn.Linear(width, NUM_CLASSES)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.norm(self.blocks(x)))
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, dim: int, heads: int):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
-        q, k, v = self.qkv(x).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(b, t, c))
-
-
-class GPTBlock(nn.Module):
-    def __init__(self, dim: int, heads: int):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(dim)
-        self.attn = CausalSelfAttention(dim, heads)
-        self.ln2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class TinyGPT(nn.Module):
-    """A small GPT-style causal language model (nanoGPT's shape) using fused SDPA attention."""
-
-    def __init__(self, max_len: int, dim: int = 128, heads: int = 4, layers: int = 2):
-        super().__init__()
-        self.tok = nn.Embedding(VOCAB_SIZE, dim)
-        self.pos = nn.Embedding(max_len, dim)
-        self.blocks = nn.Sequential(*[GPTBlock(dim, heads) for _ in range(layers)])
-        self.ln = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, VOCAB_SIZE, bias=False)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.blocks(self.tok(idx) + self.pos(pos))
-        return self.head(self.ln(x))
-
-
-def _torchvision(name: str, **kwargs) -> Callable[[int], nn.Module]:
-    def build(size: int) -> nn.Module:
-        import torchvision.models as tvm
-
-        extra = {"image_size": size} if name == "vit_b_16" else {}
-        return getattr(tvm, name)(weights=None, num_classes=NUM_CLASSES, **extra, **kwargs)
-
-    return build
-
-
-def _mlp(size: int) -> nn.Module:
-    return nn.Sequential(nn.Linear(size, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
-
-
 # Minimum image sizes: 32 px is the smallest input for which every stride-2 stage of these
 # networks still has a feature map to halve (CIFAR-10's native size); smaller inputs collapse
 # to 1x1 early and, for BatchNorm models, fail at small batch sizes.
 MODELS: dict[str, ModelInfo] = {
     info.name: info
     for info in [
-        ModelInfo("mlp", _mlp, "vector", FEATURES, FEATURES, 1, 256, "3-layer ReLU MLP"),
-        ModelInfo("small_cnn", SmallCNN, "image", 32, 8, 4, 128, "2 conv blocks + linear head"),
+        ModelInfo("mlp", "vector", FEATURES, FEATURES, 1, 256, 1_585_162, "3-layer ReLU MLP"),
+        ModelInfo("small_cnn", "image", 32, 8, 4, 128, 60_554, "2 conv blocks + linear head"),
         ModelInfo(
             "pointwise_mlp",
-            PointwiseMLP,
             "vector",
             POINTWISE_WIDTH,
             POINTWISE_WIDTH,
             1,
             4096,
+            136_714,
             "residual MLP, LayerNorm + GELU*sigmoid + tanh: fusion-friendly, faster compiled on CPU",
         ),
-        ModelInfo("resnet18", _torchvision("resnet18"), "image", 32, 32, 1, 64, "torchvision"),
-        ModelInfo("resnet50", _torchvision("resnet50"), "image", 224, 32, 1, 128, "the tutorial's model"),
+        ModelInfo("resnet18", "image", 32, 32, 1, 64, 11_181_642, "torchvision ResNet-18"),
+        ModelInfo("resnet50", "image", 224, 32, 1, 128, 23_528_522, "torchvision ResNet-50, the tutorial's model"),
+        ModelInfo("mobilenet_v3_small", "image", 224, 32, 1, 128, 1_528_106, "torchvision, depthwise convs"),
+        ModelInfo("convnext_tiny", "image", 224, 32, 1, 64, 27_827_818, "torchvision ConvNeXt-T"),
         ModelInfo(
-            "mobilenet_v3_small",
-            _torchvision("mobilenet_v3_small"),
-            "image",
-            224,
-            32,
-            1,
-            128,
-            "torchvision, depthwise convs",
+            "vit_b_16", "image", 224, 32, 16, 64, 85_806_346, "torchvision ViT-B/16 (size: multiple of the 16 px patch)"
         ),
-        ModelInfo("convnext_tiny", _torchvision("convnext_tiny"), "image", 224, 32, 1, 64, "torchvision"),
-        ModelInfo(
-            "vit_b_16",
-            _torchvision("vit_b_16"),
-            "image",
-            224,
-            32,
-            16,
-            64,
-            "torchvision ViT-B/16 (size: multiple of the 16 px patch)",
-        ),
-        ModelInfo(
-            "gpt",
-            TinyGPT,
-            "tokens",
-            128,
-            8,
-            1,
-            32,
-            "2-layer causal transformer, scaled_dot_product_attention",
-        ),
+        ModelInfo("gpt", "tokens", 128, 8, 1, 32, 544_256, "2-layer causal transformer, scaled_dot_product_attention"),
     ]
 }
 
@@ -227,14 +88,18 @@ def get_model_info(name: str) -> ModelInfo:
         raise KeyError(f"unknown model {name!r}; allowed: {', '.join(MODELS)}") from None
 
 
-def build_model(name: str, size: int | None = None) -> nn.Module:
-    """Build a randomly initialised model for the given input size (default: the model's)."""
+def build_model(name: str, size: int | None = None):
+    """Build a randomly initialised torch model for the given input size (default: the model's)."""
+    from core.models import BUILDERS
+
     info = get_model_info(name)
-    return info.builder(size if size is not None else info.default_size)
+    return BUILDERS[name](size if size is not None else info.default_size)
 
 
 def parameter_count(name: str, size: int | None = None) -> int:
-    """Parameters of a model, counted on the meta device (no memory, no init cost)."""
+    """Parameters of a model built on the meta device (no memory, no init cost)."""
+    import torch
+
     with torch.device("meta"):
         model = build_model(name, size)
     return sum(p.numel() for p in model.parameters())

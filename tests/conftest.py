@@ -1,6 +1,7 @@
 """Shared fixtures: machine descriptions for validation, and quick race specs."""
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -27,3 +28,25 @@ def quick_spec(**overrides) -> RunSpec:
     base = dict(model="mlp", batch_size=16, epochs=2, steps_per_epoch=4, backend="aot_eager", device="cpu")
     base.update(overrides)
     return RunSpec(**base)
+
+
+@pytest.fixture
+def sleepers(monkeypatch):
+    """A stand-in worker launcher: a sleeping process that looks like a worker, so dispatch
+    logic can be tested without training anything."""
+    procs = []
+
+    def launch(store_path, run_id):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(120)", "core.worker", str(run_id)], start_new_session=True
+        )
+        procs.append(proc)
+        return proc.pid
+
+    from core import jobs
+
+    monkeypatch.setattr(jobs, "launch_worker", launch)
+    yield procs
+    for proc in procs:
+        proc.kill()
+        proc.wait()

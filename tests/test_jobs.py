@@ -26,26 +26,6 @@ def store(tmp_path):
             jobs.terminate_group(run.pid, wait_s=1)
 
 
-@pytest.fixture
-def sleepers(monkeypatch):
-    """A stand-in worker launcher: a sleeping process that looks like a worker, so dispatch
-    logic can be tested without training anything."""
-    procs = []
-
-    def launch(store_path, run_id):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(120)", "core.worker", str(run_id)], start_new_session=True
-        )
-        procs.append(proc)
-        return proc.pid
-
-    monkeypatch.setattr(jobs, "launch_worker", launch)
-    yield procs
-    for proc in procs:
-        proc.kill()
-        proc.wait()
-
-
 def wait_for(predicate, timeout=120.0, every=0.2, store=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conftest import ROOT
 
 from core.data import random_batch
 from core.trainer import loss_fn
@@ -26,6 +27,20 @@ def test_model_trains_a_step_at_its_minimum_input_size(name):
 def test_parameter_count_on_meta_matches_the_real_model(name):
     real = sum(p.numel() for p in build_model(name).parameters())
     assert parameter_count(name) == real > 0
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_registrys_parameter_counts_are_the_built_models(name):
+    assert MODELS[name].params == parameter_count(name)
+
+
+def test_the_registry_validation_and_queue_do_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, core.zoo, core.spec, core.jobs, core.store, core.bundle; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_the_tutorials_model_is_resnet50_with_a_10_class_head():

@@ -1,0 +1,213 @@
+"""Following a run from the store: read only new events, keep chart-ready frames, and compute
+the headline numbers from whatever has been measured so far (live, partial, or finished).
+
+The page keeps one RunView per followed run in its session; each refresh costs one indexed query
+for the events after the last one seen, plus frame building only when something arrived.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from core import analysis
+from core.store import Run, Store
+
+STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
+EPOCH_COLUMNS = ["run", "variant", "epoch", "train_time_s", "eval_time_s"]
+
+
+def run_label(run: Run) -> str:
+    params = run.params or {}
+    return f"#{run.id} {params.get('model', '?')} bs{params.get('batch_size', '?')} {params.get('precision', '')}"
+
+
+class RunView:
+    """Events of one run, accumulated incrementally."""
+
+    def __init__(self, run_id: int, label: str = ""):
+        self.run_id = run_id
+        self.label = label or f"#{run_id}"
+        self.last_id = 0
+        self._steps: list[dict[str, Any]] = []
+        self._epochs: list[dict[str, Any]] = []
+        self._frames: tuple[pd.DataFrame, pd.DataFrame] | None = None
+
+    def poll(self, store: Store) -> int:
+        """Read events newer than the last one seen; returns how many arrived."""
+        new = store.events_after(self.run_id, self.last_id)
+        for e in new:
+            (self._steps if e["kind"] == "step" else self._epochs).append(e)
+        if new:
+            self.last_id = new[-1]["id"]
+            self._frames = None
+        return len(new)
+
+    def counts(self) -> dict[str, int]:
+        out = {"eager": 0, "compiled": 0}
+        for e in self._steps:
+            if e["phase"] == "train":
+                out[e["variant"]] += 1
+        return out
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(steps, epochs) DataFrames in the shape core.charts expects."""
+        if self._frames is None:
+            steps = pd.DataFrame(self._steps, columns=[*STEP_COLUMNS[1:6], "loss"])
+            if not steps.empty:
+                steps["cumulative_s"] = steps[steps["phase"] == "train"].groupby("variant")["time_s"].cumsum()
+            else:
+                steps["cumulative_s"] = pd.Series(dtype=float)
+            steps.insert(0, "run", self.label)
+            epochs = pd.DataFrame(
+                [
+                    {
+                        "variant": e["variant"],
+                        "epoch": e["epoch"],
+                        "train_time_s": e["time_s"],
+                        "eval_time_s": e["eval_time_s"],
+                    }
+                    for e in self._epochs
+                ],
+                columns=EPOCH_COLUMNS[1:],
+            )
+            epochs.insert(0, "run", self.label)
+            self._frames = (steps, epochs)
+        return self._frames
+
+    def summary(self, batch_size: int) -> dict[str, Any]:
+        """Headline numbers from what has been measured so far (same definitions as the CLI)."""
+
+        def times(variant: str, phase: str = "train") -> list[float]:
+            return [e["time_s"] for e in self._steps if e["variant"] == variant and e["phase"] == phase]
+
+        def epochs(variant: str, key: str = "time_s") -> list[float]:
+            return [e[key] for e in self._epochs if e["variant"] == variant and e[key] is not None]
+
+        return analysis.summarize(
+            times("eager"),
+            times("compiled"),
+            epochs("eager"),
+            epochs("compiled"),
+            batch_size,
+            epochs("eager", "eval_time_s"),
+            epochs("compiled", "eval_time_s"),
+        )
+
+
+@dataclass(frozen=True)
+class Card:
+    label: str
+    value: str
+    help: str
+    delta: str | None = None  # shown under the value; "-" prefix reads as worse/red, "+" as better/green
+
+
+def _secs(s: float | None, signed: bool = False) -> str:
+    if s is None or (isinstance(s, float) and math.isnan(s)):
+        return "-"
+    sign = "+" if signed and s >= 0 else ""
+    return f"{sign}{s * 1000:.0f} ms" if abs(s) < 1 else f"{sign}{s:.1f} s"
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:,.0f} MiB"
+
+
+def _change(new: float | None, old: float | None, higher_is_better: bool = True) -> str | None:
+    if not new or not old:
+        return None
+    pct = (new / old - 1) * 100
+    good = pct >= 0 if higher_is_better else pct <= 0
+    return f"{'+' if good else '-'}{abs(pct):.0f}% vs eager"
+
+
+def result_cards(summary: dict[str, Any], memory: dict[str, Any] | None = None) -> list[Card]:
+    """The result cards: compile cost, overhead, speedup, break-even, throughput, memory.
+
+    Values stay short (a projector shows ~10 characters per card); details go in the help text.
+    """
+    ci = summary.get("speedup_ci95")
+    speed = summary.get("steady_state_speedup")
+    extra = summary.get("break_even_extrapolated_step")
+    if summary.get("break_even_step") is not None:
+        be_value, be_help = (
+            f"step {summary['break_even_step']}",
+            f"{summary['break_even_wall_s']:.1f} s into the compiled run.",
+        )
+    elif (summary.get("break_even_reason") or "").startswith("never"):
+        be_value, be_help = "never", f"{summary['break_even_reason']}."
+    else:
+        be_value = "not yet" if speed is not None else "-"
+        be_help = f"Not within this run{f'; at the steady rates about step {extra:.0f}' if extra else ''}."
+    memory = memory or {}
+    eager_tput, compiled_tput = summary.get("eager_samples_per_s"), summary.get("compiled_samples_per_s")
+    return [
+        Card(
+            "Compile time",
+            _secs(summary.get("compile_time_s")),
+            "First compiled steps minus the same eager steps: what torch.compile cost up front.",
+        ),
+        Card(
+            "First-epoch overhead",
+            _secs(summary.get("first_epoch_overhead_s"), signed=True),
+            "Compiled epoch 1 minus eager epoch 1, as in the original tutorial.",
+        ),
+        Card(
+            "Steady-state speedup",
+            "-" if speed is None else f"{speed:.2f}x",
+            "Median eager step / median compiled step after warm-up"
+            + (f"; 95% interval {ci[0]:.2f}-{ci[1]:.2f}x." if ci else "."),
+            delta=None
+            if not summary.get("verdict")
+            else {"faster": "+", "slower": "-"}.get(summary["verdict"], "") + summary["verdict"],
+        ),
+        Card("Break-even", be_value, "When the compiled run's total time drops below eager's for good. " + be_help),
+        Card(
+            "Throughput (compiled)",
+            "-" if compiled_tput is None else f"{compiled_tput:,.0f}/s",
+            "Samples per second at the steady median step" + (f"; eager: {eager_tput:,.0f}/s." if eager_tput else "."),
+            delta=_change(compiled_tput, eager_tput),
+        ),
+        Card(
+            "Peak memory (compiled)",
+            _mib(memory.get("compiled")),
+            f"Eager: {_mib(memory.get('eager'))}; {memory.get('kind') or 'measured when each variant finishes'}.",
+            delta=_change(memory.get("compiled"), memory.get("eager"), higher_is_better=False),
+        ),
+    ]
+
+
+def memory_of(run: Run) -> dict[str, Any]:
+    s = run.summary or {}
+    return {
+        "eager": s.get("eager_peak_memory_bytes"),
+        "compiled": s.get("compiled_peak_memory_bytes"),
+        "kind": s.get("memory_kind"),
+    }
+
+
+def run_row(run: Run) -> dict[str, Any]:
+    """The flat row the runs table shows (also the Runs page's table)."""
+    p, s = run.params or {}, run.summary or {}
+    env = run.environment or {}
+    return {
+        "id": run.id,
+        "status": run.status,
+        "imported": bool(run.imported),
+        "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
+        "device": env.get("device_type") or run.device_key,
+        "device_name": env.get("device_name"),
+        "model": p.get("model", "?"),
+        "batch_size": p.get("batch_size", 0),
+        "precision": p.get("precision", "?"),
+        "mode": p.get("mode", "?"),
+        "first_epoch_overhead_s": s.get("first_epoch_overhead_s"),
+        "steady_state_speedup": s.get("steady_state_speedup"),
+        "break_even_step": s.get("break_even_step"),
+        "error": run.error,
+    }

@@ -1,0 +1,114 @@
+"""Streamlit pieces every page shares: the store handle, the visitor's identity, queue ticks, and
+the charts-and-cards view of one run (the same on the live Race page and when a run is reopened).
+UI only; what it shows is computed in core/."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+import streamlit as st
+
+from core import charts, jobs
+from core.analysis import plain_reading
+from core.live import RunView, memory_of, result_cards, run_label
+from core.reference import TUTORIAL_SOURCE, reference_rows
+from core.store import Run, Store
+
+# A per-tab identity: kept in the tab's sessionStorage, so it survives a reload of that tab but
+# is never part of a URL (a shared configuration link does not make someone else the owner).
+_VISITOR_JS = """
+export default function(component) {
+  const { setStateValue } = component;
+  const KEY = "compile_lab_visitor";
+  let token = window.sessionStorage.getItem(KEY);
+  if (!token) {
+    const bytes = new Uint8Array(16);
+    window.crypto.getRandomValues(bytes);
+    token = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    window.sessionStorage.setItem(KEY, token);
+  }
+  setStateValue("token", token);
+}
+"""
+_visitor_component = st.components.v2.component("compile_lab.visitor", js=_VISITOR_JS)
+_TICK_EVERY_S = 1.0
+_last_tick = {"t": 0.0}
+
+
+def store() -> Store:
+    """This session's connection to the store (one per session: sqlite connections are not shared)."""
+    if "store" not in st.session_state:
+        st.session_state.store = Store()
+    return st.session_state.store
+
+
+def identify_visitor() -> None:
+    """Ask the browser tab who it is (once per script run, from the entry point)."""
+    result = _visitor_component(key="visitor_token", on_token_change=lambda: None)
+    token = getattr(result, "token", None) if result is not None else None
+    if isinstance(token, str) and re.fullmatch(r"[0-9a-f]{16,64}", token):
+        st.session_state.visitor = token
+    if "visitor" not in st.session_state:  # until the browser answers (and in tests)
+        st.session_state.visitor = uuid.uuid4().hex
+
+
+def visitor() -> str:
+    """The owner name of this browser tab's runs."""
+    if "visitor" not in st.session_state:
+        st.session_state.visitor = uuid.uuid4().hex
+    return f"visitor:{st.session_state.visitor}"
+
+
+def tick() -> None:
+    """Let this app process move the queue along (at most once a second across sessions)."""
+    now = time.monotonic()
+    if now - _last_tick["t"] >= _TICK_EVERY_S:
+        _last_tick["t"] = now
+        jobs.tick(store())
+
+
+def run_view(run: Run) -> RunView:
+    """The session's incremental view of a run (created once, then only new events are read)."""
+    views = st.session_state.setdefault("run_views", {})
+    if run.id not in views:
+        views[run.id] = RunView(run.id, run_label(run))
+    view = views[run.id]
+    view.poll(store())
+    return view
+
+
+def show_run(run: Run, view: RunView, key: str) -> None:
+    """Charts, result cards and the plain reading for one run, live or finished."""
+    steps, epochs = view.frames()
+    params = run.params or {}
+    summary = run.summary if run.finished and run.summary else view.summary(params.get("batch_size", 1))
+    if run.status == "failed":
+        st.error(f"Run failed: {run.error}. What was measured before it is kept below.")
+    st.markdown(f"**{plain_reading(summary)}**")
+    cards = result_cards(summary, memory_of(run))
+    for row in (cards[:3], cards[3:]):  # two rows of three: readable on a 1280x720 projector
+        for column, card in zip(st.columns(3), row):
+            column.metric(card.label, card.value, card.delta, help=card.help, border=True)
+    log = st.toggle(
+        "Log scale for step times",
+        key=f"log_{key}",
+        help="Makes the compile spike and the steady steps visible together.",
+    )
+    left, right = st.columns(2)
+    be = (
+        {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
+        if summary.get("break_even_step")
+        else None
+    )
+    left.altair_chart(charts.step_time_chart(steps, log_scale=log), width="stretch")
+    right.altair_chart(charts.cumulative_chart(steps, break_even=be), width="stretch")
+    left.altair_chart(charts.epoch_chart(epochs), width="stretch")
+    right.altair_chart(charts.loss_chart(steps), width="stretch")
+
+
+def show_reference() -> None:
+    st.markdown("**Published figures, for scale**")
+    st.dataframe(reference_rows(), hide_index=True, width="stretch")
+    st.caption(TUTORIAL_SOURCE + ". The release average covers HuggingFace, TIMM and TorchBench models.")

@@ -1,0 +1,328 @@
+"""Chart builders: the data they plot, the shared colours, the aria description, empty input, downsampling."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core import charts
+from core.charts import (
+    MAX_OVERLAY_POINTS,
+    MAX_POINTS_PER_VARIANT,
+    VARIANT_COLORS,
+    cumulative_chart,
+    downsample_keep_max,
+    downsample_stride,
+    epoch_chart,
+    loss_chart,
+    overlay_cumulative_chart,
+    overlay_step_chart,
+    step_time_chart,
+)
+
+STEP_BUILDERS = [step_time_chart, cumulative_chart, loss_chart, overlay_step_chart, overlay_cumulative_chart]
+VARIANT_BUILDERS = [step_time_chart, cumulative_chart, loss_chart, epoch_chart]
+
+
+def make_steps(
+    n_eager: int,
+    n_compiled: int,
+    run: str = "#12 resnet18",
+    steps_per_epoch: int = 10,
+    eval_steps: int = 0,
+    spike_s: float = 2.5,
+) -> pd.DataFrame:
+    """A race as the store would give it: train steps (compiled step 1 slow) and optional eval steps."""
+    parts = []
+    for variant, n, steady_s in (("eager", n_eager, 0.010), ("compiled", n_compiled, 0.008)):
+        time_s = np.full(n, steady_s)
+        if variant == "compiled" and n:
+            time_s[0] = spike_s
+        step = np.arange(1, n + 1)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "run": run,
+                    "variant": variant,
+                    "phase": "train",
+                    "epoch": (step - 1) // steps_per_epoch + 1,
+                    "step": step,
+                    "time_s": time_s,
+                    "loss": np.linspace(2.3, 0.5, n),
+                    "cumulative_s": np.cumsum(time_s),
+                }
+            )
+        )
+        if eval_steps and n:
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "run": run,
+                        "variant": variant,
+                        "phase": "eval",
+                        "epoch": 1,
+                        "step": np.arange(1, eval_steps + 1),
+                        "time_s": 0.003,
+                        "loss": np.nan,
+                        "cumulative_s": np.nan,
+                    }
+                )
+            )
+    return pd.concat(parts, ignore_index=True)
+
+
+def make_epochs(n_eager: int, n_compiled: int) -> pd.DataFrame:
+    rows = [("eager", e, 10.0 + e, 1.0) for e in range(1, n_eager + 1)]
+    rows += [("compiled", e, 50.0 if e == 1 else 8.0, math.nan) for e in range(1, n_compiled + 1)]
+    frame = pd.DataFrame(rows, columns=["variant", "epoch", "train_time_s", "eval_time_s"])
+    return frame.assign(run="#12 resnet18")
+
+
+def spec_of(chart) -> dict:
+    return chart.to_dict()
+
+
+def main_view(spec: dict) -> dict:
+    """The view that draws the series: the chart itself, or a layered chart's first layer."""
+    return spec["layer"][0] if "layer" in spec else spec
+
+
+def rows_of(spec: dict, view: dict | None = None) -> list[dict]:
+    view = view if view is not None else main_view(spec)
+    return spec["datasets"][view["data"]["name"]]
+
+
+def build(builder, frame):
+    return builder(frame) if builder is not epoch_chart else builder(make_epochs(3, 3))
+
+
+@pytest.mark.parametrize("builder", STEP_BUILDERS + [epoch_chart], ids=lambda b: b.__name__)
+def test_every_builder_gives_a_valid_vega_lite_spec_with_title_height_fonts_and_no_fixed_width(builder):
+    spec = spec_of(build(builder, make_steps(40, 12)))
+    assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+    assert spec["title"] and "waiting" not in spec["title"]
+    assert spec["height"] == 320
+    assert "width" not in spec and all("width" not in layer for layer in spec.get("layer", []))
+    assert spec["config"]["axis"]["labelFontSize"] >= 13
+    assert spec["config"]["title"]["fontSize"] >= 15
+
+
+def test_step_time_chart_plots_train_steps_in_ms_with_only_the_columns_it_needs():
+    spec = spec_of(step_time_chart(make_steps(40, 12, eval_steps=5)))
+    rows = rows_of(spec)
+    assert len(rows) == 52
+    assert set(rows[0]) == {"variant", "epoch", "step", "time_ms"}
+    compiled_first = next(r for r in rows if r["variant"] == "compiled" and r["step"] == 1)
+    assert compiled_first["time_ms"] == pytest.approx(2500.0)
+    assert spec["encoding"]["y"]["field"] == "time_ms"
+    tooltip = {t["field"]: t for t in spec["encoding"]["tooltip"]}
+    assert set(tooltip) == {"variant", "epoch", "step", "time_ms"}
+    assert tooltip["time_ms"]["format"] == ".2f"
+    assert spec["mark"]["type"] == "line" and spec["mark"]["point"]
+
+
+def test_y_scale_is_log_only_when_asked():
+    for builder in (step_time_chart, overlay_step_chart):
+        linear = spec_of(builder(make_steps(40, 12)))["encoding"]["y"]
+        log = spec_of(builder(make_steps(40, 12), log_scale=True))["encoding"]["y"]
+        assert linear.get("scale", {}).get("type") != "log"
+        assert log["scale"]["type"] == "log"
+
+
+def test_every_variant_chart_uses_the_same_eager_and_compiled_colours():
+    expected = {"domain": ["eager", "compiled"], "range": [VARIANT_COLORS["eager"], VARIANT_COLORS["compiled"]]}
+    assert VARIANT_COLORS == {"eager": "#4C78A8", "compiled": "#EE4C2C"}
+    assert charts.variant_color_scale().to_dict() == expected
+    for builder in VARIANT_BUILDERS:
+        color = main_view(spec_of(build(builder, make_steps(40, 12))))["encoding"]["color"]
+        assert color["field"] == "variant"
+        assert color["scale"] == expected, builder.__name__
+    # One variant present: the domain still holds both, so eager stays blue before compiled starts.
+    color = spec_of(step_time_chart(make_steps(40, 0)))["encoding"]["color"]
+    assert color["scale"] == expected
+
+
+@pytest.mark.parametrize(
+    "builder, title",
+    [
+        (step_time_chart, charts.STEP_TIME_TITLE),
+        (cumulative_chart, charts.CUMULATIVE_TITLE),
+        (loss_chart, charts.LOSS_TITLE),
+        (overlay_step_chart, charts.OVERLAY_STEP_TITLE),
+        (overlay_cumulative_chart, charts.OVERLAY_CUMULATIVE_TITLE),
+    ],
+    ids=lambda x: getattr(x, "__name__", ""),
+)
+def test_description_states_the_exact_step_counts_per_variant(builder, title):
+    assert spec_of(builder(make_steps(40, 12, eval_steps=7)))["description"] == (
+        f"{title}: 40 eager steps, 12 compiled steps"
+    )
+    assert spec_of(builder(make_steps(41, 13)))["description"] == f"{title}: 41 eager steps, 13 compiled steps"
+
+
+def test_description_counts_every_step_even_when_the_plot_is_downsampled():
+    spec = spec_of(step_time_chart(make_steps(5000, 4999)))
+    assert spec["description"] == "Step time per step: 5000 eager steps, 4999 compiled steps"
+    assert len(rows_of(spec)) <= 2 * MAX_POINTS_PER_VARIANT
+
+
+def test_epoch_chart_is_grouped_bars_with_epoch_counts_in_its_description():
+    spec = spec_of(epoch_chart(make_epochs(3, 2)))
+    assert spec["description"] == "Training time per epoch: 3 eager epochs, 2 compiled epochs"
+    assert spec["mark"]["type"] == "bar"
+    assert spec["encoding"]["x"]["field"] == "epoch"
+    assert spec["encoding"]["xOffset"]["field"] == "variant"
+    rows = rows_of(spec)
+    assert len(rows) == 5 and "run" not in rows[0]
+    compiled_first = next(r for r in rows if r["variant"] == "compiled" and r["epoch"] == 1)
+    assert compiled_first["train_time_s"] == 50.0 and compiled_first["eval_time_s"] is None
+    formats = {t["field"]: t.get("format") for t in spec["encoding"]["tooltip"]}
+    assert formats["train_time_s"] == ".2f" and formats["eval_time_s"] == ".2f"
+
+
+def test_cumulative_chart_has_no_break_even_marker_when_none_is_given():
+    spec = spec_of(cumulative_chart(make_steps(40, 40)))
+    assert "layer" not in spec
+    assert "break-even" not in str(spec)
+    assert spec["encoding"]["y"]["field"] == "cumulative_s"
+    assert len(rows_of(spec)) == 80
+
+
+def test_cumulative_chart_marks_break_even_with_a_rule_a_point_and_a_label():
+    spec = spec_of(cumulative_chart(make_steps(900, 900), {"step": 826, "wall_s": 39.71}))
+    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
+    assert marks[0] == "line" and {"rule", "point", "text"} <= set(marks[1:])
+    rule = spec["layer"][marks.index("rule")]
+    assert rows_of(spec, rule) == [{"step": 826, "cumulative_s": 39.71, "label": "break-even: step 826 (39.7 s)"}]
+    assert rule["encoding"]["x"]["field"] == "step"
+    text = spec["layer"][marks.index("text")]
+    assert text["encoding"]["text"]["field"] == "label"
+    assert spec["description"] == "The race: cumulative training time: 900 eager steps, 900 compiled steps"
+
+
+def test_break_even_without_a_wall_time_still_labels_the_step():
+    spec = spec_of(cumulative_chart(make_steps(50, 50), {"step": 30, "wall_s": None}))
+    labels = {r["label"] for view in spec["layer"][1:] for r in rows_of(spec, view)}
+    assert labels == {"break-even: step 30"}
+
+
+@pytest.mark.parametrize("builder", STEP_BUILDERS + [epoch_chart], ids=lambda b: b.__name__)
+@pytest.mark.parametrize("empty", [None, "no_columns", "no_rows"])
+def test_empty_input_gives_a_valid_chart_that_says_it_is_waiting(builder, empty):
+    columns = charts.EPOCH_COLUMNS if builder is epoch_chart else charts.STEP_COLUMNS
+    frame = {None: None, "no_columns": pd.DataFrame(), "no_rows": pd.DataFrame(columns=list(columns))}[empty]
+    spec = spec_of(builder(frame))
+    assert spec["title"].endswith("(waiting for data)")
+    unit = "epochs" if builder is epoch_chart else "steps"
+    assert spec["description"].endswith(f": 0 eager {unit}, 0 compiled {unit}")
+    assert rows_of(spec) == []
+
+
+@pytest.mark.parametrize("builder", STEP_BUILDERS, ids=lambda b: b.__name__)
+def test_only_eager_so_far_charts_the_eager_steps(builder):
+    spec = spec_of(builder(make_steps(25, 0)))
+    assert spec["description"].endswith(": 25 eager steps, 0 compiled steps")
+    assert "waiting" not in spec["title"]
+    rows = rows_of(spec)
+    assert len(rows) == 25 and {r["variant"] for r in rows} == {"eager"}
+
+
+def test_epoch_chart_with_only_eager_epochs():
+    spec = spec_of(epoch_chart(make_epochs(2, 0)))
+    assert spec["description"] == "Training time per epoch: 2 eager epochs, 0 compiled epochs"
+    assert len(rows_of(spec)) == 2
+
+
+def test_step_time_downsampling_keeps_a_mid_run_spike_and_caps_the_points():
+    steps = make_steps(10_000, 10_000, spike_s=0.5)
+    spike_at = (steps["variant"] == "eager") & (steps["step"] == 5_003)
+    steps.loc[spike_at, "time_s"] = 7.25  # one slow eager step (a recompile, say) in the middle
+    spec = spec_of(step_time_chart(steps))
+    rows = pd.DataFrame(rows_of(spec))
+    per_variant = rows["variant"].value_counts()
+    assert per_variant.max() <= MAX_POINTS_PER_VARIANT and per_variant.min() >= MAX_POINTS_PER_VARIANT // 2
+    eager = rows[rows["variant"] == "eager"]
+    assert eager["time_ms"].max() == pytest.approx(7250.0)
+    assert int(eager.loc[eager["time_ms"].idxmax(), "step"]) == 5_003
+    compiled = rows[rows["variant"] == "compiled"]
+    assert compiled.loc[compiled["step"] == 1, "time_ms"].item() == pytest.approx(500.0)  # compile spike kept
+    assert rows.groupby("variant")["step"].is_monotonic_increasing.all()
+
+
+def test_downsample_keep_max_leaves_short_series_alone_and_keeps_each_bucket_maximum():
+    short = pd.DataFrame({"variant": "eager", "step": range(1, 11), "time_s": np.arange(10.0)})
+    assert downsample_keep_max(short, "time_s", ["variant"], 10).equals(short)
+    values = np.array([1.0, 9.0, 2.0, 3.0, 8.0, 4.0])
+    frame = pd.DataFrame({"variant": "eager", "step": range(1, 7), "time_s": values})
+    kept = downsample_keep_max(frame, "time_s", ["variant"], 3)
+    assert kept["time_s"].tolist() == [9.0, 3.0, 8.0]
+    assert kept["step"].tolist() == [2, 4, 5]
+
+
+def test_downsample_stride_caps_points_and_keeps_first_and_last():
+    frame = pd.DataFrame({"variant": ["eager"] * 10_000 + ["compiled"] * 3, "step": [*range(1, 10_001), 1, 2, 3]})
+    kept = downsample_stride(frame, ["variant"], 2000)
+    eager = kept[kept["variant"] == "eager"]["step"]
+    assert len(eager) <= 2000 and eager.iloc[0] == 1 and eager.iloc[-1] == 10_000
+    assert kept[kept["variant"] == "compiled"]["step"].tolist() == [1, 2, 3]
+
+
+def test_cumulative_chart_downsamples_long_runs_but_keeps_where_each_curve_ends():
+    steps = make_steps(5_000, 4_321)
+    rows = pd.DataFrame(rows_of(spec_of(cumulative_chart(steps))))
+    for variant, n in (("eager", 5_000), ("compiled", 4_321)):
+        series = rows[rows["variant"] == variant]
+        assert len(series) <= MAX_POINTS_PER_VARIANT
+        assert series["step"].iloc[-1] == n
+        expected_end = steps[(steps["variant"] == variant)]["cumulative_s"].iloc[-1]
+        assert series["cumulative_s"].iloc[-1] == pytest.approx(expected_end)
+
+
+def test_loss_chart_drops_nan_losses_and_eval_steps():
+    steps = make_steps(20, 20, eval_steps=4)
+    steps.loc[(steps["variant"] == "compiled") & (steps["step"] <= 5) & (steps["phase"] == "train"), "loss"] = np.nan
+    spec = spec_of(loss_chart(steps))
+    rows = rows_of(spec)
+    assert len(rows) == 35
+    assert all(r["loss"] is not None and math.isfinite(r["loss"]) for r in rows)
+    assert min(r["step"] for r in rows if r["variant"] == "compiled") == 6
+    assert spec["description"] == "Training loss per step: 20 eager steps, 15 compiled steps"
+    assert spec["encoding"]["y"]["field"] == "loss"
+
+
+def test_loss_chart_of_a_long_run_stays_under_altairs_row_limit():
+    spec = spec_of(loss_chart(make_steps(5_000, 5_000)))
+    assert len(rows_of(spec)) <= 2 * MAX_POINTS_PER_VARIANT
+
+
+@pytest.mark.parametrize("builder", [overlay_step_chart, overlay_cumulative_chart], ids=lambda b: b.__name__)
+def test_overlay_colours_by_run_dashes_by_variant_and_names_the_run_in_tooltips(builder):
+    steps = pd.concat([make_steps(30, 30, run="#12 resnet18"), make_steps(20, 10, run="#9 mlp")], ignore_index=True)
+    spec = spec_of(builder(steps))
+    enc = spec["encoding"]
+    assert enc["color"]["field"] == "run"
+    assert enc["color"]["sort"] == ["#12 resnet18", "#9 mlp"]
+    assert enc["strokeDash"]["field"] == "variant"
+    assert enc["strokeDash"]["scale"]["domain"] == ["eager", "compiled"]
+    assert "run" in {t["field"] for t in enc["tooltip"]}
+    rows = rows_of(spec)
+    assert len(rows) == 90
+    assert {(r["run"], r["variant"]) for r in rows} == {
+        ("#12 resnet18", "eager"),
+        ("#12 resnet18", "compiled"),
+        ("#9 mlp", "eager"),
+        ("#9 mlp", "compiled"),
+    }
+    assert spec["description"].endswith(": 50 eager steps, 40 compiled steps")
+
+
+@pytest.mark.parametrize("builder", [overlay_step_chart, overlay_cumulative_chart], ids=lambda b: b.__name__)
+def test_overlay_of_many_long_runs_shares_a_point_budget_and_keeps_compile_spikes(builder):
+    steps = pd.concat([make_steps(5_000, 5_000, run=f"#{i} mlp") for i in range(5)], ignore_index=True)
+    rows = pd.DataFrame(rows_of(spec_of(builder(steps))))
+    assert len(rows) <= MAX_OVERLAY_POINTS
+    assert rows.groupby(["run", "variant"]).size().min() >= 100
+    if builder is overlay_step_chart:
+        spikes = rows[(rows["variant"] == "compiled") & (rows["step"] == 1)]
+        assert spikes["time_ms"].tolist() == pytest.approx([2500.0] * 5)

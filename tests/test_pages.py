@@ -1,0 +1,179 @@
+"""Every page renders (AppTest, no browser) on an empty store and on one holding finished, failed
+and running runs; launching enqueues a run owned by the visitor; invalid input enqueues nothing."""
+
+import time
+
+import pytest
+from conftest import ROOT, quick_spec
+from streamlit.testing.v1 import AppTest
+
+from core import analysis, jobs
+from core.spec import DeviceCaps
+from core.store import Store
+
+APP = f"{ROOT}/streamlit_app.py"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    path = str(tmp_path / "store.sqlite3")
+    monkeypatch.setenv("COMPILE_LAB_STORE", path)
+    return Store(path)
+
+
+def record_probe(store):
+    env = {
+        "device_type": "cpu",
+        "device_name": "Test CPU",
+        "cpu_name": "Test CPU",
+        "cpu_count": 2,
+        "torch": "2.x",
+        "device_memory_bytes": 2**34,
+    }
+    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=jobs.HOST)
+    store.update_run(run_id, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
+
+
+def record_race(store, status, steps=12, error=None, pid=None):
+    spec = quick_spec(epochs=2, steps_per_epoch=steps // 2)
+    run_id = store.create_run(
+        "race",
+        spec.to_dict(),
+        "someone",
+        "cpu",
+        status="running",
+        started_at=time.time(),
+        heartbeat_at=time.time(),
+        pid=pid,
+        host=jobs.HOST,
+        phase="compiled epoch 1/2",
+    )
+    eager = [0.02] * steps
+    compiled = [0.5] + [0.01] * (steps - 1)
+    rows = []
+    for variant, times in (("eager", eager), ("compiled", compiled if status != "running" else compiled[:3])):
+        for i, t in enumerate(times, start=1):
+            rows.append(
+                {
+                    "kind": "step",
+                    "variant": variant,
+                    "phase": "train",
+                    "epoch": 1 + (i - 1) * 2 // steps,
+                    "step": i,
+                    "time_s": t,
+                    "loss": 2.3 - 0.01 * i,
+                    "samples": 16,
+                }
+            )
+        rows.append(
+            {
+                "kind": "epoch",
+                "variant": variant,
+                "phase": "train",
+                "epoch": 1,
+                "step": 0,
+                "time_s": sum(times[: steps // 2]),
+                "eval_time_s": None,
+            }
+        )
+    store.append_events(run_id, rows)
+    if status in ("done", "failed"):
+        summary = analysis.summarize(
+            eager, compiled, [sum(eager[:6]), sum(eager[6:])], [sum(compiled[:6]), sum(compiled[6:])], 16
+        )
+        summary["reading"] = analysis.plain_reading(summary)
+        store.finish_run(run_id, status, summary=summary, error=error)
+    return run_id
+
+
+def app(**query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in query.items():
+        at.query_params[key] = str(value)
+    return at.run()
+
+
+def texts(at) -> str:
+    parts = [m.value for m in at.markdown] + [e.value for e in at.error] + [c.value for c in at.caption]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_race_and_runs_pages_render_on_an_empty_store(store, sleepers):
+    at = app()
+    assert not at.exception
+    assert at.title[0].value.startswith("Eager vs torch.compile")
+    assert [b.label for b in at.button][0] == "Launch"
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception and at.title[0].value == "Runs"
+
+
+def test_pages_render_finished_failed_and_running_runs(store, sleepers):
+    record_probe(store)
+    done = record_race(store, "done")
+    failed = record_race(
+        store, "failed", error="out of memory at batch size 16 on cpu: try a smaller batch size or amp-bf16"
+    )
+    running = record_race(store, "running", pid=None)
+    at = app(run=done)
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert labels == [
+        "Compile time",
+        "First-epoch overhead",
+        "Steady-state speedup",
+        "Break-even",
+        "Throughput (compiled)",
+        "Peak memory (compiled)",
+    ]
+    assert at.metric[2].value == "2.00x"
+    assert "CPU only" in "\n".join(m.value for m in at.sidebar.markdown)
+    at = app(run=failed)
+    assert not at.exception and "out of memory at batch size 16" in texts(at)
+    at = app(run=running)
+    assert not at.exception and at.metric  # partial results are shown live
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception
+    assert len(at.dataframe[0].value) == 3
+
+
+def test_launch_enqueues_a_run_owned_by_this_visitor(store, sleepers):
+    record_probe(store)
+    at = app()
+    at.selectbox(key="form_model").set_value("mlp").run()
+    assert at.number_input(key="form_batch_size").value == 256  # the model's default batch size
+    at.number_input(key="form_steps_per_epoch").set_value(3).run()
+    at.button[0].click().run()
+    assert not at.exception
+    runs = store.list_runs(kind="race")
+    assert len(runs) == 1
+    assert runs[0].owner == f"visitor:{at.session_state['visitor']}"
+    assert runs[0].params["model"] == "mlp" and runs[0].params["steps_per_epoch"] == 3
+    assert at.query_params["run"] == str(runs[0].id)
+    assert "visitor" not in " ".join(f"{k}={v}" for k, v in at.query_params.items())
+
+
+def test_invalid_configuration_shows_the_message_and_enqueues_nothing(store, sleepers, monkeypatch):
+    record_probe(store)
+    monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "64")
+    at = app()
+    at.selectbox(key="form_model").set_value("mlp").run()
+    assert "this host allows at most 64 (got 256)" in texts(at)
+    assert at.button[0].label == "Launch" and at.button[0].disabled  # a browser cannot press it
+    assert store.list_runs(kind="race") == []
+
+
+def test_options_the_device_cannot_run_are_not_offered_but_explained(store, sleepers):
+    record_probe(store)  # a CPU-only machine
+    at = app(precision="amp-fp16", mode="reduce-overhead")
+    assert "amp-fp16" not in at.selectbox(key="form_precision").options
+    assert at.selectbox(key="form_precision").value == "fp32"  # the link asked for what cannot run here
+    assert "reduce-overhead" not in at.selectbox(key="form_mode").options
+    assert "amp-fp16 needs a CUDA GPU (device is cpu)" in texts(at)
+
+
+def test_the_configuration_comes_from_the_link(store, sleepers):
+    record_probe(store)
+    at = app(model="gpt", batch_size=8, epochs=2, steps_per_epoch=7)
+    assert at.selectbox(key="form_model").value == "gpt"
+    assert at.number_input(key="form_batch_size").value == 8
+    assert at.number_input(key="form_steps_per_epoch").value == 7
