@@ -15,8 +15,11 @@ page = st.navigation(
     ]
 )
 
-tick()
-with st.sidebar:
+
+@st.fragment(run_every=2.0)
+def sidebar_status() -> None:
+    """Device card and queue, refreshed on their own so they stay true while a page sits still."""
+    tick()
     caps = jobs.ensure_probe(store())  # a queued job: this process never touches the GPU itself
     probes = store().list_runs(kind="probe", status=["done"], limit=1)
     env = probes[0].summary["environment"] if probes and probes[0].summary else None
@@ -36,6 +39,10 @@ with st.sidebar:
     for run in active:
         st.markdown(f"Running: #{run.id} {run.params.get('model', run.kind)} — {run.phase}")
     st.caption(f"{len(waiting)} waiting" if waiting else ("Idle" if not active else "Nothing waiting"))
+
+
+with st.sidebar:
+    sidebar_status()
     with st.expander("What am I looking at?"):
         st.markdown(
             "Each race trains one model twice from identical weights on identical batches: once eagerly, "
@@ -43,6 +50,7 @@ with st.sidebar:
             "epoch), then may run each step faster (**steady-state speedup**). **Break-even** is the step where "
             "its total time catches up with eager's. On small CPUs compile often does not pay off; the app says so."
         )
+
 
 page.run()
 # Last, so the tab's answer (one rerun) never interrupts a first render of the page's widgets.

@@ -104,7 +104,9 @@ class Card:
     label: str
     value: str
     help: str
-    delta: str | None = None  # shown under the value; "-" prefix reads as worse/red, "+" as better/green
+    delta: str | None = None  # shown under the value, with an arrow for its sign
+    delta_color: str = "normal"  # "normal": up is good; "inverse": down is good; "off": neutral
+    delta_arrow: str = "auto"  # "auto" follows the sign of the delta text
 
 
 def _secs(s: float | None, signed: bool = False) -> str:
@@ -118,12 +120,12 @@ def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:,.0f} MiB"
 
 
-def _change(new: float | None, old: float | None, higher_is_better: bool = True) -> str | None:
+def _change(new: float | None, old: float | None) -> str | None:
+    """Signed relative change, compiled against eager ("-7% vs eager")."""
     if not new or not old:
         return None
     pct = (new / old - 1) * 100
-    good = pct >= 0 if higher_is_better else pct <= 0
-    return f"{'+' if good else '-'}{abs(pct):.0f}% vs eager"
+    return f"{'+' if pct >= 0 else '-'}{abs(pct):.0f}% vs eager"
 
 
 def result_cards(summary: dict[str, Any], memory: dict[str, Any] | None = None) -> list[Card]:
@@ -162,9 +164,10 @@ def result_cards(summary: dict[str, Any], memory: dict[str, Any] | None = None) 
             "-" if speed is None else f"{speed:.2f}x",
             "Median eager step / median compiled step after warm-up"
             + (f"; 95% interval {ci[0]:.2f}-{ci[1]:.2f}x." if ci else "."),
-            delta=None
-            if not summary.get("verdict")
-            else {"faster": "+", "slower": "-"}.get(summary["verdict"], "") + summary["verdict"],
+            delta=summary.get("verdict"),
+            # Unsigned text reads as "up": green and up for faster, red and down for slower, grey otherwise.
+            delta_color={"faster": "normal", "slower": "inverse"}.get(summary.get("verdict") or "", "off"),
+            delta_arrow={"faster": "up", "slower": "down"}.get(summary.get("verdict") or "", "off"),
         ),
         Card("Break-even", be_value, "When the compiled run's total time drops below eager's for good. " + be_help),
         Card(
@@ -177,7 +180,8 @@ def result_cards(summary: dict[str, Any], memory: dict[str, Any] | None = None) 
             "Peak memory (compiled)",
             _mib(memory.get("compiled")),
             f"Eager: {_mib(memory.get('eager'))}; {memory.get('kind') or 'measured when each variant finishes'}.",
-            delta=_change(memory.get("compiled"), memory.get("eager"), higher_is_better=False),
+            delta=_change(memory.get("compiled"), memory.get("eager")),
+            delta_color="inverse",  # less memory is better
         ),
     ]
 

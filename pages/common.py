@@ -86,11 +86,23 @@ def show_run(run: Run, view: RunView, key: str) -> None:
     summary = run.summary if run.finished and run.summary else view.summary(params.get("batch_size", 1))
     if run.status == "failed":
         st.error(f"Run failed: {run.error}. What was measured before it is kept below.")
-    st.markdown(f"**{plain_reading(summary)}**")
+    counts = view.counts()
+    if not run.finished and counts["compiled"] == 0:
+        st.markdown(f"**Eager run in progress: {counts['eager']} steps so far. The compiled run starts next.**")
+    else:
+        st.markdown(f"**{plain_reading(summary)}**")
     cards = result_cards(summary, memory_of(run))
     for row in (cards[:3], cards[3:]):  # two rows of three: readable on a 1280x720 projector
         for column, card in zip(st.columns(3), row):
-            column.metric(card.label, card.value, card.delta, help=card.help, border=True)
+            column.metric(
+                card.label,
+                card.value,
+                card.delta,
+                card.delta_color,
+                help=card.help,
+                border=True,
+                delta_arrow=card.delta_arrow,
+            )
     log = st.toggle(
         "Log scale for step times",
         key=f"log_{key}",

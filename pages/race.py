@@ -43,6 +43,15 @@ st.title("Eager vs torch.compile: the race")
 st.caption("Same model, same weights, same batches. Only torch.compile differs.")
 
 
+def followed_run():
+    """The run this page shows: the one in the link (reload, second tab), else this tab's latest."""
+    followed = st.query_params.get("run") or st.session_state.get("followed")
+    if followed is None:
+        mine = store().list_runs(kind="race", owner=owner, limit=1)
+        followed = mine[0].id if mine else None
+    return store().get_run(int(followed)) if followed and str(followed).isdigit() else None
+
+
 def choose(field: str, label: str, column, fmt=str, on_change=None) -> None:
     """A selectbox offering only what this device can run; the rest is named with the reason."""
     blocked = unavailable_options(form_spec(st.session_state), field, caps)
@@ -54,7 +63,7 @@ def choose(field: str, label: str, column, fmt=str, on_change=None) -> None:
         column.caption("Not here: " + "; ".join(why.split(";")[0] for why in blocked.values()))
 
 
-with st.container(border=True):
+with st.expander("Configure a race", expanded=followed_run() is None):
     a, b, c, d = st.columns(4)
     choose(
         "model",
@@ -100,12 +109,7 @@ if launched:
     except jobs.JobError as exc:
         st.error(str(exc))
 
-# Which run to show: the one in the link (reload, second tab), else this tab's latest.
-followed = st.query_params.get("run") or st.session_state.get("followed")
-if followed is None:
-    mine = store().list_runs(kind="race", owner=owner, limit=1)
-    followed = mine[0].id if mine else None
-run = store().get_run(int(followed)) if followed and str(followed).isdigit() else None
+run = followed_run()
 polling = run is not None and not run.finished
 
 

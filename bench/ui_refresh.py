@@ -1,0 +1,455 @@
+"""What the app's pages cost to draw: one live-fragment refresh of a race with 5,000 steps per variant,
+and the first render of the Runs page with 200 stored runs.
+
+1. Live refresh, in the page's own code path (pages/race.py `live` + pages/common.py `show_run`, without
+   Streamlit): a RunView that has seen the first 4,990 steps of each variant, then ~10 new steps per
+   variant (and the last epoch rows) arrive; one refresh = queue tick + get_run, poll, frames, summary,
+   result cards, the four charts, and each chart's `.to_dict()` (the spec is serialized for the browser).
+   Then the same through Streamlit's AppTest (whole script: entry, sidebar, form and the live view).
+2. Runs page: a fresh AppTest of pages/runs.py (through the entry) on a store holding 200 finished races.
+
+Goals: a live refresh under 150 ms; the Runs page's first render under 1 s. Prints figures, never asserts.
+No worker process is launched (the launcher is replaced by one that refuses). Run from the repo root:
+python bench/ui_refresh.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+# The app reads these when a session opens its store: set them before anything of the app is imported.
+DATA = tempfile.mkdtemp(prefix="compile-lab-bench-ui-")
+RACE_STORE = os.path.join(DATA, "race.sqlite3")
+RUNS_STORE = os.path.join(DATA, "runs.sqlite3")
+os.environ["COMPILE_LAB_DATA"] = DATA
+os.environ["COMPILE_LAB_STORE"] = RACE_STORE
+os.environ.pop("COMPILE_LAB_CONFIG", None)  # no host limits from the caller's environment
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from core import analysis, charts, jobs  # noqa: E402
+from core.live import RunView, memory_of, result_cards, run_label  # noqa: E402
+from core.spec import DeviceCaps, RunSpec  # noqa: E402
+from core.store import Store  # noqa: E402
+from core.zoo import MODELS  # noqa: E402
+
+APP = os.path.join(ROOT, "streamlit_app.py")
+EPOCHS, STEPS_PER_EPOCH = 5, 1000  # 5,000 train steps per variant
+TAIL = 10  # new steps per variant in one refresh
+REFRESHES = 30
+APPTEST_REPEATS = 3
+STORED_RUNS = 200
+RUN_STEPS = 100  # per variant, for the stored runs' summaries
+REFRESH_GOAL_MS, RUNS_GOAL_MS = 150.0, 1000.0
+ELSEWHERE = "bench-worker-host"  # the race's worker "runs" on another host: judged by its heartbeat only
+
+LAUNCHES: list[tuple] = []
+
+
+def _refuse_launch(*args, **kwargs):
+    LAUNCHES.append(args)
+    raise RuntimeError("bench/ui_refresh.py: the page tried to start a worker process")
+
+
+jobs.launch_worker = _refuse_launch  # tick() looks it up at call time
+jobs.launch_ticker = _refuse_launch
+
+
+# -- fixtures ---------------------------------------------------------------------------------------
+
+
+def cpu_environment() -> dict:
+    """An environment record shaped like core.environment.environment_record on a CPU (without torch)."""
+    return {
+        "device_type": "cpu",
+        "device_name": "Bench CPU @ 2.0GHz",
+        "device_memory_bytes": 8 * 2**30,
+        "compute_capability": None,
+        "torch": "2.14.1+cpu",
+        "cuda": None,
+        "cudnn": None,
+        "triton": None,
+        "python": "3.12.3",
+        "platform": "Linux-6.8-x86_64-with-glibc2.39",
+        "cpu_name": "Bench CPU @ 2.0GHz",
+        "cpu_count": 2,
+        "torch_threads": 2,
+        "precision_flags": {
+            "float32_matmul_precision": "highest",
+            "cuda_matmul_allow_tf32": False,
+            "cudnn_allow_tf32": True,
+            "cudnn_benchmark": False,
+        },
+    }
+
+
+def record_probe(store: Store) -> None:
+    """A finished device probe for this host, so the entry script neither enqueues nor launches one."""
+    env = cpu_environment()
+    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=jobs.HOST)
+    store.update_run(run_id, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
+
+
+def variant_rows(variant: str, steps: range, rng: random.Random, batch: int) -> list[dict]:
+    """Train steps (and an epoch row after each epoch's last step) as the worker records them."""
+    rows, epoch_time = [], 0.0
+    for step in steps:
+        if variant == "compiled":
+            t = 6.0 if step == 1 else (0.05 if step <= 3 else 0.016 * (1 + 0.06 * rng.gauss(0, 1)))
+        else:
+            t = 0.020 * (1 + 0.05 * rng.gauss(0, 1))
+        epoch = (step - 1) // STEPS_PER_EPOCH + 1
+        loss = 2.3 * math.exp(-step / 2000) + 0.1 + 0.01 * math.sin(step)  # the same numerics in both variants
+        rows.append(
+            dict(
+                kind="step", variant=variant, phase="train", epoch=epoch, step=step, time_s=t, loss=loss, samples=batch
+            )
+        )
+        epoch_time += t
+        if step % STEPS_PER_EPOCH == 0:
+            rows.append(dict(kind="epoch", variant=variant, phase="train", epoch=epoch, step=0, time_s=epoch_time))
+            epoch_time = 0.0
+    return rows
+
+
+def race_fixture(store: Store) -> tuple[int, int, list[dict]]:
+    """A running race holding the first 4,990 steps of each variant; returns (run id, the last event id
+    stored, the rows of the next refresh: the remaining 10 steps per variant and the last epoch rows)."""
+    spec = RunSpec(model="pointwise_mlp", batch_size=256, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH, device="cpu")
+    now = time.time()
+    run_id = store.create_run(
+        "race",
+        spec.to_dict(),
+        "visitor:someone-else",
+        "cpu",
+        status="running",
+        phase=f"compiled epoch {EPOCHS}/{EPOCHS}",
+        progress=0.99,
+        started_at=now,
+        heartbeat_at=now,
+        pid=4_000_000,
+        host=ELSEWHERE,
+    )
+    rng, total = random.Random(0), EPOCHS * STEPS_PER_EPOCH
+    tail = []
+    for variant in ("eager", "compiled"):
+        rows = variant_rows(variant, range(1, total + 1), rng, spec.batch_size)
+        cut = next(i for i, r in enumerate(rows) if r["kind"] == "step" and r["step"] > total - TAIL)
+        for i in range(0, cut, 200):  # the worker flushes in batches
+            store.append_events(run_id, rows[i : min(i + 200, cut)])
+        tail += rows[cut:]
+    boundary = store.events_after(run_id)[-1]["id"]
+    return run_id, boundary, tail
+
+
+def arrive(store: Store, run_id: int, tail: list[dict]) -> None:
+    """The worker writes the next refresh's events (and heartbeats)."""
+    store.append_events(run_id, tail, run_fields={"heartbeat_at": time.time()})
+
+
+def rewind(store: Store, run_id: int, boundary: int) -> None:
+    """Back to 4,990 steps per variant, so every measured refresh sees the same state."""
+    with store.transaction() as c:
+        c.execute("DELETE FROM events WHERE run_id = ? AND id > ?", (run_id, boundary))
+    store.update_run(run_id, heartbeat_at=time.time())
+
+
+def stored_summary(rng: random.Random, batch: int) -> dict:
+    """A finished race's summary as the trainer stores it (analysis.summarize + the trainer's extras)."""
+    eager_step = rng.uniform(0.005, 0.08)
+    compiled_step = eager_step * rng.uniform(0.6, 1.4)
+    eager = [eager_step * (1 + 0.05 * rng.gauss(0, 1)) for _ in range(RUN_STEPS)]
+    compiled = [rng.uniform(5, 50)] + [compiled_step * (1 + 0.05 * rng.gauss(0, 1)) for _ in range(RUN_STEPS - 1)]
+    half = RUN_STEPS // 2
+    summary = analysis.summarize(
+        eager, compiled, [sum(eager[:half]), sum(eager[half:])], [sum(compiled[:half]), sum(compiled[half:])], batch
+    )
+    summary.update(
+        eager_eval_step_times_s=[],
+        compiled_eval_step_times_s=[],
+        eager_peak_memory_bytes=rng.randint(300, 900) * 2**20,
+        compiled_peak_memory_bytes=rng.randint(300, 900) * 2**20,
+        memory_kind="process peak RSS",
+        eager_final_loss=1.2,
+        compiled_final_loss=1.2,
+        graphs=1,
+        graph_breaks=0,
+        recompiles=0,
+        compile_phases_s={"dynamo": 1.5, "aot autograd": 3.0, "inductor": 9.0},
+    )
+    summary["reading"] = analysis.plain_reading(summary)
+    return summary
+
+
+def runs_fixture(store: Store) -> None:
+    """200 finished races (mostly done, some failed, a few imported), newest last."""
+    rng, env, models = random.Random(1), cpu_environment(), sorted(MODELS)
+    for i in range(STORED_RUNS):
+        model = rng.choice(models)
+        spec = RunSpec(model=model, batch_size=MODELS[model].default_batch_size, epochs=2, steps_per_epoch=50)
+        failed = i % 25 == 7
+        created = time.time() - (STORED_RUNS - i) * 600
+        store.create_run(
+            "race",
+            spec.to_dict(),
+            f"visitor:{i % 9:032x}",
+            "cpu",
+            status="failed" if failed else "done",
+            phase="done",
+            progress=1.0,
+            created_at=created,
+            started_at=created + 1,
+            finished_at=created + 120,
+            host=jobs.HOST,
+            environment=env,
+            summary=None if failed else stored_summary(rng, spec.batch_size),
+            error="out of memory at batch size 256 on cpu: try a smaller batch size or amp-bf16" if failed else None,
+            imported=int(i % 40 == 3),
+        )
+
+
+# -- measuring --------------------------------------------------------------------------------------
+
+
+def pct(samples: list[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def refresh(store: Store, view: RunView, run_id: int, lap: Callable[[str], None]) -> list[dict]:
+    """One live-fragment refresh, as pages/race.py `live` and pages/common.py `show_run` do it."""
+    jobs.tick(store)
+    run = store.get_run(run_id)
+    jobs.describe(store, run)
+    lap("queue tick + get_run")
+    view.poll(store)
+    lap("poll new events")
+    steps, epochs = view.frames()
+    lap("frames")
+    summary = view.summary((run.params or {}).get("batch_size", 1))
+    analysis.plain_reading(summary)
+    lap("summary + reading")
+    result_cards(summary, memory_of(run))
+    lap("result cards")
+    be = (
+        {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
+        if summary.get("break_even_step")
+        else None
+    )
+    built = [
+        charts.step_time_chart(steps, log_scale=False),
+        charts.cumulative_chart(steps, break_even=be),
+        charts.epoch_chart(epochs),
+        charts.loss_chart(steps),
+    ]
+    lap("build 4 charts")
+    specs = [c.to_dict() for c in built]
+    lap("4 x chart.to_dict()")
+    return specs
+
+
+def live_refresh(store: Store, run_id: int, boundary: int, tail: list[dict]) -> dict:
+    run = store.get_run(run_id)
+    totals, stages = [], {}
+    streamlit_specs, spec_bytes = [], 0
+    convert = _streamlit_converter()
+    for i in range(REFRESHES + 1):  # the first is a warm-up
+        view = RunView(run_id, run_label(run))
+        view.poll(store)  # what the session's view had already seen...
+        view.frames()  # ...and drawn on the previous refresh
+        arrive(store, run_id, tail)
+        laps: dict[str, float] = {}
+        mark = [time.perf_counter()]
+
+        def lap(name: str, laps=laps, mark=mark) -> None:
+            now = time.perf_counter()
+            laps[name] = (now - mark[0]) * 1000
+            mark[0] = now
+
+        start = mark[0]
+        specs = refresh(store, view, run_id, lap)
+        total = (time.perf_counter() - start) * 1000
+        if i:
+            totals.append(total)
+            for name, ms in laps.items():
+                stages.setdefault(name, []).append(ms)
+        else:
+            spec_bytes = sum(len(json.dumps(s)) for s in specs)
+            counts = view.counts()
+        if convert is not None and i <= 10:  # Streamlit's own spec conversion (arrow datasets), for comparison
+            steps, epochs = view.frames()
+            t = time.perf_counter()
+            for chart in (
+                charts.step_time_chart(steps),
+                charts.cumulative_chart(steps),
+                charts.epoch_chart(epochs),
+                charts.loss_chart(steps),
+            ):
+                convert(chart)
+            if i:
+                streamlit_specs.append((time.perf_counter() - t) * 1000)
+        rewind(store, run_id, boundary)
+    return {
+        "totals": totals,
+        "stages": stages,
+        "counts": counts,
+        "spec_bytes": spec_bytes,
+        "streamlit_convert": streamlit_specs,
+    }
+
+
+def _streamlit_converter() -> Callable | None:
+    """Streamlit's altair -> Vega-Lite conversion (private; None if this Streamlit has no such function)."""
+    try:
+        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
+    except ImportError:
+        return None
+    return _convert_altair_to_vega_lite_spec
+
+
+def check(at: AppTest, what: str) -> str:
+    """'' if the page rendered cleanly, else a short note (printed beside the figure)."""
+    if at.exception:
+        return f"  [{what}: page raised {at.exception[0].message!r}]"
+    return ""
+
+
+def race_apptest(store: Store, run_id: int, boundary: int, tail: list[dict]) -> dict:
+    """Fresh sessions on the Race page following the run: first render at 4,990 steps per variant,
+    then a re-run after 10 more per variant arrived (the session's RunView reads only those)."""
+    firsts, reruns, notes = [], [], ""
+    cold = None
+    for i in range(APPTEST_REPEATS + 1):  # the first pays the imports: reported apart
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params["run"] = str(run_id)
+        t = time.perf_counter()
+        at.run()
+        first = (time.perf_counter() - t) * 1000
+        notes += check(at, "first render")
+        if len(at.metric) != 6:
+            notes += f"  [first render shows {len(at.metric)} result cards, expected 6]"
+        arrive(store, run_id, tail)
+        t = time.perf_counter()
+        at.run()
+        rerun = (time.perf_counter() - t) * 1000
+        notes += check(at, "re-run")
+        rewind(store, run_id, boundary)
+        if i == 0:
+            cold = first
+        else:
+            firsts.append(first)
+            reruns.append(rerun)
+    return {"cold": cold, "first": firsts, "rerun": reruns, "notes": notes}
+
+
+def runs_apptest() -> dict:
+    """Fresh sessions opening the Runs page directly (through the entry script)."""
+    os.environ["COMPILE_LAB_STORE"] = RUNS_STORE
+    firsts, notes, cold, rows = [], "", None, None
+    for i in range(APPTEST_REPEATS + 1):
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.switch_page("pages/runs.py")
+        t = time.perf_counter()
+        at.run()
+        ms = (time.perf_counter() - t) * 1000
+        notes += check(at, "runs page")
+        if not at.title or at.title[0].value != "Runs":
+            notes += "  [did not land on the Runs page]"
+        rows = len(at.dataframe[0].value) if at.dataframe else 0
+        if i == 0:
+            cold = ms
+        else:
+            firsts.append(ms)
+    os.environ["COMPILE_LAB_STORE"] = RACE_STORE
+    return {"cold": cold, "first": firsts, "rows": rows, "notes": notes}
+
+
+def verdict(ms: float, goal: float) -> str:
+    return "met" if ms < goal else "NOT met"
+
+
+def main() -> None:
+    started = time.perf_counter()
+    try:
+        race_store = Store(RACE_STORE)
+        record_probe(race_store)
+        run_id, boundary, tail = race_fixture(race_store)
+        runs_store = Store(RUNS_STORE)
+        record_probe(runs_store)
+        runs_fixture(runs_store)
+        print(
+            f"fixtures: a running race with {EPOCHS * STEPS_PER_EPOCH:,} steps per variant "
+            f"({len(race_store.events_after(run_id)) + len(tail):,} events); {STORED_RUNS} finished runs "
+            f"({time.perf_counter() - started:.1f} s)"
+        )
+
+        live = live_refresh(race_store, run_id, boundary, tail)
+        med, p95 = statistics.median(live["totals"]), pct(live["totals"], 0.95)
+        print(
+            f"\n1. live-fragment refresh, {live['counts']['eager']:,} + {live['counts']['compiled']:,} steps, "
+            f"{len(tail)} new events, {REFRESHES} refreshes (no Streamlit):"
+        )
+        print(
+            f"   one refresh: median {med:6.1f} ms   p95 {p95:6.1f} ms   "
+            f"(goal < {REFRESH_GOAL_MS:.0f} ms: {verdict(med, REFRESH_GOAL_MS)}; p95 {verdict(p95, REFRESH_GOAL_MS)})"
+        )
+        for name, samples in live["stages"].items():
+            share = statistics.median(samples) / med * 100
+            print(
+                f"   {name:<22} median {statistics.median(samples):6.1f} ms  p95 {pct(samples, 0.95):6.1f} ms  ({share:3.0f}%)"
+            )
+        print(f"   the four specs as JSON: {live['spec_bytes'] / 1024:,.0f} KiB")
+        if live["streamlit_convert"]:
+            print(
+                f"   for comparison, Streamlit's own conversion of the 4 charts (arrow datasets, validation): "
+                f"median {statistics.median(live['streamlit_convert']):.1f} ms"
+            )
+
+        race = race_apptest(race_store, run_id, boundary, tail)
+        first, rerun = statistics.median(race["first"]), statistics.median(race["rerun"])
+        print(
+            "\n   end to end through Streamlit's AppTest (the whole Race page script: entry, sidebar, form, "
+            "live view; not just the fragment):"
+        )
+        print(f"   first render (new session, reads all events): median {first:6.0f} ms of {len(race['first'])}")
+        print(
+            f"   re-run after {TAIL} new steps per variant:           median {rerun:6.0f} ms   "
+            f"(vs {REFRESH_GOAL_MS:.0f} ms: {verdict(rerun, REFRESH_GOAL_MS)}){race['notes']}"
+        )
+        print(f"   (first AppTest in this process, imports included: {race['cold']:.0f} ms)")
+
+        runs = runs_apptest()
+        first_runs = statistics.median(runs["first"])
+        print(f"\n2. Runs page, first render with {STORED_RUNS} stored runs (fresh AppTest through the entry):")
+        print(
+            f"   median {first_runs:6.0f} ms of {len(runs['first'])} "
+            f"(min {min(runs['first']):.0f}, max {max(runs['first']):.0f}); table rows {runs['rows']}   "
+            f"(goal < {RUNS_GOAL_MS:.0f} ms: {verdict(first_runs, RUNS_GOAL_MS)}){runs['notes']}"
+        )
+        print(f"   (first Runs page in this process, its imports included: {runs['cold']:.0f} ms)")
+
+        print(
+            f"\nsummary: live refresh median {med:.0f} ms / p95 {p95:.0f} ms (goal < {REFRESH_GOAL_MS:.0f} ms: "
+            f"{verdict(p95, REFRESH_GOAL_MS)}); Runs page first render {first_runs:.0f} ms "
+            f"(goal < {RUNS_GOAL_MS:.0f} ms: {verdict(first_runs, RUNS_GOAL_MS)}); "
+            f"worker launches attempted: {len(LAUNCHES)}; {time.perf_counter() - started:.0f} s in all"
+        )
+    finally:
+        shutil.rmtree(DATA, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

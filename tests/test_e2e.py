@@ -1,0 +1,171 @@
+"""End to end in a real browser: the app served by `streamlit run`, driven by Playwright in
+Debian's Chromium. Launch a small race, watch the step chart grow while it runs, reload mid-run
+and keep following it, then read the result cards. Saves screenshots to test-artifacts/."""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from conftest import ROOT
+
+pytestmark = pytest.mark.e2e
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = os.path.join(ROOT, "test-artifacts")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def require_browser():
+    """In CI the browser must be there (.ci/run installs it); on a developer machine say what is missing."""
+    missing = []
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        missing.append("the playwright package (pip install -r requirements-dev.txt)")
+    if not os.path.exists(CHROMIUM):
+        missing.append("Chromium (apt-get install chromium)")
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail("e2e test needs " + " and ".join(missing))
+        pytest.skip("e2e test needs " + " and ".join(missing))
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    require_browser()
+    data = tmp_path_factory.mktemp("e2e-data")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "COMPILE_LAB_DATA": str(data), "COMPILE_LAB_STORE": str(data / "store.sqlite3")}
+    log = open(data / "streamlit.log", "w")
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "streamlit_app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).status == 200:
+                break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                pytest.fail("streamlit did not start: " + (data / "streamlit.log").read_text()[-2000:])
+            time.sleep(0.5)
+    yield url
+    os.killpg(server.pid, 15)
+    server.wait(timeout=10)
+    subprocess.run(["pkill", "-f", f"core.worker --store {data}"], check=False)
+
+
+@pytest.fixture
+def page():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser.new_page(viewport={"width": 1280, "height": 720})
+        browser.close()
+
+
+def step_counts(page) -> tuple[int, int] | None:
+    """(eager, compiled) points in the step chart, from its accessibility description."""
+    labels = page.eval_on_selector_all(
+        "[aria-label^='Step time per step:']", "els => els.map(e => e.getAttribute('aria-label'))"
+    )
+    if not labels:
+        return None
+    m = re.search(r"(\d+) eager steps, (\d+) compiled steps", labels[0])
+    return int(m.group(1)), int(m.group(2))
+
+
+def status(page) -> str:
+    texts = page.eval_on_selector_all("[data-testid='stProgress']", "els => els.map(e => e.innerText)")
+    return texts[0] if texts else ""
+
+
+def screenshot(page, name: str) -> None:
+    """The projector's view: 1280x720, scrolled so the run's status line is at the top."""
+    page.eval_on_selector("[data-testid='stProgress']", "e => e.scrollIntoView({block: 'start'})")
+    time.sleep(0.3)
+    page.screenshot(path=os.path.join(ARTIFACTS, name))
+
+
+def wait_until(predicate, timeout, every=0.25):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"not within {timeout} s")
+
+
+def test_launch_watch_live_reload_and_read_the_results(app_url, page):
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    config = "model=mlp&batch_size=256&epochs=2&steps_per_epoch=200&backend=aot_eager"
+    page.goto(f"{app_url}/?{config}")
+    page.get_by_role("button", name="Launch").click()
+    wait_until(lambda: re.match(r"Run #\d+", status(page)), timeout=30)
+    run_id = re.match(r"Run #(\d+)", status(page)).group(1)
+
+    # The step chart gains points over successive seconds while the run is still running.
+    wait_until(lambda: (step_counts(page) or (0, 0))[0] > 0, timeout=60)
+    samples = []
+    for _ in range(8):
+        samples.append((step_counts(page), status(page)))
+        time.sleep(0.6)
+    running = [c for c, s in samples if "done" not in s]
+    assert len({sum(c) for c in running}) >= 3, samples  # it grew, more than once, while running
+    assert [sum(c) for c in running] == sorted(sum(c) for c in running)
+    screenshot(page, "race-midrun.png")
+
+    # A reload mid-run keeps following the same run (its id is in the link).
+    before = sum(step_counts(page))
+    page.reload()
+    wait_until(lambda: status(page).startswith(f"Run #{run_id}"), timeout=30)
+    wait_until(lambda: step_counts(page) is not None and sum(step_counts(page)) >= before, timeout=30)
+
+    wait_until(lambda: "done" in status(page), timeout=240)
+    wait_until(lambda: step_counts(page) == (400, 400), timeout=30)
+    cards = page.eval_on_selector_all("[data-testid='stMetric']", "els => els.map(e => e.innerText)")
+    text = "\n".join(cards)
+    assert re.search(r"Steady-state speedup\s+\d+\.\d\dx", text), text
+    assert re.search(r"First-epoch overhead\s+[+-]?\d+(\.\d)? (s|ms)", text), text
+    screenshot(page, "race-done.png")
+
+    page.goto(f"{app_url}/runs")
+    wait_until(lambda: page.get_by_text("Runs", exact=True).count() > 0, timeout=30)
+    page.screenshot(path=os.path.join(ARTIFACTS, "runs.png"))

@@ -1,0 +1,346 @@
+"""Following a run from the store: only new events are read, frames are chart-ready and cached,
+and the result cards say what a person needs on a projector."""
+
+import math
+import re
+import time
+
+import pytest
+
+from core import analysis
+from core.live import EPOCH_COLUMNS, STEP_COLUMNS, RunView, memory_of, result_cards, run_label, run_row
+from core.store import Store
+
+CARD_LABELS = [
+    "Compile time",
+    "First-epoch overhead",
+    "Steady-state speedup",
+    "Break-even",
+    "Throughput (compiled)",
+    "Peak memory (compiled)",
+]
+MIB = 2**20
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(str(tmp_path / "s.sqlite3"))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def run_id(store):
+    return store.create_run("race", {"model": "mlp", "batch_size": 64, "precision": "fp32"}, "tester", "cpu")
+
+
+def step(variant, n, time_s, phase="train", epoch=1, loss=1.0):
+    return {
+        "kind": "step",
+        "variant": variant,
+        "phase": phase,
+        "epoch": epoch,
+        "step": n,
+        "time_s": time_s,
+        "loss": loss,
+    }
+
+
+def epoch_event(variant, epoch, time_s, eval_time_s=None):
+    return {
+        "kind": "epoch",
+        "variant": variant,
+        "phase": "train",
+        "epoch": epoch,
+        "step": 0,
+        "time_s": time_s,
+        "eval_time_s": eval_time_s,
+    }
+
+
+def steps_of(variant, times, phase="train", epoch=1):
+    return [step(variant, i + 1, t, phase=phase, epoch=epoch) for i, t in enumerate(times)]
+
+
+def clear_win_summary(batch_size=64):
+    """Compiled pays 4 s up front, then steps twice as fast: breaks even exactly after step 9."""
+    return analysis.summarize([1.0] * 12, [5.0] + [0.5] * 11, [6.0, 6.0], [7.5, 3.0], batch_size)
+
+
+def card(cards, label):
+    return next(c for c in cards if c.label == label)
+
+
+# -- reading events ----------------------------------------------------------------------------
+
+
+def test_poll_reads_only_events_that_arrived_since_the_last_poll(store, run_id):
+    store.append_events(run_id, steps_of("eager", [0.1, 0.1, 0.1]))
+    view = RunView(run_id)
+    assert view.poll(store) == 3
+    assert view.poll(store) == 0
+    store.append_events(run_id, steps_of("compiled", [0.5, 0.05]) + [epoch_event("eager", 1, 0.3)])
+    assert view.poll(store) == 3
+    assert view.poll(store) == 0
+    assert view.counts() == {"eager": 3, "compiled": 2}
+
+
+def test_poll_ignores_events_of_other_runs(store, run_id):
+    other = store.create_run("race", {"model": "mlp"}, "tester", "cpu")
+    store.append_events(other, steps_of("eager", [0.1] * 5))
+    store.append_events(run_id, steps_of("eager", [0.1]))
+    view = RunView(run_id)
+    assert view.poll(store) == 1
+    assert len(view.frames()[0]) == 1
+
+
+def test_counts_are_train_steps_per_variant_and_leave_out_eval_steps(store, run_id):
+    store.append_events(
+        run_id,
+        steps_of("eager", [0.1, 0.1]) + steps_of("eager", [0.05], phase="eval") + steps_of("compiled", [0.4]),
+    )
+    view = RunView(run_id)
+    assert view.counts() == {"eager": 0, "compiled": 0}
+    view.poll(store)
+    assert view.counts() == {"eager": 2, "compiled": 1}
+
+
+def test_run_label_names_id_model_batch_and_precision(store, run_id):
+    assert run_label(store.get_run(run_id)) == f"#{run_id} mlp bs64 fp32"
+
+
+# -- frames ------------------------------------------------------------------------------------
+
+
+def test_step_frame_has_the_chart_columns_in_order(store, run_id):
+    store.append_events(run_id, steps_of("eager", [0.1, 0.2]))
+    view = RunView(run_id, "my run")
+    view.poll(store)
+    steps, _ = view.frames()
+    assert list(steps.columns) == STEP_COLUMNS
+    assert STEP_COLUMNS == ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
+    assert set(steps["run"]) == {"my run"}
+
+
+def test_cumulative_time_is_summed_per_variant_over_train_steps_and_eval_rows_have_none(store, run_id):
+    store.append_events(
+        run_id,
+        steps_of("eager", [1.0, 2.0])
+        + steps_of("eager", [0.5], phase="eval")
+        + steps_of("compiled", [4.0, 0.5])
+        + steps_of("eager", [3.0], epoch=2),
+    )
+    view = RunView(run_id)
+    view.poll(store)
+    steps, _ = view.frames()
+    train = steps[steps["phase"] == "train"]
+    assert list(train.loc[train["variant"] == "eager", "cumulative_s"]) == pytest.approx([1.0, 3.0, 6.0])
+    assert list(train.loc[train["variant"] == "compiled", "cumulative_s"]) == pytest.approx([4.0, 4.5])
+    eval_rows = steps[steps["phase"] == "eval"]
+    assert len(eval_rows) == 1 and math.isnan(eval_rows["cumulative_s"].iloc[0])
+
+
+def test_epoch_frame_has_train_and_eval_time_per_variant_and_epoch(store, run_id):
+    store.append_events(run_id, [epoch_event("eager", 1, 6.0, 0.7), epoch_event("compiled", 1, 9.0, None)])
+    view = RunView(run_id, "r")
+    view.poll(store)
+    _, epochs = view.frames()
+    assert list(epochs.columns) == EPOCH_COLUMNS
+    assert EPOCH_COLUMNS == ["run", "variant", "epoch", "train_time_s", "eval_time_s"]
+    assert epochs.to_dict("records")[0] == {
+        "run": "r",
+        "variant": "eager",
+        "epoch": 1,
+        "train_time_s": 6.0,
+        "eval_time_s": 0.7,
+    }
+    assert epochs["train_time_s"].tolist() == [6.0, 9.0]
+    assert epochs["eval_time_s"].isna().tolist() == [False, True]
+
+
+def test_frames_of_a_run_with_no_events_are_empty_with_the_chart_columns():
+    steps, epochs = RunView(1).frames()
+    assert steps.empty and list(steps.columns) == STEP_COLUMNS
+    assert epochs.empty and list(epochs.columns) == EPOCH_COLUMNS
+
+
+def test_frames_are_cached_until_new_events_arrive_then_rebuilt(store, run_id):
+    store.append_events(run_id, steps_of("eager", [0.1, 0.1]))
+    view = RunView(run_id)
+    view.poll(store)
+    first = view.frames()
+    assert view.frames() is first
+    view.poll(store)  # nothing new: the cached frames stay
+    assert view.frames() is first
+    store.append_events(run_id, steps_of("compiled", [0.3]))
+    view.poll(store)
+    rebuilt = view.frames()
+    assert rebuilt is not first
+    assert len(rebuilt[0]) == 3 and len(first[0]) == 2
+
+
+# -- summary -----------------------------------------------------------------------------------
+
+
+def test_summary_matches_analysis_summarize_on_the_same_series(store, run_id):
+    eager, compiled = [1.0, 0.9, 1.1, 1.0, 0.95, 1.05], [4.0, 0.5, 0.55, 0.45, 0.5, 0.52]
+    store.append_events(
+        run_id,
+        steps_of("eager", eager[:3])
+        + steps_of("eager", [0.2, 0.2], phase="eval")
+        + [epoch_event("eager", 1, 3.0, 0.4)]
+        + steps_of("eager", eager[3:], epoch=2)
+        + [epoch_event("eager", 2, 3.0, 0.4)]
+        + steps_of("compiled", compiled[:3])
+        + steps_of("compiled", [0.9, 0.1], phase="eval")
+        + [epoch_event("compiled", 1, 5.05, 1.0)]
+        + steps_of("compiled", compiled[3:], epoch=2)
+        + [epoch_event("compiled", 2, 1.47, None)],
+    )
+    view = RunView(run_id)
+    view.poll(store)
+    expected = analysis.summarize(eager, compiled, [3.0, 3.0], [5.05, 1.47], 64, [0.4, 0.4], [1.0])
+    assert view.summary(64) == expected
+    assert view.summary(64)["eager_step_times_s"] == eager  # eval steps are not training steps
+
+
+def test_summary_of_a_run_with_nothing_measured_has_no_figures():
+    summary = RunView(1).summary(64)
+    assert summary["steady_state_speedup"] is None
+    assert summary["break_even_step"] is None
+    assert summary["compile_time_s"] is None
+
+
+# -- result cards ------------------------------------------------------------------------------
+
+
+def test_result_cards_are_six_in_a_fixed_order():
+    assert [c.label for c in result_cards(clear_win_summary())] == CARD_LABELS
+    assert [c.label for c in result_cards({})] == CARD_LABELS
+
+
+def test_cards_of_a_clear_win_show_cost_speedup_and_the_break_even_step():
+    summary = clear_win_summary()
+    cards = result_cards(summary, {"eager": 100 * MIB, "compiled": 80 * MIB, "kind": "CUDA allocator peak"})
+    assert [c.value for c in cards] == ["4.0 s", "+1.5 s", "2.00x", "step 9", "128/s", "80 MiB"]
+    assert card(cards, "Break-even").help.endswith("9.0 s into the compiled run.")
+    speed = card(cards, "Steady-state speedup")
+    assert speed.delta == "+faster"
+    assert "95% interval 2.00-2.00x" in speed.help
+    tput = card(cards, "Throughput (compiled)")
+    assert tput.delta == "+100% vs eager"
+    assert "eager: 64/s" in tput.help
+    memory = card(cards, "Peak memory (compiled)")
+    assert memory.delta == "+20% vs eager"  # less memory is better
+    assert "Eager: 100 MiB" in memory.help and "CUDA allocator peak" in memory.help
+
+
+def test_cards_of_a_slower_run_say_it_never_breaks_even():
+    summary = analysis.summarize([1.0] * 12, [3.0] + [1.5] * 11, [6.0], [10.5], 64)
+    assert summary["verdict"] == analysis.SLOWER
+    cards = result_cards(summary)
+    assert card(cards, "Break-even").value == "never"
+    assert "never: compiled is slower" in card(cards, "Break-even").help
+    assert card(cards, "Steady-state speedup").value == "0.67x"
+    assert card(cards, "Steady-state speedup").delta == "-slower"
+    assert card(cards, "Throughput (compiled)").delta == "-33% vs eager"
+
+
+def test_cards_of_a_faster_run_that_has_not_broken_even_say_not_yet_and_where_it_would():
+    summary = analysis.summarize([1.0] * 10, [20.0] + [0.5] * 9, [10.0], [24.5], 64)
+    assert summary["break_even_step"] is None
+    assert summary["break_even_extrapolated_step"] == pytest.approx(39.0)
+    be = card(result_cards(summary), "Break-even")
+    assert be.value == "not yet"
+    assert "Not within this run" in be.help and "about step 39" in be.help
+
+
+def test_cards_of_an_empty_summary_show_dashes_without_failing():
+    cards = result_cards({})
+    assert [c.value for c in cards] == ["-"] * 6
+    assert all(c.delta is None for c in cards)
+    assert [c.value for c in result_cards(RunView(1).summary(64))] == ["-"] * 6
+
+
+def test_speedup_card_without_a_clear_difference_carries_the_verdict_unsigned():
+    summary = {"steady_state_speedup": 1.01, "speedup_ci95": [0.95, 1.07], "verdict": analysis.NO_CLEAR_DIFFERENCE}
+    assert card(result_cards(summary), "Steady-state speedup").delta == "no clear difference"
+
+
+def test_first_epoch_overhead_is_signed_and_short_times_are_in_milliseconds():
+    cards = result_cards({"compile_time_s": 0.25, "first_epoch_overhead_s": -0.4})
+    assert card(cards, "Compile time").value == "250 ms"
+    assert card(cards, "First-epoch overhead").value == "-400 ms"
+    assert card(result_cards({"first_epoch_overhead_s": 41.6}), "First-epoch overhead").value == "+41.6 s"
+
+
+def test_memory_card_delta_is_lower_is_better():
+    more = card(result_cards({}, {"eager": 100 * MIB, "compiled": 125 * MIB}), "Peak memory (compiled)")
+    assert more.value == "125 MiB" and more.delta == "-25% vs eager"
+    less = card(result_cards({}, {"eager": 100 * MIB, "compiled": 50 * MIB}), "Peak memory (compiled)")
+    assert less.delta == "+50% vs eager"
+    unknown = card(result_cards({}, {"eager": None, "compiled": 50 * MIB}), "Peak memory (compiled)")
+    assert unknown.delta is None
+
+
+def test_throughput_delta_is_a_signed_percentage_against_eager():
+    faster = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 1250.0})
+    assert card(faster, "Throughput (compiled)").value == "1,250/s"
+    assert card(faster, "Throughput (compiled)").delta == "+25% vs eager"
+    slower = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 800.0})
+    assert card(slower, "Throughput (compiled)").delta == "-20% vs eager"
+
+
+# -- runs table --------------------------------------------------------------------------------
+
+
+def test_run_row_of_a_finished_run_has_its_summary_and_device(store):
+    created = time.time()
+    run_id = store.create_run(
+        "race",
+        {"model": "resnet50", "batch_size": 128, "precision": "amp-bf16", "mode": "default"},
+        "tester",
+        "cuda:0",
+        status="done",
+        created_at=created,
+        imported=1,
+        environment={"device_type": "cuda", "device_name": "NVIDIA A100"},
+        summary={"first_epoch_overhead_s": 41.6, "steady_state_speedup": 1.12, "break_even_step": 7},
+    )
+    row = run_row(store.get_run(run_id))
+    assert row == {
+        "id": run_id,
+        "status": "done",
+        "imported": True,
+        "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(created)),
+        "device": "cuda",
+        "device_name": "NVIDIA A100",
+        "model": "resnet50",
+        "batch_size": 128,
+        "precision": "amp-bf16",
+        "mode": "default",
+        "first_epoch_overhead_s": 41.6,
+        "steady_state_speedup": 1.12,
+        "break_even_step": 7,
+        "error": None,
+    }
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", row["created"])
+
+
+def test_run_row_of_a_queued_run_falls_back_to_the_device_key_and_empty_figures(store):
+    run_id = store.create_run("probe", {}, "tester", "cpu")
+    row = run_row(store.get_run(run_id))
+    assert row["status"] == "queued" and row["imported"] is False
+    assert row["device"] == "cpu" and row["device_name"] is None
+    assert (row["model"], row["batch_size"], row["precision"], row["mode"]) == ("?", 0, "?", "?")
+    assert row["first_epoch_overhead_s"] is None
+    assert row["steady_state_speedup"] is None
+    assert row["break_even_step"] is None
+
+
+def test_memory_of_reads_the_peaks_and_their_kind_from_the_summary(store):
+    summary = {"eager_peak_memory_bytes": 100 * MIB, "compiled_peak_memory_bytes": 80 * MIB, "memory_kind": "RSS"}
+    with_summary = store.create_run("race", {}, "tester", "cpu", summary=summary)
+    assert memory_of(store.get_run(with_summary)) == {"eager": 100 * MIB, "compiled": 80 * MIB, "kind": "RSS"}
+    without = store.create_run("race", {}, "tester", "cpu")
+    assert memory_of(store.get_run(without)) == {"eager": None, "compiled": None, "kind": None}
