@@ -113,7 +113,7 @@ def _secs(s: float | None, signed: bool = False) -> str:
     if s is None or (isinstance(s, float) and math.isnan(s)):
         return "-"
     sign = "+" if signed and s >= 0 else ""
-    return f"{sign}{s * 1000:.0f} ms" if abs(s) < 1 else f"{sign}{s:.1f} s"
+    return f"{sign}{s * 1000:.0f} ms" if abs(s) < 0.9995 else f"{sign}{s:.1f} s"
 
 
 def _mib(n: int | None) -> str:

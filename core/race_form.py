@@ -115,10 +115,14 @@ def spec_from_query(query: dict[str, str], base: RunSpec) -> tuple[RunSpec, list
             continue
         raw = str(query[name])
         try:
-            if name in ("dynamic", "fullgraph"):
+            if name == "dynamic":
                 values[name] = {"true": True, "false": False, "none": None}[raw.lower()]
+            elif name == "fullgraph":
+                values[name] = {"true": True, "false": False}[raw.lower()]
             elif "int" in str(types[name]):
                 values[name] = int(raw)
+            elif name in CHOICES and raw not in CHOICES[name]:
+                raise ValueError(raw)
             else:
                 values[name] = raw
         except (KeyError, ValueError):

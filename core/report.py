@@ -22,7 +22,7 @@ def fmt_seconds(s: float | None, signed: bool = False) -> str:
     if s is None:
         return "-"
     sign = "+" if signed and s >= 0 else ""
-    return f"{sign}{s * 1000:.1f} ms" if abs(s) < 1 else f"{sign}{s:.2f} s"
+    return f"{sign}{s * 1000:.1f} ms" if abs(s) < 0.99995 else f"{sign}{s:.2f} s"
 
 
 def fmt_speedup(x: float | None) -> str:

@@ -225,13 +225,13 @@ def test_cards_of_a_clear_win_show_cost_speedup_and_the_break_even_step():
     assert [c.value for c in cards] == ["4.0 s", "+1.5 s", "2.00x", "step 9", "128/s", "80 MiB"]
     assert card(cards, "Break-even").help.endswith("9.0 s into the compiled run.")
     speed = card(cards, "Steady-state speedup")
-    assert speed.delta == "+faster"
+    assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("faster", "normal", "up")  # green, up
     assert "95% interval 2.00-2.00x" in speed.help
     tput = card(cards, "Throughput (compiled)")
     assert tput.delta == "+100% vs eager"
     assert "eager: 64/s" in tput.help
     memory = card(cards, "Peak memory (compiled)")
-    assert memory.delta == "+20% vs eager"  # less memory is better
+    assert (memory.delta, memory.delta_color) == ("-20% vs eager", "inverse")  # less memory reads as better
     assert "Eager: 100 MiB" in memory.help and "CUDA allocator peak" in memory.help
 
 
@@ -242,7 +242,8 @@ def test_cards_of_a_slower_run_say_it_never_breaks_even():
     assert card(cards, "Break-even").value == "never"
     assert "never: compiled is slower" in card(cards, "Break-even").help
     assert card(cards, "Steady-state speedup").value == "0.67x"
-    assert card(cards, "Steady-state speedup").delta == "-slower"
+    speed = card(cards, "Steady-state speedup")
+    assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("slower", "inverse", "down")  # red, down
     assert card(cards, "Throughput (compiled)").delta == "-33% vs eager"
 
 
@@ -262,9 +263,14 @@ def test_cards_of_an_empty_summary_show_dashes_without_failing():
     assert [c.value for c in result_cards(RunView(1).summary(64))] == ["-"] * 6
 
 
-def test_speedup_card_without_a_clear_difference_carries_the_verdict_unsigned():
+def test_speedup_card_without_a_clear_difference_is_neutral_neither_green_nor_red():
     summary = {"steady_state_speedup": 1.01, "speedup_ci95": [0.95, 1.07], "verdict": analysis.NO_CLEAR_DIFFERENCE}
-    assert card(result_cards(summary), "Steady-state speedup").delta == "no clear difference"
+    speed = card(result_cards(summary), "Steady-state speedup")
+    assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("no clear difference", "off", "off")
+
+
+def test_speedup_card_without_a_verdict_has_no_delta():
+    assert card(result_cards({}), "Steady-state speedup").delta is None
 
 
 def test_first_epoch_overhead_is_signed_and_short_times_are_in_milliseconds():
@@ -274,11 +280,12 @@ def test_first_epoch_overhead_is_signed_and_short_times_are_in_milliseconds():
     assert card(result_cards({"first_epoch_overhead_s": 41.6}), "First-epoch overhead").value == "+41.6 s"
 
 
-def test_memory_card_delta_is_lower_is_better():
+def test_memory_card_delta_is_the_signed_change_coloured_lower_is_better():
     more = card(result_cards({}, {"eager": 100 * MIB, "compiled": 125 * MIB}), "Peak memory (compiled)")
-    assert more.value == "125 MiB" and more.delta == "-25% vs eager"
+    assert more.value == "125 MiB" and more.delta == "+25% vs eager"
+    assert more.delta_color == "inverse"  # "+" on memory reads as worse (red)
     less = card(result_cards({}, {"eager": 100 * MIB, "compiled": 50 * MIB}), "Peak memory (compiled)")
-    assert less.delta == "+50% vs eager"
+    assert less.delta == "-50% vs eager" and less.delta_color == "inverse"
     unknown = card(result_cards({}, {"eager": None, "compiled": 50 * MIB}), "Peak memory (compiled)")
     assert unknown.delta is None
 
@@ -287,6 +294,7 @@ def test_throughput_delta_is_a_signed_percentage_against_eager():
     faster = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 1250.0})
     assert card(faster, "Throughput (compiled)").value == "1,250/s"
     assert card(faster, "Throughput (compiled)").delta == "+25% vs eager"
+    assert card(faster, "Throughput (compiled)").delta_color == "normal"  # more samples per second is better
     slower = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 800.0})
     assert card(slower, "Throughput (compiled)").delta == "-20% vs eager"
 

@@ -143,6 +143,7 @@ def test_estimate_of_an_unknown_model_is_zero():
     "low, high, text",
     [
         (10, 40, "roughly 10 s to 40 s"),
+        (75, 85, "roughly 75 s to 85 s"),
         (30, 120, "roughly 30 s to 2 min"),
         (600, 2400, "roughly 10 min to 40 min"),
     ],
@@ -214,15 +215,16 @@ def test_an_unparseable_link_value_is_skipped_with_a_note_naming_the_field(name,
     assert len(notes) == 1 and name in notes[0] and repr(raw) in notes[0]
 
 
-@pytest.mark.xfail(
-    reason="spec_from_query parses fullgraph with the dynamic table, so 'none' gives fullgraph=None "
-    "(invalid, and the form has no fullgraph widget to fix it) instead of a note",
-    strict=True,
-)
 def test_fullgraph_none_in_a_link_is_skipped_with_a_note_since_fullgraph_is_true_or_false():
     restored, notes = spec_from_query({"fullgraph": "none"}, RunSpec())
     assert restored.fullgraph is False
     assert len(notes) == 1 and "fullgraph" in notes[0]
+
+
+def test_a_choice_the_app_does_not_know_is_skipped_with_a_note():
+    restored, notes = spec_from_query({"precision": "fp64", "model": "nope"}, RunSpec())
+    assert restored.precision == "fp32" and restored.model == RunSpec().model
+    assert sorted(notes) == ["ignored model='nope' from the link", "ignored precision='fp64' from the link"]
 
 
 def test_parameters_outside_the_form_are_ignored():

@@ -118,10 +118,9 @@ def test_fullgraph_with_a_graph_break_fails_with_advice(monkeypatch):
             print("", end="")  # a graph break
             return self.lin(x)
 
-    from core import zoo
+    from core import models
 
-    info = zoo.MODELS["mlp"]
-    monkeypatch.setitem(zoo.MODELS, "mlp", info.__class__(**{**info.__dict__, "builder": Breaks}))
+    monkeypatch.setitem(models.BUILDERS, "mlp", Breaks)
     result, _ = record(quick_spec(fullgraph=True, backend="eager"))
     assert result.status == "failed"
     assert "fullgraph" in result.error and "turn fullgraph off" in result.error
