@@ -177,3 +177,34 @@ def test_the_configuration_comes_from_the_link(store, sleepers):
     assert at.selectbox(key="form_model").value == "gpt"
     assert at.number_input(key="form_batch_size").value == 8
     assert at.number_input(key="form_steps_per_epoch").value == 7
+
+
+def charts_on(at) -> int:
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            yield child
+            yield from walk(child)
+
+    return sum(1 for el in walk(at._tree) if getattr(el, "type", "") == "vega_lite_chart")
+
+
+def test_runs_page_overlays_several_runs_reopens_one_and_deletes_only_your_own(store, sleepers):
+    record_probe(store)
+    theirs = record_race(store, "done")
+    mine = record_race(store, "done")
+    store.update_run(mine, owner="visitor:0123456789abcdef")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["visitor"] = "0123456789abcdef"
+    at.run()
+    at.switch_page("pages/runs.py").run()
+    at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception and charts_on(at) == 2  # step times and cumulative times, both runs overlaid
+    assert [b.label for b in at.button] == ["Delete"]  # only the visitor's own run can be deleted
+    at.session_state["runs_table"] = {"selection": {"rows": [1], "columns": [], "cells": []}}
+    at.run()
+    assert charts_on(at) == 4 and len(at.metric) == 6  # reopened: the live view's charts and cards
+    at.session_state["runs_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}  # newest first: mine
+    at.run()
+    at.button[0].click().run()
+    assert store.get_run(mine) is None and store.get_run(theirs) is not None
