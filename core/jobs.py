@@ -56,18 +56,52 @@ def _race_device_key(params: dict[str, Any], caps: DeviceCaps | None) -> str:
     return "cuda:0" if device == "cuda" else device
 
 
+def _demo_problems(params: dict[str, Any], caps: DeviceCaps | None, limits: HostLimits) -> list[Problem]:
+    from core.explain import demo_problems
+
+    return [Problem("demo", message) for message in demo_problems(params)]
+
+
+def _demo_device_key(params: dict[str, Any], caps: DeviceCaps | None) -> str:
+    """Demos time things too: they take the device's turn like a race."""
+    return _race_device_key({"device": "auto"}, caps)
+
+
 JOB_KINDS: dict[str, JobKind] = {
     "race": JobKind("race", _race_problems, _race_device_key),
+    "demo": JobKind("demo", _demo_problems, _demo_device_key),
     "probe": JobKind("probe", lambda params, caps, limits: [], lambda params, caps: PROBE_DEVICE_KEY),
 }
 
 
+def latest_probe(store: Store) -> Run | None:
+    """This host's most recent finished device probe."""
+    for run in store.list_runs(kind="probe", status=["done"], limit=20):
+        if run.host == HOST and run.summary and "caps" in run.summary:
+            return run
+    return None
+
+
+def stored_demo(store: Store, demo: str, params: dict[str, Any]) -> Run | None:
+    """The newest finished (or still running) measurement of this demo with exactly these
+    parameters, on this machine's device and torch version: what the page shows without re-measuring."""
+    probe = latest_probe(store)
+    torch_version = (probe.summary or {}).get("environment", {}).get("torch") if probe else None
+    caps = DeviceCaps.from_dict(probe.summary["caps"]) if probe else None
+    key = _demo_device_key({}, caps)
+    for run in store.list_runs(kind="demo", limit=200):
+        if run.params != {"demo": demo, "params": params} or run.device_key != key or run.status == "cancelled":
+            continue
+        if run.finished and run.environment and torch_version and run.environment.get("torch") != torch_version:
+            continue
+        return run
+    return None
+
+
 def known_caps(store: Store) -> DeviceCaps | None:
     """What the latest device probe recorded (None before any probe has finished)."""
-    for run in store.list_runs(kind="probe", status=["done"], limit=1):
-        if run.host == HOST and run.summary and "caps" in run.summary:
-            return DeviceCaps.from_dict(run.summary["caps"])
-    return None
+    probe = latest_probe(store)
+    return DeviceCaps.from_dict(probe.summary["caps"]) if probe else None
 
 
 def ensure_probe(store: Store, owner: str = "system", wait_s: float = 0.0) -> DeviceCaps | None:

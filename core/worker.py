@@ -142,9 +142,30 @@ def run_probe_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[st
     return "done", {"summary": {"caps": caps.to_dict(), "environment": env}, "environment": env}
 
 
+def run_demo_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str, Any]]:
+    """Run an explainer demo on this machine's device; the result is stored as the run's summary."""
+    import inspect
+
+    import torch
+
+    from core.environment import environment_record
+    from core.explain import demo_module, with_defaults
+    from core.spec import detect_device_caps
+
+    device = detect_device_caps().default_device
+    env = environment_record(torch.device(device))
+    sink.update(environment=env, phase=f"measuring {params['demo']} on {device}")
+    module = demo_module(params["demo"])
+    full = with_defaults(params["demo"], params.get("params"))
+    kwargs = {"device": device} if "device" in inspect.signature(module.run).parameters else {}
+    result = module.run(full, **kwargs)
+    return "done", {"summary": {"result": result, "params": full}, "environment": env}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any], EventSink], tuple[str, dict[str, Any]]]] = {
     "race": run_race_job,
     "probe": run_probe_job,
+    "demo": run_demo_job,
 }
 
 

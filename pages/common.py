@@ -124,3 +124,43 @@ def show_reference() -> None:
     st.markdown("**Published figures, for scale**")
     st.dataframe(reference_rows(), hide_index=True, width="stretch")
     st.caption(TUTORIAL_SOURCE + ". The release average covers HuggingFace, TIMM and TorchBench models.")
+
+
+def demo_section(name: str, params: dict, key: str) -> dict | None:
+    """The stored measurement of a demo with these parameters on this device, with a button to
+    measure (again). Returns the result when one is stored; shows progress while it runs."""
+    run = jobs.stored_demo(store(), name, params)
+    button = st.empty()
+    if run is not None and not run.finished:
+        _follow_demo(run.id)
+        return None
+    if run is not None and run.status == "failed":
+        st.error(f"The last measurement failed: {run.error}")
+    if run is not None and run.status == "done":
+        env = run.environment or {}
+        took = (run.finished_at or 0) - (run.started_at or 0)
+        st.caption(
+            f"Measured {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.finished_at or run.created_at))} "
+            f"on {env.get('device_name', '?')} with torch {env.get('torch', '?')} (took {took:.0f} s). "
+            "Stored: a revisit shows it at once."
+        )
+    label = "Measure again" if run is not None else "Measure on this device"
+    if button.button(label, key=f"measure_{key}", type="secondary" if run else "primary"):
+        try:
+            jobs.enqueue(store(), {"demo": name, "params": params}, visitor(), kind="demo")
+        except (jobs.JobError, ValueError) as exc:
+            st.error(str(exc))
+        st.rerun()
+    if run is None:
+        st.info("Not measured on this device yet: the measurement runs as a background job, like a race.")
+        return None
+    return (run.summary or {}).get("result") if run.status == "done" else None
+
+
+@st.fragment(run_every=1.0)
+def _follow_demo(run_id: int) -> None:
+    tick()
+    run = store().get_run(run_id)
+    if run is None or run.finished:
+        st.rerun()
+    st.info(f"Measuring: {jobs.describe(store(), run)}")

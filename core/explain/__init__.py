@@ -1,0 +1,59 @@
+"""Measured demos for the "Under the hood" page: why compile is faster (or not), on your device.
+
+Every demo runs as a job on the same queue as races (the app's process never measures), and its
+result is stored keyed by demo, parameters, device and torch version, so a revisit or a talk shows
+it at once. Each demo module has DEFAULTS, validate(params) and run(params, device). Private torch
+APIs (torch._dynamo, torch._inductor) are touched only inside these modules, each with a clear
+"unavailable" message for a torch version that lacks them.
+
+This package file imports no torch: the registry below is what the page and the queue need.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Demo:
+    name: str
+    title: str
+    module: str
+
+
+DEMOS: dict[str, Demo] = {
+    d.name: d
+    for d in [
+        Demo("fusion", "Fusion and memory bandwidth", "core.explain.fusion"),
+        Demo("overhead", "Overhead", "core.explain.overhead"),
+        Demo("graphs", "Graph capture and graph breaks", "core.explain.graphs"),
+        Demo("codegen", "The code Inductor writes", "core.explain.codegen"),
+        Demo("caches", "Where compile time goes, and caches", "core.explain.caches"),
+    ]
+}
+
+
+def demo_module(name: str) -> ModuleType:
+    """The module that measures demo `name` (imports torch)."""
+    return importlib.import_module(DEMOS[name].module)
+
+
+def demo_problems(params: dict[str, Any]) -> list[str]:
+    """Why a demo job's parameters cannot run, as sentences (empty when fine)."""
+    if not isinstance(params, dict) or set(params) - {"demo", "params"}:
+        return ["a demo job takes exactly: demo, params"]
+    name = params.get("demo")
+    if name not in DEMOS:
+        return [f"unknown demo {name!r}; allowed: {', '.join(DEMOS)}"]
+    inner = params.get("params", {})
+    if not isinstance(inner, dict):
+        return ["demo params must be an object"]
+    return list(demo_module(name).validate(inner))
+
+
+def with_defaults(name: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The demo's full parameters: its defaults overridden by `params` (the stored key)."""
+    return {**demo_module(name).DEFAULTS, **(params or {})}

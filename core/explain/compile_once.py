@@ -1,0 +1,58 @@
+"""`python -m core.explain.compile_once MODEL BATCH DEVICE`: compile one training step in this fresh
+process and print one JSON line: how long the first (compiling) step took against a steady one,
+and torch's own breakdown by phase. Used by core.explain.caches for cold vs warm caches."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import torch
+from torch.nn import functional as F
+
+from core.compile_stats import read_compile_stats
+from core.data import random_batch
+from core.timing import device_sync
+from core.zoo import build_model, get_model_info
+
+
+def main(model_name: str, batch_size: int, device_name: str) -> dict:
+    device = torch.device(device_name)
+    info = get_model_info(model_name)
+    torch.manual_seed(0)
+    model = build_model(model_name).to(device)
+    x, y = (
+        t.to(device)
+        for t in random_batch(info.input_kind, batch_size, info.default_size, torch.Generator().manual_seed(0))
+    )
+    compiled = torch.compile(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step() -> float:
+        device_sync(device)
+        t = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        out = compiled(x)
+        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        device_sync(device)
+        return time.perf_counter() - t
+
+    first = step()
+    steady = sorted(step() for _ in range(5))[2]
+    stats = read_compile_stats()
+    return {
+        "first_step_s": first,
+        "steady_step_s": steady,
+        "compile_s": max(first - steady, 0.0),
+        "phases_s": stats.phase_times_s,
+        "cache_hits": stats.cache_hits,
+        "cache_misses": stats.cache_misses,
+        "graphs": stats.graphs,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1], int(sys.argv[2]), sys.argv[3])))

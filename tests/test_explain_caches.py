@@ -1,0 +1,42 @@
+"""Cold vs warm Inductor caches and recompilation: the counts torch reports, not the timings."""
+
+import json
+
+import pytest
+
+from core import jobs
+from core.explain import DEMOS, caches, demo_problems
+
+
+def test_validate_names_the_field_and_what_is_allowed():
+    assert caches.validate({}) == []
+    problems = caches.validate({"model": "nope", "batch_size": 0, "shapes": [1], "colour": "red"})
+    text = " ".join(problems)
+    assert "unknown parameter 'colour'" in text and "model: 'nope'" in text
+    assert "batch_size" in text and "shapes" in text
+
+
+def test_a_demo_job_with_bad_parameters_is_refused_before_it_is_queued(tmp_path):
+    from core.spec import SpecError
+    from core.store import Store
+
+    store = Store(str(tmp_path / "s.sqlite3"))
+    assert demo_problems({"demo": "nope", "params": {}}) == [f"unknown demo 'nope'; allowed: {', '.join(DEMOS)}"]
+    with pytest.raises(SpecError, match="batch_size"):
+        jobs.enqueue(store, {"demo": "caches", "params": {"batch_size": -1}}, "ann", kind="demo")
+    assert store.list_runs() == []
+
+
+@pytest.mark.slow
+def test_cold_compile_misses_the_cache_warm_compile_hits_it_and_dynamic_shapes_avoid_recompiles():
+    result = caches.run({"model": "mlp", "batch_size": 8, "shapes": [8, 16, 32], "recompile_backend": "eager"})
+    json.dumps(result)
+    cold, warm = result["cold"], result["warm"]
+    assert cold["cache_hits"] == 0 and cold["cache_misses"] >= 1
+    assert warm["cache_hits"] >= 1 and warm["cache_misses"] == 0
+    assert cold["compile_s"] > 0 and warm["compile_s"] > 0 and result["warm_saves"] > 0
+    by_setting = {row["dynamic"]: row for row in result["recompiles"]}
+    assert by_setting["False"]["recompiles"] == 2 and by_setting["False"]["graphs"] == 3
+    assert by_setting["None (automatic)"]["recompiles"] == 1  # the second shape marks the size dynamic
+    assert by_setting["True"]["recompiles"] == 0 and by_setting["True"]["graphs"] == 1
+    assert "size mismatch" in by_setting["False"]["recompile_reasons"][0]
