@@ -2,16 +2,17 @@
 
 import streamlit as st
 
+from app_pages.common import identify_visitor, store, tick
 from core import jobs
 from core.report import fmt_bytes
-from pages.common import identify_visitor, store, tick
 
 st.set_page_config(page_title="Compile Lab", page_icon="⚡", layout="wide")
 
 page = st.navigation(
     [
-        st.Page("pages/race.py", title="Race", icon=":material/sports_score:", default=True),
-        st.Page("pages/runs.py", title="Runs", icon=":material/table_view:"),
+        st.Page("app_pages/race.py", title="Race", icon=":material/sports_score:", default=True),
+        st.Page("app_pages/runs.py", title="Runs", icon=":material/table_view:"),
+        st.Page("app_pages/under_the_hood.py", title="Under the hood", icon=":material/memory:"),
     ]
 )
 

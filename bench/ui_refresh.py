@@ -1,7 +1,7 @@
 """What the app's pages cost to draw: one live-fragment refresh of a race with 5,000 steps per variant,
 and the first render of the Runs page with 200 stored runs.
 
-1. Live refresh, in the page's own code path (pages/race.py `live` + pages/common.py `show_run`, without
+1. Live refresh, in the page's own code path (app_pages/race.py `live` + app_pages/common.py `show_run`, without
    Streamlit): a RunView that has seen the first 4,990 steps of each variant, then ~10 new steps per
    variant (and the last epoch rows) arrive; one refresh = queue tick + get_run, poll, frames, summary,
    result cards, the four charts, and each chart's `.to_dict()` (the spec is serialized for the browser).
@@ -9,7 +9,7 @@ and the first render of the Runs page with 200 stored runs.
    fewer when they are slow (25 s budget, at least 5). A real race records eager before compiled; here
    both variants stand at 4,990 steps, which changes which rows arrive, not what a refresh recomputes.
    Then the same through Streamlit's AppTest (whole script: entry, sidebar, form and the live view).
-2. Runs page: a fresh AppTest of pages/runs.py (through the entry) on a store holding 200 finished races.
+2. Runs page: a fresh AppTest of app_pages/runs.py (through the entry) on a store holding 200 finished races.
 
 Goals: a live refresh under 150 ms; the Runs page's first render under 1 s. Prints figures, never asserts.
 No worker process is launched (the launcher is replaced by one that refuses). Run from the repo root:
@@ -238,7 +238,7 @@ def pct(samples: list[float], q: float) -> float:
 
 
 def refresh(store: Store, view: RunView, run_id: int, lap: Callable[[str], None]) -> list[dict]:
-    """One live-fragment refresh, as pages/race.py `live` and pages/common.py `show_run` do it."""
+    """One live-fragment refresh, as app_pages/race.py `live` and app_pages/common.py `show_run` do it."""
     jobs.tick(store)
     run = store.get_run(run_id)
     jobs.describe(store, run)
@@ -380,7 +380,7 @@ def runs_apptest() -> dict:
     firsts, notes, cold, rows = [], set(), None, None
     for i in range(APPTEST_REPEATS + 1):
         at = AppTest.from_file(APP, default_timeout=60)
-        at.switch_page("pages/runs.py")
+        at.switch_page("app_pages/runs.py")
         t = time.perf_counter()
         at.run()
         ms = (time.perf_counter() - t) * 1000

@@ -167,5 +167,22 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page):
     screenshot(page, "race-done.png")
 
     page.goto(f"{app_url}/runs")
-    wait_until(lambda: page.get_by_text("Runs", exact=True).count() > 0, timeout=30)
+    wait_until(
+        lambda: (
+            page.get_by_text(f"#{run_id} mlp", exact=False).count() > 0
+            or page.locator("[data-testid='stDataFrame']").count() > 0
+        ),
+        timeout=30,
+    )
     page.screenshot(path=os.path.join(ARTIFACTS, "runs.png"))
+
+
+def test_under_the_hood_measures_graph_breaks_on_request(app_url, page):
+    page.goto(f"{app_url}/under_the_hood")
+    wait_until(lambda: page.get_by_role("tab").count() == 5, timeout=30)
+    page.get_by_role("tab", name="Graph capture and graph breaks").click()
+    panel = page.get_by_role("tabpanel", name="Graph capture and graph breaks")
+    panel.get_by_role("button", name="Measure on this device").click()
+    wait_until(lambda: panel.get_by_role("button", name="Measure again").count() == 1, timeout=120)
+    wait_until(lambda: panel.get_by_text("A print in the middle: 2 graph(s), 1 break(s)").count() == 1, timeout=30)
+    page.screenshot(path=os.path.join(ARTIFACTS, "under-the-hood-graphs.png"))

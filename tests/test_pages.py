@@ -103,7 +103,7 @@ def test_race_and_runs_pages_render_on_an_empty_store(store, sleepers):
     assert not at.exception
     assert at.title[0].value.startswith("Eager vs torch.compile")
     assert [b.label for b in at.button][0] == "Launch"
-    at.switch_page("pages/runs.py").run()
+    at.switch_page("app_pages/runs.py").run()
     assert not at.exception and at.title[0].value == "Runs"
 
 
@@ -131,7 +131,7 @@ def test_pages_render_finished_failed_and_running_runs(store, sleepers):
     assert not at.exception and "out of memory at batch size 16" in texts(at)
     at = app(run=running)
     assert not at.exception and at.metric  # partial results are shown live
-    at.switch_page("pages/runs.py").run()
+    at.switch_page("app_pages/runs.py").run()
     assert not at.exception
     assert len(at.dataframe[0].value) == 3
 
@@ -196,7 +196,7 @@ def test_runs_page_overlays_several_runs_reopens_one_and_deletes_only_your_own(s
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["visitor"] = "0123456789abcdef"
     at.run()
-    at.switch_page("pages/runs.py").run()
+    at.switch_page("app_pages/runs.py").run()
     at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
     at.run()
     assert not at.exception and charts_on(at) == 2  # step times and cumulative times, both runs overlaid

@@ -57,3 +57,16 @@ def demo_problems(params: dict[str, Any]) -> list[str]:
 def with_defaults(name: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """The demo's full parameters: its defaults overridden by `params` (the stored key)."""
     return {**demo_module(name).DEFAULTS, **(params or {})}
+
+
+# The measurements the page offers (its knobs add the rest: fusion's op set, codegen's function).
+# Stored results are looked up by exactly these parameters.
+PAGE_PARAMS: dict[str, dict[str, Any]] = {
+    "fusion": {"ks": [1, 2, 4, 8, 16, 32], "numel": 4 * 1024 * 1024},
+    "overhead": {},
+    "graphs": {"examples": ["clean", "prints", "item", "data_dependent"]},
+    "codegen": {"size": 4096},
+    "caches": {"model": "mlp", "batch_size": 32, "shapes": [8, 16, 32, 64]},
+}
+FUSION_OP_SETS = {"mixed": "mixed: includes sin and sigmoid (costly math)", "cheap": "cheap: mul, add, relu only"}
+CODEGEN_FUNCTIONS = ("gelu_chain", "layernorm_relu", "softmax")

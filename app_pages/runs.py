@@ -5,10 +5,10 @@ import json
 import pandas as pd
 import streamlit as st
 
+from app_pages.common import run_view, show_run, store, tick, visitor
 from core import charts, jobs
 from core.bundle import BundleError, export_bundle, import_bundle, parse_bundle
 from core.live import run_row
-from pages.common import run_view, show_run, store, tick, visitor
 
 owner = visitor()
 tick()

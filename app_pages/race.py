@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from app_pages.common import run_view, show_reference, show_run, store, tick, visitor
 from core import jobs
 from core.race_form import (
     CHOICES,
@@ -16,7 +17,6 @@ from core.race_form import (
 )
 from core.spec import SpecError, load_host_limits, validate
 from core.zoo import MODELS
-from pages.common import run_view, show_reference, show_run, store, tick, visitor
 
 owner = visitor()
 caps = jobs.known_caps(store())

@@ -1,0 +1,104 @@
+"""Under the hood: why compile is faster (or not), each idea with a measurement from this device."""
+
+import streamlit as st
+
+from app_pages.common import demo_section
+from core.explain import CODEGEN_FUNCTIONS, DEMOS, FUSION_OP_SETS, PAGE_PARAMS, present
+
+st.title("Under the hood")
+st.caption(
+    "torch.compile speeds training up in two ways: it fuses many small operations into one kernel (less "
+    "memory traffic) and it captures whole graphs (less per-operation overhead). Each tab measures one idea on "
+    "this machine; results are stored, so a revisit shows them at once."
+)
+fusion, overhead, graphs, codegen, caches = st.tabs([d.title for d in DEMOS.values()])
+
+with fusion:
+    st.markdown(
+        "An elementwise op (add, multiply, sin...) does almost no arithmetic per byte: its time is the time to "
+        "read the tensor from memory and write it back. Eagerly, a chain of *k* such ops moves the tensor *k* "
+        "times. Inductor fuses the chain into one kernel that reads once and writes once, so its time stays "
+        "nearly flat as *k* grows, until the arithmetic itself becomes the bottleneck."
+    )
+    op_set = st.radio("Ops in the chain", list(FUSION_OP_SETS), format_func=FUSION_OP_SETS.get, horizontal=True)
+    result = demo_section("fusion", {**PAGE_PARAMS["fusion"], "op_set": op_set}, key=f"fusion_{op_set}")
+    if result:
+        k = st.select_slider(
+            "Ops in the chain (k)", [row["k"] for row in result["rows"]], value=result["rows"][-1]["k"]
+        )
+        left, right = st.columns(2)
+        left.altair_chart(present.fusion_time_chart(result, k), width="stretch")
+        right.altair_chart(present.fusion_bandwidth_chart(result, k), width="stretch")
+        st.markdown(present.fusion_sentence(result, k))
+        st.dataframe(present.fusion_rows(result), hide_index=True, width="stretch")
+
+with overhead:
+    st.markdown(
+        "On tiny tensors the data takes no time at all: what you pay is the cost of launching each operation "
+        "(Python, the dispatcher, a kernel launch). Doubling the batch then barely changes the time. Capturing the "
+        "graph removes much of that per-op cost; on a GPU, CUDA graphs (`mode='reduce-overhead'`) go further and "
+        "replay a whole recorded sequence of kernels with one launch."
+    )
+    result = demo_section("overhead", PAGE_PARAMS["overhead"], key="overhead")
+    if result:
+        left, right = st.columns(2)
+        left.dataframe(present.overhead_tiny_rows(result), hide_index=True, width="stretch")
+        right.altair_chart(present.overhead_batch_chart(result), width="stretch")
+        st.markdown(present.overhead_cuda_graphs_text(result))
+
+with graphs:
+    st.markdown(
+        "Dynamo reads your Python bytecode and records the tensor operations into a graph. When it meets something "
+        "it cannot put in a graph (a print, a Python number taken out of a tensor, an `if` on a tensor's value) it "
+        "**breaks**: it ends the graph, runs that bit in plain Python, and starts another. Each break is a "
+        "missed fusion and an extra round trip; `fullgraph=True` turns a break into an error so you find it."
+    )
+    result = demo_section("graphs", PAGE_PARAMS["graphs"], key="graphs")
+    if result:
+        st.dataframe(present.graph_rows(result), hide_index=True, width="stretch")
+        for example in result["examples"]:
+            with st.expander(f"{example['title']}: {present.graph_summary(example)}"):
+                st.code(example["source"], language="python", line_numbers=True)
+                for text in present.break_texts(example):
+                    st.markdown(text)
+                st.markdown("**Captured graphs** (what the compiler sees)")
+                for code in example["explain"].get("graphs", []):
+                    st.code(code, language="python")
+                st.markdown(present.fullgraph_text(example))
+                if example.get("fixed"):
+                    st.markdown(f"**The fixed version**: {present.graph_summary(example['fixed'])}")
+                    st.code(example["fixed"]["source"], language="python")
+
+with codegen:
+    st.markdown(
+        "Inductor lowers the captured graph to loops and writes real code for your device: C++ with vector "
+        "intrinsics on a CPU, Triton on an NVIDIA GPU. Several ATen operations become one fused kernel; the "
+        "kernel's name lists what it fused."
+    )
+    choice = st.radio("Function", CODEGEN_FUNCTIONS, horizontal=True, key="codegen_fn")
+    result = demo_section("codegen", {**PAGE_PARAMS["codegen"], "function": choice}, key=f"codegen_{choice}")
+    if result:
+        st.code(result["source"], language="python")
+        st.markdown(present.codegen_sentence(result))
+        kernel = result["generated"].get("first_kernel") or {}
+        lang = "cpp" if result["generated"].get("language") == "C++" else "python"
+        if kernel:
+            st.markdown(f"**The fused region**: `{kernel['name']}` (lines {kernel['start_line']}-{kernel['end_line']})")
+            st.code(kernel["source"], language=lang, line_numbers=True)
+        with st.expander("The whole generated module"):
+            st.code(result["generated"]["module_source"], language="python", line_numbers=True)
+
+with caches:
+    st.markdown(
+        "Compiling costs time once per process, unless a cache already holds the result. A **cold** compile (a "
+        "fresh Inductor cache directory) is what a new user pays; a **warm** one reuses kernels the cold one "
+        "wrote. Both run here in fresh processes. Then the same function meets new input shapes: with "
+        "`dynamic=False` each shape recompiles; by default the second shape makes the size symbolic; "
+        "`dynamic=True` compiles once for all."
+    )
+    result = demo_section("caches", PAGE_PARAMS["caches"], key="caches")
+    if result:
+        st.altair_chart(present.caches_chart(result), width="stretch")
+        st.dataframe(present.cache_phase_rows(result), hide_index=True, width="stretch")
+        st.markdown("**Recompilation when shapes change**")
+        st.dataframe(present.recompile_rows(result), hide_index=True, width="stretch")
