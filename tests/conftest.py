@@ -23,6 +23,23 @@ def _private_data_home(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPILE_LAB_DATA", str(tmp_path / "data"))
 
 
+# The same quick race as quick_spec, as command-line flags.
+QUICK_CLI = [
+    "--model",
+    "mlp",
+    "--batch-size",
+    "8",
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "3",
+    "--backend",
+    "aot_eager",
+    "--device",
+    "cpu",
+]
+
+
 def quick_spec(**overrides) -> RunSpec:
     """A race that finishes in about a second on CPU: tiny MLP, aot_eager (no Inductor codegen)."""
     base = dict(model="mlp", batch_size=16, epochs=2, steps_per_epoch=4, backend="aot_eager", device="cpu")

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import QUICK_CLI, ROOT
 
 from core import trainer
 from core.__main__ import main
@@ -48,22 +48,7 @@ def test_several_problems_give_one_line_each():
 
 
 def test_json_output_has_the_documented_summary_keys():
-    done = cli(
-        "race",
-        "--model",
-        "mlp",
-        "--batch-size",
-        "8",
-        "--epochs",
-        "2",
-        "--steps-per-epoch",
-        "3",
-        "--backend",
-        "aot_eager",
-        "--device",
-        "cpu",
-        "--json",
-    )
+    done = cli("race", *QUICK_CLI, "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     s = data["summary"]
@@ -86,25 +71,7 @@ def test_json_output_has_the_documented_summary_keys():
 
 
 def test_race_prints_a_summary_table(capsys):
-    code = main(
-        [
-            "race",
-            "--model",
-            "mlp",
-            "--batch-size",
-            "8",
-            "--epochs",
-            "2",
-            "--steps-per-epoch",
-            "3",
-            "--backend",
-            "aot_eager",
-            "--device",
-            "cpu",
-            "--eval-steps",
-            "1",
-        ]
-    )
+    code = main(["race", *QUICK_CLI, "--eval-steps", "1"])
     out = capsys.readouterr()
     assert code == 0
     for text in (
@@ -133,25 +100,7 @@ def test_a_run_that_fails_midway_reports_what_it_measured_and_exits_1(monkeypatc
         return original(self, x, y)
 
     monkeypatch.setattr(trainer._VariantRun, "train_step", oom_on_compiled)
-    code = main(
-        [
-            "race",
-            "--model",
-            "mlp",
-            "--batch-size",
-            "8",
-            "--epochs",
-            "1",
-            "--steps-per-epoch",
-            "3",
-            "--backend",
-            "aot_eager",
-            "--device",
-            "cpu",
-            "--json",
-            "--quiet",
-        ]
-    )
+    code = main(["race", *QUICK_CLI, "--epochs", "1", "--json", "--quiet"])
     out = capsys.readouterr()
     assert code == 1
     data = json.loads(out.out)

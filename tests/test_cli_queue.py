@@ -5,22 +5,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import QUICK_CLI, ROOT
 
-QUICK = [
-    "--model",
-    "mlp",
-    "--batch-size",
-    "8",
-    "--epochs",
-    "1",
-    "--steps-per-epoch",
-    "3",
-    "--backend",
-    "aot_eager",
-    "--device",
-    "cpu",
-]
+QUICK = [*QUICK_CLI, "--epochs", "1"]
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ This package file imports no torch: the registry below is what the page and the 
 from __future__ import annotations
 
 import importlib
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -70,3 +72,11 @@ PAGE_PARAMS: dict[str, dict[str, Any]] = {
 }
 FUSION_OP_SETS = {"mixed": "mixed: includes sin and sigmoid (costly math)", "cheap": "cheap: mul, add, relu only"}
 CODEGEN_FUNCTIONS = ("gelu_chain", "layernorm_relu", "softmax")
+
+
+def source_of(fn: Callable[..., Any]) -> str:
+    """A demo function's source as the page shows it (a placeholder when Python cannot find it)."""
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return f"# source of {fn.__name__} is not available"

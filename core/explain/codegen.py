@@ -23,6 +23,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from core.compile_stats import reset_compile_state
+from core.explain import source_of
+
 DEFAULTS: dict[str, Any] = {"function": "gelu_chain", "size": 4096}
 ROWS = 8  # the input is a ROWS x size matrix; layer_norm and softmax work over its last dimension
 MIN_SIZE, MAX_SIZE = 16, 65536
@@ -79,7 +82,7 @@ def run(params: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
         "function": p["function"],
         "title": title,
         "doc": inspect.cleandoc(fn.__doc__ or ""),
-        "source": _source_of(fn),
+        "source": source_of(fn),
         "device": str(device),
         "input_shape": [ROWS, p["size"]],
         "torch_version": torch.__version__,
@@ -122,7 +125,7 @@ def generated_code(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) 
         run_and_get_code = importlib.import_module("torch._inductor.utils").run_and_get_code
     except (ImportError, AttributeError) as exc:
         return {"unavailable": f"torch._inductor.utils.run_and_get_code is missing in torch {version} ({exc})"}
-    _reset_dynamo()
+    reset_compile_state()
     started = time.perf_counter()
     try:
         compiled_out, sources = run_and_get_code(torch.compile(fn, backend="inductor"), x)
@@ -136,7 +139,7 @@ def generated_code(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) 
         }
     finally:
         compile_s = time.perf_counter() - started
-        _reset_dynamo()
+        reset_compile_state()
     sources = [s for s in (sources or []) if isinstance(s, str) and s.strip()]
     if not sources:
         return {"unavailable": f"run_and_get_code returned no generated source in torch {version}"}
@@ -202,19 +205,3 @@ def truncate_lines(source: str, limit: int) -> tuple[str, str | None]:
         return source, None
     note = f"showing the first {limit} of {len(lines)} lines; the fused kernel is shown in full separately"
     return "\n".join(lines[:limit]) + f"\n# ... {len(lines) - limit} more lines not shown", note
-
-
-def _source_of(fn: Callable[..., Any]) -> str:
-    try:
-        return inspect.getsource(fn)
-    except (OSError, TypeError):
-        return f"# source of {fn.__name__} is not available"
-
-
-def _reset_dynamo() -> None:
-    reset = getattr(getattr(torch, "_dynamo", None), "reset", None)
-    if callable(reset):
-        try:
-            reset()
-        except Exception:  # noqa: BLE001 - only costs isolation between compiles
-            pass

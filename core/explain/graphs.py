@@ -20,6 +20,9 @@ from typing import Any
 
 import torch
 
+from core.compile_stats import reset_compile_state
+from core.explain import source_of
+
 DEFAULTS: dict[str, Any] = {"examples": ["clean", "prints", "item", "data_dependent"]}
 
 
@@ -137,21 +140,6 @@ def describe_function(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]
     return out
 
 
-def source_of(fn: Callable[..., Any]) -> str:
-    try:
-        return inspect.getsource(fn)
-    except (OSError, TypeError):
-        return f"# source of {fn.__name__} is not available"
-
-
-def _reset_dynamo() -> None:
-    """Forget earlier compiles so examples do not share cached graphs."""
-    reset = getattr(getattr(torch, "_dynamo", None), "reset", None)
-    if callable(reset):
-        with contextlib.suppress(Exception):
-            reset()
-
-
 def explain(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]:
     """Graphs, breaks and break reasons from `torch._dynamo.explain`, or {"unavailable": why}."""
     version = torch.__version__
@@ -159,7 +147,7 @@ def explain(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]:
         explain_fn = importlib.import_module("torch._dynamo").explain
     except (ImportError, AttributeError) as exc:
         return {"unavailable": f"torch._dynamo.explain is missing in torch {version} ({type(exc).__name__}: {exc})"}
-    _reset_dynamo()
+    reset_compile_state()
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
@@ -180,7 +168,7 @@ def explain(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]:
             "unavailable": f"torch._dynamo.explain failed in torch {version}: {type(exc).__name__}: {_first_line(exc)}"
         }
     finally:
-        _reset_dynamo()
+        reset_compile_state()
     return out
 
 
@@ -228,7 +216,7 @@ def break_reason(reason: Any, fn: Callable[..., Any]) -> dict[str, Any]:
 
 def fullgraph_outcome(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]:
     """What `torch.compile(fn, fullgraph=True, backend="eager")` says: ok, or the error it raises."""
-    _reset_dynamo()
+    reset_compile_state()
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             torch.compile(fn, fullgraph=True, backend="eager")(x)
@@ -243,7 +231,7 @@ def fullgraph_outcome(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]
             "message": "\n".join(line.rstrip() for line in paragraph[:_MESSAGE_LINES]),
         }
     finally:
-        _reset_dynamo()
+        reset_compile_state()
     return {"ok": True}
 
 
