@@ -164,3 +164,18 @@ def _follow_demo(run_id: int) -> None:
     if run is None or run.finished:
         st.rerun()
     st.info(f"Measuring: {jobs.describe(store(), run)}")
+
+
+def wait_for_device() -> None:
+    """Until the device probe has answered, re-check every second and redraw the page once it has
+    (Launch and Measure need to know which device's queue a job joins)."""
+    if jobs.known_caps(store()) is not None:
+        return
+
+    @st.fragment(run_every=1.0)
+    def _poll() -> None:
+        tick()
+        if jobs.known_caps(store()) is not None:
+            st.rerun()
+
+    _poll()

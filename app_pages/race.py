@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app_pages.common import run_view, show_reference, show_run, store, tick, visitor
+from app_pages.common import run_view, show_reference, show_run, store, tick, visitor, wait_for_device
 from core import jobs
 from core.race_form import (
     CHOICES,
@@ -49,7 +49,9 @@ def followed_run():
     if followed is None:
         mine = store().list_runs(kind="race", owner=owner, limit=1)
         followed = mine[0].id if mine else None
-    return store().get_run(int(followed)) if followed and str(followed).isdigit() else None
+    if not (followed and str(followed).isdigit() and int(followed) < 2**63):
+        return None  # not a run id (a hand-edited link): show the form alone
+    return store().get_run(int(followed))
 
 
 def choose(field: str, label: str, column, fmt=str, on_change=None) -> None:
@@ -88,8 +90,11 @@ with st.expander("Configure a race", expanded=followed_run() is None):
     problems = validate(spec, caps) + limits.problems(spec)
     for problem in problems:
         st.error(f"{problem.field.replace('_', ' ')}: {problem.message}")
+    if caps is None:
+        st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
+        wait_for_device()
     launch_col, hint_col, preset_col = st.columns([1, 3, 1])
-    launched = launch_col.button("Launch", type="primary", disabled=bool(problems), width="stretch")
+    launched = launch_col.button("Launch", type="primary", disabled=bool(problems) or caps is None, width="stretch")
     hint_col.caption(f"Estimated duration: {describe_duration(*estimate_seconds(spec, caps))} (rough).")
     if not (caps and caps.cuda):
         preset_col.button(
@@ -124,8 +129,9 @@ def live(run_id: int) -> None:
         st.rerun()  # stop polling: redraw the page once with the final result
     top, cancel_col = st.columns([5, 1])
     top.progress(min(max(run.progress, 0.0), 1.0), text=f"Run #{run.id}: {jobs.describe(store(), run)}")
-    if not run.finished and run.owner == owner and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
-        jobs.cancel(store(), run.id, owner)
+    me = visitor()  # read here: the tab's identity can arrive after the page first ran
+    if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
+        jobs.cancel(store(), run.id, me)
         st.rerun()
     show_run(run, run_view(run), key="live")
     if run.finished:

@@ -41,7 +41,8 @@ if not table.empty:
             "break_even_step": st.column_config.NumberColumn("break-even step"),
         },
     )
-    selected = [int(shown.iloc[i]["id"]) for i in picked.selection.rows] if picked else []
+    # A selection is kept by row position and can outlive its rows (a filter, a deletion): drop those.
+    selected = [int(shown.iloc[i]["id"]) for i in picked.selection.rows if i < len(shown)] if picked else []
     st.download_button("Download table as CSV", shown.to_csv(index=False), "compile_lab_runs.csv", "text/csv")
     chosen = [r for r in runs if r.id in selected]
     if len(chosen) == 1:
@@ -69,6 +70,7 @@ if not table.empty:
                 st.rerun()
             if c.button("Delete", key=f"delete_{run.id}"):
                 jobs.delete(store(), run.id, owner)
+                st.session_state.pop("runs_table", None)  # the selected rows are gone
                 st.rerun()
 
 st.subheader("Import a bundle")

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app_pages.common import demo_section
+from app_pages.common import demo_section, wait_for_device
 from core.explain import CODEGEN_FUNCTIONS, DEMOS, FUSION_OP_SETS, PAGE_PARAMS, present
 
 st.title("Under the hood")
@@ -11,6 +11,7 @@ st.caption(
     "memory traffic) and it captures whole graphs (less per-operation overhead). Each tab measures one idea on "
     "this machine; results are stored, so a revisit shows them at once."
 )
+wait_for_device()
 fusion, overhead, graphs, codegen, caches = st.tabs([d.title for d in DEMOS.values()])
 
 with fusion:

@@ -24,6 +24,17 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {message} (see: python -m core {self.prog.split()[-1]} --help)\n")
 
 
+def run_id_arg(value: str) -> int:
+    """A run id as the store can hold it (SQLite integers are 64-bit)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a run id (a whole number)") from None
+    if not 1 <= number < 2**63:
+        raise argparse.ArgumentTypeError(f"{value} is not a run id (from 1 to {2**63 - 1})")
+    return number
+
+
 def _dynamic(value: str) -> bool | None:
     table = {"auto": None, "true": True, "false": False}
     if value.lower() not in table:
@@ -399,21 +410,21 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--json", action="store_true", help="with --wait: print the result as JSON")
     submit.set_defaults(func=cmd_submit)
     status = store_parser("status", "the state of one run, or of the queue")
-    status.add_argument("run_id", nargs="?", type=int)
+    status.add_argument("run_id", nargs="?", type=run_id_arg)
     status.set_defaults(func=cmd_status)
     for name, func, text in (
         ("cancel", cmd_cancel, "cancel your queued or running run"),
         ("delete", cmd_delete, "delete your run and its events"),
     ):
         p = store_parser(name, text, owner=True)
-        p.add_argument("run_id", type=int)
+        p.add_argument("run_id", type=run_id_arg)
         p.set_defaults(func=func)
     runs = store_parser("runs", "table of stored races")
     runs.add_argument("--limit", type=int, default=50)
     runs.add_argument("--json", action="store_true")
     runs.set_defaults(func=cmd_runs)
     export = store_parser("export", "write a run as a JSON bundle (spec, environment, events, summary)")
-    export.add_argument("run_id", type=int)
+    export.add_argument("run_id", type=run_id_arg)
     export.add_argument("-o", "--output", help="file to write (default: stdout)")
     export.set_defaults(func=cmd_export)
     imp = store_parser("import", "add a bundle from another machine as an imported run", owner=True)

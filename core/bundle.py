@@ -8,11 +8,13 @@ transaction or not at all.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
 from typing import Any
 
+from core import analysis
 from core.spec import MAX_EPOCHS, MAX_STEPS_PER_EPOCH, RunSpec, SpecError, validate
 from core.store import FINAL_STATES, Store
 
@@ -26,6 +28,7 @@ MAX_NUMBER = 1e15
 VARIANTS = ("eager", "compiled")
 PHASES = ("train", "eval")
 EVENT_KINDS = ("step", "epoch")
+ENVIRONMENT_TEXT = ("device_type", "device_name", "torch", "cuda", "triton", "cpu_name", "python", "platform")
 
 
 class BundleError(ValueError):
@@ -116,7 +119,8 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
     params = _obj(run.get("params"), "run.params")
     try:
         spec = RunSpec.from_dict(params)
-        problems = validate(spec)
+        # Another machine's dataset folder means nothing here: check the rest of the spec.
+        problems = validate(dataclasses.replace(spec, data_dir=None, download=True))
     except SpecError as exc:
         problems = exc.problems
     except TypeError as exc:
@@ -136,13 +140,48 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
         if value is not None:
             _plain_json(_obj(value, f"run.{key}"), f"run.{key}", 0)
         fields[key] = value
+    for key in ENVIRONMENT_TEXT:
+        value = (fields["environment"] or {}).get(key)
+        if value is not None and not isinstance(value, str):
+            raise BundleError(f"run.environment.{key} must be text (got {type(value).__name__})")
     fields["error"] = _string(run.get("error"), "run.error", optional=True)
     raw_events = data.get("events")
     if not isinstance(raw_events, list):
         raise BundleError("events must be a list")
     if len(raw_events) > MAX_EVENTS:
         raise BundleError(f"events: at most {MAX_EVENTS} allowed (got {len(raw_events)})")
-    return fields, [_event(e, f"events[{i}]") for i, e in enumerate(raw_events)]
+    events = [_event(e, f"events[{i}]") for i, e in enumerate(raw_events)]
+    fields["summary"] = summary_from_events(events, spec.batch_size, fields["summary"] or {})
+    return fields, events
+
+
+def summary_from_events(events: list[dict[str, Any]], batch_size: int, claimed: dict[str, Any]) -> dict[str, Any]:
+    """The summary of an imported run, recomputed from its events with this app's own analysis
+    (a bundle's numbers are not trusted, and an older or foreign summary may lack keys). Only the
+    memory figures, which events do not carry, are taken from the bundle, when they are numbers."""
+
+    def steps(variant: str, phase: str = "train") -> list[float]:
+        return [e["time_s"] for e in events if e["kind"] == "step" and e["variant"] == variant and e["phase"] == phase]
+
+    def epochs(variant: str, key: str = "time_s") -> list[float]:
+        return [e[key] for e in events if e["kind"] == "epoch" and e["variant"] == variant and e[key] is not None]
+
+    summary = analysis.summarize(
+        steps("eager"),
+        steps("compiled"),
+        epochs("eager"),
+        epochs("compiled"),
+        batch_size,
+        epochs("eager", "eval_time_s"),
+        epochs("compiled", "eval_time_s"),
+    )
+    for key in ("eager_peak_memory_bytes", "compiled_peak_memory_bytes"):
+        value = claimed.get(key)
+        summary[key] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    kind = claimed.get("memory_kind")
+    summary["memory_kind"] = kind if isinstance(kind, str) else None
+    summary["reading"] = analysis.plain_reading(summary)
+    return summary
 
 
 def _event(e: Any, where: str) -> dict[str, Any]:

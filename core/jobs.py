@@ -24,7 +24,8 @@ HOST = socket.gethostname()
 START_GRACE_S = 30.0  # a dispatched job whose worker has not claimed it by then has failed to start
 HEARTBEAT_STALE_S = 60.0  # a live pid that has not heartbeaten for this long is hung
 TERMINATE_WAIT_S = 2.0  # SIGTERM, then SIGKILL after this: cancel completes within 3 s
-PROBE_DEVICE_KEY = "probe"  # the probe only asks what the device is; it times nothing
+PROBE_DEVICE_KEY = "probe"
+PROBE_RETRY_S = 60.0  # a probe that failed is retried after this, not on every page refresh  # the probe only asks what the device is; it times nothing
 
 
 class JobError(Exception):
@@ -109,8 +110,12 @@ def ensure_probe(store: Store, owner: str = "system", wait_s: float = 0.0) -> De
     caps = known_caps(store)
     if caps is not None:
         return caps
-    pending = [r for r in store.list_runs(kind="probe", status=("queued", *ACTIVE_STATES)) if r.host in (None, HOST)]
-    if not pending:
+    recent = [
+        r
+        for r in store.list_runs(kind="probe", limit=5)
+        if r.host in (None, HOST) and (not r.finished or (r.finished_at or 0) > time.time() - PROBE_RETRY_S)
+    ]
+    if not recent:  # none waiting, running, or failed a moment ago: probe (again)
         enqueue(store, {}, owner, kind="probe")
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
@@ -141,6 +146,9 @@ def enqueue(
     problems = job.check(params, caps, limits)
     if problems:
         raise SpecError(problems)
+    if caps is None and kind != "probe" and params.get("device", "auto") == "auto":
+        # Without the probe's answer "auto" cannot be placed in the right device's queue.
+        raise JobError("still finding out which device this machine has: try again in a few seconds")
     with store.transaction(immediate=True) as c:
         if kind != "probe":
             waiting = c.execute("SELECT COUNT(*) FROM runs WHERE status = 'queued'").fetchone()[0]
@@ -248,26 +256,23 @@ def reconcile(store: Store, now: float | None = None) -> list[int]:
         local = run.host == HOST
         alive = pid_alive(run.pid) if (local and run.pid) else None
         if run.cancel_requested:
-            if alive:
-                terminate_group(run.pid)
             outcome = ("cancelled", "cancelled")
         elif alive is False:
             outcome = ("failed", "worker stopped unexpectedly")
         elif run.pid is None and run.started_at and now - run.started_at > START_GRACE_S:
             outcome = ("failed", f"worker did not start within {START_GRACE_S:.0f} s")
         elif run.time_limit_s and run.started_at and now - run.started_at > run.time_limit_s:
-            if alive:
-                terminate_group(run.pid)
             outcome = ("failed", f"timed out after {run.time_limit_s:.0f} s")
         elif run.heartbeat_at and now - run.heartbeat_at > HEARTBEAT_STALE_S:
-            if alive:
-                terminate_group(run.pid)
             outcome = ("failed", f"worker stopped responding (no heartbeat for {now - run.heartbeat_at:.0f} s)")
         else:
             continue
         status, reason = outcome
+        # Record the outcome first: a worker stopped by SIGTERM would otherwise call it "cancelled".
         if store.finish_run(run.id, status, error=None if status == "cancelled" else reason, phase=reason):
             ended.append(run.id)
+        if alive:
+            terminate_group(run.pid)
     return ended
 
 
@@ -326,11 +331,10 @@ def cancel(store: Store, run_id: int, owner: str) -> str:
         return run.status
     if run.status == "queued" and store.finish_run(run_id, "cancelled", phase="cancelled"):
         return "cancelled"
-    store.update_run(run_id, cancel_requested=1)
-    run = store.get_run(run_id)
-    if run and run.pid and run.host == HOST:
-        terminate_group(run.pid)
-    store.finish_run(run_id, "cancelled", phase="cancelled")
+    if store.finish_run(run_id, "cancelled", phase="cancelled", cancel_requested=1):
+        run = store.get_run(run_id)
+        if run and run.pid and run.host == HOST:
+            terminate_group(run.pid)  # recorded first, so the worker's own ending cannot overwrite it
     tick(store)
     return store.get_run(run_id).status
 

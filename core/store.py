@@ -197,6 +197,14 @@ class Store:
         )
         return cur.rowcount == 1
 
+    def claim_run(self, run_id: int, pid: int, host: str) -> bool:
+        """A worker takes a dispatched job; False if it was cancelled or reconciled meanwhile."""
+        cur = self._conn.execute(
+            "UPDATE runs SET status = 'running', pid = ?, host = ?, heartbeat_at = ? WHERE id = ? AND status = 'starting'",
+            (pid, host, time.time(), run_id),
+        )
+        return cur.rowcount == 1
+
     def get_run(self, run_id: int, conn: sqlite3.Connection | None = None) -> Run | None:
         row = (conn or self._conn).execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _run(row) if row else None

@@ -45,6 +45,7 @@ class EventSink:
         self._steps_done = 0
         self._last_write = 0.0
         self._stop = threading.Event()
+        self._flush_lock = threading.Lock()  # the writer thread and the watchdog both flush
         self._thread = threading.Thread(target=self._loop, name="event-writer", daemon=True)
         self._thread.start()
 
@@ -78,12 +79,20 @@ class EventSink:
             self._fields.update(fields)
 
     def flush(self) -> None:
-        with self._lock:
-            rows, fields = self._rows, self._fields
-            self._rows, self._fields = [], {}
-        now = time.time()
-        if rows or fields or now - self._last_write >= HEARTBEAT_EVERY_S:
-            self._store.append_events(self.run_id, rows, {**fields, "heartbeat_at": now})
+        with self._flush_lock:
+            with self._lock:
+                rows, fields = self._rows, self._fields
+                self._rows, self._fields = [], {}
+            now = time.time()
+            if not (rows or fields or now - self._last_write >= HEARTBEAT_EVERY_S):
+                return
+            try:
+                self._store.append_events(self.run_id, rows, {**fields, "heartbeat_at": now})
+            except Exception:
+                with self._lock:  # keep what was measured for the next attempt
+                    self._rows[:0] = rows
+                    self._fields = {**fields, **self._fields}
+                raise
             self._last_write = now
 
     def _loop(self) -> None:
@@ -177,15 +186,18 @@ def _total_steps(params: dict[str, Any]) -> int:
         return 1
 
 
-def _watchdog(store_path: str, run_id: int, limit_s: float, remaining_s: float, sink: EventSink) -> None:
+def _watchdog(
+    store_path: str, run_id: int, limit_s: float, remaining_s: float, sink: EventSink, done: threading.Event
+) -> None:
     """Enforce the job's time limit from inside, so no outside ticker is needed for it."""
-    time.sleep(remaining_s)
+    if done.wait(remaining_s):
+        return  # the job ended in time
     try:
         sink.flush()
+    finally:
         store = Store(store_path)
         store.finish_run(run_id, "failed", error=f"timed out after {limit_s:.0f} s", phase="timed out")
         jobs.launch_ticker(store_path)
-    finally:
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
@@ -200,13 +212,16 @@ def run_job(store_path: str, run_id: int) -> int:
     if run is None or run.status != "starting":
         print(f"run {run_id} is not waiting for a worker ({run.status if run else 'missing'})", file=sys.stderr)
         return 1
-    store.update_run(run_id, status="running", pid=os.getpid(), host=jobs.HOST, heartbeat_at=time.time())
+    if not store.claim_run(run_id, os.getpid(), jobs.HOST):
+        print(f"run {run_id} was cancelled or ended before this worker started", file=sys.stderr)
+        return 1
     signal.signal(signal.SIGTERM, _raise_interrupt)
     sink = EventSink(store_path, run_id, _total_steps(run.params))
+    done = threading.Event()
     if run.time_limit_s:
         remaining = max(run.time_limit_s - (time.time() - (run.started_at or time.time())), 0.0)
         threading.Thread(
-            target=_watchdog, args=(store_path, run_id, run.time_limit_s, remaining, sink), daemon=True
+            target=_watchdog, args=(store_path, run_id, run.time_limit_s, remaining, sink, done), daemon=True
         ).start()
     status, fields = "failed", {}
     try:
@@ -224,11 +239,16 @@ def run_job(store_path: str, run_id: int) -> int:
     except Exception as exc:  # noqa: BLE001 - the job fails with a reason, the queue moves on
         fields = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
     finally:
+        done.set()  # no timeout and no SIGTERM may interrupt the recording below
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         sink.close()
-    if store.get_run(run_id).cancel_requested:
-        status = "cancelled"
+    # What was measured is stored whatever the final status: a run that reconcile or a cancel
+    # already ended keeps its summary too.
+    measured = {k: v for k, v in fields.items() if k in ("summary", "details", "environment") and v is not None}
+    if measured:
+        store.update_run(run_id, **measured)
     phase = {"done": "done", "cancelled": "cancelled"}.get(status, f"failed: {fields.get('error')}")
-    store.finish_run(run_id, status, phase=phase, **({**fields, "error": None} if status == "cancelled" else fields))
+    store.finish_run(run_id, status, phase=phase, error=None if status == "cancelled" else fields.get("error"))
     jobs.tick(store)
     return 0
 

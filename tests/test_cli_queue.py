@@ -71,3 +71,10 @@ def test_export_and_import_round_trip_and_a_bad_bundle_is_one_clear_line(cli, tm
     assert (
         rejected.stderr.strip() == f"error: {path}: events[0].variant must be one of eager, compiled (got '../../etc')"
     )
+
+
+@pytest.mark.parametrize("bad", ["99999999999999999999", "0", "seven"])
+def test_a_run_id_that_cannot_exist_is_one_clear_line(cli, bad):
+    done = cli("status", bad)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "is not a run id" in done.stderr and "Traceback" not in done.stderr

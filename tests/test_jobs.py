@@ -264,3 +264,41 @@ def test_a_new_process_finds_a_running_job_and_follows_it(store):
         time.sleep(0.2)
     seen += restarted.events_after(run_id, last)
     assert len([e for e in seen if e["kind"] == "step"]) == 120
+
+
+def test_a_job_for_the_automatic_device_waits_until_the_probe_has_answered(store, sleepers):
+    with pytest.raises(jobs.JobError, match="still finding out which device"):
+        jobs.enqueue(store, quick_spec(device="auto"), "ann", limits=NO_LIMITS)
+    assert store.list_runs() == []
+    run_id = jobs.enqueue(store, quick_spec(device="cpu"), "ann", limits=NO_LIMITS)  # an explicit device can go
+    assert store.get_run(run_id).device_key == "cpu"
+
+
+def test_a_failed_probe_is_retried_after_a_while_not_on_every_refresh(store, sleepers):
+    probe = store.create_run("probe", {}, "system", "probe", status="running", host=jobs.HOST)
+    store.finish_run(probe, "failed", error="boom")
+    jobs.ensure_probe(store)
+    jobs.ensure_probe(store)
+    assert len(store.list_runs(kind="probe")) == 1
+    store.update_run(probe, finished_at=time.time() - jobs.PROBE_RETRY_S - 1)
+    jobs.ensure_probe(store)
+    assert len(store.list_runs(kind="probe")) == 2
+
+
+def test_a_timed_out_run_stays_failed_even_though_its_worker_stops_cleanly_on_sigterm(store):
+    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=100000), "ann", limits=NO_LIMITS, caps=CPU)
+    wait_for(lambda: len(step_events(store, run_id)) >= 3)
+    store.update_run(run_id, time_limit_s=1)  # the worker's own watchdog was armed without a limit
+    assert jobs.reconcile(store) == [run_id]
+    run = store.get_run(run_id)
+    wait_for(lambda: not jobs.pid_alive(run.pid), timeout=10)
+    time.sleep(0.5)
+    run = store.get_run(run_id)
+    assert run.status == "failed" and run.error == "timed out after 1 s"
+    assert run.summary is not None and len(step_events(store, run_id)) >= 3  # what it measured is kept
+
+
+def test_cancelling_a_finished_run_changes_nothing(store):
+    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
+    wait_for(finished(store, run_id), store=store)
+    assert jobs.cancel(store, run_id, "ann") == "done"

@@ -208,3 +208,26 @@ def test_runs_page_overlays_several_runs_reopens_one_and_deletes_only_your_own(s
     at.run()
     at.button[0].click().run()
     assert store.get_run(mine) is None and store.get_run(theirs) is not None
+
+
+def test_a_link_to_a_run_that_cannot_exist_shows_the_form(store, sleepers):
+    record_probe(store)
+    for bad in ("99999999999999999999", "abc", "424242"):
+        at = app(run=bad)
+        assert not at.exception and at.button[0].label == "Launch"
+
+
+def test_launch_waits_for_the_device_probe(store, sleepers):
+    at = app()  # no probe recorded: the device is not known yet
+    assert at.button[0].label == "Launch" and at.button[0].disabled
+    assert "Finding out which device" in "\n".join(i.value for i in at.info)
+
+
+def test_a_selection_that_outlives_its_rows_is_ignored(store, sleepers):
+    record_probe(store)
+    record_race(store, "done")
+    at = app()
+    at.switch_page("app_pages/runs.py").run()
+    at.session_state["runs_table"] = {"selection": {"rows": [5], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception

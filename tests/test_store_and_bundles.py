@@ -121,7 +121,10 @@ def test_export_then_import_gives_an_ordinary_run_marked_imported(store, tmp_pat
     new_id = import_bundle(store, load_bundle_file(str(path)), owner="bob")
     new, old = store.get_run(new_id), store.get_run(run_id)
     assert new.imported == 1 and new.owner == "bob" and new.status == "done"
-    assert new.summary == old.summary and new.environment == old.environment and new.params["model"] == "mlp"
+    assert new.environment == old.environment and new.params["model"] == "mlp"
+    # The bundle's own numbers are not trusted: the summary is recomputed from its events.
+    assert old.summary["steady_state_speedup"] == 1.1 and new.summary["steady_state_speedup"] == pytest.approx(1.0)
+    assert "nested" not in new.summary and new.summary["reading"]
     strip = lambda events: [{k: v for k, v in e.items() if k not in ("id", "run_id")} for e in events]  # noqa: E731
     assert strip(store.events_after(new_id)) == strip(store.events_after(run_id))
     assert "owner" not in json.dumps(bundle["run"])
@@ -150,6 +153,21 @@ def mutate(path, value):
     return apply
 
 
+def test_a_summary_missing_keys_or_with_wrong_types_is_replaced_not_trusted(store):
+    bundle = good_bundle(store)
+    bundle["run"]["summary"] = {"steady_state_speedup": "fast", "eager_peak_memory_bytes": "lots"}
+    run = store.get_run(import_bundle(store, bundle, "bob"))
+    assert run.summary["steady_state_speedup"] == pytest.approx(1.0)
+    assert run.summary["eager_peak_memory_bytes"] is None and "speedup_ci95" in run.summary
+
+
+def test_a_cifar10_run_from_another_machine_imports_without_its_dataset_folder(store):
+    bundle = good_bundle(store)
+    bundle["run"]["params"].update(model="resnet18", data="cifar10", data_dir="/mnt/gpu-box/cifar")
+    run = store.get_run(import_bundle(store, bundle, "bob"))
+    assert run.params["data"] == "cifar10" and run.params["data_dir"] is None
+
+
 HOSTILE = {
     "wrong format": mutate(["format"], "something-else"),
     "future version": mutate(["version"], 99),
@@ -170,6 +188,7 @@ HOSTILE = {
     "boolean epoch": mutate(["events", 0, "epoch"], True),
     "huge step number": mutate(["events", 0, "step"], 10**18),
     "event not an object": mutate(["events", 1], "x"),
+    "device type not text": mutate(["run", "environment", "device_type"], 5),
 }
 
 
