@@ -24,7 +24,9 @@ VARIANTS = ("eager", "compiled")
 VARIANT_COLORS = {"eager": "#4C78A8", "compiled": "#EE4C2C"}
 VARIANT_DASHES = {"eager": [1, 0], "compiled": [6, 3]}
 CHART_HEIGHT = 320
-MAX_POINTS_PER_VARIANT = 2000
+# Charts are ~500 px wide: more points than that add browser work every second, not detail. On a
+# small machine the browser drawing the live charts competes with the training it is watching.
+MAX_POINTS_PER_VARIANT = 600
 MAX_OVERLAY_POINTS = 4000  # all series of an overlay together, under Altair's 5,000-row limit
 MIN_OVERLAY_POINTS_PER_SERIES = 100
 WAITING = " (waiting for data)"
@@ -130,7 +132,8 @@ def cumulative_chart(
             ],
         )
     )
-    marker = _break_even_layers(break_even, y_title)
+    last_step = int(data["step"].max()) if len(data) else 0
+    marker = _break_even_layers(break_even, y_title, last_step)
     chart = alt.layer(lines, *marker) if marker else lines
     return _finish(chart, CUMULATIVE_TITLE, counts, "steps")
 
@@ -285,8 +288,9 @@ def _variant_tooltips() -> list[alt.Tooltip]:
     return [alt.Tooltip("variant:N"), alt.Tooltip("epoch:Q"), alt.Tooltip("step:Q")]
 
 
-def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str) -> list[alt.Chart]:
-    """Vertical rule at the break-even step, and a point + label at its wall time."""
+def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_step: int = 0) -> list[alt.Chart]:
+    """Vertical rule at the break-even step, and a point + label at its wall time. The label sits on
+    the side of the rule with more room, so a late break-even is not cut off at the right edge."""
     step = (break_even or {}).get("step")
     if step is None:
         return []
@@ -295,14 +299,16 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str) -> li
     label = f"break-even: step {int(step)}" + (f" ({float(wall_s):.1f} s)" if has_wall else "")
     point = pd.DataFrame({"step": [int(step)], "cumulative_s": [float(wall_s) if has_wall else 0.0], "label": [label]})
     base = alt.Chart(point).encode(x=alt.X("step:Q", title="step"))
+    late = last_step > 0 and int(step) > last_step / 2
+    align, side = ("right", -1) if late else ("left", 1)
     rule = base.mark_rule(color="#555555", strokeDash=[4, 4], strokeWidth=1.5)
     tooltip = [alt.Tooltip("label:N", title="break-even")]
     if not has_wall:
-        text = base.mark_text(align="left", dx=6, y=12, fontSize=14, fontWeight="bold").encode(text="label:N")
+        text = base.mark_text(align=align, dx=6 * side, y=12, fontSize=14, fontWeight="bold").encode(text="label:N")
         return [rule.encode(tooltip=tooltip), text]
     at_wall = base.encode(y=alt.Y("cumulative_s:Q", title=y_title), tooltip=tooltip)
     dot = at_wall.mark_point(filled=True, size=90, color="#222222")
-    text = at_wall.mark_text(align="left", dx=8, dy=-10, fontSize=14, fontWeight="bold").encode(text="label:N")
+    text = at_wall.mark_text(align=align, dx=8 * side, dy=-10, fontSize=14, fontWeight="bold").encode(text="label:N")
     return [rule.encode(tooltip=tooltip), dot, text]
 
 

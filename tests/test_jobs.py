@@ -302,3 +302,13 @@ def test_cancelling_a_finished_run_changes_nothing(store):
     run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(finished(store, run_id), store=store)
     assert jobs.cancel(store, run_id, "ann") == "done"
+
+
+@pytest.mark.parametrize(
+    "cores, setting, expected",
+    [(2, None, 1), (8, None, 7), (1, None, None), (None, None, None), (2, "2", 2), (8, "0", None), (8, "", 7)],
+)
+def test_a_cpu_race_leaves_a_core_for_the_page_watching_it(cores, setting, expected):
+    from core.worker import cpu_threads_for_worker
+
+    assert cpu_threads_for_worker(cores, setting) == expected
