@@ -90,7 +90,7 @@ def show_run(run: Run, view: RunView, key: str) -> None:
     if not run.finished and counts["compiled"] == 0:
         st.markdown(f"**Eager run in progress: {counts['eager']} steps so far. The compiled run starts next.**")
     else:
-        st.markdown(f"**{plain_reading(summary)}**")
+        st.markdown(f"**{'' if run.finished else 'So far: '}{plain_reading(summary)}**")
     cards = result_cards(summary, memory_of(run))
     for row in (cards[:3], cards[3:]):  # two rows of three: readable on a 1280x720 projector
         for column, card in zip(st.columns(3), row):
