@@ -101,7 +101,7 @@ with st.expander("Configure a race", expanded=followed_run() is None):
             "CPU break-even preset",
             on_click=set_form,
             args=(CPU_BREAK_EVEN_PRESET,),
-            help="pointwise_mlp, 3 x 500 steps: on 2 CPU cores compile pays for itself around step 800 (2-3 min).",
+            help="pointwise_mlp, 3 x 500 steps: on 2 CPU cores compile pays for itself around step 1,000 (about 4 min).",
         )
 
 if launched:

@@ -30,7 +30,7 @@ CHOICES: dict[str, tuple] = {
     "data": tuple(d for d in DATA_SOURCES if d != "cifar10"),  # cifar10 needs a local folder: CLI only
     "cache": CACHES,
 }
-# The break-even demo for a CPU: measured on 2 cores, pointwise_mlp pays off around step 800.
+# The break-even demo for a CPU: measured on 2 cores, pointwise_mlp pays off around step 800-1,050.
 CPU_BREAK_EVEN_PRESET = {"model": "pointwise_mlp", "batch_size": 4096, "epochs": 3, "steps_per_epoch": 500}
 
 
