@@ -80,3 +80,14 @@ def source_of(fn: Callable[..., Any]) -> str:
         return inspect.getsource(fn)
     except (OSError, TypeError):
         return f"# source of {fn.__name__} is not available"
+
+
+def resolve_params(
+    params: dict[str, Any], defaults: dict[str, Any], validate: Callable[[dict[str, Any]], list[str]]
+) -> dict[str, Any]:
+    """`params` over a demo's `defaults`, raising ValueError with every problem if they are
+    invalid; list values are copied so a run never changes the stored parameters."""
+    errors = validate(params)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in {**defaults, **params}.items()}

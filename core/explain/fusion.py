@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from core import explain
 from core.timing import Stopwatch
 
 TITLE = "Fusion and memory bandwidth"
@@ -208,12 +209,7 @@ def check_int_list(value: Any, name: str, low: int, high: int, max_items: int) -
 
 def resolve_params(params: dict) -> dict[str, Any]:
     """`params` over DEFAULTS, raising ValueError with every problem if they are invalid."""
-    errors = validate(params)
-    if errors:
-        raise ValueError("; ".join(errors))
-    merged = {**DEFAULTS, **params}
-    merged["ks"] = list(merged["ks"])
-    return merged
+    return explain.resolve_params(params, DEFAULTS, validate)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from core import explain
 from core.explain.fusion import (
     assert_json_ready,
     chain_description,
@@ -93,13 +94,7 @@ def validate(params: dict) -> list[str]:
 
 def resolve_params(params: dict) -> dict[str, Any]:
     """`params` over DEFAULTS, raising ValueError with every problem if they are invalid."""
-    errors = validate(params)
-    if errors:
-        raise ValueError("; ".join(errors))
-    merged = {**DEFAULTS, **params}
-    merged["ks"] = list(merged["ks"])
-    merged["batch_sizes"] = list(merged["batch_sizes"])
-    return merged
+    return explain.resolve_params(params, DEFAULTS, validate)
 
 
 def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
