@@ -11,7 +11,7 @@ The definitions follow PyTorch's own compiler benchmark harness where it has one
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
@@ -214,6 +214,30 @@ def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | Non
     if be.reason == NEVER_SLOWER and speed is not None and speed.verdict == NO_CLEAR_DIFFERENCE:
         return NEVER_NO_GAIN
     return be.reason
+
+
+def summarize_events(events: Iterable[dict[str, Any]], batch_size: int) -> dict[str, Any]:
+    """`summarize` over stored event rows (kind "step" or "epoch", as core.store keeps them): what
+    a live view and an imported bundle both compute from the events alone."""
+    steps: dict[str, list[float]] = {"eager": [], "compiled": []}
+    epochs: dict[str, list[float]] = {"eager": [], "compiled": []}
+    evals: dict[str, list[float]] = {"eager": [], "compiled": []}
+    for e in events:
+        if e["kind"] == "step" and e["phase"] == "train":
+            steps[e["variant"]].append(e["time_s"])
+        elif e["kind"] == "epoch":
+            epochs[e["variant"]].append(e["time_s"])
+            if e.get("eval_time_s") is not None:
+                evals[e["variant"]].append(e["eval_time_s"])
+    return summarize(
+        steps["eager"],
+        steps["compiled"],
+        epochs["eager"],
+        epochs["compiled"],
+        batch_size,
+        evals["eager"],
+        evals["compiled"],
+    )
 
 
 def plain_reading(summary: dict[str, Any]) -> str:

@@ -160,21 +160,7 @@ def summary_from_events(events: list[dict[str, Any]], batch_size: int, claimed: 
     (a bundle's numbers are not trusted, and an older or foreign summary may lack keys). Only the
     memory figures, which events do not carry, are taken from the bundle, when they are numbers."""
 
-    def steps(variant: str, phase: str = "train") -> list[float]:
-        return [e["time_s"] for e in events if e["kind"] == "step" and e["variant"] == variant and e["phase"] == phase]
-
-    def epochs(variant: str, key: str = "time_s") -> list[float]:
-        return [e[key] for e in events if e["kind"] == "epoch" and e["variant"] == variant and e[key] is not None]
-
-    summary = analysis.summarize(
-        steps("eager"),
-        steps("compiled"),
-        epochs("eager"),
-        epochs("compiled"),
-        batch_size,
-        epochs("eager", "eval_time_s"),
-        epochs("compiled", "eval_time_s"),
-    )
+    summary = analysis.summarize_events(events, batch_size)
     for key in ("eager_peak_memory_bytes", "compiled_peak_memory_bytes"):
         value = claimed.get(key)
         summary[key] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None

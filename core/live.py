@@ -7,7 +7,6 @@ for the events after the last one seen, plus frame building only when something 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from core import analysis
+from core.report import fmt_seconds
 from core.store import Run, Store
 
 STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
@@ -81,22 +81,7 @@ class RunView:
 
     def summary(self, batch_size: int) -> dict[str, Any]:
         """Headline numbers from what has been measured so far (same definitions as the CLI)."""
-
-        def times(variant: str, phase: str = "train") -> list[float]:
-            return [e["time_s"] for e in self._steps if e["variant"] == variant and e["phase"] == phase]
-
-        def epochs(variant: str, key: str = "time_s") -> list[float]:
-            return [e[key] for e in self._epochs if e["variant"] == variant and e[key] is not None]
-
-        return analysis.summarize(
-            times("eager"),
-            times("compiled"),
-            epochs("eager"),
-            epochs("compiled"),
-            batch_size,
-            epochs("eager", "eval_time_s"),
-            epochs("compiled", "eval_time_s"),
-        )
+        return analysis.summarize_events([*self._steps, *self._epochs], batch_size)
 
 
 @dataclass(frozen=True)
@@ -107,13 +92,6 @@ class Card:
     delta: str | None = None  # shown under the value, with an arrow for its sign
     delta_color: str = "normal"  # "normal": up is good; "inverse": down is good; "off": neutral
     delta_arrow: str = "auto"  # "auto" follows the sign of the delta text
-
-
-def _secs(s: float | None, signed: bool = False) -> str:
-    if s is None or (isinstance(s, float) and math.isnan(s)):
-        return "-"
-    sign = "+" if signed and s >= 0 else ""
-    return f"{sign}{s * 1000:.0f} ms" if abs(s) < 0.9995 else f"{sign}{s:.1f} s"
 
 
 def _mib(n: int | None) -> str:
@@ -151,12 +129,12 @@ def result_cards(summary: dict[str, Any], memory: dict[str, Any] | None = None) 
     return [
         Card(
             "Compile time",
-            _secs(summary.get("compile_time_s")),
+            fmt_seconds(summary.get("compile_time_s"), ms_digits=0, s_digits=1),
             "First compiled steps minus the same eager steps: what torch.compile cost up front.",
         ),
         Card(
             "First-epoch overhead",
-            _secs(summary.get("first_epoch_overhead_s"), signed=True),
+            fmt_seconds(summary.get("first_epoch_overhead_s"), signed=True, ms_digits=0, s_digits=1),
             "Compiled epoch 1 minus eager epoch 1, as in the original tutorial.",
         ),
         Card(

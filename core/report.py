@@ -5,6 +5,7 @@ Pure functions from dicts to strings, so the CLI stays a thin shell and tests re
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -18,11 +19,14 @@ def fmt_bytes(n: int | None) -> str:
     return str(n)
 
 
-def fmt_seconds(s: float | None, signed: bool = False) -> str:
-    if s is None:
+def fmt_seconds(s: float | None, signed: bool = False, ms_digits: int = 1, s_digits: int = 2) -> str:
+    """Milliseconds below a second, seconds above; a value that would round to 1000 ms reads 1 s."""
+    if s is None or math.isnan(s):
         return "-"
     sign = "+" if signed and s >= 0 else ""
-    return f"{sign}{s * 1000:.1f} ms" if abs(s) < 0.99995 else f"{sign}{s:.2f} s"
+    if abs(s) < 1 - 0.5 * 10 ** -(ms_digits + 3):
+        return f"{sign}{s * 1000:.{ms_digits}f} ms"
+    return f"{sign}{s:.{s_digits}f} s"
 
 
 def fmt_speedup(x: float | None) -> str:
