@@ -33,9 +33,10 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from core.data import Batch, BatchSource  # noqa: E402
+from core.models import build_model  # noqa: E402
 from core.spec import DeviceCaps, RunSpec, check  # noqa: E402
 from core.trainer import _VariantRun, precision_settings  # noqa: E402
-from core.zoo import FEATURES, MODELS, NUM_CLASSES, build_model  # noqa: E402
+from core.zoo import FEATURES, MODELS, NUM_CLASSES  # noqa: E402
 
 GOAL = 1.03
 BOOTSTRAP_RESAMPLES = 2000

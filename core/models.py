@@ -1,5 +1,6 @@
-"""The networks themselves (torch code). Only processes that train import this module; the
-registry in core.zoo describes them without importing torch, so the app's server stays light."""
+"""The networks themselves (torch code), and `build_model`. Only processes that train import this
+module; the registry in core.zoo describes them without importing torch, so the app's server stays
+light. The dependency runs one way: this module reads the registry, the registry never imports it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core.zoo import NUM_CLASSES, VOCAB_SIZE
+from core.zoo import NUM_CLASSES, VOCAB_SIZE, get_model_info
 
 
 class SmallCNN(nn.Module):
@@ -135,3 +136,16 @@ BUILDERS: dict[str, Callable[[int], nn.Module]] = {
     "vit_b_16": _torchvision("vit_b_16"),
     "gpt": TinyGPT,
 }
+
+
+def build_model(name: str, size: int | None = None) -> nn.Module:
+    """Build a randomly initialised model for the given input size (default: the model's)."""
+    info = get_model_info(name)
+    return BUILDERS[name](size if size is not None else info.default_size)
+
+
+def parameter_count(name: str, size: int | None = None) -> int:
+    """Parameters of a model built on the meta device (no memory, no init cost)."""
+    with torch.device("meta"):
+        model = build_model(name, size)
+    return sum(p.numel() for p in model.parameters())

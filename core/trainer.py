@@ -26,9 +26,9 @@ from core import analysis
 from core.compile_stats import CompileStats, read_compile_stats, reset_compile_state
 from core.data import BatchSource
 from core.environment import environment_record
+from core.models import build_model
 from core.spec import CUDA_GRAPH_MODES, DeviceCaps, RunSpec, check, data_home, detect_device_caps, resolve_device
 from core.timing import Stopwatch, device_sync
-from core.zoo import build_model
 
 VARIANTS = ("eager", "compiled")
 

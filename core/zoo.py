@@ -1,8 +1,8 @@
 """Model registry: every model a race can train, with the input it takes.
 
 Pure metadata (no torch import), so validation and the app can list models, sizes and
-parameter counts without loading PyTorch; `build_model` imports the networks from core.models
-only in processes that train. Models get random weights: nothing is downloaded.
+parameter counts without loading PyTorch. The networks themselves live in core.models, which
+imports this registry (never the other way round). Models get random weights: nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -86,20 +86,3 @@ def get_model_info(name: str) -> ModelInfo:
         return MODELS[name]
     except KeyError:
         raise KeyError(f"unknown model {name!r}; allowed: {', '.join(MODELS)}") from None
-
-
-def build_model(name: str, size: int | None = None):
-    """Build a randomly initialised torch model for the given input size (default: the model's)."""
-    from core.models import BUILDERS
-
-    info = get_model_info(name)
-    return BUILDERS[name](size if size is not None else info.default_size)
-
-
-def parameter_count(name: str, size: int | None = None) -> int:
-    """Parameters of a model built on the meta device (no memory, no init cost)."""
-    import torch
-
-    with torch.device("meta"):
-        model = build_model(name, size)
-    return sum(p.numel() for p in model.parameters())

@@ -1,12 +1,16 @@
 """Every model in the zoo builds with random weights and trains one step at its smallest size."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from conftest import ROOT
 
 from core.data import random_batch
+from core.models import build_model, parameter_count
 from core.trainer import loss_fn
-from core.zoo import MODELS, build_model, get_model_info, parameter_count
+from core.zoo import MODELS, get_model_info
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -66,3 +70,9 @@ def test_gpt_uses_scaled_dot_product_attention(monkeypatch):
 def test_unknown_model_lookup_names_the_allowed_ones():
     with pytest.raises(KeyError, match="resnet50"):
         get_model_info("nope")
+
+
+def test_the_registry_imports_neither_torch_nor_the_networks():
+    code = "import sys, core.zoo; print(sorted(m for m in ('torch', 'core.models') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -13,8 +13,9 @@ from torch.nn import functional as F
 
 from core.compile_stats import read_compile_stats
 from core.data import random_batch
+from core.models import build_model
 from core.timing import device_sync
-from core.zoo import build_model, get_model_info
+from core.zoo import get_model_info
 
 
 def main(model_name: str, batch_size: int, device_name: str) -> dict:
