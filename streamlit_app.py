@@ -3,8 +3,8 @@
 import streamlit as st
 
 from app_pages.common import identify_visitor, store, tick
-from core import jobs
-from core.report import fmt_bytes
+from core.runs import jobs
+from core.view.report import fmt_bytes
 
 st.set_page_config(page_title="Compile Lab", page_icon="⚡", layout="wide")
 

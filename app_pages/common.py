@@ -10,11 +10,12 @@ import uuid
 
 import streamlit as st
 
-from core import charts, jobs
-from core.analysis import plain_reading
-from core.live import RunView, memory_of, result_cards, run_label
-from core.reference import TUTORIAL_SOURCE, reference_rows
-from core.store import Run, Store
+from core.engine.analysis import plain_reading
+from core.runs import jobs
+from core.runs.store import Run, Store
+from core.view import charts
+from core.view.live import RunView, memory_of, result_cards, run_label
+from core.view.reference import TUTORIAL_SOURCE, reference_rows
 
 # A per-tab identity: kept in the tab's sessionStorage, so it survives a reload of that tab but
 # is never part of a URL (a shared configuration link does not make someone else the owner).

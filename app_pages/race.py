@@ -3,8 +3,11 @@
 import streamlit as st
 
 from app_pages.common import run_view, show_reference, show_run, store, tick, visitor, wait_for_device
-from core import jobs
-from core.race_form import (
+from core.engine.spec import SpecError, validate
+from core.engine.zoo import MODELS
+from core.runs import jobs
+from core.runs.limits import load_host_limits
+from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_PRESET,
     default_spec,
@@ -15,8 +18,6 @@ from core.race_form import (
     spec_to_query,
     unavailable_options,
 )
-from core.spec import SpecError, load_host_limits, validate
-from core.zoo import MODELS
 
 owner = visitor()
 caps = jobs.known_caps(store())

@@ -6,9 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import run_view, show_run, store, tick, visitor
-from core import charts, jobs
-from core.bundle import BundleError, export_bundle, import_bundle, parse_bundle
-from core.live import run_row
+from core.runs import jobs
+from core.runs.bundle import BundleError, export_bundle, import_bundle, parse_bundle
+from core.view import charts
+from core.view.live import run_row
 
 owner = visitor()
 tick()

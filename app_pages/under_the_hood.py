@@ -3,7 +3,8 @@
 import streamlit as st
 
 from app_pages.common import demo_section, wait_for_device
-from core.explain import CODEGEN_FUNCTIONS, DEMOS, FUSION_OP_SETS, PAGE_PARAMS, present
+from core.engine.explain import CODEGEN_FUNCTIONS, DEMOS, FUSION_OP_SETS, PAGE_PARAMS
+from core.view import explain as present
 
 st.title("Under the hood")
 st.caption(

@@ -1,6 +1,6 @@
 """Harness overhead: the trainer's steady-state eager step time against a minimal hand-written loop.
 
-Why: every number Compile Lab shows is measured through its trainer (core.trainer._VariantRun),
+Why: every number Compile Lab shows is measured through its trainer (core.engine.trainer._VariantRun),
 which wraps each step in a Stopwatch, builds a StepEvent and emits it. If that machinery costs a
 noticeable share of a small model's step, eager looks slower than it is and the measured compile
 speedup is skewed. This script runs both side by side in one process on CPU, eager only, and prints
@@ -32,11 +32,11 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from core.data import Batch, BatchSource  # noqa: E402
-from core.models import build_model  # noqa: E402
-from core.spec import DeviceCaps, RunSpec, check  # noqa: E402
-from core.trainer import _VariantRun, precision_settings  # noqa: E402
-from core.zoo import FEATURES, MODELS, NUM_CLASSES  # noqa: E402
+from core.engine.data import Batch, BatchSource  # noqa: E402
+from core.engine.models import build_model  # noqa: E402
+from core.engine.spec import DeviceCaps, RunSpec, check  # noqa: E402
+from core.engine.trainer import _VariantRun, precision_settings  # noqa: E402
+from core.engine.zoo import FEATURES, MODELS, NUM_CLASSES  # noqa: E402
 
 GOAL = 1.03
 BOOTSTRAP_RESAMPLES = 2000

@@ -16,9 +16,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from core import jobs  # noqa: E402
-from core.spec import DeviceCaps, HostLimits, RunSpec  # noqa: E402
-from core.store import Store  # noqa: E402
+from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
+from core.runs import jobs  # noqa: E402
+from core.runs.limits import HostLimits  # noqa: E402
+from core.runs.store import Store  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -43,11 +43,13 @@ os.environ.pop("COMPILE_LAB_CONFIG", None)  # no host limits from the caller's e
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from core import analysis, charts, jobs  # noqa: E402
-from core.live import RunView, memory_of, result_cards, run_label  # noqa: E402
-from core.spec import DeviceCaps, RunSpec  # noqa: E402
-from core.store import Store  # noqa: E402
-from core.zoo import MODELS  # noqa: E402
+from core.engine import analysis  # noqa: E402
+from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
+from core.engine.zoo import MODELS  # noqa: E402
+from core.runs import jobs  # noqa: E402
+from core.runs.store import Store  # noqa: E402
+from core.view import charts  # noqa: E402
+from core.view.live import RunView, memory_of, result_cards, run_label  # noqa: E402
 
 APP = os.path.join(ROOT, "streamlit_app.py")
 EPOCHS, STEPS_PER_EPOCH = 5, 1000  # 5,000 train steps per variant
@@ -77,7 +79,7 @@ jobs.launch_ticker = _refuse_launch
 
 
 def cpu_environment() -> dict:
-    """An environment record shaped like core.environment.environment_record on a CPU (without torch)."""
+    """An environment record shaped like core.engine.environment.environment_record on a CPU (without torch)."""
     return {
         "device_type": "cpu",
         "device_name": "Bench CPU @ 2.0GHz",

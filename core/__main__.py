@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TextIO
 
-from core.spec import BACKENDS, CACHES, DATA_SOURCES, DEVICES, MODES, PRECISIONS, RunSpec, SpecError
+from core.engine.spec import BACKENDS, CACHES, DATA_SOURCES, DEVICES, MODES, PRECISIONS, RunSpec, SpecError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
@@ -79,7 +79,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
-    from core.zoo import MODELS
+    from core.engine.zoo import MODELS
 
     batch_size = args.batch_size
     if batch_size is None:
@@ -115,8 +115,8 @@ class ProgressPrinter:
         self._last = 0.0
 
     def __call__(self, event) -> None:
-        from core.report import environment_header
-        from core.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent
+        from core.engine.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent
+        from core.view.report import environment_header
 
         if isinstance(event, StartEvent):
             self._line(environment_header(event.environment))
@@ -135,7 +135,7 @@ class ProgressPrinter:
             )
             self.stream.flush()
         elif isinstance(event, EpochEvent):
-            from core.report import fmt_seconds
+            from core.view.report import fmt_seconds
 
             evals = f", eval {fmt_seconds(event.eval_time_s)}" if event.eval_time_s is not None else ""
             self._line(f"[{event.variant}] epoch {event.epoch} done: train {fmt_seconds(event.train_time_s)}{evals}")
@@ -146,7 +146,7 @@ class ProgressPrinter:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from core.zoo import MODELS
+    from core.engine.zoo import MODELS
 
     rows = [
         {
@@ -173,7 +173,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_race(args: argparse.Namespace) -> int:
-    from core.spec import check, detect_device_caps
+    from core.engine.spec import check, detect_device_caps
 
     try:
         spec = spec_from_args(args)
@@ -184,8 +184,8 @@ def cmd_race(args: argparse.Namespace) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
 
-    from core.report import summary_table
-    from core.trainer import run_race
+    from core.engine.trainer import run_race
+    from core.view.report import summary_table
 
     result = run_race(spec, on_event=None if args.quiet else ProgressPrinter(sys.stderr), caps=caps)
     data = result.to_dict()
@@ -209,7 +209,7 @@ def default_owner() -> str:
 
 
 def open_store(args: argparse.Namespace):
-    from core.store import Store
+    from core.runs.store import Store
 
     return Store(args.store)
 
@@ -230,7 +230,7 @@ def progress_bar(fraction: float, width: int = 30) -> str:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from core import jobs
+    from core.runs import jobs
 
     store = open_store(args)
     try:
@@ -256,8 +256,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def follow(store, run_id: int, args: argparse.Namespace) -> int:
     """Follow a run to its end with a progress bar on stderr, ticking the queue meanwhile."""
-    from core import jobs
-    from core.report import summary_table
+    from core.runs import jobs
+    from core.view.report import summary_table
 
     stream = sys.stderr
     last = ""
@@ -283,7 +283,7 @@ def follow(store, run_id: int, args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from core import jobs
+    from core.runs import jobs
 
     store = open_store(args)
     jobs.tick(store)
@@ -305,7 +305,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from core import jobs
+    from core.runs import jobs
 
     try:
         status = jobs.cancel(open_store(args), args.run_id, args.owner)
@@ -317,7 +317,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from core import jobs
+    from core.runs import jobs
 
     try:
         jobs.delete(open_store(args), args.run_id, args.owner)
@@ -329,8 +329,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from core.live import run_row
-    from core.report import fmt_seconds, fmt_speedup
+    from core.view.live import run_row
+    from core.view.report import fmt_seconds, fmt_speedup
 
     runs = open_store(args).list_runs(kind="race", limit=args.limit)
     if args.json:
@@ -354,7 +354,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from core.bundle import BundleError, export_bundle
+    from core.runs.bundle import BundleError, export_bundle
 
     try:
         bundle = export_bundle(open_store(args), args.run_id)
@@ -372,7 +372,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from core.bundle import BundleError, import_bundle, load_bundle_file
+    from core.runs.bundle import BundleError, import_bundle, load_bundle_file
 
     try:
         run_id = import_bundle(open_store(args), load_bundle_file(args.file), args.owner)

@@ -10,7 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from core.spec import DeviceCaps, RunSpec  # noqa: E402
+from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
 
 CPU = DeviceCaps(cuda=False, mps=False)
 AMPERE = DeviceCaps(cuda=True, cuda_name="NVIDIA A100", compute_capability=(8, 0), cuda_bf16=True)
@@ -55,12 +55,13 @@ def sleepers(monkeypatch):
 
     def launch(store_path, run_id):
         proc = subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(120)", "core.worker", str(run_id)], start_new_session=True
+            [sys.executable, "-c", "import time; time.sleep(120)", "core.runs.worker", str(run_id)],
+            start_new_session=True,
         )
         procs.append(proc)
         return proc.pid
 
-    from core import jobs
+    from core.runs import jobs
 
     monkeypatch.setattr(jobs, "launch_worker", launch)
     yield procs

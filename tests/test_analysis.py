@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from core import analysis
-from core.analysis import (
+from core.engine import analysis
+from core.engine.analysis import (
     FASTER,
     NEVER_NO_GAIN,
     NEVER_SLOWER,
@@ -186,7 +186,7 @@ def test_bootstrap_medians_match_resampling_by_brute_force(n):
 
     import numpy as np
 
-    from core.analysis import bootstrap_medians
+    from core.engine.analysis import bootstrap_medians
 
     rng = random.Random(n)
     values = [rng.lognormvariate(0, 0.5) for _ in range(n)]

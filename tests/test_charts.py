@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import charts
-from core.charts import (
+from core.view import charts
+from core.view.charts import (
     MAX_OVERLAY_POINTS,
     MAX_POINTS_PER_VARIANT,
     VARIANT_COLORS,

@@ -8,8 +8,8 @@ import pytest
 import torch
 from conftest import QUICK_CLI, ROOT
 
-from core import trainer
 from core.__main__ import main
+from core.engine import trainer
 
 
 def cli(*args):

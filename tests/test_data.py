@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.data import BatchSource, load_cifar10
-from core.spec import RunSpec
-from core.zoo import NUM_CLASSES, VOCAB_SIZE
+from core.engine.data import BatchSource, load_cifar10
+from core.engine.spec import RunSpec
+from core.engine.zoo import NUM_CLASSES, VOCAB_SIZE
 
 CPU = torch.device("cpu")
 

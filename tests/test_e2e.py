@@ -87,7 +87,7 @@ def app_url(tmp_path_factory):
     yield url
     os.killpg(server.pid, 15)
     server.wait(timeout=10)
-    subprocess.run(["pkill", "-f", f"core.worker --store {data}"], check=False)
+    subprocess.run(["pkill", "-f", f"core.runs.worker --store {data}"], check=False)
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from core import jobs
-from core.explain import DEMOS, caches, demo_problems
+from core.engine.explain import DEMOS, caches, demo_problems
+from core.runs import jobs
 
 
 def test_validate_names_the_field_and_what_is_allowed():
@@ -17,8 +17,8 @@ def test_validate_names_the_field_and_what_is_allowed():
 
 
 def test_a_demo_job_with_bad_parameters_is_refused_before_it_is_queued(tmp_path):
-    from core.spec import SpecError
-    from core.store import Store
+    from core.engine.spec import SpecError
+    from core.runs.store import Store
 
     store = Store(str(tmp_path / "s.sqlite3"))
     assert demo_problems({"demo": "nope", "params": {}}) == [f"unknown demo 'nope'; allowed: {', '.join(DEMOS)}"]

@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from core.explain import fusion, overhead
+from core.engine.explain import fusion, overhead
+from core.engine.explain import params as demo_params
 
 SMALL_FUSION = {"ks": [1, 4], "numel": 65536, "repeats": 2, "warmup": 1}
 SMALL_OVERHEAD = {"ks": [1, 4], "batch_sizes": [1, 8], "repeats": 2, "warmup": 2, "calls_per_sample": 5}
@@ -73,7 +74,7 @@ def test_fusion_validate_names_the_bad_field(params, field):
 
 def test_fusion_validate_states_the_allowed_range():
     (message,) = fusion.validate({"numel": 10**12})
-    assert f"{fusion.MAX_NUMEL:,}" in message and "1" in message
+    assert f"{demo_params.FUSION_MAX_NUMEL:,}" in message and "1" in message
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from core.explain import codegen, graphs
+from core.engine.explain import codegen, graphs
 
 # (graphs, counted breaks, break reasons) from torch._dynamo.explain; deterministic for a torch version
 EXPECTED_COUNTS = {

@@ -8,9 +8,9 @@ from conftest import quick_spec  # noqa: F401 - shared fixtures live in conftest
 from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe
 
-from core import jobs
-from core.explain import CODEGEN_FUNCTIONS, PAGE_PARAMS, caches, codegen, fusion, graphs, overhead
-from core.store import Store
+from core.engine.explain import CODEGEN_FUNCTIONS, PAGE_PARAMS, caches, codegen, fusion, graphs, overhead
+from core.runs import jobs
+from core.runs.store import Store
 
 SMALL = {
     "fusion": lambda: fusion.run({"ks": [1, 4], "numel": 65536, "repeats": 3, "warmup": 1}),

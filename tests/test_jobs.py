@@ -10,9 +10,10 @@ import time
 import pytest
 from conftest import AMPERE, CPU, ROOT, quick_spec
 
-from core import jobs
-from core.spec import HostLimits, SpecError
-from core.store import Store
+from core.engine.spec import SpecError
+from core.runs import jobs
+from core.runs.limits import HostLimits
+from core.runs.store import Store
 
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 
@@ -217,9 +218,10 @@ def test_a_corrupt_spec_row_fails_that_job_not_the_dispatcher(store):
 
 ENQUEUE_ONE = """
 import sys
-from core import jobs
-from core.spec import HostLimits, RunSpec, DeviceCaps
-from core.store import Store
+from core.runs import jobs
+from core.engine.spec import DeviceCaps, RunSpec
+from core.runs.limits import HostLimits
+from core.runs.store import Store
 spec = RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=2, backend="eager", device="cpu")
 print(jobs.enqueue(Store(sys.argv[1]), spec, "p" + sys.argv[2], limits=HostLimits(job_time_limit_s=None), caps=DeviceCaps()))
 """
@@ -309,6 +311,6 @@ def test_cancelling_a_finished_run_changes_nothing(store):
     [(2, None, 1), (8, None, 7), (1, None, None), (None, None, None), (2, "2", 2), (8, "0", None), (8, "", 7)],
 )
 def test_a_cpu_race_leaves_a_core_for_the_page_watching_it(cores, setting, expected):
-    from core.worker import cpu_threads_for_worker
+    from core.runs.worker import cpu_threads_for_worker
 
     assert cpu_threads_for_worker(cores, setting) == expected

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from core import analysis
-from core.live import EPOCH_COLUMNS, STEP_COLUMNS, RunView, memory_of, result_cards, run_label, run_row
-from core.store import Store
+from core.engine import analysis
+from core.runs.store import Store
+from core.view.live import EPOCH_COLUMNS, STEP_COLUMNS, RunView, memory_of, result_cards, run_label, run_row
 
 CARD_LABELS = [
     "Compile time",

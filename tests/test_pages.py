@@ -7,9 +7,10 @@ import pytest
 from conftest import ROOT, quick_spec
 from streamlit.testing.v1 import AppTest
 
-from core import analysis, jobs
-from core.spec import DeviceCaps
-from core.store import Store
+from core.engine import analysis
+from core.engine.spec import DeviceCaps
+from core.runs import jobs
+from core.runs.store import Store
 
 APP = f"{ROOT}/streamlit_app.py"
 

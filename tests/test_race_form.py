@@ -6,7 +6,8 @@ import dataclasses
 import pytest
 from conftest import AMPERE, CPU, VOLTA
 
-from core.race_form import (
+from core.engine.spec import DeviceCaps, RunSpec, validate
+from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_PRESET,
     FORM_FIELDS,
@@ -18,7 +19,6 @@ from core.race_form import (
     spec_to_query,
     unavailable_options,
 )
-from core.spec import DeviceCaps, RunSpec, validate
 
 MPS = DeviceCaps(mps=True)
 SPEC_FIELDS = {f.name for f in dataclasses.fields(RunSpec)}

@@ -3,7 +3,7 @@
 import pytest
 from conftest import AMPERE, CPU, VOLTA
 
-from core.spec import DeviceCaps, RunSpec, SpecError, check, resolve_device, validate
+from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, resolve_device, validate
 
 
 def fields(problems):
@@ -133,7 +133,7 @@ def test_input_size_defaults_to_the_models():
 
 
 def test_host_limits_come_from_a_config_file_and_the_environment_wins(tmp_path):
-    from core.spec import load_host_limits
+    from core.runs.limits import load_host_limits
 
     config = tmp_path / "compile_lab.toml"
     config.write_text('[limits]\nallowed_models = ["mlp", "resnet50"]\nmax_batch_size = 256\njob_time_limit_s = 600\n')
@@ -145,7 +145,7 @@ def test_host_limits_come_from_a_config_file_and_the_environment_wins(tmp_path):
 
 
 def test_host_limits_default_to_an_hour_per_job_and_nothing_else():
-    from core.spec import HostLimits, load_host_limits
+    from core.runs.limits import HostLimits, load_host_limits
 
     assert load_host_limits({}) == HostLimits(job_time_limit_s=3600.0)
 
@@ -158,14 +158,14 @@ def test_host_limits_default_to_an_hour_per_job_and_nothing_else():
     ],
 )
 def test_a_limit_that_does_not_parse_is_an_error_naming_it(environ, message):
-    from core.spec import load_host_limits
+    from core.runs.limits import load_host_limits
 
     with pytest.raises(ValueError, match=message):
         load_host_limits(environ)
 
 
 def test_an_unknown_limit_in_the_config_file_is_an_error(tmp_path):
-    from core.spec import load_host_limits
+    from core.runs.limits import load_host_limits
 
     config = tmp_path / "c.toml"
     config.write_text("[limits]\nmax_gpus = 3\n")

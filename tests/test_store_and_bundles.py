@@ -8,8 +8,8 @@ import time
 import pytest
 from conftest import quick_spec
 
-from core.bundle import BundleError, export_bundle, import_bundle, load_bundle_file, parse_bundle
-from core.store import SCHEMA_VERSION, Store
+from core.runs.bundle import BundleError, export_bundle, import_bundle, load_bundle_file, parse_bundle
+from core.runs.store import SCHEMA_VERSION, Store
 
 
 @pytest.fixture
@@ -217,6 +217,6 @@ def test_a_missing_or_oversized_file_is_a_clear_error(tmp_path, monkeypatch):
         load_bundle_file(str(tmp_path / "missing.json"))
     big = tmp_path / "big.json"
     big.write_bytes(b" " * 2048)
-    monkeypatch.setattr("core.bundle.MAX_BUNDLE_BYTES", 1024)
+    monkeypatch.setattr("core.runs.bundle.MAX_BUNDLE_BYTES", 1024)
     with pytest.raises(BundleError, match="larger than"):
         load_bundle_file(str(big))

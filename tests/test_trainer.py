@@ -7,9 +7,9 @@ import pytest
 import torch
 from conftest import CPU, quick_spec
 
-from core import trainer
-from core.spec import RunSpec, SpecError
-from core.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent, explain_failure, run_race
+from core.engine import trainer
+from core.engine.spec import RunSpec, SpecError
+from core.engine.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent, explain_failure, run_race
 
 
 def record(spec, caps=CPU):
@@ -118,7 +118,7 @@ def test_fullgraph_with_a_graph_break_fails_with_advice(monkeypatch):
             print("", end="")  # a graph break
             return self.lin(x)
 
-    from core import models
+    from core.engine import models
 
     monkeypatch.setitem(models.BUILDERS, "mlp", Breaks)
     result, _ = record(quick_spec(fullgraph=True, backend="eager"))
@@ -185,7 +185,7 @@ def test_real_inductor_race_on_a_tiny_model():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_resnet50_amp_bf16_race_on_a_gpu():
-    from core.spec import detect_device_caps
+    from core.engine.spec import detect_device_caps
 
     spec = RunSpec(model="resnet50", batch_size=64, precision="amp-bf16", epochs=2, steps_per_epoch=10, device="cuda")
     result = run_race(spec, caps=detect_device_caps())

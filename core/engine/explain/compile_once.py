@@ -1,6 +1,6 @@
-"""`python -m core.explain.compile_once MODEL BATCH DEVICE`: compile one training step in this fresh
+"""`python -m core.engine.explain.compile_once MODEL BATCH DEVICE`: compile one training step in this fresh
 process and print one JSON line: how long the first (compiling) step took against a steady one,
-and torch's own breakdown by phase. Used by core.explain.caches for cold vs warm caches."""
+and torch's own breakdown by phase. Used by core.engine.explain.caches for cold vs warm caches."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import time
 import torch
 from torch.nn import functional as F
 
-from core.compile_stats import read_compile_stats
-from core.data import random_batch
-from core.models import build_model
-from core.timing import device_sync
-from core.zoo import get_model_info
+from core.engine.compile_stats import read_compile_stats
+from core.engine.data import random_batch
+from core.engine.models import build_model
+from core.engine.timing import device_sync
+from core.engine.zoo import get_model_info
 
 
 def main(model_name: str, batch_size: int, device_name: str) -> dict:

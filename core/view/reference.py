@@ -13,9 +13,10 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
-from core import analysis
+from core import PROJECT_ROOT
+from core.engine import analysis
 
-REFERENCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "reference")
+REFERENCE_DIR = os.path.join(PROJECT_ROOT, "assets", "reference")
 TUTORIAL_CSV = os.path.join(REFERENCE_DIR, "tutorial_resnet50_cifar10_epochs.csv")
 
 PYTORCH2_RELEASE = {

@@ -16,35 +16,20 @@ from typing import Any
 
 import torch
 
-from core import explain
-from core.explain.fusion import (
+from core.engine import explain
+from core.engine.explain.fusion import (
     assert_json_ready,
     chain_description,
-    check_int,
-    check_int_list,
     device_info,
     median_seconds,
     pointwise_chain,
     reset_dynamo,
 )
+from core.engine.explain.params import OVERHEAD_DEFAULTS as DEFAULTS
+from core.engine.explain.params import overhead_problems as validate
 
 TITLE = "Overhead"
-MAX_K = 64
-MAX_TINY_NUMEL = 4096
-MAX_BATCH = 8192
-MAX_BATCH_SIZES = 16
-MAX_WIDTH = 1024
 
-DEFAULTS: dict[str, Any] = {
-    "ks": [1, 2, 4, 8, 16, 32],
-    "numel": 16,
-    "batch_sizes": [1, 2, 4, 8, 16, 32, 64, 128, 256],
-    "width": 64,
-    "compile_batches": True,
-    "repeats": 15,
-    "warmup": 20,
-    "calls_per_sample": 50,
-}
 
 UNITS = {
     "eager_us": "µs per call",
@@ -68,28 +53,6 @@ CUDA_GRAPHS_UNAVAILABLE = (
     "so the tiny chain's time per call falls from one launch's CPU cost per kernel (several µs each) to "
     "about one replay, well below the default mode."
 )
-
-
-def validate(params: dict) -> list[str]:
-    """Problems with `params`, one message per field naming the allowed values; empty if fine."""
-    if not isinstance(params, dict):
-        return ["params: must be a mapping of field names to values"]
-    errors = [f"{key}: unknown field (known: {', '.join(DEFAULTS)})" for key in params if key not in DEFAULTS]
-    checks = {
-        "ks": lambda v: check_int_list(v, "ks", 1, MAX_K, 10),
-        "numel": lambda v: check_int(v, "numel", 1, MAX_TINY_NUMEL),
-        "batch_sizes": lambda v: check_int_list(v, "batch_sizes", 1, MAX_BATCH, MAX_BATCH_SIZES),
-        "width": lambda v: check_int(v, "width", 1, MAX_WIDTH),
-        "repeats": lambda v: check_int(v, "repeats", 1, 100),
-        "warmup": lambda v: check_int(v, "warmup", 0, 1000),
-        "calls_per_sample": lambda v: check_int(v, "calls_per_sample", 1, 10000),
-    }
-    for key, check in checks.items():
-        if key in params:
-            errors += check(params[key])
-    if "compile_batches" in params and not isinstance(params["compile_batches"], bool):
-        errors.append(f"compile_batches: must be true or false (got {params['compile_batches']!r})")
-    return errors
 
 
 def resolve_params(params: dict) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from core import analysis
-from core.report import fmt_seconds
-from core.store import Run, Store
+from core.engine import analysis
+from core.runs.store import Run, Store
+from core.view.report import fmt_seconds
 
 STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
 EPOCH_COLUMNS = ["run", "variant", "epoch", "train_time_s", "eval_time_s"]
@@ -55,7 +55,7 @@ class RunView:
         return out
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(steps, epochs) DataFrames in the shape core.charts expects."""
+        """(steps, epochs) DataFrames in the shape core.view.charts expects."""
         if self._frames is None:
             steps = pd.DataFrame(self._steps, columns=[*STEP_COLUMNS[1:6], "loss"])
             if not steps.empty:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from core.spec import (
+from core.engine.spec import (
     BACKENDS,
     CACHES,
     DATA_SOURCES,
@@ -18,7 +18,7 @@ from core.spec import (
     resolve_device,
     validate,
 )
-from core.zoo import MODELS
+from core.engine.zoo import MODELS
 
 # The fields the form shows, in the order a person decides them.
 FORM_FIELDS = ("model", "batch_size", "precision", "mode", "backend", "epochs", "steps_per_epoch", "data", "cache")

@@ -2,9 +2,11 @@
 
 Every demo runs as a job on the same queue as races (the app's process never measures), and its
 result is stored keyed by demo, parameters, device and torch version, so a revisit or a talk shows
-it at once. Each demo module has DEFAULTS, validate(params) and run(params, device). Private torch
-APIs (torch._dynamo, torch._inductor) are touched only inside these modules, each with a clear
-"unavailable" message for a torch version that lacks them.
+it at once. Each demo module has DEFAULTS, validate(params) and run(params, device); the defaults
+and validators live in core.engine.explain.params, torch-free, so the queue can check a demo job
+in the app's process without importing a demo module. Private torch APIs (torch._dynamo,
+torch._inductor) are touched only inside the demo modules, each with a clear "unavailable"
+message for a torch version that lacks them.
 
 This package file imports no torch: the registry below is what the page and the queue need.
 """
@@ -18,6 +20,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from core.engine.explain import params as demo_params
+from core.engine.explain.params import CODEGEN_FUNCTIONS  # noqa: F401 - the page offers these
+
 
 @dataclass(frozen=True)
 class Demo:
@@ -29,11 +34,11 @@ class Demo:
 DEMOS: dict[str, Demo] = {
     d.name: d
     for d in [
-        Demo("fusion", "Fusion and memory bandwidth", "core.explain.fusion"),
-        Demo("overhead", "Overhead", "core.explain.overhead"),
-        Demo("graphs", "Graph capture and graph breaks", "core.explain.graphs"),
-        Demo("codegen", "The code Inductor writes", "core.explain.codegen"),
-        Demo("caches", "Where compile time goes, and caches", "core.explain.caches"),
+        Demo("fusion", "Fusion and memory bandwidth", "core.engine.explain.fusion"),
+        Demo("overhead", "Overhead", "core.engine.explain.overhead"),
+        Demo("graphs", "Graph capture and graph breaks", "core.engine.explain.graphs"),
+        Demo("codegen", "The code Inductor writes", "core.engine.explain.codegen"),
+        Demo("caches", "Where compile time goes, and caches", "core.engine.explain.caches"),
     ]
 }
 
@@ -53,12 +58,12 @@ def demo_problems(params: dict[str, Any]) -> list[str]:
     inner = params.get("params", {})
     if not isinstance(inner, dict):
         return ["demo params must be an object"]
-    return list(demo_module(name).validate(inner))
+    return list(demo_params.VALIDATORS[name](inner))
 
 
 def with_defaults(name: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """The demo's full parameters: its defaults overridden by `params` (the stored key)."""
-    return {**demo_module(name).DEFAULTS, **(params or {})}
+    return {**demo_params.DEFAULTS[name], **(params or {})}
 
 
 # The measurements the page offers (its knobs add the rest: fusion's op set, codegen's function).
@@ -71,7 +76,6 @@ PAGE_PARAMS: dict[str, dict[str, Any]] = {
     "caches": {"model": "mlp", "batch_size": 32, "shapes": [8, 16, 32, 64]},
 }
 FUSION_OP_SETS = {"mixed": "mixed: includes sin and sigmoid (costly math)", "cheap": "cheap: mul, add, relu only"}
-CODEGEN_FUNCTIONS = ("gelu_chain", "layernorm_relu", "softmax")
 
 
 def source_of(fn: Callable[..., Any]) -> str:

@@ -1,7 +1,7 @@
 """Model registry: every model a race can train, with the input it takes.
 
 Pure metadata (no torch import), so validation and the app can list models, sizes and
-parameter counts without loading PyTorch. The networks themselves live in core.models, which
+parameter counts without loading PyTorch. The networks themselves live in core.engine.models, which
 imports this registry (never the other way round). Models get random weights: nothing is downloaded.
 """
 

@@ -1,6 +1,6 @@
-"""`python -m core.worker --store PATH --run-id N`: run one job and record everything it measures.
+"""`python -m core.runs.worker --store PATH --run-id N`: run one job and record everything it measures.
 
-One process per job, in its own session (core.jobs.launch_worker), so it outlives the UI that
+One process per job, in its own session (core.runs.jobs.launch_worker), so it outlives the UI that
 started it. Events are flushed from a background thread in small transactions (every 0.25 s),
 which also heartbeats, so a reader sees a step within a fraction of a second and a long compile
 is not mistaken for a hang. SIGTERM (cancel) stops training cleanly; whatever was measured stays.
@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core import jobs
-from core.spec import RunSpec, SpecError
-from core.store import Store
-from core.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent
+from core.engine.spec import RunSpec, SpecError
+from core.engine.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent
+from core.runs import jobs
+from core.runs.store import Store
 
 FLUSH_EVERY_S = 0.25
 HEARTBEAT_EVERY_S = 1.0
@@ -139,8 +139,8 @@ def run_race_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str
     """Run a race; returns (status, run fields to store)."""
     import torch
 
-    from core.spec import detect_device_caps, resolve_device
-    from core.trainer import run_race
+    from core.engine.spec import detect_device_caps, resolve_device
+    from core.engine.trainer import run_race
 
     spec = RunSpec.from_dict(params)
     caps = detect_device_caps()
@@ -163,8 +163,8 @@ def run_probe_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[st
     """Record what this machine's device is, so the UI never has to touch CUDA to know."""
     import torch
 
-    from core.environment import environment_record
-    from core.spec import detect_device_caps
+    from core.engine.environment import environment_record
+    from core.engine.spec import detect_device_caps
 
     caps = detect_device_caps()
     env = environment_record(torch.device(caps.default_device))
@@ -177,9 +177,9 @@ def run_demo_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str
 
     import torch
 
-    from core.environment import environment_record
-    from core.explain import demo_module, with_defaults
-    from core.spec import detect_device_caps
+    from core.engine.environment import environment_record
+    from core.engine.explain import demo_module, with_defaults
+    from core.engine.spec import detect_device_caps
 
     device = detect_device_caps().default_device
     env = environment_record(torch.device(device))
@@ -274,7 +274,7 @@ def run_job(store_path: str, run_id: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.worker", description="Run one queued Compile Lab job.")
+    parser = argparse.ArgumentParser(prog="python -m core.runs.worker", description="Run one queued Compile Lab job.")
     parser.add_argument("--store", required=True)
     parser.add_argument("--run-id", type=int, required=True)
     args = parser.parse_args(argv)

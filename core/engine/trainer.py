@@ -2,7 +2,7 @@
 
 Fairness is the point. Both variants start from the same initial weights, see the same batches
 in the same order, use the same optimizer, loss and precision; only torch.compile differs.
-Every step is timed device-correctly (core.timing); epochs are timed between synchronizations.
+Every step is timed device-correctly (core.engine.timing); epochs are timed between synchronizations.
 Events go to a callback as they happen, so the CLI and the background worker share this code.
 """
 
@@ -22,13 +22,13 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
-from core import analysis
-from core.compile_stats import CompileStats, read_compile_stats, reset_compile_state
-from core.data import BatchSource
-from core.environment import environment_record
-from core.models import build_model
-from core.spec import CUDA_GRAPH_MODES, DeviceCaps, RunSpec, check, data_home, detect_device_caps, resolve_device
-from core.timing import Stopwatch, device_sync
+from core.engine import analysis
+from core.engine.compile_stats import CompileStats, read_compile_stats, reset_compile_state
+from core.engine.data import BatchSource
+from core.engine.environment import environment_record
+from core.engine.models import build_model
+from core.engine.spec import CUDA_GRAPH_MODES, DeviceCaps, RunSpec, check, data_home, detect_device_caps, resolve_device
+from core.engine.timing import Stopwatch, device_sync
 
 VARIANTS = ("eager", "compiled")
 

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import torch
 from torch.nn import functional as F
 
-from core.spec import RunSpec
-from core.zoo import NUM_CLASSES, VOCAB_SIZE, get_model_info
+from core.engine.spec import RunSpec
+from core.engine.zoo import NUM_CLASSES, VOCAB_SIZE, get_model_info
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 SYNTHETIC_POOL = 8  # distinct synthetic batches, cycled: enough that nothing is trivially cached

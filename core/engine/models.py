@@ -1,5 +1,5 @@
 """The networks themselves (torch code), and `build_model`. Only processes that train import this
-module; the registry in core.zoo describes them without importing torch, so the app's server stays
+module; the registry in core.engine.zoo describes them without importing torch, so the app's server stays
 light. The dependency runs one way: this module reads the registry, the registry never imports it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core.zoo import NUM_CLASSES, VOCAB_SIZE, get_model_info
+from core.engine.zoo import NUM_CLASSES, VOCAB_SIZE, get_model_info
 
 
 class SmallCNN(nn.Module):

@@ -16,43 +16,18 @@ import tempfile
 import time
 from typing import Any
 
-DEFAULTS: dict[str, Any] = {
-    "model": "mlp",
-    "batch_size": 32,
-    "shapes": [8, 16, 32, 64],
-    "recompile_backend": "inductor",
-}
-MODELS = ("mlp", "pointwise_mlp", "small_cnn", "resnet18", "gpt")
-BACKENDS = ("inductor", "aot_eager", "eager")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def validate(params: dict[str, Any]) -> list[str]:
-    p = {**DEFAULTS, **params}
-    problems = [f"unknown parameter {k!r}; known: {', '.join(DEFAULTS)}" for k in params if k not in DEFAULTS]
-    if p["model"] not in MODELS:
-        problems.append(f"model: {p['model']!r} is not allowed; allowed: {', '.join(MODELS)}")
-    if not isinstance(p["batch_size"], int) or isinstance(p["batch_size"], bool) or not 1 <= p["batch_size"] <= 1024:
-        problems.append(f"batch_size: must be a whole number from 1 to 1024 (got {p['batch_size']!r})")
-    shapes = p["shapes"]
-    if (
-        not isinstance(shapes, list)
-        or not 2 <= len(shapes) <= 8
-        or not all(isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= 4096 for s in shapes)
-    ):
-        problems.append("shapes: 2 to 8 whole numbers from 1 to 4096")
-    if p["recompile_backend"] not in BACKENDS:
-        problems.append(f"recompile_backend: allowed: {', '.join(BACKENDS)}")
-    return problems
+from core import PROJECT_ROOT
+from core.engine.explain.params import CACHES_DEFAULTS as DEFAULTS
+from core.engine.explain.params import caches_problems as validate  # noqa: F401 - a demo module's API: DEFAULTS, validate, run
 
 
 def compile_in_fresh_process(cache_dir: str, model: str, batch_size: int, device: str) -> dict[str, Any]:
-    """Run core.explain.compile_once in a new process with TORCHINDUCTOR_CACHE_DIR=cache_dir."""
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir, "PYTHONPATH": ROOT}
+    """Run core.engine.explain.compile_once in a new process with TORCHINDUCTOR_CACHE_DIR=cache_dir."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir, "PYTHONPATH": PROJECT_ROOT}
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "core.explain.compile_once", model, str(batch_size), device],
-        cwd=ROOT,
+        [sys.executable, "-m", "core.engine.explain.compile_once", model, str(batch_size), device],
+        cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,
         text=True,
@@ -70,7 +45,7 @@ def recompiles(shapes: list[int], backend: str) -> list[dict[str, Any]]:
     """Call one compiled function on several input lengths, under each `dynamic` setting."""
     import torch
 
-    from core.compile_stats import read_compile_stats, reset_compile_state
+    from core.engine.compile_stats import read_compile_stats, reset_compile_state
 
     def f(x: torch.Tensor) -> torch.Tensor:
         return (torch.sin(x) * 2 + x.square()).sum()

@@ -14,9 +14,9 @@ import math
 import time
 from typing import Any
 
-from core import analysis
-from core.spec import MAX_EPOCHS, MAX_STEPS_PER_EPOCH, RunSpec, SpecError, validate
-from core.store import FINAL_STATES, Store
+from core.engine import analysis
+from core.engine.spec import MAX_EPOCHS, MAX_STEPS_PER_EPOCH, RunSpec, SpecError, validate
+from core.runs.store import FINAL_STATES, Store
 
 FORMAT = "compile-lab/run-bundle"
 VERSION = 1

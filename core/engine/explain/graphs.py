@@ -20,11 +20,10 @@ from typing import Any
 
 import torch
 
-from core.compile_stats import reset_compile_state
-from core.explain import source_of
-
-DEFAULTS: dict[str, Any] = {"examples": ["clean", "prints", "item", "data_dependent"]}
-
+from core.engine.compile_stats import reset_compile_state
+from core.engine.explain import source_of
+from core.engine.explain.params import GRAPHS_DEFAULTS as DEFAULTS
+from core.engine.explain.params import graphs_problems as validate  # noqa: F401 - a demo module's API: DEFAULTS, validate, run
 
 # --- the examples (their source is shown on the page, so keep them short and plain) -------------
 
@@ -82,23 +81,6 @@ EXAMPLES: dict[str, tuple[str, Callable[..., Any], Callable[..., Any] | None]] =
 }
 
 _MESSAGE_LINES = 8  # how much of a long torch error message is worth keeping
-
-
-def validate(params: dict[str, Any]) -> list[str]:
-    """Human messages for bad parameters (empty when fine)."""
-    p = {**DEFAULTS, **params}
-    problems = [f"unknown parameter {k!r}; known: {', '.join(DEFAULTS)}" for k in params if k not in DEFAULTS]
-    examples = p["examples"]
-    allowed = ", ".join(EXAMPLES)
-    if not isinstance(examples, list) or not examples:
-        problems.append(f"examples: a non-empty list of example names; allowed: {allowed}")
-        return problems
-    unknown = [e for e in examples if e not in EXAMPLES]
-    if unknown:
-        problems.append(f"examples: unknown {', '.join(map(repr, unknown))}; allowed: {allowed}")
-    elif len(set(examples)) != len(examples):
-        problems.append(f"examples: each example at most once; allowed: {allowed}")
-    return problems
 
 
 def run(params: dict[str, Any], device: str = "cpu") -> dict[str, Any]:

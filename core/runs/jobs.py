@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.spec import DeviceCaps, HostLimits, Problem, RunSpec, SpecError, load_host_limits, resolve_device, validate
-from core.store import ACTIVE_STATES, FINAL_STATES, Run, Store
+from core import PROJECT_ROOT
+from core.engine.spec import DeviceCaps, Problem, RunSpec, SpecError, resolve_device, validate
+from core.runs.limits import HostLimits, load_host_limits
+from core.runs.store import ACTIVE_STATES, FINAL_STATES, Run, Store
 
 HOST = socket.gethostname()
 START_GRACE_S = 30.0  # a dispatched job whose worker has not claimed it by then has failed to start
@@ -58,7 +60,7 @@ def _race_device_key(params: dict[str, Any], caps: DeviceCaps | None) -> str:
 
 
 def _demo_problems(params: dict[str, Any], caps: DeviceCaps | None, limits: HostLimits) -> list[Problem]:
-    from core.explain import demo_problems
+    from core.engine.explain import demo_problems
 
     return [Problem("demo", message) for message in demo_problems(params)]
 
@@ -182,13 +184,13 @@ def enqueue(
 
 
 def launch_worker(store_path: str, run_id: int) -> int:
-    """Start `python -m core.worker` for one job in its own session, so it outlives its parent."""
+    """Start `python -m core.runs.worker` for one job in its own session, so it outlives its parent."""
     log_dir = os.path.join(os.path.dirname(store_path), "logs")
     os.makedirs(log_dir, exist_ok=True)
     with open(os.path.join(log_dir, f"run-{run_id}.log"), "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "core.worker", "--store", store_path, "--run-id", str(run_id)],
-            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            [sys.executable, "-m", "core.runs.worker", "--store", store_path, "--run-id", str(run_id)],
+            cwd=PROJECT_ROOT,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -203,9 +205,9 @@ def launch_ticker(store_path: str) -> None:
         [
             sys.executable,
             "-c",
-            f"from core.jobs import tick; from core.store import Store; tick(Store({store_path!r}))",
+            f"from core.runs.jobs import tick; from core.runs.store import Store; tick(Store({store_path!r}))",
         ],
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        cwd=PROJECT_ROOT,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -296,7 +298,7 @@ def pid_alive(pid: int | None) -> bool:
             if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
                 return False
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return b"core.worker" in fh.read()
+            return b"core.runs.worker" in fh.read()
     except (OSError, IndexError):
         return True  # no /proc (macOS): trust kill(0)
 

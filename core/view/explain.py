@@ -7,7 +7,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from core.charts import VARIANT_COLORS
+from core.view.charts import VARIANT_COLORS
 
 FONT = {"labelFontSize": 13, "titleFontSize": 15}
 

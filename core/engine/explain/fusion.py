@@ -26,24 +26,14 @@ from typing import Any
 
 import torch
 
-from core import explain
-from core.timing import Stopwatch
+from core.engine import explain
+from core.engine.explain.params import FUSION_DEFAULTS as DEFAULTS
+from core.engine.explain.params import fusion_problems as validate
+from core.engine.timing import Stopwatch
 
 TITLE = "Fusion and memory bandwidth"
 FLOAT_BYTES = 4  # float32
-MAX_K = 64
-MAX_KS = 10
-MAX_NUMEL = 64 * 1024 * 1024  # 256 MiB per float32 tensor
-MAX_REPEATS = 100
-MAX_WARMUP = 20
 
-DEFAULTS: dict[str, Any] = {
-    "ks": [1, 2, 4, 8, 16, 32],
-    "numel": 4 * 1024 * 1024,
-    "op_set": "mixed",
-    "repeats": 15,
-    "warmup": 5,
-}
 
 # One op per link, cycling; every one reads and writes N floats. Values stay bounded, so no
 # infinities creep in however long the chain. "mixed" includes transcendental ops (sin, sigmoid):
@@ -161,50 +151,10 @@ def device_info(device: str) -> dict[str, Any]:
             name=props.name, memory_bytes=int(props.total_memory), compute_capability=[props.major, props.minor]
         )
     else:
-        from core.environment import cpu_name
+        from core.engine.environment import cpu_name
 
         info.update(name=cpu_name(), threads=torch.get_num_threads())
     return info
-
-
-def validate(params: dict) -> list[str]:
-    """Problems with `params`, one message per field naming the allowed values; empty if fine."""
-    if not isinstance(params, dict):
-        return ["params: must be a mapping of field names to values"]
-    errors = [f"{key}: unknown field (known: {', '.join(DEFAULTS)})" for key in params if key not in DEFAULTS]
-    if "ks" in params:
-        errors += check_int_list(params["ks"], "ks", 1, MAX_K, MAX_KS)
-    if "numel" in params:
-        errors += check_int(params["numel"], "numel", 1, MAX_NUMEL)
-    if "repeats" in params:
-        errors += check_int(params["repeats"], "repeats", 1, MAX_REPEATS)
-    if "warmup" in params:
-        errors += check_int(params["warmup"], "warmup", 0, MAX_WARMUP)
-    if "op_set" in params and params["op_set"] not in OP_SETS:
-        errors.append(f"op_set: must be one of {', '.join(OP_SETS)} (got {params['op_set']!r})")
-    return errors
-
-
-def is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def check_int(value: Any, name: str, low: int, high: int) -> list[str]:
-    if not is_int(value) or not low <= value <= high:
-        return [f"{name}: must be an integer from {low:,} to {high:,} (got {value!r})"]
-    return []
-
-
-def check_int_list(value: Any, name: str, low: int, high: int, max_items: int) -> list[str]:
-    allowed = f"a list of 1 to {max_items} different integers, each from {low:,} to {high:,}"
-    if not isinstance(value, list | tuple) or not 1 <= len(value) <= max_items:
-        return [f"{name}: must be {allowed} (got {value!r})"]
-    bad = [item for item in value if not is_int(item) or not low <= item <= high]
-    if bad:
-        return [f"{name}: each value must be an integer from {low:,} to {high:,} (got {bad[0]!r})"]
-    if len(set(value)) != len(value):
-        return [f"{name}: must be {allowed}; {list(value)!r} repeats a value"]
-    return []
 
 
 def resolve_params(params: dict) -> dict[str, Any]:

@@ -23,12 +23,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from core.compile_stats import reset_compile_state
-from core.explain import source_of
+from core.engine.compile_stats import reset_compile_state
+from core.engine.explain import source_of
+from core.engine.explain.params import CODEGEN_DEFAULTS as DEFAULTS
+from core.engine.explain.params import CODEGEN_ROWS as ROWS
+from core.engine.explain.params import codegen_problems as validate  # noqa: F401 - a demo module's API: DEFAULTS, validate, run
 
-DEFAULTS: dict[str, Any] = {"function": "gelu_chain", "size": 4096}
-ROWS = 8  # the input is a ROWS x size matrix; layer_norm and softmax work over its last dimension
-MIN_SIZE, MAX_SIZE = 16, 65536
 MAX_MODULE_LINES = 400  # the generated module is shown up to this many lines
 
 
@@ -58,20 +58,6 @@ FUNCTIONS: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
     "layernorm_relu": ("LayerNorm + ReLU", layernorm_relu),
     "softmax": ("Softmax over the last dimension", softmax),
 }
-
-
-def validate(params: dict[str, Any]) -> list[str]:
-    """Human messages for bad parameters (empty when fine)."""
-    p = {**DEFAULTS, **params}
-    problems = [f"unknown parameter {k!r}; known: {', '.join(DEFAULTS)}" for k in params if k not in DEFAULTS]
-    if p["function"] not in FUNCTIONS:
-        problems.append(f"function: {p['function']!r} is not allowed; allowed: {', '.join(FUNCTIONS)}")
-    size = p["size"]
-    if not isinstance(size, int) or isinstance(size, bool) or not MIN_SIZE <= size <= MAX_SIZE:
-        problems.append(
-            f"size: a whole number from {MIN_SIZE} to {MAX_SIZE} (the input is a {ROWS} x size matrix; got {size!r})"
-        )
-    return problems
 
 
 def run(params: dict[str, Any], device: str = "cpu") -> dict[str, Any]:

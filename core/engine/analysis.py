@@ -217,7 +217,7 @@ def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | Non
 
 
 def summarize_events(events: Iterable[dict[str, Any]], batch_size: int) -> dict[str, Any]:
-    """`summarize` over stored event rows (kind "step" or "epoch", as core.store keeps them): what
+    """`summarize` over stored event rows (kind "step" or "epoch", as core.runs.store keeps them): what
     a live view and an imported bundle both compute from the events alone."""
     steps: dict[str, list[float]] = {"eager": [], "compiled": []}
     epochs: dict[str, list[float]] = {"eager": [], "compiled": []}

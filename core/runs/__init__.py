@@ -1,0 +1,9 @@
+"""Runs: what executes measurements and keeps them.
+
+Owns the SQLite store (store), the job queue with one lane per device (jobs), the worker
+process that runs one job (worker), host limits for a shared box (limits) and run bundles
+(bundle). The store is the single source of truth: pages and the CLI only read it.
+
+Imports core.engine (specs, analysis; torch only inside the worker's job runners), never
+core.view or Streamlit. Importing store, jobs, limits or bundle never imports torch.
+"""

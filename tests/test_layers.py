@@ -1,0 +1,148 @@
+"""The tree's architecture, checked: imports point one way (view -> runs -> engine), and the app's
+process (every page, every view module, what they reach) never imports torch."""
+
+import ast
+import os
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+import core
+
+LAYERS = ("engine", "runs", "view")
+FORBIDDEN = {"engine": ("core.runs", "core.view"), "runs": ("core.view",), "view": ()}
+NO_UI_LIBRARIES = {"engine": ("streamlit", "altair", "pandas"), "runs": ("streamlit", "altair"), "view": ("streamlit",)}
+
+
+def modules_of(layer: str) -> list[str]:
+    package = os.path.join(ROOT, "core", layer)
+    names = [f"core.{layer}"]
+    for info in pkgutil.walk_packages([package], prefix=f"core.{layer}."):
+        names.append(info.name)
+    return names
+
+
+def source_path(module: str) -> str:
+    path = os.path.join(ROOT, *module.split("."))
+    return os.path.join(path, "__init__.py") if os.path.isdir(path) else path + ".py"
+
+
+def imported_names(path: str) -> set[str]:
+    """Every module an import statement in the file names, at any depth (function-level too)."""
+    with open(path) as fh:
+        tree = ast.parse(fh.read())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_core_lists_its_three_layers_and_nothing_flat():
+    entries = sorted(e for e in os.listdir(os.path.join(ROOT, "core")) if not e.startswith("__pycache__"))
+    assert entries == ["__init__.py", "__main__.py", *LAYERS]
+    for layer in LAYERS:
+        doc = __import__(f"core.{layer}", fromlist=["_"]).__doc__ or ""
+        assert "never import" in doc.lower(), f"core.{layer} must say what it may never import"
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_imports_only_point_down(layer):
+    offenders = []
+    for module in modules_of(layer):
+        for name in imported_names(source_path(module)):
+            banned = FORBIDDEN[layer] + NO_UI_LIBRARIES[layer]
+            if any(name == b or name.startswith(b + ".") for b in banned):
+                offenders.append(f"{module} imports {name}")
+    assert offenders == []
+
+
+# Runs in a fresh interpreter: the pages through AppTest (a stored probe, a finished race and a demo
+# request, as a visitor would see them), then every view module and the torch-free parts of the
+# other layers; prints the torch modules that got imported (none, if the rule holds).
+_APP_PROCESS = r"""
+import os, pkgutil, sys, time
+sys.path.insert(0, ROOT)
+from streamlit.testing.v1 import AppTest
+from core.engine import analysis
+from core.engine.spec import DeviceCaps, RunSpec
+from core.runs import jobs
+from core.runs.store import Store
+
+jobs.launch_worker = lambda store_path, run_id: os.getpid()  # nothing runs: only what the app imports counts
+store = Store(os.environ["COMPILE_LAB_STORE"])
+env = {"device_type": "cpu", "device_name": "CPU", "cpu_name": "CPU", "cpu_count": 2, "torch": "2.x"}
+probe = store.create_run("probe", {}, "system", "probe", status="done", host=jobs.HOST)
+store.update_run(probe, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
+spec = RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=4, device="cpu")
+race = store.create_run("race", spec.to_dict(), "someone", "cpu", status="running", started_at=time.time())
+times = {"eager": [0.02] * 4, "compiled": [0.5, 0.01, 0.01, 0.01]}
+rows = [dict(kind="step", variant=v, phase="train", epoch=1, step=i + 1, time_s=t, loss=1.0, samples=8)
+        for v, ts in times.items() for i, t in enumerate(ts)]
+rows += [dict(kind="epoch", variant=v, phase="train", epoch=1, step=0, time_s=sum(ts)) for v, ts in times.items()]
+store.append_events(race, rows)
+summary = analysis.summarize(times["eager"], times["compiled"], [0.08], [0.53], 8)
+store.finish_run(race, "done", summary=summary)
+
+at = AppTest.from_file(os.path.join(ROOT, "streamlit_app.py"), default_timeout=60)
+at.query_params["run"] = str(race)
+at.run()
+assert not at.exception, at.exception
+for page in ("app_pages/runs.py", "app_pages/under_the_hood.py"):
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+measure = [b for b in at.button if b.label.startswith("Measure")]
+assert measure, "the explainer offers to measure"
+measure[0].click().run()
+assert not at.exception, at.exception
+assert store.list_runs(kind="demo"), "the click queued a demo job"
+
+for layer_module in ("core.view",):
+    for info in pkgutil.walk_packages([os.path.join(ROOT, *layer_module.split("."))], prefix=layer_module + "."):
+        __import__(info.name)
+import core.engine.explain, core.engine.explain.params, core.engine.spec, core.engine.zoo, core.engine.analysis
+import core.runs.bundle, core.runs.jobs, core.runs.limits, core.runs.store
+print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
+"""
+
+
+def test_the_app_process_never_imports_torch(tmp_path):
+    env = {**os.environ, "COMPILE_LAB_DATA": str(tmp_path), "COMPILE_LAB_STORE": str(tmp_path / "store.sqlite3")}
+    done = subprocess.run(
+        [sys.executable, "-c", f"ROOT = {ROOT!r}\n" + _APP_PROCESS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_demo_registries_name_what_the_demo_modules_define():
+    """The torch-free parameter lists must match the modules that run the demos."""
+    from core.engine.explain import codegen, fusion, graphs, params
+
+    assert tuple(fusion.OP_SETS) == params.FUSION_OP_SET_NAMES
+    assert tuple(graphs.EXAMPLES) == params.GRAPH_EXAMPLES
+    assert tuple(codegen.FUNCTIONS) == params.CODEGEN_FUNCTIONS
+
+
+def test_core_package_root_is_the_project_root():
+    assert os.path.samefile(core.PROJECT_ROOT, ROOT)
+
+
+def test_every_demo_module_offers_defaults_validate_and_run():
+    from core.engine.explain import DEMOS, demo_module, params
+
+    for name in DEMOS:
+        module = demo_module(name)
+        assert module.DEFAULTS == params.DEFAULTS[name]
+        assert module.validate is params.VALIDATORS[name] and callable(module.run)
