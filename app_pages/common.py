@@ -14,7 +14,7 @@ from core.engine.analysis import plain_reading
 from core.runs import jobs
 from core.runs.store import Run, Store
 from core.view import charts
-from core.view.live import RunView, memory_of, result_cards, run_label
+from core.view.live import RunView, memory_of, result_cards, run_label, run_summary
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
 
 # A per-tab identity: kept in the tab's sessionStorage, so it survives a reload of that tab but
@@ -83,8 +83,7 @@ def run_view(run: Run) -> RunView:
 def show_run(run: Run, view: RunView, key: str) -> None:
     """Charts, result cards and the plain reading for one run, live or finished."""
     steps, epochs = view.frames()
-    params = run.params or {}
-    summary = run.summary if run.finished and run.summary else view.summary(params.get("batch_size", 1))
+    summary = run_summary(run, view)
     if run.status == "failed":
         st.error(f"Run failed: {run.error}. What was measured before it is kept below.")
     counts = view.counts()

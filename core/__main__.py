@@ -125,6 +125,8 @@ class ProgressPrinter:
                 self._line(f"[compiled] {event.message} ...")
             elif event.state == "starting":
                 self._line(f"[{event.variant}] starting")
+            elif event.state == "compile_skipped":
+                self._line(f"[compiled] compile did not happen: {event.message}")
             elif event.state == "failed":
                 self._line(f"[{event.variant}] failed: {event.message}")
         elif isinstance(event, StepEvent) and self.tty and time.monotonic() - self._last > 0.2:

@@ -18,17 +18,29 @@ from typing import Any
 
 import numpy as np
 
+from core.engine.spec import CUDA_GRAPH_MODES
+
 FASTER, NO_CLEAR_DIFFERENCE, SLOWER = "faster", "no clear difference", "slower"
 NOT_WITHIN_RUN = "not within this run"
 NEVER_SLOWER = "never: compiled is slower"
 NEVER_NO_GAIN = "never: no clear per-step gain"
 
 
-def default_warmup(n: int) -> int:
-    """Warm-up steps to drop from a series of n: ~10% (at least 1, at most 10), leaving >= 2."""
+def default_warmup(n: int, at_least: int = 1) -> int:
+    """Warm-up steps to drop from a series of n: ~10% (at least `at_least`, at most 10), leaving >= 2
+    (>= 1 when `at_least` asks for a longer window than that allows)."""
     if n <= 2:
         return max(0, n - 1)
-    return min(max(1, n // 10), 10, n - 2)
+    if at_least <= 1:
+        return min(max(1, n // 10), 10, n - 2)
+    return min(max(at_least, n // 10), max(10, at_least), n - 1)
+
+
+def warmup_floor(mode: str, backend: str = "inductor") -> int:
+    """The fewest compiled steps the compile window must cover. CUDA-graph trees warm up on the
+    first call and record the graph on the second, so with a CUDA-graph mode the compile cost
+    lands in the first three steps, not the first one."""
+    return 3 if backend == "inductor" and mode in CUDA_GRAPH_MODES else 1
 
 
 def steady(times: Sequence[float], warmup: int) -> list[float]:
@@ -167,13 +179,15 @@ def summarize(
     eager_eval_epochs: Sequence[float] = (),
     compiled_eval_epochs: Sequence[float] = (),
     warmup: int | None = None,
+    min_warmup: int = 1,
 ) -> dict[str, Any]:
     """The race's headline numbers from per-step and per-epoch train times of both variants.
 
     Any figure that the data cannot support (a variant that failed early, a single step) is None.
+    `min_warmup` is the shortest compile window (warmup_floor: 3 for CUDA-graph modes).
     """
     n = min(len(eager_steps), len(compiled_steps))
-    w = default_warmup(n) if warmup is None else warmup
+    w = default_warmup(n, min_warmup) if warmup is None else warmup
     speed = steady_state_speedup(eager_steps, compiled_steps, warmup=w)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
@@ -216,7 +230,7 @@ def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | Non
     return be.reason
 
 
-def summarize_events(events: Iterable[dict[str, Any]], batch_size: int) -> dict[str, Any]:
+def summarize_events(events: Iterable[dict[str, Any]], batch_size: int, min_warmup: int = 1) -> dict[str, Any]:
     """`summarize` over stored event rows (kind "step" or "epoch", as core.runs.store keeps them): what
     a live view and an imported bundle both compute from the events alone."""
     steps: dict[str, list[float]] = {"eager": [], "compiled": []}
@@ -237,6 +251,7 @@ def summarize_events(events: Iterable[dict[str, Any]], batch_size: int) -> dict[
         batch_size,
         evals["eager"],
         evals["compiled"],
+        min_warmup=min_warmup,
     )
 
 
@@ -244,6 +259,12 @@ def plain_reading(summary: dict[str, Any]) -> str:
     """One sentence a person can repeat: is compile worth it for this run?"""
     speedup, verdict = summary.get("steady_state_speedup"), summary.get("verdict")
     compile_s = summary.get("compile_time_s")
+    if summary.get("compile_skipped"):
+        ratio = f" {speedup:.2f}x" if speedup is not None else ""
+        return (
+            f"Compile did not happen: {summary['compile_skipped']}. Both variants ran eager code, so the{ratio} "
+            "ratio between them is not a compile speedup."
+        )
     if speedup is None:
         return "Not enough steps finished in both variants to compare them."
     cost = f" after {compile_s:.1f} s of compilation" if compile_s is not None else ""

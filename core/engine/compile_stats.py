@@ -1,7 +1,10 @@
-"""What torch says about its own compilation: graphs, graph breaks, recompiles, phase times.
+"""What torch says about its own compilation: graphs, graph breaks, recompiles, skipped frames,
+skipped CUDA graphs, phase times.
 
-These come from private torch APIs (`torch._dynamo.utils`), so they are read in this one
-module, defensively: a torch version that lacks one gives None for that figure, never a crash.
+These come from private torch APIs (`torch._dynamo.utils`), so they are read in this one module,
+defensively: a figure this torch version does not provide is None ("not available"), never 0 and
+never a crash. The module imports no torch at import time: `compile_skipped_reason` is pure, and
+the view uses it on stored runs.
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
+
+from core.engine.spec import CUDA_GRAPH_MODES
 
 
 @dataclass
@@ -21,6 +26,10 @@ class CompileStats:
     recompiles: int | None = None
     recompile_reasons: list[str] = field(default_factory=list)
     frames_compiled: int | None = None
+    frame_skips: list[str] = field(default_factory=list)  # frames Dynamo or a backend decided to skip
+    cudagraph_skips: int | None = None
+    cudagraph_skip_reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what torch warned while compiling
     phase_times_s: dict[str, float] = field(default_factory=dict)  # dynamo / aot / inductor / ...
     cache_hits: int | None = None
     cache_misses: int | None = None
@@ -41,6 +50,12 @@ def reset_compile_state() -> None:
             du._compilation_metrics.clear()
     except Exception:  # noqa: BLE001 - a missing private API only costs us the counters
         pass
+    try:  # start recording why frames are skipped (torch keeps no list until asked to)
+        from torch._dynamo import eval_frame
+
+        eval_frame.reset_skip_reasons()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 # (label shown to users, CompilationMetrics field in microseconds). The phases nest: the
@@ -53,6 +68,9 @@ _PHASES = (
     ("kernel compile: C++ on CPU, Triton on GPU", "triton_compile_time_us"),
     ("backward graph, compiled at first backward", "backward_cumulative_compile_time_us"),
 )
+# Skip reasons that mean "this frame was not compiled although it held tensor work"; torch also
+# lists the frames it never meant to compile (its own library code), which say nothing.
+_MEANINGFUL_SKIPS = ("decided to skip the frame", "error was suppressed", "compilation failed")
 
 
 def read_compile_stats() -> CompileStats:
@@ -66,34 +84,95 @@ def read_compile_stats() -> CompileStats:
     breaks = counters.get("graph_break", {})
     stats.graph_breaks = int(sum(breaks.values()))
     stats.break_reasons = [_first_line(reason) for reason in breaks]
+    # Dynamo counts a graph only once the backend compiled it: a frame the backend skipped
+    # (Inductor's bf16 check on a pre-Ampere GPU) leaves this at 0 although a frame was traced.
     stats.graphs = int(counters.get("stats", {}).get("unique_graphs", 0))
     stats.frames_compiled = int(counters.get("frames", {}).get("ok", 0))
-    metrics = _compilation_metrics(du)
+    stats.frame_skips = _frame_skip_reasons()
+    inductor = counters.get("inductor", {})
+    stats.cudagraph_skips = int(inductor.get("cudagraph_skips", 0))
+    metrics, present = _compilation_metrics(du)
     if metrics is not None:
-        reasons = [m.get("recompile_reason") for m in metrics if m.get("recompile_reason")]
-        stats.recompiles = len(reasons)
-        stats.recompile_reasons = [_first_line(r) for r in reasons]
+        if "recompile_reason" in present:
+            reasons = [m.get("recompile_reason") for m in metrics if m.get("recompile_reason")]
+            stats.recompiles = len(reasons)
+            stats.recompile_reasons = [_first_line(r) for r in reasons]
         for label, key in _PHASES:
             total = sum(m.get(key) or 0 for m in metrics)
             if total:
                 stats.phase_times_s[label] = total / 1e6
-        hits = sum(m.get("inductor_fx_local_cache_hit_count") or 0 for m in metrics)
-        misses = sum(m.get("inductor_fx_local_cache_miss_count") or 0 for m in metrics)
-        stats.cache_hits, stats.cache_misses = int(hits), int(misses)
+        if "inductor_fx_local_cache_hit_count" in present:
+            stats.cache_hits = int(sum(m.get("inductor_fx_local_cache_hit_count") or 0 for m in metrics))
+            stats.cache_misses = int(sum(m.get("inductor_fx_local_cache_miss_count") or 0 for m in metrics))
+        if "cudagraph_skip_reason" in present:
+            stats.cudagraph_skip_reasons = list(
+                dict.fromkeys(
+                    _first_line(m["cudagraph_skip_reason"]) for m in metrics if m.get("cudagraph_skip_reason")
+                )
+            )
+        fails = [
+            f"{m.get('fail_type')}: {_first_line(m.get('fail_reason') or '')}" for m in metrics if m.get("fail_type")
+        ]
+        stats.frame_skips += [f for f in fails if f not in stats.frame_skips]
     return stats
 
 
-def _compilation_metrics(du) -> list[dict[str, Any]] | None:
+def _frame_skip_reasons() -> list[str]:
+    try:
+        from torch._dynamo import eval_frame
+
+        reasons = eval_frame.get_skip_reasons()
+    except Exception:  # noqa: BLE001 - older torch: no list of skips
+        return []
+    out = []
+    for reason in reasons:
+        if any(marker in reason for marker in _MEANINGFUL_SKIPS):
+            text = reason.split("): ", 1)[-1]  # drop "name (file:line)"
+            out.append(_first_line(text.replace("Dynamo decided to skip the frame while tracing: ", "")))
+    return list(dict.fromkeys(out))
+
+
+def _compilation_metrics(du) -> tuple[list[dict[str, Any]] | None, set[str]]:
+    """Torch's per-compile records as dicts, and the field names this torch version has."""
     getter = getattr(du, "get_compilation_metrics", None)
     if getter is None:
-        return None
+        return None, set()
+    present: set[str] = set()
+    cls = getattr(du, "CompilationMetrics", None)
+    if cls is not None and dataclasses.is_dataclass(cls):
+        present = {f.name for f in dataclasses.fields(cls)}
     try:
-        return [dataclasses.asdict(m) if dataclasses.is_dataclass(m) else dict(vars(m)) for m in getter()]
+        records = [dataclasses.asdict(m) if dataclasses.is_dataclass(m) else dict(vars(m)) for m in getter()]
     except Exception:  # noqa: BLE001
-        return None
+        return None, present
+    for record in records:
+        present |= set(record)
+    return records, present
 
 
 def _first_line(text: str) -> str:
     """Torch's reasons run to many lines of hints; the first line says what happened."""
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     return lines[0] if lines else ""
+
+
+def compile_skipped_reason(compile_info: dict[str, Any] | None, backend: str, mode: str) -> str | None:
+    """Why the compiled variant did not actually run compiled code, or None if it did (or if the
+    record cannot tell). Pure: works on a CompileStats dict, stored or imported.
+
+    - no graph compiled although frames were traced: Dynamo or the backend skipped them (Inductor
+      skips a bf16 graph on a GPU without native bf16), so the "compiled" run ran eagerly;
+    - a CUDA-graph mode whose CUDA graphs were skipped: the mode's point did not happen.
+    """
+    info = compile_info or {}
+    if backend == "eager":  # Dynamo capture only, by request: nothing is meant to compile
+        return None
+    skips = [s for s in info.get("frame_skips") or [] if s]
+    warned = [w for w in info.get("warnings") or [] if "skip" in w.lower()]
+    if info.get("graphs") == 0:
+        why = (skips or warned or ["Dynamo captured no graph, so the compiled variant ran eagerly"])[0]
+        return f"no graph was compiled ({why})"
+    if mode in CUDA_GRAPH_MODES and (info.get("cudagraph_skips") or 0) > 0:
+        why = (info.get("cudagraph_skip_reasons") or ["torch did not say why"])[0]
+        return f"CUDA graphs were skipped ({why}), so mode {mode!r} ran without them"
+    return None

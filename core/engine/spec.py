@@ -106,18 +106,32 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class DeviceCaps:
-    """What the machine can do, as far as validation needs to know (no torch objects)."""
+    """What the machine can do, as far as validation needs to know (no torch objects).
+
+    `cuda_bf16` means *native* bfloat16 (compute capability 8.0+): torch.cuda.is_bf16_supported()
+    also counts emulated bf16 (a V100 or T4 says yes), and under autocast Inductor then skips the
+    whole frame, so a "compiled" run would silently run eager. `triton` is None when unknown (a
+    probe recorded before this field existed), so old records never block a run.
+    """
 
     cuda: bool = False
     mps: bool = False
     cuda_name: str = ""
     compute_capability: tuple[int, int] | None = None
     cuda_bf16: bool = False
+    cuda_bf16_emulated: bool = False
+    triton: bool | None = None
+    gpu_count: int = 0
     cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
 
     @property
     def default_device(self) -> str:
         return "cuda" if self.cuda else ("mps" if self.mps else "cpu")
+
+    @property
+    def cuda_lanes(self) -> int:
+        """Queue lanes for CUDA jobs: one per GPU (one when the count is unknown)."""
+        return max(self.gpu_count, 1) if self.cuda else 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -131,20 +145,70 @@ class DeviceCaps:
         return cls(**values)
 
 
+def native_bf16(torch_cuda: Any, capability: tuple[int, int]) -> bool:
+    """Native bfloat16 on the current GPU: torch's own answer without emulation where this torch
+    can say so (`including_emulation=False`, torch 2.4+), else compute capability 8.0 or newer."""
+    try:
+        return bool(torch_cuda.is_bf16_supported(including_emulation=False))
+    except TypeError:  # an older torch without the argument counts emulation: do not trust it
+        return capability >= (8, 0)
+
+
+def triton_usable() -> bool:
+    """Can Inductor generate GPU kernels here? (Triton importable and torch agreeing.)"""
+    try:
+        from torch.utils._triton import has_triton
+
+        return bool(has_triton())
+    except Exception:  # noqa: BLE001 - a private helper; fall back to importing Triton itself
+        try:
+            import triton  # noqa: F401
+
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+
 def detect_device_caps() -> DeviceCaps:
     """Ask torch what this machine has. Only worker/CLI processes call this (it may init CUDA)."""
     import torch
 
     if torch.cuda.is_available():
         cc = torch.cuda.get_device_capability()
+        capability = (int(cc[0]), int(cc[1]))
+        native = native_bf16(torch.cuda, capability)
+        try:
+            emulated = not native and bool(torch.cuda.is_bf16_supported())
+        except Exception:  # noqa: BLE001
+            emulated = False
         return DeviceCaps(
             cuda=True,
             cuda_name=torch.cuda.get_device_name(),
-            compute_capability=(int(cc[0]), int(cc[1])),
-            cuda_bf16=bool(torch.cuda.is_bf16_supported()),
+            compute_capability=capability,
+            cuda_bf16=native,
+            cuda_bf16_emulated=emulated,
+            triton=triton_usable(),
+            gpu_count=torch.cuda.device_count(),
         )
     mps = getattr(torch.backends, "mps", None)
     return DeviceCaps(mps=bool(mps and mps.is_available()))
+
+
+def inductor_problem(caps: DeviceCaps) -> str | None:
+    """Why Inductor cannot compile for this machine's GPU, or None. Inductor writes Triton kernels
+    for CUDA: it needs Triton installed and compute capability 7.0 or newer."""
+    if not caps.cuda:
+        return None
+    name = caps.cuda_name or "this GPU"
+    cc = caps.compute_capability
+    if cc is not None and cc < (7, 0):
+        return (
+            f"Inductor needs compute capability 7.0 or newer to generate Triton kernels ({name} is {cc[0]}.{cc[1]}); "
+            "use backend aot_eager"
+        )
+    if caps.triton is False:
+        return "Inductor needs Triton to compile for a GPU and it is not installed here (pip install triton); use backend aot_eager"
+    return None
 
 
 def resolve_device(requested: str, caps: DeviceCaps) -> str:
@@ -251,7 +315,11 @@ def _device_problems(spec: RunSpec, caps: DeviceCaps) -> list[Problem]:
     else:
         cc = caps.compute_capability
         if spec.precision == "amp-bf16" and not caps.cuda_bf16:
-            p.append(Problem("precision", f"{caps.cuda_name or 'this GPU'} does not support bfloat16; use amp-fp16"))
+            p.append(Problem("precision", _no_native_bf16(caps)))
+        if spec.backend == "inductor":
+            reason = inductor_problem(caps)
+            if reason:
+                p.append(Problem("backend", reason))
         if spec.precision == "tf32" and cc is not None and cc < (8, 0):
             p.append(
                 Problem(
@@ -262,6 +330,18 @@ def _device_problems(spec: RunSpec, caps: DeviceCaps) -> list[Problem]:
     if device == "mps" and spec.backend == "inductor" and spec.mode != "default":
         p.append(Problem("mode", "on mps only mode 'default' is supported"))
     return p
+
+
+def _no_native_bf16(caps: DeviceCaps) -> str:
+    name = caps.cuda_name or "this GPU"
+    cc = caps.compute_capability
+    where = f" (compute capability {cc[0]}.{cc[1]}; native bfloat16 needs 8.0+)" if cc else ""
+    if caps.cuda_bf16_emulated:
+        return (
+            f"{name}{where} only emulates bfloat16: Inductor skips such graphs, so the compiled run would run "
+            "eagerly and the race would measure nothing; use amp-fp16"
+        )
+    return f"{name}{where} does not support bfloat16; use amp-fp16"
 
 
 def check(spec: RunSpec, caps: DeviceCaps | None = None) -> RunSpec:

@@ -15,6 +15,7 @@ import gc
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ import torch
 from torch.nn import functional as F
 
 from core.engine import analysis
-from core.engine.compile_stats import CompileStats, read_compile_stats, reset_compile_state
+from core.engine.compile_stats import CompileStats, compile_skipped_reason, read_compile_stats, reset_compile_state
 from core.engine.data import BatchSource
 from core.engine.environment import environment_record
 from core.engine.models import build_model
@@ -61,7 +62,7 @@ class StatusEvent:
     """Where the race is: starting, compiling, epoch k/n, done, failed."""
 
     variant: str
-    state: str  # "starting" | "compiling" | "training" | "evaluating" | "done" | "failed"
+    state: str  # "starting" | "compiling" | "training" | "evaluating" | "compile_skipped" | "done" | "failed"
     epoch: int
     epochs: int
     message: str = ""
@@ -84,6 +85,7 @@ class VariantResult:
     steps: list[StepEvent] = field(default_factory=list)
     epochs: list[EpochEvent] = field(default_factory=list)
     peak_memory_bytes: int | None = None
+    peak_reserved_bytes: int | None = None  # CUDA: what the caching allocator holds (CUDA-graph pools live here)
     memory_kind: str = ""
     error: str | None = None
 
@@ -127,6 +129,7 @@ class RaceResult:
 def _variant_dict(v: VariantResult) -> dict[str, Any]:
     return {
         "peak_memory_bytes": v.peak_memory_bytes,
+        "peak_reserved_bytes": v.peak_reserved_bytes,
         "memory_kind": v.memory_kind,
         "final_loss": v.final_loss,
         "error": v.error,
@@ -135,13 +138,20 @@ def _variant_dict(v: VariantResult) -> dict[str, Any]:
     }
 
 
+def out_of_memory_errors() -> tuple[type[BaseException], ...]:
+    """torch's out-of-memory exception classes: torch.OutOfMemoryError exists only from torch 2.5;
+    before it, CUDA raised torch.cuda.OutOfMemoryError."""
+    classes = [getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)]
+    return tuple(c for c in classes if isinstance(c, type))
+
+
 def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> str:
     """A reason a person understands, with what to try next."""
     text = str(exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     if isinstance(exc, KeyboardInterrupt):
         return "cancelled"
-    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower():
+    if isinstance(exc, out_of_memory_errors()) or "out of memory" in text.lower():
         return f"out of memory at batch size {spec.batch_size} on {device}: try a smaller batch size or amp-bf16"
     if spec.fullgraph and "graph break" in text.lower():
         return f"fullgraph=True but the model has a graph break ({first}): turn fullgraph off to allow breaks"
@@ -172,27 +182,34 @@ def autocast_context(spec: RunSpec, device: torch.device):
     return contextlib.nullcontext()
 
 
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
 @contextlib.contextmanager
 def inductor_cache(spec: RunSpec, device: torch.device):
     """Cold: a fresh, private Inductor cache (what a new user pays). Warm: a persistent one.
 
-    TORCHINDUCTOR_CACHE_DIR is read by Inductor whenever it looks up its cache, so setting it
-    before this process compiles anything is enough; the worker sets it in its environment.
+    Triton keeps its own cache of compiled GPU kernels (TRITON_CACHE_DIR, default ~/.triton); a
+    host that sets it, or a warm ~/.triton, would make a "cold" run partly warm. So both caches
+    point inside the run's directory. Both variables are read when a cache is looked up, so
+    setting them before this process compiles anything is enough.
     """
-    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    saved = {name: os.environ.get(name) for name in CACHE_VARIABLES}
     if spec.cache == "warm":
         path = os.path.join(data_home(), "inductor-cache", f"{device.type}-torch{torch.__version__}")
         os.makedirs(path, exist_ok=True)
     else:
         path = tempfile.mkdtemp(prefix="compile-lab-cold-cache-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
     try:
         yield path
     finally:
-        if saved is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         if spec.cache == "cold":
             shutil.rmtree(path, ignore_errors=True)
 
@@ -204,6 +221,12 @@ def reset_peak_memory(device: torch.device) -> None:
     with contextlib.suppress(OSError):  # Linux: writing 5 resets the process's peak RSS
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
+
+
+def peak_reserved_memory(device: torch.device) -> int | None:
+    """CUDA: the most the caching allocator held since reset_peak_memory. CUDA graphs keep their
+    memory pool reserved, not allocated, so reduce-overhead's cost shows here and not in the peak."""
+    return int(torch.cuda.max_memory_reserved(device)) if device.type == "cuda" else None
 
 
 def peak_memory(device: torch.device) -> tuple[int | None, str]:
@@ -303,7 +326,9 @@ class _VariantRun:
     def _status(self, state: str, epoch: int, message: str = "") -> None:
         self.emit(StatusEvent(self.name, state, epoch, self.spec.epochs, message))
 
-    def run(self, source: BatchSource) -> VariantResult:
+    def run(self, source: BatchSource, after_first_epoch: Callable[[], None] | None = None) -> VariantResult:
+        """Train (and evaluate) every epoch; `after_first_epoch` runs once, untimed, after epoch 1."""
+        source.prepare()
         reset_peak_memory(self.device)
         self.model.train()
         for epoch in range(1, self.spec.epochs + 1):
@@ -318,6 +343,8 @@ class _VariantRun:
             event = EpochEvent(self.name, epoch, train_s, eval_s)
             self.result.epochs.append(event)
             self.emit(event)
+            if epoch == 1 and after_first_epoch is not None:
+                after_first_epoch()
         return self.result
 
 
@@ -364,30 +391,80 @@ def run_race(spec: RunSpec, on_event: EventCallback | None = None, caps: DeviceC
             if name == "compiled":
                 reset_compile_state()
             run = None
-            try:
-                if name == "eager":
-                    warm_up_device(spec, device, init_state)
-                run = _VariantRun(name, spec, device, init_state, emit)
-                variants[name] = run.run(BatchSource(spec, device))
-            except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
-                error = explain_failure(exc, spec, device)
-                if run is not None:
-                    variants[name] = run.result
-                variants[name].error = error
-            finally:
-                variants[name].peak_memory_bytes, variants[name].memory_kind = peak_memory(device)
-                if name == "compiled":
-                    stats = read_compile_stats()
-                del run
-                gc.collect()
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-                device_sync(device)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("default")  # once per place: a per-step warning must not pile up
+                try:
+                    if name == "eager":
+                        warm_up_device(spec, device, init_state)
+                    run = _VariantRun(name, spec, device, init_state, emit)
+                    after = (lambda: _report_compile_skipped(spec, emit, caught)) if name == "compiled" else None
+                    variants[name] = run.run(BatchSource(spec, device), after_first_epoch=after)
+                except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
+                    error = explain_failure(exc, spec, device)
+                    if run is not None:
+                        variants[name] = run.result
+                    variants[name].error = error
+            _replay_warnings(caught)
+            if name == "compiled":
+                stats = read_compile_stats()
+                stats.warnings = torch_warnings(caught)
+            del run
+            cleanup_error = _release_variant(variants[name], device)
+            if cleanup_error and error is None:
+                error = variants[name].error = cleanup_error
             emit(StatusEvent(name, "failed" if error else "done", spec.epochs, spec.epochs, error or ""))
             if error:
                 break
     summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats)
     return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
+
+
+def _release_variant(result: VariantResult, device: torch.device) -> str | None:
+    """Record the variant's memory peaks and let its model go. Returns the reason if this fails.
+
+    The CUDA cache is deliberately not emptied between the variants: the compiled run would then
+    pay the allocator's growth again (which the warm-up step removed for both) inside its compile
+    time. After a sticky CUDA error (an illegal access, a device-side assert) every CUDA call here
+    raises again; that second error must neither replace the first nor lose what was measured.
+    """
+    try:
+        result.peak_memory_bytes, result.memory_kind = peak_memory(device)
+        result.peak_reserved_bytes = peak_reserved_memory(device)
+    except Exception:  # noqa: BLE001 - a device in an error state: the figures stay unknown
+        result.memory_kind = "unavailable (the device reported an error)"
+    gc.collect()
+    try:
+        device_sync(device)
+    except Exception as exc:  # noqa: BLE001 - reported by the caller unless an earlier error explains it
+        return f"the device failed after the {result.name} run: {type(exc).__name__}: {_first_line(exc)}"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def torch_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    """What was warned while the compiled variant ran (Inductor announces a skipped frame this
+    way): first lines, deduplicated, at most 10."""
+    texts = [str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip()]
+    return list(dict.fromkeys(texts))[:10]
+
+
+def _replay_warnings(caught: list[warnings.WarningMessage]) -> None:
+    """Show the recorded warnings as Python would have (they were captured to be stored)."""
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def _report_compile_skipped(spec: RunSpec, emit: EventCallback, caught: list[warnings.WarningMessage]) -> None:
+    """After compiled epoch 1 (untimed): if no compiled code ran, say so while the run goes on."""
+    stats = read_compile_stats()
+    stats.warnings = torch_warnings(caught)
+    reason = compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode)
+    if reason:
+        emit(StatusEvent("compiled", "compile_skipped", 1, spec.epochs, reason))
 
 
 def summarize_variants(
@@ -402,12 +479,15 @@ def summarize_variants(
         spec.batch_size,
         [e.eval_time_s for e in eager.epochs if e.eval_time_s is not None],
         [e.eval_time_s for e in compiled.epochs if e.eval_time_s is not None],
+        min_warmup=analysis.warmup_floor(spec.mode, spec.backend),
     )
     summary.update(
         eager_eval_step_times_s=eager.times("eval"),
         compiled_eval_step_times_s=compiled.times("eval"),
         eager_peak_memory_bytes=eager.peak_memory_bytes,
         compiled_peak_memory_bytes=compiled.peak_memory_bytes,
+        eager_peak_reserved_bytes=eager.peak_reserved_bytes,
+        compiled_peak_reserved_bytes=compiled.peak_reserved_bytes,
         memory_kind=compiled.memory_kind or eager.memory_kind,
         eager_final_loss=eager.final_loss,
         compiled_final_loss=compiled.final_loss,
@@ -415,6 +495,7 @@ def summarize_variants(
         graph_breaks=stats.graph_breaks,
         recompiles=stats.recompiles,
         compile_phases_s=stats.phase_times_s,
+        compile_skipped=compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode) if compiled.steps else None,
     )
     summary["reading"] = analysis.plain_reading(summary)
     return summary

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from core.engine import analysis
+from core.engine.compile_stats import compile_skipped_reason
 from core.engine.spec import MAX_EPOCHS, MAX_STEPS_PER_EPOCH, RunSpec, SpecError, validate
 from core.runs.store import FINAL_STATES, Store
 
@@ -151,21 +152,36 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
     if len(raw_events) > MAX_EVENTS:
         raise BundleError(f"events: at most {MAX_EVENTS} allowed (got {len(raw_events)})")
     events = [_event(e, f"events[{i}]") for i, e in enumerate(raw_events)]
-    fields["summary"] = summary_from_events(events, spec.batch_size, fields["summary"] or {})
+    compile_info = (fields["details"] or {}).get("compile")
+    fields["summary"] = summary_from_events(
+        events, spec, fields["summary"] or {}, compile_info if isinstance(compile_info, dict) else None
+    )
     return fields, events
 
 
-def summary_from_events(events: list[dict[str, Any]], batch_size: int, claimed: dict[str, Any]) -> dict[str, Any]:
+MEMORY_KEYS = (
+    "eager_peak_memory_bytes",
+    "compiled_peak_memory_bytes",
+    "eager_peak_reserved_bytes",
+    "compiled_peak_reserved_bytes",
+)
+
+
+def summary_from_events(
+    events: list[dict[str, Any]], spec: RunSpec, claimed: dict[str, Any], compile_info: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The summary of an imported run, recomputed from its events with this app's own analysis
     (a bundle's numbers are not trusted, and an older or foreign summary may lack keys). Only the
-    memory figures, which events do not carry, are taken from the bundle, when they are numbers."""
+    memory figures, which events do not carry, are taken from the bundle, when they are numbers;
+    whether compile happened is judged again from the bundle's compile counters."""
 
-    summary = analysis.summarize_events(events, batch_size)
-    for key in ("eager_peak_memory_bytes", "compiled_peak_memory_bytes"):
+    summary = analysis.summarize_events(events, spec.batch_size, analysis.warmup_floor(spec.mode, spec.backend))
+    for key in MEMORY_KEYS:
         value = claimed.get(key)
         summary[key] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     kind = claimed.get("memory_kind")
     summary["memory_kind"] = kind if isinstance(kind, str) else None
+    summary["compile_skipped"] = compile_skipped_reason(compile_info, spec.backend, spec.mode) if compile_info else None
     summary["reading"] = analysis.plain_reading(summary)
     return summary
 

@@ -357,15 +357,25 @@ def queue_position(store: Store, run_id: int) -> int | None:
     return store.queued_ahead(run) + 1
 
 
+def compile_skipped(run: Run) -> str | None:
+    """Why this race's compiled variant ran no compiled code, once the worker knows (else None)."""
+    for record in (run.summary, run.details):
+        if isinstance(record, dict) and isinstance(record.get("compile_skipped"), str):
+            return record["compile_skipped"]
+    return None
+
+
 def describe(store: Store, run: Run) -> str:
     """The run's state as a person reads it: 'queued (position 2)', 'compiled epoch 2/3', ..."""
     if run.status == "queued":
         return f"queued (position {queue_position(store, run.id)})"
+    skipped = compile_skipped(run)
+    suffix = f" (compile did not happen: {skipped})" if skipped else ""
     if run.status in ACTIVE_STATES:
-        return run.phase or run.status
+        return (run.phase or run.status) + suffix
     if run.status == "failed":
-        return f"failed: {run.error}"
-    return run.status
+        return f"failed: {run.error}{suffix}"
+    return run.status + suffix
 
 
 __all__ = [

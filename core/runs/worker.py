@@ -69,6 +69,9 @@ class EventSink:
                         "recorded_at": now,
                     }
                 )
+            elif isinstance(event, StatusEvent) and event.state == "compile_skipped":
+                # Kept beside the phase (which moves on) until the final details replace it.
+                self._fields["details"] = {"compile_skipped": event.message}
             elif isinstance(event, StatusEvent):
                 self._fields["phase"] = phase_text(event)
             elif isinstance(event, StartEvent):

@@ -79,9 +79,24 @@ class RunView:
             self._frames = (steps, epochs)
         return self._frames
 
-    def summary(self, batch_size: int) -> dict[str, Any]:
+    def summary(self, batch_size: int, min_warmup: int = 1) -> dict[str, Any]:
         """Headline numbers from what has been measured so far (same definitions as the CLI)."""
-        return analysis.summarize_events([*self._steps, *self._epochs], batch_size)
+        return analysis.summarize_events([*self._steps, *self._epochs], batch_size, min_warmup)
+
+
+def run_summary(run: Run, view: RunView) -> dict[str, Any]:
+    """The summary a page shows: the stored one when the run is finished, else computed from the
+    events so far with the run's compile window, and the compile-did-not-happen reason as soon as
+    the worker knows it."""
+    if run.finished and run.summary:
+        return run.summary
+    params = run.params or {}
+    floor = analysis.warmup_floor(str(params.get("mode", "default")), str(params.get("backend", "inductor")))
+    summary = view.summary(params.get("batch_size", 1), floor)
+    skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
+    if isinstance(skipped, str):
+        summary["compile_skipped"] = skipped
+    return summary
 
 
 @dataclass(frozen=True)
@@ -126,7 +141,7 @@ def result_cards(summary: dict[str, Any], memory: dict[str, Any] | None = None) 
         be_help = f"Not within this run{f'; at the steady rates about step {extra:.0f}' if extra else ''}."
     memory = memory or {}
     eager_tput, compiled_tput = summary.get("eager_samples_per_s"), summary.get("compiled_samples_per_s")
-    return [
+    cards = [
         Card(
             "Compile time",
             fmt_seconds(summary.get("compile_time_s"), ms_digits=0, s_digits=1),
@@ -162,6 +177,23 @@ def result_cards(summary: dict[str, Any], memory: dict[str, Any] | None = None) 
             delta_color="inverse",  # less memory is better
         ),
     ]
+    skipped = summary.get("compile_skipped")
+    return _compile_did_not_happen(cards, skipped) if skipped else cards
+
+
+# The cards whose figures compare compiled code with eager code: meaningless when none compiled.
+_COMPILE_CARDS = ("Compile time", "Steady-state speedup", "Break-even")
+
+
+def _compile_did_not_happen(cards: list[Card], reason: str) -> list[Card]:
+    """No figure that needs compiled code is shown as a finding when compile did not happen."""
+    note = f"Compile did not happen: {reason}. Both variants ran eager code."
+    return [
+        Card(c.label, "no compile", note, delta="compile did not happen", delta_color="off", delta_arrow="off")
+        if c.label in _COMPILE_CARDS
+        else c
+        for c in cards
+    ]
 
 
 def memory_of(run: Run) -> dict[str, Any]:
@@ -189,7 +221,7 @@ def run_row(run: Run) -> dict[str, Any]:
         "precision": str(p.get("precision", "?")),
         "mode": str(p.get("mode", "?")),
         "first_epoch_overhead_s": s.get("first_epoch_overhead_s"),
-        "steady_state_speedup": s.get("steady_state_speedup"),
+        "steady_state_speedup": None if s.get("compile_skipped") else s.get("steady_state_speedup"),
         "break_even_step": s.get("break_even_step"),
         "error": run.error,
     }

@@ -88,6 +88,17 @@ def summary_table(result: dict[str, Any]) -> str:
             fmt_bytes(s.get("eager_peak_memory_bytes")),
             fmt_bytes(s.get("compiled_peak_memory_bytes")),
         ),
+        *(
+            [
+                (
+                    "peak reserved (CUDA cache)",
+                    fmt_bytes(s["eager_peak_reserved_bytes"]),
+                    fmt_bytes(s["compiled_peak_reserved_bytes"]),
+                )
+            ]
+            if s.get("compiled_peak_reserved_bytes") is not None or s.get("eager_peak_reserved_bytes") is not None
+            else []
+        ),
         ("final loss", _num(variants["eager"]["final_loss"], 4), _num(variants["compiled"]["final_loss"], 4)),
     ]
     width = max(len(r[0]) for r in rows) + 2
@@ -102,7 +113,12 @@ def summary_table(result: dict[str, Any]) -> str:
             f"{fmt_seconds(s['compile_time_s'])}  (first {s['warmup_steps']} compiled steps minus eager's)",
         ),
         ("first-epoch overhead", fmt_seconds(s["first_epoch_overhead_s"], signed=True)),
-        ("steady-state speedup", f"{fmt_speedup(s['steady_state_speedup'])}{interval}"),
+        (
+            "steady-state speedup",
+            f"not a compile speedup: compile did not happen ({s['compile_skipped']})"
+            if s.get("compile_skipped")
+            else f"{fmt_speedup(s['steady_state_speedup'])}{interval}",
+        ),
         ("break-even", break_even_text(s)),
         ("whole run, compile included", fmt_speedup(s["whole_run_speedup"])),
         (

@@ -1,0 +1,373 @@
+"""GPU truth on a CPU machine: each CUDA-path defect simulated (fake device capabilities, a torch
+attribute removed, a counter set), so the fix is checked in CI where no GPU exists."""
+
+import pytest
+import torch
+from conftest import AMPERE, CPU, quick_spec
+
+from core.engine import spec as spec_module
+from core.engine.spec import DeviceCaps, RunSpec, inductor_problem, native_bf16, validate
+
+V100 = DeviceCaps(
+    cuda=True,
+    cuda_name="Tesla V100-SXM2-16GB",
+    compute_capability=(7, 0),
+    cuda_bf16=False,
+    cuda_bf16_emulated=True,
+    triton=True,
+    gpu_count=1,
+)
+PASCAL = DeviceCaps(cuda=True, cuda_name="GeForce GTX 1080", compute_capability=(6, 1), triton=True, gpu_count=1)
+NO_TRITON = DeviceCaps(
+    cuda=True, cuda_name="NVIDIA A100", compute_capability=(8, 0), cuda_bf16=True, triton=False, gpu_count=1
+)
+
+
+def fields(problems):
+    return {p.field: p.message for p in problems}
+
+
+# -- 1. native bf16 ---------------------------------------------------------------------------------
+
+
+class FakeCuda:
+    """torch.cuda as a V100 answers it: bf16 'supported' by emulation unless asked for native."""
+
+    def __init__(self, major, minor, takes_emulation_flag=True):
+        self.capability = (major, minor)
+        self.takes_flag = takes_emulation_flag
+
+    def is_available(self):
+        return True
+
+    def get_device_capability(self, device=None):
+        return self.capability
+
+    def get_device_name(self, device=None):
+        return "Tesla V100-SXM2-16GB" if self.capability < (8, 0) else "NVIDIA A100"
+
+    def device_count(self):
+        return 2
+
+    def is_bf16_supported(self, *args, **kwargs):
+        if not self.takes_flag and (args or kwargs):
+            raise TypeError("is_bf16_supported() takes 0 positional arguments")
+        including_emulation = kwargs.get("including_emulation", True)
+        return self.capability >= (8, 0) or including_emulation
+
+
+def test_native_bf16_does_not_count_emulation():
+    assert native_bf16(FakeCuda(7, 0), (7, 0)) is False
+    assert native_bf16(FakeCuda(8, 0), (8, 0)) is True
+
+
+def test_native_bf16_on_an_older_torch_falls_back_to_compute_capability():
+    assert native_bf16(FakeCuda(7, 5, takes_emulation_flag=False), (7, 5)) is False
+    assert native_bf16(FakeCuda(8, 6, takes_emulation_flag=False), (8, 6)) is True
+
+
+def test_a_v100_probe_records_emulated_not_native_bf16_and_its_gpu_count(monkeypatch):
+    monkeypatch.setattr(torch, "cuda", FakeCuda(7, 0))
+    monkeypatch.setattr(spec_module, "triton_usable", lambda: True)
+    caps = spec_module.detect_device_caps()
+    assert caps.cuda and caps.compute_capability == (7, 0)
+    assert caps.cuda_bf16 is False and caps.cuda_bf16_emulated is True
+    assert caps.gpu_count == 2 and caps.cuda_lanes == 2 and caps.triton is True
+
+
+def test_amp_bf16_is_refused_where_bf16_is_only_emulated_with_the_reason():
+    problems = fields(validate(RunSpec(model="resnet18", precision="amp-bf16", device="cuda"), V100))
+    assert "only emulates bfloat16" in problems["precision"]
+    assert "compute capability 7.0" in problems["precision"] and "amp-fp16" in problems["precision"]
+    assert validate(RunSpec(model="resnet18", precision="amp-fp16", device="cuda"), V100) == []
+    assert validate(RunSpec(model="resnet18", precision="amp-bf16", device="cuda"), AMPERE) == []
+
+
+# -- 3. Inductor on CUDA needs Triton and compute capability 7.0 --------------------------------------
+
+
+def test_inductor_is_refused_below_compute_capability_7_with_aot_eager_suggested():
+    problems = fields(validate(RunSpec(model="resnet18", device="cuda"), PASCAL))
+    assert "6.1" in problems["backend"] and "aot_eager" in problems["backend"]
+    assert validate(RunSpec(model="resnet18", device="cuda", backend="aot_eager"), PASCAL) == []
+
+
+def test_inductor_is_refused_without_triton_and_allowed_when_unknown():
+    problems = fields(validate(RunSpec(model="resnet18", device="cuda", precision="amp-bf16"), NO_TRITON))
+    assert "Triton" in problems["backend"] and "aot_eager" in problems["backend"]
+    assert inductor_problem(DeviceCaps(cuda=True, compute_capability=(8, 0), triton=None)) is None
+    assert inductor_problem(CPU) is None
+
+
+def test_an_old_probe_record_without_the_new_fields_still_reads():
+    caps = DeviceCaps.from_dict({"cuda": True, "cuda_name": "A100", "compute_capability": [8, 0], "cuda_bf16": True})
+    assert caps.triton is None and caps.gpu_count == 0 and caps.cuda_lanes == 1
+    assert validate(quick_spec(device="cuda", backend="inductor"), caps) == []
+
+
+# -- 2. a compiled variant that did not compile is never a speedup -----------------------------------
+
+
+def skipping_backend(gm, example_inputs):
+    """What Inductor does with a bf16 graph on a GPU without native bf16: warn, then skip the frame."""
+    import warnings
+
+    from torch._dynamo.exc import SkipFrame
+
+    warnings.warn("Tesla V100-SXM2-16GB does not support bfloat16 compilation natively, skipping", stacklevel=1)
+    raise SkipFrame("BF16 is not supported")
+
+
+def test_a_race_whose_frames_were_skipped_says_compile_did_not_happen(monkeypatch):
+    from core.engine import trainer
+    from core.engine.trainer import StatusEvent, run_race
+    from core.view.live import result_cards
+
+    monkeypatch.setattr(trainer, "compile_model", lambda model, spec: torch.compile(model, backend=skipping_backend))
+    events = []
+    result = run_race(quick_spec(epochs=2, steps_per_epoch=3), on_event=events.append, caps=CPU)
+    assert result.status == "done"
+    summary = result.summary
+    assert summary["compile_skipped"].startswith("no graph was compiled (BF16 is not supported")
+    assert summary["reading"].startswith("Compile did not happen: no graph was compiled")
+    assert result.compile_stats.graphs == 0
+    assert any("bfloat16" in w for w in result.compile_stats.warnings)
+    live = [e for e in events if isinstance(e, StatusEvent) and e.state == "compile_skipped"]
+    assert len(live) == 1 and "BF16" in live[0].message  # said during the run, after compiled epoch 1
+    cards = {c.label: c for c in result_cards(summary)}
+    for label in ("Compile time", "Steady-state speedup", "Break-even"):
+        assert cards[label].value == "no compile" and "Compile did not happen" in cards[label].help
+
+
+def test_a_normal_race_has_no_compile_skipped_reason():
+    from core.engine.trainer import run_race
+
+    result = run_race(quick_spec(epochs=1, steps_per_epoch=3), caps=CPU)
+    assert result.summary["compile_skipped"] is None and result.compile_stats.graphs >= 1
+
+
+def test_skipped_cuda_graphs_in_a_cuda_graph_mode_are_not_a_finding():
+    from core.engine.compile_stats import compile_skipped_reason
+
+    info = {"graphs": 2, "cudagraph_skips": 1, "cudagraph_skip_reasons": ["skipping cudagraphs due to mutated inputs"]}
+    reason = compile_skipped_reason(info, "inductor", "reduce-overhead")
+    assert reason.startswith("CUDA graphs were skipped (skipping cudagraphs due to mutated inputs)")
+    assert compile_skipped_reason(info, "inductor", "default") is None  # the default mode uses no CUDA graphs
+    assert compile_skipped_reason({"graphs": 0}, "eager", "default") is None  # capture-only backend, by request
+    assert compile_skipped_reason({"graphs": None}, "inductor", "default") is None  # cannot tell: no claim
+
+
+def test_the_queue_status_and_the_cli_table_say_compile_did_not_happen():
+    from core.runs.jobs import describe
+    from core.runs.store import Run
+    from core.view.report import summary_table
+
+    summary = {"compile_skipped": "no graph was compiled (BF16 is not supported)"}
+    run = Run(1, "race", {}, "me", "cuda:0", "done", "done", 1.0, 0.0, 0.0, 1.0, None, None, None, None, 0, None,
+              summary, None, None, 0)  # fmt: skip
+    assert describe(None, run) == "done (compile did not happen: no graph was compiled (BF16 is not supported))"
+    from core.engine.trainer import run_race
+
+    result = run_race(quick_spec(epochs=1, steps_per_epoch=3), caps=CPU).to_dict()
+    result["summary"]["compile_skipped"] = summary["compile_skipped"]
+    assert "not a compile speedup: compile did not happen (no graph was compiled" in summary_table(result)
+
+
+def test_an_imported_bundle_with_no_compiled_graph_is_read_as_no_compile():
+    from core.runs.bundle import summary_from_events
+
+    events = [
+        {"kind": "step", "variant": v, "phase": "train", "epoch": 1, "step": i, "time_s": 0.01, "loss": 1.0}
+        for v in ("eager", "compiled")
+        for i in range(1, 6)
+    ]
+    summary = summary_from_events(events, quick_spec(), {}, {"graphs": 0, "frame_skips": ["BF16 is not supported"]})
+    assert summary["compile_skipped"] == "no graph was compiled (BF16 is not supported)"
+    assert summary["reading"].startswith("Compile did not happen")
+
+
+# -- 4. CUDA-graph modes: compile window, skips, reserved memory --------------------------------------
+
+
+def test_the_compile_window_of_a_cuda_graph_mode_covers_three_steps():
+    from core.engine import analysis
+
+    eager = [0.01] * 20
+    compiled = [5.0, 0.5, 0.2] + [0.005] * 17  # warm-up call, recording call, then replays
+    default = analysis.summarize(eager, compiled, [0.3], [5.835], 8)
+    graphs = analysis.summarize(eager, compiled, [0.3], [5.835], 8, min_warmup=analysis.warmup_floor("reduce-overhead"))
+    assert default["warmup_steps"] < 3 <= graphs["warmup_steps"]
+    assert graphs["compile_time_s"] == pytest.approx(5.7 - 0.03)
+    assert analysis.warmup_floor("max-autotune") == 3 and analysis.warmup_floor("max-autotune-no-cudagraphs") == 1
+    assert analysis.warmup_floor("reduce-overhead", backend="aot_eager") == 1
+
+
+def test_a_cuda_graph_race_summary_uses_the_longer_window():
+    from core.engine.compile_stats import CompileStats
+    from core.engine.trainer import StepEvent, VariantResult, summarize_variants
+
+    def variant(name, times):
+        return VariantResult(name, steps=[StepEvent(name, "train", 1, i + 1, t, 1.0, 8) for i, t in enumerate(times)])
+
+    spec = RunSpec(model="mlp", mode="reduce-overhead", device="cuda", epochs=1, steps_per_epoch=30)
+    summary = summarize_variants(
+        spec, variant("eager", [0.01] * 30), variant("compiled", [5, 0.5, 0.2] + [0.005] * 27), CompileStats()
+    )
+    assert summary["warmup_steps"] >= 3 and summary["compile_time_s"] == pytest.approx(5.67)
+
+
+class FakeCudaMemory:
+    """torch.cuda's memory counters on a device in a sticky error state after `fail_after` calls."""
+
+    def __init__(self, sticky=False):
+        self.sticky = sticky
+        self.emptied = False
+
+    def max_memory_allocated(self, device=None):
+        if self.sticky:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return 3 * 2**30
+
+    def max_memory_reserved(self, device=None):
+        return 5 * 2**30
+
+    def synchronize(self, device=None):
+        if self.sticky:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    def empty_cache(self):
+        self.emptied = True
+
+
+def test_releasing_a_cuda_variant_records_reserved_memory_and_keeps_the_allocator_warm(monkeypatch):
+    from core.engine import trainer
+    from core.engine.trainer import VariantResult
+
+    fake = FakeCudaMemory()
+    monkeypatch.setattr(torch, "cuda", fake)
+    result = VariantResult("eager")
+    assert trainer._release_variant(result, torch.device("cuda")) is None
+    assert result.peak_memory_bytes == 3 * 2**30 and result.peak_reserved_bytes == 5 * 2**30
+    assert not fake.emptied  # emptying would make the compiled run re-pay allocator growth as compile time
+
+
+def test_a_sticky_cuda_error_in_cleanup_is_reported_not_raised(monkeypatch):
+    from core.engine import trainer
+    from core.engine.trainer import VariantResult
+
+    monkeypatch.setattr(torch, "cuda", FakeCudaMemory(sticky=True))
+    result = VariantResult("compiled")
+    reason = trainer._release_variant(result, torch.device("cuda"))
+    assert "illegal memory access" in reason and result.memory_kind.startswith("unavailable")
+
+
+# -- 5. fairness -------------------------------------------------------------------------------------
+
+
+def test_cold_cache_points_triton_inside_it_and_restores_the_hosts_setting(monkeypatch, tmp_path):
+    import os
+
+    from core.engine.trainer import inductor_cache
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "host-triton"))
+    with inductor_cache(quick_spec(cache="cold"), torch.device("cpu")) as path:
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == path
+        assert os.environ["TRITON_CACHE_DIR"].startswith(path + os.sep)
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "host-triton")
+    assert not os.path.exists(path)
+
+
+def test_dataloader_workers_start_before_the_timed_steps_of_each_variant(monkeypatch):
+    """With fakedata and worker processes, start-up must not land inside a timed step (step 1 of
+    every epoch, as it did when each epoch built a new DataLoader)."""
+    from torch.utils.data import dataloader
+
+    from core.engine import data
+    from core.engine.trainer import StepEvent, run_race
+
+    log = []
+    original = dataloader._MultiProcessingDataLoaderIter.__init__
+
+    def counting_init(self, loader):
+        log.append("workers started")
+        original(self, loader)
+
+    monkeypatch.setattr(dataloader._MultiProcessingDataLoaderIter, "__init__", counting_init)
+    monkeypatch.setattr(data, "loader_workers", lambda device: 2)
+    spec = RunSpec(model="small_cnn", batch_size=4, data="fakedata", epochs=3, steps_per_epoch=2, eval_steps=1,
+                   backend="eager", device="cpu")  # fmt: skip
+
+    def on_event(event):
+        if isinstance(event, StepEvent):
+            log.append(f"{event.variant} step")
+
+    result = run_race(spec, on_event=on_event, caps=CPU)
+    assert result.status == "done", result.error
+    for variant in ("eager", "compiled"):
+        first = log.index(f"{variant} step")
+        last = len(log) - 1 - log[::-1].index(f"{variant} step")
+        assert "workers started" not in log[first:last], log
+    assert log.count("workers started") == 1 + 2 * 2  # the warm-up's loader, then train + eval per variant
+    assert result.eager.steps[0].loss == pytest.approx(result.compiled.steps[0].loss)
+
+
+# -- 6. failure paths ---------------------------------------------------------------------------------
+
+
+def test_out_of_memory_is_recognised_on_a_torch_without_torch_OutOfMemoryError(monkeypatch):
+    from core.engine.trainer import explain_failure, out_of_memory_errors
+
+    monkeypatch.delattr(torch, "OutOfMemoryError", raising=False)
+    assert out_of_memory_errors() == (torch.cuda.OutOfMemoryError,)
+    exc = torch.cuda.OutOfMemoryError("CUDA error: failed to allocate 2.00 GiB")  # no "out of memory" in the text
+    reason = explain_failure(exc, RunSpec(model="resnet50", batch_size=512), torch.device("cuda"))
+    assert reason.startswith("out of memory at batch size 512 on cuda")
+
+
+def test_a_sticky_device_error_keeps_the_first_error_and_what_was_measured(monkeypatch):
+    from core.engine import trainer
+    from core.engine.trainer import run_race
+
+    failed = {"yes": False}
+    original_step = trainer._VariantRun.train_step
+
+    def failing_step(self, x, y):
+        if self.name == "compiled" and self.counts["train"] == 2:
+            failed["yes"] = True
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return original_step(self, x, y)
+
+    def sticky_sync(device):
+        if failed["yes"]:
+            raise RuntimeError("CUDA error: unspecified launch failure (raised again in cleanup)")
+
+    monkeypatch.setattr(trainer._VariantRun, "train_step", failing_step)
+    monkeypatch.setattr(trainer, "device_sync", sticky_sync)
+    result = run_race(quick_spec(epochs=2, steps_per_epoch=3), caps=CPU)
+    assert result.status == "failed"
+    assert "illegal memory access" in result.error and "raised again" not in result.error
+    assert len(result.eager.times()) == 6 and len(result.compiled.times()) == 2
+    assert result.summary["eager_step_times_s"] and result.summary["compiled_step_times_s"]
+
+
+# -- 11. counters a torch version does not have are "not available", never 0 --------------------------
+
+
+def test_counters_missing_from_this_torch_are_none_not_zero(monkeypatch):
+    import dataclasses
+
+    import torch._dynamo.utils as du
+
+    from core.engine.compile_stats import read_compile_stats
+
+    @dataclasses.dataclass
+    class OldMetrics:  # the shape of an older torch's record: no recompile reason, no cache counters
+        co_name: str
+        entire_frame_compile_time_s: float
+
+    monkeypatch.setattr(du, "CompilationMetrics", OldMetrics)
+    monkeypatch.setattr(du, "get_compilation_metrics", lambda: [OldMetrics("forward", 1.5)])
+    stats = read_compile_stats()
+    assert stats.recompiles is None and stats.cache_hits is None and stats.cache_misses is None
+    monkeypatch.delattr(du, "get_compilation_metrics")
+    assert read_compile_stats().recompiles is None
