@@ -4,7 +4,7 @@ import streamlit as st
 
 from app_pages.common import identify_visitor, store, tick
 from core.runs import jobs
-from core.view.report import fmt_bytes
+from core.view.queue import gpu_lines, lane_lines
 
 st.set_page_config(page_title="Compile Lab", page_icon="⚡", layout="wide")
 
@@ -28,18 +28,15 @@ def sidebar_status() -> None:
     if env is None:
         st.info("Probing the device…")
     elif caps is not None and caps.cuda:
-        st.markdown(
-            f"**{env['device_name']}**  \n{fmt_bytes(env.get('device_memory_bytes'))}, "
-            f"compute capability {env.get('compute_capability')}  \ntorch {env['torch']}, CUDA {env.get('cuda')}"
-        )
+        for line in gpu_lines(probes[0].summary):
+            st.text(line)
     else:
         st.markdown(f"**CPU only**: {env['cpu_name']}  \n{env['cpu_count']} cores, torch {env['torch']}")
     st.subheader("Queue")
     active = store().list_runs(status=("starting", "running"))
     waiting = store().list_runs(status=("queued",))
-    for run in active:
-        st.markdown(f"Running: #{run.id} {run.params.get('model', run.kind)} — {run.phase}")
-    st.caption(f"{len(waiting)} waiting" if waiting else ("Idle" if not active else "Nothing waiting"))
+    for line in lane_lines(caps, active, waiting):  # one lane per device: the CPU, each GPU
+        st.text(line)
 
 
 with st.sidebar:

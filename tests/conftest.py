@@ -53,7 +53,7 @@ def sleepers(monkeypatch):
     logic can be tested without training anything."""
     procs = []
 
-    def launch(store_path, run_id):
+    def launch(store_path, run_id, device_key="cpu"):
         proc = subprocess.Popen(
             [sys.executable, "-c", "import time; time.sleep(120)", "core.runs.worker", str(run_id)],
             start_new_session=True,

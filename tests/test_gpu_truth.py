@@ -371,3 +371,120 @@ def test_counters_missing_from_this_torch_are_none_not_zero(monkeypatch):
     assert stats.recompiles is None and stats.cache_hits is None and stats.cache_misses is None
     monkeypatch.delattr(du, "get_compilation_metrics")
     assert read_compile_stats().recompiles is None
+
+
+# -- 9 and 10. one lane per GPU; the probe never beside a measurement -----------------------------------
+
+
+EIGHT_GPUS = DeviceCaps(
+    cuda=True, cuda_name="NVIDIA H100", compute_capability=(9, 0), cuda_bf16=True, triton=True, gpu_count=3
+)
+
+
+def record_probe(store, caps):
+    from core.runs import jobs
+
+    run_id = store.create_run("probe", {}, "system", "probe", status="running", host=jobs.HOST)
+    store.finish_run(run_id, "done", summary={"caps": caps.to_dict(), "environment": {"torch": "2.x"}})
+    return run_id
+
+
+@pytest.fixture
+def store(tmp_path):
+    from core.runs.store import Store
+
+    return Store(str(tmp_path / "store.sqlite3"))
+
+
+def test_each_gpu_is_a_lane_and_a_cuda_job_takes_any_idle_one(store, sleepers, monkeypatch):
+    from core.runs import jobs
+    from core.runs.limits import HostLimits
+
+    launched = []
+    original = jobs.launch_worker
+    monkeypatch.setattr(
+        jobs, "launch_worker", lambda path, run_id, key: launched.append(key) or original(path, run_id, key)
+    )
+    record_probe(store, EIGHT_GPUS)
+    limits = HostLimits(job_time_limit_s=None)
+    ids = [jobs.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits) for _ in range(4)]
+    runs = [store.get_run(i) for i in ids]
+    assert [r.status for r in runs] == ["starting"] * 3 + ["queued"], [r.error for r in runs]
+    assert sorted(r.device_key for r in runs[:3]) == ["cuda:0", "cuda:1", "cuda:2"] == sorted(launched)
+    assert runs[3].device_key == "cuda" and jobs.queue_position(store, ids[3]) == 1
+    cpu = jobs.enqueue(store, quick_spec(device="cpu"), "ann", limits=limits)  # the CPU is a lane of its own
+    assert store.get_run(cpu).status == "starting"
+    store.finish_run(ids[1], "done")
+    jobs.tick(store)
+    assert store.get_run(ids[3]).status == "starting" and store.get_run(ids[3]).device_key == "cuda:1"
+
+
+def test_a_gpu_lanes_worker_sees_only_its_own_gpu():
+    from core.runs.jobs import device_lanes, worker_environment
+
+    assert worker_environment("cuda:2", {})["CUDA_VISIBLE_DEVICES"] == "2"
+    assert worker_environment("cuda:1", {"CUDA_VISIBLE_DEVICES": "4,6"})["CUDA_VISIBLE_DEVICES"] == "6"
+    assert "CUDA_VISIBLE_DEVICES" not in worker_environment("cpu", {})
+    assert device_lanes(EIGHT_GPUS) == ["cpu", "cuda:0", "cuda:1", "cuda:2"] and device_lanes(CPU) == ["cpu"]
+
+
+def test_a_new_probe_waits_while_a_gpu_measures_and_nothing_starts_while_it_probes(store, sleepers):
+    from core.runs import jobs
+    from core.runs.limits import HostLimits
+
+    record_probe(store, EIGHT_GPUS)
+    limits = HostLimits(job_time_limit_s=None)
+    race = jobs.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits)
+    probe = jobs.enqueue(store, {}, "system", kind="probe")
+    assert store.get_run(race).status == "starting" and store.get_run(probe).status == "queued"
+    store.finish_run(race, "done")
+    jobs.tick(store)
+    assert store.get_run(probe).status == "starting"
+    waiting = jobs.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits)
+    assert store.get_run(waiting).status == "queued"  # no measurement beside the probe's CUDA context
+    store.finish_run(probe, "done", summary={"caps": EIGHT_GPUS.to_dict()})
+    jobs.tick(store)
+    assert store.get_run(waiting).status == "starting"
+
+
+def test_the_first_probe_runs_at_once_even_beside_a_job(store, sleepers):
+    from core.runs import jobs
+    from core.runs.limits import HostLimits
+
+    race = jobs.enqueue(store, quick_spec(device="cpu"), "ann", limits=HostLimits(job_time_limit_s=None))
+    probe = jobs.enqueue(store, {}, "system", kind="probe")
+    assert store.get_run(race).status == "starting" and store.get_run(probe).status == "starting"
+
+
+def test_the_sidebar_shows_each_gpu_and_each_lane(store, sleepers, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from test_pages import APP
+
+    from core.runs import jobs
+    from core.runs.limits import HostLimits
+    from core.view.queue import gpu_lines, lane_lines
+
+    monkeypatch.setenv("COMPILE_LAB_STORE", store.path)
+    probe = record_probe(store, EIGHT_GPUS)
+    gpus = [{"index": i, "name": "NVIDIA H100", "memory_bytes": 80 * 2**30, "sm_count": 132, "compute_capability": "9.0"}
+            for i in range(3)]  # fmt: skip
+    store.update_run(probe, summary={"caps": EIGHT_GPUS.to_dict(), "environment": {"torch": "2.x", "cuda": "12.8"},
+                                     "gpus": gpus, "cuda_driver": "12.8"})  # fmt: skip
+    limits = HostLimits(job_time_limit_s=None)
+    for _ in range(4):
+        jobs.enqueue(store, quick_spec(device="cuda", model="resnet18"), "ann", limits=limits)
+    active = store.list_runs(status=("starting", "running"))
+    queued = store.list_runs(status=("queued",))
+    lines = lane_lines(EIGHT_GPUS, active, queued)
+    assert lines[0] == "cpu: idle"
+    assert [line.split(":")[0] + ":" + line.split(":")[1] for line in lines[1:4]] == ["cuda:0", "cuda:1", "cuda:2"]
+    assert all("resnet18, starting" in line for line in lines[1:4])
+    assert lines[4] == "1 waiting for the next free GPU"
+    assert gpu_lines(store.get_run(probe).summary)[2] == (
+        "cuda:2 NVIDIA H100: 80.0 GiB, 132 SMs, compute capability 9.0"
+    )
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception
+    sidebar = [t.value for t in at.sidebar.text]
+    assert "cuda:1 NVIDIA H100: 80.0 GiB, 132 SMs, compute capability 9.0" in sidebar
+    assert "1 waiting for the next free GPU" in sidebar and any(t.startswith("cuda:2: #") for t in sidebar)

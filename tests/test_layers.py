@@ -75,7 +75,7 @@ from core.engine.spec import DeviceCaps, RunSpec
 from core.runs import jobs
 from core.runs.store import Store
 
-jobs.launch_worker = lambda store_path, run_id: os.getpid()  # nothing runs: only what the app imports counts
+jobs.launch_worker = lambda store_path, run_id, key: os.getpid()  # nothing runs: only what the app imports counts
 store = Store(os.environ["COMPILE_LAB_STORE"])
 env = {"device_type": "cpu", "device_name": "CPU", "cpu_name": "CPU", "cpu_count": 2, "torch": "2.x"}
 probe = store.create_run("probe", {}, "system", "probe", status="done", host=jobs.HOST)

@@ -38,6 +38,34 @@ def precision_flags() -> dict[str, Any]:
     }
 
 
+def cuda_driver_version() -> str | None:
+    """The NVIDIA driver's CUDA version (e.g. "12.4"), as the driver reports it; None off CUDA."""
+    try:
+        version = int(torch._C._cuda_getDriverVersion())  # private, but what torch itself reports
+    except Exception:  # noqa: BLE001
+        return None
+    return f"{version // 1000}.{version % 1000 // 10}" if version > 0 else None
+
+
+def gpu_inventory() -> list[dict[str, Any]]:
+    """Every GPU this process can see: index, name, memory, SM count, compute capability."""
+    if not torch.cuda.is_available():
+        return []
+    gpus = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        gpus.append(
+            {
+                "index": index,
+                "name": props.name,
+                "memory_bytes": int(props.total_memory),
+                "sm_count": int(getattr(props, "multi_processor_count", 0)) or None,
+                "compute_capability": f"{props.major}.{props.minor}",
+            }
+        )
+    return gpus
+
+
 def environment_record(device: torch.device) -> dict[str, Any]:
     """Device, versions and flags for one run on `device`."""
     try:
@@ -61,6 +89,8 @@ def environment_record(device: torch.device) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "precision_flags": precision_flags(),
+        "lane": os.environ.get("COMPILE_LAB_LANE"),  # the queue lane (GPU) a worker was pinned to
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -68,6 +98,8 @@ def environment_record(device: torch.device) -> dict[str, Any]:
             device_name=props.name,
             device_memory_bytes=int(props.total_memory),
             compute_capability=f"{props.major}.{props.minor}",
+            sm_count=int(getattr(props, "multi_processor_count", 0)) or None,
+            cuda_driver=cuda_driver_version(),
         )
     elif device.type == "mps":
         record["device_name"] = f"Apple MPS ({cpu_name()})"

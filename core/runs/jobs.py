@@ -54,9 +54,22 @@ def _race_problems(params: dict[str, Any], caps: DeviceCaps | None, limits: Host
     return problems + [p for p in limits.problems(spec) if p.field not in {q.field for q in problems}]
 
 
+ANY_GPU = "cuda"  # a queued CUDA job's key until dispatch picks an idle GPU lane: cuda:0 .. cuda:N-1
+
+
 def _race_device_key(params: dict[str, Any], caps: DeviceCaps | None) -> str:
-    device = resolve_device(params.get("device", "auto"), caps or DeviceCaps())
-    return "cuda:0" if device == "cuda" else device
+    return resolve_device(params.get("device", "auto"), caps or DeviceCaps())
+
+
+def same_device(run_key: str, key: str) -> bool:
+    """Is a run on `run_key` ('cuda:3') on the device `key` names ('cuda' = any GPU lane)?"""
+    return run_key == key or (key == ANY_GPU and run_key.startswith("cuda:"))
+
+
+def device_lanes(caps: DeviceCaps | None) -> list[str]:
+    """The queue's lanes on this machine: the CPU, and one per GPU (each runs one job at a time)."""
+    gpus = caps.cuda_lanes if caps is not None and caps.cuda else 0
+    return ["cpu"] + [f"cuda:{i}" for i in range(gpus)] + (["mps"] if caps is not None and caps.mps else [])
 
 
 def _demo_problems(params: dict[str, Any], caps: DeviceCaps | None, limits: HostLimits) -> list[Problem]:
@@ -93,7 +106,11 @@ def stored_demo(store: Store, demo: str, params: dict[str, Any]) -> Run | None:
     caps = DeviceCaps.from_dict(probe.summary["caps"]) if probe else None
     key = _demo_device_key({}, caps)
     for run in store.list_runs(kind="demo", limit=200):
-        if run.params != {"demo": demo, "params": params} or run.device_key != key or run.status == "cancelled":
+        if (
+            run.params != {"demo": demo, "params": params}
+            or not same_device(run.device_key, key)
+            or run.status == "cancelled"
+        ):
             continue
         if run.finished and run.environment and torch_version and run.environment.get("torch") != torch_version:
             continue
@@ -183,7 +200,20 @@ def enqueue(
     return run_id
 
 
-def launch_worker(store_path: str, run_id: int) -> int:
+def worker_environment(device_key: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker for one lane: a GPU lane's worker sees only its own GPU (as
+    cuda:0), so two races never share a GPU and a job cannot wander to another one. Indices are
+    positions in the host's own CUDA_VISIBLE_DEVICES when it sets one."""
+    env = dict(os.environ if environ is None else environ)
+    if device_key.startswith("cuda:"):
+        index = int(device_key.split(":", 1)[1])
+        visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
+        env["COMPILE_LAB_LANE"] = device_key
+    return env
+
+
+def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
     """Start `python -m core.runs.worker` for one job in its own session, so it outlives its parent."""
     log_dir = os.path.join(os.path.dirname(store_path), "logs")
     os.makedirs(log_dir, exist_ok=True)
@@ -191,6 +221,7 @@ def launch_worker(store_path: str, run_id: int) -> int:
         proc = subprocess.Popen(
             [sys.executable, "-m", "core.runs.worker", "--store", store_path, "--run-id", str(run_id)],
             cwd=PROJECT_ROOT,
+            env=worker_environment(device_key),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -215,36 +246,54 @@ def launch_ticker(store_path: str) -> None:
     )
 
 
-def tick(store: Store, launch: Callable[[str, int], int] | None = None) -> list[int]:
-    """Reconcile, then start the oldest queued job on every idle device. Safe to call anywhere."""
+def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> list[int]:
+    """Reconcile, then start the oldest queued job on every idle lane. Safe to call anywhere.
+
+    Lanes: the CPU, and each GPU by index; a CUDA job waits for any idle GPU lane and is pinned to
+    it. The device probe never runs beside a job on a device (a second CUDA context during a
+    measurement), except when there is no probe result yet, and no job starts while it runs.
+    """
     launch = launch or launch_worker
     reconcile(store)
+    caps = known_caps(store)
+    gpu_lanes = [lane for lane in device_lanes(caps) if lane.startswith("cuda:")] or ["cuda:0"]
     now = time.time()
-    started: list[int] = []
+    started: list[tuple[int, str]] = []
     with store.transaction(immediate=True) as c:
         busy = {
             row[0] for row in c.execute("SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running')")
         }
-        for row in c.execute("SELECT id, device_key FROM runs WHERE status = 'queued' ORDER BY id").fetchall():
-            if row["device_key"] in busy:
+        for row in c.execute("SELECT id, kind, device_key FROM runs WHERE status = 'queued' ORDER BY id").fetchall():
+            key = row["device_key"]
+            if key == PROBE_DEVICE_KEY:
+                if key in busy or (caps is not None and busy):
+                    continue
+            elif PROBE_DEVICE_KEY in busy and caps is not None:
                 continue
-            busy.add(row["device_key"])
+            elif key == ANY_GPU:
+                free = [lane for lane in gpu_lanes if lane not in busy]
+                if not free:
+                    continue
+                key = free[0]
+            elif key in busy:
+                continue
+            busy.add(key)
             c.execute(
-                "UPDATE runs SET status = 'starting', phase = 'starting', started_at = ?, heartbeat_at = ?, host = ? "
-                "WHERE id = ? AND status = 'queued'",
-                (now, now, HOST, row["id"]),
+                "UPDATE runs SET status = 'starting', phase = 'starting', started_at = ?, heartbeat_at = ?, host = ?, "
+                "device_key = ? WHERE id = ? AND status = 'queued'",
+                (now, now, HOST, key, row["id"]),
             )
-            started.append(int(row["id"]))
-    for run_id in started:
+            started.append((int(row["id"]), key))
+    for run_id, key in started:
         try:
-            pid = launch(store.path, run_id)
+            pid = launch(store.path, run_id, key)
         except OSError as exc:
             store.finish_run(run_id, "failed", error=f"could not start a worker process: {exc}")
             continue
         # The worker records its own pid when it claims the job; this covers the gap before that.
         with store.transaction() as c:
             c.execute("UPDATE runs SET pid = ? WHERE id = ? AND pid IS NULL", (pid, run_id))
-    return started
+    return [run_id for run_id, _ in started]
 
 
 def reconcile(store: Store, now: float | None = None) -> list[int]:

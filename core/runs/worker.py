@@ -166,12 +166,18 @@ def run_probe_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[st
     """Record what this machine's device is, so the UI never has to touch CUDA to know."""
     import torch
 
-    from core.engine.environment import environment_record
+    from core.engine.environment import cuda_driver_version, environment_record, gpu_inventory
     from core.engine.spec import detect_device_caps
 
     caps = detect_device_caps()
     env = environment_record(torch.device(caps.default_device))
-    return "done", {"summary": {"caps": caps.to_dict(), "environment": env}, "environment": env}
+    summary = {
+        "caps": caps.to_dict(),
+        "environment": env,
+        "gpus": gpu_inventory(),
+        "cuda_driver": cuda_driver_version(),
+    }
+    return "done", {"summary": summary, "environment": env}
 
 
 def run_demo_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str, Any]]:

@@ -1,0 +1,49 @@
+"""The queue as the sidebar shows it: one line per lane (the CPU, each GPU), what runs there and
+how many wait. Pure: runs and device facts in, text out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.engine.spec import DeviceCaps
+from core.runs.jobs import ANY_GPU, device_lanes, same_device
+from core.runs.store import Run
+from core.view.report import fmt_bytes
+
+
+def gpu_lines(probe_summary: dict[str, Any]) -> list[str]:
+    """The device card on a GPU box: each GPU (name, memory, SMs, compute capability), then the
+    versions, from what the probe job recorded."""
+    env = probe_summary.get("environment") or {}
+    gpus = probe_summary.get("gpus") or [
+        {"index": 0, "name": env.get("device_name"), "memory_bytes": env.get("device_memory_bytes"),
+         "compute_capability": env.get("compute_capability")}
+    ]  # fmt: skip
+    lines = []
+    for gpu in gpus:
+        sms = f", {gpu['sm_count']} SMs" if gpu.get("sm_count") else ""
+        lines.append(
+            f"cuda:{gpu.get('index', 0)} {gpu.get('name') or '?'}: {fmt_bytes(gpu.get('memory_bytes'))}{sms}, "
+            f"compute capability {gpu.get('compute_capability') or '?'}"
+        )
+    driver = f", driver CUDA {probe_summary['cuda_driver']}" if probe_summary.get("cuda_driver") else ""
+    lines.append(f"torch {env.get('torch', '?')}, CUDA {env.get('cuda') or '?'}{driver}")
+    return lines
+
+
+def lane_lines(caps: DeviceCaps | None, active: list[Run], queued: list[Run]) -> list[str]:
+    """'cuda:1: #12 resnet50, compiled epoch 2/3', 'cuda:2: idle', then what waits for a GPU."""
+    lines = []
+    for lane in device_lanes(caps):
+        here = [r for r in active if r.device_key == lane]
+        waiting = sum(1 for r in queued if r.device_key == lane)
+        if not here and not waiting and lane != "cpu" and not lane.startswith("cuda:"):
+            continue
+        what = "; ".join(f"#{r.id} {r.params.get('model', r.kind)}, {r.phase}" for r in here) or "idle"
+        lines.append(f"{lane}: {what}" + (f" ({waiting} waiting)" if waiting else ""))
+    any_gpu = sum(1 for r in queued if r.device_key == ANY_GPU)
+    if any_gpu:
+        lines.append(f"{any_gpu} waiting for the next free GPU")
+    probing = [r for r in active if not any(same_device(r.device_key, lane) for lane in device_lanes(caps))]
+    lines += [f"{r.device_key}: #{r.id} {r.kind}, {r.phase}" for r in probing]
+    return lines
