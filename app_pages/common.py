@@ -11,6 +11,7 @@ import uuid
 import streamlit as st
 
 from core.engine.analysis import plain_reading
+from core.engine.explain import demo_device_problem
 from core.runs import jobs
 from core.runs.store import Run, Store
 from core.view import charts
@@ -130,6 +131,10 @@ def demo_section(name: str, params: dict, key: str) -> dict | None:
     """The stored measurement of a demo with these parameters on this device, with a button to
     measure (again). Returns the result when one is stored; shows progress while it runs."""
     run = jobs.stored_demo(store(), name, params)
+    cannot = demo_device_problem(name, jobs.known_caps(store()))
+    if cannot and run is None:
+        st.warning(f"Not measurable on this device: {cannot}.")
+        return None
     button = st.empty()
     if run is not None and not run.finished:
         _follow_demo(run.id)

@@ -12,6 +12,7 @@ from core.view.race_form import (
     CPU_BREAK_EVEN_PRESET,
     default_spec,
     describe_duration,
+    duration_note,
     estimate_seconds,
     form_spec,
     spec_from_query,
@@ -57,7 +58,7 @@ def followed_run():
 
 def choose(field: str, label: str, column, fmt=str, on_change=None) -> None:
     """A selectbox offering only what this device can run; the rest is named with the reason."""
-    blocked = unavailable_options(form_spec(st.session_state), field, caps)
+    blocked = unavailable_options(form_spec(st.session_state), field, caps, limits)
     options = [o for o in CHOICES[field] if o not in blocked] or list(CHOICES[field])
     if st.session_state.get(f"form_{field}") not in options:
         st.session_state[f"form_{field}"] = options[0]
@@ -97,6 +98,8 @@ with st.expander("Configure a race", expanded=followed_run() is None):
     launch_col, hint_col, preset_col = st.columns([1, 3, 1])
     launched = launch_col.button("Launch", type="primary", disabled=bool(problems) or caps is None, width="stretch")
     hint_col.caption(f"Estimated duration: {describe_duration(*estimate_seconds(spec, caps))} (rough).")
+    if duration_note(spec):
+        hint_col.caption(duration_note(spec))
     if not (caps and caps.cuda):
         preset_col.button(
             "CPU break-even preset",

@@ -488,3 +488,97 @@ def test_the_sidebar_shows_each_gpu_and_each_lane(store, sleepers, monkeypatch):
     sidebar = [t.value for t in at.sidebar.text]
     assert "cuda:1 NVIDIA H100: 80.0 GiB, 132 SMs, compute capability 9.0" in sidebar
     assert "1 waiting for the next free GPU" in sidebar and any(t.startswith("cuda:2: #") for t in sidebar)
+
+
+# -- 8. max-autotune: an estimate that says so, and a host limit ---------------------------------------
+
+
+def test_autotune_modes_raise_the_estimate_and_say_why():
+    from core.view.race_form import duration_note, estimate_seconds
+
+    base = RunSpec(model="resnet50", batch_size=128, precision="amp-bf16", device="cuda", steps_per_epoch=50)
+    default = estimate_seconds(base, AMPERE)
+    for mode in ("max-autotune", "max-autotune-no-cudagraphs"):
+        tuned = RunSpec(**{**base.to_dict(), "mode": mode})
+        assert estimate_seconds(tuned, AMPERE)[1] > 3 * default[1]
+        assert "many minutes" in duration_note(tuned)
+    assert duration_note(base) is None
+
+
+def test_a_host_can_allow_only_some_modes_and_the_form_does_not_offer_the_rest():
+    from core.runs.limits import load_host_limits
+    from core.view.race_form import unavailable_options
+
+    limits = load_host_limits({"COMPILE_LAB_ALLOWED_MODES": "default, reduce-overhead"})
+    assert limits.allowed_modes == ("default", "reduce-overhead")
+    problems = fields(limits.problems(RunSpec(mode="max-autotune", device="cuda")))
+    assert problems["mode"] == "this host allows only: default, reduce-overhead"
+    blocked = unavailable_options(RunSpec(device="cuda"), "mode", AMPERE, limits)
+    assert set(blocked) == {"max-autotune", "max-autotune-no-cudagraphs"}
+
+
+# -- 3 and 7. explainer demos on a GPU -----------------------------------------------------------------
+
+
+def test_demos_that_need_inductor_are_refused_before_they_start_where_it_cannot_run(store, sleepers):
+    from core.engine.explain import demo_device_problem
+    from core.engine.spec import SpecError
+    from core.runs import jobs
+
+    assert "compute capability 7.0" in demo_device_problem("fusion", PASCAL)
+    assert demo_device_problem("graphs", PASCAL) is None  # graph capture needs no Inductor
+    assert demo_device_problem("codegen", AMPERE) is None and demo_device_problem("codegen", CPU) is None
+    with pytest.raises(SpecError, match="Inductor"):
+        jobs.enqueue(store, {"demo": "caches", "params": {}}, "ann", kind="demo", caps=NO_TRITON)
+    assert store.list_runs(kind="demo") == []
+
+
+def test_the_explainer_page_says_why_instead_of_offering_to_measure(store, sleepers, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from test_pages import APP
+
+    monkeypatch.setenv("COMPILE_LAB_STORE", store.path)
+    record_probe(store, PASCAL)
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("app_pages/under_the_hood.py").run()
+    assert not at.exception
+    warnings = [w.value for w in at.warning]
+    assert len([w for w in warnings if w.startswith("Not measurable on this device")]) == 4  # all but graphs
+    assert [b.label for b in at.button].count("Measure on this device") == 1
+
+
+def test_the_caches_demo_measures_recompiles_on_the_chosen_device(monkeypatch):
+    from core.engine.explain import caches
+
+    seen, real_recompiles = {}, caches.recompiles
+    monkeypatch.setattr(caches, "compile_in_fresh_process", lambda *a: {"compile_s": 1.0})
+    monkeypatch.setattr(caches, "recompiles", lambda shapes, backend, device="cpu": seen.setdefault("device", device))
+    caches.run({"shapes": [8, 16]}, device="cuda")
+    assert seen["device"] == "cuda"
+    rows = real_recompiles([8, 16], "eager", "cpu")  # the real thing, on the CPU
+    assert [c["length"] for c in rows[0]["calls"]] == [8, 16]
+
+
+def test_a_fresh_process_compile_takes_an_untimed_eager_step_first(monkeypatch):
+    from core.engine.explain import compile_once
+
+    log = []
+    real_build, real_compile = compile_once.build_model, torch.compile
+
+    def build(name):
+        model = real_build(name)
+        model.register_forward_pre_hook(lambda module, args: log.append("forward"))
+        return model
+
+    def compile_spy(model, **kwargs):
+        log.append("compile")
+        return real_compile(model, backend="eager")
+
+    monkeypatch.setattr(compile_once, "build_model", build)
+    monkeypatch.setattr(compile_once.torch, "compile", compile_spy)
+    try:
+        result = compile_once.main("mlp", 4, "cpu")
+    finally:
+        monkeypatch.undo()
+    assert log[:2] == ["forward", "compile"]
+    assert result["first_step_s"] > 0

@@ -73,9 +73,11 @@ def device_lanes(caps: DeviceCaps | None) -> list[str]:
 
 
 def _demo_problems(params: dict[str, Any], caps: DeviceCaps | None, limits: HostLimits) -> list[Problem]:
-    from core.engine.explain import demo_problems
+    from core.engine.explain import demo_device_problem, demo_problems
 
-    return [Problem("demo", message) for message in demo_problems(params)]
+    problems = [Problem("demo", message) for message in demo_problems(params)]
+    device = demo_device_problem(params.get("demo", ""), caps) if not problems else None
+    return problems + ([Problem("device", device)] if device else [])
 
 
 def _demo_device_key(params: dict[str, Any], caps: DeviceCaps | None) -> str:

@@ -22,6 +22,7 @@ class HostLimits:
     """
 
     allowed_models: tuple[str, ...] | None = None
+    allowed_modes: tuple[str, ...] | None = None  # max-autotune can hold a GPU for many minutes
     max_batch_size: int | None = None
     max_steps: int | None = None  # epochs x steps_per_epoch, per variant
     max_epochs: int | None = None
@@ -34,6 +35,8 @@ class HostLimits:
         p: list[Problem] = []
         if self.allowed_models is not None and spec.model not in self.allowed_models:
             p.append(Problem("model", f"this host allows only: {', '.join(self.allowed_models)}"))
+        if self.allowed_modes is not None and spec.mode not in self.allowed_modes:
+            p.append(Problem("mode", f"this host allows only: {', '.join(self.allowed_modes)}"))
         if (
             self.max_batch_size is not None
             and isinstance(spec.batch_size, int)
@@ -59,6 +62,7 @@ class HostLimits:
 
 _LIMIT_PARSERS = {
     "allowed_models": lambda v: tuple(m.strip() for m in (v.split(",") if isinstance(v, str) else v) if m.strip()),
+    "allowed_modes": lambda v: tuple(m.strip() for m in (v.split(",") if isinstance(v, str) else v) if m.strip()),
     "max_batch_size": int,
     "max_steps": int,
     "max_epochs": int,

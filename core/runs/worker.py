@@ -187,10 +187,14 @@ def run_demo_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str
     import torch
 
     from core.engine.environment import environment_record
-    from core.engine.explain import demo_module, with_defaults
+    from core.engine.explain import demo_device_problem, demo_module, with_defaults
     from core.engine.spec import detect_device_caps
 
-    device = detect_device_caps().default_device
+    caps = detect_device_caps()
+    device = caps.default_device
+    cannot = demo_device_problem(params["demo"], caps)
+    if cannot:  # refused before measuring, not half way through
+        return "failed", {"error": cannot}
     env = environment_record(torch.device(device))
     sink.update(environment=env, phase=f"measuring {params['demo']} on {device}")
     module = demo_module(params["demo"])

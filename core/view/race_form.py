@@ -19,6 +19,7 @@ from core.engine.spec import (
     validate,
 )
 from core.engine.zoo import MODELS
+from core.runs.limits import HostLimits
 
 # The fields the form shows, in the order a person decides them.
 FORM_FIELDS = ("model", "batch_size", "precision", "mode", "backend", "epochs", "steps_per_epoch", "data", "cache")
@@ -49,11 +50,16 @@ def default_spec(caps: DeviceCaps | None) -> RunSpec:
     return RunSpec(model="pointwise_mlp", batch_size=4096, epochs=3, steps_per_epoch=100, device="cpu")
 
 
-def unavailable_options(spec: RunSpec, field: str, caps: DeviceCaps | None) -> dict[Any, str]:
-    """Options of `field` this device cannot run with the rest of `spec`, each with the reason."""
+def unavailable_options(
+    spec: RunSpec, field: str, caps: DeviceCaps | None, limits: HostLimits | None = None
+) -> dict[Any, str]:
+    """Options of `field` this device cannot run with the rest of `spec` (or this host does not
+    allow), each with the reason."""
     out: dict[Any, str] = {}
     for option in CHOICES.get(field, ()):
-        problems = [p for p in validate(dataclasses.replace(spec, **{field: option}), caps) if p.field == field]
+        candidate = dataclasses.replace(spec, **{field: option})
+        problems = validate(candidate, caps) + (limits.problems(candidate) if limits is not None else [])
+        problems = [p for p in problems if p.field == field]
         if problems:
             out[option] = problems[0].message
     return out
@@ -65,6 +71,8 @@ _CPU_STEP_S = {"mlp": 0.05, "small_cnn": 0.15, "pointwise_mlp": 0.045, "gpt": 0.
 _CPU_COMPILE_S = {"mlp": 20, "small_cnn": 20, "pointwise_mlp": 10, "gpt": 28, "resnet18": 35}
 _GPU_STEP_S = 0.05
 _GPU_COMPILE_S = 60
+AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
+AUTOTUNE_COMPILE_FACTOR = 10  # autotuning benchmarks candidate kernels: compiles of several times, often more
 
 
 def estimate_seconds(spec: RunSpec, caps: DeviceCaps | None) -> tuple[float, float]:
@@ -80,8 +88,20 @@ def estimate_seconds(spec: RunSpec, caps: DeviceCaps | None) -> tuple[float, flo
     compile_s = _GPU_COMPILE_S if on_gpu else _CPU_COMPILE_S.get(spec.model, 60)
     if spec.backend != "inductor":
         compile_s = compile_s / 5
+    elif spec.mode in AUTOTUNE_MODES:
+        compile_s *= AUTOTUNE_COMPILE_FACTOR
     total = 2 * spec.epochs * (spec.steps_per_epoch + spec.eval_steps) * step + compile_s + 5  # +5: worker start
     return (total * 0.5, total * 2.0)
+
+
+def duration_note(spec: RunSpec) -> str | None:
+    """What the estimate cannot know, said beside it: autotuning's cost depends on the model."""
+    if spec.backend == "inductor" and spec.mode in AUTOTUNE_MODES:
+        return (
+            f"{spec.mode} benchmarks many kernel variants for every matrix multiply and convolution while it "
+            "compiles: the compile alone can take many minutes (the estimate assumes ten times the default mode's)."
+        )
+    return None
 
 
 def describe_duration(low: float, high: float) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 from core.engine.explain import params as demo_params
 from core.engine.explain.params import CODEGEN_FUNCTIONS  # noqa: F401 - the page offers these
+from core.engine.spec import DeviceCaps, inductor_problem
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Demo:
     name: str
     title: str
     module: str
+    needs_inductor: bool = True  # graph capture alone (the graphs demo) runs wherever Dynamo does
 
 
 DEMOS: dict[str, Demo] = {
@@ -36,11 +38,18 @@ DEMOS: dict[str, Demo] = {
     for d in [
         Demo("fusion", "Fusion and memory bandwidth", "core.engine.explain.fusion"),
         Demo("overhead", "Overhead", "core.engine.explain.overhead"),
-        Demo("graphs", "Graph capture and graph breaks", "core.engine.explain.graphs"),
+        Demo("graphs", "Graph capture and graph breaks", "core.engine.explain.graphs", needs_inductor=False),
         Demo("codegen", "The code Inductor writes", "core.engine.explain.codegen"),
         Demo("caches", "Where compile time goes, and caches", "core.engine.explain.caches"),
     ]
 }
+
+
+def demo_device_problem(name: str, caps: DeviceCaps | None) -> str | None:
+    """Why this device cannot run demo `name`, said before it starts (not half way through)."""
+    demo = DEMOS.get(name)
+    reason = inductor_problem(caps) if demo is not None and demo.needs_inductor and caps is not None else None
+    return f"this demo compiles with Inductor, which cannot run here: {reason}" if reason else None
 
 
 def demo_module(name: str) -> ModuleType:
