@@ -1,4 +1,4 @@
-"""Command line: `python -m core models | race | submit | status | cancel | delete | runs | export | import`.
+"""Command line: `python -m core models | race | submit | status | cancel | delete | runs | export | import | doctor`.
 
 Errors a user can cause end with one line on stderr and exit status 2; a run that fails part
 way prints what it measured, then the reason, and exits 1.
@@ -385,6 +385,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from core.runs.doctor import doctor
+
+    return doctor(args.store, args.out, cpu_smoke=args.cpu_smoke)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m core", description="Compile Lab: eager vs torch.compile, measured.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -432,6 +438,16 @@ def build_parser() -> argparse.ArgumentParser:
     imp = store_parser("import", "add a bundle from another machine as an imported run", owner=True)
     imp.add_argument("file")
     imp.set_defaults(func=cmd_import)
+    doc = sub.add_parser(
+        "doctor",
+        help="on a GPU box: check every CUDA path (precisions, modes, out of memory, demos) and print one table",
+    )
+    doc.add_argument("--store", default=None, help="store to run the checks in (default: a fresh temporary one)")
+    doc.add_argument(
+        "--out", default=None, help="folder for the table (doctor.txt, doctor.json) and the ResNet-50 bundle"
+    )
+    doc.add_argument("--cpu-smoke", action="store_true", help=argparse.SUPPRESS)  # the machinery at toy size, for tests
+    doc.set_defaults(func=cmd_doctor)
     return parser
 
 

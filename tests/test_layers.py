@@ -14,7 +14,12 @@ import core
 
 LAYERS = ("engine", "runs", "view")
 FORBIDDEN = {"engine": ("core.runs", "core.view"), "runs": ("core.view",), "view": ()}
-NO_UI_LIBRARIES = {"engine": ("streamlit", "altair", "pandas"), "runs": ("streamlit", "altair"), "view": ("streamlit",)}
+# The engine and the runs layer run on a bare GPU box (workers, `python -m core doctor`) that has only torch.
+NO_UI_LIBRARIES = {
+    "engine": ("streamlit", "altair", "pandas"),
+    "runs": ("streamlit", "altair", "pandas"),
+    "view": ("streamlit",),
+}
 
 
 def modules_of(layer: str) -> list[str]:
