@@ -134,6 +134,11 @@ def summary_table(result: dict[str, Any]) -> str:
         lines.append(f"{'':<30}break: {reason}")
     for reason in compile_info.get("recompile_reasons", []):
         lines.append(f"{'':<30}recompile: {reason}")
+    for reason in compile_info.get("frame_skips") or []:
+        lines.append(f"{'':<30}frame skipped: {reason}")
+    if compile_info.get("cudagraph_skips"):
+        reasons = "; ".join(compile_info.get("cudagraph_skip_reasons") or []) or "torch did not say why"
+        lines.append(f"{'CUDA graphs skipped':<30}{compile_info['cudagraph_skips']}: {reasons}")
     for phase, seconds in (compile_info.get("phase_times_s") or {}).items():
         lines.append(f"{'  compile phase':<30}{fmt_seconds(seconds):>10}  {phase}")
     lines += ["", s.get("reading", "")]
