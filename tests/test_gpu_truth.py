@@ -473,6 +473,8 @@ def test_the_sidebar_shows_each_gpu_and_each_lane(store, sleepers, monkeypatch):
     limits = HostLimits(job_time_limit_s=None)
     for _ in range(4):
         jobs.enqueue(store, quick_spec(device="cuda", model="resnet18"), "ann", limits=limits)
+    runs = store.list_runs(kind="race")
+    assert sorted(r.status for r in runs) == ["queued"] + ["starting"] * 3, [(r.status, r.error) for r in runs]
     active = store.list_runs(status=("starting", "running"))
     queued = store.list_runs(status=("queued",))
     lines = lane_lines(EIGHT_GPUS, active, queued)
