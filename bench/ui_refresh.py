@@ -195,7 +195,11 @@ def stored_summary(rng: random.Random, batch: int) -> dict:
         graphs=1,
         graph_breaks=0,
         recompiles=0,
-        compile_phases_s={"dynamo": 1.5, "aot autograd": 3.0, "inductor": 9.0},
+        compile_phases={
+            "forward": {"phases": {"Dynamo": 1.5, "AOT autograd": 1.5, "Inductor": 3.0}, "total_s": 6.0},
+            "backward": {"phases": {"AOT autograd": 0.5, "Inductor": 5.5}, "total_s": 6.0},
+            "total_s": 12.0,
+        },
     )
     summary["reading"] = analysis.plain_reading(summary)
     return summary

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import TextIO
@@ -73,6 +74,23 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.cache,
         help=f"Inductor cache: {', '.join(CACHES)} (cold: a fresh cache, what a new user pays)",
     )
+    a("--shapes", default=d.shapes, help="fixed, or varying: sequence length per batch (gpt), a smaller last batch")
+    a(
+        "--stance",
+        default=d.stance,
+        help="torch.compiler.set_stance after the first compile: default, fail_on_recompile, eager_on_recompile",
+    )
+    a(
+        "--profile-steps",
+        type=int,
+        default=d.profile_steps,
+        help="steady steps profiled per variant afterwards (0: none)",
+    )
+    a(
+        "--compile-trace",
+        action="store_true",
+        help="keep torch's structured compile trace (TORCH_TRACE; tlparse reads it)",
+    )
     a("--seed", type=int, default=d.seed)
     a("--device", default=d.device, help=f"one of {', '.join(DEVICES)}")
     a("--lr", type=float, default=d.lr, help="Adam learning rate")
@@ -100,6 +118,10 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         data_dir=args.data_dir,
         download=args.download,
         cache=args.cache,
+        shapes=args.shapes,
+        stance=args.stance,
+        profile_steps=args.profile_steps,
+        compile_trace=args.compile_trace,
         seed=args.seed,
         device=args.device,
         lr=args.lr,
@@ -113,15 +135,25 @@ class ProgressPrinter:
         self.stream = stream
         self.tty = stream.isatty()
         self._last = 0.0
+        self._compile_started: float | None = None
 
     def __call__(self, event) -> None:
-        from core.engine.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent
+        from core.engine.trainer import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
         from core.view.report import environment_header
 
         if isinstance(event, StartEvent):
             self._line(environment_header(event.environment))
+        elif isinstance(event, CompileEvent):
+            self._line(f"[{event.variant}] {event.phase} step {event.step}: {event.note}")
         elif isinstance(event, StatusEvent):
-            if event.state == "compiling":
+            if event.state == "compile_phase":
+                if event.message:
+                    self._compile_started = self._compile_started or time.monotonic()
+                    elapsed = time.monotonic() - self._compile_started
+                    self._line(f"[{event.variant}] compiling, {elapsed:.1f} s in: {event.message}")
+                else:
+                    self._compile_started = None
+            elif event.state == "compiling":
                 self._line(f"[compiled] {event.message} ...")
             elif event.state == "starting":
                 self._line(f"[{event.variant}] starting")
@@ -175,6 +207,11 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_race(args: argparse.Namespace) -> int:
+    trace = None
+    if args.compile_trace:  # read when torch is imported, so before anything imports it
+        trace = os.path.abspath(args.trace_dir or f"compile-lab-trace-{time.strftime('%Y%m%d-%H%M%S')}")
+        os.environ["TORCH_TRACE"] = os.path.join(trace, "torch_trace")
+
     from core.engine.spec import check, detect_device_caps
 
     try:
@@ -189,7 +226,11 @@ def cmd_race(args: argparse.Namespace) -> int:
     from core.engine.trainer import run_race
     from core.view.report import summary_table
 
-    result = run_race(spec, on_event=None if args.quiet else ProgressPrinter(sys.stderr), caps=caps)
+    result = run_race(
+        spec, on_event=None if args.quiet else ProgressPrinter(sys.stderr), caps=caps, trace_dir=args.trace_dir
+    )
+    if trace and not args.quiet:
+        print(f"compile trace (TORCH_TRACE, for tlparse): {trace}", file=sys.stderr)
     data = result.to_dict()
     if args.json:
         print(json.dumps(data, default=float))
@@ -401,6 +442,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_spec_arguments(race)
     race.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     race.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    race.add_argument(
+        "--trace-dir", default=None, help="write each variant's profiled steps as a Chrome/Perfetto trace here"
+    )
     race.set_defaults(func=cmd_race)
 
     def store_parser(name: str, help_text: str, owner: bool = False) -> argparse.ArgumentParser:

@@ -180,6 +180,7 @@ def summarize(
     compiled_eval_epochs: Sequence[float] = (),
     warmup: int | None = None,
     min_warmup: int = 1,
+    compile_events: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The race's headline numbers from per-step and per-epoch train times of both variants.
 
@@ -218,6 +219,7 @@ def summarize(
         "compiled_epoch_times_s": list(compiled_epochs),
         "eager_eval_epoch_times_s": list(eager_eval_epochs),
         "compiled_eval_epoch_times_s": list(compiled_eval_epochs),
+        "compile_events": list(compile_events),  # compiles and recompiles, at the step that paid for them
     }
 
 
@@ -236,8 +238,11 @@ def summarize_events(events: Iterable[dict[str, Any]], batch_size: int, min_warm
     steps: dict[str, list[float]] = {"eager": [], "compiled": []}
     epochs: dict[str, list[float]] = {"eager": [], "compiled": []}
     evals: dict[str, list[float]] = {"eager": [], "compiled": []}
+    compiles: list[dict[str, Any]] = []
     for e in events:
-        if e["kind"] == "step" and e["phase"] == "train":
+        if e["kind"] == "compile":
+            compiles.append({k: e.get(k) for k in ("variant", "phase", "epoch", "step", "note")})
+        elif e["kind"] == "step" and e["phase"] == "train":
             steps[e["variant"]].append(e["time_s"])
         elif e["kind"] == "epoch":
             epochs[e["variant"]].append(e["time_s"])
@@ -252,6 +257,7 @@ def summarize_events(events: Iterable[dict[str, Any]], batch_size: int, min_warm
         evals["eager"],
         evals["compiled"],
         min_warmup=min_warmup,
+        compile_events=compiles,
     )
 
 

@@ -10,6 +10,7 @@ the view uses it on stored runs.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,9 @@ class CompileStats:
     cudagraph_skips: int | None = None
     cudagraph_skip_reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what torch warned while compiling
-    phase_times_s: dict[str, float] = field(default_factory=dict)  # dynamo / aot / inductor / ...
+    # Where compile time went, forward and backward apart, in phases that add up to each total
+    # (compile_breakdown); {} when this torch does not report it.
+    phases: dict[str, Any] = field(default_factory=dict)
     cache_hits: int | None = None
     cache_misses: int | None = None
 
@@ -58,16 +61,21 @@ def reset_compile_state() -> None:
         pass
 
 
-# (label shown to users, CompilationMetrics field in microseconds). The phases nest: the
-# dynamo total contains AOT autograd, which contains Inductor, so they do not add up.
-_PHASES = (
-    ("total: dynamo tracing, includes the phases below", "dynamo_cumulative_compile_time_us"),
-    ("aot autograd: forward + backward graphs", "aot_autograd_cumulative_compile_time_us"),
-    ("inductor: lowering and kernel generation", "inductor_cumulative_compile_time_us"),
-    ("inductor code generation", "inductor_code_gen_cumulative_compile_time_us"),
-    ("kernel compile: C++ on CPU, Triton on GPU", "triton_compile_time_us"),
-    ("backward graph, compiled at first backward", "backward_cumulative_compile_time_us"),
+DYNAMO, AOT, LOWERING, CODEGEN, KERNELS = (
+    "Dynamo tracing",
+    "AOT autograd",
+    "Inductor lowering",
+    "Inductor code generation",
+    "kernel compilation",
 )
+PHASE_ORDER = (DYNAMO, AOT, LOWERING, CODEGEN, KERNELS)
+PHASE_MEANING = {
+    DYNAMO: "Dynamo reads the Python bytecode and records the tensor operations into a graph",
+    AOT: "AOT autograd traces the joint forward and backward graph and splits it in two",
+    LOWERING: "Inductor lowers the graph to loops and decides what to fuse",
+    CODEGEN: "Inductor writes the kernels' source code (C++ on a CPU, Triton on a GPU)",
+    KERNELS: "the C++ compiler or Triton compiles those kernels (and autotuning benchmarks variants)",
+}
 # Skip reasons that mean "this frame was not compiled although it held tensor work"; torch also
 # lists the frames it never meant to compile (its own library code), which say nothing.
 _MEANINGFUL_SKIPS = ("decided to skip the frame", "error was suppressed", "compilation failed")
@@ -97,10 +105,7 @@ def read_compile_stats() -> CompileStats:
             reasons = [m.get("recompile_reason") for m in metrics if m.get("recompile_reason")]
             stats.recompiles = len(reasons)
             stats.recompile_reasons = [_first_line(r) for r in reasons]
-        for label, key in _PHASES:
-            total = sum(m.get(key) or 0 for m in metrics)
-            if total:
-                stats.phase_times_s[label] = total / 1e6
+        stats.phases = compile_breakdown(metrics)
         if "inductor_fx_local_cache_hit_count" in present:
             stats.cache_hits = int(sum(m.get("inductor_fx_local_cache_hit_count") or 0 for m in metrics))
             stats.cache_misses = int(sum(m.get("inductor_fx_local_cache_miss_count") or 0 for m in metrics))
@@ -115,6 +120,96 @@ def read_compile_stats() -> CompileStats:
         ]
         stats.frame_skips += [f for f in fails if f not in stats.frame_skips]
     return stats
+
+
+def compile_breakdown(metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """Compile time by phase, forward and backward apart, with totals that the phases add up to.
+
+    Torch's per-compile records nest their times: a frame's Dynamo total contains AOT autograd,
+    which contains Inductor, which contains code generation, which contains kernel compilation.
+    The backward graph compiles later, at the first backward, in a record of its own whose total
+    lies outside the frame's. So each phase here is its own time minus the next one nested in it
+    (the differences add up to the outer total exactly), and the honest total is the forward
+    totals plus the backward totals. {} when this torch reports none of it.
+    """
+    chains = {
+        "forward": (
+            (DYNAMO, "dynamo_cumulative_compile_time_us"),
+            (AOT, "aot_autograd_cumulative_compile_time_us"),
+            (LOWERING, "inductor_cumulative_compile_time_us"),
+            (CODEGEN, "inductor_code_gen_cumulative_compile_time_us"),
+            (KERNELS, "triton_compile_time_us"),
+        ),
+        "backward": (
+            (AOT, "backward_cumulative_compile_time_us"),
+            (LOWERING, "inductor_cumulative_compile_time_us"),
+            (CODEGEN, "inductor_code_gen_cumulative_compile_time_us"),
+            (KERNELS, "triton_compile_time_us"),
+        ),
+    }
+    out: dict[str, Any] = {}
+    for direction, chain in chains.items():
+        phases = dict.fromkeys(PHASE_ORDER, 0.0)
+        total = 0.0
+        for m in metrics:
+            is_forward = m.get("is_forward")
+            if (direction == "forward") != (is_forward is None or bool(is_forward)):
+                continue
+            present = [(name, float(m[key])) for name, key in chain if m.get(key)]
+            if not present or present[0][0] != chain[0][0]:
+                continue  # no outer total: nothing honest to split
+            outer = cap = present[0][1]
+            for (name, value), (_, following) in zip(present, [*present[1:], (None, 0.0)]):
+                value = min(value, cap)  # torch's timers can overlap a little: never count a second twice
+                cap = min(following, value)
+                phases[name] += (value - cap) / 1e6
+            total += outer / 1e6
+        if total:
+            out[direction] = {"phases": {k: v for k, v in phases.items() if v > 0}, "total_s": total}
+    if out:
+        out["total_s"] = sum(part["total_s"] for part in out.values())
+    return out
+
+
+class CompileWatch:
+    """Which compiles happened since it last looked, cheaply enough to ask after every step: the
+    length of torch's record list, and the new records' reasons only when it grew."""
+
+    def __init__(self) -> None:
+        self._seen = len(self._records())
+
+    @staticmethod
+    def _records() -> list[Any]:
+        try:
+            import torch._dynamo.utils as du
+
+            return list(du.get_compilation_metrics())
+        except Exception:  # noqa: BLE001 - this torch keeps no records: no compile events
+            return []
+
+    def new_compiles(self) -> list[str]:
+        """One note per compile since the last call ('recompile: <the guard that failed>', ...)."""
+        records = self._records()
+        if len(records) <= self._seen:
+            return []
+        fresh, self._seen = records[self._seen :], len(records)
+        return [compile_note(dataclasses.asdict(r) if dataclasses.is_dataclass(r) else dict(vars(r))) for r in fresh]
+
+
+_GENERIC_FRAMES = ("inner", "forward", "_fn", "_wrapped_call_impl", "_call_impl")
+
+
+def compile_note(record: dict[str, Any]) -> str:
+    """What one compile record says happened, in a line."""
+    if record.get("recompile_reason"):
+        reason = re.sub(r"^\d+/\d+: ", "", _first_line(record["recompile_reason"]))  # drop torch's "0/0: " frame id
+        return f"recompile: {reason}"
+    if record.get("is_forward") is False:
+        return "backward graph compiled (at the first backward)"
+    name = record.get("co_name") or ""
+    if "resume_in" in name:
+        return f"forward graph compiled for the code after a graph break ({name})"
+    return "forward graph compiled" + (f" ({name})" if name and name not in _GENERIC_FRAMES else "")
 
 
 def _frame_skip_reasons() -> list[str]:

@@ -61,8 +61,11 @@ class BatchSource:
                 self._started[split] = iter(self._fakedata_loader(split, steps))
 
     def train_epoch(self, epoch: int) -> Iterator[Batch]:
-        """Exactly steps_per_epoch batches."""
-        return self._batches("train", epoch, self.spec.steps_per_epoch)
+        """Exactly steps_per_epoch batches (of changing shapes when the spec asks for that)."""
+        batches = self._batches("train", epoch, self.spec.steps_per_epoch)
+        if self.spec.shapes == "varying":
+            return vary_shapes(batches, self.kind, self.size, self.spec.steps_per_epoch)
+        return batches
 
     def eval_epoch(self, epoch: int) -> Iterator[Batch]:
         """Exactly eval_steps batches (the same ones every epoch, like a fixed test set)."""
@@ -142,6 +145,28 @@ class BatchSource:
             if self.size != 32:
                 x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
             yield x, labels[idx].to(self.device)
+
+
+def varying_lengths(size: int) -> list[int]:
+    """The sequence lengths a varying-shape run cycles through: the full length and three shorter."""
+    return list(dict.fromkeys(max(1, size * k // 8) for k in (8, 6, 4, 7)))
+
+
+def vary_shapes(batches: Iterator[Batch], kind: str, size: int, steps: int) -> Iterator[Batch]:
+    """The same batches with shapes that change during an epoch, as real data does: token batches
+    cycle through shorter sequence lengths; other batches keep their size except the last of the
+    epoch, which is half as large (a dataset that does not divide into whole batches). Cut batches
+    are fresh tensors, as a data loader hands them over: a view would bring guards of its own
+    (strides, its base tensor) into the shape guards this option is about."""
+    lengths = varying_lengths(size)
+    for i, (x, y) in enumerate(batches):
+        if kind == "tokens" and lengths[i % len(lengths)] < x.shape[1]:
+            length = lengths[i % len(lengths)]
+            yield x[:, :length].clone(), y[:, :length].clone()
+        elif kind != "tokens" and i == steps - 1 and len(x) > 1:
+            yield x[: len(x) // 2].clone(), y[: len(y) // 2].clone()
+        else:
+            yield x, y
 
 
 def loader_workers(device: torch.device) -> int:

@@ -21,6 +21,9 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # these capture CUDA gra
 BACKENDS = ("inductor", "aot_eager", "eager")
 DATA_SOURCES = ("synthetic", "fakedata", "cifar10")
 CACHES = ("cold", "warm")
+SHAPES = ("fixed", "varying")  # varying: sequence length per batch (gpt), else a smaller last batch per epoch
+STANCES = ("default", "fail_on_recompile", "eager_on_recompile")  # torch.compiler.set_stance, after the first compile
+MAX_PROFILE_STEPS = 50
 DEVICES = ("auto", "cuda", "cpu", "mps")
 DYNAMIC = (None, True, False)
 
@@ -54,6 +57,10 @@ class RunSpec:
     data_dir: str | None = None
     download: bool = False
     cache: str = "cold"
+    shapes: str = "fixed"
+    stance: str = "default"
+    profile_steps: int = 3  # steady steps profiled per variant after the timed epochs (0: none)
+    compile_trace: bool = False  # keep torch's structured compile trace (TORCH_TRACE, what tlparse reads)
     seed: int = 0
     device: str = "auto"
     lr: float = 1e-3
@@ -249,6 +256,18 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
     _int_range(p, "eval_steps", spec.eval_steps, 0, MAX_STEPS_PER_EPOCH)
     _choice(p, "data", spec.data, DATA_SOURCES)
     _choice(p, "cache", spec.cache, CACHES)
+    _choice(p, "shapes", spec.shapes, SHAPES)
+    stance_ok = _choice(p, "stance", spec.stance, STANCES)
+    _int_range(p, "profile_steps", spec.profile_steps, 0, MAX_PROFILE_STEPS)
+    _choice(p, "compile_trace", spec.compile_trace, (True, False))
+    if stance_ok and spec.stance != "default" and isinstance(spec.eval_steps, int) and spec.eval_steps > 0:
+        p.append(
+            Problem(
+                "stance",
+                f"{spec.stance!r} treats every new graph after the first compile as a recompile, and evaluation "
+                "compiles a graph of its own: use eval_steps 0 with it",
+            )
+        )
     _int_range(p, "seed", spec.seed, 0, 2**31 - 1)
     device_ok = _choice(p, "device", spec.device, DEVICES)
     if isinstance(spec.lr, bool) or not isinstance(spec.lr, (int, float)) or not 0 < spec.lr < 10:

@@ -24,11 +24,29 @@ import torch
 from torch.nn import functional as F
 
 from core.engine import analysis
-from core.engine.compile_stats import CompileStats, compile_skipped_reason, read_compile_stats, reset_compile_state
+from core.engine.compile_phases import PhaseWatcher
+from core.engine.compile_stats import (
+    CompileStats,
+    CompileWatch,
+    compile_skipped_reason,
+    read_compile_stats,
+    reset_compile_state,
+)
 from core.engine.data import BatchSource
 from core.engine.environment import environment_record
 from core.engine.models import build_model
-from core.engine.spec import CUDA_GRAPH_MODES, DeviceCaps, RunSpec, check, data_home, detect_device_caps, resolve_device
+from core.engine.profiling import kernel_profiling, profile_reading, profile_steps
+from core.engine.spec import (
+    CUDA_GRAPH_MODES,
+    DeviceCaps,
+    Problem,
+    RunSpec,
+    SpecError,
+    check,
+    data_home,
+    detect_device_caps,
+    resolve_device,
+)
 from core.engine.timing import Stopwatch, device_sync
 
 VARIANTS = ("eager", "compiled")
@@ -62,7 +80,7 @@ class StatusEvent:
     """Where the race is: starting, compiling, epoch k/n, done, failed."""
 
     variant: str
-    state: str  # "starting" | "compiling" | "training" | "evaluating" | "compile_skipped" | "done" | "failed"
+    state: str  # "starting" | "compiling" | "compile_phase" | "training" | "evaluating" | "compile_skipped" | "done" | "failed"
     epoch: int
     epochs: int
     message: str = ""
@@ -75,7 +93,18 @@ class StartEvent:
     environment: dict[str, Any]
 
 
-Event = StepEvent | EpochEvent | StatusEvent | StartEvent
+@dataclass
+class CompileEvent:
+    """A compile or recompile that happened during a step (its time is in that step's time)."""
+
+    variant: str
+    phase: str
+    epoch: int
+    step: int
+    note: str  # "compiled forward", "recompile: <the guard that failed>", ...
+
+
+Event = StepEvent | EpochEvent | StatusEvent | StartEvent | CompileEvent
 EventCallback = Callable[[Event], None]
 
 
@@ -88,6 +117,8 @@ class VariantResult:
     peak_reserved_bytes: int | None = None  # CUDA: what the caching allocator holds (CUDA-graph pools live here)
     memory_kind: str = ""
     error: str | None = None
+    compiles: list[CompileEvent] = field(default_factory=list)
+    profile: dict[str, Any] | None = None  # per-step anatomy, profiled after the timed epochs
 
     def times(self, phase: str = "train") -> list[float]:
         return [s.time_s for s in self.steps if s.phase == phase]
@@ -133,6 +164,8 @@ def _variant_dict(v: VariantResult) -> dict[str, Any]:
         "memory_kind": v.memory_kind,
         "final_loss": v.final_loss,
         "error": v.error,
+        "profile": v.profile,
+        "compiles": [dataclasses.asdict(c) for c in v.compiles],
         "epochs": [dataclasses.asdict(e) for e in v.epochs],
         "steps": [dataclasses.asdict(s) for s in v.steps],
     }
@@ -153,6 +186,13 @@ def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> 
         return "cancelled"
     if isinstance(exc, out_of_memory_errors()) or "out of memory" in text.lower():
         return f"out of memory at batch size {spec.batch_size} on {device}: try a smaller batch size or amp-bf16"
+    if "stance is 'fail_on_recompile'" in text:
+        guard = next((line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")), None)
+        why = f" ({guard})" if guard else ""
+        return (
+            f"stance fail_on_recompile stopped a recompile{why}: the input shapes changed after the first compile; "
+            "stance eager_on_recompile would run them eagerly, dynamic=true would compile once for all shapes"
+        )
     if spec.fullgraph and "graph break" in text.lower():
         return f"fullgraph=True but the model has a graph break ({first}): turn fullgraph off to allow breaks"
     if type(exc).__module__.startswith(("torch._dynamo", "torch._inductor")):
@@ -251,6 +291,19 @@ def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float(), target)
 
 
+def set_stance(stance: str) -> None:
+    """torch.compiler.set_stance (torch 2.6+); run_race refuses a stance where it is missing."""
+    torch.compiler.set_stance(stance)
+
+
+def stance_problem(spec: RunSpec) -> Problem | None:
+    if spec.stance != "default" and not hasattr(torch.compiler, "set_stance"):
+        return Problem(
+            "stance", f"torch {torch.__version__} has no torch.compiler.set_stance (torch 2.6+): use stance default"
+        )
+    return None
+
+
 def compile_model(model: torch.nn.Module, spec: RunSpec) -> torch.nn.Module:
     """torch.compile with exactly the spec's options (mode only where the backend takes one)."""
     kwargs: dict[str, Any] = {"backend": spec.backend, "dynamic": spec.dynamic, "fullgraph": spec.fullgraph}
@@ -276,6 +329,8 @@ class _VariantRun:
         self.stopwatch = Stopwatch(device)
         self.result = VariantResult(name)
         self.counts = {"train": 0, "eval": 0}
+        self.compile_watch = CompileWatch() if name == "compiled" else None
+        self.epoch = 0
 
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.cudagraphs:  # tell CUDA-graph trees a new iteration starts (outputs are reused)
@@ -319,19 +374,56 @@ class _VariantRun:
             event = StepEvent(self.name, phase, epoch, self.counts[phase], elapsed, float(loss.item()), len(x))
             self.result.steps.append(event)
             self.emit(event)
+            self._note_compiles(phase, epoch)
             if self.counts[phase] == 1 and self.name == "compiled":
                 self._status("training" if phase == "train" else "evaluating", epoch)
+                if phase == "train":
+                    self._apply_stance()
         return epoch_clock.stop()
+
+    def _note_compiles(self, phase: str, epoch: int) -> None:
+        """After a step (outside its clock): the compiles and recompiles it paid for, if any."""
+        if self.compile_watch is None:
+            return
+        for note in self.compile_watch.new_compiles():
+            event = CompileEvent(self.name, phase, epoch, self.counts[phase], note)
+            self.result.compiles.append(event)
+            self.emit(event)
+
+    def _apply_stance(self) -> None:
+        """torch.compiler.set_stance from the second compiled step on: the first compile is wanted,
+        later ones are what fail_on_recompile refuses and eager_on_recompile runs eagerly instead."""
+        if self.spec.stance != "default":
+            set_stance(self.spec.stance)
 
     def _status(self, state: str, epoch: int, message: str = "") -> None:
         self.emit(StatusEvent(self.name, state, epoch, self.spec.epochs, message))
 
-    def run(self, source: BatchSource, after_first_epoch: Callable[[], None] | None = None) -> VariantResult:
-        """Train (and evaluate) every epoch; `after_first_epoch` runs once, untimed, after epoch 1."""
+    def run(
+        self,
+        source: BatchSource,
+        after_first_epoch: Callable[[], None] | None = None,
+        trace_dir: str | None = None,
+    ) -> VariantResult:
+        """Train (and evaluate) every epoch; `after_first_epoch` runs once, untimed, after epoch 1;
+        then, untimed, profile a few more steady steps (their trace into trace_dir)."""
         source.prepare()
         reset_peak_memory(self.device)
         self.model.train()
+        try:
+            self._epochs(source, after_first_epoch)
+        finally:
+            if self.spec.stance != "default":
+                set_stance("default")
+        if self.spec.profile_steps:
+            trace = os.path.join(trace_dir, f"{self.name}.trace.json") if trace_dir else None
+            batches = source.train_epoch(self.spec.epochs + 1)
+            self.result.profile = profile_steps(self.train_step, batches, self.device, self.spec.profile_steps, trace)
+        return self.result
+
+    def _epochs(self, source: BatchSource, after_first_epoch: Callable[[], None] | None) -> None:
         for epoch in range(1, self.spec.epochs + 1):
+            self.epoch = epoch
             self._status("training", epoch)
             train_s = self._timed("train", epoch, source.train_epoch(epoch), self.train_step)
             eval_s = None
@@ -345,7 +437,6 @@ class _VariantRun:
             self.emit(event)
             if epoch == 1 and after_first_epoch is not None:
                 after_first_epoch()
-        return self.result
 
 
 def warm_up_device(spec: RunSpec, device: torch.device, init_state: dict) -> None:
@@ -367,14 +458,25 @@ def warm_up_device(spec: RunSpec, device: torch.device, init_state: dict) -> Non
     gc.collect()
 
 
-def run_race(spec: RunSpec, on_event: EventCallback | None = None, caps: DeviceCaps | None = None) -> RaceResult:
+def run_race(
+    spec: RunSpec,
+    on_event: EventCallback | None = None,
+    caps: DeviceCaps | None = None,
+    trace_dir: str | None = None,
+) -> RaceResult:
     """Validate, then race eager against compiled. Raises SpecError before any work if invalid.
 
     An exception during training (out of memory, a compile error, Ctrl-C) ends the race early:
-    the result keeps every event so far and carries a readable `error`.
+    the result keeps every event so far and carries a readable `error`. With `trace_dir`, each
+    variant's profiled steps are written there as a Chrome/Perfetto trace.
     """
     caps = caps or detect_device_caps()
     check(spec, caps)
+    problem = stance_problem(spec)
+    if problem:
+        raise SpecError([problem])
+    if trace_dir:
+        os.makedirs(trace_dir, exist_ok=True)
     device = torch.device(resolve_device(spec.device, caps))
     emit = on_event or (lambda event: None)
     variants = {name: VariantResult(name) for name in VARIANTS}
@@ -390,20 +492,27 @@ def run_race(spec: RunSpec, on_event: EventCallback | None = None, caps: DeviceC
             emit(StatusEvent(name, "starting", 0, spec.epochs))
             if name == "compiled":
                 reset_compile_state()
-            run = None
-            with warnings.catch_warnings(record=True) as caught:
+            run, current = None, {}
+            # On a CPU, compiled kernels show up in the per-step profile only if compiled to say so.
+            visible_kernels = name == "compiled" and spec.profile_steps > 0 and device.type == "cpu"
+            with (
+                warnings.catch_warnings(record=True) as caught,
+                kernel_profiling(visible_kernels),
+                PhaseWatcher(_phase_reporter(name, spec, emit, current)),
+            ):
                 warnings.simplefilter("default")  # once per place: a per-step warning must not pile up
                 try:
                     if name == "eager":
                         warm_up_device(spec, device, init_state)
-                    run = _VariantRun(name, spec, device, init_state, emit)
+                    run = current["run"] = _VariantRun(name, spec, device, init_state, emit)
                     after = (lambda: _report_compile_skipped(spec, emit, caught)) if name == "compiled" else None
-                    variants[name] = run.run(BatchSource(spec, device), after_first_epoch=after)
+                    variants[name] = run.run(BatchSource(spec, device), after_first_epoch=after, trace_dir=trace_dir)
                 except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
                     error = explain_failure(exc, spec, device)
                     if run is not None:
                         variants[name] = run.result
                     variants[name].error = error
+            current.clear()
             _replay_warnings(caught)
             if name == "compiled":
                 stats = read_compile_stats()
@@ -417,6 +526,17 @@ def run_race(spec: RunSpec, on_event: EventCallback | None = None, caps: DeviceC
                 break
     summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats)
     return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
+
+
+def _phase_reporter(name: str, spec: RunSpec, emit: EventCallback, current: dict[str, Any]):
+    """Compile phases as status events while they happen (from the phase watcher's thread)."""
+
+    def report(phase: str | None, since: float) -> None:
+        run = current.get("run")
+        epoch = run.epoch if run is not None else 0
+        emit(StatusEvent(name, "compile_phase", epoch, spec.epochs, phase or ""))
+
+    return report
 
 
 def _release_variant(result: VariantResult, device: torch.device) -> str | None:
@@ -480,6 +600,7 @@ def summarize_variants(
         [e.eval_time_s for e in eager.epochs if e.eval_time_s is not None],
         [e.eval_time_s for e in compiled.epochs if e.eval_time_s is not None],
         min_warmup=analysis.warmup_floor(spec.mode, spec.backend),
+        compile_events=[dataclasses.asdict(c) for c in compiled.compiles],
     )
     summary.update(
         eager_eval_step_times_s=eager.times("eval"),
@@ -494,8 +615,15 @@ def summarize_variants(
         graphs=stats.graphs,
         graph_breaks=stats.graph_breaks,
         recompiles=stats.recompiles,
-        compile_phases_s=stats.phase_times_s,
+        compile_phases=stats.phases,
         compile_skipped=compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode) if compiled.steps else None,
+        profile={
+            "eager": eager.profile,
+            "compiled": compiled.profile,
+            "reading": profile_reading(eager.profile, compiled.profile),
+        }
+        if eager.profile or compiled.profile
+        else None,
     )
     summary["reading"] = analysis.plain_reading(summary)
     return summary

@@ -28,7 +28,8 @@ MAX_DEPTH = 8
 MAX_NUMBER = 1e15
 VARIANTS = ("eager", "compiled")
 PHASES = ("train", "eval")
-EVENT_KINDS = ("step", "epoch")
+EVENT_KINDS = ("step", "epoch", "compile")
+MAX_NOTE = 2000
 ENVIRONMENT_TEXT = ("device_type", "device_name", "torch", "cuda", "triton", "cpu_name", "python", "platform")
 
 
@@ -199,7 +200,16 @@ def _event(e: Any, where: str) -> dict[str, Any]:
         "loss": _number(e.get("loss"), f"{where}.loss", -MAX_NUMBER, MAX_NUMBER, optional=True),
         "samples": _integer(e.get("samples"), f"{where}.samples", 0, 10**9, optional=True),
         "recorded_at": _number(e.get("recorded_at"), f"{where}.recorded_at", 0, time.time() + 86400, optional=True),
+        "note": _note(e.get("note"), f"{where}.note"),
     }
+
+
+def _note(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > MAX_NOTE:
+        raise BundleError(f"{where} must be text of at most {MAX_NOTE} characters")
+    return value
 
 
 def _obj(value: Any, where: str) -> dict[str, Any]:

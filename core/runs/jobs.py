@@ -8,6 +8,7 @@ once cannot start the same job or two jobs on one device, across threads and pro
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -215,15 +216,29 @@ def worker_environment(device_key: str, environ: dict[str, str] | None = None) -
     return env
 
 
+def run_files_dir(store_path: str, run_id: int) -> str:
+    """Where a run's files live (profiler traces, torch's compile trace): beside the store."""
+    return os.path.join(os.path.dirname(os.path.abspath(store_path)), "traces", f"run-{run_id}")
+
+
+def compile_trace_dir(store_path: str, run_id: int) -> str:
+    return os.path.join(run_files_dir(store_path, run_id), "torch_trace")
+
+
 def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
     """Start `python -m core.runs.worker` for one job in its own session, so it outlives its parent."""
     log_dir = os.path.join(os.path.dirname(store_path), "logs")
     os.makedirs(log_dir, exist_ok=True)
+    env = worker_environment(device_key)
+    run = Store(store_path).get_run(run_id)
+    if run is not None and run.kind == "race" and (run.params or {}).get("compile_trace") is True:
+        # torch reads TORCH_TRACE when it is imported: it must be in the worker's environment.
+        env["TORCH_TRACE"] = compile_trace_dir(store_path, run_id)
     with open(os.path.join(log_dir, f"run-{run_id}.log"), "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "core.runs.worker", "--store", store_path, "--run-id", str(run_id)],
             cwd=PROJECT_ROOT,
-            env=worker_environment(device_key),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -398,6 +413,7 @@ def delete(store: Store, run_id: int, owner: str) -> None:
     if not run.finished:
         cancel(store, run_id, owner)
     store.delete_run(run_id)
+    shutil.rmtree(run_files_dir(store.path, run_id), ignore_errors=True)
 
 
 def queue_position(store: Store, run_id: int) -> int | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from core.engine.spec import data_home
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
 FINAL_STATES = ("done", "failed", "cancelled")
 ACTIVE_STATES = ("starting", "running")
@@ -52,7 +52,7 @@ CREATE INDEX IF NOT EXISTS runs_queue ON runs (status, device_key, id);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    kind TEXT NOT NULL,                 -- step | epoch
+    kind TEXT NOT NULL,                 -- step | epoch | compile
     variant TEXT NOT NULL,
     phase TEXT NOT NULL,                -- train | eval (epoch rows: train)
     epoch INTEGER NOT NULL,
@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS events (
     eval_time_s REAL,                   -- epoch rows only
     loss REAL,
     samples INTEGER,
-    recorded_at REAL NOT NULL
+    recorded_at REAL NOT NULL,
+    note TEXT                           -- compile rows: what compiled ("recompile: <guard>")
 );
 CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, id);
 """
@@ -71,7 +72,10 @@ RUN_COLUMNS = (
     "pid host time_limit_s cancel_requested environment summary details error imported"
 ).split()
 JSON_COLUMNS = ("params", "environment", "summary", "details")
-EVENT_COLUMNS = "id run_id kind variant phase epoch step time_s eval_time_s loss samples recorded_at".split()
+EVENT_COLUMNS = "id run_id kind variant phase epoch step time_s eval_time_s loss samples recorded_at note".split()
+# Each version's change to a store written by the one before it (additive only, so a store keeps
+# every run it holds).
+MIGRATIONS = {2: ("ALTER TABLE events ADD COLUMN note TEXT",)}
 
 
 def default_store_path() -> str:
@@ -149,11 +153,18 @@ class Store:
             row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
                 c.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row["value"]) > SCHEMA_VERSION:
+                return
+            version = int(row["value"])
+            if version > SCHEMA_VERSION:
                 raise RuntimeError(
                     f"store {self.path} has schema version {row['value']}, newer than this Compile Lab "
                     f"({SCHEMA_VERSION}): upgrade Compile Lab or use another store"
                 )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS.get(target, ()):
+                    c.execute(statement)
+            if version < SCHEMA_VERSION:
+                c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     # -- runs ---------------------------------------------------------------------------------
 

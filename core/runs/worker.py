@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.engine.spec import RunSpec, SpecError
-from core.engine.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent
+from core.engine.trainer import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.runs import jobs
 from core.runs.store import Store
 
@@ -36,6 +36,7 @@ class EventSink:
 
     def __init__(self, store_path: str, run_id: int, total_steps: int, flush_every_s: float = FLUSH_EVERY_S):
         self.run_id = run_id
+        self.store_path = store_path
         self.total_steps = max(total_steps, 1)
         self.flush_every_s = flush_every_s
         self._store = Store(store_path)
@@ -44,6 +45,8 @@ class EventSink:
         self._fields: dict[str, Any] = {}
         self._steps_done = 0
         self._last_write = 0.0
+        self._live: dict[str, Any] = {}  # what the page shows beside the phase while the run goes on
+        self._where: Any = None
         self._stop = threading.Event()
         self._flush_lock = threading.Lock()  # the writer thread and the watchdog both flush
         self._thread = threading.Thread(target=self._loop, name="event-writer", daemon=True)
@@ -69,13 +72,44 @@ class EventSink:
                         "recorded_at": now,
                     }
                 )
+            elif isinstance(event, CompileEvent):
+                self._rows.append(
+                    {
+                        "kind": "compile",
+                        "variant": event.variant,
+                        "phase": event.phase,
+                        "epoch": event.epoch,
+                        "step": event.step,
+                        "time_s": 0.0,
+                        "note": event.note,
+                        "recorded_at": now,
+                    }
+                )
             elif isinstance(event, StatusEvent) and event.state == "compile_skipped":
                 # Kept beside the phase (which moves on) until the final details replace it.
-                self._fields["details"] = {"compile_skipped": event.message}
+                self._live["compile_skipped"] = event.message
+                self._fields["details"] = dict(self._live)
+            elif isinstance(event, StatusEvent) and event.state == "compile_phase":
+                self._compile_phase(event, now)
             elif isinstance(event, StatusEvent):
+                self._where = event
                 self._fields["phase"] = phase_text(event)
             elif isinstance(event, StartEvent):
                 self._fields["environment"] = event.environment
+
+    def _compile_phase(self, event: Any, now: float) -> None:
+        """'compiling (compiled epoch 1/3): AOT autograd', with when the compile and the phase
+        began, so a page can show the elapsed time; back to the plain phase when it ends."""
+        if event.message:
+            live = self._live.get("compile_phase") or {"compile_started": now}
+            self._live["compile_phase"] = {**live, "phase": event.message, "since": now}
+            where = f"{event.variant} epoch {event.epoch}/{event.epochs}"
+            self._fields["phase"] = f"compiling ({where}): {event.message}"
+        else:
+            self._live.pop("compile_phase", None)
+            if self._where is not None:
+                self._fields["phase"] = phase_text(self._where)
+        self._fields["details"] = dict(self._live)
 
     def update(self, **fields: Any) -> None:
         with self._lock:
@@ -151,7 +185,7 @@ def run_race_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str
         threads = cpu_threads_for_worker(os.cpu_count(), os.environ.get("COMPILE_LAB_WORKER_THREADS"))
         if threads:
             torch.set_num_threads(threads)
-    result = run_race(spec, on_event=sink, caps=caps)
+    result = run_race(spec, on_event=sink, caps=caps, trace_dir=jobs.run_files_dir(sink.store_path, sink.run_id))
     data = result.to_dict()
     details = {
         "compile": data["compile"],

@@ -49,13 +49,34 @@ def caches_chart(result: dict[str, Any]) -> alt.Chart:
 
 
 def cache_phase_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Torch's own phase breakdown for the cold and warm compile, side by side (seconds)."""
-    cold = (result.get("cold") or {}).get("phases_s") or {}
-    warm = (result.get("warm") or {}).get("phases_s") or {}
+    """Torch's own phase breakdown for the cold and warm compile, side by side (seconds): forward
+    and backward graphs apart, each phase without the phases nested in it, so each part's rows add
+    up to its total and the two totals to the whole."""
+    cold = (result.get("cold") or {}).get("phases") or {}
+    warm = (result.get("warm") or {}).get("phases") or {}
     return [
-        {"phase": p, "cold (s)": round(cold.get(p, 0.0), 3), "warm (s)": round(warm.get(p, 0.0), 3)}
-        for p in dict.fromkeys([*cold, *warm])
+        {"graph": graph, "phase": phase, "cold (s)": cold_s, "warm (s)": warm_s}
+        for graph, phase, cold_s, warm_s in phase_table(cold, warm)
     ]
+
+
+def phase_table(*breakdowns: dict[str, Any]) -> list[tuple]:
+    """Rows (graph, phase, seconds per breakdown...) from compile_stats.compile_breakdown dicts:
+    the forward phases, its total, the backward phases, its total, then the total of both."""
+    rows = []
+    for graph in ("forward", "backward"):
+        parts = [b.get(graph) or {} for b in breakdowns]
+        names = list(dict.fromkeys(name for part in parts for name in part.get("phases", {})))
+        rows += [(graph, name, *(_s(part.get("phases", {}).get(name)) for part in parts)) for name in names]
+        if any(part.get("total_s") for part in parts):
+            rows.append((graph, f"{graph} total", *(_s(part.get("total_s")) for part in parts)))
+    if any(b.get("total_s") for b in breakdowns):
+        rows.append(("both", "compile total (forward + backward)", *(_s(b.get("total_s")) for b in breakdowns)))
+    return rows
+
+
+def _s(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 3)
 
 
 def recompile_rows(result: dict[str, Any]) -> list[dict[str, Any]]:

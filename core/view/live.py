@@ -19,6 +19,7 @@ from core.view.report import fmt_seconds
 
 STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
 EPOCH_COLUMNS = ["run", "variant", "epoch", "train_time_s", "eval_time_s"]
+COMPILE_COLUMNS = ["run", "variant", "phase", "epoch", "step", "note"]
 
 
 def run_label(run: Run) -> str:
@@ -35,13 +36,14 @@ class RunView:
         self.last_id = 0
         self._steps: list[dict[str, Any]] = []
         self._epochs: list[dict[str, Any]] = []
+        self._compiles: list[dict[str, Any]] = []  # compiles and recompiles, at the step that paid for them
         self._frames: tuple[pd.DataFrame, pd.DataFrame] | None = None
 
     def poll(self, store: Store) -> int:
         """Read events newer than the last one seen; returns how many arrived."""
         new = store.events_after(self.run_id, self.last_id)
         for e in new:
-            (self._steps if e["kind"] == "step" else self._epochs).append(e)
+            {"step": self._steps, "compile": self._compiles}.get(e["kind"], self._epochs).append(e)
         if new:
             self.last_id = new[-1]["id"]
             self._frames = None
@@ -81,7 +83,13 @@ class RunView:
 
     def summary(self, batch_size: int, min_warmup: int = 1) -> dict[str, Any]:
         """Headline numbers from what has been measured so far (same definitions as the CLI)."""
-        return analysis.summarize_events([*self._steps, *self._epochs], batch_size, min_warmup)
+        return analysis.summarize_events([*self._steps, *self._epochs, *self._compiles], batch_size, min_warmup)
+
+    def compiles(self) -> pd.DataFrame:
+        """Every compile and recompile so far: variant, phase, epoch, step and what happened."""
+        return pd.DataFrame(
+            [{k: e.get(k) for k in COMPILE_COLUMNS[1:]} for e in self._compiles], columns=COMPILE_COLUMNS[1:]
+        ).assign(run=self.label)
 
 
 def run_summary(run: Run, view: RunView) -> dict[str, Any]:

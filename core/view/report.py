@@ -139,10 +139,59 @@ def summary_table(result: dict[str, Any]) -> str:
     if compile_info.get("cudagraph_skips"):
         reasons = "; ".join(compile_info.get("cudagraph_skip_reasons") or []) or "torch did not say why"
         lines.append(f"{'CUDA graphs skipped':<30}{compile_info['cudagraph_skips']}: {reasons}")
-    for phase, seconds in (compile_info.get("phase_times_s") or {}).items():
-        lines.append(f"{'  compile phase':<30}{fmt_seconds(seconds):>10}  {phase}")
+    breakdown = compile_info.get("phases") or {}
+    if breakdown:
+        lines.append(f"{'compile time by phase':<30}{'forward':>10}{'backward':>10}")
+        for graph_phase in _phase_rows(breakdown):
+            lines.append(graph_phase)
+    lines += _profile_lines(s.get("profile"))
+    events = s.get("compile_events") or []
+    if events:
+        lines.append("")
+        lines.append(f"compiles during the run ({len(events)}):")
+        lines += [f"  {e['variant']} {e['phase']} step {e['step']}: {e['note']}" for e in events[:20]]
+        if len(events) > 20:
+            lines.append(f"  ... and {len(events) - 20} more")
     lines += ["", s.get("reading", "")]
     return "\n".join(lines)
+
+
+def _profile_lines(profile: dict[str, Any] | None) -> list[str]:
+    """Per-step anatomy of both variants, side by side, with its reading."""
+    if not profile or not (profile.get("eager") or profile.get("compiled")):
+        return []
+    e, c = profile.get("eager") or {}, profile.get("compiled") or {}
+    counting = (c or e).get("kernel_counting", "kernels")
+    rows = [
+        ("operators", _num(e.get("operators_per_step"), 0), _num(c.get("operators_per_step"), 0)),
+        ("kernels", _num(e.get("kernels_per_step"), 0), _num(c.get("kernels_per_step"), 0)),
+        ("host time", fmt_seconds(e.get("host_s_per_step")), fmt_seconds(c.get("host_s_per_step"))),
+        ("kernel time", fmt_seconds(e.get("device_s_per_step")), fmt_seconds(c.get("device_s_per_step"))),
+    ]
+    steps = (c or e).get("steps")
+    lines = ["", f"{'per step, ' + str(steps) + ' steps profiled after timing':<44}{'eager':>14}{'compiled':>14}"]
+    lines += [f"  {label:<42}{a:>14}{b:>14}" for label, a, b in rows]
+    lines.append(f"  (kernels counted: {counting})")
+    for name, part in (("eager", e), ("compiled", c)):
+        top = ", ".join(f"{k['name']} {fmt_seconds(k['s_per_step'])}" for k in (part.get("top_kernels") or [])[:3])
+        if top:
+            lines.append(f"  top kernels, {name}: {top}")
+    if profile.get("reading"):
+        lines.append(profile["reading"])
+    return lines
+
+
+def _phase_rows(breakdown: dict[str, Any]) -> list[str]:
+    """Forward and backward compile time by phase; each column adds up to its total."""
+    forward, backward = breakdown.get("forward") or {}, breakdown.get("backward") or {}
+    names = list(dict.fromkeys([*forward.get("phases", {}), *backward.get("phases", {})]))
+    lines = []
+    for name in names:
+        f, b = forward.get("phases", {}).get(name), backward.get("phases", {}).get(name)
+        lines.append(f"{'  ' + name:<30}{fmt_seconds(f):>10}{fmt_seconds(b):>10}")
+    lines.append(f"{'  total':<30}{fmt_seconds(forward.get('total_s')):>10}{fmt_seconds(backward.get('total_s')):>10}")
+    lines.append(f"{'  forward + backward':<30}{fmt_seconds(breakdown.get('total_s')):>10}")
+    return lines
 
 
 def _num(x: float | int | None, digits: int = 0) -> str:

@@ -51,7 +51,7 @@ def main(model_name: str, batch_size: int, device_name: str) -> dict:
         "first_step_s": first,
         "steady_step_s": steady,
         "compile_s": max(first - steady, 0.0),
-        "phases_s": stats.phase_times_s,
+        "phases": stats.phases,
         "cache_hits": stats.cache_hits,
         "cache_misses": stats.cache_misses,
         "graphs": stats.graphs,
