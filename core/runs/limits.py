@@ -81,10 +81,7 @@ def load_host_limits(environ: dict[str, str] | None = None) -> HostLimits:
     values: dict[str, Any] = {}
     config = env.get("COMPILE_LAB_CONFIG")
     if config:
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # Python 3.10: the same parser, as a package (requirements.txt)
-            import tomli as tomllib
+        import tomllib
 
         with open(config, "rb") as fh:
             values.update(tomllib.load(fh).get("limits", {}))
