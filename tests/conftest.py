@@ -12,6 +12,20 @@ if ROOT not in sys.path:
 
 from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
 
+
+def compilation_metric_fields() -> set[str]:
+    """The per-compile fields this torch records: older versions lack some (recompile reasons, cache
+    counters), and the app then says "not available" instead of 0. Tests check what torch offers."""
+    import dataclasses
+
+    import torch._dynamo.utils as du
+
+    return {f.name for f in dataclasses.fields(du.CompilationMetrics)}
+
+
+TORCH_RECORDS_RECOMPILE_REASONS = "recompile_reason" in compilation_metric_fields()
+TORCH_RECORDS_CACHE_HITS = "inductor_fx_local_cache_hit_count" in compilation_metric_fields()
+
 CPU = DeviceCaps(cuda=False, mps=False)
 AMPERE = DeviceCaps(cuda=True, cuda_name="NVIDIA A100", compute_capability=(8, 0), cuda_bf16=True)
 VOLTA = DeviceCaps(cuda=True, cuda_name="Tesla V100", compute_capability=(7, 0), cuda_bf16=False)

@@ -128,7 +128,9 @@ def test_a_race_whose_frames_were_skipped_says_compile_did_not_happen(monkeypatc
     result = run_race(quick_spec(epochs=2, steps_per_epoch=3), on_event=events.append, caps=CPU)
     assert result.status == "done"
     summary = result.summary
-    assert summary["compile_skipped"].startswith("no graph was compiled (BF16 is not supported")
+    # Newer torch names the skipped frame's reason; older ones leave only Inductor's warning.
+    assert summary["compile_skipped"].startswith("no graph was compiled (")
+    assert "BF16 is not supported" in summary["compile_skipped"] or "bfloat16" in summary["compile_skipped"]
     assert summary["reading"].startswith("Compile did not happen: no graph was compiled")
     assert result.compile_stats.graphs == 0
     assert any("bfloat16" in w for w in result.compile_stats.warnings)

@@ -174,7 +174,7 @@ def test_real_inductor_race_on_a_tiny_model():
     assert s["compile_time_s"] > 0.5  # a cold Inductor compile takes seconds, not milliseconds
     assert s["first_epoch_overhead_s"] > 0.5
     assert s["eval_first_epoch_overhead_s"] > 0  # eval mode compiles another graph
-    assert result.compile_stats.graphs >= 2 and result.compile_stats.recompiles >= 1
+    assert result.compile_stats.graphs >= 2 and result.compile_stats.recompiles >= 1  # eval mode recompiles
     phases = result.compile_stats.phases  # torch told us where the time went, and it adds up
     for graph in ("forward", "backward"):
         assert sum(phases[graph]["phases"].values()) == pytest.approx(phases[graph]["total_s"])

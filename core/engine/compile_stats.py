@@ -105,6 +105,8 @@ def read_compile_stats() -> CompileStats:
             reasons = [m.get("recompile_reason") for m in metrics if m.get("recompile_reason")]
             stats.recompiles = len(reasons)
             stats.recompile_reasons = [_first_line(r) for r in reasons]
+        elif "compile_id" in present:  # older torch: recompiles counted from their ids, reasons unknown
+            stats.recompiles = sum(is_recompile(m) for m in metrics)
         stats.phases = compile_breakdown(metrics)
         if "inductor_fx_local_cache_hit_count" in present:
             stats.cache_hits = int(sum(m.get("inductor_fx_local_cache_hit_count") or 0 for m in metrics))
@@ -199,11 +201,22 @@ class CompileWatch:
 _GENERIC_FRAMES = ("inner", "forward", "_fn", "_wrapped_call_impl", "_call_impl")
 
 
+def is_recompile(record: dict[str, Any]) -> bool:
+    """A frame's second or later compile: torch's compile id "frame/attempt" with attempt > 0
+    (what older torch versions, which record no recompile reason, still tell)."""
+    if record.get("recompile_reason"):
+        return True
+    match = re.match(r"^\[?(\d+)/(\d+)", str(record.get("compile_id") or ""))
+    return bool(match) and int(match.group(2)) > 0 and record.get("is_forward") is not False
+
+
 def compile_note(record: dict[str, Any]) -> str:
     """What one compile record says happened, in a line."""
     if record.get("recompile_reason"):
         reason = re.sub(r"^\d+/\d+: ", "", _first_line(record["recompile_reason"]))  # drop torch's "0/0: " frame id
         return f"recompile: {reason}"
+    if is_recompile(record):
+        return "recompile (this torch version does not record which guard failed)"
     if record.get("is_forward") is False:
         return "backward graph compiled (at the first backward)"
     name = record.get("co_name") or ""

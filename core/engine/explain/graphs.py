@@ -209,12 +209,23 @@ def fullgraph_outcome(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]
             "ok": False,
             "error_type": type(exc).__name__,
             "error_module": type(exc).__module__,
-            "headline": paragraph[0].strip() if paragraph else "",
+            "headline": current_headline(paragraph[0].strip() if paragraph else ""),
             "message": "\n".join(line.rstrip() for line in paragraph[:_MESSAGE_LINES]),
         }
     finally:
         reset_compile_state()
     return {"ok": True}
+
+
+# Older torch versions word some of the same errors differently; the page shows today's words.
+_OLDER_HEADLINES = {"Dynamic control flow is not supported": "Data-dependent branching"}
+
+
+def current_headline(headline: str) -> str:
+    for old, new in _OLDER_HEADLINES.items():
+        if headline.startswith(old):
+            return new
+    return headline
 
 
 def _first_line(exc: BaseException) -> str:
