@@ -132,8 +132,12 @@ def test_a_real_inductor_race_reports_phases_in_order_profiles_both_variants_and
         if isinstance(e, StatusEvent) and e.state == "compile_phase" and e.variant == "compiled"
     ]
     seen = list(dict.fromkeys(p for p in phases if p))
-    assert {DYNAMO, AOT, LOWERING} <= set(seen), phases
-    assert seen.index(DYNAMO) < seen.index(AOT) < seen.index(LOWERING)
+    # Sampled stacks see a phase only when it lasts two samples: a small model's Dynamo trace can
+    # pass unseen on a fast machine, its lowering (seconds on CPU) cannot. Whatever was seen came in
+    # the compiler's order.
+    assert LOWERING in seen and len(seen) >= 2, phases
+    order = [DYNAMO, AOT, LOWERING]
+    assert [p for p in order if p in seen] == [p for p in seen if p in order], phases
     assert phases[-1] == ""  # and the compile ended
     eager, compiled = result.eager.profile, result.compiled.profile
     assert eager["steps"] == compiled["steps"] == 2
