@@ -59,7 +59,7 @@ def break_even_text(summary: dict[str, Any]) -> str:
         return f"step {summary['break_even_step']} ({summary['break_even_wall_s']:.2f} s of compiled run)"
     reason = summary.get("break_even_reason") or "not within this run"
     extra = summary.get("break_even_extrapolated_step")
-    return f"{reason} (about step {extra:.0f} at steady rates)" if extra else reason
+    return f"{reason} (about step {math.floor(extra) + 1:,} at steady rates)" if extra else reason
 
 
 def summary_table(result: dict[str, Any]) -> str:
