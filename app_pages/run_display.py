@@ -112,7 +112,9 @@ def show_run(run: Run, view: RunView, key: str) -> None:
         if summary.get("break_even_step")
         else None
     )
-    projection = None if be or summary.get("compile_skipped") else view.projection()
+    # A crossing is projected only from a speedup the interval stands behind (verdict "faster").
+    faster = summary.get("verdict") == "faster" and not summary.get("compile_skipped")
+    projection = view.projection() if faster and not be else None
     if projection:
         projection["label"] = story.projection_label(projection, running=not run.finished)
     st.altair_chart(charts.cumulative_chart(steps, break_even=be, projection=projection), width="stretch")

@@ -252,21 +252,34 @@ def projection_of(eager_s: float, compiled_s: float, position: float, wall_s: fl
 
 
 def test_cumulative_chart_projects_both_lines_dashed_to_the_projected_crossing():
-    steps = make_steps(300, 300, spike_s=11.0)  # eager 10 ms, compiled 8 ms after an 11 s compile
-    spec = spec_of(cumulative_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 7.58)))
+    steps = make_steps(400, 400, spike_s=11.0)  # eager 10 ms, compiled 8 ms after an 11 s compile
+    spec = spec_of(cumulative_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 80.4)))
     dashed = [v for v in spec["layer"] if mark_of(v) == "line" and v["mark"].get("strokeDash")]
     assert len(dashed) == 1
     rows = pd.DataFrame(rows_of(spec, dashed[0]))
     end = charts.projection_end(947.3)
     assert end > 947.3
-    for variant, last in (("eager", 3.0), ("compiled", 11.0 + 299 * 0.008)):
+    for variant, last in (("eager", 4.0), ("compiled", 11.0 + 399 * 0.008)):
         line = rows[rows["variant"] == variant].sort_values("step")
-        assert line["step"].tolist() == [300, end]  # from the last measured step, past the crossing
+        assert line["step"].tolist() == [400, end]  # from the last measured step, past the crossing
         assert line["cumulative_s"].iloc[0] == pytest.approx(last)
-        slope = (line["cumulative_s"].iloc[1] - line["cumulative_s"].iloc[0]) / (end - 300)
+        slope = (line["cumulative_s"].iloc[1] - line["cumulative_s"].iloc[0]) / (end - 400)
         assert slope == pytest.approx(0.010 if variant == "eager" else 0.008)
     labels = [r["label"] for v in spec["layer"] if mark_of(v) == "text" for r in rows_of(spec, v)]
-    assert labels == ["≈ step 948 (projected, ~8 s)"]
+    assert labels == ["≈ step 948 (projected, ~80 s)"]
+    assert any(mark_of(v) == "point" for v in spec["layer"])  # the crossing, ringed
+
+
+def test_a_crossing_far_beyond_the_run_is_named_at_the_charts_edge_not_drawn_to():
+    steps = make_steps(240, 240, spike_s=11.0)
+    spec = spec_of(cumulative_chart(steps, projection=projection_of(0.010, 0.0099, 6700.0, 3861.0)))
+    dashed = next(v for v in spec["layer"] if mark_of(v) == "line" and v["mark"].get("strokeDash"))
+    assert max(r["step"] for r in rows_of(spec, dashed)) == 720  # three times what was measured, no further
+    labels = [r["label"] for v in spec["layer"] if mark_of(v) == "text" for r in rows_of(spec, v)]
+    assert labels == ["≈ step 6,701 (projected, ~64 min) →"]
+    assert not any(mark_of(v) == "point" for v in spec["layer"])
+    lead = spec_of(charts.lead_chart(steps, projection=projection_of(0.010, 0.0099, 6700.0, 3861.0)))
+    assert not any(mark_of(v) == "point" for v in lead["layer"])
 
 
 def test_cumulative_chart_draws_no_projection_once_break_even_is_reached():

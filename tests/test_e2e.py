@@ -150,6 +150,7 @@ def settled(page) -> bool:
 def screenshot(page, name: str, selector: str = "[data-testid='stProgress']") -> None:
     """The projector's (or the phone's) view, scrolled so `selector` (the run's status line) is at the top."""
     page.eval_on_selector(selector, SCROLL_UNDER_HEADER)
+    page.mouse.move(2, 2)  # no chart toolbar left hovering over the text
     time.sleep(0.5)
     deadline = time.monotonic() + 5
     while not settled(page) and time.monotonic() < deadline:  # a live page reruns every second: best effort

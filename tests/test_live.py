@@ -427,3 +427,17 @@ def test_the_view_remembers_when_each_variants_latest_event_was_stored(store, ru
     view.poll(store)
     assert set(view.last_recorded_at) == {"eager"}
     assert abs(view.last_recorded_at["eager"] - time.time()) < 60
+
+
+def test_no_break_even_is_projected_from_a_gain_the_interval_does_not_stand_behind():
+    summary = {
+        "steady_state_speedup": 1.04,
+        "speedup_ci95": [0.97, 1.08],
+        "verdict": analysis.NO_CLEAR_DIFFERENCE,
+        "break_even_reason": analysis.NOT_WITHIN_RUN,
+        "break_even_extrapolated_step": 6700.0,
+    }
+    running = card(result_cards(summary, total=240, running=True), "Break-even")
+    assert (running.value, running.delta) == ("not yet", None)
+    finished = card(result_cards(summary, total=240), "Break-even")
+    assert finished.value == "not reached" and "No clear per-step gain" in finished.help

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from core.engine.analysis import default_warmup
+from core.view.report import fmt_about
 
 VARIANTS = ("eager", "compiled")
 VARIANT_COLORS = {"eager": "#4C78A8", "compiled": "#EE4C2C"}
@@ -43,6 +44,9 @@ AXIS_FONT = {"labelFontSize": 14, "titleFontSize": 15}
 # The step-time axis is cut this far above the highest steady step (95th percentile of each variant
 # after its warm-up), so the steady steps fill the chart; slower steps sit at the top edge.
 CLIP_HEADROOM = 1.35
+# Dashed projections reach at most this many times the measured steps: a crossing far beyond the
+# run is named in words at the chart's edge instead of shrinking what was measured to a sliver.
+PROJECTION_REACH = 3.0
 # Charts are ~500 px wide: more points than that add browser work every second, not detail. On a
 # small machine the browser drawing the live charts competes with the training it is watching.
 MAX_POINTS_PER_VARIANT = 600
@@ -239,9 +243,16 @@ def cumulative_chart(
 
 def race_x_end(data: pd.DataFrame, projection: Mapping[str, Any] | None) -> float:
     """The step axis's end for the race and lead charts (the same, so the two line up): the last
-    measured step, or past the projected crossing."""
+    measured step, or past the projected crossing (at most PROJECTION_REACH times the last step)."""
     last = float(data["step"].max()) if len(data) else 1.0
-    return max(last, projection_end(float(projection["position"]))) if projection else last
+    return max(last, projection_reach(last, float(projection["position"]))[0]) if projection else last
+
+
+def projection_reach(last_step: float, position: float) -> tuple[float, bool]:
+    """Where the dashed projections end, and whether the crossing itself is on the chart."""
+    end = projection_end(position)
+    cap = math.ceil(PROJECTION_REACH * max(last_step, 1.0))
+    return (float(end), True) if end <= cap else (float(cap), False)
 
 
 def projection_end(position: float) -> float:
@@ -261,7 +272,7 @@ def _series_ends(data: pd.DataFrame) -> dict[str, tuple[int, float]]:
 def _projection_layers(projection: Mapping[str, Any], ends: Mapping[str, tuple[int, float]], y_title: str) -> list:
     """Dashed lines from each variant's last step at its steady rate, and the projected crossing."""
     position, wall = float(projection["position"]), projection.get("wall_s")
-    end = projection_end(position)
+    end, on_chart = projection_reach(max(step for step, _ in ends.values()), position)
     rates = {"eager": projection["eager_step_s"], "compiled": projection["compiled_step_s"]}
     rows = []
     for variant in VARIANTS:
@@ -286,7 +297,16 @@ def _projection_layers(projection: Mapping[str, Any], ends: Mapping[str, tuple[i
         )
     )
     step = math.floor(position) + 1
-    label = projection.get("label") or f"≈ step {step:,} (projected" + (f", ~{float(wall):.0f} s)" if wall else ")")
+    label = projection.get("label") or f"≈ step {step:,} (projected" + (f", {fmt_about(float(wall))})" if wall else ")")
+    if not on_chart:  # the crossing lies far beyond: name it where the dashed lines leave the chart
+        top = max(r["cumulative_s"] for r in rows if r["step"] == end)
+        edge = pd.DataFrame({"step": [end], "cumulative_s": [top], "label": [f"{label} →"]})
+        text = (
+            alt.Chart(edge)
+            .mark_text(align="right", dx=-4, dy=-14, fontSize=14, fontWeight="bold", color=NEUTRAL)
+            .encode(x=alt.X("step:Q"), y=alt.Y("cumulative_s:Q"), text="label:N")
+        )
+        return [dashed, text]
     crossing = pd.DataFrame({"step": [position], "cumulative_s": [float(wall or 0.0)], "label": [label]})
     at = alt.Chart(crossing).encode(
         x=alt.X("step:Q", title="step"),
@@ -340,7 +360,7 @@ def lead_chart(
         position = float(projection["position"])
         start_step, start_lead = int(lead["step"].iloc[-1]), float(lead["lead_s"].iloc[-1])
         if position > start_step and start_lead < 0:
-            end = projection_end(position)
+            end, on_chart = projection_reach(float(data["step"].max()), position)
             slope = -start_lead / (position - start_step)
             dashed = pd.DataFrame(
                 {"step": [start_step, end], "lead_s": [start_lead, start_lead + slope * (end - start_step)]}
@@ -350,7 +370,7 @@ def lead_chart(
                 .mark_line(strokeDash=PROJECTION_DASH, strokeWidth=2.5, color=VARIANT_COLORS["compiled"])
                 .encode(x=x, y=y)
             )
-            crossing = position
+            crossing = position if on_chart else None
     if crossing is not None:
         point = pd.DataFrame({"step": [crossing], "lead_s": [0.0]})
         layers.append(

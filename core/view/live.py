@@ -16,7 +16,7 @@ import pandas as pd
 
 from core.engine import analysis
 from core.runs.store import Run, Store
-from core.view.report import fmt_seconds
+from core.view.report import fmt_about, fmt_seconds
 from core.view.story import overhead_bridge, projected_words
 
 STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
@@ -188,9 +188,12 @@ def break_even_card(summary: dict[str, Any], total: int | None, running: bool) -
                 delta_arrow="off",
             )
         return Card("Break-even", "never", about + f"{reason}.")
-    if extra is None:
-        value = "not yet" if summary.get("steady_state_speedup") is not None else "-"
-        return Card("Break-even", value, about + "Not within this run.")
+    if extra is None or summary.get("verdict") != analysis.FASTER:  # no projection from a gain in doubt
+        value = "not yet" if running and summary.get("steady_state_speedup") is not None else "-"
+        if not running and summary.get("steady_state_speedup") is not None:
+            value = "not reached"
+        why = "" if extra is None else " No clear per-step gain to project a break-even from."
+        return Card("Break-even", value, about + "Not within this run." + why)
     projected_step = math.floor(extra) + 1
     wall = summary.get("break_even_projected_wall_s")
     if running:
@@ -207,7 +210,7 @@ def break_even_card(summary: dict[str, Any], total: int | None, running: bool) -
         f"≈ step {projected_step:,}",
         about + f"Not within this run{f' of {total:,} steps' if total else ''}; at the steady rates about "
         f"step {projected_step:,}" + (f", {wall:.0f} s into the compiled run." if wall is not None else "."),
-        delta="projected" + (f", ~{wall:.0f} s" if wall is not None else ""),
+        delta="projected" + (f", {fmt_about(wall)}" if wall is not None else ""),
         delta_color="off",
         delta_arrow="off",
     )

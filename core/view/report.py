@@ -29,6 +29,15 @@ def fmt_seconds(s: float | None, signed: bool = False, ms_digits: int = 1, s_dig
     return f"{sign}{s:.{s_digits}f} s"
 
 
+def fmt_about(s: float) -> str:
+    """A rough duration for words like "~80 s": seconds, minutes past 10 min, hours past 2 h."""
+    if s >= 7200:
+        return f"~{s / 3600:.1f} h"
+    if s >= 600:
+        return f"~{s / 60:.0f} min"
+    return f"~{s:.0f} s"
+
+
 def fmt_speedup(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, plain_reading
-from core.view.report import fmt_seconds
+from core.view.report import fmt_about, fmt_seconds
 
 # Losses of the two variants closer than this (relative) are the same curve to the eye.
 LOSS_COINCIDE_RTOL = 1e-3
@@ -85,7 +85,7 @@ def projection_label(projection: Mapping[str, Any], running: bool) -> str:
     step = math.floor(float(projection["position"])) + 1
     shown = steady_round(step) if running else step
     wall = projection.get("wall_s")
-    return f"≈ step {shown:,} (projected" + (f", ~{float(wall):.0f} s)" if wall else ")")
+    return f"≈ step {shown:,} (projected" + (f", {fmt_about(float(wall))})" if wall else ")")
 
 
 def eager_phase_text(eager_steps: int, total: int | None, expected_compile_s: float | None, estimated: bool) -> str:
