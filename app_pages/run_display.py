@@ -70,9 +70,13 @@ def show_words(run: Run, view: RunView, summary: dict, total: int | None) -> Non
     if not run.finished and counts["compiled"] == 0:
         expected, estimated = expected_compile_s(run)
         if story.is_compiling(run.phase):
-            since = view.last_recorded_at.get("eager")
-            elapsed = max(time.time() - since, 0.0) if since else None
-            st.info(story.compiling_text(elapsed, expected, estimated), icon=":material/hourglass_top:")
+            # The worker records when the compile began; before it does, the eager run's last event.
+            live = (run.details or {}).get("compile_phase") if isinstance(run.details, dict) else None
+            live = live if isinstance(live, dict) else {}
+            since = live.get("compile_started") or view.last_recorded_at.get("eager")
+            elapsed = max(time.time() - float(since), 0.0) if since else None
+            phase = live.get("phase") if isinstance(live.get("phase"), str) else None
+            st.info(story.compiling_text(elapsed, expected, estimated, phase), icon=":material/hourglass_top:")
         else:
             st.markdown(f"**{story.eager_phase_text(counts['eager'], total, expected, estimated)}**")
         return

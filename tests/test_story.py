@@ -63,6 +63,7 @@ def test_during_the_compile_the_words_say_so_with_the_time_so_far():
         "Compiling (about 11 s on this device): 6 s so far."
     )
     assert "longer than usual" in story.compiling_text(40.0, 11.3, estimated=False)
+    assert "6 s so far. Now: AOT autograd. The compiled" in story.compiling_text(6.0, 11.3, False, "AOT autograd")
     assert story.compiling_text(None, None, estimated=True).startswith("Compiling.")
     assert story.is_compiling("compiling (compiled epoch 1/3)") and not story.is_compiling("eager epoch 3/3")
 

@@ -96,8 +96,10 @@ def eager_phase_text(eager_steps: int, total: int | None, expected_compile_s: fl
     return f"Eager run: {_of_total(eager_steps, total)}. Next: compile{compile_part}, then the compiled run."
 
 
-def compiling_text(elapsed_s: float | None, expected_compile_s: float | None, estimated: bool) -> str:
-    """During the compile: 'Compiling (about 11 s on this device): 6 s so far.'"""
+def compiling_text(
+    elapsed_s: float | None, expected_compile_s: float | None, estimated: bool, phase: str | None = None
+) -> str:
+    """During the compile: 'Compiling (about 11 s on this device): 6 s so far. Now: AOT autograd.'"""
     if expected_compile_s:
         about = f"roughly {expected_compile_s:.0f} s, estimated" if estimated else f"about {expected_compile_s:.0f} s"
         head = f"Compiling ({about} on this device)"
@@ -106,7 +108,8 @@ def compiling_text(elapsed_s: float | None, expected_compile_s: float | None, es
     if elapsed_s is None:
         return f"{head}. The compiled run's first step waits for it."
     longer = " — longer than usual" if expected_compile_s and elapsed_s > 1.5 * expected_compile_s + 5 else ""
-    return f"{head}: {elapsed_s:.0f} s so far{longer}. The compiled run's first step waits for it."
+    now = f" Now: {phase}." if phase else ""
+    return f"{head}: {elapsed_s:.0f} s so far{longer}.{now} The compiled run's first step waits for it."
 
 
 def is_compiling(phase: str | None) -> bool:
