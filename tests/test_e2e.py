@@ -189,7 +189,7 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     os.makedirs(ARTIFACTS, exist_ok=True)
     run_id = launch(page, app_url, RACE)
     # Launch folds the form away: the run comes first on the screen.
-    assert page.get_by_role("button", name="Launch").is_visible() is False
+    wait_until(lambda: not page.get_by_role("button", name="Launch").is_visible(), timeout=15)
 
     # The step chart gains points over successive seconds while the run is still running.
     wait_until(lambda: (step_counts(page) or (0, 0))[0] > 0, timeout=60)
@@ -274,7 +274,7 @@ def test_fusion_is_measured_past_the_cache_with_its_spread_and_a_verdict(app_url
     verdict = panel.get_by_text(re.compile(r"^(Fusion shows here|This machine does not show the effect clearly)"))
     wait_until(lambda: verdict.count() == 1, timeout=30)
     levels = ("main memory", "cache", "partly cache")  # the caption names the level the GB/s figures measure
-    assert sum(panel.get_by_text(f"the GB/s figures measure {level}").count() for level in levels) == 1
+    wait_until(lambda: sum(panel.get_by_text(f"the GB/s figures measure {lv}").count() for lv in levels) == 1, 30)
     time.sleep(2)
     selector = "[data-testid='stAlertContainer']"
     screenshot(page, "under-the-hood-fusion.png", selector)

@@ -55,6 +55,8 @@ def test_the_verdict_says_fusion_shows_when_compiled_stays_flat_and_the_gain_is_
     assert shows
     assert text.startswith("**Fusion shows here**: from k = 1 to k = 16 eager's time grows 16.0x")
     assert "the fused kernel's 1.1x" in text and "at k = 16 compiled is 14.55x faster" in text
+    flat = [fusion_row(1, 10.0, 10.0), fusion_row(16, 160.0, 9.0)]
+    assert "the fused kernel's stays flat (0.9x)" in explain.fusion_verdict(fusion_result(flat))[1]
 
 
 def test_the_verdict_says_when_this_machine_does_not_show_the_effect_and_why_compute_bound():

@@ -441,3 +441,15 @@ def test_no_break_even_is_projected_from_a_gain_the_interval_does_not_stand_behi
     assert (running.value, running.delta) == ("not yet", None)
     finished = card(result_cards(summary, total=240), "Break-even")
     assert finished.value == "not reached" and "No clear per-step gain" in finished.help
+
+
+def test_a_run_slower_so_far_is_not_on_course_even_when_the_medians_alone_would_project():
+    summary = {
+        "steady_state_speedup": 0.94,
+        "speedup_ci95": [0.89, 0.98],
+        "verdict": analysis.SLOWER,
+        "break_even_reason": analysis.NOT_WITHIN_RUN,
+        "break_even_extrapolated_step": 5000.0,
+    }
+    be = card(result_cards(summary, total=240, running=True), "Break-even")
+    assert (be.value, be.delta) == ("not yet", "not on course so far")

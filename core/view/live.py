@@ -193,7 +193,15 @@ def break_even_card(summary: dict[str, Any], total: int | None, running: bool) -
         if not running and summary.get("steady_state_speedup") is not None:
             value = "not reached"
         why = "" if extra is None else " No clear per-step gain to project a break-even from."
-        return Card("Break-even", value, about + "Not within this run." + why)
+        off_course = running and summary.get("verdict") == analysis.SLOWER
+        return Card(
+            "Break-even",
+            value,
+            about + "Not within this run." + why,
+            delta="not on course so far" if off_course else None,
+            delta_color="off",
+            delta_arrow="off",
+        )
     projected_step = math.floor(extra) + 1
     wall = summary.get("break_even_projected_wall_s")
     if running:
