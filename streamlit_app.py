@@ -35,7 +35,8 @@ def sidebar_status() -> None:
     st.subheader("Queue")
     active = store().list_runs(status=("starting", "running"))
     waiting = store().list_runs(status=("queued",))
-    for line in lane_lines(caps, active, waiting):  # one lane per device: the CPU, each GPU
+    numbers = store().race_numbers([r.id for r in active if r.kind == "race"])
+    for line in lane_lines(caps, active, waiting, numbers):  # one lane per device: the CPU, each GPU
         st.text(line)
 
 

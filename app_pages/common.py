@@ -1,6 +1,6 @@
-"""Streamlit pieces every page shares: the store handle, the visitor's identity, queue ticks, and
-the charts-and-cards view of one run (the same on the live Race page and when a run is reopened).
-UI only; what it shows is computed in core/."""
+"""Streamlit pieces every page shares: the store handle, the visitor's identity, queue ticks, a
+run's incremental view and the demos' measure-and-show section (one run on screen, with its
+charts and cards, is app_pages/run_display.py). UI only; what it shows is computed in core/."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ import uuid
 
 import streamlit as st
 
-from core.engine.analysis import plain_reading
 from core.engine.explain import demo_device_problem
 from core.runs import jobs
 from core.runs.store import Run, Store
-from core.view import charts
-from core.view.live import RunView, memory_of, result_cards, run_label, run_summary
+from core.view.live import RunView, run_label
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
 
 # A per-tab identity: kept in the tab's sessionStorage, so it survives a reload of that tab but
@@ -81,46 +79,6 @@ def run_view(run: Run) -> RunView:
     return view
 
 
-def show_run(run: Run, view: RunView, key: str) -> None:
-    """Charts, result cards and the plain reading for one run, live or finished."""
-    steps, epochs = view.frames()
-    summary = run_summary(run, view)
-    if run.status == "failed":
-        st.error(f"Run failed: {run.error}. What was measured before it is kept below.")
-    counts = view.counts()
-    if not run.finished and counts["compiled"] == 0:
-        st.markdown(f"**Eager run in progress: {counts['eager']} steps so far. The compiled run starts next.**")
-    else:
-        st.markdown(f"**{'' if run.finished else 'So far: '}{plain_reading(summary)}**")
-    cards = result_cards(summary, memory_of(run))
-    for row in (cards[:3], cards[3:]):  # two rows of three: readable on a 1280x720 projector
-        for column, card in zip(st.columns(3), row):
-            column.metric(
-                card.label,
-                card.value,
-                card.delta,
-                card.delta_color,
-                help=card.help,
-                border=True,
-                delta_arrow=card.delta_arrow,
-            )
-    log = st.toggle(
-        "Log scale for step times",
-        key=f"log_{key}",
-        help="Makes the compile spike and the steady steps visible together.",
-    )
-    left, right = st.columns(2)
-    be = (
-        {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
-        if summary.get("break_even_step")
-        else None
-    )
-    left.altair_chart(charts.step_time_chart(steps, log_scale=log), width="stretch")
-    right.altair_chart(charts.cumulative_chart(steps, break_even=be), width="stretch")
-    left.altair_chart(charts.epoch_chart(epochs), width="stretch")
-    right.altair_chart(charts.loss_chart(steps), width="stretch")
-
-
 def show_reference() -> None:
     st.markdown("**Published figures, for scale**")
     st.dataframe(reference_rows(), hide_index=True, width="stretch")
@@ -154,8 +112,9 @@ def demo_section(name: str, params: dict, key: str) -> dict | None:
         try:
             jobs.enqueue(store(), {"demo": name, "params": params}, visitor(), kind="demo")
         except (jobs.JobError, ValueError) as exc:
-            st.error(str(exc))
-        st.rerun()
+            st.error(str(exc))  # and no rerun, which would wipe the message before anyone reads it
+        else:
+            st.rerun()
     if run is None:
         st.info("Not measured on this device yet: the measurement runs as a background job, like a race.")
         return None

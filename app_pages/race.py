@@ -2,22 +2,24 @@
 
 import streamlit as st
 
-from app_pages.common import run_view, show_reference, show_run, store, tick, visitor, wait_for_device
+from app_pages.common import run_view, show_reference, store, tick, visitor, wait_for_device
+from app_pages.run_display import PHONE_TITLE_CSS, show_run
 from core.engine.spec import SpecError, validate
 from core.engine.zoo import MODELS
 from core.runs import jobs
 from core.runs.limits import load_host_limits
+from core.view.compare import race_name
 from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_PRESET,
     default_spec,
-    describe_duration,
     duration_note,
-    estimate_seconds,
     form_spec,
+    race_promise,
     spec_from_query,
     spec_to_query,
     unavailable_options,
+    unavailable_summary,
 )
 
 owner = visitor()
@@ -41,6 +43,7 @@ if "form_model" not in st.session_state:  # first render: the link's configurati
     for note in notes:
         st.warning(note)
 
+st.html(PHONE_TITLE_CSS)
 st.title("Eager vs torch.compile: the race")
 st.caption("Same model, same weights, same batches. Only torch.compile differs.")
 
@@ -56,38 +59,66 @@ def followed_run():
     return store().get_run(int(followed))
 
 
-def choose(field: str, label: str, column, fmt=str, on_change=None) -> None:
-    """A selectbox offering only what this device can run; the rest is named with the reason."""
+def choose(field: str, label: str, column, fmt=str, on_change=None) -> dict:
+    """A selectbox offering only what this device can run; returns the options left out, with why."""
     blocked = unavailable_options(form_spec(st.session_state), field, caps, limits)
     options = [o for o in CHOICES[field] if o not in blocked] or list(CHOICES[field])
     if st.session_state.get(f"form_{field}") not in options:
         st.session_state[f"form_{field}"] = options[0]
     column.selectbox(label, options, format_func=fmt, key=f"form_{field}", on_change=on_change)
-    if blocked:
-        column.caption("Not here: " + "; ".join(why.split(";")[0] for why in blocked.values()))
+    return blocked
 
 
-with st.expander("Configure a race", expanded=followed_run() is None):
-    a, b, c, d = st.columns(4)
-    choose(
-        "model",
-        "Model",
-        a,
-        fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)",
-        on_change=lambda: set_form({"batch_size": MODELS[st.session_state.form_model].default_batch_size}),
-    )
-    choose("precision", "Precision", b)
-    choose("mode", "Compile mode", c)
-    choose("backend", "Backend", d)
+def fold_and_launch(preset: dict | None = None) -> None:
+    """Launch (or the preset's button): enqueue the form's race and fold the form away, so the run's
+    charts are on the first screen. Runs as the button's callback, before the page redraws."""
+    if preset:
+        set_form(preset)
+    spec = form_spec(st.session_state)
+    try:
+        problems = validate(spec, caps) + limits.problems(spec)
+        if problems:
+            raise SpecError(problems)
+        run_id = jobs.enqueue(store(), spec, owner, limits=limits, caps=caps)
+    except SpecError as exc:
+        st.session_state.launch_error = "; ".join(str(p) for p in exc.problems)
+        return
+    except jobs.JobError as exc:
+        st.session_state.launch_error = str(exc)
+        return
+    st.session_state.followed = run_id
+    st.query_params["run"] = str(run_id)
+    st.session_state.race_form = False
+
+
+if "race_form" not in st.session_state:
+    st.session_state.race_form = followed_run() is None
+with st.expander("Configure a race", key="race_form", on_change="rerun"):
+    a, b, c, d = st.columns([2, 1, 1, 1])
+    blocked = {
+        "model": choose(
+            "model",
+            "Model",
+            a,
+            fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)",
+            on_change=lambda: set_form({"batch_size": MODELS[st.session_state.form_model].default_batch_size}),
+        ),
+        "precision": choose("precision", "Precision", b),
+        "mode": choose("mode", "Compile mode", c),
+        "backend": choose("backend", "Backend", d),
+    }
     columns = st.columns(5)
     for column, (name, (label, low, high)) in zip(columns, NUMBERS.items()):
         column.number_input(label, low, high, key=f"form_{name}")
-    choose("data", "Data", columns[3])
-    choose("cache", "Inductor cache", columns[4])
+    blocked["data"] = choose("data", "Data", columns[3])
+    blocked["cache"] = choose("cache", "Inductor cache", columns[4])
     spec = form_spec(st.session_state)
     st.query_params.from_dict(
         {**spec_to_query(spec), **({"run": st.query_params["run"]} if "run" in st.query_params else {})}
     )
+    not_here = unavailable_summary(blocked)
+    if not_here:
+        st.caption(not_here)
 
     problems = validate(spec, caps) + limits.problems(spec)
     for problem in problems:
@@ -95,28 +126,25 @@ with st.expander("Configure a race", expanded=followed_run() is None):
     if caps is None:
         st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
         wait_for_device()
-    launch_col, hint_col, preset_col = st.columns([1, 3, 1])
-    launched = launch_col.button("Launch", type="primary", disabled=bool(problems) or caps is None, width="stretch")
-    hint_col.caption(f"Estimated duration: {describe_duration(*estimate_seconds(spec, caps))} (rough).")
+    st.markdown(race_promise(spec, caps))
     if duration_note(spec):
-        hint_col.caption(duration_note(spec))
-    if not (caps and caps.cuda):
-        preset_col.button(
-            "CPU break-even preset",
-            on_click=set_form,
-            args=(CPU_BREAK_EVEN_PRESET,),
-            help="pointwise_mlp, 3 x 500 steps: on 2 CPU cores compile pays for itself around step 1,000 (about 4 min).",
+        st.caption(duration_note(spec))
+    with st.container(horizontal=True):
+        st.button(
+            "Launch", type="primary", disabled=bool(problems) or caps is None, on_click=fold_and_launch, key="launch"
         )
+        if not (caps and caps.cuda):
+            st.button(
+                "CPU break-even demo (about 4 min)",
+                on_click=fold_and_launch,
+                args=(CPU_BREAK_EVEN_PRESET,),
+                disabled=caps is None,
+                help="Launches pointwise_mlp for 3 x 500 steps: on 2 CPU cores compile pays for itself around "
+                "step 1,000.",
+            )
 
-if launched:
-    try:
-        run_id = jobs.enqueue(store(), spec, owner, limits=limits, caps=caps)
-        st.session_state.followed = run_id
-        st.query_params["run"] = str(run_id)
-    except SpecError as exc:
-        st.error("; ".join(str(p) for p in exc.problems))
-    except jobs.JobError as exc:
-        st.error(str(exc))
+if "launch_error" in st.session_state:
+    st.error(st.session_state.pop("launch_error"))
 
 run = followed_run()
 polling = run is not None and not run.finished
@@ -132,7 +160,8 @@ def live(run_id: int) -> None:
     if polling and run.finished:
         st.rerun()  # stop polling: redraw the page once with the final result
     top, cancel_col = st.columns([5, 1])
-    top.progress(min(max(run.progress, 0.0), 1.0), text=f"Run #{run.id}: {jobs.describe(store(), run)}")
+    name = race_name(store().race_numbers([run.id]).get(run.id), run.id).capitalize()
+    top.progress(min(max(run.progress, 0.0), 1.0), text=f"{name}: {jobs.describe(store(), run)}")
     me = visitor()  # read here: the tab's identity can arrive after the page first ran
     if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
         jobs.cancel(store(), run.id, me)
@@ -145,5 +174,4 @@ def live(run_id: int) -> None:
 if run is not None:
     live(run.id)
 else:
-    st.info("Choose a configuration and press Launch. The race runs in a background worker; this page follows it live.")
     show_reference()

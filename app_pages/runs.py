@@ -5,22 +5,23 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import run_view, show_run, store, tick, visitor
+from app_pages.common import run_view, store, tick, visitor
+from app_pages.run_display import show_run
 from core.runs import jobs
 from core.runs.bundle import BundleError, export_bundle, import_bundle, parse_bundle
 from core.view import charts
-from core.view.live import run_row
+from core.view.compare import column_headings, comparison_labels, race_name, table_row
 
 owner = visitor()
 tick()
 st.title("Runs")
 
 runs = store().list_runs(kind="race", limit=1000)
+numbers = store().race_numbers([r.id for r in runs])
 if not runs:
     st.info("No runs yet. Launch one on the Race page, or import a bundle below.")
-table = pd.DataFrame([run_row(r) for r in runs])
+table = pd.DataFrame([table_row(r, numbers.get(r.id)) for r in runs])
 if not table.empty:
-    table["mine"] = [r.owner == owner for r in runs]
     f1, f2, f3 = st.columns(3)
     statuses = f1.multiselect("Status", sorted(table["status"].unique()))
     models = f2.multiselect("Model", sorted(table["model"].unique()))
@@ -30,16 +31,23 @@ if not table.empty:
         if wanted:
             keep &= table[column].isin(wanted)
     shown = table[keep]
+    headings = column_headings()
     picked = st.dataframe(
-        shown.drop(columns=["error"]),
+        shown,
         hide_index=True,
         on_select="rerun",
         selection_mode="multi-row",
         key="runs_table",
+        placeholder="–",
         column_config={
-            "first_epoch_overhead_s": st.column_config.NumberColumn("overhead (s)", format="%+.1f"),
-            "steady_state_speedup": st.column_config.NumberColumn("speedup", format="%.2fx"),
-            "break_even_step": st.column_config.NumberColumn("break-even step"),
+            **{key: heading for key, heading in headings.items()},
+            "race": st.column_config.NumberColumn(headings["race"], format="%d", width="small"),
+            "speedup": st.column_config.NumberColumn(headings["speedup"], format="%.2fx"),
+            "overhead_s": st.column_config.NumberColumn(headings["overhead_s"], format="%+.1f"),
+            "compile_s": st.column_config.NumberColumn(headings["compile_s"], format="%.1f"),
+            "break_even": st.column_config.NumberColumn(headings["break_even"], format="%d"),
+            "batch_size": st.column_config.NumberColumn(headings["batch_size"], format="%d"),
+            "id": st.column_config.NumberColumn(headings["id"], format="%d", width="small"),
         },
     )
     # A selection is kept by row position and can outlive its rows (a filter, a deletion): drop those.
@@ -48,18 +56,20 @@ if not table.empty:
     chosen = [r for r in runs if r.id in selected]
     if len(chosen) == 1:
         run = chosen[0]
-        st.subheader(f"Run #{run.id}: {jobs.describe(store(), run)}")
+        st.subheader(f"{race_name(numbers.get(run.id), run.id).capitalize()}: {jobs.describe(store(), run)}")
         show_run(run, run_view(run), key=f"runs_{run.id}")
     elif len(chosen) > 1:
-        frames = [run_view(r).frames()[0] for r in chosen]
+        labels = comparison_labels(chosen, numbers)
+        frames = [run_view(r).frames()[0].assign(run=labels[r.id]) for r in chosen]
         steps = pd.concat(frames, ignore_index=True)
+        st.caption("Colour tells the runs apart, the line style the variant: solid eager, dashed compiled.")
         left, right = st.columns(2)
         left.altair_chart(charts.overlay_step_chart(steps), width="stretch")
         right.altair_chart(charts.overlay_cumulative_chart(steps), width="stretch")
     for run in chosen:
         a, b, c = st.columns([2, 1, 1])
         a.download_button(
-            f"Bundle of run #{run.id} (JSON)",
+            f"Bundle of {race_name(numbers.get(run.id), run.id)} (JSON)",
             json.dumps(export_bundle(store(), run.id)),
             f"compile_lab_run_{run.id}.json",
             "application/json",
@@ -80,6 +90,7 @@ if upload is not None and st.session_state.get("imported_name") != upload.name:
     try:
         new_id = import_bundle(store(), parse_bundle(upload.getvalue()), owner)
         st.session_state.imported_name = upload.name
-        st.success(f"Imported as run #{new_id}.")
+        number = store().race_numbers([new_id]).get(new_id)
+        st.success(f"Imported as {race_name(number, new_id)}.")
     except BundleError as exc:
         st.error(f"Not imported: {exc}")

@@ -17,14 +17,17 @@ fusion, overhead, graphs, codegen, caches = st.tabs([d.title for d in DEMOS.valu
 
 with fusion:
     st.markdown(
-        "An elementwise op (add, multiply, sin...) does almost no arithmetic per byte: its time is the time to "
+        "An elementwise op (add, multiply, relu...) does almost no arithmetic per byte: its time is the time to "
         "read the tensor from memory and write it back. Eagerly, a chain of *k* such ops moves the tensor *k* "
-        "times. Inductor fuses the chain into one kernel that reads once and writes once, so its time stays "
-        "nearly flat as *k* grows, until the arithmetic itself becomes the bottleneck."
+        "times. Inductor fuses the chain into one kernel that reads once and writes once, so its time grows far "
+        "more slowly with *k*, as long as moving memory, not arithmetic, is what costs. The measurement below "
+        "says whether this machine shows it."
     )
     op_set = st.radio("Ops in the chain", list(FUSION_OP_SETS), format_func=FUSION_OP_SETS.get, horizontal=True)
     result = demo_section("fusion", {**PAGE_PARAMS["fusion"], "op_set": op_set}, key=f"fusion_{op_set}")
     if result:
+        shows, verdict = present.fusion_verdict(result)
+        (st.success if shows else st.warning)(verdict)
         k = st.select_slider(
             "Ops in the chain (k)", [row["k"] for row in result["rows"]], value=result["rows"][-1]["k"]
         )
@@ -32,20 +35,27 @@ with fusion:
         left.altair_chart(present.fusion_time_chart(result, k), width="stretch")
         right.altair_chart(present.fusion_bandwidth_chart(result, k), width="stretch")
         st.markdown(present.fusion_sentence(result, k))
+        st.caption(present.fusion_measurement_note(result))
         st.dataframe(present.fusion_rows(result), hide_index=True, width="stretch")
 
 with overhead:
     st.markdown(
         "On tiny tensors the data takes no time at all: what you pay is the cost of launching each operation "
-        "(Python, the dispatcher, a kernel launch). Doubling the batch then barely changes the time. Capturing the "
-        "graph removes much of that per-op cost; on a GPU, CUDA graphs (`mode='reduce-overhead'`) go further and "
+        "(Python, the dispatcher, a kernel launch). Capturing the graph swaps that per-op cost for one fixed cost "
+        "per call (checking the guards, calling the generated code through its wrapper): compiled wins once a "
+        "call has enough ops to outweigh it. On a GPU, CUDA graphs (`mode='reduce-overhead'`) go further and "
         "replay a whole recorded sequence of kernels with one launch."
     )
     result = demo_section("overhead", PAGE_PARAMS["overhead"], key="overhead")
     if result:
-        left, right = st.columns(2)
-        left.dataframe(present.overhead_tiny_rows(result), hide_index=True, width="stretch")
-        right.altair_chart(present.overhead_batch_chart(result), width="stretch")
+        readings = present.overhead_readings(result)
+        st.markdown(f"**1. The same chain on {result['tiny']['numel']} floats: cost per op, cost per call**")
+        st.dataframe(present.overhead_tiny_rows(result), hide_index=True, width="stretch")
+        st.markdown(readings.get("tiny", ""))
+        st.markdown("**2. A small MLP as the batch grows**")
+        st.altair_chart(present.overhead_batch_chart(result), width="stretch")
+        st.markdown(readings.get("batch", ""))
+        st.markdown("**3. CUDA graphs: one launch for the whole sequence**")
         st.markdown(present.overhead_cuda_graphs_text(result))
 
 with graphs:
@@ -86,7 +96,7 @@ with codegen:
         lang = "cpp" if result["generated"].get("language") == "C++" else "python"
         if kernel:
             st.markdown(f"**The fused region**: `{kernel['name']}` (lines {kernel['start_line']}-{kernel['end_line']})")
-            st.code(kernel["source"], language=lang, line_numbers=True)
+            st.code(present.numbered_source(kernel["source"], kernel.get("start_line")), language=lang)
         with st.expander("The whole generated module"):
             st.code(result["generated"]["module_source"], language="python", line_numbers=True)
 
@@ -101,6 +111,7 @@ with caches:
     result = demo_section("caches", PAGE_PARAMS["caches"], key="caches")
     if result:
         st.altair_chart(present.caches_chart(result), width="stretch")
+        st.caption(present.caches_wall_vs_phases(result) or "")
         st.dataframe(present.cache_phase_rows(result), hide_index=True, width="stretch")
         st.markdown("**Recompilation when shapes change**")
         st.dataframe(present.recompile_rows(result), hide_index=True, width="stretch")

@@ -1,10 +1,10 @@
 """What the app's pages cost to draw: one live-fragment refresh of a race with 5,000 steps per variant,
 and the first render of the Runs page with 200 stored runs.
 
-1. Live refresh, in the page's own code path (app_pages/race.py `live` + app_pages/common.py `show_run`, without
+1. Live refresh, in the page's own code path (app_pages/race.py `live` + app_pages/run_display.py `show_run`, without
    Streamlit): a RunView that has seen the first 4,990 steps of each variant, then ~10 new steps per
    variant (and the last epoch rows) arrive; one refresh = queue tick + get_run, poll, frames, summary,
-   result cards, the four charts, and each chart's `.to_dict()` (the spec is serialized for the browser).
+   words, result cards, the projection, the five charts, and each chart's `.to_dict()` (the spec is serialized for the browser).
    Each refresh starts from the same state (the new events are deleted again afterwards); 30 of them, or
    fewer when they are slow (25 s budget, at least 5). A real race records eager before compiled; here
    both variants stand at 4,990 steps, which changes which rows arrive, not what a refresh recomputes.
@@ -48,7 +48,7 @@ from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
 from core.engine.zoo import MODELS  # noqa: E402
 from core.runs import jobs  # noqa: E402
 from core.runs.store import Store  # noqa: E402
-from core.view import charts  # noqa: E402
+from core.view import charts, story  # noqa: E402
 from core.view.live import RunView, memory_of, result_cards, run_label  # noqa: E402
 
 APP = os.path.join(ROOT, "streamlit_app.py")
@@ -244,7 +244,7 @@ def pct(samples: list[float], q: float) -> float:
 
 
 def refresh(store: Store, view: RunView, run_id: int, lap: Callable[[str], None]) -> list[dict]:
-    """One live-fragment refresh, as app_pages/race.py `live` and app_pages/common.py `show_run` do it."""
+    """One live-fragment refresh, as app_pages/race.py `live` and app_pages/run_display.py `show_run` do it."""
     jobs.tick(store)
     run = store.get_run(run_id)
     jobs.describe(store, run)
@@ -254,24 +254,29 @@ def refresh(store: Store, view: RunView, run_id: int, lap: Callable[[str], None]
     steps, epochs = view.frames()
     lap("frames")
     summary = view.summary((run.params or {}).get("batch_size", 1))
-    analysis.plain_reading(summary)
-    lap("summary + reading")
-    result_cards(summary, memory_of(run))
+    total = story.total_steps(run.params)
+    story.race_reading(summary, running=True, total=total, counts=view.counts())
+    story.loss_agreement(steps)
+    lap("summary + words")
+    result_cards(summary, memory_of(run), total=total, running=True)
     lap("result cards")
     be = (
         {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
         if summary.get("break_even_step")
         else None
     )
+    projection = None if be else view.projection()
+    lap("projection")
     built = [
+        charts.cumulative_chart(steps, break_even=be, projection=projection),
+        charts.lead_chart(steps, break_even=be, projection=projection),
         charts.step_time_chart(steps, log_scale=False),
-        charts.cumulative_chart(steps, break_even=be),
         charts.epoch_chart(epochs),
         charts.loss_chart(steps),
     ]
-    lap("build 4 charts")
+    lap("build 5 charts")
     specs = [c.to_dict() for c in built]
-    lap("4 x chart.to_dict()")
+    lap("5 x chart.to_dict()")
     return specs
 
 
@@ -314,8 +319,9 @@ def live_refresh(store: Store, run_id: int, boundary: int, tail: list[dict]) -> 
         if convert is not None and 0 < i <= 5:  # Streamlit's own spec conversion (arrow datasets), for comparison
             steps, epochs = view.frames()
             built = [
-                charts.step_time_chart(steps),
                 charts.cumulative_chart(steps),
+                charts.lead_chart(steps),
+                charts.step_time_chart(steps),
                 charts.epoch_chart(epochs),
                 charts.loss_chart(steps),
             ]

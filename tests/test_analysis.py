@@ -167,7 +167,7 @@ def test_no_clear_difference_is_not_called_slower_in_break_even():
     [
         ([1.0] * 20, [5.0] + [1.5] * 19, "slower"),
         ([1.0] * 20, [5.0] + [0.5] * 19, "paid for itself at step"),
-        ([1.0] * 20, [50.0] + [0.9] * 19, "did not pay off within this run; at these rates it would after about"),
+        ([1.0] * 20, [50.0] + [0.9] * 19, "did not pay off within this run; at these rates it would at about step"),
     ],
 )
 def test_plain_reading_says_what_happened(eager, compiled, phrase):
@@ -196,3 +196,44 @@ def test_bootstrap_medians_match_resampling_by_brute_force(n):
     assert float(np.mean(fast)) == pytest.approx(statistics.mean(slow), rel=0.01)
     for q in (0.025, 0.5, 0.975):
         assert float(np.quantile(fast, q)) == pytest.approx(float(np.quantile(slow, q)), rel=0.03)
+
+
+# --- projected break-even --------------------------------------------------------------------
+
+
+def test_projection_of_a_finished_run_matches_the_summarys_extrapolation():
+    eager, compiled = [1.0] * 10, [20.0] + [0.5] * 9
+    projection = analysis.projected_break_even(eager, compiled)
+    assert projection.position == pytest.approx(39.0)  # 14.5 s behind at step 10, gaining 0.5 s a step
+    assert projection.step == 40
+    assert projection.wall_s == pytest.approx(24.5 + 29 * 0.5)
+    summary = analysis.summarize(eager, compiled, [10.0], [24.5], 64)
+    assert summary["break_even_extrapolated_step"] == pytest.approx(projection.position)
+    assert summary["break_even_projected_wall_s"] == pytest.approx(projection.wall_s)
+
+
+def test_projection_while_compiled_runs_uses_every_eager_step_so_it_does_not_jump():
+    """Eager's first 100 steps were slower than the rest: projecting with only as many eager steps as
+    compiled has done gave 496, then 661, then 892 as the compiled run went on. Crossing eager's
+    whole measured line gives 892 throughout."""
+    eager = [0.10] * 100 + [0.09] * 1400
+    positions = []
+    for done in (100, 200, 300):
+        compiled = [10.0] + [0.08] * (done - 1)
+        positions.append(analysis.projected_break_even(eager, compiled).position)
+    # Behind by 10 - 0.1 - 99 * 0.02 = 7.92 s at step 100, then gaining 0.09 - 0.08 s a step.
+    assert positions == pytest.approx([100 + 7.92 / 0.01] * 3)
+
+
+def test_projection_beyond_the_last_eager_step_continues_eager_at_its_steady_rate():
+    eager = [0.1] * 200
+    compiled = [30.0] + [0.09] * 149
+    projection = analysis.projected_break_even(eager, compiled)
+    behind_at_200 = (30.0 + 199 * 0.09) - 20.0  # compiled extended to eager's last step
+    assert projection.position == pytest.approx(200 + behind_at_200 / 0.01)
+
+
+def test_no_projection_without_compiled_steps_when_compiled_is_ahead_or_slower():
+    assert analysis.projected_break_even([0.1] * 10, []) is None
+    assert analysis.projected_break_even([0.1] * 10, [0.05] * 10) is None  # ahead: that is a break-even
+    assert analysis.projected_break_even([0.1] * 10, [1.0] + [0.2] * 9) is None  # never catches up

@@ -89,8 +89,22 @@ def main_view(spec: dict) -> dict:
 
 
 def rows_of(spec: dict, view: dict | None = None) -> list[dict]:
+    """The rows a view draws (layers sharing the chart's data have it hoisted to the top)."""
     view = view if view is not None else main_view(spec)
-    return spec["datasets"][view["data"]["name"]]
+    data = view.get("data") or spec["data"]
+    return spec["datasets"][data["name"]]
+
+
+def mark_of(view: dict) -> str:
+    return view["mark"]["type"] if isinstance(view["mark"], dict) else view["mark"]
+
+
+def variant_of(view: dict) -> str | None:
+    """The variant a layer is filtered to ("(datum.variant === 'eager')"), if any."""
+    for t in view.get("transform", []):
+        if "filter" in t and "datum.variant" in str(t["filter"]):
+            return "compiled" if "'compiled'" in str(t["filter"]) else "eager"
+    return None
 
 
 def build(builder, frame):
@@ -102,35 +116,71 @@ def test_every_builder_gives_a_valid_vega_lite_spec_with_title_height_fonts_and_
     spec = spec_of(build(builder, make_steps(40, 12)))
     assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
     assert spec["title"] and "waiting" not in spec["title"]
-    assert spec["height"] == 320
+    assert spec["height"] >= 320  # overlays add a legend line per run
     assert "width" not in spec and all("width" not in layer for layer in spec.get("layer", []))
     assert spec["config"]["axis"]["labelFontSize"] >= 13
     assert spec["config"]["title"]["fontSize"] >= 15
 
 
-def test_step_time_chart_plots_train_steps_in_ms_with_only_the_columns_it_needs():
+def test_step_time_chart_plots_train_steps_in_ms_with_a_rolling_median_and_only_the_columns_it_needs():
     spec = spec_of(step_time_chart(make_steps(40, 12, eval_steps=5)))
     rows = rows_of(spec)
     assert len(rows) == 52
-    assert set(rows[0]) == {"variant", "epoch", "step", "time_ms"}
+    assert set(rows[0]) == {"variant", "epoch", "step", "time_ms", "median_ms"}
     compiled_first = next(r for r in rows if r["variant"] == "compiled" and r["step"] == 1)
     assert compiled_first["time_ms"] == pytest.approx(2500.0)
-    assert spec["encoding"]["y"]["field"] == "time_ms"
-    tooltip = {t["field"]: t for t in spec["encoding"]["tooltip"]}
-    assert set(tooltip) == {"variant", "epoch", "step", "time_ms"}
+    assert compiled_first["median_ms"] == pytest.approx(8.0)  # the median ignores the compile step
+    points = [v for v in spec["layer"] if mark_of(v) == "point" and variant_of(v)]
+    lines = [v for v in spec["layer"] if mark_of(v) == "line"]
+    assert [v["encoding"]["y"]["field"] for v in points] == ["time_ms", "time_ms"]
+    assert [(variant_of(v), v["encoding"]["y"]["field"]) for v in lines] == [
+        ("eager", "median_ms"),
+        ("compiled", "median_ms"),
+    ]
+    tooltip = {t["field"]: t for t in points[0]["encoding"]["tooltip"]}
+    assert set(tooltip) == {"variant", "epoch", "step", "time_ms", "median_ms"}
     assert tooltip["time_ms"]["format"] == ".2f"
-    assert spec["mark"]["type"] == "line" and spec["mark"]["point"]
 
 
 def test_y_scale_is_log_only_when_asked():
-    for builder in (step_time_chart, overlay_step_chart):
-        linear = spec_of(builder(make_steps(40, 12)))["encoding"]["y"]
-        log = spec_of(builder(make_steps(40, 12), log_scale=True))["encoding"]["y"]
-        assert linear.get("scale", {}).get("type") != "log"
-        assert log["scale"]["type"] == "log"
+    log = spec_of(step_time_chart(make_steps(40, 12), log_scale=True))
+    assert all(v["encoding"]["y"]["scale"]["type"] == "log" for v in log["layer"] if "y" in v["encoding"])
+    linear = main_view(spec_of(step_time_chart(make_steps(40, 12))))["encoding"]["y"]
+    assert linear.get("scale", {}).get("type") != "log"
+    assert spec_of(overlay_step_chart(make_steps(40, 12), log_scale=True))["encoding"]["y"]["scale"]["type"] == "log"
+    assert spec_of(overlay_step_chart(make_steps(40, 12)))["encoding"]["y"]["scale"].get("type") != "log"
 
 
-def test_every_variant_chart_uses_the_same_eager_and_compiled_colours():
+def test_step_time_axis_is_cut_above_the_steady_steps_and_names_the_compile_step():
+    spec = spec_of(step_time_chart(make_steps(40, 12, spike_s=11.3)))
+    y = main_view(spec)["encoding"]["y"]
+    top = y["scale"]["domain"][1]
+    assert y["scale"]["domain"][0] == 0 and y["scale"]["clamp"] is True
+    assert 10.0 < top < 20.0  # steady steps are 8 and 10 ms; the 11.3 s compile step is off the scale
+    assert "cut above the steady steps" in y["title"]
+    texts = [v for v in spec["layer"] if mark_of(v) == "text"]
+    assert [r["label"] for r in rows_of(spec, texts[0])] == ["compile step: 11.3 s"]
+    assert rows_of(spec, texts[0])[0]["time_ms"] == pytest.approx(top)  # at the top edge
+
+
+def test_step_time_axis_is_not_cut_when_nothing_stands_out_or_when_log_scale_shows_everything():
+    flat = make_steps(40, 40, spike_s=0.008)
+    spec = spec_of(step_time_chart(flat))
+    assert "domain" not in main_view(spec)["encoding"]["y"].get("scale", {})
+    assert not [v for v in spec["layer"] if mark_of(v) == "text"]
+    log = spec_of(step_time_chart(make_steps(40, 12), log_scale=True))
+    assert "domain" not in main_view(log)["encoding"]["y"]["scale"]
+    assert not [v for v in log["layer"] if mark_of(v) == "text"]
+
+
+@pytest.mark.parametrize("builder", [step_time_chart, cumulative_chart, loss_chart], ids=lambda b: b.__name__)
+def test_compiled_is_drawn_after_eager_so_it_stays_on_top(builder):
+    layers = spec_of(builder(make_steps(40, 40)))["layer"]
+    order = [variant_of(v) for v in layers if variant_of(v)]
+    assert order and order.index("compiled") > max(i for i, v in enumerate(order) if v == "eager")
+
+
+def test_every_variant_chart_uses_the_same_eager_and_compiled_colours_with_no_legend_title():
     expected = {"domain": ["eager", "compiled"], "range": [VARIANT_COLORS["eager"], VARIANT_COLORS["compiled"]]}
     assert VARIANT_COLORS == {"eager": "#4C78A8", "compiled": "#EE4C2C"}
     assert charts.variant_color_scale().to_dict() == expected
@@ -138,8 +188,9 @@ def test_every_variant_chart_uses_the_same_eager_and_compiled_colours():
         color = main_view(spec_of(build(builder, make_steps(40, 12))))["encoding"]["color"]
         assert color["field"] == "variant"
         assert color["scale"] == expected, builder.__name__
+        assert color["title"] is None, builder.__name__  # no "variant" jargon above the legend
     # One variant present: the domain still holds both, so eager stays blue before compiled starts.
-    color = spec_of(step_time_chart(make_steps(40, 0)))["encoding"]["color"]
+    color = main_view(spec_of(step_time_chart(make_steps(40, 0))))["encoding"]["color"]
     assert color["scale"] == expected
 
 
@@ -181,18 +232,92 @@ def test_epoch_chart_is_grouped_bars_with_epoch_counts_in_its_description():
     assert formats["train_time_s"] == ".2f" and formats["eval_time_s"] == ".2f"
 
 
+def test_epoch_tooltip_leaves_out_eval_time_when_no_epoch_has_one():
+    epochs = make_epochs(3, 3).assign(eval_time_s=np.nan)
+    spec = spec_of(epoch_chart(epochs))
+    assert [t["field"] for t in spec["encoding"]["tooltip"]] == ["variant", "epoch", "train_time_s"]
+    assert "eval_time_s" not in rows_of(spec)[0]  # no "eval (s) null" anywhere
+
+
 def test_cumulative_chart_has_no_break_even_marker_when_none_is_given():
     spec = spec_of(cumulative_chart(make_steps(40, 40)))
-    assert "layer" not in spec
+    assert {mark_of(v) for v in spec["layer"]} == {"line"}
     assert "break-even" not in str(spec)
-    assert spec["encoding"]["y"]["field"] == "cumulative_s"
+    assert main_view(spec)["encoding"]["y"]["field"] == "cumulative_s"
     assert len(rows_of(spec)) == 80
+
+
+def projection_of(eager_s: float, compiled_s: float, position: float, wall_s: float) -> dict:
+    return {"position": position, "wall_s": wall_s, "eager_step_s": eager_s, "compiled_step_s": compiled_s}
+
+
+def test_cumulative_chart_projects_both_lines_dashed_to_the_projected_crossing():
+    steps = make_steps(400, 400, spike_s=11.0)  # eager 10 ms, compiled 8 ms after an 11 s compile
+    spec = spec_of(cumulative_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 80.4)))
+    dashed = [v for v in spec["layer"] if mark_of(v) == "line" and v["mark"].get("strokeDash")]
+    assert len(dashed) == 1
+    rows = pd.DataFrame(rows_of(spec, dashed[0]))
+    end = charts.projection_end(947.3)
+    assert end > 947.3
+    for variant, last in (("eager", 4.0), ("compiled", 11.0 + 399 * 0.008)):
+        line = rows[rows["variant"] == variant].sort_values("step")
+        assert line["step"].tolist() == [400, end]  # from the last measured step, past the crossing
+        assert line["cumulative_s"].iloc[0] == pytest.approx(last)
+        slope = (line["cumulative_s"].iloc[1] - line["cumulative_s"].iloc[0]) / (end - 400)
+        assert slope == pytest.approx(0.010 if variant == "eager" else 0.008)
+    labels = [r["label"] for v in spec["layer"] if mark_of(v) == "text" for r in rows_of(spec, v)]
+    assert labels == ["≈ step 948 (projected, ~80 s)"]
+    assert any(mark_of(v) == "point" for v in spec["layer"])  # the crossing, ringed
+
+
+def test_a_crossing_far_beyond_the_run_is_named_at_the_charts_edge_not_drawn_to():
+    steps = make_steps(240, 240, spike_s=11.0)
+    spec = spec_of(cumulative_chart(steps, projection=projection_of(0.010, 0.0099, 6700.0, 3861.0)))
+    dashed = next(v for v in spec["layer"] if mark_of(v) == "line" and v["mark"].get("strokeDash"))
+    assert max(r["step"] for r in rows_of(spec, dashed)) == 720  # three times what was measured, no further
+    labels = [r["label"] for v in spec["layer"] if mark_of(v) == "text" for r in rows_of(spec, v)]
+    assert labels == ["≈ step 6,701 (projected, ~64 min) →"]
+    assert not any(mark_of(v) == "point" for v in spec["layer"])
+    lead = spec_of(charts.lead_chart(steps, projection=projection_of(0.010, 0.0099, 6700.0, 3861.0)))
+    assert not any(mark_of(v) == "point" for v in lead["layer"])
+
+
+def test_cumulative_chart_draws_no_projection_once_break_even_is_reached():
+    projection = projection_of(0.010, 0.008, 947.3, 7.58)
+    spec = spec_of(cumulative_chart(make_steps(900, 900), {"step": 826, "wall_s": 39.71}, projection=projection))
+    assert not [v for v in spec["layer"] if mark_of(v) == "line" and v["mark"].get("strokeDash")]
+    assert "projected" not in str(spec)
+
+
+def test_lead_chart_is_eager_minus_compiled_and_crosses_zero_at_break_even():
+    steps = make_steps(2000, 2000, spike_s=2.5)  # compiled gains 2 ms a step: ahead after ~1,250 steps
+    spec = spec_of(charts.lead_chart(steps, break_even={"step": 1247, "wall_s": 12.5}))
+    assert spec["description"] == f"{charts.LEAD_TITLE}: 2000 eager steps, 2000 compiled steps"
+    assert spec["height"] == charts.LEAD_HEIGHT
+    measured = next(v for v in spec["layer"] if mark_of(v) == "line")
+    rows = pd.DataFrame(rows_of(spec, measured))
+    assert rows["lead_s"].iloc[0] == pytest.approx(0.010 - 2.5)
+    assert rows["lead_s"].iloc[-1] > 0 and rows["lead_s"].min() < 0
+    zero = next(v for v in spec["layer"] if mark_of(v) == "rule")
+    assert rows_of(spec, zero) == [{"lead_s": 0.0}]
+    ring = next(v for v in spec["layer"] if mark_of(v) == "point")
+    assert rows_of(spec, ring) == [{"step": 1247.0, "lead_s": 0.0}]
+
+
+def test_lead_chart_continues_dashed_to_zero_at_the_projected_break_even():
+    steps = make_steps(300, 300, spike_s=11.0)
+    spec = spec_of(charts.lead_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 7.58)))
+    dashed = next(v for v in spec["layer"] if mark_of(v) == "line" and v["mark"].get("strokeDash"))
+    (start, end) = rows_of(spec, dashed)
+    assert start["step"] == 300 and start["lead_s"] < 0
+    at_crossing = start["lead_s"] + (end["lead_s"] - start["lead_s"]) * (947.3 - 300) / (end["step"] - 300)
+    assert at_crossing == pytest.approx(0.0, abs=1e-9)
 
 
 def test_cumulative_chart_marks_break_even_with_a_rule_a_point_and_a_label():
     spec = spec_of(cumulative_chart(make_steps(900, 900), {"step": 826, "wall_s": 39.71}))
-    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
-    assert marks[0] == "line" and {"rule", "point", "text"} <= set(marks[1:])
+    marks = [mark_of(layer) for layer in spec["layer"]]
+    assert marks[:2] == ["line", "line"] and {"rule", "point", "text"} <= set(marks[2:])
     rule = spec["layer"][marks.index("rule")]
     assert rows_of(spec, rule) == [{"step": 826, "cumulative_s": 39.71, "label": "break-even: step 826 (39.7 s)"}]
     assert rule["encoding"]["x"]["field"] == "step"
@@ -203,7 +328,7 @@ def test_cumulative_chart_marks_break_even_with_a_rule_a_point_and_a_label():
 
 def test_break_even_without_a_wall_time_still_labels_the_step():
     spec = spec_of(cumulative_chart(make_steps(50, 50), {"step": 30, "wall_s": None}))
-    labels = {r["label"] for view in spec["layer"][1:] for r in rows_of(spec, view)}
+    labels = {r["label"] for view in spec["layer"] if "label" in str(view) for r in rows_of(spec, view)}
     assert labels == {"break-even: step 30"}
 
 
@@ -288,7 +413,15 @@ def test_loss_chart_drops_nan_losses_and_eval_steps():
     assert all(r["loss"] is not None and math.isfinite(r["loss"]) for r in rows)
     assert min(r["step"] for r in rows if r["variant"] == "compiled") == 6
     assert spec["description"] == "Training loss per step: 20 eager steps, 15 compiled steps"
-    assert spec["encoding"]["y"]["field"] == "loss"
+    assert main_view(spec)["encoding"]["y"]["field"] == "loss"
+
+
+def test_loss_chart_draws_eager_wide_and_pale_under_a_dashed_compiled_line_with_line_legend_marks():
+    spec = spec_of(loss_chart(make_steps(20, 20)))
+    eager, compiled = spec["layer"]
+    assert (variant_of(eager), variant_of(compiled)) == ("eager", "compiled")
+    assert eager["mark"]["strokeWidth"] > compiled["mark"]["strokeWidth"] and eager["mark"]["opacity"] < 1
+    assert compiled["encoding"]["strokeDash"]["legend"]["symbolType"] == "stroke"  # a line, not a blob
 
 
 def test_loss_chart_of_a_long_run_stays_under_altairs_row_limit():
@@ -303,6 +436,11 @@ def test_overlay_colours_by_run_dashes_by_variant_and_names_the_run_in_tooltips(
     enc = spec["encoding"]
     assert enc["color"]["field"] == "run"
     assert enc["color"]["sort"] == ["#12 resnet18", "#9 mlp"]
+    # Two runs in two distinct colours, neither of them eager's blue or compiled's orange.
+    run_colours = enc["color"]["scale"]["range"]
+    assert len(set(run_colours)) == 2 and not set(run_colours) & set(VARIANT_COLORS.values())
+    assert enc["color"]["legend"]["labelLimit"] == 0  # the whole label: the setting that differs
+    assert spec["height"] == charts.CHART_HEIGHT + 80 + 2 * 22  # the plot keeps its room as runs are added
     assert enc["strokeDash"]["field"] == "variant"
     assert enc["strokeDash"]["scale"]["domain"] == ["eager", "compiled"]
     assert "run" in {t["field"] for t in enc["tooltip"]}

@@ -10,10 +10,10 @@ import math
 import pytest
 import torch
 
-from core.engine.explain import fusion, overhead
+from core.engine.explain import fusion, overhead, working_set
 from core.engine.explain import params as demo_params
 
-SMALL_FUSION = {"ks": [1, 4], "numel": 65536, "repeats": 2, "warmup": 1}
+SMALL_FUSION = {"ks": [1, 4], "numel": 65536, "repeats": 3, "warmup": 1, "calls_per_sample": 2}
 SMALL_OVERHEAD = {"ks": [1, 4], "batch_sizes": [1, 8], "repeats": 2, "warmup": 2, "calls_per_sample": 5}
 
 
@@ -60,6 +60,9 @@ def test_defaults_are_valid_and_json_serializable(module):
         ({"numel": 10**12}, "numel"),
         ({"numel": 0}, "numel"),
         ({"numel": True}, "numel"),
+        ({"numel": "big"}, "numel"),
+        ({"calls_per_sample": 0}, "calls_per_sample"),
+        ({"calls_per_sample": "many"}, "calls_per_sample"),
         ({"repeats": 0}, "repeats"),
         ({"warmup": -1}, "warmup"),
         ({"op_set": "exotic"}, "op_set"),
@@ -74,7 +77,14 @@ def test_fusion_validate_names_the_bad_field(params, field):
 
 def test_fusion_validate_states_the_allowed_range():
     (message,) = fusion.validate({"numel": 10**12})
-    assert f"{demo_params.FUSION_MAX_NUMEL:,}" in message and "1" in message
+    assert f"{demo_params.FUSION_MAX_NUMEL:,}" in message and "'auto'" in message
+
+
+def test_fusion_defaults_size_past_the_cache_time_many_calls_and_use_the_memory_bound_ops():
+    assert fusion.DEFAULTS["numel"] == "auto" and fusion.DEFAULTS["calls_per_sample"] == "auto"
+    assert fusion.DEFAULTS["op_set"] == "cheap"
+    assert fusion.validate({"numel": "auto", "calls_per_sample": "auto"}) == []
+    assert fusion.validate({"numel": 4096, "calls_per_sample": 50}) == []
 
 
 @pytest.mark.parametrize(
@@ -101,14 +111,99 @@ def test_run_refuses_invalid_params_before_measuring(module):
         module.run({"ks": [0]})
 
 
+# --- sizing past the cache, samples of many calls (torch-free) -------------------------------
+
+
+def make_sysfs(root, caches):
+    for i, (level, kind, size) in enumerate(caches):
+        folder = root / f"index{i}"
+        folder.mkdir(parents=True)
+        (folder / "level").write_text(f"{level}\n")
+        (folder / "type").write_text(f"{kind}\n")
+        (folder / "size").write_text(f"{size}\n")
+    return str(root)
+
+
+def test_the_last_level_cache_is_read_from_sysfs(tmp_path):
+    root = make_sysfs(
+        tmp_path / "cache",
+        [(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"), (3, "Unified", "307200K")],
+    )
+    llc = working_set.cpu_last_level_cache(root)
+    assert llc == {"bytes": 300 * 2**20, "level": 3, "source": f"L3 of cpu0, from {root}"}
+    assert working_set.cpu_last_level_cache(str(tmp_path / "missing")) is None
+    assert working_set.parse_cache_size("32M") == 32 * 2**20 and working_set.parse_cache_size("lots") is None
+
+
+def test_the_working_set_is_several_times_the_cache_within_limits():
+    numel = working_set.auto_numel(32 * 2**20)
+    assert 2 * numel * 4 == pytest.approx(working_set.WORKING_SET_MULTIPLE * 32 * 2**20, rel=1e-6)
+    assert working_set.memory_level(2 * numel * 4, 32 * 2**20) == working_set.MAIN_MEMORY
+    assert working_set.auto_numel(None) == working_set.MIN_AUTO_NUMEL
+    assert working_set.auto_numel(2**40) == working_set.MAX_AUTO_NUMEL
+    assert working_set.auto_numel(300 * 2**20, memory_bytes=2**30) == 2**30 // (working_set.MEMORY_SHARE * 4)
+
+
+def test_a_figure_is_labelled_with_the_level_it_measures():
+    llc = 300 * 2**20
+    assert working_set.memory_level(32 * 2**20, llc) == working_set.CACHE  # the old 16 MiB tensors: cache
+    assert working_set.memory_level(450 * 2**20, llc) == working_set.PARTLY_CACHE
+    assert working_set.memory_level(900 * 2**20, llc) == working_set.MAIN_MEMORY
+    assert working_set.memory_level(900 * 2**20, None) == working_set.UNKNOWN
+
+
+def test_a_sample_of_a_fast_call_is_many_calls_long():
+    assert working_set.calls_per_sample(10e-6) == 2000  # a ~10 µs fused GPU kernel: 20 ms per sample
+    assert working_set.calls_per_sample(0.25) == 1
+    assert working_set.calls_per_sample(1e-9) == working_set.MAX_CALLS_PER_SAMPLE
+    assert working_set.calls_per_sample(0.0) == working_set.MAX_CALLS_PER_SAMPLE
+
+
+def test_paired_samples_alternate_eager_and_compiled_with_many_calls_each():
+    log = []
+    result = fusion.paired_samples(lambda: log.append("e"), lambda: log.append("c"), "cpu", 4, 1, 3)
+    assert "".join(log) == "ec" + "eeeccc" * 4  # warm-up, then 4 repeats alternating, 3 calls a sample
+    assert result["calls_per_sample"] == {"eager": 3, "compiled": 3}
+    assert len(result["samples"]["eager"]) == len(result["samples"]["compiled"]) == 4
+    for name in ("eager", "compiled", "speedup"):
+        assert result[name]["low"] <= result[name]["median"] <= result[name]["high"]
+
+
+def test_paired_samples_size_auto_samples_from_a_timed_warm_up_call(monkeypatch):
+    timed = []
+
+    def calls_for(one_call_s):
+        timed.append(one_call_s)
+        return 5 if len(timed) == 1 else 7
+
+    monkeypatch.setattr(fusion.working_set, "calls_per_sample", calls_for)
+    log = []
+    result = fusion.paired_samples(lambda: log.append("e"), lambda: log.append("c"), "cpu", 2, 0, "auto")
+    assert len(timed) == 2 and all(t > 0 for t in timed)  # one timed call of each variant, even without warm-up
+    assert result["calls_per_sample"] == {"eager": 5, "compiled": 7}
+    assert "".join(log) == "ec" + ("e" * 5 + "c" * 7) * 2
+
+
+def test_resolve_numel_keeps_a_given_size_and_sizes_auto_from_the_cache():
+    assert fusion.resolve_numel(4096, {"bytes": 2**20}, None) == 4096
+    assert fusion.resolve_numel("auto", {"bytes": 64 * 2**20}, None) == working_set.auto_numel(64 * 2**20)
+
+
 # --- pure pieces (no compile) -------------------------------------------------------------
 
 
 def test_pointwise_chain_applies_the_listed_ops_in_order():
     x = torch.randn(32)
     expected = torch.relu(torch.sin(x * 1.0001 + 0.5))
-    torch.testing.assert_close(fusion.pointwise_chain(4)(x), expected)
-    assert fusion.chain_description(6) == ["x * 1.0001", "x + 0.5", "sin(x)", "relu(x)", "sigmoid(x)", "x * 1.0001"]
+    torch.testing.assert_close(fusion.pointwise_chain(4, "mixed")(x), expected)
+    assert fusion.chain_description(6, "mixed") == [
+        "x * 1.0001",
+        "x + 0.5",
+        "sin(x)",
+        "relu(x)",
+        "sigmoid(x)",
+        "x * 1.0001",
+    ]
 
 
 def test_cheap_op_set_avoids_transcendental_ops():
@@ -126,10 +221,11 @@ def test_eager_kernel_count_is_one_per_op():
         assert all(name.startswith("aten::") for name in names)
 
 
-def test_copy_reference_reports_bytes_and_bandwidth():
-    ref = fusion.measure_copy(4096, "cpu", repeats=3, warmup=1)
-    assert ref["bytes"] == 2 * 4096 * 4
+def test_copy_reference_reports_bytes_bandwidth_and_its_spread():
+    ref = fusion.measure_copy(4096, "cpu", repeats=3, warmup=1, calls=4)
+    assert ref["bytes"] == 2 * 4096 * 4 and ref["calls_per_sample"] == 4
     assert ref["copy_ms"] > 0 and math.isfinite(ref["copy_gbps"]) and ref["copy_gbps"] > 0
+    assert ref["copy_gbps_low"] <= ref["copy_gbps"] <= ref["copy_gbps_high"]
 
 
 def test_linear_fit_recovers_a_line_and_needs_two_points():
@@ -161,6 +257,19 @@ def test_fusion_result_has_a_row_per_k_with_positive_finite_numbers(fusion_resul
     assert all(math.isfinite(n) for n in numbers(r["rows"]))
     assert all(math.isfinite(n) and n > 0 for n in numbers(r["reference"]))
     json.dumps(r, allow_nan=False)
+
+
+@pytest.mark.slow
+def test_fusion_rows_carry_the_spread_of_paired_repeats_and_the_level_measured(fusion_result):
+    r = fusion_result
+    assert r["numel"] == SMALL_FUSION["numel"] and r["working_set_bytes"] == 2 * SMALL_FUSION["numel"] * 4
+    assert r["reference"]["memory_level"] == r["memory_level"]
+    for row in r["rows"]:
+        assert len(row["eager_samples_ms"]) == len(row["compiled_samples_ms"]) == SMALL_FUSION["repeats"]
+        assert row["eager_calls_per_sample"] == row["compiled_calls_per_sample"] == 2
+        assert row["eager_ms_low"] <= row["eager_ms"] <= row["eager_ms_high"]
+        assert row["compiled_ms_low"] <= row["compiled_ms"] <= row["compiled_ms_high"]
+        assert row["speedup_low"] <= row["speedup_high"]
 
 
 @pytest.mark.slow
@@ -244,3 +353,14 @@ def test_both_demos_run_on_cuda_and_cuda_graphs_are_measured():
     assert all(row["reduce_overhead_us"] > 0 for row in graphs["rows"])
     json.dumps(fused, allow_nan=False)
     json.dumps(over, allow_nan=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_fusion_on_a_gpu_measures_main_memory_past_l2_with_many_calls_per_sample():
+    fused = fusion.run({"ks": [1, 8], "repeats": 3, "warmup": 1}, device="cuda")  # numel and calls: auto
+    assert fused["cache"]["source"].endswith("L2_cache_size") and fused["cache"]["bytes"] > 0
+    assert fused["working_set_bytes"] >= 2 * fused["cache"]["bytes"]
+    assert fused["memory_level"] == working_set.MAIN_MEMORY
+    assert all(row["compiled_calls_per_sample"] > 1 for row in fused["rows"])  # one launch would dominate

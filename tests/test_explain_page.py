@@ -70,7 +70,7 @@ def test_with_nothing_stored_every_section_offers_to_measure(store, sleepers):
 
 @pytest.mark.slow
 def test_stored_results_render_in_every_section(store, sleepers, demo_results):
-    record_demo(store, "fusion", {**PAGE_PARAMS["fusion"], "op_set": "mixed"}, demo_results["fusion"])
+    record_demo(store, "fusion", {**PAGE_PARAMS["fusion"], "op_set": "cheap"}, demo_results["fusion"])
     record_demo(store, "overhead", PAGE_PARAMS["overhead"], demo_results["overhead"])
     record_demo(store, "graphs", PAGE_PARAMS["graphs"], demo_results["graphs"])
     record_demo(store, "codegen", {**PAGE_PARAMS["codegen"], "function": CODEGEN_FUNCTIONS[0]}, demo_results["codegen"])
@@ -86,6 +86,27 @@ def test_stored_results_render_in_every_section(store, sleepers, demo_results):
     assert "print(" in code  # an example's source, with its break
     markdown = "\n".join(m.value for m in at.markdown)
     assert "**Break** at line" in markdown and "fullgraph=True" in markdown
+    # Fusion: a verdict from the numbers (shown or not, and why), with the level the figures measure.
+    verdicts = [v.value for v in [*at.success, *at.warning]]
+    assert any(
+        v.startswith(("**Fusion shows here**", "**This machine does not show the effect clearly**")) for v in verdicts
+    )
+    captions = "\n".join(c.value for c in at.caption)
+    assert "Each point is the median of 3 samples, eager and compiled alternating" in captions
+    # Overhead: each experiment under its heading with a reading; caches: wall time against torch's phases.
+    assert "**1. The same chain on 16 floats" in markdown and "Eager pays about" in markdown
+    assert "**2. A small MLP as the batch grows**" in markdown
+    assert "The bar is wall time" in captions
+    # Generated code: the excerpt is numbered as in the module.
+    kernel = demo_results["codegen"]["generated"]["first_kernel"]
+    assert any(c.value.startswith(f"{kernel['start_line']}  ") for c in at.code)
+
+
+def test_a_demo_that_cannot_be_queued_says_why_and_the_message_stays(tmp_path, monkeypatch, sleepers):
+    monkeypatch.setenv("COMPILE_LAB_STORE", str(tmp_path / "unprobed.sqlite3"))  # the device is not known yet
+    at = page()
+    next(b for b in at.button if b.label == "Measure on this device").click().run()
+    assert any("still finding out which device" in e.value for e in at.error)
 
 
 def test_a_result_measured_with_another_torch_version_is_not_shown(store, sleepers):
@@ -99,7 +120,7 @@ def test_measure_enqueues_a_demo_job_with_the_pages_parameters(store, sleepers):
     demos = store.list_runs(kind="demo")
     assert len(demos) == 1 and demos[0].params == {
         "demo": "fusion",
-        "params": {**PAGE_PARAMS["fusion"], "op_set": "mixed"},
+        "params": {**PAGE_PARAMS["fusion"], "op_set": "cheap"},  # the memory-bound ops first: they show fusion
     }
     assert demos[0].device_key == "cpu"  # the demo waits for the device like a race does
 

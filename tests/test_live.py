@@ -222,14 +222,14 @@ def test_result_cards_are_six_in_a_fixed_order():
 def test_cards_of_a_clear_win_show_cost_speedup_and_the_break_even_step():
     summary = clear_win_summary()
     cards = result_cards(summary, {"eager": 100 * MIB, "compiled": 80 * MIB, "kind": "CUDA allocator peak"})
-    assert [c.value for c in cards] == ["4.0 s", "+1.5 s", "2.00x", "step 9", "128/s", "80 MiB"]
+    assert [c.value for c in cards] == ["4.0 s", "+1.5 s", "2.00x", "step 9", "128 samples/s", "80 MiB"]
     assert card(cards, "Break-even").help.endswith("9.0 s into the compiled run.")
     speed = card(cards, "Steady-state speedup")
     assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("faster", "normal", "up")  # green, up
     assert "95% interval 2.00-2.00x" in speed.help
     tput = card(cards, "Throughput (compiled)")
     assert tput.delta == "+100% vs eager"
-    assert "eager: 64/s" in tput.help
+    assert "eager: 64 samples/s" in tput.help
     memory = card(cards, "Peak memory (compiled)")
     assert (memory.delta, memory.delta_color) == ("-20% vs eager", "inverse")  # less memory reads as better
     assert "Eager: 100 MiB" in memory.help and "CUDA allocator peak" in memory.help
@@ -247,13 +247,52 @@ def test_cards_of_a_slower_run_say_it_never_breaks_even():
     assert card(cards, "Throughput (compiled)").delta == "-33% vs eager"
 
 
+def test_a_run_in_progress_that_is_slower_so_far_is_not_yet_called_never():
+    summary = analysis.summarize([1.0] * 12, [3.0] + [1.5] * 11, [6.0], [10.5], 64)
+    be = card(result_cards(summary, running=True), "Break-even")
+    assert (be.value, be.delta) == ("not yet", "not on course so far")
+    assert "So far compiled is slower" in be.help
+    assert card(result_cards(summary, running=False), "Break-even").value == "never"
+
+
 def test_cards_of_a_faster_run_that_has_not_broken_even_say_not_yet_and_where_it_would():
     summary = analysis.summarize([1.0] * 10, [20.0] + [0.5] * 9, [10.0], [24.5], 64)
     assert summary["break_even_step"] is None
     assert summary["break_even_extrapolated_step"] == pytest.approx(39.0)
-    be = card(result_cards(summary), "Break-even")
+    assert summary["break_even_projected_wall_s"] == pytest.approx(39.0)  # 24.5 s + 29 more steps of 0.5 s
+    be = card(result_cards(summary, running=True), "Break-even")
     assert be.value == "not yet"
-    assert "Not within this run" in be.help and "about step 39" in be.help
+    assert "about step 40" in be.help
+
+
+def test_break_even_card_of_a_finished_run_gives_the_projected_step_and_when_marked_as_projected():
+    summary = analysis.summarize([1.0] * 10, [20.0] + [0.5] * 9, [10.0], [24.5], 64)
+    be = card(result_cards(summary, total=10), "Break-even")
+    assert be.value == "≈ step 40"
+    assert (be.delta, be.delta_color, be.delta_arrow) == ("projected, ~39 s", "off", "off")
+    assert "Not within this run of 10 steps" in be.help
+
+
+def test_break_even_card_while_running_says_not_yet_with_a_steadied_projection_of_the_total():
+    summary = {"steady_state_speedup": 1.17, "verdict": "faster", "break_even_extrapolated_step": 947.3}
+    be = card(result_cards(summary, total=1500, running=True), "Break-even")
+    assert be.value == "not yet"
+    assert be.delta == "projected ≈ step 950 of 1,500"  # rounded while the run goes on: it does not flicker
+
+
+def test_break_even_card_names_the_step_of_how_many_and_when():
+    cards = result_cards(clear_win_summary(), total=12)
+    be = card(cards, "Break-even")
+    assert (be.value, be.delta) == ("step 9", "of 12, 9 s in")
+
+
+def test_first_epoch_overhead_card_says_how_it_relates_to_the_compile_time():
+    cards = result_cards({"compile_time_s": 11.3, "first_epoch_overhead_s": 5.8})
+    overhead = card(cards, "First-epoch overhead")
+    assert (overhead.value, overhead.delta, overhead.delta_color) == ("+5.8 s", "5.5 s won back in epoch 1", "off")
+    assert "compile time (11.3 s) less the 5.5 s that faster compiled steps won back" in overhead.help
+    slower = card(result_cards({"compile_time_s": 2.0, "first_epoch_overhead_s": 2.5}), "First-epoch overhead")
+    assert slower.delta == "500 ms more lost in epoch 1"
 
 
 def test_cards_of_an_empty_summary_show_dashes_without_failing():
@@ -292,7 +331,9 @@ def test_memory_card_delta_is_the_signed_change_coloured_lower_is_better():
 
 def test_throughput_delta_is_a_signed_percentage_against_eager():
     faster = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 1250.0})
-    assert card(faster, "Throughput (compiled)").value == "1,250/s"
+    assert card(faster, "Throughput (compiled)").value == "1,250 samples/s"
+    big = result_cards({"compiled_samples_per_s": 62855.0})
+    assert card(big, "Throughput (compiled)").value == "62.9k samples/s"  # with its unit, short enough for a card
     assert card(faster, "Throughput (compiled)").delta == "+25% vs eager"
     assert card(faster, "Throughput (compiled)").delta_color == "normal"  # more samples per second is better
     slower = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 800.0})
@@ -352,3 +393,63 @@ def test_memory_of_reads_the_peaks_and_their_kind_from_the_summary(store):
     assert memory_of(store.get_run(with_summary)) == {"eager": 100 * MIB, "compiled": 80 * MIB, "kind": "RSS"}
     without = store.create_run("race", {}, "tester", "cpu")
     assert memory_of(store.get_run(without)) == {"eager": None, "compiled": None, "kind": None}
+
+
+# -- projection and timing of a live view ------------------------------------------------------------
+
+
+def test_projection_follows_every_eager_step_and_the_compiled_steady_rate(store, run_id):
+    eager = [0.1] * 100
+    compiled = [3.0] + [0.08] * 39  # behind by 3.0 - 0.1 + 39 * (0.08 - 0.1) = 2.12 s after 40 steps
+    store.append_events(run_id, steps_of("eager", eager) + steps_of("compiled", compiled))
+    view = RunView(run_id)
+    view.poll(store)
+    projection = view.projection()
+    assert projection["position"] == pytest.approx(40 + 2.12 / 0.02)
+    assert projection["step"] == 147
+    assert projection["wall_s"] == pytest.approx(sum(compiled) + (projection["position"] - 40) * 0.08)
+    assert (projection["eager_step_s"], projection["compiled_step_s"]) == (pytest.approx(0.1), pytest.approx(0.08))
+
+
+def test_no_projection_before_compiled_steps_or_when_compiled_is_slower(store, run_id):
+    store.append_events(run_id, steps_of("eager", [0.1] * 50))
+    view = RunView(run_id)
+    view.poll(store)
+    assert view.projection() is None
+    store.append_events(run_id, steps_of("compiled", [3.0] + [0.2] * 20))
+    view.poll(store)
+    assert view.projection() is None
+
+
+def test_the_view_remembers_when_each_variants_latest_event_was_stored(store, run_id):
+    store.append_events(run_id, steps_of("eager", [0.1, 0.1]))
+    view = RunView(run_id)
+    view.poll(store)
+    assert set(view.last_recorded_at) == {"eager"}
+    assert abs(view.last_recorded_at["eager"] - time.time()) < 60
+
+
+def test_no_break_even_is_projected_from_a_gain_the_interval_does_not_stand_behind():
+    summary = {
+        "steady_state_speedup": 1.04,
+        "speedup_ci95": [0.97, 1.08],
+        "verdict": analysis.NO_CLEAR_DIFFERENCE,
+        "break_even_reason": analysis.NOT_WITHIN_RUN,
+        "break_even_extrapolated_step": 6700.0,
+    }
+    running = card(result_cards(summary, total=240, running=True), "Break-even")
+    assert (running.value, running.delta) == ("not yet", None)
+    finished = card(result_cards(summary, total=240), "Break-even")
+    assert finished.value == "not reached" and "No clear per-step gain" in finished.help
+
+
+def test_a_run_slower_so_far_is_not_on_course_even_when_the_medians_alone_would_project():
+    summary = {
+        "steady_state_speedup": 0.94,
+        "speedup_ci95": [0.89, 0.98],
+        "verdict": analysis.SLOWER,
+        "break_even_reason": analysis.NOT_WITHIN_RUN,
+        "break_even_extrapolated_step": 5000.0,
+    }
+    be = card(result_cards(summary, total=240, running=True), "Break-even")
+    assert (be.value, be.delta) == ("not yet", "not on course so far")

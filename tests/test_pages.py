@@ -1,6 +1,7 @@
 """Every page renders (AppTest, no browser) on an empty store and on one holding finished, failed
 and running runs; launching enqueues a run owned by the visitor; invalid input enqueues nothing."""
 
+import json
 import time
 
 import pytest
@@ -169,7 +170,10 @@ def test_options_the_device_cannot_run_are_not_offered_but_explained(store, slee
     assert "amp-fp16" not in at.selectbox(key="form_precision").options
     assert at.selectbox(key="form_precision").value == "fp32"  # the link asked for what cannot run here
     assert "reduce-overhead" not in at.selectbox(key="form_mode").options
-    assert "amp-fp16 needs a CUDA GPU (device is cpu)" in texts(at)
+    # Explained once, in one line, not a paragraph under every selectbox.
+    explained = [c.value for c in at.caption if "CUDA" in c.value]
+    assert len(explained) == 1
+    assert explained[0].startswith("Not offered here: tf32, amp-fp16, reduce-overhead and max-autotune need a CUDA GPU")
 
 
 def test_the_configuration_comes_from_the_link(store, sleepers):
@@ -204,7 +208,9 @@ def test_runs_page_overlays_several_runs_reopens_one_and_deletes_only_your_own(s
     assert [b.label for b in at.button] == ["Delete"]  # only the visitor's own run can be deleted
     at.session_state["runs_table"] = {"selection": {"rows": [1], "columns": [], "cells": []}}
     at.run()
-    assert charts_on(at) == 4 and len(at.metric) == 6  # reopened: the live view's charts and cards
+    assert (
+        charts_on(at) == 5 and len(at.metric) == 6
+    )  # reopened: the live view's charts (race, lead, step, epoch, loss) and cards
     at.session_state["runs_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}  # newest first: mine
     at.run()
     at.button[0].click().run()
@@ -232,3 +238,134 @@ def test_a_selection_that_outlives_its_rows_is_ignored(store, sleepers):
     at.session_state["runs_table"] = {"selection": {"rows": [5], "columns": [], "cells": []}}
     at.run()
     assert not at.exception
+
+
+def chart_specs(at) -> list[dict]:
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            yield child
+            yield from walk(child)
+
+    return [json.loads(el.proto.spec) for el in walk(at._tree) if getattr(el, "type", "") == "vega_lite_chart"]
+
+
+def record_live_race(store, compiled_steps, phase, eager_steps=600, per_epoch=200):
+    """A running race on this host (a live worker's view): eager done, compiled `compiled_steps` in."""
+    spec = quick_spec(epochs=eager_steps // per_epoch, steps_per_epoch=per_epoch)
+    run_id = store.create_run(
+        "race",
+        spec.to_dict(),
+        "someone",
+        "cpu",
+        status="running",
+        started_at=time.time(),
+        heartbeat_at=time.time(),
+        host=jobs.HOST,
+        phase=phase,
+    )
+    eager = [0.010] * eager_steps
+    compiled = ([2.0] + [0.008] * (eager_steps - 1))[:compiled_steps]
+    rows = [
+        {
+            "kind": "step",
+            "variant": v,
+            "phase": "train",
+            "epoch": 1 + i // per_epoch,
+            "step": i + 1,
+            "time_s": t,
+            "loss": 2.0 - 0.001 * i,
+            "samples": 16,
+        }
+        for v, times in (("eager", eager), ("compiled", compiled))
+        for i, t in enumerate(times)
+    ]
+    store.append_events(run_id, rows)
+    return run_id
+
+
+def markdown_of(at) -> str:
+    return "\n".join(str(m.value) for m in at.markdown)
+
+
+def test_while_compiled_runs_the_reading_says_not_paid_off_yet_never_did_not_pay_off(store, sleepers):
+    record_probe(store)
+    run_id = record_live_race(store, compiled_steps=300, phase="compiled epoch 2/3")
+    at = app(run=run_id)
+    assert not at.exception
+    words = markdown_of(at)
+    assert "After 300 of 600 compiled steps" in words
+    assert "compile has not paid off yet, projected ≈ step" in words
+    assert "did not pay off" not in words
+    assert at.metric[3].value == "not yet" and at.metric[3].label == "Break-even"
+    race = next(c for c in chart_specs(at) if c["description"].startswith("The race"))
+    assert "projected" in json.dumps(race)  # the dashed projection and its label are drawn
+
+
+def test_once_finished_the_same_race_reads_as_final(store, sleepers):
+    record_probe(store)
+    run_id = record_race(store, "done")
+    at = app(run=run_id)
+    assert "compiled steps are 2.00x faster" in markdown_of(at).lower()
+    assert "So far" not in markdown_of(at) and "After " not in markdown_of(at)
+
+
+def test_during_the_compile_the_page_says_it_is_compiling_with_the_time_so_far(store, sleepers):
+    record_probe(store)
+    run_id = record_live_race(store, compiled_steps=0, phase="compiling (compiled epoch 1/3)")
+    at = app(run=run_id)
+    info = "\n".join(i.value for i in at.info)
+    assert "Compiling (roughly 4 s, estimated on this device)" in info and "s so far" in info
+    assert "Eager run" not in markdown_of(at)
+    assert not at.metric  # nothing to compare yet: no row of dashes above the race
+
+
+def test_while_eager_runs_the_page_says_which_step_and_what_comes_next(store, sleepers):
+    record_probe(store)
+    run_id = record_live_race(store, compiled_steps=0, phase="eager epoch 2/3")
+    at = app(run=run_id)
+    assert "Eager run: step 600 of 600. Next: compile" in markdown_of(at)
+
+
+def test_launch_folds_the_form_and_the_preset_launches_at_once(store, sleepers):
+    record_probe(store)
+    at = app()
+    assert at.session_state["race_form"] is True  # nothing followed yet: the form is open
+    at.number_input(key="form_steps_per_epoch").set_value(3).run()
+    next(b for b in at.button if b.label == "Launch").click().run()
+    assert not at.exception and at.session_state["race_form"] is False  # folded: the run's charts come first
+    preset = next(b for b in at.button if b.label.startswith("CPU break-even demo"))
+    preset.click().run()
+    runs = store.list_runs(kind="race")
+    assert len(runs) == 2 and runs[0].params["model"] == "pointwise_mlp"
+    assert (runs[0].params["epochs"], runs[0].params["steps_per_epoch"]) == (3, 500)
+    assert at.query_params["run"] == str(runs[0].id)
+
+
+def test_the_line_above_launch_says_what_a_race_gives(store, sleepers):
+    record_probe(store)
+    at = app()
+    assert "You get the compile cost, the steady speedup and when compile pays off" in markdown_of(at)
+
+
+def test_races_are_named_by_number_not_by_store_id(store, sleepers):
+    record_probe(store)  # id 1
+    run_id = record_race(store, "done")  # id 2: the first race
+    at = app(run=run_id)
+    assert at.get("progress")[0].proto.text.startswith("Race 1: done")
+
+
+def test_runs_comparison_labels_runs_by_what_differs_and_the_table_puts_results_first(store, sleepers):
+    record_probe(store)
+    a = record_race(store, "done")
+    b = record_race(store, "done")
+    store.update_run(b, params={**store.get_run(b).params, "batch_size": 64})
+    at = app()
+    at.switch_page("app_pages/runs.py").run()
+    table = at.dataframe[0].value
+    assert list(table.columns[:6]) == ["race", "status", "speedup", "overhead_s", "compile_s", "break_even"]
+    assert list(table["race"]) == [2, 1]
+    at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
+    at.run()
+    overlay = next(c for c in chart_specs(at) if c["description"].startswith("Cumulative training time, by run"))
+    assert sorted(overlay["encoding"]["color"]["sort"]) == ["race 1: batch 16", "race 2: batch 64"]
+    assert a < b

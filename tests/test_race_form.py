@@ -14,10 +14,13 @@ from core.view.race_form import (
     default_spec,
     describe_duration,
     estimate_seconds,
+    expected_compile_estimate,
     form_spec,
+    race_promise,
     spec_from_query,
     spec_to_query,
     unavailable_options,
+    unavailable_summary,
 )
 
 MPS = DeviceCaps(mps=True)
@@ -257,3 +260,35 @@ def test_form_spec_keeps_a_fractional_batch_size_so_validation_can_reject_it():
 
 def test_form_spec_of_an_empty_state_is_the_runspec_default():
     assert form_spec({}) == RunSpec()
+
+
+# -- the words around Launch ------------------------------------------------------------------
+
+
+def test_unavailable_options_are_said_once_in_one_line():
+    spec = default_spec(CPU)
+    blocked = {field: unavailable_options(spec, field, CPU) for field in CHOICES}
+    line = unavailable_summary(blocked)
+    assert line.startswith("Not offered here: tf32, amp-fp16, reduce-overhead and max-autotune need a CUDA GPU")
+    assert line.count("CUDA") == 1 and "\n" not in line
+    assert "fakedata provides images but pointwise_mlp takes vector" in line  # other reasons stay, once
+    assert (
+        unavailable_summary({field: unavailable_options(default_spec(AMPERE), field, AMPERE) for field in ("mode",)})
+        is None
+    )
+
+
+def test_the_line_above_launch_says_what_a_race_gives_and_how_long_saying_rough_once():
+    spec = dataclasses.replace(default_spec(CPU), epochs=3, steps_per_epoch=500)
+    line = race_promise(spec, CPU)
+    assert "compile cost" in line and "steady speedup" in line and "when compile pays off" in line
+    assert "1,500 steps eager, then compiled" in line
+    low, high = estimate_seconds(spec, CPU)
+    assert describe_duration(low, high) in line
+    assert line.lower().count("rough") == 1
+
+
+def test_expected_compile_estimate_is_the_one_the_duration_estimate_uses():
+    assert expected_compile_estimate({"model": "pointwise_mlp", "backend": "inductor"}, on_gpu=False) == 10
+    assert expected_compile_estimate({"model": "pointwise_mlp", "backend": "aot_eager"}, on_gpu=False) == 2
+    assert expected_compile_estimate({"model": "resnet50"}, on_gpu=True) == 60

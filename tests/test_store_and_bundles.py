@@ -220,3 +220,15 @@ def test_a_missing_or_oversized_file_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr("core.runs.bundle.MAX_BUNDLE_BYTES", 1024)
     with pytest.raises(BundleError, match="larger than"):
         load_bundle_file(str(big))
+
+
+def test_races_are_numbered_for_people_without_the_ids_demos_and_probes_take(store):
+    probe = store.create_run("probe", {}, "system", "probe")
+    first = store.create_run("race", {}, "ann", "cpu")
+    demo = store.create_run("demo", {"demo": "graphs", "params": {}}, "ann", "cpu")
+    second = store.create_run("race", {}, "ann", "cpu")
+    third = store.create_run("race", {}, "bob", "cpu")
+    assert (probe, first, demo, second, third) == (1, 2, 3, 4, 5)
+    assert store.race_numbers() == {first: 1, second: 2, third: 3}
+    store.delete_run(second)
+    assert store.race_numbers([third]) == {third: 3}  # deleting a race leaves the others' numbers

@@ -156,7 +156,59 @@ def break_even(eager: Sequence[float], compiled: Sequence[float], warmup: int | 
     saving = median(steady(eager[:n], w)) - median(steady(compiled[:n], w))
     if saving <= 0:
         return BreakEven(None, None, None, NEVER_SLOWER, None)
-    return BreakEven(None, None, None, NOT_WITHIN_RUN, n + deficit[-1] / saving)
+    projection = projected_break_even(eager, compiled)
+    return BreakEven(None, None, None, NOT_WITHIN_RUN, projection.position if projection else None)
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Where compile would pay for itself if both variants kept their steady step times."""
+
+    position: float  # fractional steps at the projected crossing (947.3: during step 948)
+    wall_s: float  # the compiled run's cumulative time there
+    eager_step_s: float  # the steady rates the lines are extended with
+    compiled_step_s: float
+
+    @property
+    def step(self) -> int:
+        """The step during which compiled would pull ahead (as BreakEven.step counts)."""
+        return math.floor(self.position) + 1
+
+
+def projected_break_even(eager: Sequence[float], compiled: Sequence[float]) -> Projection | None:
+    """The projected crossing of the cumulative lines, for a run where compiled is still behind.
+
+    Compiled continues from its last measured step at its steady median; eager follows its own
+    measured steps as far as it has them (during the compiled run it has all of them), then its
+    steady median. Using every eager step, not only as many as compiled has done, is what keeps the
+    projection steady while the compiled run goes on. None when compiled has no steps yet, is not
+    faster per step, or is already ahead.
+    """
+    n_e, n_c = len(eager), len(compiled)
+    if n_e == 0 or n_c == 0:
+        return None
+    m_e = median(steady(eager, default_warmup(n_e)))
+    m_c = median(steady(compiled, default_warmup(n_c)))
+    if m_e <= m_c:
+        return None
+    eager_cum = np.cumsum(np.asarray(eager, dtype=float))
+    start = float(np.sum(compiled))
+    if n_c <= n_e and start <= eager_cum[n_c - 1]:
+        return None  # already ahead: that is a break-even, not a projection
+    # Deficit of projected compiled against measured eager at each step from n_c to n_e.
+    s = np.arange(n_c, n_e + 1)
+    deficit = start + (s - n_c) * m_c - eager_cum[s - 1] if n_c <= n_e else np.array([])
+    ahead = np.flatnonzero(deficit <= 0)
+    if len(ahead):
+        i = int(ahead[0])
+        before, after = deficit[i - 1], deficit[i]
+        position = float(s[i] - 1 + before / (before - after))
+    else:
+        last = max(n_e, n_c)
+        eager_at = float(eager_cum[-1]) + (last - n_e) * m_e
+        compiled_at = start + (last - n_c) * m_c
+        position = last + (compiled_at - eager_at) / (m_e - m_c)
+    return Projection(position, start + (position - n_c) * m_c, m_e, m_c)
 
 
 def whole_run_speedup(eager_total_s: float, compiled_total_s: float) -> float | None:
@@ -208,6 +260,7 @@ def summarize(
         "break_even_wall_s": be.wall_s if be else None,
         "break_even_reason": _break_even_reason(be, speed),
         "break_even_extrapolated_step": be.extrapolated_position if be else None,
+        "break_even_projected_wall_s": _projected_wall(be, eager_steps, compiled_steps),
         "whole_run_speedup": (
             whole_run_speedup(sum(eager_epochs[:epochs_done]), sum(compiled_epochs[:epochs_done]))
             if epochs_done
@@ -221,6 +274,14 @@ def summarize(
         "compiled_eval_epoch_times_s": list(compiled_eval_epochs),
         "compile_events": list(compile_events),  # compiles and recompiles, at the step that paid for them
     }
+
+
+def _projected_wall(be: BreakEven | None, eager: Sequence[float], compiled: Sequence[float]) -> float | None:
+    """The compiled run's time at the projected break-even (None when there is no projection)."""
+    if be is None or be.extrapolated_position is None:
+        return None
+    projection = projected_break_even(eager, compiled)
+    return projection.wall_s if projection else None
 
 
 def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | None:
@@ -289,8 +350,8 @@ def plain_reading(summary: dict[str, Any]) -> str:
     if summary.get("break_even_step") is not None:
         return (
             f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}; compile paid for itself "
-            f"at step {summary['break_even_step']} ({summary['break_even_wall_s']:.1f} s in)."
+            f"at step {summary['break_even_step']:,} ({summary['break_even_wall_s']:.1f} s in)."
         )
     extra = summary.get("break_even_extrapolated_step")
-    later = f"; at these rates it would after about {extra:.0f} steps" if extra else ""
+    later = f"; at these rates it would at about step {math.floor(extra) + 1:,}" if extra else ""
     return f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}, but compile did not pay off within this run{later}."

@@ -7,6 +7,7 @@ here, once, with its version, so a later release can migrate it.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import sqlite3
@@ -236,6 +237,15 @@ class Store:
             args.append(owner)
         sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC LIMIT ?"
         return [_run(r) for r in self._conn.execute(sql, (*args, limit)).fetchall()]
+
+    def race_numbers(self, run_ids: Iterable[int] | None = None) -> dict[int, int]:
+        """Races numbered for people: 1, 2, 3... in the order they were created. Run ids also count
+        probes and demos (a first race can be id 2, an import id 9), so a race's number is its id
+        less the other jobs created before it; deleting a race leaves the others' numbers alone."""
+        others = [r[0] for r in self._conn.execute("SELECT id FROM runs WHERE kind != 'race' ORDER BY id")]
+        if run_ids is None:
+            run_ids = [r[0] for r in self._conn.execute("SELECT id FROM runs WHERE kind = 'race'")]
+        return {int(i): int(i) - bisect.bisect_left(others, int(i)) for i in run_ids}
 
     def delete_run(self, run_id: int) -> None:
         with self.transaction() as c:

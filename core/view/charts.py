@@ -8,6 +8,13 @@ Every chart carries a top-level `description` (the SVG's aria text) of the exact
 "{title}: {n_eager} eager steps, {n_compiled} compiled steps" ("... epochs" for the epoch chart);
 the counts are the rows the chart was given (before downsampling), so a browser test can watch
 them grow. Empty input gives a valid, empty chart whose title ends in "(waiting for data)".
+
+What a first-time reader must see decides the layout: the step-time chart's axis is cut just above
+the steady steps (the compile step, 100x taller, would flatten them to a line at 0) with the compile
+step named in words; compiled is always drawn after eager, so it is on top where they overlap; a
+rolling median per variant shows a 15% gap that single noisy steps hide; the race extends both
+cumulative lines as dashed projections to where they would cross, and a small lead chart shows
+that crossing as a line through zero.
 """
 
 from __future__ import annotations
@@ -20,10 +27,26 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from core.engine.analysis import default_warmup
+from core.view.report import fmt_about
+
 VARIANTS = ("eager", "compiled")
 VARIANT_COLORS = {"eager": "#4C78A8", "compiled": "#EE4C2C"}
 VARIANT_DASHES = {"eager": [1, 0], "compiled": [6, 3]}
+# Runs in an overlay: neither blue nor orange (those mean eager and compiled everywhere else), and
+# far apart in hue and lightness so two runs never look like one.
+RUN_COLORS = ["#1B9E77", "#7570B3", "#E7298A", "#66A61E", "#A6761D", "#E6AB02", "#666666", "#17BECF"]
+PROJECTION_DASH = [5, 4]
+NEUTRAL = "#444444"
 CHART_HEIGHT = 320
+LEAD_HEIGHT = 240  # Streamlit's theme takes title and axes out of this: less squashes the plot to a line
+AXIS_FONT = {"labelFontSize": 14, "titleFontSize": 15}
+# The step-time axis is cut this far above the highest steady step (95th percentile of each variant
+# after its warm-up), so the steady steps fill the chart; slower steps sit at the top edge.
+CLIP_HEADROOM = 1.35
+# Dashed projections reach at most this many times the measured steps: a crossing far beyond the
+# run is named in words at the chart's edge instead of shrinking what was measured to a sliver.
+PROJECTION_REACH = 3.0
 # Charts are ~500 px wide: more points than that add browser work every second, not detail. On a
 # small machine the browser drawing the live charts competes with the training it is watching.
 MAX_POINTS_PER_VARIANT = 600
@@ -37,6 +60,7 @@ EPOCH_TITLE = "Training time per epoch"
 LOSS_TITLE = "Training loss per step"
 OVERLAY_STEP_TITLE = "Step time per step, by run"
 OVERLAY_CUMULATIVE_TITLE = "Cumulative training time, by run"
+LEAD_TITLE = "Compiled's lead over eager"
 
 STEP_COLUMNS = ("run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s")
 EPOCH_COLUMNS = ("run", "variant", "epoch", "train_time_s", "eval_time_s")
@@ -85,57 +109,276 @@ def downsample_stride(frame: pd.DataFrame, by: Sequence[str], max_points: int) -
     return frame.loc[keep].reset_index(drop=True)
 
 
-def step_time_chart(steps: pd.DataFrame | None, log_scale: bool = False) -> alt.Chart:
-    """Per-step training time (ms), eager vs compiled: shows the compile spike on compiled step 1
-    (log_scale keeps it and the steady steps readable together). Over MAX_POINTS_PER_VARIANT steps
-    a variant is downsampled by bucket maximum, so the spike always survives."""
+def rolling_median(frame: pd.DataFrame, value: str, by: Sequence[str]) -> pd.Series:
+    """A centred rolling median of `value` per group (about 1/25 of the series, 5 to 51 steps):
+    the trend of a noisy per-step series, untouched by single slow steps."""
+    out = pd.Series(np.nan, index=frame.index, dtype="float64")
+    for _, group in frame.groupby(list(by), sort=False):
+        window = int(min(51, max(5, len(group) // 25)) | 1)
+        out.loc[group.index] = group[value].rolling(window, center=True, min_periods=1).median()
+    return out
+
+
+def steady_ceiling_ms(data: pd.DataFrame, by: Sequence[str] = ("variant",)) -> float | None:
+    """Where the step-time axis is cut: CLIP_HEADROOM above the highest series' 95th-percentile
+    steady step (steps after its warm-up). None when nothing rises above it (no cut needed)."""
+    ceilings = []
+    for _, group in data.groupby(list(by), sort=False):
+        times = group["time_ms"].to_numpy()
+        if len(times) < 3:
+            continue
+        ceilings.append(float(np.quantile(times[default_warmup(len(times)) :], 0.95)))
+    if not ceilings:
+        return None
+    top = max(ceilings) * CLIP_HEADROOM
+    return top if top > 0 and float(data["time_ms"].max()) > top else None
+
+
+def step_time_chart(steps: pd.DataFrame | None, log_scale: bool = False) -> alt.LayerChart:
+    """Per-step training time (ms), eager vs compiled, each with its rolling median.
+
+    By default the axis is cut just above the steady steps (the compile step, far taller, would
+    flatten them) and the compile step is named in words at the top edge; log_scale shows every
+    step in full instead. Compiled is drawn after eager, so it stays visible where they overlap.
+    Over MAX_POINTS_PER_VARIANT steps a variant is downsampled by bucket maximum, so spikes survive."""
     data = _train_steps(steps, ["variant", "epoch", "step", "time_s"])
     data = data[np.isfinite(data["time_s"]) & ((data["time_s"] > 0) if log_scale else True)]
     counts = _variant_counts(data)
-    data = downsample_keep_max(data, "time_s", ["variant"], MAX_POINTS_PER_VARIANT)
-    data = data.assign(time_ms=data["time_s"] * 1000.0).drop(columns="time_s")
-    chart = (
-        alt.Chart(data)
-        .mark_line(point=alt.OverlayMarkDef(size=18), strokeWidth=1.5)
-        .encode(
-            x=alt.X("step:Q", title="step"),
-            y=alt.Y("time_ms:Q", title="step time (ms)", scale=_y_scale(log_scale)),
-            color=_variant_color(),
-            tooltip=_variant_tooltips() + [alt.Tooltip("time_ms:Q", title="time (ms)", format=".2f")],
-        )
+    data = data.assign(time_ms=data["time_s"] * 1000.0).drop(columns="time_s").reset_index(drop=True)
+    data["median_ms"] = rolling_median(data, "time_ms", ["variant"]) if len(data) else pd.Series(dtype="float64")
+    ceiling = None if log_scale else steady_ceiling_ms(data)
+    compile_ms = _compile_step_ms(data)
+    data = downsample_keep_max(data, "time_ms", ["variant"], MAX_POINTS_PER_VARIANT)
+    if log_scale:
+        y_scale = alt.Scale(type="log")
+    elif ceiling is not None:
+        y_scale = alt.Scale(domain=[0, ceiling], clamp=True, nice=False)
+    else:
+        y_scale = alt.Scale()
+    y_title = "step time (ms)" + (", cut above the steady steps" if ceiling is not None else "")
+    base = alt.Chart(data).encode(
+        x=alt.X("step:Q", title="step"),
+        color=_variant_color(),
     )
-    return _finish(chart, STEP_TIME_TITLE, counts, "steps")
+    tooltip = _variant_tooltips() + [
+        alt.Tooltip("time_ms:Q", title="time (ms)", format=".2f"),
+        alt.Tooltip("median_ms:Q", title="median of nearby steps (ms)", format=".2f"),
+    ]
+    layers = []
+    for variant in VARIANTS:  # compiled last: on top
+        mine = base.transform_filter(alt.datum.variant == variant)
+        layers.append(
+            mine.mark_point(filled=True, size=16, opacity=0.35).encode(
+                y=alt.Y("time_ms:Q", title=y_title, scale=y_scale), tooltip=tooltip
+            )
+        )
+        layers.append(
+            mine.mark_line(strokeWidth=3).encode(y=alt.Y("median_ms:Q", title=y_title, scale=y_scale), tooltip=tooltip)
+        )
+    if ceiling is not None and compile_ms is not None and compile_ms > ceiling:
+        layers += _compile_step_note(compile_ms, ceiling)
+    return _finish(alt.layer(*layers), STEP_TIME_TITLE, counts, "steps")
+
+
+def _compile_step_ms(data: pd.DataFrame) -> float | None:
+    first = data[
+        (data["variant"] == "compiled") & (data["step"] == data.loc[data["variant"] == "compiled", "step"].min())
+    ]
+    return float(first["time_ms"].iloc[0]) if len(first) else None
+
+
+def _compile_step_note(compile_ms: float, ceiling: float) -> list[alt.Chart]:
+    """'compile step: 11.3 s' at the top edge where the compile step leaves the cut axis."""
+    label = f"compile step: {compile_ms / 1000:.1f} s" if compile_ms >= 1000 else f"compile step: {compile_ms:.0f} ms"
+    note = pd.DataFrame({"step": [1], "time_ms": [ceiling], "label": [label], "variant": ["compiled"]})
+    base = alt.Chart(note).encode(
+        x=alt.X("step:Q", title="step"),
+        y=alt.Y("time_ms:Q"),
+        tooltip=[alt.Tooltip("label:N", title="off the scale")],
+    )
+    arrow = base.mark_point(shape="triangle-up", size=120, filled=True, color=VARIANT_COLORS["compiled"])
+    text = base.mark_text(
+        align="left", dx=10, dy=10, fontSize=14, fontWeight="bold", color=VARIANT_COLORS["compiled"]
+    ).encode(text="label:N")
+    return [arrow, text]
 
 
 def cumulative_chart(
-    steps: pd.DataFrame | None, break_even: Mapping[str, Any] | None = None
+    steps: pd.DataFrame | None,
+    break_even: Mapping[str, Any] | None = None,
+    projection: Mapping[str, Any] | None = None,
 ) -> alt.Chart | alt.LayerChart:
-    """The race: cumulative training seconds per step for both variants, with the break-even step
-    (where compiled pulls ahead for good) marked when given. Long runs keep every k-th step + the last."""
+    """The race: cumulative training seconds per step for both variants (compiled on top), with
+    the break-even step marked when given; otherwise, given a projection (analysis.Projection as a
+    dict: position, wall_s, eager_step_s, compiled_step_s), both lines continue dashed at their
+    steady rates to the projected crossing. Long runs keep every k-th step + the last."""
     data = _train_steps(steps, ["variant", "epoch", "step", "time_s", "cumulative_s"])
     data = data[np.isfinite(data["cumulative_s"])]
     counts = _variant_counts(data)
+    ends = _series_ends(data)
     data = downsample_stride(data, ["variant"], MAX_POINTS_PER_VARIANT)
     data = data.assign(time_ms=data["time_s"] * 1000.0).drop(columns="time_s")
     y_title = "cumulative training time (s)"
-    lines = (
-        alt.Chart(data)
-        .mark_line(point=alt.OverlayMarkDef(size=14), strokeWidth=2)
+    base = alt.Chart(data).encode(
+        x=alt.X("step:Q", title="step"),
+        y=alt.Y("cumulative_s:Q", title=y_title),
+        color=_variant_color(),
+        tooltip=_variant_tooltips()
+        + [
+            alt.Tooltip("cumulative_s:Q", title="cumulative (s)", format=".2f"),
+            alt.Tooltip("time_ms:Q", title="step time (ms)", format=".2f"),
+        ],
+    )
+    x_end = race_x_end(data, projection if break_even is None else None)
+    base = base.encode(x=alt.X("step:Q", title="step", scale=alt.Scale(domain=[0, x_end], nice=False)))
+    lines = [base.transform_filter(alt.datum.variant == v).mark_line(strokeWidth=2.5) for v in VARIANTS]
+    last_step = int(data["step"].max()) if len(data) else 0
+    layers: list[alt.Chart] = []
+    if break_even is None and projection is not None and ends:
+        layers = _projection_layers(projection, ends, y_title)
+    marker = _break_even_layers(break_even, y_title, last_step)
+    chart = alt.layer(*lines, *layers, *marker)
+    return _finish(chart, CUMULATIVE_TITLE, counts, "steps")
+
+
+def race_x_end(data: pd.DataFrame, projection: Mapping[str, Any] | None) -> float:
+    """The step axis's end for the race and lead charts (the same, so the two line up): the last
+    measured step, or past the projected crossing (at most PROJECTION_REACH times the last step)."""
+    last = float(data["step"].max()) if len(data) else 1.0
+    return max(last, projection_reach(last, float(projection["position"]))[0]) if projection else last
+
+
+def projection_reach(last_step: float, position: float) -> tuple[float, bool]:
+    """Where the dashed projections end, and whether the crossing itself is on the chart."""
+    end = projection_end(position)
+    cap = math.ceil(PROJECTION_REACH * max(last_step, 1.0))
+    return (float(end), True) if end <= cap else (float(cap), False)
+
+
+def projection_end(position: float) -> float:
+    """How far the dashed projections run: a little past the crossing, so it is visibly a crossing."""
+    return math.ceil(position * 1.08 + 2)
+
+
+def _series_ends(data: pd.DataFrame) -> dict[str, tuple[int, float]]:
+    """Each variant's last measured (step, cumulative seconds)."""
+    out = {}
+    for variant, group in data.groupby("variant", sort=False):
+        if len(group):
+            out[str(variant)] = (int(group["step"].iloc[-1]), float(group["cumulative_s"].iloc[-1]))
+    return out
+
+
+def _projection_layers(projection: Mapping[str, Any], ends: Mapping[str, tuple[int, float]], y_title: str) -> list:
+    """Dashed lines from each variant's last step at its steady rate, and the projected crossing."""
+    position, wall = float(projection["position"]), projection.get("wall_s")
+    end, on_chart = projection_reach(max(step for step, _ in ends.values()), position)
+    rates = {"eager": projection["eager_step_s"], "compiled": projection["compiled_step_s"]}
+    rows = []
+    for variant in VARIANTS:
+        if variant not in ends or ends[variant][0] >= end:
+            continue
+        step, total = ends[variant]
+        rows += [
+            {"variant": variant, "step": step, "cumulative_s": total},
+            {"variant": variant, "step": end, "cumulative_s": total + (end - step) * float(rates[variant])},
+        ]
+    if not rows:
+        return []
+    dashed = (
+        alt.Chart(pd.DataFrame(rows))
+        .mark_line(strokeDash=PROJECTION_DASH, strokeWidth=2.5, opacity=0.9)
         .encode(
             x=alt.X("step:Q", title="step"),
             y=alt.Y("cumulative_s:Q", title=y_title),
             color=_variant_color(),
-            tooltip=_variant_tooltips()
-            + [
-                alt.Tooltip("cumulative_s:Q", title="cumulative (s)", format=".2f"),
-                alt.Tooltip("time_ms:Q", title="step time (ms)", format=".2f"),
-            ],
+            detail="variant:N",
+            tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("step:Q"), alt.Tooltip("cumulative_s:Q", format=".1f")],
         )
     )
-    last_step = int(data["step"].max()) if len(data) else 0
-    marker = _break_even_layers(break_even, y_title, last_step)
-    chart = alt.layer(lines, *marker) if marker else lines
-    return _finish(chart, CUMULATIVE_TITLE, counts, "steps")
+    step = math.floor(position) + 1
+    label = projection.get("label") or f"≈ step {step:,} (projected" + (f", {fmt_about(float(wall))})" if wall else ")")
+    if not on_chart:  # the crossing lies far beyond: name it where the dashed lines leave the chart
+        top = max(r["cumulative_s"] for r in rows if r["step"] == end)
+        edge = pd.DataFrame({"step": [end], "cumulative_s": [top], "label": [f"{label} →"]})
+        text = (
+            alt.Chart(edge)
+            .mark_text(align="right", dx=-4, dy=-14, fontSize=14, fontWeight="bold", color=NEUTRAL)
+            .encode(x=alt.X("step:Q"), y=alt.Y("cumulative_s:Q"), text="label:N")
+        )
+        return [dashed, text]
+    crossing = pd.DataFrame({"step": [position], "cumulative_s": [float(wall or 0.0)], "label": [label]})
+    at = alt.Chart(crossing).encode(
+        x=alt.X("step:Q", title="step"),
+        y=alt.Y("cumulative_s:Q", title=y_title),
+        tooltip=[alt.Tooltip("label:N", title="projected break-even")],
+    )
+    ring = at.mark_point(shape="circle", size=140, strokeWidth=2.5, filled=False, color=NEUTRAL)
+    text = at.mark_text(align="right", dx=-12, dy=-12, fontSize=14, fontWeight="bold", color=NEUTRAL).encode(
+        text="label:N"
+    )
+    return [dashed, ring, text]
+
+
+def lead_chart(
+    steps: pd.DataFrame | None,
+    break_even: Mapping[str, Any] | None = None,
+    projection: Mapping[str, Any] | None = None,
+) -> alt.LayerChart:
+    """Compiled's lead over eager in seconds (eager's cumulative time minus compiled's, at the same
+    step): below zero while compile is being paid off, crossing zero at break-even. Two nearly
+    parallel cumulative lines cross too shallowly to see; this line crosses zero at a clear angle.
+    With a projection (and no break-even yet) it continues dashed to zero."""
+    data = _train_steps(steps, ["variant", "epoch", "step", "time_s", "cumulative_s"])
+    data = data[np.isfinite(data["cumulative_s"])]
+    counts = _variant_counts(data)
+    wide = data.pivot_table(index="step", columns="variant", values="cumulative_s", aggfunc="last")
+    if {"eager", "compiled"} <= set(wide.columns):
+        wide = wide.dropna(subset=["eager", "compiled"])
+        lead = pd.DataFrame({"step": wide.index.astype(int), "lead_s": (wide["eager"] - wide["compiled"]).to_numpy()})
+    else:
+        lead = pd.DataFrame({"step": pd.Series(dtype="int64"), "lead_s": pd.Series(dtype="float64")})
+    x_end = race_x_end(data, projection if not (break_even and break_even.get("step") is not None) else None)
+    x = alt.X("step:Q", title="step", scale=alt.Scale(domain=[0, x_end], nice=False))
+    lead = downsample_stride(lead.assign(series="measured"), ["series"], MAX_POINTS_PER_VARIANT)
+    y = alt.Y("lead_s:Q", title="compiled ahead by (s)")
+    measured = (
+        alt.Chart(lead)
+        .mark_line(strokeWidth=2.5, color=VARIANT_COLORS["compiled"])
+        .encode(
+            x=x,
+            y=y,
+            tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("lead_s:Q", title="compiled ahead by (s)", format=".2f")],
+        )
+    )
+    zero = alt.Chart(pd.DataFrame({"lead_s": [0.0]})).mark_rule(color=NEUTRAL, strokeWidth=1).encode(y="lead_s:Q")
+    layers: list[alt.Chart] = [zero, measured]
+    crossing = None
+    if break_even and break_even.get("step") is not None:
+        crossing = float(break_even["step"])
+    elif projection is not None and len(lead):
+        position = float(projection["position"])
+        start_step, start_lead = int(lead["step"].iloc[-1]), float(lead["lead_s"].iloc[-1])
+        if position > start_step and start_lead < 0:
+            end, on_chart = projection_reach(float(data["step"].max()), position)
+            slope = -start_lead / (position - start_step)
+            dashed = pd.DataFrame(
+                {"step": [start_step, end], "lead_s": [start_lead, start_lead + slope * (end - start_step)]}
+            )
+            layers.append(
+                alt.Chart(dashed)
+                .mark_line(strokeDash=PROJECTION_DASH, strokeWidth=2.5, color=VARIANT_COLORS["compiled"])
+                .encode(x=x, y=y)
+            )
+            crossing = position if on_chart else None
+    if crossing is not None:
+        point = pd.DataFrame({"step": [crossing], "lead_s": [0.0]})
+        layers.append(
+            alt.Chart(point)
+            .mark_point(shape="circle", size=110, strokeWidth=2.5, filled=False, color=NEUTRAL)
+            .encode(x=x, y=y, tooltip=[alt.Tooltip("step:Q", title="break-even", format=",.0f")])
+        )
+    return _finish(alt.layer(*layers), LEAD_TITLE, counts, "steps", height=LEAD_HEIGHT)
 
 
 def epoch_chart(epochs: pd.DataFrame | None) -> alt.Chart:
@@ -144,6 +387,9 @@ def epoch_chart(epochs: pd.DataFrame | None) -> alt.Chart:
     data = _frame(epochs, EPOCH_COLUMNS)[["variant", "epoch", "train_time_s", "eval_time_s"]]
     data = data[np.isfinite(data["train_time_s"].astype("float64"))]
     counts = _variant_counts(data)
+    has_eval = bool(data["eval_time_s"].astype("float64").notna().any())
+    if not has_eval:  # a tooltip line "eval (s) null" says nothing a reader can use
+        data = data.drop(columns="eval_time_s")
     chart = (
         alt.Chart(data)
         .mark_bar()
@@ -151,61 +397,72 @@ def epoch_chart(epochs: pd.DataFrame | None) -> alt.Chart:
             x=alt.X("epoch:O", title="epoch", axis=alt.Axis(labelAngle=0)),
             xOffset=alt.XOffset("variant:N", scale=alt.Scale(domain=list(VARIANTS))),
             y=alt.Y("train_time_s:Q", title="training time (s)"),
-            color=_variant_color(),
+            color=_variant_color("square"),
             tooltip=[
                 alt.Tooltip("variant:N"),
                 alt.Tooltip("epoch:O"),
                 alt.Tooltip("train_time_s:Q", title="train (s)", format=".2f"),
-                alt.Tooltip("eval_time_s:Q", title="eval (s)", format=".2f"),
-            ],
+            ]
+            + ([alt.Tooltip("eval_time_s:Q", title="eval (s)", format=".2f")] if has_eval else []),
         )
     )
     return _finish(chart, EPOCH_TITLE, counts, "epochs")
 
 
-def loss_chart(steps: pd.DataFrame | None) -> alt.Chart:
-    """Training loss per step for both variants: the curves overlap because compile does not change
-    the numerics. Steps without a loss (NaN) are dropped; long runs keep every k-th step + the last."""
+def loss_chart(steps: pd.DataFrame | None) -> alt.LayerChart:
+    """Training loss per step for both variants: the curves coincide because compile does not change
+    the numerics, so eager is drawn wide and pale and compiled dashed on top of it (both stay
+    visible). Steps without a loss (NaN) are dropped; long runs keep every k-th step + the last."""
     data = _train_steps(steps, ["variant", "epoch", "step", "loss"])
     data = data[np.isfinite(data["loss"])]
     counts = _variant_counts(data)
     data = downsample_stride(data, ["variant"], MAX_POINTS_PER_VARIANT)
-    chart = (
-        alt.Chart(data)
-        .mark_line(point=alt.OverlayMarkDef(size=14), strokeWidth=1.5)
-        .encode(
-            x=alt.X("step:Q", title="step"),
-            y=alt.Y("loss:Q", title="training loss", scale=alt.Scale(zero=False)),
-            color=_variant_color(),
-            strokeDash=_variant_dash(),  # compiled dashed: identical losses stay visible on top of eager
-            tooltip=_variant_tooltips() + [alt.Tooltip("loss:Q", format=".4f")],
-        )
+    base = alt.Chart(data).encode(
+        x=alt.X("step:Q", title="step"),
+        y=alt.Y("loss:Q", title="training loss", scale=alt.Scale(zero=False)),
+        color=_variant_color(),
+        strokeDash=_variant_dash(),
+        tooltip=_variant_tooltips() + [alt.Tooltip("loss:Q", format=".4f")],
     )
-    return _finish(chart, LOSS_TITLE, counts, "steps")
+    eager = base.transform_filter(alt.datum.variant == "eager").mark_line(strokeWidth=5, opacity=0.45)
+    compiled = base.transform_filter(alt.datum.variant == "compiled").mark_line(strokeWidth=2)
+    return _finish(alt.layer(eager, compiled), LOSS_TITLE, counts, "steps")
 
 
 def overlay_step_chart(steps: pd.DataFrame | None, log_scale: bool = False) -> alt.Chart:
     """Step time of several runs on one chart (colour = run, dash = variant) to compare models or
-    settings. Each series is downsampled by bucket maximum so compile spikes survive."""
+    settings: each series' rolling median (raw steps of several runs are a thicket; the tooltip keeps
+    the raw time), the axis cut above the steady steps as in step_time_chart unless log_scale. Each
+    series is downsampled by bucket maximum so compile spikes survive in the data."""
     data = _train_steps(steps, ["run", "variant", "epoch", "step", "time_s"])
     data = data[np.isfinite(data["time_s"]) & ((data["time_s"] > 0) if log_scale else True)]
     counts = _variant_counts(data)
-    data = downsample_keep_max(data, "time_s", ["run", "variant"], _overlay_points_per_series(data))
-    data = data.assign(time_ms=data["time_s"] * 1000.0).drop(columns="time_s")
+    data = data.assign(time_ms=data["time_s"] * 1000.0).drop(columns="time_s").reset_index(drop=True)
+    data["median_ms"] = rolling_median(data, "time_ms", ["run", "variant"]) if len(data) else pd.Series(dtype=float)
+    ceiling = None if log_scale else steady_ceiling_ms(data, ["run", "variant"])
+    data = downsample_keep_max(data, "time_ms", ["run", "variant"], _overlay_points_per_series(data))
+    if ceiling is not None:
+        y_scale = alt.Scale(domain=[0, ceiling], clamp=True, nice=False)
+    else:
+        y_scale = _y_scale(log_scale)
+    y_title = "median step time (ms)" + (", cut above the steady steps" if ceiling is not None else "")
     chart = (
         alt.Chart(data)
-        .mark_line(point=alt.OverlayMarkDef(size=14), strokeWidth=1.5)
+        .mark_line(strokeWidth=2.5)
         .encode(
             x=alt.X("step:Q", title="step"),
-            y=alt.Y("time_ms:Q", title="step time (ms)", scale=_y_scale(log_scale)),
+            y=alt.Y("median_ms:Q", title=y_title, scale=y_scale),
             color=_run_color(data),
-            strokeDash=_variant_dash(),
+            strokeDash=_variant_dash(separate=True),
             tooltip=[alt.Tooltip("run:N")]
             + _variant_tooltips()
-            + [alt.Tooltip("time_ms:Q", title="time (ms)", format=".2f")],
+            + [
+                alt.Tooltip("time_ms:Q", title="time (ms)", format=".2f"),
+                alt.Tooltip("median_ms:Q", title="median of nearby steps (ms)", format=".2f"),
+            ],
         )
     )
-    return _finish(chart, OVERLAY_STEP_TITLE, counts, "steps")
+    return _finish(chart, OVERLAY_STEP_TITLE, counts, "steps", height=_overlay_height(data))
 
 
 def overlay_cumulative_chart(steps: pd.DataFrame | None) -> alt.Chart:
@@ -217,18 +474,18 @@ def overlay_cumulative_chart(steps: pd.DataFrame | None) -> alt.Chart:
     data = downsample_stride(data, ["run", "variant"], _overlay_points_per_series(data))
     chart = (
         alt.Chart(data)
-        .mark_line(point=alt.OverlayMarkDef(size=12), strokeWidth=2)
+        .mark_line(strokeWidth=2.5)
         .encode(
             x=alt.X("step:Q", title="step"),
             y=alt.Y("cumulative_s:Q", title="cumulative training time (s)"),
             color=_run_color(data),
-            strokeDash=_variant_dash(),
+            strokeDash=_variant_dash(separate=True),
             tooltip=[alt.Tooltip("run:N")]
             + _variant_tooltips()
             + [alt.Tooltip("cumulative_s:Q", title="cumulative (s)", format=".2f")],
         )
     )
-    return _finish(chart, OVERLAY_CUMULATIVE_TITLE, counts, "steps")
+    return _finish(chart, OVERLAY_CUMULATIVE_TITLE, counts, "steps", height=_overlay_height(data))
 
 
 def _frame(frame: pd.DataFrame | None, columns: Sequence[str]) -> pd.DataFrame:
@@ -261,6 +518,12 @@ def _variant_counts(data: pd.DataFrame) -> dict[str, int]:
     return {v: int(counts.get(v, 0)) for v in VARIANTS}
 
 
+def _overlay_height(data: pd.DataFrame) -> int:
+    """Room for the plot plus one legend line per run and the line-style legend (Streamlit's theme
+    takes legends out of the height, so a fixed height squashes the plot as runs are added)."""
+    return CHART_HEIGHT + 80 + 22 * len(pd.unique(data["run"]))
+
+
 def _overlay_points_per_series(data: pd.DataFrame) -> int:
     """Share MAX_OVERLAY_POINTS among the overlay's (run, variant) series."""
     series = max(1, len(data.drop_duplicates(["run", "variant"])))
@@ -271,17 +534,42 @@ def _y_scale(log_scale: bool) -> alt.Scale:
     return alt.Scale(type="log") if log_scale else alt.Scale()
 
 
-def _variant_color() -> alt.Color:
-    return alt.Color("variant:N", title="variant", scale=variant_color_scale(), sort=list(VARIANTS))
+def _variant_color(symbol: str = "stroke") -> alt.Color:
+    """Colour by variant; the legend shows a line for line charts (a dot reads as a blob), else a square."""
+    legend = (
+        alt.Legend(symbolType="stroke", symbolStrokeWidth=4, symbolSize=300)
+        if symbol == "stroke"
+        else alt.Legend(symbolType=symbol, symbolSize=200)
+    )
+    return alt.Color("variant:N", title=None, scale=variant_color_scale(), sort=list(VARIANTS), legend=legend)
 
 
-def _variant_dash() -> alt.StrokeDash:
-    return alt.StrokeDash("variant:N", title="variant", scale=variant_dash_scale(), sort=list(VARIANTS))
+def _variant_dash(separate: bool = False) -> alt.StrokeDash:
+    """Solid eager, dashed compiled. `separate`: its own legend (below the chart) because colour is
+    taken by the run; otherwise it merges with the variant colour legend."""
+    legend = alt.Legend(symbolType="stroke", symbolStrokeWidth=3, symbolSize=400)
+    if separate:
+        legend = alt.Legend(
+            orient="bottom",
+            direction="horizontal",
+            symbolType="stroke",
+            symbolStrokeWidth=3,
+            symbolSize=400,
+            symbolStrokeColor=NEUTRAL,
+        )
+    return alt.StrokeDash("variant:N", title=None, scale=variant_dash_scale(), sort=list(VARIANTS), legend=legend)
 
 
 def _run_color(data: pd.DataFrame) -> alt.Color:
     # Runs keep the order they were given in (newest first, say), not alphabetical "#12" < "#9".
-    return alt.Color("run:N", title="run", sort=[str(r) for r in pd.unique(data["run"])])
+    runs = [str(r) for r in pd.unique(data["run"])]
+    return alt.Color(
+        "run:N",
+        title=None,
+        sort=runs,
+        scale=alt.Scale(domain=runs, range=[RUN_COLORS[i % len(RUN_COLORS)] for i in range(len(runs))]),
+        legend=alt.Legend(orient="top", direction="vertical", labelLimit=0, symbolType="stroke", symbolStrokeWidth=4),
+    )
 
 
 def _variant_tooltips() -> list[alt.Tooltip]:
@@ -313,14 +601,19 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
 
 
 def _finish(
-    chart: alt.Chart | alt.LayerChart, title: str, counts: Mapping[str, int], unit: str
+    chart: alt.Chart | alt.LayerChart,
+    title: str,
+    counts: Mapping[str, int],
+    unit: str,
+    height: int = CHART_HEIGHT,
 ) -> alt.Chart | alt.LayerChart:
-    """Title, aria description, height and projector-sized fonts; width is left to the container."""
+    """Title, aria description, height and projector-sized fonts (readable on a phone too); width
+    is left to the container."""
     empty = sum(counts.values()) == 0
     description = f"{title}: {counts['eager']} eager {unit}, {counts['compiled']} compiled {unit}"
     return (
-        chart.properties(title=title + (WAITING if empty else ""), description=description, height=CHART_HEIGHT)
-        .configure_axis(labelFontSize=13, titleFontSize=15)
-        .configure_legend(labelFontSize=13, titleFontSize=14, orient="top", title=None)
+        chart.properties(title=title + (WAITING if empty else ""), description=description, height=height)
+        .configure_axis(**AXIS_FONT)
+        .configure_legend(labelFontSize=14, orient="top", title=None)
         .configure_title(fontSize=17, anchor="start")
     )

@@ -7,6 +7,7 @@ for the events after the last one seen, plus frame building only when something 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,8 @@ import pandas as pd
 
 from core.engine import analysis
 from core.runs.store import Run, Store
-from core.view.report import fmt_seconds
+from core.view.report import fmt_about, fmt_seconds
+from core.view.story import overhead_bridge, projected_words
 
 STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
 EPOCH_COLUMNS = ["run", "variant", "epoch", "train_time_s", "eval_time_s"]
@@ -38,12 +40,15 @@ class RunView:
         self._epochs: list[dict[str, Any]] = []
         self._compiles: list[dict[str, Any]] = []  # compiles and recompiles, at the step that paid for them
         self._frames: tuple[pd.DataFrame, pd.DataFrame] | None = None
+        self.last_recorded_at: dict[str, float] = {}  # per variant: when its latest event was stored
 
     def poll(self, store: Store) -> int:
         """Read events newer than the last one seen; returns how many arrived."""
         new = store.events_after(self.run_id, self.last_id)
         for e in new:
             {"step": self._steps, "compile": self._compiles}.get(e["kind"], self._epochs).append(e)
+            if e.get("recorded_at") is not None:
+                self.last_recorded_at[e["variant"]] = float(e["recorded_at"])
         if new:
             self.last_id = new[-1]["id"]
             self._frames = None
@@ -91,6 +96,23 @@ class RunView:
             [{k: e.get(k) for k in COMPILE_COLUMNS[1:]} for e in self._compiles], columns=COMPILE_COLUMNS[1:]
         ).assign(run=self.label)
 
+    def train_times(self, variant: str) -> list[float]:
+        return [e["time_s"] for e in self._steps if e["phase"] == "train" and e["variant"] == variant]
+
+    def projection(self) -> dict[str, Any] | None:
+        """Where compile would pay for itself at the steady rates (analysis.projected_break_even),
+        as the dict the race and lead charts take; None when there is nothing to project."""
+        found = analysis.projected_break_even(self.train_times("eager"), self.train_times("compiled"))
+        if found is None:
+            return None
+        return {
+            "position": found.position,
+            "step": found.step,
+            "wall_s": found.wall_s,
+            "eager_step_s": found.eager_step_s,
+            "compiled_step_s": found.compiled_step_s,
+        }
+
 
 def run_summary(run: Run, view: RunView) -> dict[str, Any]:
     """The summary a page shows: the stored one when the run is finished, else computed from the
@@ -129,26 +151,93 @@ def _change(new: float | None, old: float | None) -> str | None:
     return f"{'+' if pct >= 0 else '-'}{abs(pct):.0f}% vs eager"
 
 
-def result_cards(summary: dict[str, Any], memory: dict[str, Any] | None = None) -> list[Card]:
+def samples_per_s(rate: float | None) -> str:
+    """Throughput with its unit, short enough for a card: '1,250 samples/s', '62.9k samples/s'."""
+    if rate is None:
+        return "-"
+    if rate >= 10_000:
+        return f"{rate / 1000:,.1f}k samples/s"
+    return f"{rate:,.0f} samples/s"
+
+
+def break_even_card(summary: dict[str, Any], total: int | None, running: bool) -> Card:
+    """Break-even: the step (of how many) and when; projected (and marked so) when not reached."""
+    about = "When the compiled run's total time drops below eager's for good. "
+    step, reason = summary.get("break_even_step"), summary.get("break_even_reason") or ""
+    extra = summary.get("break_even_extrapolated_step")
+    if step is not None:
+        wall = summary.get("break_even_wall_s")
+        when = f"{wall:.0f} s in" if wall is not None else None
+        of = f"of {total:,}" if total else None
+        return Card(
+            "Break-even",
+            f"step {step:,}",
+            about + (f"{wall:.1f} s into the compiled run." if wall is not None else ""),
+            delta=", ".join(p for p in (of, when) if p) or None,
+            delta_color="off",
+            delta_arrow="off",
+        )
+    if reason.startswith("never"):
+        if running:  # the rest of the run could still change it: no final word yet
+            return Card(
+                "Break-even",
+                "not yet",
+                about + f"So far {reason.split(': ', 1)[-1]}.",
+                delta="not on course so far",
+                delta_color="off",
+                delta_arrow="off",
+            )
+        return Card("Break-even", "never", about + f"{reason}.")
+    if extra is None or summary.get("verdict") != analysis.FASTER:  # no projection from a gain in doubt
+        value = "not yet" if running and summary.get("steady_state_speedup") is not None else "-"
+        if not running and summary.get("steady_state_speedup") is not None:
+            value = "not reached"
+        why = "" if extra is None else " No clear per-step gain to project a break-even from."
+        off_course = running and summary.get("verdict") == analysis.SLOWER
+        return Card(
+            "Break-even",
+            value,
+            about + "Not within this run." + why,
+            delta="not on course so far" if off_course else None,
+            delta_color="off",
+            delta_arrow="off",
+        )
+    projected_step = math.floor(extra) + 1
+    wall = summary.get("break_even_projected_wall_s")
+    if running:
+        return Card(
+            "Break-even",
+            "not yet",
+            about + f"At the steady rates so far: about step {projected_step:,}.",
+            delta=projected_words(extra, total, running=True),
+            delta_color="off",
+            delta_arrow="off",
+        )
+    return Card(
+        "Break-even",
+        f"≈ step {projected_step:,}",
+        about + f"Not within this run{f' of {total:,} steps' if total else ''}; at the steady rates about "
+        f"step {projected_step:,}" + (f", {wall:.0f} s into the compiled run." if wall is not None else "."),
+        delta="projected" + (f", {fmt_about(wall)}" if wall is not None else ""),
+        delta_color="off",
+        delta_arrow="off",
+    )
+
+
+def result_cards(
+    summary: dict[str, Any], memory: dict[str, Any] | None = None, total: int | None = None, running: bool = False
+) -> list[Card]:
     """The result cards: compile cost, overhead, speedup, break-even, throughput, memory.
 
     Values stay short (a projector shows ~10 characters per card); details go in the help text.
+    `total` is each variant's step count (for "step 1,035 of 1,500"); `running` keeps a projection
+    marked as one ("not yet", "projected ≈ step 1,000 of 1,500").
     """
     ci = summary.get("speedup_ci95")
     speed = summary.get("steady_state_speedup")
-    extra = summary.get("break_even_extrapolated_step")
-    if summary.get("break_even_step") is not None:
-        be_value, be_help = (
-            f"step {summary['break_even_step']}",
-            f"{summary['break_even_wall_s']:.1f} s into the compiled run.",
-        )
-    elif (summary.get("break_even_reason") or "").startswith("never"):
-        be_value, be_help = "never", f"{summary['break_even_reason']}."
-    else:
-        be_value = "not yet" if speed is not None else "-"
-        be_help = f"Not within this run{f'; at the steady rates about step {extra:.0f}' if extra else ''}."
     memory = memory or {}
     eager_tput, compiled_tput = summary.get("eager_samples_per_s"), summary.get("compiled_samples_per_s")
+    bridge = overhead_bridge(summary)
     cards = [
         Card(
             "Compile time",
@@ -158,7 +247,10 @@ def result_cards(summary: dict[str, Any], memory: dict[str, Any] | None = None) 
         Card(
             "First-epoch overhead",
             fmt_seconds(summary.get("first_epoch_overhead_s"), signed=True, ms_digits=0, s_digits=1),
-            "Compiled epoch 1 minus eager epoch 1, as in the original tutorial.",
+            "Compiled epoch 1 minus eager epoch 1, as in the original tutorial." + (f" {bridge[1]}" if bridge else ""),
+            delta=bridge[0] if bridge else None,
+            delta_color="off",
+            delta_arrow="off",
         ),
         Card(
             "Steady-state speedup",
@@ -170,11 +262,12 @@ def result_cards(summary: dict[str, Any], memory: dict[str, Any] | None = None) 
             delta_color={"faster": "normal", "slower": "inverse"}.get(summary.get("verdict") or "", "off"),
             delta_arrow={"faster": "up", "slower": "down"}.get(summary.get("verdict") or "", "off"),
         ),
-        Card("Break-even", be_value, "When the compiled run's total time drops below eager's for good. " + be_help),
+        break_even_card(summary, total, running),
         Card(
             "Throughput (compiled)",
-            "-" if compiled_tput is None else f"{compiled_tput:,.0f}/s",
-            "Samples per second at the steady median step" + (f"; eager: {eager_tput:,.0f}/s." if eager_tput else "."),
+            samples_per_s(compiled_tput),
+            "Training samples per second at the steady median step"
+            + (f"; eager: {samples_per_s(eager_tput)}." if eager_tput else "."),
             delta=_change(compiled_tput, eager_tput),
         ),
         Card(

@@ -104,11 +104,42 @@ def duration_note(spec: RunSpec) -> str | None:
     return None
 
 
+def expected_compile_estimate(params: dict[str, Any], on_gpu: bool) -> float:
+    """The rough compile time estimate_seconds assumes for a race with these settings."""
+    compile_s = float(_GPU_COMPILE_S if on_gpu else _CPU_COMPILE_S.get(str(params.get("model")), 60))
+    if params.get("backend", "inductor") != "inductor":
+        return compile_s / 5
+    return compile_s * (AUTOTUNE_COMPILE_FACTOR if params.get("mode") in AUTOTUNE_MODES else 1)
+
+
 def describe_duration(low: float, high: float) -> str:
     def fmt(s: float) -> str:
         return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
 
     return f"roughly {fmt(low)} to {fmt(high)}"
+
+
+def race_promise(spec: RunSpec, caps: DeviceCaps | None) -> str:
+    """The line above Launch: what a race gives you, and about how long it takes here."""
+    steps = spec.epochs * spec.steps_per_epoch
+    duration = describe_duration(*estimate_seconds(spec, caps))
+    return (
+        f"You get the compile cost, the steady speedup and when compile pays off: {steps:,} steps eager, "
+        f"then compiled, {duration}."
+    )
+
+
+def unavailable_summary(blocked: dict[str, dict[Any, str]]) -> str | None:
+    """Options this device cannot run, said once: those needing CUDA together, the rest with their
+    reason ("Not offered here: tf32, amp-fp16, reduce-overhead and max-autotune need a CUDA GPU.")."""
+    cuda = [str(o) for why in blocked.values() for o, reason in why.items() if "CUDA" in reason]
+    other = [_with_option(o, r.split(";")[0]) for why in blocked.values() for o, r in why.items() if "CUDA" not in r]
+    parts = []
+    if cuda:
+        names = ", ".join(cuda[:-1]) + (f" and {cuda[-1]}" if len(cuda) > 1 else cuda[-1])
+        parts.append(f"{names} {'need' if len(cuda) > 1 else 'needs'} a CUDA GPU")
+    parts += other
+    return f"Not offered here: {'; '.join(parts)}." if parts else None
 
 
 _QUERY_FIELDS = (*FORM_FIELDS, "eval_steps", "image_size", "seed", "dynamic", "fullgraph")
@@ -162,3 +193,8 @@ def form_spec(state: Any) -> RunSpec:
         if isinstance(values.get(name), float) and values[name].is_integer():
             values[name] = int(values[name])
     return RunSpec(**values)
+
+
+def _with_option(option: Any, reason: str) -> str:
+    reason = reason.replace(f"'{option}'", str(option))
+    return reason if str(option) in reason else f"{option}: {reason}"

@@ -29,6 +29,15 @@ def fmt_seconds(s: float | None, signed: bool = False, ms_digits: int = 1, s_dig
     return f"{sign}{s:.{s_digits}f} s"
 
 
+def fmt_about(s: float) -> str:
+    """A rough duration for words like "~80 s": seconds, minutes past 10 min, hours past 2 h."""
+    if s >= 7200:
+        return f"~{s / 3600:.1f} h"
+    if s >= 600:
+        return f"~{s / 60:.0f} min"
+    return f"~{s:.0f} s"
+
+
 def fmt_speedup(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
@@ -59,7 +68,7 @@ def break_even_text(summary: dict[str, Any]) -> str:
         return f"step {summary['break_even_step']} ({summary['break_even_wall_s']:.2f} s of compiled run)"
     reason = summary.get("break_even_reason") or "not within this run"
     extra = summary.get("break_even_extrapolated_step")
-    return f"{reason} (about step {extra:.0f} at steady rates)" if extra else reason
+    return f"{reason} (about step {math.floor(extra) + 1:,} at steady rates)" if extra else reason
 
 
 def summary_table(result: dict[str, Any]) -> str:

@@ -2,9 +2,15 @@
 
 Eager runs one kernel per op, and each kernel reads the whole tensor from memory and writes a
 whole new one, so its time grows with k. Inductor fuses the chain into one kernel that reads the
-input once and writes the output once, so its time stays nearly flat until the arithmetic itself
-(not memory traffic) is what costs. Bandwidth is judged against a plain copy measured on the
-same device, the fastest a read-once / write-once kernel can hope to be.
+input once and writes the output once, so its time grows much more slowly, until the arithmetic
+itself (not memory traffic) is what costs. Bandwidth is judged against a plain copy measured on
+the same device, the fastest a read-once / write-once kernel can hope to be.
+
+Measured so that the figures mean what they say: the tensors are sized past the last-level cache
+(core.engine.explain.working_set), so "GB/s" is main memory unless the result says otherwise; each
+timed sample is many back-to-back calls where one call is short (a GPU launch would otherwise
+dominate a ~10 µs kernel); every point is repeated, eager and compiled samples alternating so
+that drift hits both alike, and the spread (min to max) is kept beside the median.
 
 Kernel counts come from torch.profiler. On CPU, Inductor's generated C++ kernels are invisible to
 the profiler unless compiled with `torch._inductor.config.cpp.enable_kernel_profile`, which makes
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
 import statistics
 import time
@@ -27,6 +34,8 @@ from typing import Any
 import torch
 
 from core.engine import explain
+from core.engine.explain import working_set
+from core.engine.explain.params import AUTO
 from core.engine.explain.params import FUSION_DEFAULTS as DEFAULTS
 from core.engine.explain.params import fusion_problems as validate
 from core.engine.timing import Stopwatch
@@ -36,17 +45,11 @@ FLOAT_BYTES = 4  # float32
 
 
 # One op per link, cycling; every one reads and writes N floats. Values stay bounded, so no
-# infinities creep in however long the chain. "mixed" includes transcendental ops (sin, sigmoid):
-# once fused, their arithmetic, not memory, sets the compiled time at large k. "cheap" ops cost
-# about one instruction per element, so the fused kernel stays memory-bound at every k.
+# infinities creep in however long the chain. "cheap" ops cost about one instruction per element,
+# so the fused kernel stays memory-bound at every k: the page's default, because it shows fusion on
+# a CPU too. "mixed" includes transcendental ops (sin, sigmoid): once fused, their arithmetic, not
+# memory, sets the compiled time at large k (on a CPU; a GPU has arithmetic to spare).
 OP_SETS: dict[str, tuple[tuple[str, Callable[[torch.Tensor], torch.Tensor]], ...]] = {
-    "mixed": (
-        ("x * 1.0001", lambda x: x * 1.0001),
-        ("x + 0.5", lambda x: x + 0.5),
-        ("sin(x)", torch.sin),
-        ("relu(x)", torch.relu),
-        ("sigmoid(x)", torch.sigmoid),
-    ),
     "cheap": (
         ("x * 1.0001", lambda x: x * 1.0001),
         ("x + 0.5", lambda x: x + 0.5),
@@ -54,12 +57,26 @@ OP_SETS: dict[str, tuple[tuple[str, Callable[[torch.Tensor], torch.Tensor]], ...
         ("x - 0.25", lambda x: x - 0.25),
         ("abs(x)", torch.abs),
     ),
+    "mixed": (
+        ("x * 1.0001", lambda x: x * 1.0001),
+        ("x + 0.5", lambda x: x + 0.5),
+        ("sin(x)", torch.sin),
+        ("relu(x)", torch.relu),
+        ("sigmoid(x)", torch.sigmoid),
+    ),
 }
 POINTWISE_OPS = OP_SETS["mixed"]
 
 UNITS = {
-    "eager_ms": "ms",
-    "compiled_ms": "ms",
+    "eager_ms": "ms (median)",
+    "eager_ms_low": "ms (fastest sample)",
+    "eager_ms_high": "ms (slowest sample)",
+    "compiled_ms_low": "ms (fastest sample)",
+    "compiled_ms_high": "ms (slowest sample)",
+    "speedup_low": "x (lowest eager / compiled ratio of a sample pair)",
+    "speedup_high": "x (highest eager / compiled ratio of a sample pair)",
+    "working_set_bytes": "bytes (input + output)",
+    "compiled_ms": "ms (median)",
     "speedup": "x (eager / compiled)",
     "eager_bytes": "bytes",
     "compiled_bytes": "bytes",
@@ -74,6 +91,8 @@ UNITS = {
     "compiled_page_faults": "minor page faults per call",
     "copy_ms": "ms",
     "copy_gbps": "GB/s",
+    "copy_gbps_low": "GB/s (slowest sample)",
+    "copy_gbps_high": "GB/s (fastest sample)",
 }
 
 _CPP_KERNEL = re.compile(r"cpp_fused|^graph_\d+_")
@@ -103,13 +122,7 @@ def median_seconds(fn: Callable[[], Any], device: str, repeats: int, warmup: int
     for _ in range(warmup):
         fn()
     stopwatch = Stopwatch(device)
-    samples = []
-    for _ in range(repeats):
-        stopwatch.start()
-        for _ in range(inner):
-            fn()
-        samples.append(stopwatch.stop() / inner)
-    return statistics.median(samples)
+    return statistics.median([sample_seconds(fn, stopwatch, inner) for _ in range(repeats)])
 
 
 def minor_page_faults() -> int | None:
@@ -122,15 +135,57 @@ def minor_page_faults() -> int | None:
         return None
 
 
-def timed_call(fn: Callable[[], Any], device: str, repeats: int, warmup: int) -> tuple[float, float | None]:
-    """Median seconds per call, and the page faults per timed call (None where not countable)."""
-    for _ in range(warmup):
+def sample_seconds(fn: Callable[[], Any], stopwatch: Stopwatch, inner: int) -> float:
+    """One timed sample: `inner` back-to-back calls, in seconds per call."""
+    stopwatch.start()
+    for _ in range(inner):
         fn()
-    before = minor_page_faults()
-    seconds = median_seconds(fn, device, repeats, warmup=0)
-    after = minor_page_faults()
-    faults = None if before is None or after is None else (after - before) / repeats
-    return seconds, faults
+    return stopwatch.stop() / inner
+
+
+def spread(samples: list[float]) -> dict[str, float]:
+    """Median, lowest and highest of repeated samples: the point and how far repeats scatter."""
+    return {"median": statistics.median(samples), "low": min(samples), "high": max(samples)}
+
+
+def paired_samples(
+    eager: Callable[[], Any], compiled: Callable[[], Any], device: str, repeats: int, warmup: int, calls: Any
+) -> dict[str, Any]:
+    """Eager and compiled timed alternately, `repeats` samples each, after `warmup` calls of each.
+
+    `calls` is the back-to-back calls per sample, or "auto": enough for a sample to last
+    working_set.SAMPLE_TARGET_S (judged from one timed call of each variant). Alternating means a
+    machine that slows down part way slows both variants, not the one measured last; per-pair
+    ratios give the speedup's spread. Page faults (CPU) are counted over the timed samples only.
+    """
+    stopwatch = Stopwatch(device)
+    one_call = {}
+    for _ in range(max(warmup, 1 if calls == AUTO else 0)):  # the last warm-up call sizes "auto"
+        for name, fn in (("eager", eager), ("compiled", compiled)):
+            one_call[name] = sample_seconds(fn, stopwatch, 1)
+    inner = {n: working_set.calls_per_sample(one_call[n]) if calls == AUTO else calls for n in ("eager", "compiled")}
+    samples: dict[str, list[float]] = {"eager": [], "compiled": []}
+    faults: dict[str, float | None] = {"eager": 0.0, "compiled": 0.0}
+    for _ in range(repeats):
+        for name, fn in (("eager", eager), ("compiled", compiled)):
+            before = minor_page_faults()
+            samples[name].append(sample_seconds(fn, stopwatch, inner[name]))
+            after = minor_page_faults()
+            if before is None or after is None or faults[name] is None:
+                faults[name] = None
+            else:
+                faults[name] += after - before
+    ratios = [e / c for e, c in zip(samples["eager"], samples["compiled"])]
+    return {
+        "eager": spread(samples["eager"]),
+        "compiled": spread(samples["compiled"]),
+        "speedup": spread(ratios),
+        "samples": samples,
+        "calls_per_sample": inner,
+        "page_faults_per_call": {
+            name: None if faults[name] is None else faults[name] / (repeats * inner[name]) for name in samples
+        },
+    }
 
 
 def reset_dynamo() -> None:
@@ -216,18 +271,27 @@ def count_kernels(fn: Callable[[], Any], device: str, compiled: bool) -> tuple[i
     return len(names), names
 
 
-def measure_copy(numel: int, device: str, repeats: int, warmup: int) -> dict[str, Any]:
-    """The device's read-once / write-once speed: y.copy_(x) of `numel` floats."""
+def measure_copy(numel: int, device: str, repeats: int, warmup: int, calls: Any = 1) -> dict[str, Any]:
+    """The device's read-once / write-once speed: y.copy_(x) of `numel` floats (median and spread
+    over `repeats` samples of `calls` back-to-back copies, or "auto" as in paired_samples)."""
     x = torch.randn(numel, device=device)
     y = torch.empty_like(x)
-    seconds = median_seconds(lambda: y.copy_(x), device, repeats, warmup)
+    stopwatch = Stopwatch(device)
+    one_call = None
+    for _ in range(max(warmup, 1 if calls == AUTO else 0)):
+        one_call = sample_seconds(lambda: y.copy_(x), stopwatch, 1)
+    inner = working_set.calls_per_sample(one_call) if calls == AUTO else calls
+    seconds = spread([sample_seconds(lambda: y.copy_(x), stopwatch, inner) for _ in range(repeats)])
     nbytes = 2 * numel * FLOAT_BYTES
     return {
         "what": "measured copy bandwidth",
         "op": "y.copy_(x)",
         "bytes": nbytes,
-        "copy_ms": seconds * 1e3,
-        "copy_gbps": nbytes / seconds / 1e9,
+        "copy_ms": seconds["median"] * 1e3,
+        "copy_gbps": nbytes / seconds["median"] / 1e9,
+        "copy_gbps_low": nbytes / seconds["high"] / 1e9,
+        "copy_gbps_high": nbytes / seconds["low"] / 1e9,
+        "calls_per_sample": inner,
     }
 
 
@@ -253,19 +317,61 @@ def _row(k: int, numel: int, eager_s: float, compiled_s: float, copy_gbps: float
     }
 
 
+def last_level_cache(device: str) -> dict[str, Any] | None:
+    """The cache a streaming kernel on `device` could be served from: the GPU's L2, or the CPU's
+    last-level cache as Linux reports it. None where neither is known."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        size = int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0) or 0)
+        return (
+            {"bytes": size, "level": 2, "source": "torch.cuda.get_device_properties(...).L2_cache_size"}
+            if size
+            else None
+        )
+    if dev.type == "cpu":
+        return working_set.cpu_last_level_cache()
+    return None
+
+
+def device_memory_bytes(device: str) -> int | None:
+    """Memory the tensors can come from: the GPU's, or what the OS has available now."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return int(torch.cuda.get_device_properties(dev).total_memory)
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def resolve_numel(numel: Any, cache: dict[str, Any] | None, memory_bytes: int | None) -> int:
+    """The tensor size to measure: as given, or for "auto" several times the last-level cache."""
+    if numel != AUTO:
+        return int(numel)
+    return working_set.auto_numel((cache or {}).get("bytes"), memory_bytes)
+
+
+KERNEL_COUNT_NUMEL = 65536  # eager runs one kernel per op at any size: count them on a small tensor
+
+
 def run(params: dict, device: str = "cpu") -> dict:
     """Time eager and compiled chains for every k; JSON-ready rows plus the copy reference."""
     p = resolve_params(params)
     started = time.perf_counter()
-    numel, repeats, warmup = p["numel"], p["repeats"], p["warmup"]
+    repeats, warmup, calls = p["repeats"], p["warmup"], p["calls_per_sample"]
     kind = torch.device(device).type
+    cache = last_level_cache(device)
+    numel = resolve_numel(p["numel"], cache, device_memory_bytes(device))
+    working_set_bytes = 2 * numel * FLOAT_BYTES
+    level = working_set.memory_level(working_set_bytes, (cache or {}).get("bytes"))
     x = torch.randn(numel, device=device)
-    reference = measure_copy(numel, device, repeats, warmup)
+    small = torch.randn(KERNEL_COUNT_NUMEL, device=device)
+    reference = measure_copy(numel, device, repeats, warmup, calls)
+    reference["memory_level"] = level
     rows = []
     for k in p["ks"]:
         chain = pointwise_chain(k, p["op_set"])
-        eager_s, eager_faults = timed_call(lambda chain=chain: chain(x), device, repeats, warmup)
-        eager_kernels, eager_names = count_kernels(lambda chain=chain: chain(x), device, compiled=False)
+        eager_kernels, eager_names = count_kernels(lambda chain=chain: chain(small), device, compiled=False)
 
         reset_dynamo()
         with _cpu_kernel_profiling(kind == "cpu"):
@@ -274,31 +380,48 @@ def run(params: dict, device: str = "cpu") -> dict:
             stopwatch.start()
             compiled(x)  # compiles: excluded from the runtime below
             compile_s = stopwatch.stop()
-        compiled_s, compiled_faults = timed_call(lambda compiled=compiled: compiled(x), device, repeats, warmup)
+        timed = paired_samples(
+            lambda chain=chain: chain(x), lambda compiled=compiled: compiled(x), device, repeats, warmup, calls
+        )
         compiled_kernels, compiled_names = count_kernels(lambda compiled=compiled: compiled(x), device, True)
 
-        row = _row(k, numel, eager_s, compiled_s, reference["copy_gbps"])
+        row = _row(k, numel, timed["eager"]["median"], timed["compiled"]["median"], reference["copy_gbps"])
         row.update(
+            eager_ms_low=timed["eager"]["low"] * 1e3,
+            eager_ms_high=timed["eager"]["high"] * 1e3,
+            compiled_ms_low=timed["compiled"]["low"] * 1e3,
+            compiled_ms_high=timed["compiled"]["high"] * 1e3,
+            speedup_low=timed["speedup"]["low"],
+            speedup_high=timed["speedup"]["high"],
+            eager_samples_ms=[t * 1e3 for t in timed["samples"]["eager"]],
+            compiled_samples_ms=[t * 1e3 for t in timed["samples"]["compiled"]],
+            eager_calls_per_sample=timed["calls_per_sample"]["eager"],
+            compiled_calls_per_sample=timed["calls_per_sample"]["compiled"],
             compile_s=compile_s,
-            eager_page_faults=eager_faults if kind == "cpu" else None,
-            compiled_page_faults=compiled_faults if kind == "cpu" else None,
+            eager_page_faults=timed["page_faults_per_call"]["eager"] if kind == "cpu" else None,
+            compiled_page_faults=timed["page_faults_per_call"]["compiled"] if kind == "cpu" else None,
             eager_kernels=eager_kernels,
             compiled_kernels=compiled_kernels,
             eager_kernel_names=list(dict.fromkeys(eager_names)),
             compiled_kernel_names=list(dict.fromkeys(compiled_names)),
         )
         rows.append(row)
+        del compiled
     reset_dynamo()
     result = {
         "demo": "fusion",
         "title": TITLE,
         "params": p,
+        "numel": numel,
+        "working_set_bytes": working_set_bytes,
+        "cache": cache,
+        "memory_level": level,
         "device": device_info(device),
         "ops": chain_description(max(p["ks"]), p["op_set"]),
         "reference": reference,
         "rows": rows,
         "kernel_counting": _kernel_counting_note(kind),
-        "notes": _notes(numel, kind),
+        "notes": _notes(numel, kind, cache, level),
         "units": UNITS,
         "elapsed_s": time.perf_counter() - started,
     }
@@ -319,20 +442,25 @@ def _kernel_counting_note(kind: str) -> str:
     return "eager: top-level aten:: op events; compiled kernels are not countable on this device."
 
 
-def _notes(numel: int, kind: str) -> list[str]:
+def _notes(numel: int, kind: str, cache: dict[str, Any] | None, level: str) -> list[str]:
     working_set_mib = 2 * numel * FLOAT_BYTES / 2**20
     notes = [
         "Bytes are what each variant must move at minimum: eager reads and writes the tensor once per op "
         "(2*k*N*4), the fused kernel reads it once and writes it once (2*N*4).",
         "FLOP/s counts one operation per element per op; sin and sigmoid cost many more instructions, so with "
-        "op_set 'mixed' the fused kernel turns compute-bound at large k ('cheap' stays memory-bound).",
-        "Runtimes are medians after warm-up; the first compiled call (compile_s) is excluded from them.",
+        "op_set 'mixed' the fused kernel turns compute-bound at large k on a CPU ('cheap' stays memory-bound).",
+        "Runtimes are medians of `repeats` samples, eager and compiled alternating, each sample "
+        "calls_per_sample back-to-back calls; *_low and *_high are the fastest and slowest samples. The "
+        "first compiled call (compile_s) is excluded.",
     ]
-    if kind == "cpu":
+    if cache:
         notes.append(
-            f"Input plus output is {working_set_mib:.3g} MiB: on a CPU with a large last-level cache, part of "
-            "the traffic is served from cache, so GB/s can exceed main-memory bandwidth.",
+            f"Input plus output is {working_set_mib:,.0f} MiB against a {cache['bytes'] / 2**20:,.0f} MiB "
+            f"last-level cache ({cache['source']}): the GB/s figures measure {level}."
         )
+    else:
+        notes.append(f"Input plus output is {working_set_mib:,.0f} MiB; the cache size is unknown here.")
+    if kind == "cpu":
         notes.append(
             "Every eager op allocates a fresh output. When the allocator gets memory the OS has not mapped yet, "
             "the first write to each 4 KiB page faults (a few ms per 16 MiB): *_page_faults counts these per "

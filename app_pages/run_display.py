@@ -1,0 +1,141 @@
+"""One race on screen, live or finished (the Race page and a run reopened on the Runs page): what
+is happening in words, the result cards, then the charts with the race first. UI only; the words
+come from core.view.story, the numbers from core.view.live, the charts from core.view.charts."""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from app_pages.common import store
+from core.runs.store import Run
+from core.view import charts, story
+from core.view.live import RunView, memory_of, result_cards, run_summary
+from core.view.race_form import expected_compile_estimate
+
+# Compact cards: three to a row on a wide screen, two on a phone (Streamlit would stack all six),
+# with a smaller value font and labels that wrap instead of being cut, so the race chart is on the
+# first screen on both.
+CARD_CSS = """<style>
+.st-key-result_cards [data-testid="stHorizontalBlock"] { flex-direction: row; flex-wrap: wrap; gap: 0.6rem; }
+.st-key-result_cards [data-testid="stColumn"] {
+  flex: 1 1 calc(33.3% - 0.6rem) !important; min-width: calc(33.3% - 0.6rem) !important;
+}
+.st-key-result_cards [data-testid="stMetric"] { padding: 0.1rem 0.2rem; }
+.st-key-result_cards [data-testid="stMetricValue"] { font-size: 1.6rem; }
+.st-key-result_cards [data-testid="stMetricLabel"] p,
+.st-key-result_cards [data-testid="stMetricDelta"] p { white-space: normal; overflow: visible; text-overflow: clip; }
+.st-key-result_cards [data-testid="stMetricDelta"] { height: auto; }
+@media (max-width: 640px) {
+  .st-key-result_cards [data-testid="stColumn"] {
+    flex: 1 1 calc(50% - 0.6rem) !important; min-width: calc(50% - 0.6rem) !important;
+  }
+  .st-key-result_cards [data-testid="stMetric"] { padding: 0; }
+  .st-key-result_cards [data-testid="stMetricValue"] { font-size: 1.25rem; }
+  .st-key-result_cards [data-testid="stMetricLabel"] p { font-size: 0.8rem; }
+}
+</style>"""
+# On a phone the page title takes three lines at Streamlit's size: two at this one.
+PHONE_TITLE_CSS = """<style>
+@media (max-width: 640px) { [data-testid="stHeading"] h1 { font-size: 1.8rem; } }
+</style>"""
+
+
+def expected_compile_s(run: Run) -> tuple[float | None, bool]:
+    """About how long this run's compile takes here: the median of earlier finished races with the
+    same settings on this device, else the form's rough estimate (then marked as estimated)."""
+    cache = st.session_state.setdefault("expected_compile", {})
+    if run.id not in cache:
+        device = _device_of(run)
+        earlier = [
+            {"params": r.params, "summary": r.summary}
+            for r in store().list_runs(kind="race", status=["done"], limit=50)
+            if _device_of(r) == device and r.id != run.id
+        ]
+        measured = story.expected_compile_seconds(earlier, run.params or {})
+        on_gpu = run.device_key.startswith("cuda")
+        cache[run.id] = (measured, False) if measured else (expected_compile_estimate(run.params or {}, on_gpu), True)
+    return cache[run.id]
+
+
+def _device_of(run: Run) -> str:
+    """The device a run measured on, by name where known (GPU lanes share a model, not an index)."""
+    return str((run.environment or {}).get("device_name") or run.device_key)
+
+
+def show_words(run: Run, view: RunView, summary: dict, total: int | None) -> None:
+    """What is happening now, or what the race says: never ahead of the data, never behind it."""
+    counts = view.counts()
+    if not run.finished and counts["compiled"] == 0:
+        expected, estimated = expected_compile_s(run)
+        if story.is_compiling(run.phase):
+            # The worker records when the compile began; before it does, the eager run's last event.
+            live = (run.details or {}).get("compile_phase") if isinstance(run.details, dict) else None
+            live = live if isinstance(live, dict) else {}
+            since = live.get("compile_started") or view.last_recorded_at.get("eager")
+            elapsed = max(time.time() - float(since), 0.0) if since else None
+            phase = live.get("phase") if isinstance(live.get("phase"), str) else None
+            st.info(story.compiling_text(elapsed, expected, estimated, phase), icon=":material/hourglass_top:")
+        else:
+            st.markdown(f"**{story.eager_phase_text(counts['eager'], total, expected, estimated)}**")
+        return
+    st.markdown(f"**{story.race_reading(summary, not run.finished, total, counts)}**")
+
+
+def show_cards(summary: dict, run: Run, total: int | None) -> None:
+    cards = result_cards(summary, memory_of(run), total=total, running=not run.finished)
+    if all(card.value == "-" for card in cards):
+        return  # nothing measured to compare yet (the eager run, the compile): six dashes only push the race down
+    st.html(CARD_CSS)
+    with st.container(key="result_cards"):  # one row of six that CARD_CSS wraps: 3 a row, 2 on a phone
+        for column, card in zip(st.columns(len(cards), gap="small"), cards):
+            column.metric(
+                card.label,
+                card.value,
+                card.delta,
+                card.delta_color,
+                help=card.help,
+                border=True,
+                delta_arrow=card.delta_arrow,
+            )
+
+
+def show_run(run: Run, view: RunView, key: str) -> None:
+    """Words, result cards and charts for one run, live or finished."""
+    steps, epochs = view.frames()
+    params = run.params or {}
+    total = story.total_steps(params)
+    summary = run_summary(run, view)
+    if run.status == "failed":
+        st.error(f"Run failed: {run.error}. What was measured before it is kept below.")
+    show_words(run, view, summary, total)
+    show_cards(summary, run, total)
+    be = (
+        {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
+        if summary.get("break_even_step")
+        else None
+    )
+    # A crossing is projected only from a speedup the interval stands behind (verdict "faster").
+    faster = summary.get("verdict") == "faster" and not summary.get("compile_skipped")
+    projection = view.projection() if faster and not be else None
+    if projection:
+        projection["label"] = story.projection_label(projection, running=not run.finished)
+    st.altair_chart(charts.cumulative_chart(steps, break_even=be, projection=projection), width="stretch")
+    if view.counts()["compiled"]:  # a lead needs both variants at the same step
+        st.altair_chart(charts.lead_chart(steps, break_even=be, projection=projection), width="stretch")
+    left, right = st.columns(2)
+    with left:
+        log = st.toggle(
+            "Every step, log scale",
+            key=f"log_{key}",
+            help="The default axis is cut just above the steady steps so their difference shows; "
+            "this shows every step in full, the compile step included.",
+        )
+        st.altair_chart(charts.step_time_chart(steps, log_scale=log), width="stretch")
+    right.altair_chart(charts.epoch_chart(epochs), width="stretch")
+    left, right = st.columns(2)
+    left.altair_chart(charts.loss_chart(steps), width="stretch")
+    agreement = story.loss_agreement(steps)
+    if agreement:
+        right.markdown(f"**Loss**: {agreement}")

@@ -1,0 +1,122 @@
+"""The Runs page's table and comparison, for people: races by their number (not the store's id,
+which demos and probes also use), results first under plain column names, and runs in a
+comparison named by what differs between them ("race 4: batch 1,024" beside "race 5: batch 4,096"),
+since a label that repeats what they share hides the one setting that matters.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.runs.store import Run
+
+# Settings a person compares runs by, in the order they read them, with the word for each.
+SETTING_WORDS = {
+    "model": "",
+    "batch_size": "batch",
+    "precision": "",
+    "mode": "mode",
+    "backend": "backend",
+    "epochs": "epochs",
+    "steps_per_epoch": "steps/epoch",
+    "data": "data",
+    "cache": "cache",
+    "image_size": "size",
+    "dynamic": "dynamic",
+    "fullgraph": "fullgraph",
+    "seed": "seed",
+    "lr": "lr",
+}
+
+# The table's columns: (key, heading), results first.
+TABLE_COLUMNS = (
+    ("race", "Race"),
+    ("status", "Status"),
+    ("speedup", "Steady speedup"),
+    ("overhead_s", "First-epoch overhead (s)"),
+    ("compile_s", "Compile time (s)"),
+    ("break_even", "Break-even step"),
+    ("model", "Model"),
+    ("batch_size", "Batch size"),
+    ("precision", "Precision"),
+    ("mode", "Compile mode"),
+    ("backend", "Backend"),
+    ("steps", "Steps"),
+    ("device", "Device"),
+    ("created", "Created"),
+    ("imported", "Imported"),
+    ("id", "Run id"),
+)
+
+
+def race_name(number: int | None, run_id: int) -> str:
+    """'race 3'; a run without a race number (not a race) keeps its id."""
+    return f"race {number}" if number is not None else f"run id {run_id}"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def differing_settings(params: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The settings (SETTING_WORDS keys) whose values are not the same in every run."""
+    return [k for k in SETTING_WORDS if len({repr((p or {}).get(k)) for p in params}) > 1]
+
+
+def comparison_labels(runs: Sequence[Run], numbers: Mapping[int, int]) -> dict[int, str]:
+    """Each run's label in a comparison: its race number and the settings that differ between the
+    runs compared, else (identical settings) the device or when it ran. Epochs and steps per epoch
+    read as one setting ("3 x 80 steps"): legends on a phone have little room."""
+    params = [r.params or {} for r in runs]
+    fields = differing_settings(params)
+    if {"epochs", "steps_per_epoch"} & set(fields):
+        fields = [f for f in fields if f not in ("epochs", "steps_per_epoch")]
+        params = [{**p, "steps": f"{p.get('epochs')} x {p.get('steps_per_epoch')}"} for p in params]
+        fields.append("steps")
+    devices = [str((r.environment or {}).get("device_name") or r.device_key) for r in runs]
+    labels = {}
+    for run, p, device in zip(runs, params, devices):
+        parts = [
+            f"{p['steps']} steps" if f == "steps" else f"{SETTING_WORDS[f]} {_fmt(p.get(f))}".strip() for f in fields
+        ]
+        if len(set(devices)) > 1:
+            parts.append(device)
+        if not parts:
+            parts.append(time.strftime("%b %d %H:%M", time.localtime(run.created_at)))
+        labels[run.id] = f"{race_name(numbers.get(run.id), run.id)}: {', '.join(parts)}"
+    return labels
+
+
+def table_row(run: Run, number: int | None) -> dict[str, Any]:
+    """One race as the Runs table shows it (keys of TABLE_COLUMNS, in order)."""
+    p, s, env = run.params or {}, run.summary or {}, run.environment or {}
+    epochs, per_epoch = p.get("epochs"), p.get("steps_per_epoch")
+    row = {
+        "race": number,
+        "status": run.status,
+        "speedup": s.get("steady_state_speedup"),
+        "overhead_s": s.get("first_epoch_overhead_s"),
+        "compile_s": s.get("compile_time_s"),
+        "break_even": s.get("break_even_step"),
+        "model": str(p.get("model", "?")),
+        "batch_size": p.get("batch_size"),
+        "precision": str(p.get("precision", "?")),
+        "mode": str(p.get("mode", "?")),
+        "backend": str(p.get("backend", "?")),
+        "steps": f"{epochs} x {per_epoch}" if epochs and per_epoch else None,
+        "device": str(env.get("device_name") or env.get("device_type") or run.device_key),
+        "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
+        "imported": bool(run.imported),
+        "id": run.id,
+    }
+    return {key: row[key] for key, _ in TABLE_COLUMNS}
+
+
+def column_headings() -> dict[str, str]:
+    return dict(TABLE_COLUMNS)
