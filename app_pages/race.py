@@ -2,11 +2,20 @@
 
 import streamlit as st
 
-from app_pages.common import run_view, show_reference, show_run, store, tick, visitor, wait_for_device
+from app_pages.common import (
+    board,
+    host_limits,
+    show_reference,
+    show_run,
+    store,
+    tick,
+    visitor,
+    visitor_address,
+    wait_for_device,
+)
 from core.engine.spec import SpecError, validate
 from core.engine.zoo import MODELS
-from core.runs import jobs
-from core.runs.limits import load_host_limits
+from core.runs import jobs, shared_results
 from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_PRESET,
@@ -15,14 +24,17 @@ from core.view.race_form import (
     duration_note,
     estimate_seconds,
     form_spec,
+    notes_still_true,
+    shared_result_text,
     spec_from_query,
     spec_to_query,
     unavailable_options,
 )
+from core.view.safe_text import markdown_text
 
 owner = visitor()
 caps = jobs.known_caps(store())
-limits = load_host_limits()
+limits = host_limits()  # None (said on the page) when the host's configuration is broken
 NUMBERS = {
     "batch_size": ("Batch size", 1, 65536),
     "epochs": ("Epochs", 1, 1000),
@@ -36,13 +48,18 @@ def set_form(values: dict) -> None:
 
 
 if "form_model" not in st.session_state:  # first render: the link's configuration over the device's defaults
-    initial, notes = spec_from_query(dict(st.query_params), default_spec(caps))
+    initial, st.session_state.link_notes = spec_from_query(dict(st.query_params), default_spec(caps), limits)
     set_form(initial.to_dict())
-    for note in notes:
-        st.warning(note)
+for note in notes_still_true(st.session_state.get("link_notes", []), st.session_state):  # until the field changes
+    st.warning(markdown_text(note.text))
 
 st.title("Eager vs torch.compile: the race")
 st.caption("Same model, same weights, same batches. Only torch.compile differs.")
+
+
+def follow(run_id: int) -> None:
+    st.session_state.followed = run_id
+    st.query_params["run"] = str(run_id)
 
 
 def followed_run():
@@ -89,14 +106,22 @@ with st.expander("Configure a race", expanded=followed_run() is None):
         {**spec_to_query(spec), **({"run": st.query_params["run"]} if "run" in st.query_params else {})}
     )
 
-    problems = validate(spec, caps) + limits.problems(spec)
+    problems = validate(spec, caps) + (limits.problems(spec) if limits else [])
     for problem in problems:
         st.error(f"{problem.field.replace('_', ' ')}: {problem.message}")
     if caps is None:
         st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
         wait_for_device()
+    offer = None  # the same race, finished recently on this device: shown at once instead of measured again
+    if limits is not None and caps is not None and not problems:
+        offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s)
+    if offer is not None:
+        st.info(f"{markdown_text(shared_result_text(offer))}: show it, or measure again with Launch.")
+        if st.button("Show it", key="show_shared"):
+            follow(offer.id)
     launch_col, hint_col, preset_col = st.columns([1, 3, 1])
-    launched = launch_col.button("Launch", type="primary", disabled=bool(problems) or caps is None, width="stretch")
+    blocked = bool(problems) or caps is None or limits is None
+    launched = launch_col.button("Launch", type="primary", disabled=blocked, width="stretch")
     hint_col.caption(f"Estimated duration: {describe_duration(*estimate_seconds(spec, caps))} (rough).")
     if duration_note(spec):
         hint_col.caption(duration_note(spec))
@@ -108,11 +133,12 @@ with st.expander("Configure a race", expanded=followed_run() is None):
             help="pointwise_mlp, 3 x 500 steps: on 2 CPU cores compile pays for itself around step 1,000 (about 4 min).",
         )
 
-if launched:
+if launched and offer is not None and shared_results.reuse_automatically(store(), offer, limits):
+    follow(offer.id)  # the host asks for this while the queue is long
+    st.session_state.reuse_note = (offer.id, shared_result_text(offer))
+elif launched:
     try:
-        run_id = jobs.enqueue(store(), spec, owner, limits=limits, caps=caps)
-        st.session_state.followed = run_id
-        st.query_params["run"] = str(run_id)
+        follow(jobs.enqueue(store(), spec, owner, limits=limits, caps=caps, address=visitor_address(limits)))
     except SpecError as exc:
         st.error("; ".join(str(p) for p in exc.problems))
     except jobs.JobError as exc:
@@ -125,19 +151,26 @@ polling = run is not None and not run.finished
 @st.fragment(run_every=1.0 if polling else None)
 def live(run_id: int) -> None:
     tick()
-    run = store().get_run(run_id)
-    if run is None:
+    me = visitor()  # read here: the browser's identity can arrive after the page first ran
+    snap = board().snapshot(run_id)  # shared by every viewer of this run in this process
+    if snap is not None and snap.run.owner == me:
+        snap = board().snapshot(run_id, fresh=True)  # the owner's view reads the store every refresh
+    if snap is None:
         st.info(f"Run {run_id} no longer exists.")
         return
+    run = snap.run
     if polling and run.finished:
         st.rerun()  # stop polling: redraw the page once with the final result
+    note = st.session_state.get("reuse_note")
+    if note and note[0] == run.id:
+        st.info(f"The queue is long, so this host shows the same race: {markdown_text(note[1])}.")
     top, cancel_col = st.columns([5, 1])
-    top.progress(min(max(run.progress, 0.0), 1.0), text=f"Run #{run.id}: {jobs.describe(store(), run)}")
-    me = visitor()  # read here: the tab's identity can arrive after the page first ran
+    text = snap.derive("progress_text", lambda: f"Run #{run.id}: {markdown_text(snap.state)}")
+    top.progress(min(max(run.progress, 0.0), 1.0), text=text)
     if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
         jobs.cancel(store(), run.id, me)
         st.rerun()
-    show_run(run, run_view(run), key="live")
+    show_run(run, snap, key="live")
     if run.finished:
         show_reference()
 

@@ -10,6 +10,7 @@ from core.runs import jobs
 from core.runs.bundle import BundleError, export_bundle, import_bundle, parse_bundle
 from core.view import charts
 from core.view.live import run_row
+from core.view.safe_text import markdown_text
 
 owner = visitor()
 tick()
@@ -48,7 +49,7 @@ if not table.empty:
     chosen = [r for r in runs if r.id in selected]
     if len(chosen) == 1:
         run = chosen[0]
-        st.subheader(f"Run #{run.id}: {jobs.describe(store(), run)}")
+        st.subheader(f"Run #{run.id}: {markdown_text(jobs.describe(store(), run))}")
         show_run(run, run_view(run), key=f"runs_{run.id}")
     elif len(chosen) > 1:
         frames = [run_view(r).frames()[0] for r in chosen]
@@ -82,4 +83,4 @@ if upload is not None and st.session_state.get("imported_name") != upload.name:
         st.session_state.imported_name = upload.name
         st.success(f"Imported as run #{new_id}.")
     except BundleError as exc:
-        st.error(f"Not imported: {exc}")
+        st.error(f"Not imported: {markdown_text(exc)}")

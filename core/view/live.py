@@ -106,6 +106,10 @@ def run_summary(run: Run, view: RunView) -> dict[str, Any]:
         summary["compile_skipped"] = skipped
     return summary
 
+    def events(self) -> list[dict[str, Any]]:
+        """Every event read so far (a copy: later polls do not change it)."""
+        return [*self._steps, *self._epochs]
+
 
 @dataclass(frozen=True)
 class Card:
