@@ -275,7 +275,9 @@ def staleness(viewer: Viewer, timeline: StoreTimeline, start: float, end: float)
 
 async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: int) -> Result:
     store.set_queue_paused(True)
-    run_id = jobs.enqueue(store, spec, f"bench:{n}", limits=HostLimits(job_time_limit_s=None), caps=jobs.known_caps(store))
+    run_id = jobs.enqueue(
+        store, spec, f"bench:{n}", limits=HostLimits(job_time_limit_s=None), caps=jobs.known_caps(store)
+    )
     ws_url = url.replace("http", "ws", 1) + "/_stcore/stream"
     stop = asyncio.Event()
     viewers = [Viewer(i, f"run={run_id}") for i in range(n)]
@@ -347,9 +349,7 @@ def report(results: list[Result], cores: int) -> None:
     for r in results:
         per = "-" if r.viewers == 0 else f"{(r.cpu_cores - (none[0].cpu_cores if none else 0)) / r.viewers:.4f}"
         stale = (
-            ("-", "-")
-            if r.staleness_p95_s is None
-            else (f"{r.staleness_p95_s:.2f} s", f"{r.staleness_max_s:.2f} s")
+            ("-", "-") if r.staleness_p95_s is None else (f"{r.staleness_p95_s:.2f} s", f"{r.staleness_max_s:.2f} s")
         )
         eager = "-" if r.eager_step_s is None else f"{r.eager_step_s * 1000:.2f} ms"
         compiled = "-" if r.compiled_step_s is None else f"{r.compiled_step_s * 1000:.2f} ms"
@@ -399,7 +399,9 @@ async def main_async(args: argparse.Namespace) -> None:
         backend=args.backend,
         device="cpu" if args.cpu else "auto",
     )
-    print(f"server {url} (pid {server.pid}); race: {spec.model} bs{spec.batch_size}, {spec.epochs} x {spec.steps_per_epoch} steps, {spec.backend}")
+    print(
+        f"server {url} (pid {server.pid}); race: {spec.model} bs{spec.batch_size}, {spec.epochs} x {spec.steps_per_epoch} steps, {spec.backend}"
+    )
     print(f"machine: {os.cpu_count()} cores, load average {load_average()} before starting")
     results = []
     try:

@@ -294,12 +294,14 @@ def progress_bar(fraction: float, width: int = 30) -> str:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from core.runs import jobs
+    from core.runs.limits import load_host_limits
 
     store = open_store(args)
     try:
+        limits = load_host_limits()  # before anything runs: a broken configuration is said at once
         spec = spec_from_args(args)
         caps = jobs.ensure_probe(store, owner=args.owner, wait_s=60)
-        run_id = jobs.enqueue(store, spec, args.owner, caps=caps)
+        run_id = jobs.enqueue(store, spec, args.owner, limits=limits, caps=caps)
     except SpecError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
