@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app_pages.common import admin_configured, board, identify_visitor, store, tick
+from app_pages.common import admin_configured, adopt_visitor_token, board, identify_visitor, store, tick
 from core.runs import jobs
 from core.view.queue import gpu_lines, lane_lines
 from core.view.safe_text import markdown_text
@@ -64,6 +64,7 @@ with st.sidebar:
         )
 
 
+adopt_visitor_token()
 page.run()
 # Last, so the tab's answer (one rerun) never interrupts a first render of the page's widgets.
 identify_visitor()

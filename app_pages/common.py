@@ -91,6 +91,19 @@ def admin_configured() -> bool:
         return False
 
 
+def adopt_visitor_token() -> None:
+    """Before the page runs: take the token the browser sent with this run (the component's state
+    from its last answer), so the rerun its answer triggers already draws for that visitor: a
+    second tab then follows the visitor's run at once instead of after the next click."""
+    try:
+        state = st.session_state.get("visitor_token")
+    except Exception:  # noqa: BLE001 - a component state Streamlit cannot present yet
+        return
+    token = state.get("token") if hasattr(state, "get") else getattr(state, "token", None)
+    if is_browser_token(token):
+        st.session_state.visitor = token
+
+
 def identify_visitor() -> None:
     """Ask the browser who it is (once per script run, from the entry point)."""
     result = _visitor_component(key="visitor_token", on_token_change=lambda: None)

@@ -12,7 +12,7 @@ from test_pages import app, record_probe, record_race
 
 from core.runs.bundle import export_bundle, import_bundle
 from core.runs.store import Store
-from core.view.safe_text import markdown_text, terminal_text
+from core.view.safe_text import WORD_JOINER, markdown_text, terminal_text
 
 
 @pytest.fixture
@@ -28,7 +28,12 @@ HOSTILE = "![x](http://host/pixel.png) [click me](http://host/phish)"
 LIVE_MARKDOWN = re.compile(r"(?<!\\)(!\[|\]\(|<http|(?<!\\)www\.|https?(?<!\\):)")
 
 
+# What GFM turns into a link even in escaped text (it matches the finished text, not the source).
+AUTOLINK = re.compile(r"https?://|www\.|[\w.+-]@[\w-]", re.IGNORECASE)
+
+
 def unescape(text: str) -> str:
+    """The text a reader sees (the word joiners are invisible)."""
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
 
 
@@ -49,13 +54,16 @@ ONLY_ESCAPED_PUNCTUATION = re.compile(rf"(?:\\[{PUNCTUATION}]|[^{PUNCTUATION}])*
 )
 def test_markdown_text_escapes_everything_markdown_would_act_on(raw):
     safe = markdown_text(raw)
-    assert unescape(safe) == re.sub(r"[\r\n\t]+", " ", raw)  # the same characters, each shown as itself
+    seen = unescape(safe)
+    assert seen.replace(WORD_JOINER, "") == re.sub(r"[\r\n\t]+", " ", raw)  # the same characters as themselves
     assert ONLY_ESCAPED_PUNCTUATION.fullmatch(safe)  # CommonMark: an escaped punctuation mark is literal
     assert not LIVE_MARKDOWN.search(safe)
+    assert not AUTOLINK.search(seen)  # no bare URL or address left for GFM to link
 
 
 def test_markdown_text_drops_control_characters_and_line_breaks():
     assert markdown_text("a\x1b[2Jb\r\nc\u202ed") == "a\\[2Jb cd"
+    assert markdown_text("see http://x") == f"see http\\:{WORD_JOINER}\\/\\/x"
 
 
 def test_terminal_text_removes_escape_sequences_and_bidi_overrides():

@@ -14,18 +14,24 @@ import re
 
 # CommonMark lets a backslash escape any ASCII punctuation, which then renders as itself. Escaping
 # all of it (not a hand-picked few) also covers what Streamlit adds: :color[..] directives,
-# :material/..: icons, $math$, and GFM's bare-URL links (http\:// and www\. are not links).
+# :material/..: icons and $math$.
 _MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 # C0 and C1 controls and DEL (ESC starts every terminal escape sequence), and the Unicode
 # bidirectional overrides that make text read differently from what it is.
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _LINE_BREAKS = re.compile(r"[\r\n\t]+")
+# Streamlit's markdown also turns bare URLs and e-mail addresses into links after parsing, escapes
+# or not (GFM's autolink literals, matched on the finished text). An invisible word joiner after
+# each ':' and '@' and inside 'www.' breaks those patterns without changing what a person reads.
+WORD_JOINER = "\u2060"
+_AUTOLINK_MARKERS = re.compile(r"[:@]|(?i:www)(?=\.)")
 
 
 def markdown_text(value: object) -> str:
     """`value` as markdown that renders as exactly its text: no links, images, formatting, HTML."""
-    text = _LINE_BREAKS.sub(" ", str(value))
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", _CONTROLS.sub("", text))
+    text = _CONTROLS.sub("", _LINE_BREAKS.sub(" ", str(value)))
+    text = _AUTOLINK_MARKERS.sub(lambda m: m.group(0) + WORD_JOINER, text)
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
 
 
 def terminal_text(value: object, one_line: bool = True) -> str:
