@@ -4,6 +4,7 @@ UI only; what it shows is computed in core/."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -159,12 +160,16 @@ def run_view(run: Run) -> LiveSnapshot:
 def vega_spec(chart):
     """An Altair chart converted the way st.altair_chart converts it (datasets as Arrow), so the
     conversion is done once per snapshot for every viewer; st.vega_lite_chart then only copies it.
-    Falls back to the chart itself if this Streamlit lacks the converter."""
+    Skips Altair's JSON-schema validation, most of a conversion's cost: core/view/charts.py's
+    builders are validated by its tests, and live they only change data. Falls back to the chart
+    itself (drawn by st.altair_chart) if this Streamlit lacks the converter."""
     try:
         from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
     except ImportError:
         return chart
-    return _convert_altair_to_vega_lite_spec(chart)
+    unvalidated = chart.copy(deep=False)
+    object.__setattr__(unvalidated, "to_dict", functools.partial(type(chart).to_dict, unvalidated, validate=False))
+    return _convert_altair_to_vega_lite_spec(unvalidated)
 
 
 def draw_chart(column, spec) -> None:
