@@ -9,5 +9,5 @@ only read it.
 
 Imports core.engine (specs, analysis; torch only inside the worker's job runners), never
 core.view, Streamlit, Altair or pandas: workers and the doctor run on a GPU box that has only
-torch. Importing any of these but worker and doctor never imports torch.
+torch. Importing any of these but worker never imports torch.
 """

@@ -34,8 +34,14 @@ def comparable(spec: RunSpec, device: str) -> dict[str, Any]:
     }
 
 
-def device_name(environment: dict[str, Any], device: str) -> str | None:
-    """The name a run on `device` records, from the probe's environment of this machine."""
+def device_name(probe_summary: dict[str, Any], device: str) -> str | None:
+    """The one name a run on `device` records on this machine, from what the probe recorded; None
+    when a new run's device cannot be told in advance (GPUs of different models: the queue gives a
+    CUDA race whichever GPU is free)."""
+    environment = probe_summary.get("environment") or {}
+    if device == "cuda":
+        names = {gpu.get("name") for gpu in probe_summary.get("gpus") or []} or {environment.get("device_name")}
+        return names.pop() if len(names) == 1 else None
     if environment.get("device_type") == device:
         return environment.get("device_name")
     return environment.get("cpu_name") if device == "cpu" else None
@@ -53,13 +59,13 @@ def recent_result(
         return None
     here = probe.summary.get("environment") or {}
     device = resolve_device(spec.device, caps)
-    name = device_name(here, device)
+    name = device_name(probe.summary, device)
     lane = jobs.JOB_KINDS["race"].device_key(spec.to_dict(), caps)
     wanted = comparable(spec, device)
     now = time.time() if now is None else now
     for run in store.list_runs(kind="race", status=["done"], limit=SCAN_LIMIT):
         env = run.environment or {}
-        if run.imported or run.host != probe.host or run.device_key != lane or not run.summary:
+        if run.imported or run.host != probe.host or not jobs.same_device(run.device_key, lane) or not run.summary:
             continue
         if within_s is not None and (run.finished_at is None or now - run.finished_at > within_s):
             continue
@@ -81,5 +87,6 @@ def reuse_automatically(store: Store, run: Run, limits: HostLimits) -> bool:
     auto_reuse_queue_length."""
     if limits.auto_reuse_queue_length is None:
         return False
-    waiting = sum(1 for r in store.list_runs(status=("queued",)) if r.device_key == run.device_key)
+    lane = jobs.ANY_GPU if run.device_key.startswith("cuda:") else run.device_key  # queued CUDA jobs wait for any GPU
+    waiting = sum(1 for r in store.list_runs(status=("queued",)) if jobs.same_device(r.device_key, lane))
     return waiting >= limits.auto_reuse_queue_length

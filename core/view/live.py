@@ -91,6 +91,10 @@ class RunView:
             [{k: e.get(k) for k in COMPILE_COLUMNS[1:]} for e in self._compiles], columns=COMPILE_COLUMNS[1:]
         ).assign(run=self.label)
 
+    def events(self) -> list[dict[str, Any]]:
+        """Every event read so far (a copy: later polls do not change it)."""
+        return [*self._steps, *self._epochs]
+
 
 def run_summary(run: Run, view: RunView) -> dict[str, Any]:
     """The summary a page shows: the stored one when the run is finished, else computed from the
@@ -105,10 +109,6 @@ def run_summary(run: Run, view: RunView) -> dict[str, Any]:
     if isinstance(skipped, str):
         summary["compile_skipped"] = skipped
     return summary
-
-    def events(self) -> list[dict[str, Any]]:
-        """Every event read so far (a copy: later polls do not change it)."""
-        return [*self._steps, *self._epochs]
 
 
 @dataclass(frozen=True)
