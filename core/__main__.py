@@ -340,8 +340,10 @@ def follow(store, run_id: int, args: argparse.Namespace) -> int:
         time.sleep(0.5)
     if stream.isatty():
         stream.write("\n")
-    if run.summary:
-        print(json.dumps(stored_result(run), default=float)) if args.json else say(summary_table(stored_result(run)))
+    if run.summary and args.json:
+        print(json.dumps(stored_result(run), default=float))
+    elif run.summary:
+        say(summary_table(stored_result(run)))
     if run.status == "failed":
         say(f"error: run {run_id} failed: {run.error}", file=sys.stderr)
         return EXIT_FAILED

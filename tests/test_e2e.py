@@ -234,8 +234,8 @@ def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_ur
         run_id = re.match(r"Run #(\d+)", status(first)).group(1)
         second = visitor.new_page()  # another tab of the same browser, without the run in its link
         second.goto(app_url)
-        wait_until(lambda: status(second).startswith(f"Run #{run_id}"), timeout=30)
-        wait_until(lambda: second.get_by_role("button", name="Cancel").count() == 1, timeout=30)
+        wait_until(lambda: status(second).startswith(f"Run #{run_id}"), timeout=60)
+        wait_until(lambda: second.get_by_role("button", name="Cancel").count() == 1, timeout=60)
         stranger = browser.new_context().new_page()  # someone else's browser, given the link
         stranger.goto(f"{app_url}/?run={run_id}")
         wait_until(lambda: status(stranger).startswith(f"Run #{run_id}"), timeout=30)

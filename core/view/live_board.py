@@ -48,8 +48,6 @@ class LiveSnapshot:
         same_events = previous is not None and previous.version[0] == version[0] and previous.run.id == run.id
         if same_events:  # only the run row moved (phase, progress): keep what the events gave
             self._frames, self._counts, self._events = previous._frames, previous._counts, previous._events
-            if not run.finished and not previous.run.finished:
-                self._memo["events_summary"] = previous._memo.get("events_summary")
         else:
             self._frames, self._counts, self._events = view.frames(), view.counts(), view.events()
 
@@ -184,7 +182,17 @@ class LiveBoard:
             entry.view.poll(db)
             state = jobs.describe(db, run)
             self.reads += 1
-        version = (entry.view.last_id, run.status, run.phase, run.progress, state, run.summary is not None)
+        skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
+        version = (
+            entry.view.last_id,
+            run.status,
+            run.phase,
+            run.progress,
+            state,
+            run.error,
+            skipped,
+            run.summary is not None,
+        )
         if entry.snapshot is None or entry.snapshot.version != version:
             entry.snapshot = LiveSnapshot(run, entry.view, state, version, previous=entry.snapshot)
         entry.read_at = read_at
