@@ -149,7 +149,7 @@ class Viewer:
                 while not stop.is_set():
                     try:
                         data = await asyncio.wait_for(ws.recv(), timeout=0.5)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         continue
                     self.messages += 1
                     self.received_bytes += len(data)
