@@ -219,18 +219,25 @@ class Result:
     eager_step_s: float | None
     compiled_step_s: float | None
     fragment_runs: int
+    full_runs: int
+    idle_viewers: int  # viewers whose live view never refreshed during the race
     refs: int
     messages: int
     errors: list[str]
     bench_cpu_cores: float
+    worker_lag_p95_s: float | None
 
 
 class StoreTimeline:
-    """Polls the store from this process: when each step of the run was recorded (by the worker)."""
+    """Polls the store from this process every POLL_S: when each step of the run was first there to
+    be read (`seen`), and when the worker finished it (`recorded`, the event's recorded_at)."""
+
+    POLL_S = 0.05
 
     def __init__(self, store_path: str, run_id: int):
         self.store = Store(store_path)
         self.run_id = run_id
+        self.seen: dict[str, list[float]] = {"eager": [], "compiled": []}
         self.recorded: dict[str, list[float]] = {"eager": [], "compiled": []}
         self._last = 0
         self._stop = threading.Event()
@@ -238,14 +245,21 @@ class StoreTimeline:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(0.05):
+        while not self._stop.wait(self.POLL_S):
             self.poll()
 
     def poll(self) -> None:
+        now = time.time()
         for e in self.store.events_after(self.run_id, self._last):
             self._last = e["id"]
             if e["kind"] == "step" and e["phase"] == "train":
+                self.seen[e["variant"]].append(now)
                 self.recorded[e["variant"]].append(e["recorded_at"])
+
+    def worker_lag(self) -> list[float]:
+        """From a step finishing in the worker to it being readable: the worker's flush interval and
+        the machine's load, not the viewers' (reported apart)."""
+        return [s - r for v in self.seen for s, r in zip(self.seen[v], self.recorded[v])]
 
     def close(self) -> None:
         self._stop.set()
@@ -254,9 +268,10 @@ class StoreTimeline:
 
 
 def staleness(viewer: Viewer, timeline: StoreTimeline, start: float, end: float) -> list[float]:
-    """Every SAMPLE_EVERY_S from start to end: the age of the oldest step recorded by then that the
-    viewer did not show yet (0 when it showed everything recorded)."""
-    eager, compiled = timeline.recorded["eager"], timeline.recorded["compiled"]
+    """Every SAMPLE_EVERY_S from start to end: how long the oldest step that was in the store by then,
+    and that the viewer did not show yet, had been there (0 when it showed everything in the store).
+    "In the store" is when this process's reader first saw it (it polls every 50 ms)."""
+    eager, compiled = timeline.seen["eager"], timeline.seen["compiled"]
     out, i, shown = [], 0, (0, 0)
     t = start
     while t <= end:
@@ -307,7 +322,8 @@ async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: 
     window = t1 - t0
     if run.status != "done":
         sys.exit(f"the race with {n} viewers ended {run.status}: {run.error}")
-    first = min([t[0] for t in timeline.recorded.values() if t] or [wall0])
+    first = min([t[0] for t in timeline.seen.values() if t] or [wall0])
+    lag = timeline.worker_lag()
     ages = [a for v in viewers for a in staleness(v, timeline, first, wall1)]
     summary = run.summary or {}
     return Result(
@@ -319,10 +335,13 @@ async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: 
         eager_step_s=summary.get("eager_median_step_s"),
         compiled_step_s=summary.get("compiled_median_step_s"),
         fragment_runs=sum(v.fragment_runs for v in viewers),
+        full_runs=sum(v.full_runs for v in viewers),
+        idle_viewers=sum(1 for v in viewers if v.fragment_runs == 0),
         refs=sum(v.refs for v in viewers),
         messages=sum(v.messages for v in viewers),
         errors=[f"viewer {v.index}: {v.error}" for v in viewers if v.error],
         bench_cpu_cores=(bench1 - bench0) / window,
+        worker_lag_p95_s=statistics.quantiles(lag, n=100)[94] if len(lag) > 1 else None,
     )
 
 
@@ -366,9 +385,15 @@ def report(results: list[Result], cores: int) -> None:
         "no-viewer race's, divided by the viewers."
     )
     print(
-        "stale: age of the oldest step in the store a viewer did not show yet, sampled every 0.1 s "
-        "(p95 and max over all viewers)."
+        "stale: how long the oldest step in the store that a viewer did not show yet had been there, "
+        "sampled every 0.1 s (p95 and max over all viewers)."
     )
+    lags = [r.worker_lag_p95_s for r in results if r.worker_lag_p95_s is not None]
+    if lags:
+        print(
+            f"(before that, a step reached the store {min(lags):.2f}-{max(lags):.2f} s (p95) after the worker "
+            "finished it: its 0.25 s flush plus the machine's load; not counted above.)"
+        )
     print(f"step: the race's steady median step; vs none: against the mean of the {len(none)} no-viewer races.")
     if len(none) >= 2:
         spread = max(r.eager_step_s for r in none) / min(r.eager_step_s for r in none)
@@ -411,6 +436,8 @@ async def main_async(args: argparse.Namespace) -> None:
             print(
                 f"  {n:>3} viewers: server {result.cpu_cores:.3f} cores over {result.window_s:.0f} s, "
                 f"stale max {result.staleness_max_s if result.staleness_max_s is not None else float('nan'):.2f} s, "
+                f"{result.fragment_runs} fragment and {result.full_runs} full script runs, "
+                f"{result.idle_viewers} viewers never refreshed, "
                 f"load average {load_average()}",
                 flush=True,
             )

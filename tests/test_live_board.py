@@ -85,13 +85,21 @@ def test_derived_renderings_are_built_once_per_snapshot_however_many_sessions_as
     assert len(builds) == 1 and len({id(r) for r in results}) == 1
 
 
-def test_a_viewer_gets_the_last_snapshot_rather_than_wait_for_another_sessions_read(store):
+def test_viewers_asking_while_another_session_reads_wait_for_that_read(store):
     run_id = record_race(store, "running")
-    board = LiveBoard(store.path, viewer_max_age_s=0)
-    first = board.snapshot(run_id)
+    board = LiveBoard(store.path, viewer_max_age_s=0.2)
+    board.snapshot(run_id)
+    more_steps(store, run_id)
+    time.sleep(0.25)  # every viewer's snapshot is now too old
+    got = []
     entry = board._entries[run_id]
     with entry.lock:  # another session is reading the store right now
-        assert board.snapshot(run_id) is first
+        waiting = threading.Thread(target=lambda: got.append(board.snapshot(run_id)))
+        waiting.start()
+        time.sleep(0.1)
+        assert got == []  # it waits rather than take the stale snapshot
+    waiting.join()
+    assert got[0].counts()["compiled"] == 6 and board.reads == 2
 
 
 def test_two_sessions_following_a_live_run_build_its_charts_once(store, sleepers, monkeypatch):

@@ -10,8 +10,9 @@ whose data did not change is the same object, so what a page draws from it is by
 Streamlit's message cache sends the browser a reference instead of the chart again.
 
 Freshness: a viewer accepts a snapshot up to VIEWER_MAX_AGE_S old (its page refreshes every second,
-so it is at most about 1.5 s behind the store); the run's owner asks for a fresh read each time,
-as before. Threads (one per session) share the board; reads and builds are serialised per run.
+so it is about 1.4 s behind the store at most, plus the time to draw); the run's owner asks for a
+fresh read each time, as before. Threads (one per session) share the board; reads and builds are
+serialised per run.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from core.runs import jobs
 from core.runs.store import Run, Store
 from core.view.live import RunView, run_label, run_summary
 
-VIEWER_MAX_AGE_S = 0.5  # a viewer's page refreshes every 1 s: at most ~1.5 s behind the store
+VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
 QUEUE_MAX_AGE_S = 1.0  # the sidebar's device card and queue
 IDLE_EVICT_S = 300.0  # a run nobody asked about for this long is dropped from the board
 
@@ -142,22 +143,20 @@ class LiveBoard:
         """The run as every viewer sees it now; None if it does not exist.
 
         `fresh` (the run's owner): read the store now, as a page of one's own did before. Otherwise a
-        snapshot younger than viewer_max_age_s is returned as is, and while another session is
-        reading, the previous snapshot is returned rather than waited for.
+        snapshot younger than viewer_max_age_s is returned as is; an older one is read again once,
+        by whichever session asks first, while the others wait for that read.
         """
         now = time.monotonic()
         entry = self._entry(run_id, now)
         if not fresh and entry.snapshot is not None and now - entry.read_at < self.viewer_max_age_s:
             return entry.snapshot
-        if not entry.lock.acquire(blocking=fresh or entry.snapshot is None):
-            return entry.snapshot  # someone else is reading right now: theirs is at most one refresh newer
-        try:
+        # Too old: read, or wait for the session reading right now (a newer snapshot in a moment is
+        # better than handing out one older than the age a viewer accepts).
+        with entry.lock:
             if entry.read_at > now or (not fresh and time.monotonic() - entry.read_at < self.viewer_max_age_s):
                 return entry.snapshot  # read by another session while this one waited
             self._refresh(entry, run_id)
             return entry.snapshot
-        finally:
-            entry.lock.release()
 
     def _entry(self, run_id: int, now: float) -> _Entry:
         with self._entries_lock:
