@@ -2,42 +2,56 @@
 
 import streamlit as st
 
-from app_pages.common import identify_visitor, store, tick
+from app_pages.common import admin_configured, adopt_visitor_token, board, identify_visitor, store, tick
 from core.runs import jobs
 from core.view.queue import gpu_lines, lane_lines
+from core.view.safe_text import markdown_text
 
 st.set_page_config(page_title="Compile Lab", page_icon="⚡", layout="wide")
 
-page = st.navigation(
-    [
-        st.Page("app_pages/race.py", title="Race", icon=":material/sports_score:", default=True),
-        st.Page("app_pages/runs.py", title="Runs", icon=":material/table_view:"),
-        st.Page("app_pages/under_the_hood.py", title="Under the hood", icon=":material/memory:"),
-    ]
-)
+pages = [
+    st.Page("app_pages/race.py", title="Race", icon=":material/sports_score:", default=True),
+    st.Page("app_pages/runs.py", title="Runs", icon=":material/table_view:"),
+    st.Page("app_pages/under_the_hood.py", title="Under the hood", icon=":material/memory:"),
+]
+if admin_configured():  # no admin token on this host: no admin page at all
+    unlocked = st.session_state.get("admin_unlocked", False)
+    pages.append(
+        st.Page(
+            "app_pages/admin.py",
+            title="Admin",
+            icon=":material/admin_panel_settings:",
+            url_path="admin",
+            visibility="visible" if unlocked else "hidden",
+        )
+    )
+page = st.navigation(pages)
 
 
 @st.fragment(run_every=2.0)
 def sidebar_status() -> None:
     """Device card and queue, refreshed on their own so they stay true while a page sits still."""
     tick()
-    caps = jobs.ensure_probe(store())  # a queued job: this process never touches the GPU itself
-    probes = store().list_runs(kind="probe", status=["done"], limit=1)
-    env = probes[0].summary["environment"] if probes and probes[0].summary else None
+    queue = board().queue()  # read once a second for every session of this process
+    env = queue.environment
+    if env is None:
+        jobs.ensure_probe(store())  # a queued job: this process never touches the GPU itself
     st.subheader("Device")
     if env is None:
         st.info("Probing the device…")
-    elif caps is not None and caps.cuda:
-        for line in gpu_lines(probes[0].summary):
+    elif queue.cuda:
+        for line in gpu_lines(queue.probe_summary):
             st.text(line)
     else:
-        st.markdown(f"**CPU only**: {env['cpu_name']}  \n{env['cpu_count']} cores, torch {env['torch']}")
+        st.markdown(
+            f"**CPU only**: {markdown_text(env['cpu_name'])}  \n{env['cpu_count']} cores, torch {markdown_text(env['torch'])}"
+        )
     st.subheader("Queue")
-    active = store().list_runs(status=("starting", "running"))
-    waiting = store().list_runs(status=("queued",))
-    numbers = store().race_numbers([r.id for r in active if r.kind == "race"])
-    for line in lane_lines(caps, active, waiting, numbers):  # one lane per device: the CPU, each GPU
+    numbers = queue.race_numbers
+    for line in lane_lines(queue.caps, list(queue.active), list(queue.queued), numbers):  # one lane per device
         st.text(line)
+    if queue.paused:
+        st.warning("The host has paused the queue: new jobs wait until it resumes.")
 
 
 with st.sidebar:
@@ -51,6 +65,7 @@ with st.sidebar:
         )
 
 
+adopt_visitor_token()
 page.run()
 # Last, so the tab's answer (one rerun) never interrupts a first render of the page's widgets.
 identify_visitor()

@@ -4,61 +4,136 @@ charts and cards, is app_pages/run_display.py). UI only; what it shows is comput
 
 from __future__ import annotations
 
-import re
+import functools
+import logging
 import time
 import uuid
 
 import streamlit as st
 
 from core.engine.explain import demo_device_problem
-from core.runs import jobs
-from core.runs.store import Run, Store
+from core.runs import admin, jobs
+from core.runs.identity import client_address, is_browser_token, owner_of
+from core.runs.limits import ConfigError, HostLimits, load_host_limits
+from core.runs.store import Run, Store, StoreError
 from core.view.live import RunView, run_label
+from core.view.live_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
+from core.view.safe_text import markdown_text
 
-# A per-tab identity: kept in the tab's sessionStorage, so it survives a reload of that tab but
-# is never part of a URL (a shared configuration link does not make someone else the owner).
+# A per-browser identity: kept in the browser's localStorage, so every tab of one browser is one
+# visitor (one owner, one host limit) and a reload keeps it, but it is never part of a URL (a shared
+# configuration link does not make someone else the owner). See core/runs/identity.py.
 _VISITOR_JS = """
 export default function(component) {
   const { setStateValue } = component;
   const KEY = "compile_lab_visitor";
-  let token = window.sessionStorage.getItem(KEY);
+  let token = null;
+  try {
+    token = window.localStorage.getItem(KEY);
+    if (!token) {  // a tab of the old per-tab identity keeps its runs
+      token = window.sessionStorage.getItem(KEY);
+    }
+  } catch (e) {}
   if (!token) {
     const bytes = new Uint8Array(16);
     window.crypto.getRandomValues(bytes);
     token = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-    window.sessionStorage.setItem(KEY, token);
   }
+  try {
+    window.localStorage.setItem(KEY, token);
+  } catch (e) {}
   setStateValue("token", token);
 }
 """
 _visitor_component = st.components.v2.component("compile_lab.visitor", js=_VISITOR_JS)
+_LOGGER = logging.getLogger("compile_lab")
 _TICK_EVERY_S = 1.0
 _last_tick = {"t": 0.0}
 
 
 def store() -> Store:
-    """This session's connection to the store (one per session: sqlite connections are not shared)."""
+    """This session's connection to the store (one per session: sqlite connections are not shared).
+    A store that cannot be opened stops the page with the reason, not a traceback."""
     if "store" not in st.session_state:
-        st.session_state.store = Store()
+        try:
+            st.session_state.store = Store()
+        except StoreError as exc:
+            st.error(f"Compile Lab cannot open its store: {markdown_text(exc)}")
+            st.stop()
     return st.session_state.store
 
 
+def board() -> LiveBoard:
+    """This process's live board: what every viewer of a run sees, read once for all of them."""
+    return board_for(store().path)
+
+
+def host_limits() -> HostLimits | None:
+    """The host's limits; a malformed configuration is said on the page (None: nothing can be queued)."""
+    try:
+        return load_host_limits()
+    except ConfigError as exc:
+        st.error(
+            f"This host's configuration has a problem, so nothing can be queued until it is fixed: {markdown_text(exc)}"
+        )
+        return None
+
+
+def admin_configured() -> bool:
+    """Whether this host has an admin token (a too-short one counts as none: the Admin page then
+    does not exist, and the configuration problem is logged)."""
+    try:
+        return admin.admin_token() is not None
+    except ConfigError as exc:
+        _LOGGER.warning("no admin page: %s", exc)
+        return False
+
+
+def adopt_visitor_token() -> None:
+    """Before the page runs: take the token the browser sent with this run (the component's state
+    from its last answer), so the rerun its answer triggers already draws for that visitor: a
+    second tab then follows the visitor's run at once instead of after the next click."""
+    try:
+        state = st.session_state.get("visitor_token")
+    except Exception:  # noqa: BLE001 - a component state Streamlit cannot present yet
+        return
+    token = state.get("token") if hasattr(state, "get") else getattr(state, "token", None)
+    if is_browser_token(token):
+        st.session_state.visitor = token
+
+
 def identify_visitor() -> None:
-    """Ask the browser tab who it is (once per script run, from the entry point)."""
+    """Ask the browser who it is (once per script run, from the entry point)."""
     result = _visitor_component(key="visitor_token", on_token_change=lambda: None)
     token = getattr(result, "token", None) if result is not None else None
-    if isinstance(token, str) and re.fullmatch(r"[0-9a-f]{16,64}", token):
+    if is_browser_token(token):
         st.session_state.visitor = token
     if "visitor" not in st.session_state:  # until the browser answers (and in tests)
         st.session_state.visitor = uuid.uuid4().hex
 
 
 def visitor() -> str:
-    """The owner name of this browser tab's runs."""
+    """The owner name of this browser's runs (every tab of it)."""
     if "visitor" not in st.session_state:
         st.session_state.visitor = uuid.uuid4().hex
-    return f"visitor:{st.session_state.visitor}"
+    return owner_of(st.session_state.visitor)
+
+
+def connection_address() -> tuple[str | None, list[tuple[str, str]]]:
+    """The client's address as this server sees it, and the request's headers (for a proxy's)."""
+    try:
+        return st.context.ip_address, list(st.context.headers.items())
+    except Exception:  # noqa: BLE001 - no browser connection (tests, a bare script run)
+        return None, []
+
+
+def visitor_address(limits: HostLimits | None) -> str | None:
+    """What host limits count this visitor by besides the browser, where the host says so."""
+    if limits is None:
+        return None
+    ip, headers = connection_address()
+    return client_address(limits, ip, headers)
 
 
 def tick() -> None:
@@ -69,14 +144,37 @@ def tick() -> None:
         jobs.tick(store())
 
 
-def run_view(run: Run) -> RunView:
-    """The session's incremental view of a run (created once, then only new events are read)."""
+def run_view(run: Run) -> LiveSnapshot:
+    """The session's incremental view of a run (created once, then only new events are read), as
+    a snapshot show_run draws."""
     views = st.session_state.setdefault("run_views", {})
     if run.id not in views:
         views[run.id] = RunView(run.id, run_label(run))
     view = views[run.id]
     view.poll(store())
-    return view
+    return snapshot_of(run, view)
+
+
+def vega_spec(chart):
+    """An Altair chart converted the way st.altair_chart converts it (datasets as Arrow), so the
+    conversion is done once per snapshot for every viewer; st.vega_lite_chart then only copies it.
+    Skips Altair's JSON-schema validation, most of a conversion's cost: core/view/charts.py's
+    builders are validated by its tests, and live they only change data. Falls back to the chart
+    itself (drawn by st.altair_chart) if this Streamlit lacks the converter."""
+    try:
+        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
+    except ImportError:
+        return chart
+    unvalidated = chart.copy(deep=False)
+    object.__setattr__(unvalidated, "to_dict", functools.partial(type(chart).to_dict, unvalidated, validate=False))
+    return _convert_altair_to_vega_lite_spec(unvalidated)
+
+
+def draw_chart(column, spec) -> None:
+    if isinstance(spec, dict):
+        column.vega_lite_chart(spec=spec, width="stretch")
+    else:
+        column.altair_chart(spec, width="stretch")
 
 
 def show_reference() -> None:
@@ -98,23 +196,26 @@ def demo_section(name: str, params: dict, key: str) -> dict | None:
         _follow_demo(run.id)
         return None
     if run is not None and run.status == "failed":
-        st.error(f"The last measurement failed: {run.error}")
+        st.error(f"The last measurement failed: {markdown_text(run.error)}")
     if run is not None and run.status == "done":
         env = run.environment or {}
         took = (run.finished_at or 0) - (run.started_at or 0)
         st.caption(
             f"Measured {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.finished_at or run.created_at))} "
-            f"on {env.get('device_name', '?')} with torch {env.get('torch', '?')} (took {took:.0f} s). "
+            f"on {markdown_text(env.get('device_name', '?'))} with torch {markdown_text(env.get('torch', '?'))} "
+            f"(took {took:.0f} s). "
             "Stored: a revisit shows it at once."
         )
     label = "Measure again" if run is not None else "Measure on this device"
     if button.button(label, key=f"measure_{key}", type="secondary" if run else "primary"):
-        try:
-            jobs.enqueue(store(), {"demo": name, "params": params}, visitor(), kind="demo")
-        except (jobs.JobError, ValueError) as exc:
-            st.error(str(exc))  # and no rerun, which would wipe the message before anyone reads it
-        else:
-            st.rerun()
+        limits = host_limits()  # a broken configuration is said on the page
+        if limits is not None:
+            try:
+                address = visitor_address(limits)
+                jobs.enqueue(store(), {"demo": name, "params": params}, visitor(), "demo", limits, address=address)
+                st.rerun()
+            except (jobs.JobError, ValueError) as exc:
+                st.error(markdown_text(exc))
     if run is None:
         st.info("Not measured on this device yet: the measurement runs as a background job, like a race.")
         return None
@@ -127,7 +228,7 @@ def _follow_demo(run_id: int) -> None:
     run = store().get_run(run_id)
     if run is None or run.finished:
         st.rerun()
-    st.info(f"Measuring: {jobs.describe(store(), run)}")
+    st.info(f"Measuring: {markdown_text(jobs.describe(store(), run))}")
 
 
 def wait_for_device() -> None:

@@ -2,12 +2,11 @@
 
 import streamlit as st
 
-from app_pages.common import run_view, show_reference, store, tick, visitor, wait_for_device
+from app_pages.common import board, host_limits, show_reference, store, tick, visitor, visitor_address, wait_for_device
 from app_pages.run_display import PHONE_TITLE_CSS, show_run
 from core.engine.spec import SpecError, validate
 from core.engine.zoo import MODELS
-from core.runs import jobs
-from core.runs.limits import load_host_limits
+from core.runs import jobs, shared_results
 from core.view.compare import race_name
 from core.view.race_form import (
     CHOICES,
@@ -15,16 +14,19 @@ from core.view.race_form import (
     default_spec,
     duration_note,
     form_spec,
+    notes_still_true,
     race_promise,
+    shared_result_text,
     spec_from_query,
     spec_to_query,
     unavailable_options,
     unavailable_summary,
 )
+from core.view.safe_text import markdown_text
 
 owner = visitor()
 caps = jobs.known_caps(store())
-limits = load_host_limits()
+limits = host_limits()  # None (said on the page) when the host's configuration is broken
 NUMBERS = {
     "batch_size": ("Batch size", 1, 65536),
     "epochs": ("Epochs", 1, 1000),
@@ -38,14 +40,20 @@ def set_form(values: dict) -> None:
 
 
 if "form_model" not in st.session_state:  # first render: the link's configuration over the device's defaults
-    initial, notes = spec_from_query(dict(st.query_params), default_spec(caps))
+    initial, st.session_state.link_notes = spec_from_query(dict(st.query_params), default_spec(caps), limits)
     set_form(initial.to_dict())
-    for note in notes:
-        st.warning(note)
+for note in notes_still_true(st.session_state.get("link_notes", []), st.session_state):  # until the field changes
+    st.warning(markdown_text(note.text))
 
 st.html(PHONE_TITLE_CSS)
 st.title("Eager vs torch.compile: the race")
 st.caption("Same model, same weights, same batches. Only torch.compile differs.")
+
+
+def follow(run_id: int) -> None:
+    st.session_state.followed = run_id
+    st.query_params["run"] = str(run_id)
+    st.session_state.race_form = False  # fold the form: the run's charts on the first screen
 
 
 def followed_run():
@@ -71,24 +79,30 @@ def choose(field: str, label: str, column, fmt=str, on_change=None) -> dict:
 
 def fold_and_launch(preset: dict | None = None) -> None:
     """Launch (or the preset's button): enqueue the form's race and fold the form away, so the run's
-    charts are on the first screen. Runs as the button's callback, before the page redraws."""
+    charts are on the first screen. Runs as the button's callback, before the page redraws. While
+    the queue is long, a host may show the same race finished recently instead (shared_results)."""
     if preset:
         set_form(preset)
     spec = form_spec(st.session_state)
+    if limits is None:
+        return  # the broken host configuration is said on the page
     try:
-        problems = validate(spec, caps) + limits.problems(spec)
+        problems = validate(spec, caps) + (limits.problems(spec) if limits else [])
         if problems:
             raise SpecError(problems)
-        run_id = jobs.enqueue(store(), spec, owner, limits=limits, caps=caps)
+        offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s) if caps else None
+        if offer is not None and shared_results.reuse_automatically(store(), offer, limits):
+            st.session_state.reuse_note = (offer.id, shared_result_text(offer))
+            follow(offer.id)
+            return
+        run_id = jobs.enqueue(store(), spec, owner, limits=limits, caps=caps, address=visitor_address(limits))
     except SpecError as exc:
         st.session_state.launch_error = "; ".join(str(p) for p in exc.problems)
         return
     except jobs.JobError as exc:
         st.session_state.launch_error = str(exc)
         return
-    st.session_state.followed = run_id
-    st.query_params["run"] = str(run_id)
-    st.session_state.race_form = False
+    follow(run_id)
 
 
 if "race_form" not in st.session_state:
@@ -120,31 +134,36 @@ with st.expander("Configure a race", key="race_form", on_change="rerun"):
     if not_here:
         st.caption(not_here)
 
-    problems = validate(spec, caps) + limits.problems(spec)
+    problems = validate(spec, caps) + (limits.problems(spec) if limits else [])
     for problem in problems:
         st.error(f"{problem.field.replace('_', ' ')}: {problem.message}")
     if caps is None:
         st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
         wait_for_device()
+    offer = None  # the same race, finished recently on this device: shown at once instead of measured again
+    if limits is not None and caps is not None and not problems:
+        offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s)
+    if offer is not None:
+        st.info(f"{markdown_text(shared_result_text(offer))}: show it, or measure again with Launch.")
+        st.button("Show it", key="show_shared", on_click=follow, args=(offer.id,))
     st.markdown(race_promise(spec, caps))
     if duration_note(spec):
         st.caption(duration_note(spec))
+    blocked_launch = bool(problems) or caps is None or limits is None
     with st.container(horizontal=True):
-        st.button(
-            "Launch", type="primary", disabled=bool(problems) or caps is None, on_click=fold_and_launch, key="launch"
-        )
+        st.button("Launch", type="primary", disabled=blocked_launch, on_click=fold_and_launch, key="launch")
         if not (caps and caps.cuda):
             st.button(
                 "CPU break-even demo (about 4 min)",
                 on_click=fold_and_launch,
                 args=(CPU_BREAK_EVEN_PRESET,),
-                disabled=caps is None,
+                disabled=caps is None or limits is None,
                 help="Launches pointwise_mlp for 3 x 500 steps: on 2 CPU cores compile pays for itself around "
                 "step 1,000.",
             )
 
 if "launch_error" in st.session_state:
-    st.error(st.session_state.pop("launch_error"))
+    st.error(st.session_state.pop("launch_error"))  # this app's own words, values from the checked form
 
 run = followed_run()
 polling = run is not None and not run.finished
@@ -153,20 +172,27 @@ polling = run is not None and not run.finished
 @st.fragment(run_every=1.0 if polling else None)
 def live(run_id: int) -> None:
     tick()
-    run = store().get_run(run_id)
-    if run is None:
+    me = visitor()  # read here: the browser's identity can arrive after the page first ran
+    snap = board().snapshot(run_id)  # shared by every viewer of this run in this process
+    if snap is not None and snap.run.owner == me:
+        snap = board().snapshot(run_id, fresh=True)  # the owner's view reads the store every refresh
+    if snap is None:
         st.info(f"Run {run_id} no longer exists.")
         return
+    run = snap.run
     if polling and run.finished:
         st.rerun()  # stop polling: redraw the page once with the final result
+    note = st.session_state.get("reuse_note")
+    if note and note[0] == run.id:
+        st.info(f"The queue is long, so this host shows the same race: {markdown_text(note[1])}.")
     top, cancel_col = st.columns([5, 1])
-    name = race_name(store().race_numbers([run.id]).get(run.id), run.id).capitalize()
-    top.progress(min(max(run.progress, 0.0), 1.0), text=f"{name}: {jobs.describe(store(), run)}")
-    me = visitor()  # read here: the tab's identity can arrive after the page first ran
+    name = race_name(snap.race_number, run.id).capitalize()
+    text = snap.derive("progress_text", lambda: f"{name}: {markdown_text(snap.state)}")
+    top.progress(min(max(run.progress, 0.0), 1.0), text=text)
     if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
         jobs.cancel(store(), run.id, me)
         st.rerun()
-    show_run(run, run_view(run), key="live")
+    show_run(run, snap, key="live")
     if run.finished:
         show_reference()
 

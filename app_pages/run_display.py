@@ -8,11 +8,13 @@ import time
 
 import streamlit as st
 
-from app_pages.common import store
+from app_pages.common import draw_chart, store, vega_spec
 from core.runs.store import Run
 from core.view import charts, story
-from core.view.live import RunView, memory_of, result_cards, run_summary
+from core.view.live import memory_of, result_cards
+from core.view.live_board import LiveSnapshot
 from core.view.race_form import expected_compile_estimate
+from core.view.safe_text import markdown_text
 
 # Compact cards: three to a row on a wide screen, two on a phone (Streamlit would stack all six),
 # with a smaller value font and labels that wrap instead of being cut, so the race chart is on the
@@ -64,7 +66,7 @@ def _device_of(run: Run) -> str:
     return str((run.environment or {}).get("device_name") or run.device_key)
 
 
-def show_words(run: Run, view: RunView, summary: dict, total: int | None) -> None:
+def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -> None:
     """What is happening now, or what the race says: never ahead of the data, never behind it."""
     counts = view.counts()
     if not run.finished and counts["compiled"] == 0:
@@ -75,16 +77,27 @@ def show_words(run: Run, view: RunView, summary: dict, total: int | None) -> Non
             live = live if isinstance(live, dict) else {}
             since = live.get("compile_started") or view.last_recorded_at.get("eager")
             elapsed = max(time.time() - float(since), 0.0) if since else None
-            phase = live.get("phase") if isinstance(live.get("phase"), str) else None
+            phase = markdown_text(live["phase"]) if isinstance(live.get("phase"), str) else None
             st.info(story.compiling_text(elapsed, expected, estimated, phase), icon=":material/hourglass_top:")
         else:
             st.markdown(f"**{story.eager_phase_text(counts['eager'], total, expected, estimated)}**")
         return
-    st.markdown(f"**{story.race_reading(summary, not run.finished, total, counts)}**")
+    reading = view.derive(("reading", total), lambda: story.race_reading(summary, not run.finished, total, counts))
+    # All this app's words and numbers, except a compile-skipped reason (torch's, or a bundle's): text.
+    st.markdown(f"**{markdown_text(reading) if summary.get('compile_skipped') else reading}**")
 
 
-def show_cards(summary: dict, run: Run, total: int | None) -> None:
-    cards = result_cards(summary, memory_of(run), total=total, running=not run.finished)
+def _memory(run: Run) -> dict:
+    """The run's peak memory figures, its kind (a bundle's text, shown in a tooltip) made inert."""
+    memory = memory_of(run)
+    return {**memory, "kind": markdown_text(memory["kind"]) if memory.get("kind") else memory.get("kind")}
+
+
+def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -> None:
+    def build() -> list:
+        return result_cards(summary, _memory(run), total=total, running=not run.finished)
+
+    cards = view.derive(("cards", total), build)  # once per snapshot for every viewer
     if all(card.value == "-" for card in cards):
         return  # nothing measured to compare yet (the eager run, the compile): six dashes only push the race down
     st.html(CARD_CSS)
@@ -101,16 +114,18 @@ def show_cards(summary: dict, run: Run, total: int | None) -> None:
             )
 
 
-def show_run(run: Run, view: RunView, key: str) -> None:
-    """Words, result cards and charts for one run, live or finished."""
+def show_run(run: Run, view: LiveSnapshot, key: str) -> None:
+    """Words, result cards and charts for one run, live or finished. What is derived from the
+    snapshot (reading, cards, charts ready for the browser) is built once per snapshot however many
+    sessions draw it (core.view.live_board)."""
     steps, epochs = view.frames()
     params = run.params or {}
     total = story.total_steps(params)
-    summary = run_summary(run, view)
+    summary = view.summary()  # the stored one when finished; else from the events so far
     if run.status == "failed":
-        st.error(f"Run failed: {run.error}. What was measured before it is kept below.")
+        st.error(f"Run failed: {markdown_text(run.error)}. What was measured before it is kept below.")
     show_words(run, view, summary, total)
-    show_cards(summary, run, total)
+    show_cards(summary, run, view, total)
     be = (
         {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
         if summary.get("break_even_step")
@@ -121,9 +136,13 @@ def show_run(run: Run, view: RunView, key: str) -> None:
     projection = view.projection() if faster and not be else None
     if projection:
         projection["label"] = story.projection_label(projection, running=not run.finished)
-    st.altair_chart(charts.cumulative_chart(steps, break_even=be, projection=projection), width="stretch")
+
+    def chart(name, build):
+        return view.derive(name, lambda: vega_spec(build()))  # converted once per snapshot
+
+    draw_chart(st, chart("cumulative", lambda: charts.cumulative_chart(steps, break_even=be, projection=projection)))
     if view.counts()["compiled"]:  # a lead needs both variants at the same step
-        st.altair_chart(charts.lead_chart(steps, break_even=be, projection=projection), width="stretch")
+        draw_chart(st, chart("lead", lambda: charts.lead_chart(steps, break_even=be, projection=projection)))
     left, right = st.columns(2)
     with left:
         log = st.toggle(
@@ -132,10 +151,10 @@ def show_run(run: Run, view: RunView, key: str) -> None:
             help="The default axis is cut just above the steady steps so their difference shows; "
             "this shows every step in full, the compile step included.",
         )
-        st.altair_chart(charts.step_time_chart(steps, log_scale=log), width="stretch")
-    right.altair_chart(charts.epoch_chart(epochs), width="stretch")
+        draw_chart(st, chart(("step_time", log), lambda: charts.step_time_chart(steps, log_scale=log)))
+    draw_chart(right, chart("epochs", lambda: charts.epoch_chart(epochs)))
     left, right = st.columns(2)
-    left.altair_chart(charts.loss_chart(steps), width="stretch")
+    draw_chart(left, chart("loss", lambda: charts.loss_chart(steps)))
     agreement = story.loss_agreement(steps)
     if agreement:
         right.markdown(f"**Loss**: {agreement}")

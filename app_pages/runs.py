@@ -11,6 +11,7 @@ from core.runs import jobs
 from core.runs.bundle import BundleError, export_bundle, import_bundle, parse_bundle
 from core.view import charts
 from core.view.compare import column_headings, comparison_labels, race_name, table_row
+from core.view.safe_text import markdown_text
 
 owner = visitor()
 tick()
@@ -56,7 +57,9 @@ if not table.empty:
     chosen = [r for r in runs if r.id in selected]
     if len(chosen) == 1:
         run = chosen[0]
-        st.subheader(f"{race_name(numbers.get(run.id), run.id).capitalize()}: {jobs.describe(store(), run)}")
+        st.subheader(
+            f"{race_name(numbers.get(run.id), run.id).capitalize()}: {markdown_text(jobs.describe(store(), run))}"
+        )
         show_run(run, run_view(run), key=f"runs_{run.id}")
     elif len(chosen) > 1:
         labels = comparison_labels(chosen, numbers)
@@ -93,4 +96,4 @@ if upload is not None and st.session_state.get("imported_name") != upload.name:
         number = store().race_numbers([new_id]).get(new_id)
         st.success(f"Imported as {race_name(number, new_id)}.")
     except BundleError as exc:
-        st.error(f"Not imported: {exc}")
+        st.error(f"Not imported: {markdown_text(exc)}")

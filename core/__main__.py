@@ -16,6 +16,7 @@ from typing import TextIO
 from core.engine.spec import BACKENDS, CACHES, DATA_SOURCES, DEVICES, MODES, PRECISIONS, RunSpec, SpecError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a program stopped by SIGPIPE (`... | head -1`)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -34,6 +35,25 @@ def run_id_arg(value: str) -> int:
     if not 1 <= number < 2**63:
         raise argparse.ArgumentTypeError(f"{value} is not a run id (from 1 to {2**63 - 1})")
     return number
+
+
+def row_limit(value: str) -> int:
+    """How many rows to list: a whole number SQLite can hold."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of rows") from None
+    if not 1 <= number < 2**63:
+        raise argparse.ArgumentTypeError(f"{value} rows: give a whole number from 1 to {2**63 - 1}")
+    return number
+
+
+def say(text: str, file: TextIO | None = None) -> None:
+    """Print text that holds stored data (a bundle's device name, a run's error) with its control
+    characters removed, so a terminal shows it and obeys none of it."""
+    from core.view.safe_text import terminal_text
+
+    print(terminal_text(text, one_line=False), file=file or sys.stdout)
 
 
 def _dynamic(value: str) -> bool | None:
@@ -274,12 +294,14 @@ def progress_bar(fraction: float, width: int = 30) -> str:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from core.runs import jobs
+    from core.runs.limits import load_host_limits
 
     store = open_store(args)
     try:
+        limits = load_host_limits()  # before anything runs: a broken configuration is said at once
         spec = spec_from_args(args)
         caps = jobs.ensure_probe(store, owner=args.owner, wait_s=60)
-        run_id = jobs.enqueue(store, spec, args.owner, caps=caps)
+        run_id = jobs.enqueue(store, spec, args.owner, limits=limits, caps=caps)
     except SpecError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -301,13 +323,14 @@ def follow(store, run_id: int, args: argparse.Namespace) -> int:
     """Follow a run to its end with a progress bar on stderr, ticking the queue meanwhile."""
     from core.runs import jobs
     from core.view.report import summary_table
+    from core.view.safe_text import terminal_text
 
     stream = sys.stderr
     last = ""
     while True:
         jobs.tick(store)
         run = store.get_run(run_id)
-        line = f"run {run_id} {progress_bar(run.progress)} {jobs.describe(store, run)}"
+        line = f"run {run_id} {progress_bar(run.progress)} {terminal_text(jobs.describe(store, run))}"
         if line != last:
             stream.write(("\r\033[K" + line) if stream.isatty() else line + "\n")
             stream.flush()
@@ -317,16 +340,19 @@ def follow(store, run_id: int, args: argparse.Namespace) -> int:
         time.sleep(0.5)
     if stream.isatty():
         stream.write("\n")
-    if run.summary:
-        print(json.dumps(stored_result(run), default=float) if args.json else summary_table(stored_result(run)))
+    if run.summary and args.json:
+        print(json.dumps(stored_result(run), default=float))
+    elif run.summary:
+        say(summary_table(stored_result(run)))
     if run.status == "failed":
-        print(f"error: run {run_id} failed: {run.error}", file=sys.stderr)
+        say(f"error: run {run_id} failed: {run.error}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_CANCELLED if run.status == "cancelled" else EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from core.runs import jobs
+    from core.runs.identity import shown_owner
 
     store = open_store(args)
     jobs.tick(store)
@@ -335,15 +361,18 @@ def cmd_status(args: argparse.Namespace) -> int:
         if run is None:
             print(f"error: there is no run {args.run_id}", file=sys.stderr)
             return EXIT_USAGE
-        print(f"run {run.id} ({run.kind}, owner {run.owner}, {run.device_key}): {jobs.describe(store, run)}")
+        # An owner's whole token would let anyone with a shell cancel or delete that visitor's runs.
+        say(f"run {run.id} ({run.kind}, owner {shown_owner(run.owner)}, {run.device_key}): {jobs.describe(store, run)}")
         if run.summary and run.summary.get("reading"):
-            print(run.summary["reading"])
+            say(run.summary["reading"])
         return EXIT_OK
     active = store.list_runs(status=("queued", "starting", "running"))
     if not active:
         print("nothing queued or running")
+    if store.queue_paused():
+        print("the queue is paused by the host: queued jobs wait")
     for run in reversed(active):
-        print(f"run {run.id:>5}  {run.device_key:<8} {run.owner:<16} {jobs.describe(store, run)}")
+        say(f"run {run.id:>5}  {run.device_key:<8} {shown_owner(run.owner):<16} {jobs.describe(store, run)}")
     return EXIT_OK
 
 
@@ -374,6 +403,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from core.view.live import run_row
     from core.view.report import fmt_seconds, fmt_speedup
+    from core.view.safe_text import terminal_text
 
     runs = open_store(args).list_runs(kind="race", limit=args.limit)
     if args.json:
@@ -385,8 +415,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     )
     for r in runs:
         row, s = run_row(r), r.summary or {}
+        row = {k: terminal_text(v) if isinstance(v, str) else v for k, v in row.items()}  # a bundle's text
         be = f"step {s['break_even_step']}" if s.get("break_even_step") else (s.get("break_even_reason") or "-")
-        print(
+        say(
             f"{row['id']:>5}  {row['status'] + ('*' if r.imported else ''):<10}{row['created']:<17}{row['device']:<9}"
             f"{row['model']:<19}{row['batch_size']:>6}  {row['precision']:<9}{row['mode']:<12}"
             f"{fmt_seconds(s.get('first_epoch_overhead_s'), signed=True):>10}{fmt_speedup(s.get('steady_state_speedup')):>9}  {be}"
@@ -406,8 +437,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     text = json.dumps(bundle, indent=1)
     if args.output:
-        with open(args.output, "w") as fh:
-            fh.write(text)
+        try:
+            with open(args.output, "w") as fh:
+                fh.write(text)
+        except OSError as exc:
+            print(f"error: cannot write {args.output}: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"run {args.run_id} exported to {args.output}")
     else:
         print(text)
@@ -472,7 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("run_id", type=run_id_arg)
         p.set_defaults(func=func)
     runs = store_parser("runs", "table of stored races")
-    runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--limit", type=row_limit, default=50, help="how many of the newest runs (50)")
     runs.add_argument("--json", action="store_true")
     runs.set_defaults(func=cmd_runs)
     export = store_parser("export", "write a run as a JSON bundle (spec, environment, events, summary)")
@@ -496,8 +531,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.runs.store import StoreError
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        code = args.func(args)
+        sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # `python -m core status | head -1`: the reader has what it wanted. Point stdout at
+        # /dev/null so the interpreter's own flush at exit does not complain, and stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    return code
 
 
 if __name__ == "__main__":

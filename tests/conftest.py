@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -73,6 +74,17 @@ def sleepers(monkeypatch):
             start_new_session=True,
         )
         procs.append(proc)
+        # Until the child has exec'd, /proc shows the parent's command line and the queue's liveness
+        # check (jobs.pid_alive) would call the "worker" dead: on a busy machine that is tens of ms.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
+                    if b"core.runs.worker" in fh.read():
+                        break
+            except OSError:
+                break  # no /proc here: nothing to wait for
+            time.sleep(0.005)
         return proc.pid
 
     from core.runs import jobs

@@ -45,9 +45,15 @@ def require_browser():
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
+def e2e_data(tmp_path_factory):
+    """The served app's data directory (its store is data / "store.sqlite3")."""
+    return tmp_path_factory.mktemp("e2e-data")
+
+
+@pytest.fixture(scope="module")
+def app_url(e2e_data):
     require_browser()
-    data = tmp_path_factory.mktemp("e2e-data")
+    data = e2e_data
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -282,3 +288,55 @@ def test_fusion_is_measured_past_the_cache_with_its_spread_and_a_verdict(app_url
     wait_until(lambda: phone.locator(selector).count() > 0, timeout=30)
     time.sleep(3)
     screenshot(phone, "under-the-hood-fusion-phone.png", selector)
+
+
+def test_a_bundle_with_markdown_in_its_error_shows_it_as_text(app_url, e2e_data, page):
+    """An imported run whose error is markdown: the browser shows the characters, fetches no image
+    and offers no link."""
+    from core.runs.bundle import export_bundle, import_bundle
+    from core.runs.store import Store
+
+    hostile = "![x](http://127.0.0.1:9/pixel.png) [click me](http://127.0.0.1:9/phish)"
+    store = Store(str(e2e_data / "store.sqlite3"))
+    source = Store(str(e2e_data / "source.sqlite3"))
+    run = source.create_run("race", {"model": "mlp", "batch_size": 8, "epochs": 1, "steps_per_epoch": 2}, "x", "cpu")
+    source.append_events(run, [dict(kind="step", variant="eager", phase="train", epoch=1, step=1, time_s=0.1)])
+    source.finish_run(run, "failed", error=hostile, environment={"device_type": "cpu", "device_name": hostile})
+    run_id = import_bundle(store, export_bundle(source, run), "someone")
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(f"{app_url}/?run={run_id}")
+    wait_until(lambda: page.get_by_text("Run failed:", exact=False).count() > 0, timeout=30)
+    alert = page.get_by_text("Run failed:", exact=False).first.inner_text().replace("\u2060", "")
+    assert hostile in alert  # the characters themselves (word joiners, invisible, keep GFM from linking URLs)
+    assert page.locator("a[href*='phish']").count() == 0 and page.locator("img[src*='pixel']").count() == 0
+    wait_until(lambda: re.fullmatch(r"Race \d+: failed: " + re.escape(hostile), status(page).replace("\u2060", "")), 30)
+    assert not [url for url in requested if "pixel" in url or "phish" in url]
+
+
+def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_url):
+    """The identity lives in the browser, not the tab: a second tab follows (and may cancel) the
+    first tab's run; the same link opened in another browser (a fresh profile) shows it without Cancel."""
+    from playwright.sync_api import sync_playwright
+
+    config = "model=mlp&batch_size=64&epochs=1&steps_per_epoch=100000&backend=eager"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        visitor = browser.new_context(viewport={"width": 1280, "height": 720})
+        first = visitor.new_page()
+        first.goto(f"{app_url}/?{config}")
+        first.get_by_role("button", name="Launch").click()
+        wait_until(lambda: re.match(r"Race \d+: ", status(first)), timeout=30)
+        race, run_id = status(first).split(":")[0], run_id_of(first)
+        second = visitor.new_page()  # another tab of the same browser, without the run in its link
+        second.goto(app_url)
+        wait_until(lambda: status(second).startswith(f"{race}:"), timeout=60)
+        wait_until(lambda: second.get_by_role("button", name="Cancel").count() == 1, timeout=60)
+        stranger = browser.new_context().new_page()  # someone else's browser, given the link
+        stranger.goto(f"{app_url}/?run={run_id}")
+        wait_until(lambda: status(stranger).startswith(f"{race}:"), timeout=30)
+        time.sleep(2)  # the browser has told the app who it is by now
+        assert stranger.get_by_role("button", name="Cancel").count() == 0
+        second.get_by_role("button", name="Cancel").click()  # the second tab may cancel the first tab's run
+        wait_until(lambda: "cancelled" in status(first), timeout=30)
+        browser.close()

@@ -113,6 +113,7 @@ for layer_module in ("core.view",):
         __import__(info.name)
 import core.engine.explain, core.engine.explain.params, core.engine.spec, core.engine.zoo, core.engine.analysis
 import core.runs.bundle, core.runs.jobs, core.runs.limits, core.runs.store
+import core.runs.admin, core.runs.identity, core.runs.shared_results
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """
 

@@ -7,6 +7,7 @@ import pytest
 from conftest import AMPERE, CPU, VOLTA
 
 from core.engine.spec import DeviceCaps, RunSpec, validate
+from core.runs.limits import HostLimits
 from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_PRESET,
@@ -16,6 +17,7 @@ from core.view.race_form import (
     estimate_seconds,
     expected_compile_estimate,
     form_spec,
+    notes_still_true,
     race_promise,
     spec_from_query,
     spec_to_query,
@@ -215,19 +217,61 @@ def test_an_unparseable_link_value_is_skipped_with_a_note_naming_the_field(name,
     restored, notes = spec_from_query({name: raw, "model": "mlp"}, base)
     assert getattr(restored, name) == getattr(base, name)
     assert restored.model == "mlp"  # the rest of the link still applies
-    assert len(notes) == 1 and name in notes[0] and repr(raw) in notes[0]
+    assert len(notes) == 1 and notes[0].field == name and repr(raw) in notes[0].text
+    assert notes[0].value == getattr(base, name)  # the note stays while the field keeps the value it reports
 
 
 def test_fullgraph_none_in_a_link_is_skipped_with_a_note_since_fullgraph_is_true_or_false():
     restored, notes = spec_from_query({"fullgraph": "none"}, RunSpec())
     assert restored.fullgraph is False
-    assert len(notes) == 1 and "fullgraph" in notes[0]
+    assert len(notes) == 1 and "fullgraph" in notes[0].text
 
 
 def test_a_choice_the_app_does_not_know_is_skipped_with_a_note():
     restored, notes = spec_from_query({"precision": "fp64", "model": "nope"}, RunSpec())
     assert restored.precision == "fp32" and restored.model == RunSpec().model
-    assert sorted(notes) == ["ignored model='nope' from the link", "ignored precision='fp64' from the link"]
+    assert sorted(n.text for n in notes) == [
+        "ignored model='nope' from the link",
+        "ignored precision='fp64' from the link",
+    ]
+
+
+@pytest.mark.parametrize(
+    "name, raw, expected, words",
+    [
+        ("batch_size", "1000000000", 65536, "above the largest allowed (65536)"),
+        ("epochs", "0", 1, "below the smallest allowed (1)"),
+        ("steps_per_epoch", "-5", 1, "below the smallest allowed (1)"),
+        ("seed", str(2**40), 2**31 - 1, "above the largest allowed"),
+        ("batch_size", "99999999999999999999999", 65536, "above the largest allowed"),
+    ],
+)
+def test_a_link_value_out_of_range_moves_to_the_nearest_allowed_with_a_note(name, raw, expected, words):
+    restored, notes = spec_from_query({name: raw}, RunSpec())
+    assert getattr(restored, name) == expected
+    assert [(n.field, n.value) for n in notes] == [(name, expected)]
+    assert f"{name}={raw} from the link is {words}" in notes[0].text and notes[0].text.endswith(f"using {expected}")
+
+
+def test_a_link_value_over_the_hosts_limit_moves_to_the_limit_and_says_whose():
+    limits = HostLimits(max_batch_size=256, max_epochs=5)
+    restored, notes = spec_from_query(
+        {"batch_size": "1000000000", "epochs": "9", "steps_per_epoch": "7"}, RunSpec(), limits
+    )
+    assert (restored.batch_size, restored.epochs, restored.steps_per_epoch) == (256, 5, 7)
+    assert [n.text for n in notes] == [
+        "batch_size=1000000000 from the link is above this host's limit (256): using 256",
+        "epochs=9 from the link is above this host's limit (5): using 5",
+    ]
+    assert validate(restored, CPU) == [] and limits.problems(restored) == []
+
+
+def test_link_notes_stay_until_the_visitor_changes_that_field():
+    _, notes = spec_from_query({"batch_size": "1000000000", "epochs": "0"}, RunSpec())
+    state = {"form_batch_size": 65536, "form_epochs": 1}
+    assert notes_still_true(notes, state) == notes  # a rerun changes nothing: both still shown
+    state["form_epochs"] = 3
+    assert [n.field for n in notes_still_true(notes, state)] == ["batch_size"]
 
 
 def test_parameters_outside_the_form_are_ignored():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sqlite3
 import time
 from typing import Any
 
@@ -106,7 +107,10 @@ def import_bundle(store: Store, data: dict[str, Any], owner: str) -> int:
     """Validate and store a bundle as a new imported run; returns its id. Writes nothing on error."""
     run_fields, events = validate_bundle(data)
     run_fields.update(owner=owner, imported=1, device_key="imported", phase=run_fields["status"])
-    return store.import_run(run_fields, events)
+    try:
+        return store.import_run(run_fields, events)
+    except sqlite3.IntegrityError as exc:  # validation should have caught it; still a message, not a traceback
+        raise BundleError(f"the store refused the bundle ({exc}); nothing was imported") from None
 
 
 def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -199,7 +203,8 @@ def _event(e: Any, where: str) -> dict[str, Any]:
         "eval_time_s": _number(e.get("eval_time_s"), f"{where}.eval_time_s", 0, 1e6, optional=True),
         "loss": _number(e.get("loss"), f"{where}.loss", -MAX_NUMBER, MAX_NUMBER, optional=True),
         "samples": _integer(e.get("samples"), f"{where}.samples", 0, 10**9, optional=True),
-        "recorded_at": _number(e.get("recorded_at"), f"{where}.recorded_at", 0, time.time() + 86400, optional=True),
+        # Required: the store keeps when every event was recorded (a bundle without it was not exported here).
+        "recorded_at": _number(e.get("recorded_at"), f"{where}.recorded_at", 0, time.time() + 86400),
         "note": _note(e.get("note"), f"{where}.note"),
     }
 

@@ -138,7 +138,7 @@ def ensure_probe(store: Store, owner: str = "system", wait_s: float = 0.0) -> De
         if r.host in (None, HOST) and (not r.finished or (r.finished_at or 0) > time.time() - PROBE_RETRY_S)
     ]
     if not recent:  # none waiting, running, or failed a moment ago: probe (again)
-        enqueue(store, {}, owner, kind="probe")
+        enqueue(store, {}, owner, kind="probe", limits=HostLimits())  # even when the host's config is broken
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         time.sleep(0.2)
@@ -156,9 +156,12 @@ def enqueue(
     kind: str = "race",
     limits: HostLimits | None = None,
     caps: DeviceCaps | None = None,
+    address: str | None = None,
 ) -> int:
     """Validate and queue a job; returns its run id. Raises SpecError (bad input, over a host
-    limit) or JobError (queue full) without writing anything."""
+    limit) or JobError (queue full) without writing anything. `address`: the visitor's client
+    address where the host limits by it (core.runs.identity); the per-person limit then counts
+    every job from that address too."""
     if kind not in JOB_KINDS:
         raise JobError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}")
     job = JOB_KINDS[kind]
@@ -179,11 +182,15 @@ def enqueue(
                     f"the queue is full ({waiting} jobs waiting; this host allows {limits.max_queue_length}): try again later"
                 )
             mine = c.execute(
-                "SELECT COUNT(*) FROM runs WHERE owner = ? AND status IN ('queued', 'starting', 'running')", (owner,)
+                "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (? IS NOT NULL AND client = ?)) "
+                "AND status IN ('queued', 'starting', 'running')",
+                (owner, address, address),
             ).fetchone()[0]
             if limits.max_queued_per_owner is not None and mine >= limits.max_queued_per_owner:
                 raise JobError(
-                    f"you already have {mine} jobs queued or running; this host allows {limits.max_queued_per_owner} per person"
+                    f"you already have {mine} jobs queued or running"
+                    + (" (counting every browser at your address)" if address else "")
+                    + f"; this host allows {limits.max_queued_per_owner} per person"
                 )
         run_id = store._insert_run(
             c,
@@ -197,6 +204,7 @@ def enqueue(
                 "created_at": time.time(),
                 "time_limit_s": limits.job_time_limit_s,
                 "host": HOST if kind == "probe" else None,
+                "client": address,
             },
         )
     tick(store)
@@ -276,6 +284,7 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
     gpu_lanes = [lane for lane in device_lanes(caps) if lane.startswith("cuda:")] or ["cuda:0"]
     now = time.time()
     started: list[tuple[int, str]] = []
+    paused = store.queue_paused()  # the host's admin paused it: only the device probe may start
     with store.transaction(immediate=True) as c:
         busy = {
             row[0] for row in c.execute("SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running')")
@@ -285,7 +294,7 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
             if key == PROBE_DEVICE_KEY:
                 if key in busy or (caps is not None and busy):
                     continue
-            elif PROBE_DEVICE_KEY in busy and caps is not None:
+            elif paused or (PROBE_DEVICE_KEY in busy and caps is not None):
                 continue
             elif key == ANY_GPU:
                 free = [lane for lane in gpu_lanes if lane not in busy]
@@ -435,7 +444,8 @@ def compile_skipped(run: Run) -> str | None:
 def describe(store: Store, run: Run) -> str:
     """The run's state as a person reads it: 'queued (position 2)', 'compiled epoch 2/3', ..."""
     if run.status == "queued":
-        return f"queued (position {queue_position(store, run.id)})"
+        paused = "; the host has paused the queue" if store.queue_paused() else ""
+        return f"queued (position {queue_position(store, run.id)}{paused})"
     skipped = compile_skipped(run)
     suffix = f" (compile did not happen: {skipped})" if skipped else ""
     if run.status in ACTIVE_STATES:

@@ -2,15 +2,25 @@
 
 A policy of the queue, not of a race: the engine validates whether a spec *can* run; these say
 whether this host *allows* it. Read from the environment or a TOML file, checked at enqueue.
+Every value is checked when it is read: a malformed file or a nonsense value (a negative batch
+size, an infinite time limit, an empty list of models) is a ConfigError naming the setting, never
+a silent default and never a traceback.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.spec import Problem, RunSpec
+from core.engine.spec import MODES, Problem, RunSpec
+from core.engine.zoo import MODELS
+
+
+class ConfigError(ValueError):
+    """The host's configuration cannot be used; the message names the setting and what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,15 @@ class HostLimits:
     max_queued_per_owner: int | None = None
     max_queue_length: int | None = None
     job_time_limit_s: float | None = 3600.0
+    # Per visitor means per browser; with limit_by_address, also every browser from one client
+    # address together (the connection's address, or address_header set by the host's proxy).
+    limit_by_address: bool = False
+    address_header: str | None = None
+    # Shared results: a race this device finished within reuse_within_s is offered instead of a new
+    # measurement (None: any age; 0: never); with auto_reuse_queue_length jobs or more waiting, it is
+    # shown without asking.
+    reuse_within_s: float | None = 3600.0
+    auto_reuse_queue_length: int | None = None
 
     def problems(self, spec: RunSpec) -> list[Problem]:
         """Every limit `spec` exceeds, each saying the limit."""
@@ -60,43 +79,133 @@ class HostLimits:
         return p
 
 
+def _whole_number(value: Any, low: int = 1) -> int:
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"must be a whole number of at least {low}")
+    return value
+
+
+def _seconds(value: Any, low: float = 0.0, inclusive: bool = False) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError("must be a number of seconds") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError("must be a finite number of seconds")
+    if value < low or (value == low and not inclusive):
+        raise ValueError(f"must be {'at least' if inclusive else 'more than'} {low:g} seconds")
+    return float(value)
+
+
+def _names(value: Any, known: tuple[str, ...] | dict, what: str) -> tuple[str, ...]:
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"must be a list of {what} names")
+    names = tuple(n.strip() for n in names if n.strip())
+    if not names:
+        raise ValueError(f"is empty: name at least one {what}, or say none for no restriction")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"names unknown {what}s ({', '.join(unknown)}); known: {', '.join(known)}")
+    return names
+
+
+def _model_names(value: Any) -> tuple[str, ...]:
+    return _names(value, MODELS, "model")
+
+
+def _mode_names(value: Any) -> tuple[str, ...]:
+    return _names(value, MODES, "mode")
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    words = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+    if isinstance(value, str) and value.strip().lower() in words:
+        return words[value.strip().lower()]
+    raise ValueError("must be true or false")
+
+
+def _header_name(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9-]{1,64}", value.strip()):
+        raise ValueError("must be an HTTP header name, like X-Forwarded-For")
+    return value.strip()
+
+
 _LIMIT_PARSERS = {
-    "allowed_models": lambda v: tuple(m.strip() for m in (v.split(",") if isinstance(v, str) else v) if m.strip()),
-    "allowed_modes": lambda v: tuple(m.strip() for m in (v.split(",") if isinstance(v, str) else v) if m.strip()),
-    "max_batch_size": int,
-    "max_steps": int,
-    "max_epochs": int,
-    "max_queued_per_owner": int,
-    "max_queue_length": int,
-    "job_time_limit_s": float,
+    "allowed_models": _model_names,
+    "allowed_modes": _mode_names,
+    "max_batch_size": _whole_number,
+    "max_steps": _whole_number,
+    "max_epochs": _whole_number,
+    "max_queued_per_owner": _whole_number,
+    "max_queue_length": _whole_number,
+    "job_time_limit_s": _seconds,
+    "limit_by_address": _flag,
+    "address_header": _header_name,
+    "reuse_within_s": lambda v: _seconds(v, inclusive=True),
+    "auto_reuse_queue_length": _whole_number,
 }
+_NOT_REMOVABLE = ("limit_by_address",)  # a switch, not a limit: true or false
+CONFIG_TABLES = ("limits",)
+
+
+def _describe(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
 
 
 def load_host_limits(environ: dict[str, str] | None = None) -> HostLimits:
     """Limits from COMPILE_LAB_CONFIG's [limits] table, overridden by COMPILE_LAB_<KEY> variables.
 
-    A value that does not parse is an error naming the setting, not a silent default.
+    Raises ConfigError, naming the file or variable and the setting, for anything it cannot use.
     """
     env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
+    values: dict[str, tuple[Any, str]] = {}  # key -> (value, where it came from)
     config = env.get("COMPILE_LAB_CONFIG")
     if config:
-        import tomllib
-
-        with open(config, "rb") as fh:
-            values.update(tomllib.load(fh).get("limits", {}))
+        for key, value in _read_config_file(config).items():
+            values[key] = (value, f"{key} in [limits] of {config}")
     for key in _LIMIT_PARSERS:
-        if f"COMPILE_LAB_{key.upper()}" in env:
-            values[key] = env[f"COMPILE_LAB_{key.upper()}"]
+        name = f"COMPILE_LAB_{key.upper()}"
+        if name in env:
+            values[key] = (env[name], name)
     parsed: dict[str, Any] = {}
-    for key, value in values.items():
+    for key, (value, where) in values.items():
         if key not in _LIMIT_PARSERS:
-            raise ValueError(f"unknown limit {key!r} in configuration; known: {', '.join(_LIMIT_PARSERS)}")
-        if value in ("", "none", None):
+            raise ConfigError(f"{where}: unknown setting; known: {', '.join(_LIMIT_PARSERS)}")
+        if isinstance(value, str) and value.strip().lower() == "none" and key not in _NOT_REMOVABLE:
             parsed[key] = None
             continue
+        if isinstance(value, str) and not value.strip() and key not in ("allowed_models", "allowed_modes"):
+            raise ConfigError(f"{where} is empty: give a value, or none for no limit")
         try:
             parsed[key] = _LIMIT_PARSERS[key](value)
-        except (TypeError, ValueError):
-            raise ValueError(f"limit {key} must be a number (got {value!r})") from None
+        except ValueError as exc:
+            raise ConfigError(f"{where} {exc} (got {_describe(value)})") from None
     return HostLimits(**parsed)
+
+
+def _read_config_file(path: str) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the host configuration {path} (COMPILE_LAB_CONFIG): {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"the host configuration {path} is not valid TOML: {exc}") from None
+    unknown = [key for key in data if key not in CONFIG_TABLES]
+    if unknown:
+        raise ConfigError(
+            f"the host configuration {path} has unknown settings ({', '.join(unknown)}); "
+            f"known tables: {', '.join(f'[{t}]' for t in CONFIG_TABLES)}"
+        )
+    limits = data.get("limits", {})
+    if not isinstance(limits, dict):
+        raise ConfigError(f"limits in {path} must be a [limits] table of settings (got {_describe(limits)})")
+    return limits

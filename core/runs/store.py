@@ -19,7 +19,7 @@ from typing import Any
 
 from core.engine.spec import data_home
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 30_000
 FINAL_STATES = ("done", "failed", "cancelled")
 ACTIVE_STATES = ("starting", "running")
@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS runs (
     summary TEXT,                       -- JSON
     details TEXT,                       -- JSON: compile stats, per-variant memory, ...
     error TEXT,
-    imported INTEGER NOT NULL DEFAULT 0
+    imported INTEGER NOT NULL DEFAULT 0,
+    client TEXT                         -- a visitor's address, kept only where host limits count by it
 );
 CREATE INDEX IF NOT EXISTS runs_queue ON runs (status, device_key, id);
 CREATE TABLE IF NOT EXISTS events (
@@ -70,13 +71,16 @@ CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, id);
 
 RUN_COLUMNS = (
     "id kind params owner device_key status phase progress created_at started_at finished_at heartbeat_at "
-    "pid host time_limit_s cancel_requested environment summary details error imported"
+    "pid host time_limit_s cancel_requested environment summary details error imported client"
 ).split()
 JSON_COLUMNS = ("params", "environment", "summary", "details")
 EVENT_COLUMNS = "id run_id kind variant phase epoch step time_s eval_time_s loss samples recorded_at note".split()
 # Each version's change to a store written by the one before it (additive only, so a store keeps
 # every run it holds).
-MIGRATIONS = {2: ("ALTER TABLE events ADD COLUMN note TEXT",)}
+MIGRATIONS = {
+    2: ("ALTER TABLE events ADD COLUMN note TEXT",),
+    3: ("ALTER TABLE runs ADD COLUMN client TEXT",),  # the address host limits count a visitor by, if asked
+}
 
 
 def default_store_path() -> str:
@@ -109,10 +113,15 @@ class Run:
     details: dict[str, Any] | None
     error: str | None
     imported: int
+    client: str | None = None
 
     @property
     def finished(self) -> bool:
         return self.status in FINAL_STATES
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened (a folder, not a database, unreadable): a message for a person."""
 
 
 class Store:
@@ -120,9 +129,26 @@ class Store:
 
     def __init__(self, path: str | None = None):
         self.path = os.path.abspath(path or default_store_path())
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self._conn = self._connect()
-        self._migrate()
+        if os.path.isdir(self.path):
+            raise StoreError(f"store {self.path} is a folder: name a file (it is created if missing)")
+        self._conn: sqlite3.Connection | None = None
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._conn = self._connect()
+            self._migrate()
+        except StoreError:
+            self._close_quietly()
+            raise
+        except (OSError, sqlite3.OperationalError) as exc:  # permissions, a missing drive, a locked file
+            self._close_quietly()
+            raise StoreError(f"cannot use the store {self.path}: {exc}") from None
+        except sqlite3.DatabaseError as exc:  # "file is not a database"
+            self._close_quietly()
+            raise StoreError(f"{self.path} is not a Compile Lab store ({exc})") from None
+
+    def _close_quietly(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
@@ -149,6 +175,9 @@ class Store:
         self._conn.execute("COMMIT")
 
     def _migrate(self) -> None:
+        tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "meta" not in tables:  # another program's database: leave it alone
+            raise StoreError(f"{self.path} is a SQLite database but not a Compile Lab store")
         self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
         with self.transaction(immediate=True) as c:
             row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -157,7 +186,7 @@ class Store:
                 return
             version = int(row["value"])
             if version > SCHEMA_VERSION:
-                raise RuntimeError(
+                raise StoreError(
                     f"store {self.path} has schema version {row['value']}, newer than this Compile Lab "
                     f"({SCHEMA_VERSION}): upgrade Compile Lab or use another store"
                 )
@@ -166,6 +195,20 @@ class Store:
                     c.execute(statement)
             if version < SCHEMA_VERSION:
                 c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+    # -- settings the host changes at run time ------------------------------------------------
+
+    def queue_paused(self) -> bool:
+        """Whether the host paused the queue (jobs wait; nothing new starts)."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'queue_paused'").fetchone()
+        return row is not None and row[0] == "1"
+
+    def set_queue_paused(self, paused: bool) -> None:
+        self._conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('queue_paused', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            ("1" if paused else "0",),
+        )
 
     # -- runs ---------------------------------------------------------------------------------
 

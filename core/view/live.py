@@ -113,6 +113,10 @@ class RunView:
             "compiled_step_s": found.compiled_step_s,
         }
 
+    def events(self) -> list[dict[str, Any]]:
+        """Every event read so far (a copy: later polls do not change it)."""
+        return [*self._steps, *self._epochs]
+
 
 def run_summary(run: Run, view: RunView) -> dict[str, Any]:
     """The summary a page shows: the stored one when the run is finished, else computed from the

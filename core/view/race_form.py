@@ -5,12 +5,18 @@ device can run (and why not), a rough duration, and the configuration as URL que
 from __future__ import annotations
 
 import dataclasses
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from core.engine.spec import (
     BACKENDS,
     CACHES,
     DATA_SOURCES,
+    MAX_BATCH_SIZE,
+    MAX_EPOCHS,
+    MAX_INPUT_SIZE,
+    MAX_STEPS_PER_EPOCH,
     MODES,
     PRECISIONS,
     DeviceCaps,
@@ -20,6 +26,7 @@ from core.engine.spec import (
 )
 from core.engine.zoo import MODELS
 from core.runs.limits import HostLimits
+from core.runs.store import Run
 
 # The fields the form shows, in the order a person decides them.
 FORM_FIELDS = ("model", "batch_size", "precision", "mode", "backend", "epochs", "steps_per_epoch", "data", "cache")
@@ -156,11 +163,44 @@ def spec_to_query(spec: RunSpec) -> dict[str, str]:
     return out
 
 
-def spec_from_query(query: dict[str, str], base: RunSpec) -> tuple[RunSpec, list[str]]:
-    """Apply query parameters over `base`; values that do not parse are skipped with a note."""
+# The whole numbers a link may set, and the range the form accepts for each.
+NUMBER_RANGES: dict[str, tuple[int, int]] = {
+    "batch_size": (1, MAX_BATCH_SIZE),
+    "epochs": (1, MAX_EPOCHS),
+    "steps_per_epoch": (1, MAX_STEPS_PER_EPOCH),
+    "eval_steps": (0, MAX_STEPS_PER_EPOCH),
+    "image_size": (1, MAX_INPUT_SIZE),
+    "seed": (0, 2**31 - 1),
+}
+
+
+@dataclass(frozen=True)
+class LinkNote:
+    """What the page did with one value of a link it could not take as it was: `field` was set to
+    `value` instead. The page keeps showing it while the field still holds that value."""
+
+    field: str
+    value: Any
+    text: str
+
+
+def number_range(name: str, limits: HostLimits | None = None) -> tuple[int, int, bool]:
+    """(lowest, highest, whether the highest is the host's limit) for a whole-number field."""
+    low, high = NUMBER_RANGES[name]
+    host = {"batch_size": "max_batch_size", "epochs": "max_epochs"}.get(name)
+    host_max = getattr(limits, host) if limits is not None and host else None
+    if host_max is not None and host_max < high:
+        return low, max(low, host_max), True
+    return low, high, False
+
+
+def spec_from_query(
+    query: dict[str, str], base: RunSpec, limits: HostLimits | None = None
+) -> tuple[RunSpec, list[LinkNote]]:
+    """Apply query parameters over `base`. A value that does not parse is skipped, and a number out
+    of range (the form's, or this host's limit) is moved to the nearest one allowed: each with a note."""
     values: dict[str, Any] = {}
-    notes: list[str] = []
-    types = {f.name: f.type for f in dataclasses.fields(RunSpec)}
+    notes: list[LinkNote] = []
     for name in _QUERY_FIELDS:
         if name not in query:
             continue
@@ -170,15 +210,28 @@ def spec_from_query(query: dict[str, str], base: RunSpec) -> tuple[RunSpec, list
                 values[name] = {"true": True, "false": False, "none": None}[raw.lower()]
             elif name == "fullgraph":
                 values[name] = {"true": True, "false": False}[raw.lower()]
-            elif "int" in str(types[name]):
-                values[name] = int(raw)
+            elif name in NUMBER_RANGES:
+                number = int(raw)
+                low, high, by_host = number_range(name, limits)
+                values[name] = min(max(number, low), high)
+                if values[name] != number:
+                    limit = "this host's limit" if by_host else "the largest allowed"
+                    side = f"above {limit}" if number > high else "below the smallest allowed"
+                    text = f"{name}={raw} from the link is {side} ({values[name]}): using {values[name]}"
+                    notes.append(LinkNote(name, values[name], text))
             elif name in CHOICES and raw not in CHOICES[name]:
                 raise ValueError(raw)
             else:
                 values[name] = raw
         except (KeyError, ValueError):
-            notes.append(f"ignored {name}={raw!r} from the link")
+            notes.append(LinkNote(name, getattr(base, name), f"ignored {name}={raw!r} from the link"))
     return dataclasses.replace(base, **values), notes
+
+
+def notes_still_true(notes: list[LinkNote], state: Any) -> list[LinkNote]:
+    """The link notes whose field still holds the value the note reports (form_<field> in the
+    page's session state): a note stays across reruns until the visitor changes that field."""
+    return [n for n in notes if f"form_{n.field}" in state and state[f"form_{n.field}"] == n.value]
 
 
 def form_spec(state: Any) -> RunSpec:
@@ -198,3 +251,29 @@ def form_spec(state: Any) -> RunSpec:
 def _with_option(option: Any, reason: str) -> str:
     reason = reason.replace(f"'{option}'", str(option))
     return reason if str(option) in reason else f"{option}: {reason}"
+
+
+def ago(seconds: float) -> str:
+    """'just now', '40 s ago', '12 min ago', '3 h ago', '2 days ago'."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return "just now"
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86400:.0f} days ago"
+
+
+def shared_result_text(run: Run, now: float | None = None) -> str:
+    """'Measured 12 min ago on this GPU (NVIDIA A100, torch 2.4.1)': a recent run offered instead
+    of a new measurement (core.runs.shared_results)."""
+    env = run.environment or {}
+    kind = {"cuda": "GPU", "cpu": "CPU", "mps": "Mac GPU"}.get(str(env.get("device_type")), "device")
+    finished = run.finished_at or run.created_at
+    age = ago((time.time() if now is None else now) - finished)
+    return (
+        f"Measured {age} on this {kind} ({env.get('device_name', '?')}, torch {env.get('torch', '?')}) as run #{run.id}"
+    )

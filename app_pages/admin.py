@@ -1,0 +1,75 @@
+"""Admin: the host's view of the box, unlocked by this host's admin token (COMPILE_LAB_ADMIN_TOKEN).
+Every run (cancel any), pause and resume the queue, purge old runs, the workers and their lanes.
+The page exists only where the host set a token, and shows nothing but the token prompt until it is given."""
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from app_pages.common import store, tick
+from core.runs import admin, jobs
+from core.view.admin_tables import lane_rows, run_rows
+from core.view.safe_text import markdown_text
+
+MAX_ATTEMPTS = 5  # wrong tokens per session; each also costs a second
+
+st.title("Admin")
+if not st.session_state.get("admin_unlocked"):
+    failures = st.session_state.get("admin_failures", 0)
+    if failures >= MAX_ATTEMPTS:
+        st.error("Too many wrong tokens in this session: open the app in a new session to try again.")
+        st.stop()
+    with st.form("admin_unlock", clear_on_submit=True):
+        given = st.text_input("Admin token", type="password")
+        submitted = st.form_submit_button("Unlock")
+    if submitted:
+        if admin.token_matches(given):
+            st.session_state.admin_unlocked = True
+            st.rerun()
+        st.session_state.admin_failures = failures + 1
+        time.sleep(1.0)
+        st.error("That is not this host's admin token.")
+    st.stop()
+
+tick()
+db = store()
+paused = db.queue_paused()
+state_col, pause_col, lock_col = st.columns([4, 1, 1])
+if paused:
+    state_col.warning("The queue is paused: queued jobs wait, nothing new starts (what runs now finishes).")
+else:
+    state_col.info("The queue is running.")
+if pause_col.button("Resume the queue" if paused else "Pause the queue", width="stretch"):
+    admin.set_queue_paused(db, not paused)
+    st.rerun()
+if lock_col.button("Lock", width="stretch", help="Forget the token in this session."):
+    st.session_state.pop("admin_unlocked", None)
+    st.rerun()
+
+st.subheader("Workers and lanes")
+lanes = lane_rows(admin.lanes(db))
+if lanes:
+    st.dataframe(pd.DataFrame(lanes), hide_index=True, width="stretch")
+else:
+    st.caption("Nothing running or waiting.")
+
+st.subheader("Every run")
+runs = db.list_runs(limit=2000)
+table = pd.DataFrame(run_rows(runs))
+picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="multi-row", key="admin_runs")
+chosen = [runs[i] for i in (picked.selection.rows if picked else []) if i < len(runs)]
+active = [r for r in chosen if not r.finished]
+if active and st.button(f"Cancel {len(active)} selected active run(s)", type="primary"):
+    for run in active:
+        try:
+            admin.cancel_any(db, run.id)
+        except jobs.JobError as exc:
+            st.error(markdown_text(exc))
+    st.session_state.pop("admin_runs", None)
+    st.rerun()
+
+st.subheader("Purge old runs")
+days = st.number_input("Finished more than this many days ago", 1, 3650, 30)
+if st.button(f"Delete finished runs older than {days} days and their events"):
+    st.success(f"Deleted {admin.purge_older_than(db, days)} runs.")

@@ -1,0 +1,117 @@
+"""The host's admin: every run (cancel any), pause and resume the queue, purge old runs, see the
+workers and their lanes.
+
+Unlocked by a token from the host's environment (COMPILE_LAB_ADMIN_TOKEN), compared in constant
+time; with no token set there is no admin at all. The page shows nothing of this module's
+answers to a session that has not given the token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import os
+import time
+from dataclasses import dataclass
+
+from core.runs import jobs
+from core.runs.limits import ConfigError
+from core.runs.store import ACTIVE_STATES, FINAL_STATES, Run, Store
+
+TOKEN_VARIABLE = "COMPILE_LAB_ADMIN_TOKEN"
+MIN_TOKEN_LENGTH = 16  # long enough that guessing it through the page is hopeless
+SECONDS_PER_DAY = 86400.0
+
+
+def admin_token(environ: dict[str, str] | None = None) -> str | None:
+    """The configured admin token, None when the host set none (no admin). Raises ConfigError
+    for one too short to be a secret."""
+    env = os.environ if environ is None else environ
+    token = (env.get(TOKEN_VARIABLE) or "").strip()
+    if not token:
+        return None
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ConfigError(f"{TOKEN_VARIABLE} must be at least {MIN_TOKEN_LENGTH} characters long (a secret)")
+    return token
+
+
+def token_matches(given: str | None, environ: dict[str, str] | None = None) -> bool:
+    """Whether `given` is the admin token (False when no admin is configured)."""
+    try:
+        token = admin_token(environ)
+    except ConfigError:
+        return False
+    if token is None or not isinstance(given, str):
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def cancel_any(store: Store, run_id: int) -> str:
+    """Cancel a queued or running job whoever owns it; returns its resulting status."""
+    run = store.get_run(run_id)
+    if run is None:
+        raise jobs.JobError(f"there is no run {run_id}")
+    return jobs.cancel(store, run_id, run.owner)
+
+
+def set_queue_paused(store: Store, paused: bool) -> None:
+    """Paused: queued jobs wait and nothing new starts (what runs now finishes); resumed: the queue moves."""
+    store.set_queue_paused(paused)
+    if not paused:
+        jobs.tick(store)
+
+
+def purge_older_than(store: Store, days: float, now: float | None = None) -> int:
+    """Delete finished runs (and their events) that ended more than `days` days ago; returns how many.
+
+    Queued and running jobs are never touched, nor this host's latest device probe (the app needs it).
+    """
+    if isinstance(days, bool) or not isinstance(days, (int, float)) or not math.isfinite(days) or days <= 0:
+        raise ValueError(f"days must be a number above 0 (got {days!r})")
+    cutoff = (time.time() if now is None else now) - days * SECONDS_PER_DAY
+    probe = jobs.latest_probe(store)
+    keep = probe.id if probe else -1
+    marks = ", ".join("?" for _ in FINAL_STATES)
+    with store.transaction(immediate=True) as c:
+        ids = [
+            row[0]
+            for row in c.execute(
+                f"SELECT id FROM runs WHERE status IN ({marks}) AND COALESCE(finished_at, created_at) < ? AND id != ?",
+                (*FINAL_STATES, cutoff, keep),
+            )
+        ]
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            holes = ", ".join("?" for _ in chunk)
+            c.execute(f"DELETE FROM events WHERE run_id IN ({holes})", chunk)
+            c.execute(f"DELETE FROM runs WHERE id IN ({holes})", chunk)
+    return len(ids)
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One device's queue: the job its worker runs now, and how many wait behind it."""
+
+    device_key: str
+    running: Run | None
+    waiting: int
+    worker_alive: bool | None  # None: the worker runs on another host (judged by its heartbeat)
+    heartbeat_age_s: float | None
+
+
+def lanes(store: Store, now: float | None = None) -> list[Lane]:
+    """Every lane with a job running or waiting, by device."""
+    now = time.time() if now is None else now
+    active = {r.device_key: r for r in store.list_runs(status=ACTIVE_STATES)}
+    waiting: dict[str, int] = {}
+    for run in store.list_runs(status=("queued",), limit=100_000):
+        waiting[run.device_key] = waiting.get(run.device_key, 0) + 1
+    out = []
+    for key in sorted(set(active) | set(waiting)):
+        run = active.get(key)
+        alive = None
+        if run is not None and run.host == jobs.HOST:
+            alive = jobs.pid_alive(run.pid) if run.pid else False
+        age = now - run.heartbeat_at if run is not None and run.heartbeat_at else None
+        out.append(Lane(key, run, waiting.get(key, 0), alive, age))
+    return out

@@ -1,0 +1,92 @@
+"""Shared results: a race this very device finished recently, offered instead of measuring it again.
+
+On a shared box many visitors ask for the same few configurations (the preset, the defaults, a
+talk's example). A race that this host's device finished within the host's reuse window, with the
+same spec, the same device and the same torch, measured what a new run would measure: the Race
+page offers it at once, and where the host says so (auto_reuse_queue_length) shows it without
+asking while the queue is long. Never across devices, hosts or software versions: a number from
+another GPU or another torch is not this device's number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from core.engine.spec import DeviceCaps, RunSpec, SpecError, resolve_device
+from core.runs import jobs
+from core.runs.limits import HostLimits
+from core.runs.store import Run, Store
+
+SCAN_LIMIT = 500  # newest finished races looked at: plenty for one reuse window on one box
+# What must match besides the spec: a result measured with other software is not this device's.
+VERSION_KEYS = ("torch", "cuda", "triton")
+
+
+def comparable(spec: RunSpec, device: str) -> dict[str, Any]:
+    """The fields that decide what a race measures, with the device resolved ('auto' -> 'cpu')
+    and the input size made explicit; a dataset folder and the download flag do not change it."""
+    return {
+        **dataclasses.replace(spec, device=device, image_size=spec.input_size).to_dict(),
+        "data_dir": None,
+        "download": False,
+    }
+
+
+def device_name(probe_summary: dict[str, Any], device: str) -> str | None:
+    """The one name a run on `device` records on this machine, from what the probe recorded; None
+    when a new run's device cannot be told in advance (GPUs of different models: the queue gives a
+    CUDA race whichever GPU is free)."""
+    environment = probe_summary.get("environment") or {}
+    if device == "cuda":
+        names = {gpu.get("name") for gpu in probe_summary.get("gpus") or []} or {environment.get("device_name")}
+        return names.pop() if len(names) == 1 else None
+    if environment.get("device_type") == device:
+        return environment.get("device_name")
+    return environment.get("cpu_name") if device == "cpu" else None
+
+
+def recent_result(
+    store: Store, spec: RunSpec, caps: DeviceCaps, within_s: float | None, now: float | None = None
+) -> Run | None:
+    """The newest finished race with this spec on this host's device and software, finished within
+    `within_s` seconds (None: any age; 0: never); None when there is none."""
+    if within_s == 0:
+        return None
+    probe = jobs.latest_probe(store)
+    if probe is None or not probe.summary:
+        return None
+    here = probe.summary.get("environment") or {}
+    device = resolve_device(spec.device, caps)
+    name = device_name(probe.summary, device)
+    lane = jobs.JOB_KINDS["race"].device_key(spec.to_dict(), caps)
+    wanted = comparable(spec, device)
+    now = time.time() if now is None else now
+    for run in store.list_runs(kind="race", status=["done"], limit=SCAN_LIMIT):
+        env = run.environment or {}
+        if run.imported or run.host != probe.host or not jobs.same_device(run.device_key, lane) or not run.summary:
+            continue
+        if within_s is not None and (run.finished_at is None or now - run.finished_at > within_s):
+            continue
+        if env.get("device_type") != device or name is None or env.get("device_name") != name:
+            continue
+        if any(env.get(key) != here.get(key) for key in VERSION_KEYS):
+            continue
+        try:
+            theirs = comparable(RunSpec.from_dict(run.params), device)
+        except (SpecError, TypeError):
+            continue
+        if theirs == wanted:
+            return run
+    return None
+
+
+def reuse_automatically(store: Store, run: Run, limits: HostLimits) -> bool:
+    """Whether the host wants `run` shown without asking: its lane's queue is at least as long as
+    auto_reuse_queue_length."""
+    if limits.auto_reuse_queue_length is None:
+        return False
+    lane = jobs.ANY_GPU if run.device_key.startswith("cuda:") else run.device_key  # queued CUDA jobs wait for any GPU
+    waiting = sum(1 for r in store.list_runs(status=("queued",)) if jobs.same_device(r.device_key, lane))
+    return waiting >= limits.auto_reuse_queue_length

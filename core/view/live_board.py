@@ -1,0 +1,248 @@
+"""One live board per app process: what every viewer of a run sees, read and summarised once per
+refresh for all of them, not once per browser tab.
+
+Streamlit serves every session from one Python process, so a talk's audience of 50 tabs following
+one race would otherwise each read the store, rebuild the frames, rerun the analysis and redraw four
+charts every second. Here a run's snapshot (run row, events so far as frames, summary, what its
+state reads as) is built once and shared; anything a page derives from it (result cards, a chart
+ready for the browser) is memoised on the snapshot, so it too is built once per change. A snapshot
+whose data did not change is the same object, so what a page draws from it is byte-identical and
+Streamlit's message cache sends the browser a reference instead of the chart again.
+
+Freshness: a viewer accepts a snapshot up to VIEWER_MAX_AGE_S old (its page refreshes every second,
+so it is about 1.4 s behind the store at most, plus the time to draw); the run's owner asks for a
+fresh read each time, as before. Threads (one per session) share the board; reads and builds are
+serialised per run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pandas as pd
+
+from core.engine import analysis
+from core.engine.spec import DeviceCaps
+from core.runs import jobs
+from core.runs.store import Run, Store
+from core.view.live import RunView, run_label, run_summary
+
+VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
+QUEUE_MAX_AGE_S = 1.0  # the sidebar's device card and queue
+IDLE_EVICT_S = 300.0  # a run nobody asked about for this long is dropped from the board
+
+
+class LiveSnapshot:
+    """One run as of one store read: what show_run draws. Reads like a RunView (frames, counts,
+    summary) and memoises what pages derive from it (`derive`), once for every viewer."""
+
+    def __init__(
+        self,
+        run: Run,
+        view: RunView,
+        state: str,
+        version: tuple,
+        previous: LiveSnapshot | None = None,
+        race_number: int | None = None,
+    ):
+        self.run = run
+        self.state = state  # 'queued (position 2)', 'compiled epoch 2/3', 'failed: ...'
+        self.version = version
+        self._lock = threading.RLock()  # a build may read the summary, which takes it too
+        self._memo: dict[Any, Any] = {}
+        same_events = previous is not None and previous.version[0] == version[0] and previous.run.id == run.id
+        self.race_number = race_number  # the race's number for people (Store.race_numbers), if a race
+        if same_events:  # only the run row moved (phase, progress): keep what the events gave
+            self._frames, self._counts, self._events = previous._frames, previous._counts, previous._events
+            self._projection, self.last_recorded_at = previous._projection, previous.last_recorded_at
+        else:
+            self._frames, self._counts, self._events = view.frames(), view.counts(), view.events()
+            self._projection, self.last_recorded_at = view.projection(), dict(view.last_recorded_at)
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return self._frames
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def projection(self) -> dict[str, Any] | None:
+        """RunView.projection as of this snapshot (a copy: a page may label it)."""
+        return dict(self._projection) if self._projection else None
+
+    def summary(self, *args: Any) -> dict[str, Any]:
+        """What core.view.live.run_summary gives for this run as of this snapshot: the finished
+        run's stored summary, else the one computed from its events so far (computed once)."""
+        if self.run.finished and self.run.summary:
+            return self.run.summary
+        with self._lock:
+            if self._memo.get("events_summary") is None:
+                self._memo["events_summary"] = run_summary(self.run, _Events(self._events))
+            return self._memo["events_summary"]
+
+    def derive(self, key: Any, build: Callable[[], Any]) -> Any:
+        """build(), once per snapshot and key, however many sessions ask (the others wait for it)."""
+        with self._lock:
+            if key not in self._memo:
+                self._memo[key] = build()
+            return self._memo[key]
+
+
+class _Events:
+    """The events a snapshot captured, read the way run_summary reads a RunView."""
+
+    def __init__(self, events: list[dict[str, Any]]):
+        self._events = events
+
+    def summary(self, batch_size: int, min_warmup: int = 1) -> dict[str, Any]:
+        batch = batch_size if isinstance(batch_size, int) and batch_size > 0 else 1
+        return analysis.summarize_events(self._events, batch, min_warmup)
+
+
+def snapshot_of(run: Run, view: RunView, state: str = "", race_number: int | None = None) -> LiveSnapshot:
+    """A one-off snapshot of a session's own RunView (the Runs page reopening a stored run)."""
+    return LiveSnapshot(run, view, state or run.status, (view.last_id, run.status), race_number=race_number)
+
+
+@dataclass
+class _Entry:
+    view: RunView
+    lock: threading.Lock
+    snapshot: LiveSnapshot | None = None
+    read_at: float = 0.0  # time.monotonic() of the read that the snapshot reflects
+    asked_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """The sidebar's view of the machine: what the device probe recorded, what runs, what waits."""
+
+    probe_summary: dict[str, Any] | None
+    caps: DeviceCaps | None
+    active: tuple[Run, ...]
+    queued: tuple[Run, ...]
+    paused: bool
+    race_numbers: dict[int, int] = field(default_factory=dict)  # run id -> the race's number for people
+
+    @property
+    def environment(self) -> dict[str, Any] | None:
+        return (self.probe_summary or {}).get("environment")
+
+    @property
+    def cuda(self) -> bool:
+        return bool(self.caps and self.caps.cuda)
+
+
+class LiveBoard:
+    """Shared snapshots of the runs being followed in this process, for one store."""
+
+    def __init__(self, store_path: str, viewer_max_age_s: float = VIEWER_MAX_AGE_S):
+        self.store_path = store_path
+        self.viewer_max_age_s = viewer_max_age_s
+        self._store: Store | None = None
+        self._store_lock = threading.Lock()
+        self._entries: dict[int, _Entry] = {}
+        self._entries_lock = threading.Lock()
+        self._queue: tuple[float, QueueSnapshot] | None = None
+        self._queue_lock = threading.Lock()
+        self.reads = 0  # store reads made for snapshots (what tests and the benchmark count)
+
+    def _db(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.store_path)
+        return self._store
+
+    def snapshot(self, run_id: int, fresh: bool = False) -> LiveSnapshot | None:
+        """The run as every viewer sees it now; None if it does not exist.
+
+        `fresh` (the run's owner): read the store now, as a page of one's own did before. Otherwise a
+        snapshot younger than viewer_max_age_s is returned as is; an older one is read again once,
+        by whichever session asks first, while the others wait for that read.
+        """
+        now = time.monotonic()
+        entry = self._entry(run_id, now)
+        if not fresh and entry.snapshot is not None and now - entry.read_at < self.viewer_max_age_s:
+            return entry.snapshot
+        # Too old: read, or wait for the session reading right now (a newer snapshot in a moment is
+        # better than handing out one older than the age a viewer accepts).
+        with entry.lock:
+            if entry.read_at > now or (not fresh and time.monotonic() - entry.read_at < self.viewer_max_age_s):
+                return entry.snapshot  # read by another session while this one waited
+            self._refresh(entry, run_id)
+            return entry.snapshot
+
+    def _entry(self, run_id: int, now: float) -> _Entry:
+        with self._entries_lock:
+            entry = self._entries.get(run_id)
+            if entry is None:
+                entry = self._entries[run_id] = _Entry(RunView(run_id), threading.Lock())
+                for other_id, other in list(self._entries.items()):  # forget runs nobody follows any more
+                    if now - other.asked_at > IDLE_EVICT_S and other is not entry:
+                        del self._entries[other_id]
+            entry.asked_at = now
+            return entry
+
+    def _refresh(self, entry: _Entry, run_id: int) -> None:
+        read_at = time.monotonic()
+        with self._store_lock:
+            db = self._db()
+            run = db.get_run(run_id)
+            if run is None:
+                entry.snapshot, entry.read_at = None, read_at
+                return
+            entry.view.label = run_label(run)
+            entry.view.poll(db)
+            state = jobs.describe(db, run)
+            number = db.race_numbers([run.id]).get(run.id) if run.kind == "race" else None
+            self.reads += 1
+        skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
+        version = (
+            entry.view.last_id,  # first: a snapshot whose events are unchanged reuses their frames
+            run.status,
+            run.phase,
+            run.progress,
+            state,
+            run.error,
+            skipped,
+            run.summary is not None,
+            json.dumps(run.details, sort_keys=True, default=str),  # the live compile phase among them
+        )
+        if entry.snapshot is None or entry.snapshot.version != version:
+            entry.snapshot = LiveSnapshot(run, entry.view, state, version, entry.snapshot, number)
+        entry.read_at = read_at
+
+    def queue(self) -> QueueSnapshot:
+        """The device card's and the queue's contents, read at most once a QUEUE_MAX_AGE_S."""
+        now = time.monotonic()
+        with self._queue_lock:
+            if self._queue is not None and now - self._queue[0] < QUEUE_MAX_AGE_S:
+                return self._queue[1]
+            with self._store_lock:
+                db = self._db()
+                probe = jobs.latest_probe(db)
+                snap = QueueSnapshot(
+                    probe_summary=probe.summary if probe else None,
+                    caps=jobs.known_caps(db),
+                    active=tuple(db.list_runs(status=("starting", "running"))),
+                    queued=tuple(db.list_runs(status=("queued",))),
+                    paused=db.queue_paused(),
+                )
+                snap = replace(snap, race_numbers=db.race_numbers([r.id for r in snap.active if r.kind == "race"]))
+            self._queue = (now, snap)
+            return snap
+
+
+_BOARDS: dict[str, LiveBoard] = {}
+_BOARDS_LOCK = threading.Lock()
+
+
+def board_for(store_path: str) -> LiveBoard:
+    """The process's board for this store (created on first use)."""
+    with _BOARDS_LOCK:
+        if store_path not in _BOARDS:
+            _BOARDS[store_path] = LiveBoard(store_path)
+        return _BOARDS[store_path]

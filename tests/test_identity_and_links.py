@@ -1,0 +1,147 @@
+"""Who a visitor is: one identity per browser (every tab), limits per visitor (and per client
+address where the host says so), a shared link never makes its receiver an owner; link values out
+of range are moved to the nearest allowed with a note that stays."""
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_pages import APP, app, record_probe, texts
+
+from app_pages import common
+from core.runs import jobs
+from core.runs.identity import client_address, is_browser_token, owner_of, shown_owner
+from core.runs.limits import HostLimits
+from core.runs.store import Store
+
+TOKEN = "0123456789abcdef0123456789abcdef"
+OTHER = "fedcba9876543210fedcba9876543210"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    path = str(tmp_path / "store.sqlite3")
+    monkeypatch.setenv("COMPILE_LAB_STORE", path)
+    return Store(path)
+
+
+def tab(token: str, **query) -> AppTest:
+    """A browser tab whose browser holds `token` (what the visitor component reads from localStorage)."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["visitor"] = token
+    for key, value in query.items():
+        at.query_params[key] = str(value)
+    return at.run()
+
+
+def launch_small_race(at: AppTest) -> AppTest:
+    at.selectbox(key="form_model").set_value("mlp").run()
+    at.number_input(key="form_steps_per_epoch").set_value(3).run()
+    [b for b in at.button if b.label == "Launch"][0].click().run()
+    assert not at.exception
+    return at
+
+
+def test_two_tabs_of_one_browser_share_one_identity_for_limits(store, sleepers, monkeypatch):
+    record_probe(store)
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_OWNER", "1")
+    first = launch_small_race(tab(TOKEN))
+    assert [r.owner for r in store.list_runs(kind="race")] == [owner_of(TOKEN)]
+    second = launch_small_race(tab(TOKEN))  # the same browser, another tab
+    assert "you already have 1 jobs queued or running; this host allows 1 per person" in texts(second)
+    assert len(store.list_runs(kind="race")) == 1
+    # ... and the second tab follows the visitor's run as its owner: it may cancel it.
+    assert any(b.label == "Cancel" for b in second.button)
+    assert any(b.label == "Cancel" for b in first.button)
+    other = launch_small_race(tab(OTHER))  # another visitor is not limited by the first one's run
+    assert len(store.list_runs(kind="race")) == 2 and "you already have" not in texts(other)
+
+
+def test_a_shared_link_does_not_make_its_receiver_an_owner(store, sleepers):
+    record_probe(store)
+    owner = launch_small_race(tab(TOKEN))
+    run_id = owner.query_params["run"]
+    assert "visitor" not in " ".join(f"{k}={v}" for k, v in owner.query_params.items())
+    receiver = tab(OTHER, **dict(owner.query_params.items()))
+    assert not receiver.exception
+    race = store.race_numbers([int(run_id)])[int(run_id)]
+    assert any(p.proto.text.startswith(f"Race {race}: ") for p in receiver.get("progress"))
+    assert not any(b.label == "Cancel" for b in receiver.button)
+
+
+def test_where_the_host_says_so_every_browser_at_one_address_shares_the_limit(store, sleepers, monkeypatch):
+    record_probe(store)
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_OWNER", "1")
+    monkeypatch.setenv("COMPILE_LAB_LIMIT_BY_ADDRESS", "true")
+    monkeypatch.setattr(common, "connection_address", lambda: ("203.0.113.7", []))
+    launch_small_race(tab(TOKEN))
+    refused = launch_small_race(tab(OTHER))  # another browser, same address
+    assert "(counting every browser at your address)" in texts(refused)
+    assert [r.client for r in store.list_runs(kind="race")] == ["address:203.0.113.7"]
+    monkeypatch.setattr(common, "connection_address", lambda: ("198.51.100.2", []))
+    launch_small_race(tab("aaaaaaaaaaaaaaaa"))
+    assert len(store.list_runs(kind="race")) == 2
+
+
+def test_without_the_hosts_say_so_addresses_are_neither_used_nor_kept(store, sleepers, monkeypatch):
+    record_probe(store)
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_OWNER", "1")
+    monkeypatch.setattr(common, "connection_address", lambda: ("203.0.113.7", []))
+    launch_small_race(tab(TOKEN))
+    launch_small_race(tab(OTHER))
+    assert [r.client for r in store.list_runs(kind="race")] == [None, None]
+
+
+def test_enqueue_counts_a_visitors_jobs_by_owner_or_address(tmp_path, sleepers):
+    store = Store(str(tmp_path / "s.sqlite3"))
+    limits = HostLimits(max_queued_per_owner=2)
+    from conftest import CPU, quick_spec
+
+    jobs.enqueue(store, quick_spec(), owner_of(TOKEN), limits=limits, caps=CPU, address="address:a")
+    jobs.enqueue(store, quick_spec(), owner_of(OTHER), limits=limits, caps=CPU, address="address:a")
+    with pytest.raises(jobs.JobError, match="you already have 2 jobs"):
+        jobs.enqueue(store, quick_spec(), "visitor:third", limits=limits, caps=CPU, address="address:a")
+    jobs.enqueue(store, quick_spec(), "visitor:third", limits=limits, caps=CPU, address="address:b")
+    jobs.enqueue(store, quick_spec(), "visitor:third", limits=limits, caps=CPU)  # no address: only its own
+
+
+def test_client_address_follows_the_hosts_setting():
+    off = HostLimits()
+    on = HostLimits(limit_by_address=True)
+    behind_proxy = HostLimits(limit_by_address=True, address_header="X-Forwarded-For")
+    assert client_address(off, "203.0.113.7") is None
+    assert client_address(on, "203.0.113.7") == "address:203.0.113.7"
+    assert client_address(on, None) == "address:localhost"
+    headers = [("x-forwarded-for", "6.6.6.6, 203.0.113.7"), ("Host", "lab")]  # the client wrote the first
+    assert client_address(behind_proxy, "10.0.0.1", headers) == "address:203.0.113.7"
+    assert client_address(behind_proxy, "10.0.0.1", []) == "address:10.0.0.1"
+
+
+def test_owner_tokens_are_shown_cut_and_only_hex_tokens_are_accepted():
+    assert shown_owner(owner_of(TOKEN)) == "visitor:012345…"
+    assert TOKEN[:7] not in shown_owner(owner_of(TOKEN))
+    assert shown_owner("cli:ann") == "cli:ann"
+    assert is_browser_token(TOKEN) and not is_browser_token("../etc") and not is_browser_token("ABCDEF0123456789")
+
+
+def test_link_values_out_of_range_are_clamped_with_notes_that_stay(store, sleepers):
+    record_probe(store)
+    at = app(batch_size=1000000000, epochs=0, model="mlp")
+    assert not at.exception
+    assert at.number_input(key="form_batch_size").value == 65536
+    assert at.number_input(key="form_epochs").value == 1
+    notes = [w.value for w in at.warning]
+    assert any("batch\\_size\\=1000000000 from the link is above the largest allowed \\(65536\\)" in n for n in notes)
+    assert any("epochs\\=0 from the link is below the smallest allowed \\(1\\)" in n for n in notes)
+    at.selectbox(key="form_precision").set_value("amp-bf16").run()  # any rerun: the notes stay
+    assert len([w for w in at.warning if "from the link" in w.value]) == 2
+    at.number_input(key="form_epochs").set_value(2).run()  # the visitor changed epochs: that note goes
+    remaining = [w.value for w in at.warning if "from the link" in w.value]
+    assert len(remaining) == 1 and "batch\\_size" in remaining[0]
+
+
+def test_link_values_over_the_hosts_limit_are_clamped_to_it(store, sleepers, monkeypatch):
+    record_probe(store)
+    monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "64")
+    at = app(batch_size=1000000000, model="mlp")
+    assert at.number_input(key="form_batch_size").value == 64
+    assert any("above this host" in w.value and "using 64" in w.value for w in at.warning)
+    assert not [b for b in at.button if b.label == "Launch"][0].disabled
