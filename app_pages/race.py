@@ -2,7 +2,16 @@
 
 import streamlit as st
 
-from app_pages.common import run_view, show_reference, show_run, store, tick, visitor, wait_for_device
+from app_pages.common import (
+    plan_section,
+    run_view,
+    show_reference,
+    show_run,
+    store,
+    tick,
+    visitor,
+    wait_for_device,
+)
 from core.engine.spec import SpecError, validate
 from core.engine.zoo import MODELS
 from core.runs import jobs
@@ -15,6 +24,7 @@ from core.view.race_form import (
     duration_note,
     estimate_seconds,
     form_spec,
+    scope_label,
     spec_from_query,
     spec_to_query,
     unavailable_options,
@@ -68,7 +78,7 @@ def choose(field: str, label: str, column, fmt=str, on_change=None) -> None:
 
 
 with st.expander("Configure a race", expanded=followed_run() is None):
-    a, b, c, d = st.columns(4)
+    a, b, c, d, e = st.columns([3, 2, 2, 2, 2])
     choose(
         "model",
         "Model",
@@ -79,6 +89,7 @@ with st.expander("Configure a race", expanded=followed_run() is None):
     choose("precision", "Precision", b)
     choose("mode", "Compile mode", c)
     choose("backend", "Backend", d)
+    choose("compile_scope", "Compile scope", e, fmt=lambda s: scope_label(s, st.session_state.form_model))
     columns = st.columns(5)
     for column, (name, (label, low, high)) in zip(columns, NUMBERS.items()):
         column.number_input(label, low, high, key=f"form_{name}")
@@ -138,6 +149,8 @@ def live(run_id: int) -> None:
         jobs.cancel(store(), run.id, me)
         st.rerun()
     show_run(run, run_view(run), key="live")
+    if run.status == "done":
+        plan_section(run, key="race")
     if run.finished:
         show_reference()
 

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import run_view, show_run, store, tick, visitor
+from app_pages.common import plan_section, run_view, show_run, store, tick, visitor
 from core.runs import jobs
 from core.runs.bundle import BundleError, export_bundle, import_bundle, parse_bundle
 from core.view import charts
@@ -50,6 +50,8 @@ if not table.empty:
         run = chosen[0]
         st.subheader(f"Run #{run.id}: {jobs.describe(store(), run)}")
         show_run(run, run_view(run), key=f"runs_{run.id}")
+        if run.status == "done":
+            plan_section(run, key=f"runs_{run.id}")
     elif len(chosen) > 1:
         frames = [run_view(r).frames()[0] for r in chosen]
         steps = pd.concat(frames, ignore_index=True)

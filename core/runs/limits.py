@@ -28,6 +28,7 @@ class HostLimits:
     max_epochs: int | None = None
     max_queued_per_owner: int | None = None
     max_queue_length: int | None = None
+    max_sweep_points: int | None = None  # races one sweep may queue (each point is one race)
     job_time_limit_s: float | None = 3600.0
 
     def problems(self, spec: RunSpec) -> list[Problem]:
@@ -68,6 +69,7 @@ _LIMIT_PARSERS = {
     "max_epochs": int,
     "max_queued_per_owner": int,
     "max_queue_length": int,
+    "max_sweep_points": int,
     "job_time_limit_s": float,
 }
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from core.engine.regions import region_description
 from core.engine.spec import (
     BACKENDS,
     CACHES,
+    COMPILE_SCOPES,
     DATA_SOURCES,
     MODES,
     PRECISIONS,
@@ -22,12 +24,24 @@ from core.engine.zoo import MODELS
 from core.runs.limits import HostLimits
 
 # The fields the form shows, in the order a person decides them.
-FORM_FIELDS = ("model", "batch_size", "precision", "mode", "backend", "epochs", "steps_per_epoch", "data", "cache")
+FORM_FIELDS = (
+    "model",
+    "batch_size",
+    "precision",
+    "mode",
+    "backend",
+    "compile_scope",
+    "epochs",
+    "steps_per_epoch",
+    "data",
+    "cache",
+)
 CHOICES: dict[str, tuple] = {
     "model": tuple(MODELS),
     "precision": PRECISIONS,
     "mode": MODES,
     "backend": BACKENDS,
+    "compile_scope": COMPILE_SCOPES,
     "data": tuple(d for d in DATA_SOURCES if d != "cifar10"),  # cifar10 needs a local folder: CLI only
     "cache": CACHES,
 }
@@ -162,3 +176,9 @@ def form_spec(state: Any) -> RunSpec:
         if isinstance(values.get(name), float) and values[name].is_integer():
             values[name] = int(values[name])
     return RunSpec(**values)
+
+
+def scope_label(scope: str, model: str) -> str:
+    """'regional (each transformer block)': what a compile scope compiles for this model."""
+    what = region_description(model) if scope == "regional" else "the whole model"
+    return f"{scope} ({what})" if what else scope
