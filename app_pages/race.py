@@ -89,7 +89,7 @@ with st.expander("Configure a race", expanded=followed_run() is None):
     choose("precision", "Precision", b)
     choose("mode", "Compile mode", c)
     choose("backend", "Backend", d)
-    choose("compile_scope", "Compile scope", e, fmt=lambda s: scope_label(s, st.session_state.form_model))
+    choose("compile_scope", "Compile scope", e, fmt=lambda s, m=st.session_state.form_model: scope_label(s, m))
     columns = st.columns(5)
     for column, (name, (label, low, high)) in zip(columns, NUMBERS.items()):
         column.number_input(label, low, high, key=f"form_{name}")

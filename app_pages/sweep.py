@@ -67,7 +67,9 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
         if field not in swept:
             choose(field, label, next(columns))
     if "compile_scope" not in swept:
-        choose("compile_scope", "Compile scope", next(columns), lambda s: scope_label(s, st.session_state.sweep_model))
+        choose(
+            "compile_scope", "Compile scope", next(columns), lambda s, m=st.session_state.sweep_model: scope_label(s, m)
+        )
     if "batch_size" not in swept:
         next(columns).number_input("Batch size", 1, 65536, key="sweep_batch_size")
     next(columns).number_input("Epochs", 1, 1000, key="sweep_epochs")
