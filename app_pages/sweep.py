@@ -8,25 +8,16 @@ from core.engine.zoo import MODELS
 from core.runs import jobs, sweeps
 from core.runs.limits import load_host_limits
 from core.view import sweep_charts
+from core.view import sweep_form as form
 from core.view.race_form import CHOICES, describe_duration, scope_label
 from core.view.reference import regional_reference_rows
 from core.view.sweep import break_even_note, plan_rows, points_table, regime_readings, scope_comparison, sweep_frame
-from core.view.sweep_form import (
-    NO_AXIS,
-    axis_choices,
-    axis_options,
-    default_sweep,
-    default_values,
-    estimate_sweep_seconds,
-    form_sweep,
-    sweep_to_state,
-)
 
 owner = visitor()
 caps = jobs.known_caps(store())
 limits = load_host_limits()
 if "sweep_model" not in st.session_state:
-    st.session_state.update(sweep_to_state(default_sweep(caps)))
+    st.session_state.update(form.sweep_to_state(form.default_sweep(caps)))
 
 st.title("Sweep: how the payoff moves")
 st.caption("One model, one or two axes: every point is a race of its own, queued one after another.")
@@ -41,25 +32,18 @@ def followed_sweep() -> int | None:
     return int(wanted) if str(wanted).isdigit() and int(wanted) < 2**63 else None
 
 
-def reset_values(i: int) -> None:
-    """A newly chosen axis starts with every value this device can run (batch sizes: the defaults)."""
-    name, base = st.session_state[f"sweep_axis{i}"], form_sweep(st.session_state).base
-    values = [] if name == NO_AXIS else list(default_values(name, caps, base, limits))
-    st.session_state[f"sweep_values{i}"] = values
-    st.session_state[f"sweep_text{i}"] = ", ".join(map(str, values))
-
-
 def choose(field: str, label: str, column, fmt=str) -> None:
     """A selectbox offering only what this device (and host) can run with the rest of the form."""
-    options = list(axis_options(field, caps, form_sweep(st.session_state).base, limits)) or list(CHOICES[field])
+    options = list(form.axis_options(field, caps, form.form_sweep(st.session_state).base, limits)) or list(
+        CHOICES[field]
+    )
     if st.session_state.get(f"sweep_{field}") not in options:
         st.session_state[f"sweep_{field}"] = options[0]
     column.selectbox(label, options, key=f"sweep_{field}", format_func=fmt)
 
 
 with st.expander("Configure a sweep", expanded=followed_sweep() is None):
-    if st.session_state.get("sweep_axis2") == st.session_state.get("sweep_axis1"):
-        st.session_state.update(sweep_axis2=NO_AXIS, sweep_values2=[], sweep_text2="")
+    axis_errors = form.tidy_axes(st.session_state, caps, limits)
     swept = {st.session_state.get("sweep_axis1"), st.session_state.get("sweep_axis2")}
     columns = iter(st.columns(4) + st.columns(4))
     choose("model", "Model", next(columns), fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)")
@@ -76,21 +60,18 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
     next(columns).number_input("Steps per epoch", 1, 100000, key="sweep_steps_per_epoch")
     for i in (1, 2):
         left, right = st.columns([1, 3])
-        options = axis_choices() if i == 1 else [NO_AXIS, *axis_choices(st.session_state.sweep_axis1)]
-        left.selectbox(f"Axis {i}", options, key=f"sweep_axis{i}", on_change=reset_values, args=(i,))
+        options = form.axis_choices() if i == 1 else [form.NO_AXIS, *form.axis_choices(st.session_state.sweep_axis1)]
+        left.selectbox(f"Axis {i}", options, key=f"sweep_axis{i}", on_change=form.reset_axis_values,
+                       args=(st.session_state, i, caps, limits))  # fmt: skip
         name = st.session_state[f"sweep_axis{i}"]
         if name == "batch_size":
-            text = right.text_input("Batch sizes (comma-separated)", key=f"sweep_text{i}")
-            try:
-                st.session_state[f"sweep_values{i}"] = list(sweeps.axis_from_text(name, text).values)
-            except SpecError as exc:
-                st.session_state[f"sweep_values{i}"] = []
-                right.error(str(exc.problems[0]))
-        elif name != NO_AXIS:
-            allowed = axis_options(name, caps, form_sweep(st.session_state).base, limits)
-            st.session_state[f"sweep_values{i}"] = [v for v in st.session_state[f"sweep_values{i}"] if v in allowed]
+            right.text_input("Batch sizes (comma-separated)", key=f"sweep_text{i}")
+        elif name != form.NO_AXIS:
+            allowed = form.axis_options(name, caps, form.form_sweep(st.session_state).base, limits)
             right.multiselect(f"{sweeps.AXES[name][0].capitalize()} values", allowed, key=f"sweep_values{i}")
-    sweep = form_sweep(st.session_state)
+        if i in axis_errors:
+            right.error(axis_errors[i])
+    sweep = form.form_sweep(st.session_state)
     problems = sweeps.sweep_problems(sweep, caps, limits)
     for problem in problems:
         st.error(f"{problem.field.replace('_', ' ')}: {problem.message}")
@@ -100,7 +81,7 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
     launch_col, hint_col = st.columns([1, 4])
     launched = launch_col.button("Launch sweep", type="primary", disabled=bool(problems) or caps is None)
     if not problems:
-        low, high = estimate_sweep_seconds(sweep, caps)
+        low, high = form.estimate_sweep_seconds(sweep, caps)
         hint_col.caption(f"{len(sweep.points())} races, one after another: {describe_duration(low, high)} (rough).")
 
 if launched:

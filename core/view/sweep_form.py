@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from core.engine.spec import DeviceCaps, RunSpec
+from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs.limits import HostLimits
-from core.runs.sweeps import AXES, Axis, SweepSpec
+from core.runs.sweeps import AXES, Axis, SweepSpec, axis_from_text
 from core.view.race_form import CHOICES, estimate_seconds, unavailable_options
 
 NO_AXIS = "none"
@@ -94,3 +94,32 @@ def estimate_sweep_seconds(sweep: SweepSpec, caps: DeviceCaps | None) -> tuple[f
         lo, hi = estimate_seconds(point, caps)
         low, high = low + lo, high + hi
     return low, high
+
+
+def tidy_axes(state: Any, caps: DeviceCaps | None, limits: HostLimits | None = None) -> dict[int, str]:
+    """Make the form's axes consistent before its widgets draw (state: the page's session state):
+    the second axis never repeats the first, batch sizes are read from their text, categorical
+    values keep only what this device can run. Returns {axis number: why its text does not parse}."""
+    if state.get("sweep_axis2") == state.get("sweep_axis1"):
+        state.update(sweep_axis2=NO_AXIS, sweep_values2=[], sweep_text2="")
+    errors = {}
+    for i in (1, 2):
+        name = state.get(f"sweep_axis{i}", NO_AXIS)
+        if name == "batch_size":
+            try:
+                state[f"sweep_values{i}"] = list(axis_from_text(name, state.get(f"sweep_text{i}", "")).values)
+            except SpecError as exc:
+                state[f"sweep_values{i}"] = []
+                errors[i] = str(exc.problems[0])
+        elif name != NO_AXIS:
+            allowed = axis_options(name, caps, form_sweep(state).base, limits)
+            state[f"sweep_values{i}"] = [v for v in state.get(f"sweep_values{i}", []) if v in allowed]
+    return errors
+
+
+def reset_axis_values(state: Any, i: int, caps: DeviceCaps | None, limits: HostLimits | None = None) -> None:
+    """A newly chosen axis starts with its default values (every value this device can run)."""
+    name = state[f"sweep_axis{i}"]
+    values = [] if name == NO_AXIS else list(default_values(name, caps, form_sweep(state).base, limits))
+    state[f"sweep_values{i}"] = values
+    state[f"sweep_text{i}"] = ", ".join(map(str, values))
