@@ -121,11 +121,8 @@ def live(sweep_id: int) -> None:
     st.dataframe(points_table(frame), hide_index=True, width="stretch")
     for reading in regime_readings(sweep, frame):
         st.markdown(f"**Regime:** {reading}")
-    left, right = st.columns(2)
-    left.altair_chart(sweep_charts.speedup_chart(sweep, frame), width="stretch")
-    right.altair_chart(sweep_charts.compile_time_chart(sweep, frame), width="stretch")
-    left.altair_chart(sweep_charts.break_even_chart(sweep, frame), width="stretch")
-    right.altair_chart(sweep_charts.throughput_chart(sweep, frame), width="stretch")
+    for column, spec in zip(st.columns(2) * 2, sweep_charts.chart_specs(sweep, frame)):
+        column.vega_lite_chart(spec=spec, width="stretch")
     if break_even_note(frame):
         st.caption(break_even_note(frame))
     comparison = scope_comparison(sweep, frame)

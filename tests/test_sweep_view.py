@@ -140,3 +140,19 @@ def test_the_form_round_trips_a_sweep_and_the_cpu_default_is_four_batch_sizes():
     assert form_sweep(sweep_to_state(sweep)) == sweep
     low, high = estimate_sweep_seconds(sweep, None)
     assert 0 < low < high
+
+
+def test_chart_specs_are_rebuilt_only_when_what_they_draw_changes(monkeypatch):
+    sweep = batch_sweep()
+    runs = fake_runs(sweep, ["done", "done", "running", "queued"])
+    built = []
+    original = sweep_charts.speedup_chart
+    monkeypatch.setattr(sweep_charts, "speedup_chart", lambda *a: built.append(1) or original(*a))
+    sweep_charts._SPEC_CACHE.clear()
+    first = sweep_charts.chart_specs(sweep, sweep_frame(sweep, runs))
+    again = sweep_charts.chart_specs(sweep, sweep_frame(sweep, runs))  # the running point moved on: same drawing
+    assert len(built) == 1 and again == first and again is not first
+    assert [s["description"] for s in first][0] == "Steady-state speedup: 2 points"
+    runs[2].status, runs[2].summary = "done", measured_summary(1024, random.Random(3))
+    third = sweep_charts.chart_specs(sweep, sweep_frame(sweep, runs))
+    assert len(built) == 2 and third[0]["description"] == "Steady-state speedup: 3 points"

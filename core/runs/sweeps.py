@@ -29,7 +29,7 @@ AXES: dict[str, tuple[str, tuple | None]] = {
 }
 MAX_AXES = 2
 MAX_VALUES = 8  # per axis
-MAX_POINTS = 16  # two axes of 4, or one of 8, ...: what fits a chart and an afternoon
+MAX_POINTS = 24  # 8 batch sizes x 3 modes, say: what fits a chart and an afternoon
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,11 @@ point yet gives a valid empty chart titled "... (waiting for data)".
 
 from __future__ import annotations
 
+import copy
+import json
+from collections import OrderedDict
+from typing import Any
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -26,10 +31,17 @@ SINGLE_COLOR = VARIANT_COLORS["compiled"]
 NEVER = " (no point breaks even)"
 
 
-def _measured(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+def _measured(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """The measured points with a finite first column, and only the columns a chart needs: Altair
+    sanitizes every column it is given, on every refresh."""
     data = frame[frame["measured"].astype(bool)] if len(frame) else frame
-    data = data[np.isfinite(data[column].astype("float64"))] if len(data) else data
-    return data.assign(x_label=data["x"].astype(str)) if len(data) else data.assign(x_label=pd.Series(dtype=str))
+    data = data[np.isfinite(data[columns[0]].astype("float64"))] if len(data) else data
+    data = data[["label", "x", "series", *columns]].copy()
+    data["x_label"] = data["x"].astype(str)
+    for column in columns:
+        if column not in ("verdict", "break_even_kind"):
+            data[column] = data[column].astype("float64")
+    return data
 
 
 def _x(sweep: SweepSpec) -> alt.X:
@@ -67,22 +79,27 @@ def _tooltip(*extra: alt.Tooltip) -> list[alt.Tooltip]:
 def speedup_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.LayerChart:
     """Median eager / median compiled step per point, with its bootstrap 95% interval as an error
     bar; the dashed line at 1 is "no faster"."""
-    data = _measured(frame, "speedup")
-    base = alt.Chart(data).encode(x=_x(sweep), color=_color(sweep))
+    data = _measured(frame, "speedup", "ci_low", "ci_high", "verdict")
     tip = _tooltip(
         alt.Tooltip("speedup:Q", format=".2f", title="speedup"),
         alt.Tooltip("ci_low:Q", format=".2f", title="95% low"),
         alt.Tooltip("ci_high:Q", format=".2f", title="95% high"),
         alt.Tooltip("verdict:N"),
     )
+    # One dataset for all layers, each layer encoded once: Altair copies and sanitizes per call.
+    x, color = _x(sweep), _color(sweep)
     layers = [
-        base.mark_rule(strokeWidth=2).encode(y=alt.Y("ci_low:Q", title="steady speedup (x)"), y2="ci_high:Q"),
-        base.mark_point(filled=True, size=90).encode(y="speedup:Q", tooltip=tip),
+        alt.Chart().mark_rule(color="#555555", strokeDash=[4, 4]).encode(y=alt.datum(1.0)),
+        alt.Chart()
+        .mark_rule(strokeWidth=2)
+        .encode(x=x, color=color, y=alt.Y("ci_low:Q", title="steady speedup (x)"), y2=alt.Y2("ci_high:Q")),
+        alt.Chart().mark_point(filled=True, size=90).encode(x=x, color=color, y=alt.Y("speedup:Q"), tooltip=tip),
     ]
     if _quantitative(sweep):
-        layers.insert(0, base.mark_line(strokeWidth=1.5, opacity=0.6).encode(y="speedup:Q"))
-    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="#555555", strokeDash=[4, 4]).encode(y="y:Q")
-    return _finish(alt.layer(one, *layers), SPEEDUP_TITLE, len(data))
+        layers.insert(
+            1, alt.Chart().mark_line(strokeWidth=1.5, opacity=0.6).encode(x=x, color=color, y=alt.Y("speedup:Q"))
+        )
+    return _finish(alt.layer(*layers, data=data), SPEEDUP_TITLE, len(data))
 
 
 def compile_time_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.Chart:
@@ -97,7 +114,7 @@ def break_even_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.Chart:
     """The step at which compile has paid for itself: filled where it happened within the run,
     hollow where it is extrapolated from the steady rates (log scale). Points that never break
     even are not drawn; the page lists them."""
-    data = _measured(frame, "break_even_at")
+    data = _measured(frame, "break_even_at", "break_even_kind")
     data = data[data["break_even_at"] > 0] if len(data) else data
     tip = _tooltip(
         alt.Tooltip("break_even_at:Q", format=",.0f", title="break-even step"),
@@ -112,7 +129,9 @@ def break_even_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.Chart:
             color=_color(sweep),
             shape=alt.Shape("break_even_kind:N", title="break-even", sort=[OBSERVED, EXTRAPOLATED]),
             fill=_fill(sweep),
-            fillOpacity=alt.condition(alt.datum.break_even_kind == OBSERVED, alt.value(1.0), alt.value(0.0)),
+            fillOpacity=alt.FillOpacity(
+                "break_even_kind:N", scale=alt.Scale(domain=[OBSERVED, EXTRAPOLATED], range=[1.0, 0.0]), legend=None
+            ),
             tooltip=tip,
         )
     )
@@ -122,7 +141,7 @@ def break_even_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.Chart:
 
 def throughput_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.Chart:
     """Samples per second at the steady median step, eager (blue) and compiled (orange)."""
-    data = _measured(frame, "compiled_samples_per_s")
+    data = _measured(frame, "compiled_samples_per_s", "eager_samples_per_s")
     long = (
         data.melt(
             id_vars=["label", "x", "x_label", "series"],
@@ -154,25 +173,55 @@ def throughput_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.Chart:
 
 def _marks(sweep: SweepSpec, data: pd.DataFrame, y: alt.Y, tip: list) -> alt.Chart | alt.LayerChart:
     """Line and points along a batch-size axis; bars (side by side per series) along a categorical one."""
-    base = alt.Chart(data).encode(x=_x(sweep), y=y, color=_color(sweep), tooltip=tip)
+    encoding = dict(x=_x(sweep), y=y, color=_color(sweep), tooltip=tip)
     if _quantitative(sweep):
-        return base.mark_line(point=alt.OverlayMarkDef(size=70, filled=True), strokeWidth=1.5)
+        return (
+            alt.Chart(data)
+            .mark_line(point=alt.OverlayMarkDef(size=70, filled=True), strokeWidth=1.5)
+            .encode(**encoding)
+        )
     _, series_axis = chart_axes(sweep)
     if series_axis:
-        return base.mark_bar().encode(
-            xOffset=alt.XOffset("series:N", sort=[str(v) for v in sweep.axis(series_axis).values])
-        )
-    return base.mark_bar()
+        encoding["xOffset"] = alt.XOffset("series:N", sort=[str(v) for v in sweep.axis(series_axis).values])
+    return alt.Chart(data).mark_bar().encode(**encoding)
+
+
+_SHOWN_COLUMNS = ["label", "x", "series", "measured", "speedup", "ci_low", "ci_high", "verdict", "compile_time_s",
+                  "break_even_at", "break_even_kind", "eager_samples_per_s", "compiled_samples_per_s"]  # fmt: skip
+_SPEC_CACHE: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+_SPEC_CACHE_SIZE = 32
+
+
+def chart_specs(sweep: SweepSpec, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The four charts as Vega-Lite specs (speedup, compile time, break-even, throughput), cached
+    on what they draw. While a point runs nothing they draw changes, so the page's refresh every
+    second reuses them (building and serializing an Altair chart costs tens of ms)."""
+    key = json.dumps(sweep.to_dict(), sort_keys=True) + frame[_SHOWN_COLUMNS].to_json()
+    specs = _SPEC_CACHE.get(key)
+    if specs is None:
+        builders = (speedup_chart, compile_time_chart, break_even_chart, throughput_chart)
+        # Not validated again here: tests validate every kind of chart these builders make.
+        specs = [build(sweep, frame).to_dict(validate=False) for build in builders]
+        _SPEC_CACHE[key] = specs
+        while len(_SPEC_CACHE) > _SPEC_CACHE_SIZE:
+            _SPEC_CACHE.popitem(last=False)
+    else:
+        _SPEC_CACHE.move_to_end(key)
+    return copy.deepcopy(specs)  # Streamlit moves datasets out of the spec it is given
+
+
+# Projector-sized fonts, legend on top: one Config object, assigned (configure_* would copy the chart).
+CONFIG = alt.Config(
+    axis=alt.AxisConfig(labelFontSize=13, titleFontSize=15),
+    legend=alt.LegendConfig(labelFontSize=13, titleFontSize=14, orient="top"),
+    title=alt.TitleConfig(fontSize=17, anchor="start"),
+)
 
 
 def _finish(chart, title: str, points: int, empty_note: str = WAITING):
-    return (
-        chart.properties(
-            title=title + (empty_note if points == 0 else ""),
-            description=f"{title}: {points} points",
-            height=CHART_HEIGHT,
-        )
-        .configure_axis(labelFontSize=13, titleFontSize=15)
-        .configure_legend(labelFontSize=13, titleFontSize=14, orient="top")
-        .configure_title(fontSize=17, anchor="start")
-    )
+    """Title, aria description, height and fonts, set in place on the chart just built."""
+    chart.title = title + (empty_note if points == 0 else "")
+    chart.description = f"{title}: {points} points"
+    chart.height = CHART_HEIGHT
+    chart.config = CONFIG
+    return chart
