@@ -7,11 +7,11 @@ from core.engine.spec import SpecError
 from core.engine.zoo import MODELS
 from core.runs import jobs, sweeps
 from core.runs.limits import load_host_limits
+from core.view import sweep as view
 from core.view import sweep_charts
 from core.view import sweep_form as form
 from core.view.race_form import CHOICES, describe_duration, scope_label
 from core.view.reference import regional_reference_rows
-from core.view.sweep import break_even_note, plan_rows, points_table, regime_readings, scope_comparison, sweep_frame
 
 owner = visitor()
 caps = jobs.known_caps(store())
@@ -94,6 +94,17 @@ if launched:
     except jobs.JobError as exc:
         st.error(str(exc))
 
+
+def open_stored() -> None:
+    if st.session_state.sweep_open is not None:
+        st.session_state.followed_sweep = st.session_state.sweep_open
+        st.query_params["sweep"] = str(st.session_state.sweep_open)
+
+
+stored = {row.id: view.sweep_title(row.id, row.params) for row in store().list_sweeps(limit=50)}
+if stored:
+    st.selectbox("Open a stored sweep", [None, *stored], format_func=lambda i: stored.get(i, "-"), key="sweep_open",
+                 on_change=open_stored)  # fmt: skip
 followed = followed_sweep()
 found = sweeps.stored_sweep(store(), followed) if followed is not None else None
 polling = found is not None and not sweeps.sweep_finished(found[1])
@@ -117,22 +128,21 @@ def live(sweep_id: int) -> None:
         if cancel_col.button("Cancel sweep", key=f"cancel_sweep_{sweep_id}"):
             sweeps.cancel_sweep(store(), sweep_id, me)
             st.rerun()
-    frame = sweep_frame(sweep, runs, store())
-    st.dataframe(points_table(frame), hide_index=True, width="stretch")
-    for reading in regime_readings(sweep, frame):
+    frame = view.sweep_frame(sweep, runs, store())
+    st.dataframe(view.points_table(frame), hide_index=True, width="stretch")
+    for reading in view.regime_readings(sweep, frame):
         st.markdown(f"**Regime:** {reading}")
     for column, spec in zip(st.columns(2) * 2, sweep_charts.chart_specs(sweep, frame)):
         column.vega_lite_chart(spec=spec, width="stretch")
-    if break_even_note(frame):
-        st.caption(break_even_note(frame))
-    comparison = scope_comparison(sweep, frame)
+    st.caption(view.break_even_note(frame) or "")
+    comparison = view.scope_comparison(sweep, frame)
     if comparison:
         st.markdown("**Whole vs regional compile, side by side**")
         st.dataframe(comparison, hide_index=True, width="stretch")
     if sweeps.sweep_finished(runs) and frame["measured"].any():
         st.subheader("Plan your training")
         st.caption("Each measured point over your run's length: compile included, 95% intervals from its steps.")
-        st.dataframe(plan_rows(frame, runs, training_run_length(f"sweep_{sweep_id}")), hide_index=True)
+        st.dataframe(view.plan_rows(frame, runs, training_run_length(f"sweep_{sweep_id}")), hide_index=True)
 
 
 if found is not None:

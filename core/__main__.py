@@ -519,7 +519,7 @@ def follow_sweep(store, sweep_id: int, args: argparse.Namespace) -> int:
         try:
             jobs.tick(store)
             sweep, runs = sweeps.stored_sweep(store, sweep_id)
-            frame = sweep_frame(sweep, runs)
+            frame = sweep_frame(sweep, runs, store)
             for row in frame.itertuples():
                 if row.status in ("done", "failed", "cancelled") and row.run_id not in reported:
                     reported.add(row.run_id)

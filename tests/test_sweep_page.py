@@ -242,3 +242,15 @@ def test_a_finished_race_plans_a_training_run_on_the_race_page(store, sleepers):
     assert [m.label for m in at.metric][-2:] == ["Eager total", "Compiled total, compile included"]
     at.number_input(key="plan_steps_race").set_value(100).run()
     assert "Over 100 steps compile costs about" in texts(at) and "shorter than the break-even" in texts(at)
+
+
+def test_a_stored_sweep_can_be_opened_from_the_list(store, sleepers):
+    record_probe(store)
+    first = record_sweep(store, ["done"] * 4)
+    record_sweep(store, ["done", "failed"], axes=(Axis("batch_size", (64, 256)),))
+    at = sweep_page()
+    picker = at.selectbox(key="sweep_open")
+    assert picker.options == ["-", "#2 pointwise_mlp: batch size 64-256", "#1 pointwise_mlp: batch size 64-4096"]
+    picker.set_value(first).run()
+    assert not at.exception and at.query_params["sweep"] == str(first)
+    assert at.get("progress")[0].proto.text == f"Sweep #{first}: finished: 4 done"

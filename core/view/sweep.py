@@ -244,7 +244,7 @@ def point_line(frame_row: Any, total: int) -> str:
     if not r.measured:
         if r.compile_skipped:
             return head + terminal_text(f"{r.status}, compile did not happen: {r.compile_skipped}")
-        return head + terminal_text(r.status + (f": {r.error}" if r.error else ""))
+        return head + terminal_text(r.state if r.state != r.status else r.status + (f": {r.error}" if r.error else ""))
     if r.break_even_kind == OBSERVED:
         be = f"break-even step {r.break_even_at:,.0f}"
     elif r.break_even_kind == EXTRAPOLATED:
@@ -317,3 +317,17 @@ def sweep_json(sweep_id: int, sweep: SweepSpec, runs: list[Run], frame: pd.DataF
         "regime": regime_readings(sweep, frame),
         "scope_comparison": scope_comparison(sweep, frame),
     }
+
+
+def sweep_title(sweep_id: int, params: dict[str, Any]) -> str:
+    """'#3 pointwise_mlp: batch size 64-4096': a stored sweep in a list (text, from its definition)."""
+    try:
+        sweep = SweepSpec.from_dict(params)
+    except Exception:  # noqa: BLE001 - a damaged definition is still listed, and says so
+        return f"#{sweep_id} (unreadable)"
+    axes = "; ".join(
+        f"{a.label} {a.values[0]}-{a.values[-1]}" if a.name == "batch_size" and a.values else
+        f"{a.label} {', '.join(map(str, a.values))}"
+        for a in sweep.axes
+    )  # fmt: skip
+    return f"#{sweep_id} {sweep.base.model}: {axes}"
