@@ -125,13 +125,25 @@ def test_delete_a_sweep_removes_its_points_and_their_events_only_for_its_owner(s
         sweeps.cancel_sweep(store, sweep_id, "ann")
 
 
-def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
-    path = str(tmp_path / "old.sqlite3")
-    from core.runs.store import SCHEMA
+VERSION_2 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '2');
+CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, params TEXT NOT NULL,
+  owner TEXT NOT NULL, device_key TEXT NOT NULL, status TEXT NOT NULL, phase TEXT NOT NULL DEFAULT '',
+  progress REAL NOT NULL DEFAULT 0, created_at REAL NOT NULL, started_at REAL, finished_at REAL,
+  heartbeat_at REAL, pid INTEGER, host TEXT, time_limit_s REAL, cancel_requested INTEGER NOT NULL DEFAULT 0,
+  environment TEXT, summary TEXT, details TEXT, error TEXT, imported INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX runs_queue ON runs (status, device_key, id);
+CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id INTEGER NOT NULL, kind TEXT NOT NULL,
+  variant TEXT NOT NULL, phase TEXT NOT NULL, epoch INTEGER NOT NULL, step INTEGER NOT NULL,
+  time_s REAL NOT NULL, eval_time_s REAL, loss REAL, samples INTEGER, recorded_at REAL NOT NULL, note TEXT);
+"""
 
+
+def test_a_version_2_store_gains_sweeps_and_keeps_its_runs(tmp_path):
+    path = str(tmp_path / "old.sqlite3")
     conn = sqlite3.connect(path)
-    conn.executescript(SCHEMA)
-    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
+    conn.executescript(VERSION_2)
     conn.execute(
         "INSERT INTO runs (kind, params, owner, device_key, status, created_at) VALUES ('race', ?, 'ann', 'cpu', 'done', 1)",
         (json.dumps(quick_spec().to_dict()),),
@@ -144,6 +156,13 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
     assert old.sweep_id is None and RunSpec.from_dict(old.params).compile_scope == "whole"
     assert Store(path).schema_version() == SCHEMA_VERSION  # opening again changes nothing
     assert sweeps.enqueue_sweep(store, batch_sweep(8, 16), "ann", limits=NO_LIMITS, caps=CPU) == 1
+    assert [r.sweep_id for r in store.list_runs()] == [1, 1, None]
+    indexes = {row[1] for row in store._conn.execute("PRAGMA index_list(runs)")}
+    assert "runs_by_sweep" in indexes
+
+
+def test_a_new_store_has_the_sweeps_index_too(store):
+    assert "runs_by_sweep" in {row[1] for row in store._conn.execute("PRAGMA index_list(runs)")}
 
 
 def test_a_sweep_whose_stored_definition_is_damaged_reads_as_none(store):

@@ -196,7 +196,7 @@ def test_a_version_1_store_gains_the_compile_note_column_and_keeps_its_events(tm
     conn.commit()
     conn.close()
     store = Store(str(path))
-    assert store.schema_version() == SCHEMA_VERSION == 2
+    assert store.schema_version() == SCHEMA_VERSION  # every migration applied in order (2: note, 3: sweeps)
     assert store.events_after(1)[0]["time_s"] == 0.5 and store.events_after(1)[0]["note"] is None
     store.append_events(1, [{"kind": "compile", "variant": "compiled", "phase": "train", "epoch": 1, "step": 3,
                              "time_s": 0.0, "note": "recompile: x"}])  # fmt: skip
