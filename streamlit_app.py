@@ -11,6 +11,7 @@ st.set_page_config(page_title="Compile Lab", page_icon="⚡", layout="wide")
 
 pages = [
     st.Page("app_pages/race.py", title="Race", icon=":material/sports_score:", default=True),
+    st.Page("app_pages/sweep.py", title="Sweep", icon=":material/stacked_line_chart:"),
     st.Page("app_pages/runs.py", title="Runs", icon=":material/table_view:"),
     st.Page("app_pages/under_the_hood.py", title="Under the hood", icon=":material/memory:"),
 ]

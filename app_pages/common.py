@@ -12,6 +12,7 @@ import uuid
 import streamlit as st
 
 from core.engine.explain import demo_device_problem
+from core.engine.planning import fmt_duration, fmt_range, plan_from_summary, plan_sentence
 from core.runs import admin, jobs
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
@@ -244,3 +245,38 @@ def wait_for_device() -> None:
             st.rerun()
 
     _poll()
+
+
+def training_run_length(key: str) -> int:
+    """The user's real run length in steps: typed as steps, or as epochs x steps per epoch."""
+    how = st.radio(
+        "Your run's length in", ["steps", "epochs x steps per epoch"], horizontal=True, key=f"plan_how_{key}"
+    )
+    if how == "steps":
+        return int(st.number_input("Steps", 1, 10**9, 50_000, step=1_000, key=f"plan_steps_{key}"))
+    left, right = st.columns(2)
+    epochs = left.number_input("Epochs", 1, 10**6, 10, key=f"plan_epochs_{key}")
+    per_epoch = right.number_input("Steps per epoch", 1, 10**7, 5_000, step=100, key=f"plan_per_epoch_{key}")
+    return int(epochs * per_epoch)
+
+
+def plan_section(run: Run, key: str) -> None:
+    """Plan your training: a finished race's steady rates and compile time over the user's run length."""
+    st.subheader("Plan your training")
+    st.caption(
+        "Predicted from this race: eager = steps x its steady step; compiled = compile time + steps x its steady "
+        "step. Intervals come from the measured step times (95%); the compile time is one measurement."
+    )
+    steps = training_run_length(key)
+    plan = plan_from_summary(run.summary or {}, steps) if run.status == "done" else None
+    if plan is None:
+        st.info("Nothing to plan from: this race did not finish with compiled code running.")
+        return
+    left, right = st.columns(2)
+    for column, label, total, ci in (
+        (left, "Eager total", plan.eager_total_s, plan.eager_ci),
+        (right, "Compiled total, compile included", plan.compiled_total_s, plan.compiled_ci),
+    ):
+        interval = f"95% interval {fmt_range(ci[0], ci[1], total)} ({fmt_duration(total).split()[-1]})"
+        column.metric(label, fmt_duration(total), help=interval, border=True)
+    st.markdown(f"**{plan_sentence(plan)}**")

@@ -2,7 +2,17 @@
 
 import streamlit as st
 
-from app_pages.common import board, host_limits, show_reference, store, tick, visitor, visitor_address, wait_for_device
+from app_pages.common import (
+    board,
+    host_limits,
+    plan_section,
+    show_reference,
+    store,
+    tick,
+    visitor,
+    visitor_address,
+    wait_for_device,
+)
 from app_pages.run_display import PHONE_TITLE_CSS, show_run
 from core.engine.spec import SpecError, validate
 from core.engine.zoo import MODELS
@@ -16,6 +26,7 @@ from core.view.race_form import (
     form_spec,
     notes_still_true,
     race_promise,
+    scope_label,
     shared_result_text,
     spec_from_query,
     spec_to_query,
@@ -108,7 +119,7 @@ def fold_and_launch(preset: dict | None = None) -> None:
 if "race_form" not in st.session_state:
     st.session_state.race_form = followed_run() is None
 with st.expander("Configure a race", key="race_form", on_change="rerun"):
-    a, b, c, d = st.columns([2, 1, 1, 1])
+    a, b, c, d, e = st.columns([3, 2, 2, 2, 2])
     blocked = {
         "model": choose(
             "model",
@@ -120,6 +131,9 @@ with st.expander("Configure a race", key="race_form", on_change="rerun"):
         "precision": choose("precision", "Precision", b),
         "mode": choose("mode", "Compile mode", c),
         "backend": choose("backend", "Backend", d),
+        "compile_scope": choose(
+            "compile_scope", "Compile scope", e, fmt=lambda s, m=st.session_state.form_model: scope_label(s, m)
+        ),
     }
     columns = st.columns(5)
     for column, (name, (label, low, high)) in zip(columns, NUMBERS.items()):
@@ -193,6 +207,8 @@ def live(run_id: int) -> None:
         jobs.cancel(store(), run.id, me)
         st.rerun()
     show_run(run, snap, key="live")
+    if run.status == "done":
+        plan_section(run, key="race")
     if run.finished:
         show_reference()
 

@@ -1,4 +1,5 @@
-"""Command line: `python -m core models | race | submit | status | cancel | delete | runs | export | import | doctor`.
+"""Command line: `python -m core models | race | sweep | sweeps | plan | submit | status | cancel | delete | runs | export
+| import | doctor`.
 
 Errors a user can cause end with one line on stderr and exit status 2; a run that fails part
 way prints what it measured, then the reason, and exits 1.
@@ -13,7 +14,17 @@ import sys
 import time
 from typing import TextIO
 
-from core.engine.spec import BACKENDS, CACHES, DATA_SOURCES, DEVICES, MODES, PRECISIONS, RunSpec, SpecError
+from core.engine.spec import (
+    BACKENDS,
+    CACHES,
+    COMPILE_SCOPES,
+    DATA_SOURCES,
+    DEVICES,
+    MODES,
+    PRECISIONS,
+    RunSpec,
+    SpecError,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a program stopped by SIGPIPE (`... | head -1`)
@@ -56,6 +67,17 @@ def say(text: str, file: TextIO | None = None) -> None:
     print(terminal_text(text, one_line=False), file=file or sys.stdout)
 
 
+def positive_int(value: str) -> int:
+    """A count of steps or epochs: a whole number from 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
+    return number
+
+
 def _dynamic(value: str) -> bool | None:
     table = {"auto": None, "true": True, "false": False}
     if value.lower() not in table:
@@ -82,6 +104,11 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
         help="dynamic shapes: auto (default), true, false",
     )
     a("--fullgraph", action="store_true", help="fail on any graph break instead of splitting the graph")
+    a(
+        "--compile-scope",
+        default=d.compile_scope,
+        help=f"what torch.compile compiles: {', '.join(COMPILE_SCOPES)} (regional: each repeated block, in place)",
+    )
     a("--epochs", type=int, default=d.epochs)
     a("--steps-per-epoch", type=int, default=d.steps_per_epoch)
     a("--eval-steps", type=int, default=d.eval_steps, help="evaluation steps after each epoch (0: none)")
@@ -130,6 +157,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         backend=args.backend,
         dynamic=args.dynamic,
         fullgraph=args.fullgraph,
+        compile_scope=args.compile_scope,
         epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch,
         eval_steps=args.eval_steps,
@@ -467,6 +495,227 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return doctor(args.store, args.out, cpu_smoke=args.cpu_smoke)
 
 
+# -- sweeps and planning ----------------------------------------------------------------------------
+
+SWEEP_AXIS_FLAGS = (
+    ("batch_size", "--batch-sizes", "batch sizes, e.g. 64,256,1024,4096 (shown on a log-2 axis)"),
+    ("precision", "--precisions", f"precisions, e.g. fp32,amp-bf16 (of {', '.join(PRECISIONS)})"),
+    ("mode", "--modes", f"compile modes (of {', '.join(MODES)})"),
+    ("compile_scope", "--compile-scopes", f"compile scopes: {','.join(COMPILE_SCOPES)}"),
+)
+
+
+def sweep_from_args(args: argparse.Namespace):
+    """The sweep the flags describe: the race flags are the base, each axis flag one axis."""
+    from core.runs.sweeps import SweepSpec, axis_from_text
+
+    axes = tuple(axis_from_text(name, getattr(args, name + "_values")) for name, _, _ in SWEEP_AXIS_FLAGS
+                 if getattr(args, name + "_values") is not None)  # fmt: skip
+    return SweepSpec(spec_from_args(args), axes)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from core.runs import jobs, sweeps
+
+    store = open_store(args)
+    try:
+        sweep = sweep_from_args(args)
+        caps = jobs.ensure_probe(store, owner=args.owner, wait_s=60)
+        sweep_id = sweeps.enqueue_sweep(store, sweep, args.owner, caps=caps)
+    except SpecError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except jobs.JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ValueError, OSError) as exc:  # the host's limits configuration is unreadable
+        print(f"error: configuration: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    points = store.sweep_runs(sweep_id)
+    print(
+        f"sweep {sweep_id}: {len(points)} points queued on {points[0].device_key}",
+        file=sys.stderr if args.json else sys.stdout,
+    )
+    if args.detach:
+        return EXIT_OK
+    return follow_sweep(store, sweep_id, args)
+
+
+def follow_sweep(store, sweep_id: int, args: argparse.Namespace) -> int:
+    """Follow a sweep to its end: a line per finished point and a progress line on stderr; Ctrl-C
+    cancels the whole sweep. Then the report (or JSON) on stdout."""
+    from core.runs import jobs, sweeps
+    from core.view.sweep import point_line, sweep_frame, terminal_text
+
+    stream, reported, last = sys.stderr, set(), ""
+    cancelled = False
+    while True:
+        try:
+            jobs.tick(store)
+            sweep, runs = sweeps.stored_sweep(store, sweep_id)
+            frame = sweep_frame(sweep, runs, store)
+            for row in frame.itertuples():
+                if row.status in ("done", "failed", "cancelled") and row.run_id not in reported:
+                    reported.add(row.run_id)
+                    stream.write(("\r\033[K" if stream.isatty() else "") + point_line(row, len(frame)) + "\n")
+            state = sweeps.sweep_state(store, runs)
+            line = f"sweep {sweep_id} {progress_bar(sweeps.sweep_progress(runs))} {terminal_text(state)}"
+            if stream.isatty() and line != last:
+                stream.write("\r\033[K" + line)
+                last = line
+            stream.flush()
+            if sweeps.sweep_finished(runs):
+                break
+            time.sleep(0.5)
+        except KeyboardInterrupt:
+            sweeps.cancel_sweep(store, sweep_id, args.owner)
+            cancelled = True
+    if stream.isatty():
+        stream.write("\n")
+    print_sweep(store, sweep_id, args)
+    statuses = {r.status for r in store.sweep_runs(sweep_id)}
+    if cancelled or "cancelled" in statuses:
+        return EXIT_CANCELLED
+    return EXIT_FAILED if "failed" in statuses else EXIT_OK
+
+
+def print_sweep(store, sweep_id: int, args: argparse.Namespace) -> None:
+    from core.runs import sweeps
+    from core.view.sweep import sweep_frame, sweep_json, sweep_report
+
+    sweep, runs = sweeps.stored_sweep(store, sweep_id)
+    frame = sweep_frame(sweep, runs, store)
+    state = sweeps.sweep_state(store, runs)
+    plan_steps = getattr(args, "plan_steps", None)
+    if args.json:
+        data = sweep_json(sweep_id, sweep, runs, frame, state)
+        if plan_steps:
+            from core.view.sweep import plan_rows
+
+            data["plan"] = {"steps": plan_steps, "points": plan_rows(frame, runs, plan_steps)}
+        print(json.dumps(data, default=float))
+    else:
+        print(sweep_report(sweep, frame, state, plan_steps, runs))
+
+
+def cmd_sweeps(args: argparse.Namespace) -> int:
+    from core.runs import jobs, sweeps
+    from core.view.sweep import terminal_text
+
+    store = open_store(args)
+    jobs.tick(store)
+    if args.sweep_id is not None:
+        if sweeps.stored_sweep(store, args.sweep_id) is None:
+            print(f"error: there is no sweep {args.sweep_id}", file=sys.stderr)
+            return EXIT_USAGE
+        print_sweep(store, args.sweep_id, args)
+        return EXIT_OK
+    rows = []
+    for row in store.list_sweeps(limit=args.limit):
+        found = sweeps.stored_sweep(store, row.id)
+        if found is None:
+            continue
+        sweep, runs = found
+        rows.append((row, sweep, sweeps.sweep_state(store, runs)))
+    if args.json:
+        print(json.dumps([{"sweep_id": r.id, "owner": r.owner, "state": st, **sw.to_dict()} for r, sw, st in rows]))
+        return EXIT_OK
+    if not rows:
+        print("no sweeps stored")
+    for row, sweep, state in rows:
+        axes = "; ".join(f"{a.label} {','.join(map(str, a.values))}" for a in sweep.axes)
+        print(terminal_text(f"sweep {row.id:>4}  {sweep.base.model:<16} {axes:<44} {state}"))
+    return EXIT_OK
+
+
+def cmd_sweep_action(args: argparse.Namespace) -> int:
+    from core.runs import jobs, sweeps
+
+    try:
+        if args.action == "cancel":
+            count = sweeps.cancel_sweep(open_store(args), args.sweep_id, args.owner)
+            print(f"sweep {args.sweep_id}: {count} points cancelled")
+        else:
+            sweeps.delete_sweep(open_store(args), args.sweep_id, args.owner)
+            print(f"sweep {args.sweep_id}: deleted")
+    except jobs.JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from core.engine.planning import plan_from_summary
+    from core.view.sweep import plan_figures
+
+    steps = args.steps if args.steps is not None else (args.epochs or 0) * (args.steps_per_epoch or 0)
+    if steps < 1:
+        print("error: give the run's length: --steps N, or --epochs E --steps-per-epoch S", file=sys.stderr)
+        return EXIT_USAGE
+    store = open_store(args)
+    if args.sweep is not None:
+        if store.get_sweep(args.sweep) is None:
+            print(f"error: there is no sweep {args.sweep}", file=sys.stderr)
+            return EXIT_USAGE
+        args.plan_steps = steps
+        print_sweep(store, args.sweep, args)
+        return EXIT_OK
+    run = store.get_run(args.run_id) if args.run_id is not None else None
+    if run is None or run.kind != "race":
+        print(f"error: there is no race {args.run_id} (give a run id, or --sweep SWEEP_ID)", file=sys.stderr)
+        return EXIT_USAGE
+    plan = plan_from_summary(run.summary or {}, steps) if run.status == "done" else None
+    if plan is None:
+        print(f"error: run {run.id} has no finished measurement to plan from ({run.status})", file=sys.stderr)
+        return EXIT_USAGE
+    figures = plan_figures(plan)
+    if args.json:
+        print(json.dumps({"run_id": run.id, **dataclasses.asdict(plan), "sentence": figures["what compile does"]}))
+        return EXIT_OK
+    for label in ("eager total", "compiled total, compile included"):
+        print(f"{label:<34}{figures[label]}")
+    print(figures["what compile does"])
+    return EXIT_OK
+
+
+def add_sweep_commands(sub, store_parser) -> None:
+    """`sweep`, `sweeps`, `cancel-sweep`, `delete-sweep`, `plan`."""
+    sweep = store_parser("sweep", "queue a sweep (one race per point) and follow it to the end", owner=True)
+    add_spec_arguments(sweep)
+    axes = sweep.add_argument_group("axes (one or two)")
+    for name, flag, text in SWEEP_AXIS_FLAGS:
+        axes.add_argument(flag, dest=name + "_values", default=None, help=text)
+    sweep.add_argument("--json", action="store_true", help="print one JSON object at the end instead of the report")
+    sweep.add_argument("--detach", action="store_true", help="queue it and return (follow later: sweeps SWEEP_ID)")
+    sweep.add_argument(
+        "--plan-steps", type=positive_int, default=None, help="also plan a training run of this many steps"
+    )
+    sweep.set_defaults(func=cmd_sweep)
+    listing = store_parser("sweeps", "stored sweeps, or one sweep's points and readings")
+    listing.add_argument("sweep_id", nargs="?", type=run_id_arg)
+    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--json", action="store_true")
+    listing.add_argument(
+        "--plan-steps", type=positive_int, default=None, help="also plan a training run of this many steps"
+    )
+    listing.set_defaults(func=cmd_sweeps)
+    for action, text in (("cancel", "cancel every unfinished point of your sweep"), ("delete", "delete your sweep")):
+        p = store_parser(f"{action}-sweep", text, owner=True)
+        p.add_argument("sweep_id", type=run_id_arg)
+        p.set_defaults(func=cmd_sweep_action, action=action)
+    plan = store_parser("plan", "predict a training run's time eager vs compiled from a finished race or sweep")
+    plan.add_argument("run_id", nargs="?", type=run_id_arg)
+    plan.add_argument("--sweep", type=run_id_arg, default=None, help="plan from every point of this sweep")
+    plan.add_argument("--steps", type=positive_int, default=None, help="the run's length in steps")
+    plan.add_argument("--epochs", type=positive_int, default=None)
+    plan.add_argument("--steps-per-epoch", type=positive_int, default=None)
+    plan.add_argument("--json", action="store_true")
+    plan.set_defaults(func=cmd_plan)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m core", description="Compile Lab: eager vs torch.compile, measured.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -527,6 +776,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doc.add_argument("--cpu-smoke", action="store_true", help=argparse.SUPPRESS)  # the machinery at toy size, for tests
     doc.set_defaults(func=cmd_doctor)
+    add_sweep_commands(sub, store_parser)
     return parser
 
 

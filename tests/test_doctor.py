@@ -29,6 +29,7 @@ def test_the_gpu_plan_covers_what_the_issue_lists_and_every_race_is_valid_on_a_m
     assert {r.precision for r in races} == {"fp32", "tf32", "amp-fp16", "amp-bf16"}
     assert any(r.model == "resnet50" and r.precision == "amp-bf16" and r.batch_size == 128 for r in races)
     assert {"reduce-overhead", "max-autotune-no-cudagraphs"} <= {r.mode for r in races}
+    assert any(r.compile_scope == "regional" for r in races)
     oom = [i for i, c in enumerate(plan) if c.expect_error]
     assert len(oom) == 1 and plan[oom[0] + 1].kind == "race"  # a job after the failure must still run
     assert [c.params["demo"] for c in plan if c.kind == "demo"] == ["fusion", "overhead", "graphs", "codegen", "caches"]

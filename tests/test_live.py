@@ -368,6 +368,8 @@ def test_run_row_of_a_finished_run_has_its_summary_and_device(store):
         "batch_size": 128,
         "precision": "amp-bf16",
         "mode": "default",
+        "scope": "whole",  # a spec stored before compile scope existed: whole-model compile
+        "sweep": None,
         "first_epoch_overhead_s": 41.6,
         "steady_state_speedup": 1.12,
         "break_even_step": 7,

@@ -126,6 +126,8 @@ def test_pages_render_finished_failed_and_running_runs(store, sleepers):
         "Break-even",
         "Throughput (compiled)",
         "Peak memory (compiled)",
+        "Eager total",  # Plan your training, under a finished race
+        "Compiled total, compile included",
     ]
     assert at.metric[2].value == "2.00x"
     assert "CPU only" in "\n".join(m.value for m in at.sidebar.markdown)
@@ -208,9 +210,8 @@ def test_runs_page_overlays_several_runs_reopens_one_and_deletes_only_your_own(s
     assert [b.label for b in at.button] == ["Delete"]  # only the visitor's own run can be deleted
     at.session_state["runs_table"] = {"selection": {"rows": [1], "columns": [], "cells": []}}
     at.run()
-    assert (
-        charts_on(at) == 5 and len(at.metric) == 6
-    )  # reopened: the live view's charts (race, lead, step, epoch, loss) and cards
+    # reopened: the live view's charts (race, lead, step, epoch, loss), its cards and the plan's two
+    assert charts_on(at) == 5 and len(at.metric) == 6 + 2
     at.session_state["runs_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}  # newest first: mine
     at.run()
     at.button[0].click().run()

@@ -1,11 +1,13 @@
 """The engine: everything that measures, and nothing that schedules or shows.
 
 Owns RunSpec and its validation (spec), the model registry (zoo, torch-free) and the networks
-(models), batches (data), device-correct timing (timing), the race itself (trainer), the
-numbers a user decides on (analysis, pure), torch's own compile counters (compile_stats), the
-environment record (environment) and the explainer demos (explain).
+(models), what regional compile compiles (regions), batches (data), device-correct timing
+(timing), the race itself (trainer), the numbers a user decides on (analysis, pure), planning a
+real training run and reading the regime (planning, pure), torch's own compile counters
+(compile_stats), the environment record (environment) and the explainer demos (explain).
 
 Must never import core.runs or core.view, Streamlit, Altair or pandas: it runs in worker
 processes and in `python -m core race` on a bare GPU box that has only torch installed.
-Modules that the app's process reads (spec, zoo, analysis, explain's registry) import no torch.
+Modules that the app's process reads (spec, zoo, regions, analysis, planning, explain's registry)
+import no torch.
 """

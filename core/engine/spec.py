@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
+from core.engine.regions import COMPILE_SCOPES, region_problem
 from core.engine.zoo import MODELS
 
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
@@ -49,6 +50,7 @@ class RunSpec:
     backend: str = "inductor"
     dynamic: bool | None = None  # torch.compile's own default: None = decide automatically
     fullgraph: bool = False
+    compile_scope: str = "whole"  # "regional": compile each repeated block in place (core.engine.regions)
     epochs: int = 3
     steps_per_epoch: int = 20
     eval_steps: int = 0
@@ -251,6 +253,7 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
     _choice(p, "backend", spec.backend, BACKENDS)
     _choice(p, "dynamic", spec.dynamic, DYNAMIC)
     _choice(p, "fullgraph", spec.fullgraph, (True, False))
+    scope_ok = _choice(p, "compile_scope", spec.compile_scope, COMPILE_SCOPES)
     _int_range(p, "epochs", spec.epochs, 1, MAX_EPOCHS)
     _int_range(p, "steps_per_epoch", spec.steps_per_epoch, 1, MAX_STEPS_PER_EPOCH)
     _int_range(p, "eval_steps", spec.eval_steps, 0, MAX_STEPS_PER_EPOCH)
@@ -280,6 +283,8 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
 
     if model_ok:
         info = MODELS[spec.model]
+        if scope_ok and spec.compile_scope == "regional" and region_problem(spec.model):
+            p.append(Problem("compile_scope", region_problem(spec.model)))
         if spec.image_size is not None and _int_range(p, "image_size", spec.image_size, 1, MAX_INPUT_SIZE):
             problem = info.size_problem(spec.image_size)
             if problem:

@@ -36,6 +36,7 @@ from core.engine.data import BatchSource
 from core.engine.environment import environment_record
 from core.engine.models import build_model
 from core.engine.profiling import kernel_profiling, profile_reading, profile_steps
+from core.engine.regions import compile_regions
 from core.engine.spec import (
     CUDA_GRAPH_MODES,
     DeviceCaps,
@@ -305,10 +306,15 @@ def stance_problem(spec: RunSpec) -> Problem | None:
 
 
 def compile_model(model: torch.nn.Module, spec: RunSpec) -> torch.nn.Module:
-    """torch.compile with exactly the spec's options (mode only where the backend takes one)."""
+    """torch.compile with exactly the spec's options (mode only where the backend takes one), of
+    the whole model or, with compile_scope "regional", of each repeated block in place (the
+    model returned is then the model itself, its blocks compiled)."""
     kwargs: dict[str, Any] = {"backend": spec.backend, "dynamic": spec.dynamic, "fullgraph": spec.fullgraph}
     if spec.backend == "inductor":
         kwargs["mode"] = spec.mode
+    if spec.compile_scope == "regional":
+        compile_regions(model, spec.model, **kwargs)
+        return model
     return torch.compile(model, **kwargs)
 
 

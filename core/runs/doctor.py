@@ -66,6 +66,7 @@ def gpu_plan() -> list[Check]:
     )
     checks.append(_race("mode reduce-overhead (CUDA graphs)", mode="reduce-overhead", precision="amp-bf16"))
     checks.append(_race("mode max-autotune-no-cudagraphs", mode="max-autotune-no-cudagraphs", steps_per_epoch=5))
+    checks.append(_race("regional compile (gpt blocks)", model="gpt", batch_size=32, compile_scope="regional"))
     # 65,536 sequences of 4,096 tokens: the embedding alone wants 128 GiB, its sum with the positions as
     # much again, more than any GPU has; the batch itself is only 2 GiB, made in a second or two.
     oom = RunSpec(model="gpt", batch_size=65536, image_size=4096, epochs=1, steps_per_epoch=1, device="cuda")

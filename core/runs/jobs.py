@@ -176,39 +176,63 @@ def enqueue(
         raise JobError("still finding out which device this machine has: try again in a few seconds")
     with store.transaction(immediate=True) as c:
         if kind != "probe":
-            waiting = c.execute("SELECT COUNT(*) FROM runs WHERE status = 'queued'").fetchone()[0]
-            if limits.max_queue_length is not None and waiting >= limits.max_queue_length:
-                raise JobError(
-                    f"the queue is full ({waiting} jobs waiting; this host allows {limits.max_queue_length}): try again later"
-                )
-            mine = c.execute(
-                "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (? IS NOT NULL AND client = ?)) "
-                "AND status IN ('queued', 'starting', 'running')",
-                (owner, address, address),
-            ).fetchone()[0]
-            if limits.max_queued_per_owner is not None and mine >= limits.max_queued_per_owner:
-                raise JobError(
-                    f"you already have {mine} jobs queued or running"
-                    + (" (counting every browser at your address)" if address else "")
-                    + f"; this host allows {limits.max_queued_per_owner} per person"
-                )
-        run_id = store._insert_run(
-            c,
-            {
-                "kind": kind,
-                "params": params,
-                "owner": owner,
-                "device_key": job.device_key(params, caps),
-                "status": "queued",
-                "phase": "queued",
-                "created_at": time.time(),
-                "time_limit_s": limits.job_time_limit_s,
-                "host": HOST if kind == "probe" else None,
-                "client": address,
-            },
-        )
+            check_room(c, owner, limits, address=address)
+        run_id = store._insert_run(c, job_row(kind, params, owner, caps, limits, client=address))
     tick(store)
     return run_id
+
+
+def check_room(
+    conn: Any, owner: str, limits: HostLimits, adding: int = 1, what: str = "", address: str | None = None
+) -> None:
+    """Raise JobError when `adding` more jobs of `owner` (`what` they are, for the message) would
+    overfill the queue or pass the owner's share (with `address`, every job from that client address
+    counts as the owner's too). Call inside the enqueuing transaction, so the counts cannot change
+    meanwhile."""
+    what = what or f"these {adding} jobs"
+    waiting = conn.execute("SELECT COUNT(*) FROM runs WHERE status = 'queued'").fetchone()[0]
+    if limits.max_queue_length is not None and waiting + adding > limits.max_queue_length:
+        if adding == 1 or waiting >= limits.max_queue_length:
+            raise JobError(
+                f"the queue is full ({waiting} jobs waiting; this host allows {limits.max_queue_length}): try again later"
+            )
+        raise JobError(
+            f"the queue has room for {limits.max_queue_length - waiting} more jobs, not {what}: try fewer points or later"
+        )
+    mine = conn.execute(
+        "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (? IS NOT NULL AND client = ?)) "
+        "AND status IN ('queued', 'starting', 'running')",
+        (owner, address, address),
+    ).fetchone()[0]
+    if limits.max_queued_per_owner is not None and mine + adding > limits.max_queued_per_owner:
+        if adding == 1:
+            raise JobError(
+                f"you already have {mine} jobs queued or running"
+                + (" (counting every browser at your address)" if address else "")
+                + f"; this host allows {limits.max_queued_per_owner} per person"
+            )
+        raise JobError(
+            f"{what} and your {mine} jobs queued or running would pass this host's limit of "
+            f"{limits.max_queued_per_owner} per person: try fewer points"
+        )
+
+
+def job_row(
+    kind: str, params: dict[str, Any], owner: str, caps: DeviceCaps | None, limits: HostLimits, **fields: Any
+) -> dict[str, Any]:
+    """The run row of a newly queued job (already validated)."""
+    return {
+        "kind": kind,
+        "params": params,
+        "owner": owner,
+        "device_key": JOB_KINDS[kind].device_key(params, caps),
+        "status": "queued",
+        "phase": "queued",
+        "created_at": time.time(),
+        "time_limit_s": limits.job_time_limit_s,
+        "host": HOST if kind == "probe" else None,
+        **fields,
+    }
 
 
 def worker_environment(device_key: str, environ: dict[str, str] | None = None) -> dict[str, str]:

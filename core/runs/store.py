@@ -19,7 +19,7 @@ from typing import Any
 
 from core.engine.spec import data_home
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 30_000
 FINAL_STATES = ("done", "failed", "cancelled")
 ACTIVE_STATES = ("starting", "running")
@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS runs (
     details TEXT,                       -- JSON: compile stats, per-variant memory, ...
     error TEXT,
     imported INTEGER NOT NULL DEFAULT 0,
-    client TEXT                         -- a visitor's address, kept only where host limits count by it
+    client TEXT,                        -- a visitor's address, kept only where host limits count by it
+    sweep_id INTEGER                    -- the sweep this race is a point of (sweeps.id), or NULL
 );
 CREATE INDEX IF NOT EXISTS runs_queue ON runs (status, device_key, id);
 CREATE TABLE IF NOT EXISTS events (
@@ -67,11 +68,18 @@ CREATE TABLE IF NOT EXISTS events (
     note TEXT                           -- compile rows: what compiled ("recompile: <guard>")
 );
 CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, id);
+CREATE TABLE IF NOT EXISTS sweeps (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    owner TEXT NOT NULL,
+    params TEXT NOT NULL,               -- JSON: {"base": RunSpec, "axes": [{"name", "values"}, ...]}
+    created_at REAL NOT NULL
+);
 """
+
 
 RUN_COLUMNS = (
     "id kind params owner device_key status phase progress created_at started_at finished_at heartbeat_at "
-    "pid host time_limit_s cancel_requested environment summary details error imported client"
+    "pid host time_limit_s cancel_requested environment summary details error imported client sweep_id"
 ).split()
 JSON_COLUMNS = ("params", "environment", "summary", "details")
 EVENT_COLUMNS = "id run_id kind variant phase epoch step time_s eval_time_s loss samples recorded_at note".split()
@@ -80,7 +88,10 @@ EVENT_COLUMNS = "id run_id kind variant phase epoch step time_s eval_time_s loss
 MIGRATIONS = {
     2: ("ALTER TABLE events ADD COLUMN note TEXT",),
     3: ("ALTER TABLE runs ADD COLUMN client TEXT",),  # the address host limits count a visitor by, if asked
+    4: ("ALTER TABLE runs ADD COLUMN sweep_id INTEGER",),  # the sweeps table itself: CREATE ... IF NOT EXISTS
 }
+# Indexes on columns a migration adds: created once every store has the column.
+AFTER_MIGRATIONS = ("CREATE INDEX IF NOT EXISTS runs_by_sweep ON runs (sweep_id, id)",)
 
 
 def default_store_path() -> str:
@@ -114,6 +125,7 @@ class Run:
     error: str | None
     imported: int
     client: str | None = None
+    sweep_id: int | None = None
 
     @property
     def finished(self) -> bool:
@@ -122,6 +134,16 @@ class Run:
 
 class StoreError(RuntimeError):
     """The store cannot be opened (a folder, not a database, unreadable): a message for a person."""
+
+
+@dataclass
+class Sweep:
+    """One stored sweep: its owner and what it varies (its points are runs with its sweep_id)."""
+
+    id: int
+    owner: str
+    params: dict[str, Any]
+    created_at: float
 
 
 class Store:
@@ -181,13 +203,12 @@ class Store:
         self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
         with self.transaction(immediate=True) as c:
             row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
+            if row is None:  # a new store: SCHEMA made it current
                 c.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-                return
-            version = int(row["value"])
+            version = SCHEMA_VERSION if row is None else int(row["value"])
             if version > SCHEMA_VERSION:
                 raise StoreError(
-                    f"store {self.path} has schema version {row['value']}, newer than this Compile Lab "
+                    f"store {self.path} has schema version {version}, newer than this Compile Lab "
                     f"({SCHEMA_VERSION}): upgrade Compile Lab or use another store"
                 )
             for target in range(version + 1, SCHEMA_VERSION + 1):
@@ -195,6 +216,8 @@ class Store:
                     c.execute(statement)
             if version < SCHEMA_VERSION:
                 c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            for statement in AFTER_MIGRATIONS:
+                c.execute(statement)
 
     # -- settings the host changes at run time ------------------------------------------------
 
@@ -290,6 +313,37 @@ class Store:
             run_ids = [r[0] for r in self._conn.execute("SELECT id FROM runs WHERE kind = 'race'")]
         return {int(i): int(i) - bisect.bisect_left(others, int(i)) for i in run_ids}
 
+    # -- sweeps -------------------------------------------------------------------------------
+
+    @staticmethod
+    def insert_sweep(conn: sqlite3.Connection, owner: str, params: dict[str, Any]) -> int:
+        """A new sweep row, inside the caller's transaction (its points are inserted in the same one)."""
+        cur = conn.execute(
+            "INSERT INTO sweeps (owner, params, created_at) VALUES (?, ?, ?)", (owner, json.dumps(params), time.time())
+        )
+        return int(cur.lastrowid)
+
+    def get_sweep(self, sweep_id: int) -> Sweep | None:
+        row = self._conn.execute("SELECT * FROM sweeps WHERE id = ?", (sweep_id,)).fetchone()
+        return _sweep(row) if row else None
+
+    def list_sweeps(self, owner: str | None = None, limit: int = 100) -> list[Sweep]:
+        """Newest first."""
+        sql = "SELECT * FROM sweeps" + (" WHERE owner = ?" if owner else "") + " ORDER BY id DESC LIMIT ?"
+        return [_sweep(r) for r in self._conn.execute(sql, ((owner,) if owner else ()) + (limit,)).fetchall()]
+
+    def sweep_runs(self, sweep_id: int) -> list[Run]:
+        """A sweep's points, in the order they were queued."""
+        rows = self._conn.execute("SELECT * FROM runs WHERE sweep_id = ? ORDER BY id", (sweep_id,)).fetchall()
+        return [_run(r) for r in rows]
+
+    def delete_sweep(self, sweep_id: int) -> None:
+        """The sweep, its points and their events, in one transaction."""
+        with self.transaction() as c:
+            c.execute("DELETE FROM events WHERE run_id IN (SELECT id FROM runs WHERE sweep_id = ?)", (sweep_id,))
+            c.execute("DELETE FROM runs WHERE sweep_id = ?", (sweep_id,))
+            c.execute("DELETE FROM sweeps WHERE id = ?", (sweep_id,))
+
     def delete_run(self, run_id: int) -> None:
         with self.transaction() as c:
             c.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
@@ -344,6 +398,15 @@ class Store:
 
 def _encode(column: str, value: Any) -> Any:
     return json.dumps(value) if column in JSON_COLUMNS and value is not None else value
+
+
+def _sweep(row: sqlite3.Row) -> Sweep:
+    data = dict(row)
+    try:
+        data["params"] = json.loads(data["params"])
+    except (TypeError, ValueError):
+        data["params"] = {"__corrupt__": str(data["params"])[:200]}
+    return Sweep(**data)
 
 
 def _run(row: sqlite3.Row) -> Run:

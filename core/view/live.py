@@ -325,6 +325,8 @@ def run_row(run: Run) -> dict[str, Any]:
         "batch_size": p.get("batch_size", 0),
         "precision": str(p.get("precision", "?")),
         "mode": str(p.get("mode", "?")),
+        "scope": str(p.get("compile_scope", "whole")),
+        "sweep": run.sweep_id,
         "first_epoch_overhead_s": s.get("first_epoch_overhead_s"),
         "steady_state_speedup": None if s.get("compile_skipped") else s.get("steady_state_speedup"),
         "break_even_step": s.get("break_even_step"),

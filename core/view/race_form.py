@@ -9,9 +9,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from core.engine.regions import region_description
 from core.engine.spec import (
     BACKENDS,
     CACHES,
+    COMPILE_SCOPES,
     DATA_SOURCES,
     MAX_BATCH_SIZE,
     MAX_EPOCHS,
@@ -29,12 +31,24 @@ from core.runs.limits import HostLimits
 from core.runs.store import Run
 
 # The fields the form shows, in the order a person decides them.
-FORM_FIELDS = ("model", "batch_size", "precision", "mode", "backend", "epochs", "steps_per_epoch", "data", "cache")
+FORM_FIELDS = (
+    "model",
+    "batch_size",
+    "precision",
+    "mode",
+    "backend",
+    "compile_scope",
+    "epochs",
+    "steps_per_epoch",
+    "data",
+    "cache",
+)
 CHOICES: dict[str, tuple] = {
     "model": tuple(MODELS),
     "precision": PRECISIONS,
     "mode": MODES,
     "backend": BACKENDS,
+    "compile_scope": COMPILE_SCOPES,
     "data": tuple(d for d in DATA_SOURCES if d != "cifar10"),  # cifar10 needs a local folder: CLI only
     "cache": CACHES,
 }
@@ -277,3 +291,9 @@ def shared_result_text(run: Run, now: float | None = None) -> str:
     return (
         f"Measured {age} on this {kind} ({env.get('device_name', '?')}, torch {env.get('torch', '?')}) as run #{run.id}"
     )
+
+
+def scope_label(scope: str, model: str) -> str:
+    """'regional (each transformer block)': what a compile scope compiles for this model."""
+    what = region_description(model) if scope == "regional" else "the whole model"
+    return f"{scope} ({what})" if what else scope

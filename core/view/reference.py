@@ -18,6 +18,7 @@ from core.engine import analysis
 
 REFERENCE_DIR = os.path.join(PROJECT_ROOT, "assets", "reference")
 TUTORIAL_CSV = os.path.join(REFERENCE_DIR, "tutorial_resnet50_cifar10_epochs.csv")
+REGIONAL_CSV = os.path.join(REFERENCE_DIR, "regional_compile_figures.csv")
 
 PYTORCH2_RELEASE = {
     "source": "PyTorch 2.0 release (pytorch.org, March 2023): 163 open-source models, NVIDIA A100",
@@ -96,3 +97,22 @@ def reference_rows() -> list[dict[str, str]]:
             }
         )
     return rows
+
+
+@lru_cache(maxsize=1)
+def regional_reference_rows() -> tuple[dict[str, str], ...]:
+    """Published whole-model vs regional compile figures, each with its hardware and source."""
+    with open(REGIONAL_CSV) as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    return tuple(
+        {
+            "source": r["source"],
+            "hardware": r["hardware"],
+            "model, workload": f"{r['model']}, {r['workload']}",
+            "whole: compile": f"{float(r['whole_compile_s']):.1f} s",
+            "regional: compile": f"{float(r['regional_compile_s']):.2f} s",
+            "whole: steady": r["whole_steady"],
+            "regional: steady": r["regional_steady"],
+        }
+        for r in rows
+    )

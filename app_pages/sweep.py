@@ -1,0 +1,157 @@
+"""Sweep: one model, one or two axes, a few values each; every point a race in the queue."""
+
+import streamlit as st
+
+from app_pages.common import host_limits, store, tick, training_run_length, visitor, visitor_address, wait_for_device
+from core.engine.spec import SpecError
+from core.engine.zoo import MODELS
+from core.runs import jobs, sweeps
+from core.view import sweep as view
+from core.view import sweep_charts
+from core.view import sweep_form as form
+from core.view.race_form import CHOICES, describe_duration, scope_label
+from core.view.reference import regional_reference_rows
+
+owner = visitor()
+caps = jobs.known_caps(store())
+limits = host_limits()  # None (said on the page) when the host's configuration is broken
+if limits is None:
+    st.stop()
+if "sweep_model" not in st.session_state:
+    st.session_state.update(form.sweep_to_state(form.default_sweep(caps)))
+
+st.title("Sweep: how the payoff moves")
+st.caption("One model, one or two axes: every point is a race of its own, queued one after another.")
+
+
+def followed_sweep() -> int | None:
+    """The sweep in the link, else this tab's latest one."""
+    wanted = st.query_params.get("sweep") or st.session_state.get("followed_sweep")
+    if wanted is None:
+        mine = store().list_sweeps(owner=owner, limit=1)
+        return mine[0].id if mine else None
+    return int(wanted) if str(wanted).isdigit() and int(wanted) < 2**63 else None
+
+
+def choose(field: str, label: str, column, fmt=str) -> None:
+    """A selectbox offering only what this device (and host) can run with the rest of the form."""
+    options = list(form.axis_options(field, caps, form.form_sweep(st.session_state).base, limits)) or list(
+        CHOICES[field]
+    )
+    if st.session_state.get(f"sweep_{field}") not in options:
+        st.session_state[f"sweep_{field}"] = options[0]
+    column.selectbox(label, options, key=f"sweep_{field}", format_func=fmt)
+
+
+with st.expander("Configure a sweep", expanded=followed_sweep() is None):
+    axis_errors = form.tidy_axes(st.session_state, caps, limits)
+    swept = {st.session_state.get("sweep_axis1"), st.session_state.get("sweep_axis2")}
+    columns = iter(st.columns(4) + st.columns(4))
+    choose("model", "Model", next(columns), fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)")
+    for field, label in (("precision", "Precision"), ("mode", "Compile mode"), ("backend", "Backend")):
+        if field not in swept:
+            choose(field, label, next(columns))
+    if "compile_scope" not in swept:
+        choose(
+            "compile_scope", "Compile scope", next(columns), lambda s, m=st.session_state.sweep_model: scope_label(s, m)
+        )
+    if "batch_size" not in swept:
+        next(columns).number_input("Batch size", 1, 65536, key="sweep_batch_size")
+    next(columns).number_input("Epochs", 1, 1000, key="sweep_epochs")
+    next(columns).number_input("Steps per epoch", 1, 100000, key="sweep_steps_per_epoch")
+    for i in (1, 2):
+        left, right = st.columns([1, 3])
+        options = form.axis_choices() if i == 1 else [form.NO_AXIS, *form.axis_choices(st.session_state.sweep_axis1)]
+        left.selectbox(f"Axis {i}", options, key=f"sweep_axis{i}", on_change=form.reset_axis_values,
+                       args=(st.session_state, i, caps, limits))  # fmt: skip
+        name = st.session_state[f"sweep_axis{i}"]
+        if name == "batch_size":
+            right.text_input("Batch sizes (comma-separated)", key=f"sweep_text{i}")
+        elif name != form.NO_AXIS:
+            allowed = form.axis_options(name, caps, form.form_sweep(st.session_state).base, limits)
+            right.multiselect(f"{sweeps.AXES[name][0].capitalize()} values", allowed, key=f"sweep_values{i}")
+        if i in axis_errors:
+            right.error(axis_errors[i])
+    sweep = form.form_sweep(st.session_state)
+    problems = sweeps.sweep_problems(sweep, caps, limits)
+    for problem in problems:
+        st.error(f"{problem.field.replace('_', ' ')}: {problem.message}")
+    if caps is None:
+        st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
+        wait_for_device()
+    launch_col, hint_col = st.columns([1, 4])
+    launched = launch_col.button("Launch sweep", type="primary", disabled=bool(problems) or caps is None)
+    if not problems:
+        low, high = form.estimate_sweep_seconds(sweep, caps)
+        hint_col.caption(f"{len(sweep.points())} races, one after another: {describe_duration(low, high)} (rough).")
+
+if launched:
+    try:
+        address = visitor_address(limits)
+        sweep_id = sweeps.enqueue_sweep(store(), sweep, owner, limits=limits, caps=caps, address=address)
+        st.session_state.followed_sweep = sweep_id
+        st.query_params["sweep"] = str(sweep_id)
+    except SpecError as exc:
+        st.error("; ".join(str(p) for p in exc.problems))
+    except jobs.JobError as exc:
+        st.error(str(exc))
+
+
+def open_stored() -> None:
+    if st.session_state.sweep_open is not None:
+        st.session_state.followed_sweep = st.session_state.sweep_open
+        st.query_params["sweep"] = str(st.session_state.sweep_open)
+
+
+stored = {row.id: view.sweep_title(row.id, row.params) for row in store().list_sweeps(limit=50)}
+if stored:
+    st.selectbox("Open a stored sweep", [None, *stored], format_func=lambda i: stored.get(i, "-"), key="sweep_open",
+                 on_change=open_stored)  # fmt: skip
+followed = followed_sweep()
+found = sweeps.stored_sweep(store(), followed) if followed is not None else None
+polling = found is not None and not sweeps.sweep_finished(found[1])
+
+
+@st.fragment(run_every=1.0 if polling else None)
+def live(sweep_id: int) -> None:
+    tick()
+    found = sweeps.stored_sweep(store(), sweep_id)
+    if found is None:
+        st.info(f"Sweep {sweep_id} no longer exists.")
+        return
+    sweep, runs = found
+    if polling and sweeps.sweep_finished(runs):
+        st.rerun()  # stop polling: redraw once with every point final
+    top, cancel_col = st.columns([5, 1])
+    state = sweeps.sweep_state(store(), runs)
+    top.progress(min(sweeps.sweep_progress(runs), 1.0), text=f"Sweep #{sweep_id}: {state}")
+    me = visitor()
+    if not sweeps.sweep_finished(runs) and store().get_sweep(sweep_id).owner == me:
+        if cancel_col.button("Cancel sweep", key=f"cancel_sweep_{sweep_id}"):
+            sweeps.cancel_sweep(store(), sweep_id, me)
+            st.rerun()
+    frame = view.sweep_frame(sweep, runs, store())
+    st.dataframe(view.points_table(frame), hide_index=True, width="stretch")
+    for reading in view.regime_readings(sweep, frame):
+        st.markdown(f"**Regime:** {reading}")
+    for column, spec in zip(st.columns(2) * 2, sweep_charts.chart_specs(sweep, frame)):
+        column.vega_lite_chart(spec=spec, width="stretch")
+    st.caption(view.break_even_note(frame) or "")
+    comparison = view.scope_comparison(sweep, frame)
+    if comparison:
+        st.markdown("**Whole vs regional compile, side by side**")
+        st.dataframe(comparison, hide_index=True, width="stretch")
+    if sweeps.sweep_finished(runs) and frame["measured"].any():
+        st.subheader("Plan your training")
+        st.caption("Each measured point over your run's length: compile included, 95% intervals from its steps.")
+        st.dataframe(view.plan_rows(frame, runs, training_run_length(f"sweep_{sweep_id}")), hide_index=True)
+
+
+if found is not None:
+    live(followed)
+elif followed is not None and store().get_sweep(followed) is not None:
+    st.error(f"Sweep {followed} cannot be read: its stored definition is damaged.")
+else:
+    st.info("Choose the axes and press Launch sweep. Each point runs as a race in a background worker.")
+st.markdown("**Whole vs regional compile, published figures for scale**")
+st.dataframe(regional_reference_rows(), hide_index=True, width="stretch")

@@ -1,0 +1,233 @@
+"""From a short measured race to decisions about a real one. Pure functions only.
+
+- `step_rates` + `plan_training`: a user's run of N steps predicted eager and compiled, compile
+  included, with a 95% interval from the measured steady step times (bootstrap of their medians;
+  the compile time is one measurement and carries no interval of its own).
+- `regime`: how the eager step time grows with batch size says what bounds the step. Fitting
+  t(b) = overhead + b x per-sample cost: where overhead dominates (flat), per-step costs such as
+  kernel launches and Python dominate and CUDA graphs (reduce-overhead) help most; where the
+  per-sample cost dominates (linear), the step is bandwidth- or compute-bound, fusion helps, and a
+  bigger batch amortises the one-time compile over more samples. They meet at b = overhead / cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import median
+
+import numpy as np
+
+from core.engine.analysis import bootstrap_medians, default_warmup, steady
+
+
+@dataclass(frozen=True)
+class StepRates:
+    """Steady step times (medians) of both variants and 95% intervals: of each median, and of
+    the per-step saving (eager - compiled), resampled together so the saving's interval is right."""
+
+    eager_s: float
+    compiled_s: float
+    eager_ci: tuple[float, float]
+    compiled_ci: tuple[float, float]
+    saving_ci: tuple[float, float]
+
+
+def step_rates(
+    eager: Sequence[float], compiled: Sequence[float], warmup: int | None = None, resamples: int = 2000, seed: int = 0
+) -> StepRates | None:
+    """The steady rates of a race from its per-step times (None when a variant has no steps)."""
+    if not eager or not compiled:
+        return None
+    w = default_warmup(min(len(eager), len(compiled))) if warmup is None else warmup
+    e, c = steady(eager, w), steady(compiled, w)
+    rng = np.random.default_rng(seed)
+    eb, cb = bootstrap_medians(e, resamples, rng), bootstrap_medians(c, resamples, rng)
+    return StepRates(median(e), median(c), _interval(eb), _interval(cb), _interval(eb - cb))
+
+
+def _interval(samples: np.ndarray) -> tuple[float, float]:
+    ordered = np.sort(samples)
+    n = len(ordered)
+    return float(ordered[int(0.025 * (n - 1))]), float(ordered[int(math.ceil(0.975 * (n - 1)))])
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """A run of `steps` steps, eager and compiled (compile included), in seconds, with intervals."""
+
+    steps: int
+    compile_s: float
+    eager_total_s: float
+    eager_ci: tuple[float, float]
+    compiled_total_s: float
+    compiled_ci: tuple[float, float]
+    saved_s: float  # > 0: compile saves this much; < 0: it costs this much
+    saved_ci: tuple[float, float]
+    break_even_step: float | None  # None: compiled steps are no faster, compile never pays off
+
+    @property
+    def shorter_than_break_even(self) -> bool:
+        return self.break_even_step is not None and self.steps < self.break_even_step
+
+
+def plan_training(rates: StepRates, compile_s: float, steps: int) -> TrainingPlan:
+    """Eager = steps x eager step; compiled = compile time + steps x compiled step."""
+    if steps < 1:
+        raise ValueError(f"a run has at least one step (got {steps})")
+    compile_s = max(compile_s, 0.0)
+    saving = rates.eager_s - rates.compiled_s
+    return TrainingPlan(
+        steps=steps,
+        compile_s=compile_s,
+        eager_total_s=steps * rates.eager_s,
+        eager_ci=(steps * rates.eager_ci[0], steps * rates.eager_ci[1]),
+        compiled_total_s=compile_s + steps * rates.compiled_s,
+        compiled_ci=(compile_s + steps * rates.compiled_ci[0], compile_s + steps * rates.compiled_ci[1]),
+        saved_s=steps * saving - compile_s,
+        saved_ci=(steps * rates.saving_ci[0] - compile_s, steps * rates.saving_ci[1] - compile_s),
+        break_even_step=compile_s / saving if saving > 0 else None,
+    )
+
+
+def plan_from_summary(summary: dict, steps: int) -> TrainingPlan | None:
+    """The plan for a stored race's summary (None when it lacks the steps or the compile time)."""
+    eager, compiled = summary.get("eager_step_times_s") or [], summary.get("compiled_step_times_s") or []
+    compile_s = summary.get("compile_time_s")
+    if summary.get("compile_skipped") or compile_s is None:
+        return None
+    rates = step_rates(eager, compiled, summary.get("warmup_steps"))
+    return plan_training(rates, compile_s, steps) if rates else None
+
+
+def _unit(seconds: float) -> tuple[float, str, int]:
+    """(seconds per unit, unit name, decimals) for a duration of this size: no false precision."""
+    s = abs(seconds)
+    if s < 90:
+        return 1.0, "s", 0
+    if s < 90 * 60:
+        return 60.0, "min", 1 if s < 10 * 60 else 0
+    return 3600.0, "h", 1
+
+
+def fmt_duration(seconds: float) -> str:
+    """'40 s', '2.5 min', '41 min', '3.2 h': the size of a duration (its sign dropped)."""
+    unit, name, digits = _unit(seconds)
+    return f"{abs(seconds) / unit:.{digits}f} {name}"
+
+
+def fmt_range(low: float, high: float, like: float) -> str:
+    """'38-44': an interval in the unit (and decimals) fmt_duration picks for `like`."""
+    unit, _, digits = _unit(like)
+    return (
+        f"{low / unit:.{digits}f}-{high / unit:.{digits}f}"
+        if low >= 0
+        else f"{low / unit:.{digits}f} to {high / unit:.{digits}f}"
+    )
+
+
+def plan_sentence(plan: TrainingPlan) -> str:
+    """One sentence: what compile saves or costs over the user's run, and why."""
+    over = f"Over {plan.steps:,} steps"
+    low, high = plan.saved_ci
+    if plan.break_even_step is None:
+        return (
+            f"{over} compile costs about {fmt_duration(plan.saved_s)}: compiled steps are no faster here, "
+            "so it never pays off."
+        )
+    if plan.shorter_than_break_even:
+        return (
+            f"{over} compile costs about {fmt_duration(plan.saved_s)}: your run is shorter than the "
+            f"break-even (about step {plan.break_even_step:,.0f})."
+        )
+    if low <= 0:  # the interval reaches a loss: no saving to stand behind
+        return (
+            f"{over} compile saves about {fmt_duration(plan.saved_s)} at the measured medians, but the "
+            f"interval runs from a loss to a gain ({_signed(low)} to {_signed(high)}): no clear saving."
+        )
+    return f"{over} compile saves about {fmt_duration(plan.saved_s)} ({fmt_range(low, high, plan.saved_s)})."
+
+
+def _signed(seconds: float) -> str:
+    return ("-" if seconds < 0 else "+") + fmt_duration(seconds)
+
+
+OVERHEAD_BOUND = "overhead-bound"
+THROUGHPUT_BOUND = "bandwidth- or compute-bound"
+CHANGES = "changes with batch size"
+OVERHEAD_ADVICE = "reduce-overhead / CUDA graphs help most here"
+THROUGHPUT_ADVICE = "fusion helps; bigger batches amortise compile"
+MIN_BATCH_SIZES = 3
+MAX_FIT_ERROR = 0.35  # a fit worse than this (relative error) is no pattern to read
+
+
+@dataclass(frozen=True)
+class Regime:
+    """What bounds a step across the measured batch sizes, from t(b) = overhead + b x per_sample."""
+
+    kind: str  # OVERHEAD_BOUND | THROUGHPUT_BOUND | CHANGES
+    overhead_s: float
+    per_sample_s: float
+    crossover_batch: float | None  # overhead = b x per-sample cost here; None when per_sample is 0
+    fit_error: float  # largest relative error of the fit over the points
+    text: str
+
+
+def regime(batch_sizes: Sequence[int], eager_step_s: Sequence[float]) -> Regime | None:
+    """Read the regime from eager step times at 3 or more batch sizes; None when the points do not
+    allow a reading (fewer sizes, or times that no overhead-plus-linear model fits)."""
+    points = sorted((int(b), float(t)) for b, t in zip(batch_sizes, eager_step_s) if t and t > 0 and b and b > 0)
+    if len({b for b, _ in points}) < MIN_BATCH_SIZES:
+        return None
+    b = np.array([p[0] for p in points], dtype=float)
+    t = np.array([p[1] for p in points], dtype=float)
+    overhead, per_sample = _fit_relative(b, t)
+    fit_error = float(np.max(np.abs(overhead + per_sample * b - t) / t))
+    if fit_error > MAX_FIT_ERROR:
+        return None
+    lo, hi = b.min(), b.max()
+    crossover = overhead / per_sample if per_sample > 0 else None
+    # Overhead's share of the step at the smallest and largest batch decides the reading.
+    share_lo = overhead / (overhead + per_sample * lo)
+    share_hi = overhead / (overhead + per_sample * hi)
+    if share_hi >= 0.5:
+        kind = OVERHEAD_BOUND
+        text = (
+            f"Overhead-bound from batch {lo:,.0f} to {hi:,.0f}: the eager step barely grows with the batch "
+            f"({_ms(overhead)} fixed per step, {_per_sample(per_sample)}), so {OVERHEAD_ADVICE}."
+        )
+    elif share_lo <= 0.5:
+        kind = THROUGHPUT_BOUND
+        text = (
+            f"Bandwidth- or compute-bound from batch {lo:,.0f} to {hi:,.0f}: the eager step grows in "
+            f"proportion to the batch ({_per_sample(per_sample)}, {_ms(overhead)} fixed), so {THROUGHPUT_ADVICE}."
+        )
+    else:
+        kind = CHANGES
+        text = (
+            f"Overhead-bound below about batch {crossover:,.0f}, bandwidth- or compute-bound above it: the eager "
+            f"step is {_ms(overhead)} fixed plus {_per_sample(per_sample)}. Below it, {OVERHEAD_ADVICE}; above "
+            f"it, {THROUGHPUT_ADVICE}."
+        )
+    return Regime(kind, overhead, per_sample, crossover, fit_error, text)
+
+
+def _fit_relative(b: np.ndarray, t: np.ndarray) -> tuple[float, float]:
+    """Least squares of (overhead + per_sample x b - t) / t, both coefficients >= 0: relative
+    errors, so the small batches count as much as the large ones."""
+    design = np.stack([1 / t, b / t], axis=1)
+    (overhead, per_sample), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    if overhead < 0:  # one coefficient alone: the best of each, fitted on its own
+        overhead, per_sample = 0.0, float(np.sum(b / t) / np.sum((b / t) ** 2))
+    elif per_sample < 0:
+        overhead, per_sample = float(np.sum(1 / t) / np.sum((1 / t) ** 2)), 0.0
+    return float(overhead), float(per_sample)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms" if seconds < 0.1 else f"{seconds * 1000:,.0f} ms"
+
+
+def _per_sample(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f} µs per sample"

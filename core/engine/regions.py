@@ -1,0 +1,72 @@
+"""Compile scope: the whole model, or each of its repeated blocks ("regional compilation").
+
+PyTorch's regional compilation recipe compiles the block that a model repeats (a transformer
+layer, a residual block) in place, instead of the whole model. Dynamo treats a block's parameters
+as inputs, so blocks of the same shape share one compiled graph: the compile is paid once per
+distinct block, not once per layer, while the steady step stays close to whole-model compile
+(Hugging Face accelerate's benchmark: Llama-3.2-1B 10.7 s -> 1.95 s at similar speed). What runs
+between the blocks (embeddings, stem, head) stays eager.
+
+The table is torch-free, so validation and the app can say which models have blocks; only
+`repeated_blocks` and `compile_regions` touch a built model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COMPILE_SCOPES = ("whole", "regional")
+
+# model -> (the class of its repeated block, what a person calls it). Found by class name, so this
+# module imports neither torch nor torchvision.
+REGIONAL_BLOCKS: dict[str, tuple[str, str]] = {
+    "pointwise_mlp": ("PointwiseBlock", "pointwise block"),
+    "gpt": ("GPTBlock", "transformer block"),
+    "vit_b_16": ("EncoderBlock", "transformer encoder block"),
+    "resnet18": ("BasicBlock", "residual block"),
+    "resnet50": ("Bottleneck", "residual (bottleneck) block"),
+    "convnext_tiny": ("CNBlock", "ConvNeXt block"),
+    "mobilenet_v3_small": ("InvertedResidual", "inverted-residual block"),
+}
+
+
+def region_problem(model: str) -> str | None:
+    """Why `model` cannot be compiled regionally (it repeats no block), or None if it can."""
+    if model in REGIONAL_BLOCKS:
+        return None
+    able = ", ".join(REGIONAL_BLOCKS)
+    return f"{model} repeats no block to compile on its own; use 'whole' (regional works for: {able})"
+
+
+def region_description(model: str) -> str:
+    """'each transformer block': what regional compile compiles for this model ('' if nothing)."""
+    block = REGIONAL_BLOCKS.get(model)
+    return f"each {block[1]}" if block else ""
+
+
+def repeated_blocks(model: Any, name: str) -> list[Any]:
+    """The blocks of a built model that regional compile compiles, outermost first (a block
+    inside another block is not a region of its own)."""
+    if name not in REGIONAL_BLOCKS:
+        raise ValueError(region_problem(name))
+    cls = REGIONAL_BLOCKS[name][0]
+    blocks: list[Any] = []
+    inside: set[int] = set()
+    for module in model.modules():  # parents come before their children
+        if id(module) in inside:
+            continue
+        if type(module).__name__ == cls:
+            blocks.append(module)
+            inside.update(id(m) for m in module.modules())
+    if len(blocks) < 2:
+        raise ValueError(f"{name}: found {len(blocks)} {cls} block(s), expected a repeated block")
+    return blocks
+
+
+def compile_regions(model: Any, name: str, **compile_kwargs: Any) -> int:
+    """Compile each repeated block in place (`nn.Module.compile`, torch.compile's options);
+    returns how many blocks now run compiled. The model object itself stays the same."""
+    blocks = repeated_blocks(model, name)
+    for block in blocks:
+        block.compile(**compile_kwargs)
+    return len(blocks)

@@ -1,0 +1,333 @@
+"""What the Sweep page and `python -m core sweep` show: one row per point, the regime reading,
+whole against regional compile side by side, and the training plan. Pure: stored runs in, frames
+and text out (no Streamlit, no torch).
+
+Only a point that finished (`done`) with compiled code counts as a finding; a failed, cancelled
+or still running point shows its state and error, never its partial numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from core.engine import planning
+from core.runs import jobs
+from core.runs.store import Run, Store
+from core.runs.sweeps import SweepSpec
+from core.view.report import fmt_seconds
+
+FRAME_COLUMNS = [
+    "point",
+    "run_id",
+    "label",
+    "status",
+    "state",
+    "x",
+    "series",
+    "measured",
+    "speedup",
+    "ci_low",
+    "ci_high",
+    "verdict",
+    "compile_time_s",
+    "break_even_step",
+    "break_even_at",
+    "break_even_kind",
+    "eager_step_s",
+    "compiled_step_s",
+    "eager_samples_per_s",
+    "compiled_samples_per_s",
+    "compile_skipped",
+    "error",
+]
+OBSERVED, EXTRAPOLATED = "within the run", "at the steady rates"
+
+
+def chart_axes(sweep: SweepSpec) -> tuple[str, str | None]:
+    """(x axis, series axis): batch size goes along x whenever it is swept (on a log-2 scale)."""
+    names = [a.name for a in sweep.axes]
+    x = "batch_size" if "batch_size" in names else names[0]
+    others = [n for n in names if n != x]
+    return x, (others[0] if others else None)
+
+
+def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -> pd.DataFrame:
+    """One row per point, in queue order. `measured` marks the rows whose figures are findings:
+    done, with a speedup, and compiled code actually ran. `state` needs the store (queue position)."""
+    x_axis, series_axis = chart_axes(sweep)
+    rows = []
+    for i, run in enumerate(runs, start=1):
+        params, s = run.params or {}, (run.summary or {}) if run.status == "done" else {}
+        skipped = s.get("compile_skipped") or jobs.compile_skipped(run)
+        measured = run.status == "done" and s.get("steady_state_speedup") is not None and not skipped
+        ci = s.get("speedup_ci95") or [math.nan, math.nan]
+        observed = s.get("break_even_step")
+        extrapolated = s.get("break_even_extrapolated_step")
+        rows.append(
+            {
+                "point": i,
+                "run_id": run.id,
+                "label": _label(params, sweep),
+                "status": run.status,
+                "state": jobs.describe(store, run) if store is not None else run.status,
+                "x": params.get(x_axis),
+                "series": str(params.get(series_axis, "")) if series_axis else "",
+                "measured": measured,
+                "speedup": s.get("steady_state_speedup") if measured else math.nan,
+                "ci_low": ci[0] if measured else math.nan,
+                "ci_high": ci[1] if measured else math.nan,
+                "verdict": s.get("verdict") if measured else None,
+                "compile_time_s": _num(s.get("compile_time_s")) if measured else math.nan,
+                "break_even_step": _num(observed) if measured else math.nan,
+                "break_even_at": _num(observed if observed is not None else extrapolated) if measured else math.nan,
+                "break_even_kind": (OBSERVED if observed is not None else EXTRAPOLATED if extrapolated else None)
+                if measured
+                else None,
+                "eager_step_s": _num(s.get("eager_median_step_s")) if measured else math.nan,
+                "compiled_step_s": _num(s.get("compiled_median_step_s")) if measured else math.nan,
+                "eager_samples_per_s": _num(s.get("eager_samples_per_s")) if measured else math.nan,
+                "compiled_samples_per_s": _num(s.get("compiled_samples_per_s")) if measured else math.nan,
+                "compile_skipped": skipped,
+                "error": run.error,
+            }
+        )
+    return pd.DataFrame(rows, columns=FRAME_COLUMNS)
+
+
+def _label(params: dict[str, Any], sweep: SweepSpec) -> str:
+    return ", ".join(f"{a.label} {params.get(a.name)}" for a in sweep.axes)
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
+    """The points as a person reads them (all text): what each measured, or why it did not."""
+    out = []
+    for row in frame.itertuples():
+        if row.measured:
+            speedup = f"{row.speedup:.2f}x ({row.ci_low:.2f}-{row.ci_high:.2f})"
+            if row.break_even_kind == OBSERVED:
+                be = f"step {row.break_even_at:,.0f}"
+            elif row.break_even_kind == EXTRAPOLATED:
+                be = f"about step {row.break_even_at:,.0f} (beyond the run)"
+            else:
+                be = "never"
+            figures = {
+                "steady speedup (95%)": speedup,
+                "verdict": row.verdict or "",
+                "compile time": fmt_seconds(row.compile_time_s),
+                "break-even": be,
+                "eager samples/s": f"{row.eager_samples_per_s:,.0f}",
+                "compiled samples/s": f"{row.compiled_samples_per_s:,.0f}",
+            }
+        else:
+            why = f"compile did not happen: {row.compile_skipped}" if row.compile_skipped else ""
+            figures = dict.fromkeys(
+                (
+                    "steady speedup (95%)",
+                    "verdict",
+                    "compile time",
+                    "break-even",
+                    "eager samples/s",
+                    "compiled samples/s",
+                ),
+                "",
+            )
+            figures["verdict"] = why
+        out.append({"#": str(row.point), "point": row.label, "state": row.state, **figures, "run": f"#{row.run_id}"})
+    return out
+
+
+def break_even_note(frame: pd.DataFrame) -> str | None:
+    """The measured points that never break even (the break-even chart cannot draw them)."""
+    never = frame[frame["measured"] & frame["break_even_kind"].isna()]
+    if never.empty:
+        return None
+    return "Never breaks even (compiled steps no faster): " + "; ".join(never["label"]) + "."
+
+
+def regime_readings(sweep: SweepSpec, frame: pd.DataFrame) -> list[str]:
+    """The regime reading per series, from the eager step time at each finished batch size
+    (empty when batch size is not swept)."""
+    x_axis, series_axis = chart_axes(sweep)
+    if x_axis != "batch_size":
+        return []
+    done = frame[frame["measured"]]
+    out = []
+    series_values = list(dict.fromkeys(frame["series"])) or [""]
+    for series in series_values:
+        part = done[done["series"] == series]
+        prefix = f"{series}: " if series_axis else ""
+        reading = planning.regime(part["x"].astype(int).tolist(), part["eager_step_s"].tolist())
+        if reading is not None:
+            out.append(prefix + reading.text)
+        elif part["x"].nunique() < planning.MIN_BATCH_SIZES:
+            out.append(
+                f"{prefix}The regime reading needs eager step times at {planning.MIN_BATCH_SIZES} or more batch "
+                f"sizes ({part['x'].nunique()} measured)."
+            )
+        else:
+            out.append(
+                f"{prefix}No clear regime: the eager step times do not follow fixed overhead plus a per-sample "
+                "cost (noise, or a machine busy with other work while it measured)."
+            )
+    return out
+
+
+def scope_comparison(sweep: SweepSpec, frame: pd.DataFrame) -> list[dict[str, str]]:
+    """Whole against regional compile side by side (compile time and steady speedup), one row per
+    value of the other axis; empty unless compile scope is swept."""
+    scope = sweep.axis("compile_scope")
+    if scope is None:
+        return []
+    other = next((a for a in sweep.axes if a.name != "compile_scope"), None)
+    x_axis, _ = chart_axes(sweep)
+    scope_col, other_col = ("x", "series") if x_axis == "compile_scope" else ("series", "x")
+    rows = []
+    for value in dict.fromkeys(frame[other_col]):
+        part = frame[(frame[other_col] == value) & frame["measured"]]
+        row = {"": f"{other.label} {value}" if other else sweep.base.model}
+        for scope_value in scope.values:
+            hit = part[part[scope_col].astype(str) == str(scope_value)]
+            if hit.empty:
+                row[f"{scope_value}: compile time"] = row[f"{scope_value}: steady speedup"] = "-"
+                continue
+            r = hit.iloc[0]
+            row[f"{scope_value}: compile time"] = fmt_seconds(r["compile_time_s"])
+            row[f"{scope_value}: steady speedup"] = f"{r['speedup']:.2f}x ({r['ci_low']:.2f}-{r['ci_high']:.2f})"
+        rows.append(row)
+    return rows
+
+
+def plan_rows(frame: pd.DataFrame, runs: list[Run], steps: int) -> list[dict[str, str]]:
+    """The training plan for each measured point over a run of `steps` steps (all text)."""
+    by_id = {r.id: r for r in runs}
+    out = []
+    for row in frame[frame["measured"]].itertuples():
+        plan = planning.plan_from_summary(by_id[row.run_id].summary or {}, steps)
+        if plan is None:
+            continue
+        out.append({"point": row.label, **plan_figures(plan)})
+    return out
+
+
+def plan_figures(plan: planning.TrainingPlan) -> dict[str, str]:
+    """Eager and compiled totals (compile included) with their intervals, and the sentence."""
+
+    def span(total: float, ci: tuple[float, float]) -> str:
+        return f"{planning.fmt_duration(total)} ({planning.fmt_range(ci[0], ci[1], total)})"
+
+    return {
+        "eager total": span(plan.eager_total_s, plan.eager_ci),
+        "compiled total, compile included": span(plan.compiled_total_s, plan.compiled_ci),
+        "what compile does": planning.plan_sentence(plan),
+    }
+
+
+_CONTROL = dict.fromkeys(list(range(0, 32)) + [127], " ")
+
+
+def terminal_text(text: Any) -> str:
+    """Text from a run (an error, a label) made safe for a terminal: no control characters."""
+    return str(text).translate(_CONTROL)
+
+
+def point_line(frame_row: Any, total: int) -> str:
+    """'point 2/4 batch size 256: done, 1.12x (1.05-1.20) faster, compile 9.8 s, break-even step 1,037'."""
+    r = frame_row
+    head = f"point {r.point}/{total} {r.label}: "
+    if not r.measured:
+        if r.compile_skipped:
+            return head + terminal_text(f"{r.status}, compile did not happen: {r.compile_skipped}")
+        return head + terminal_text(r.state if r.state != r.status else r.status + (f": {r.error}" if r.error else ""))
+    if r.break_even_kind == OBSERVED:
+        be = f"break-even step {r.break_even_at:,.0f}"
+    elif r.break_even_kind == EXTRAPOLATED:
+        be = f"break-even about step {r.break_even_at:,.0f} (beyond the run)"
+    else:
+        be = "never breaks even"
+    return (
+        f"{head}done, {r.speedup:.2f}x ({r.ci_low:.2f}-{r.ci_high:.2f}) {r.verdict}, "
+        f"compile {fmt_seconds(r.compile_time_s)}, {be}"
+    )
+
+
+def sweep_report(sweep: SweepSpec, frame: pd.DataFrame, state: str, plan_steps: int | None = None, runs=()) -> str:
+    """The end-of-sweep text for a terminal: one line per point, the regime, whole vs regional,
+    and the training plan when asked."""
+    lines = [f"{sweep.base.model}, {' x '.join(a.label for a in sweep.axes)}: {state}", ""]
+    lines += [point_line(r, len(frame)) for r in frame.itertuples()]
+    readings = regime_readings(sweep, frame)
+    if readings:
+        lines += ["", "regime (eager step time against batch size):"] + [f"  {t}" for t in readings]
+    scopes = scope_comparison(sweep, frame)
+    if scopes:
+        lines += ["", "whole vs regional compile:"]
+        lines += ["  " + "; ".join(f"{k}: {v}" if k else v for k, v in row.items()) for row in scopes]
+    if plan_steps:
+        plans = plan_rows(frame, list(runs), plan_steps)
+        lines += ["", f"plan for a run of {plan_steps:,} steps (compile included):"]
+        lines += [f"  {p['point']}: {p['what compile does']}" for p in plans] or ["  no measured point to plan from"]
+    return "\n".join(lines)
+
+
+_JSON_KEYS = (
+    "steady_state_speedup",
+    "speedup_ci95",
+    "verdict",
+    "compile_time_s",
+    "break_even_step",
+    "break_even_extrapolated_step",
+    "break_even_reason",
+    "eager_median_step_s",
+    "compiled_median_step_s",
+    "eager_samples_per_s",
+    "compiled_samples_per_s",
+    "whole_run_speedup",
+    "compile_skipped",
+)
+
+
+def sweep_json(sweep_id: int, sweep: SweepSpec, runs: list[Run], frame: pd.DataFrame, state: str) -> dict[str, Any]:
+    """The sweep as one JSON object: its definition, each point's headline figures, the readings."""
+    points = []
+    for run, row in zip(runs, frame.itertuples()):
+        s = run.summary or {}
+        points.append(
+            {
+                "run_id": run.id,
+                "label": row.label,
+                **{a.name: (run.params or {}).get(a.name) for a in sweep.axes},
+                "status": run.status,
+                "error": run.error,
+                "measured": bool(row.measured),
+                **{k: s.get(k) if run.status == "done" else None for k in _JSON_KEYS},
+            }
+        )
+    return {
+        "sweep_id": sweep_id,
+        "state": state,
+        **sweep.to_dict(),
+        "points": points,
+        "regime": regime_readings(sweep, frame),
+        "scope_comparison": scope_comparison(sweep, frame),
+    }
+
+
+def sweep_title(sweep_id: int, params: dict[str, Any]) -> str:
+    """'#3 pointwise_mlp: batch size 64-4096': a stored sweep in a list (text, from its definition)."""
+    try:
+        sweep = SweepSpec.from_dict(params)
+    except Exception:  # noqa: BLE001 - a damaged definition is still listed, and says so
+        return f"#{sweep_id} (unreadable)"
+    axes = "; ".join(
+        f"{a.label} {a.values[0]}-{a.values[-1]}" if a.name == "batch_size" and a.values else
+        f"{a.label} {', '.join(map(str, a.values))}"
+        for a in sweep.axes
+    )  # fmt: skip
+    return f"#{sweep_id} {sweep.base.model}: {axes}"

@@ -1,0 +1,125 @@
+"""What the Sweep page's form needs, as pure functions: defaults sized for the device, the values
+an axis may take here, the sweep the form describes, and a rough duration.
+
+The CPU default is a 4-point batch-size sweep of pointwise_mlp sized to finish in under 5 minutes
+on 2 cores (each point is a race: a worker start, a cold compile, both variants' steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from core.engine.spec import DeviceCaps, RunSpec, SpecError
+from core.runs.limits import HostLimits
+from core.runs.sweeps import AXES, Axis, SweepSpec, axis_from_text
+from core.view.race_form import CHOICES, estimate_seconds, unavailable_options
+
+NO_AXIS = "none"
+CPU_BATCH_SIZES = (64, 256, 1024, 4096)
+GPU_BATCH_SIZES = (32, 64, 128, 256)
+# The base race's fields the form shows (an axis' own field is hidden while it is swept).
+BASE_FIELDS = ("model", "batch_size", "precision", "mode", "backend", "compile_scope", "epochs", "steps_per_epoch")
+
+
+def default_sweep(caps: DeviceCaps | None) -> SweepSpec:
+    """A first sweep: batch size on a log-2 axis, small on a CPU, the tutorial's model on a GPU."""
+    if caps is not None and caps.cuda:
+        modern = caps.compute_capability is not None and caps.compute_capability >= (8, 0) and caps.cuda_bf16
+        base = RunSpec(
+            model="resnet50",
+            batch_size=GPU_BATCH_SIZES[0],
+            precision="amp-bf16" if modern else "amp-fp16",
+            epochs=2,
+            steps_per_epoch=50,
+            device="cuda",
+        )
+        return SweepSpec(base, (Axis("batch_size", GPU_BATCH_SIZES),))
+    base = RunSpec(model="pointwise_mlp", batch_size=CPU_BATCH_SIZES[0], epochs=2, steps_per_epoch=100, device="cpu")
+    return SweepSpec(base, (Axis("batch_size", CPU_BATCH_SIZES),))
+
+
+def default_values(axis: str, caps: DeviceCaps | None, base: RunSpec, limits: HostLimits | None = None) -> tuple:
+    """What a newly chosen axis starts with: every value this device can run (batch sizes: the defaults)."""
+    if axis == "batch_size":
+        return GPU_BATCH_SIZES if caps is not None and caps.cuda else CPU_BATCH_SIZES
+    return axis_options(axis, caps, base, limits)
+
+
+def axis_options(axis: str, caps: DeviceCaps | None, base: RunSpec, limits: HostLimits | None = None) -> tuple:
+    """The values of a categorical axis this device (and host) can run with the rest of `base`."""
+    blocked = unavailable_options(base, axis, caps, limits)
+    return tuple(v for v in CHOICES[axis] if v not in blocked)
+
+
+def axis_choices(other: str | None = None) -> list[str]:
+    """Axes the form offers (the second axis cannot repeat the first)."""
+    return [name for name in AXES if name != other]
+
+
+def form_sweep(state: Any) -> SweepSpec:
+    """The sweep the form describes: `sweep_<field>` entries of a mapping (the page's session
+    state) over the RunSpec defaults, and `sweep_axis1/2` with `sweep_values1/2`."""
+    values = {}
+    for f in dataclasses.fields(RunSpec):
+        key = f"sweep_{f.name}"
+        if key in state:
+            values[f.name] = state[key]
+    for name in ("batch_size", "epochs", "steps_per_epoch"):
+        if isinstance(values.get(name), float) and values[name].is_integer():
+            values[name] = int(values[name])
+    axes = []
+    for i in (1, 2):
+        name = state.get(f"sweep_axis{i}", NO_AXIS)
+        if name and name != NO_AXIS:
+            axes.append(Axis(name, tuple(state.get(f"sweep_values{i}") or ())))
+    return SweepSpec(RunSpec(**values), tuple(axes))
+
+
+def sweep_to_state(sweep: SweepSpec) -> dict[str, Any]:
+    """The form's session-state entries for `sweep` (the inverse of form_sweep)."""
+    out = {f"sweep_{k}": v for k, v in sweep.base.to_dict().items()}
+    for i in (1, 2):
+        axis = sweep.axes[i - 1] if len(sweep.axes) >= i else None
+        out[f"sweep_axis{i}"] = axis.name if axis else NO_AXIS
+        out[f"sweep_values{i}"] = list(axis.values) if axis else []
+        out[f"sweep_text{i}"] = ", ".join(map(str, axis.values)) if axis else ""  # batch sizes, as typed
+    return out
+
+
+def estimate_sweep_seconds(sweep: SweepSpec, caps: DeviceCaps | None) -> tuple[float, float]:
+    """A rough (low, high) for the whole sweep: its points one after another."""
+    low = high = 0.0
+    for point in sweep.points():
+        lo, hi = estimate_seconds(point, caps)
+        low, high = low + lo, high + hi
+    return low, high
+
+
+def tidy_axes(state: Any, caps: DeviceCaps | None, limits: HostLimits | None = None) -> dict[int, str]:
+    """Make the form's axes consistent before its widgets draw (state: the page's session state):
+    the second axis never repeats the first, batch sizes are read from their text, categorical
+    values keep only what this device can run. Returns {axis number: why its text does not parse}."""
+    if state.get("sweep_axis2") == state.get("sweep_axis1"):
+        state.update(sweep_axis2=NO_AXIS, sweep_values2=[], sweep_text2="")
+    errors = {}
+    for i in (1, 2):
+        name = state.get(f"sweep_axis{i}", NO_AXIS)
+        if name == "batch_size":
+            try:
+                state[f"sweep_values{i}"] = list(axis_from_text(name, state.get(f"sweep_text{i}", "")).values)
+            except SpecError as exc:
+                state[f"sweep_values{i}"] = []
+                errors[i] = str(exc.problems[0])
+        elif name != NO_AXIS:
+            allowed = axis_options(name, caps, form_sweep(state).base, limits)
+            state[f"sweep_values{i}"] = [v for v in state.get(f"sweep_values{i}", []) if v in allowed]
+    return errors
+
+
+def reset_axis_values(state: Any, i: int, caps: DeviceCaps | None, limits: HostLimits | None = None) -> None:
+    """A newly chosen axis starts with its default values (every value this device can run)."""
+    name = state[f"sweep_axis{i}"]
+    values = [] if name == NO_AXIS else list(default_values(name, caps, form_sweep(state).base, limits))
+    state[f"sweep_values{i}"] = values
+    state[f"sweep_text{i}"] = ", ".join(map(str, values))

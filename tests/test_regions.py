@@ -1,0 +1,136 @@
+"""Compile scope: regional compile finds each model's repeated block, compiles the block (once per
+distinct block, reused by the others) in place, and trains to the same losses as whole-model compile."""
+
+import copy
+
+import pytest
+import torch
+from conftest import CPU, quick_spec
+
+from core.engine.compile_stats import read_compile_stats, reset_compile_state
+from core.engine.models import build_model
+from core.engine.regions import REGIONAL_BLOCKS, compile_regions, region_problem, repeated_blocks
+from core.engine.spec import RunSpec, validate
+from core.engine.trainer import compile_model, loss_fn, run_race
+from core.engine.zoo import MODELS
+
+
+def counting_backend(calls: list[int]):
+    """A torch.compile backend that runs the captured graph as it is and counts each run of it."""
+
+    def backend(graph_module, example_inputs):
+        calls.append(0)  # one more graph compiled
+        index = len(calls) - 1
+
+        def run(*args):
+            calls[index] += 1
+            return graph_module.forward(*args)
+
+        return run
+
+    return backend
+
+
+def gpt(layers: int = 2) -> torch.nn.Module:
+    from core.engine.models import TinyGPT
+
+    torch.manual_seed(0)
+    return TinyGPT(max_len=16, layers=layers)
+
+
+@pytest.mark.parametrize("layers", [2, 4])
+def test_regional_compile_of_gpt_compiles_one_region_per_block(layers):
+    model = gpt(layers)
+    tokens = torch.randint(0, 512, (2, 16))
+    calls: list[int] = []
+    reset_compile_state()
+    assert compile_regions(model, "gpt", backend=counting_backend(calls)) == layers
+    model(tokens)
+    model(tokens)
+    stats = read_compile_stats()
+    # Each block runs as a compiled region: one region call per block per forward pass ...
+    assert sum(calls) == 2 * layers
+    # ... and the blocks share their code and shapes, so torch compiled the region once for all of them.
+    assert len(calls) == 1 and stats.graphs == 1 and stats.frames_compiled == 1 and stats.recompiles == 0
+    assert all(block._compiled_call_impl is not None for block in model.blocks)
+
+
+def test_whole_model_compile_of_gpt_is_one_region_for_the_whole_forward():
+    model = gpt(2)
+    calls: list[int] = []
+    reset_compile_state()
+    compiled = torch.compile(model, backend=counting_backend(calls))
+    compiled(torch.randint(0, 512, (2, 16)))
+    assert calls == [1] and read_compile_stats().graphs == 1
+
+
+def train_losses(model: torch.nn.Module, batches, lr: float = 1e-3) -> list[float]:
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for x, y in batches:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def whole_and_regional_losses(backend: str) -> tuple[list[float], list[float], list[float]]:
+    torch.manual_seed(1)
+    batch = (torch.randint(0, 512, (4, 16)), torch.randint(0, 512, (4, 16)))
+    batches = [batch] * 4  # the same batch: the loss must fall
+    initial = gpt(2)
+    out = []
+    for scope in (None, "whole", "regional"):
+        model = copy.deepcopy(initial)
+        reset_compile_state()
+        if scope is not None:
+            spec = RunSpec(model="gpt", backend=backend, compile_scope=scope, device="cpu")
+            model = compile_model(model, spec)
+        out.append(train_losses(model, batches))
+    return tuple(out)
+
+
+def test_regional_and_whole_model_compile_agree_on_the_loss():
+    eager, whole, regional = whole_and_regional_losses("aot_eager")
+    assert regional == pytest.approx(whole, rel=1e-5) and whole == pytest.approx(eager, rel=1e-5)
+    assert regional[-1] < regional[0]  # it trains
+
+
+@pytest.mark.slow
+def test_regional_and_whole_model_compile_agree_on_the_loss_under_inductor():
+    eager, whole, regional = whole_and_regional_losses("inductor")
+    assert regional == pytest.approx(whole, rel=1e-4) and regional == pytest.approx(eager, rel=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(REGIONAL_BLOCKS))
+def test_every_model_with_a_region_has_a_repeated_block(name):
+    with torch.device("meta"):
+        model = build_model(name, 32 if MODELS[name].input_kind == "image" else None)
+    blocks = repeated_blocks(model, name)
+    assert len(blocks) >= 2 and all(type(b).__name__ == REGIONAL_BLOCKS[name][0] for b in blocks)
+    inside = {id(m) for b in blocks for m in list(b.modules())[1:]}
+    assert not any(id(b) in inside for b in blocks)  # no block nested in another
+
+
+def test_resnet18_compiles_each_residual_block():
+    with torch.device("meta"):
+        model = build_model("resnet18", 32)
+    assert len(repeated_blocks(model, "resnet18")) == 8  # 4 stages x 2 BasicBlocks
+
+
+def test_regional_scope_is_refused_for_a_model_without_a_repeated_block():
+    problems = validate(RunSpec(model="mlp", compile_scope="regional", device="cpu"), CPU)
+    assert [p.field for p in problems] == ["compile_scope"]
+    assert problems[0].message == region_problem("mlp") and "use 'whole'" in problems[0].message
+    assert [p.field for p in validate(RunSpec(compile_scope="both"), CPU)] == ["compile_scope"]
+    assert validate(RunSpec(model="pointwise_mlp", compile_scope="regional", device="cpu"), CPU) == []
+
+
+def test_a_regional_race_runs_and_records_its_scope():
+    spec = quick_spec(model="pointwise_mlp", batch_size=32, compile_scope="regional")
+    result = run_race(spec, caps=CPU)
+    assert result.error is None and result.summary["steady_state_speedup"] is not None
+    assert result.to_dict()["spec"]["compile_scope"] == "regional"
+    assert result.compile_stats.graphs >= 1 and result.summary["compile_skipped"] is None
