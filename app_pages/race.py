@@ -3,8 +3,8 @@
 import streamlit as st
 
 from app_pages.common import run_view, show_reference, show_run, store, tick, visitor, wait_for_device
+from app_pages.model_picker import model_picker
 from core.engine.spec import SpecError, validate
-from core.engine.zoo import MODELS
 from core.runs import jobs
 from core.runs.limits import load_host_limits
 from core.view.race_form import (
@@ -69,13 +69,7 @@ def choose(field: str, label: str, column, fmt=str, on_change=None) -> None:
 
 with st.expander("Configure a race", expanded=followed_run() is None):
     a, b, c, d = st.columns(4)
-    choose(
-        "model",
-        "Model",
-        a,
-        fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)",
-        on_change=lambda: set_form({"batch_size": MODELS[st.session_state.form_model].default_batch_size}),
-    )
+    model_problems = model_picker(a, limits)
     choose("precision", "Precision", b)
     choose("mode", "Compile mode", c)
     choose("backend", "Backend", d)
@@ -89,7 +83,7 @@ with st.expander("Configure a race", expanded=followed_run() is None):
         {**spec_to_query(spec), **({"run": st.query_params["run"]} if "run" in st.query_params else {})}
     )
 
-    problems = validate(spec, caps) + limits.problems(spec)
+    problems = model_problems + [p for p in validate(spec, caps) + limits.problems(spec) if p not in model_problems]
     for problem in problems:
         st.error(f"{problem.field.replace('_', ' ')}: {problem.message}")
     if caps is None:

@@ -6,11 +6,26 @@ whether this host *allows* it. Read from the environment or a TOML file, checked
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass
 from typing import Any
 
+from core.engine.model_sources import source_of
 from core.engine.spec import Problem, RunSpec
+
+CUSTOM_MODELS_OFF = (
+    "this host does not run uploaded model files: a model file is Python code that runs in the worker, "
+    "so the host must turn on allow_custom_models"
+)
+
+
+def model_allowed(patterns: tuple[str, ...] | None, model: str) -> bool:
+    """Is `model` allowed by `allowed_models`? Entries are names or shell-style patterns: "resnet50",
+    "timm:*", "timm:convnext_*", "hf:gpt2*" ("*" alone allows every model)."""
+    if patterns is None:
+        return True
+    return any(model == p or fnmatch.fnmatchcase(model, p) for p in patterns)
 
 
 @dataclass(frozen=True)
@@ -21,7 +36,8 @@ class HostLimits:
     COMPILE_LAB_CONFIG with the same keys in lower case under [limits]; the environment wins.
     """
 
-    allowed_models: tuple[str, ...] | None = None
+    allowed_models: tuple[str, ...] | None = None  # names or patterns: "timm:*", "hf:gpt2*"
+    allow_custom_models: bool = False  # a model file runs its own code in the worker: off unless the host says so
     allowed_modes: tuple[str, ...] | None = None  # max-autotune can hold a GPU for many minutes
     max_batch_size: int | None = None
     max_steps: int | None = None  # epochs x steps_per_epoch, per variant
@@ -33,8 +49,10 @@ class HostLimits:
     def problems(self, spec: RunSpec) -> list[Problem]:
         """Every limit `spec` exceeds, each saying the limit."""
         p: list[Problem] = []
-        if self.allowed_models is not None and spec.model not in self.allowed_models:
-            p.append(Problem("model", f"this host allows only: {', '.join(self.allowed_models)}"))
+        if isinstance(spec.model, str) and source_of(spec.model) == "file" and not self.allow_custom_models:
+            p.append(Problem("model", CUSTOM_MODELS_OFF))
+        elif not model_allowed(self.allowed_models, spec.model):
+            p.append(Problem("model", f"this host allows only: {', '.join(self.allowed_models or ())}"))
         if self.allowed_modes is not None and spec.mode not in self.allowed_modes:
             p.append(Problem("mode", f"this host allows only: {', '.join(self.allowed_modes)}"))
         if (
@@ -63,6 +81,7 @@ class HostLimits:
 _LIMIT_PARSERS = {
     "allowed_models": lambda v: tuple(m.strip() for m in (v.split(",") if isinstance(v, str) else v) if m.strip()),
     "allowed_modes": lambda v: tuple(m.strip() for m in (v.split(",") if isinstance(v, str) else v) if m.strip()),
+    "allow_custom_models": lambda v: _boolean(v),
     "max_batch_size": int,
     "max_steps": int,
     "max_epochs": int,
@@ -70,6 +89,17 @@ _LIMIT_PARSERS = {
     "max_queue_length": int,
     "job_time_limit_s": float,
 }
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(value)
 
 
 def load_host_limits(environ: dict[str, str] | None = None) -> HostLimits:
@@ -98,5 +128,6 @@ def load_host_limits(environ: dict[str, str] | None = None) -> HostLimits:
         try:
             parsed[key] = _LIMIT_PARSERS[key](value)
         except (TypeError, ValueError):
-            raise ValueError(f"limit {key} must be a number (got {value!r})") from None
+            kind = "true or false" if key == "allow_custom_models" else "a number"
+            raise ValueError(f"limit {key} must be {kind} (got {value!r})") from None
     return HostLimits(**parsed)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from core.engine.model_sources import model_name_problem, source_of
 from core.engine.spec import (
     BACKENDS,
     CACHES,
@@ -105,6 +106,9 @@ def duration_note(spec: RunSpec) -> str | None:
 
 
 def describe_duration(low: float, high: float) -> str:
+    if high <= 0:  # a timm, Hugging Face or file model: no measured step time to scale from
+        return "unknown for this model (no step time measured here to scale from)"
+
     def fmt(s: float) -> str:
         return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
 
@@ -119,7 +123,7 @@ def spec_to_query(spec: RunSpec) -> dict[str, str]:
     out = {}
     for name in _QUERY_FIELDS:
         value = getattr(spec, name)
-        if value is None:
+        if value is None or (name == "model" and source_of(value) == "file"):  # an upload cannot travel in a link
             continue
         out[name] = str(value).lower() if isinstance(value, bool) else str(value)
     return out
@@ -141,7 +145,9 @@ def spec_from_query(query: dict[str, str], base: RunSpec) -> tuple[RunSpec, list
                 values[name] = {"true": True, "false": False}[raw.lower()]
             elif "int" in str(types[name]):
                 values[name] = int(raw)
-            elif name in CHOICES and raw not in CHOICES[name]:
+            elif name == "model" and (model_name_problem(raw) or source_of(raw) == "file"):
+                raise ValueError(raw)  # a zoo, timm or Hugging Face name; a file cannot come from a link
+            elif name in CHOICES and name != "model" and raw not in CHOICES[name]:
                 raise ValueError(raw)
             else:
                 values[name] = raw
