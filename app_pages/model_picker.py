@@ -40,10 +40,20 @@ def _set(key: str, value) -> None:
 
 def model_picker(column, limits: HostLimits) -> list[Problem]:
     """Draw the selector in `column`; returns problems that must block launch (a failed lookup)."""
+    problems = _picker(column, limits)
+    st.session_state.picker_model = st.session_state.get("form_model")
+    return problems
+
+
+def _picker(column, limits: HostLimits) -> list[Problem]:
     model = st.session_state.get("form_model", "pointwise_mlp")
-    sources = model_choice.sources_offered(limits)
+    # The widgets follow form_model when something else set it (first render, a link, a preset, a
+    # callback); otherwise they keep what the visitor typed, even a name that is not valid yet.
+    follow = st.session_state.get("picker_model") != model
+    sources = model_choice.sources_offered(limits) or ["zoo"]
     source = source_of(model)
-    _set("pick_source", source if source in sources else sources[0])
+    if follow or st.session_state.get("pick_source") not in sources:
+        _set("pick_source", source if source in sources else sources[0])
     column.radio(
         "Model from",
         sources,
@@ -60,7 +70,8 @@ def model_picker(column, limits: HostLimits) -> list[Problem]:
         return [Problem("model", note)]
     if source == "zoo":
         options = model_choice.zoo_options(limits) or ["pointwise_mlp"]
-        _set("pick_zoo", model if model in options else options[0])
+        if follow or st.session_state.get("pick_zoo") not in options:
+            _set("pick_zoo", model if model in options else options[0])
         column.selectbox(
             "Model",
             options,
@@ -78,7 +89,8 @@ def model_picker(column, limits: HostLimits) -> list[Problem]:
         options = model_choice.library_options(listing.names, limits)
         if not options:
             return [Problem("model", "this host allows none of timm's models")]
-        _set("pick_timm", model if model in options else options[0])
+        if follow or st.session_state.get("pick_timm") not in options:
+            _set("pick_timm", model if model in options else options[0])
         column.selectbox(
             f"timm model ({len(options):,}; type to search)",
             options,
@@ -87,7 +99,8 @@ def model_picker(column, limits: HostLimits) -> list[Problem]:
         )
         _choose_quietly(st.session_state.pick_timm)
     elif source == "hf":
-        _set("pick_hf", model.removeprefix("hf:") if source_of(model) == "hf" else "gpt2")
+        if follow or "pick_hf" not in st.session_state:
+            _set("pick_hf", model.removeprefix("hf:") if source_of(model) == "hf" else "gpt2")
         column.text_input("Hugging Face model", key="pick_hf", help=model_choice.hf_help())
         typed, problem = model_choice.hf_model_from_text(st.session_state.pick_hf)
         if problem:

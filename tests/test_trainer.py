@@ -110,6 +110,7 @@ def test_ctrl_c_ends_the_run_as_cancelled(monkeypatch):
 
 def test_fullgraph_with_a_graph_break_is_a_finding_with_advice(monkeypatch):
     """Compile failing on a model is what the race found (issue 14), not a crash: eager's results stand."""
+
     class Breaks(torch.nn.Module):
         def __init__(self, size):
             super().__init__()

@@ -535,6 +535,8 @@ def run_race(
             init_state = copy.deepcopy(workload.build().state_dict())
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
             error = explain_failure(exc, spec, device)
+            if not isinstance(exc, KeyboardInterrupt) and is_out_of_memory(exc):
+                error = f"{spec.model} does not fit in memory on {device}: building it failed ({_first_line(exc)})"
             emit(StatusEvent("eager", "failed", 0, spec.epochs, error))
             summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats)
             return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)

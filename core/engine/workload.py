@@ -109,7 +109,9 @@ def is_out_of_memory(exc: BaseException) -> bool:
         if isinstance(c, type)
     )
     text = str(exc).lower()
-    return isinstance(exc, classes) or "out of memory" in text or "can't allocate memory" in text
+    return isinstance(exc, classes) or any(
+        s in text for s in ("out of memory", "can't allocate memory", "not enough memory")
+    )
 
 
 def first_line(exc: BaseException) -> str:

@@ -381,7 +381,12 @@ def pid_alive(pid: int | None) -> bool:
             if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
                 return False
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return b"core.runs.worker" in fh.read()
+            command = fh.read()
+        if b"core.runs.worker" in command:
+            return True
+        # A worker this process just launched, between fork and exec, still shows our command line.
+        with open("/proc/self/cmdline", "rb") as fh:
+            return command == fh.read()
     except (OSError, IndexError):
         return True  # no /proc (macOS): trust kill(0)
 
