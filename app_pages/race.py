@@ -35,7 +35,9 @@ def set_form(values: dict) -> None:
         st.session_state[f"form_{name}"] = value
 
 
-if "form_model" not in st.session_state:  # first render: the link's configuration over the device's defaults
+if (
+    "form_batch_size" not in st.session_state
+):  # first render (a widget key: it goes when widget state does): the link over the defaults
     initial, notes = spec_from_query(dict(st.query_params), default_spec(caps))
     set_form(initial.to_dict())
     for note in notes:

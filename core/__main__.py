@@ -178,7 +178,7 @@ class ProgressPrinter:
             elif event.state == "compiling":
                 self._line(f"[compiled] {event.message} ...")
             elif event.state == "starting":
-                self._line(f"[{event.variant}] starting")
+                self._line(f"[{event.variant}] starting" + (f" ({event.message})" if event.message else ""))
             elif event.state == "compile_skipped":
                 self._line(f"[compiled] compile did not happen: {event.message}")
             elif event.state == "compile_failed":

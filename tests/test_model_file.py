@@ -217,3 +217,24 @@ def test_the_cli_takes_a_model_or_a_model_file_not_both(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "error: model: give --model or --model-file, not both"
     assert main(["race", "--model-file", str(tmp_path / "missing.py"), "--device", "cpu"]) == 2
     assert f"error: model_file: no such file: {tmp_path / 'missing.py'}" in capsys.readouterr().err
+
+
+def test_submitting_a_model_file_needs_the_host_to_allow_it(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    path = model_file(tmp_path, GOOD)
+    store = str(tmp_path / "store.sqlite3")
+    flags = ["--model-file", path, "--image-size", "8", "--batch-size", "4", "--epochs", "1", "--steps-per-epoch", "2"]
+    command = [sys.executable, "-m", "core", "submit", *flags, "--backend", "aot_eager", "--device", "cpu"]
+    command += ["--store", store, "--wait"]
+    refused = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().startswith("error: model: this host does not run uploaded model files")
+    env = {**os.environ, "COMPILE_LAB_ALLOW_CUSTOM_MODELS": "true"}
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "steady-state speedup" in done.stdout

@@ -532,7 +532,10 @@ def run_race(
         try:  # a model that cannot be built ends the race here, with the reason, before any timing
             workload = workload_for(spec)
             torch.manual_seed(spec.seed)
-            init_state = copy.deepcopy(workload.build().state_dict())
+            model = workload.build()
+            model_params = sum(p.numel() for p in model.parameters())
+            init_state = copy.deepcopy(model.state_dict())
+            del model
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
             error = explain_failure(exc, spec, device)
             if not isinstance(exc, KeyboardInterrupt) and is_out_of_memory(exc):
@@ -541,7 +544,7 @@ def run_race(
             summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats)
             return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
         for name in VARIANTS:
-            emit(StatusEvent(name, "starting", 0, spec.epochs))
+            emit(StatusEvent(name, "starting", 0, spec.epochs, f"{spec.model}, {model_params:,} parameters"))
             if name == "compiled":
                 reset_compile_state()
             run, current = None, {}
@@ -583,6 +586,7 @@ def run_race(
             if error:
                 break
     summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats, compile_failed)
+    summary["model_params"] = model_params
     return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
 
 

@@ -107,7 +107,7 @@ def duration_note(spec: RunSpec) -> str | None:
 
 def describe_duration(low: float, high: float) -> str:
     if high <= 0:  # a timm, Hugging Face or file model: no measured step time to scale from
-        return "unknown for this model (no step time measured here to scale from)"
+        return "unknown for this model"
 
     def fmt(s: float) -> str:
         return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
