@@ -93,3 +93,22 @@ def test_the_doctor_counts_a_failed_compile_as_a_failed_check(tmp_path):
     store, run_id = stored_run(tmp_path)
     outcome = judge(Check("race", "race", {}), store.get_run(run_id))
     assert outcome.outcome == FAILED and outcome.figure == f"compile failed: {REASON}"
+
+
+def test_only_the_compilers_own_errors_count_as_compile_failures():
+    import torch
+    import torch._dynamo.exc
+
+    from core.engine.spec import RunSpec
+    from core.engine.trainer import compile_failure
+
+    spec, cpu = RunSpec(backend="inductor"), torch.device("cpu")
+    unsupported = compile_failure(torch._dynamo.exc.Unsupported("data-dependent branching"), spec, cpu)
+    assert unsupported == (
+        "torch.compile failed (Unsupported: data-dependent branching); try backend aot_eager to isolate Inductor"
+    )
+    aot = compile_failure(torch._dynamo.exc.Unsupported("x"), RunSpec(backend="aot_eager"), cpu)
+    assert aot == "torch.compile failed (Unsupported: x)"  # no advice to use the backend already in use
+    assert compile_failure(RuntimeError("CUDA error: an illegal memory access"), spec, cpu) is None
+    assert compile_failure(torch.OutOfMemoryError("CUDA out of memory"), spec, cpu) is None
+    assert compile_failure(KeyboardInterrupt(), spec, cpu) is None

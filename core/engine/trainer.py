@@ -197,7 +197,8 @@ def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> 
     if spec.fullgraph and "graph break" in text.lower():
         return f"fullgraph=True but the model has a graph break ({first}): turn fullgraph off to allow breaks"
     if type(exc).__module__.startswith(("torch._dynamo", "torch._inductor")):
-        return f"torch.compile failed ({type(exc).__name__}: {first}); try backend aot_eager to isolate Inductor"
+        hint = "; try backend aot_eager to isolate Inductor" if spec.backend == "inductor" else ""
+        return f"torch.compile failed ({type(exc).__name__}: {first}){hint}"
     if isinstance(exc, ModelError):
         return text
     return f"{type(exc).__name__}: {first}"
