@@ -159,3 +159,12 @@ def test_a_missing_library_is_refused_before_any_work_with_how_to_install_it(mon
         race("timm:test_resnet")
     with pytest.raises(ModelError, match="transformers package"):  # and where a worker builds it
         workload_for(RunSpec(model="hf:gpt2"))
+
+
+def test_varying_shapes_cut_a_hugging_face_batch_like_any_token_batch():
+    from core.engine.data import BatchSource
+
+    spec = RunSpec(model=TINY_GPT2, image_size=16, shapes="varying", steps_per_epoch=4, batch_size=2, device="cpu")
+    batches = list(BatchSource(spec, torch.device("cpu")).train_epoch(1))
+    assert [x["input_ids"].shape[1] for x, _ in batches] == [16, 12, 8, 14]
+    assert [y.shape[1] for _, y in batches] == [16, 12, 8, 14]

@@ -102,6 +102,12 @@ def test_a_file_model_needs_its_file_and_only_it_takes_one(tmp_path):
     assert validate(RunSpec(model="file:net.py", model_file=str(path)), CPU) == []
 
 
+def test_varying_shapes_are_refused_for_a_model_files_own_batches(tmp_path):
+    problems = validate(RunSpec(model="file:net.py", model_file=str(tmp_path / "net.py"), shapes="varying"))
+    assert [p.field for p in problems] == ["shapes"]
+    assert validate(RunSpec(model="hf:gpt2", shapes="varying")) == []
+
+
 def test_a_missing_library_is_a_problem_with_the_install_command(monkeypatch):
     monkeypatch.setattr(model_sources, "library_version", lambda source: None)
     problems = validate(RunSpec(model="timm:resnet18"), CPU)

@@ -20,7 +20,7 @@ import torch
 from torch.nn import functional as F
 
 from core.engine.spec import RunSpec
-from core.engine.workload import Batch, Workload, random_batch, workload_for
+from core.engine.workload import Batch, Workload, random_batch, tensors_in, workload_for
 from core.engine.zoo import NUM_CLASSES
 
 SYNTHETIC_POOL = 8  # distinct synthetic batches, cycled: enough that nothing is trivially cached
@@ -152,13 +152,25 @@ def vary_shapes(batches: Iterator[Batch], kind: str, size: int, steps: int) -> I
     (strides, its base tensor) into the shape guards this option is about."""
     lengths = varying_lengths(size)
     for i, (x, y) in enumerate(batches):
-        if kind == "tokens" and lengths[i % len(lengths)] < x.shape[1]:
+        first = next(tensors_in(x))  # inputs may be a dict of tensors (Hugging Face models)
+        if kind == "tokens" and lengths[i % len(lengths)] < first.shape[1]:
             length = lengths[i % len(lengths)]
-            yield x[:, :length].clone(), y[:, :length].clone()
-        elif kind != "tokens" and i == steps - 1 and len(x) > 1:
-            yield x[: len(x) // 2].clone(), y[: len(y) // 2].clone()
+            yield _map_tensors((x, y), lambda t, n=length: t[:, :n].clone())
+        elif kind != "tokens" and i == steps - 1 and len(first) > 1:
+            half = len(first) // 2
+            yield _map_tensors((x, y), lambda t, n=half: t[:n].clone())
         else:
             yield x, y
+
+
+def _map_tensors(value, fn):
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_map_tensors(v, fn) for v in value)
+    return value
 
 
 def loader_workers(device: torch.device) -> int:

@@ -337,6 +337,8 @@ def _library_model_problems(spec: RunSpec, caps: DeviceCaps | None) -> list[Prob
         _int_range(p, "image_size", spec.image_size, 1, MAX_INPUT_SIZE)
     if spec.data in ("fakedata", "cifar10") and source != "timm":
         p.append(Problem("data", f"{spec.data!r} provides images for zoo and timm image models; use 'synthetic'"))
+    if spec.shapes == "varying" and source == "file":
+        p.append(Problem("shapes", "varying shapes cut batches whose layout Compile Lab knows: not a model file's own"))
     missing = library_problem(source) if caps is not None else None
     if missing:
         p.append(Problem("model", missing))

@@ -72,20 +72,21 @@ def to_device(value: Any, device: torch.device) -> Any:
 
 def batch_samples(inputs: Any) -> int:
     """How many samples a batch's inputs hold: the first dimension of its first tensor."""
-    for value in _tensors(inputs):
+    for value in tensors_in(inputs):
         return int(value.shape[0]) if value.dim() else 1
     return 0
 
 
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
+def tensors_in(value: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in a batch part: a tensor, or the tensors in a dict, tuple or list, in order."""
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _tensors(v)
+            yield from tensors_in(v)
     elif isinstance(value, (tuple, list)):
         for v in value:
-            yield from _tensors(v)
+            yield from tensors_in(v)
 
 
 def describe_inputs(inputs: Any) -> str:
@@ -98,7 +99,7 @@ def describe_inputs(inputs: Any) -> str:
         return one(inputs)
     if isinstance(inputs, dict):
         return ", ".join(f"{k}: {one(v)}" for k, v in inputs.items() if isinstance(v, torch.Tensor))
-    return ", ".join(one(t) for t in _tensors(inputs))
+    return ", ".join(one(t) for t in tensors_in(inputs))
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
