@@ -9,6 +9,8 @@ the form; the widgets here follow it and write it back when the visitor changes 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from app_pages.common import store, tick
@@ -83,8 +85,12 @@ def _picker(column, limits: HostLimits) -> list[Problem]:
         return []
     if source == "timm":
         listing = model_names(store(), "timm", limits)
+        if listing.state == "pending":
+            _wait_for(column, "Reading timm's model list…", lambda: model_names(store(), "timm", limits))
+            return []
         if listing.state != "ready":
-            return _show_pending(column, listing, "timm's model list")
+            column.error(listing.message)
+            return [Problem("model", listing.message)]
         st.session_state.timm_names = listing.names
         options = model_choice.library_options(listing.names, limits)
         if not options:
@@ -136,7 +142,7 @@ def _show_facts(column, limits: HostLimits) -> list[Problem]:
     if kind == "ok":
         column.caption(text)
     elif kind == "wait":  # launch need not wait: the worker checks the model again before timing it
-        _show_pending(column, lookup, model)
+        _wait_for(column, text, lambda: lookup_model(store(), model, model_file, limits))
     elif kind == "error":
         column.error(text)
         return [Problem("model", text)]
@@ -145,24 +151,14 @@ def _show_facts(column, limits: HostLimits) -> list[Problem]:
     return []
 
 
-def _show_pending(column, lookup: Lookup, what: str) -> list[Problem]:
-    """Say what is being looked up, and redraw the page once the answer is stored."""
-    if lookup.state in ("failed", "unavailable"):
-        column.error(lookup.message)
-        return [Problem("model", lookup.message)]
-    column.caption(model_choice.facts_line(lookup)[1] if what != "timm's model list" else f"Reading {what}…")
+def _wait_for(column, text: str, ask: Callable[[], Lookup]) -> None:
+    """Say what is being looked up, and redraw the page once a worker has stored the answer."""
+    column.caption(text)
 
     @st.fragment(run_every=1.0)
     def _poll() -> None:
         tick()
-        if _answered(what):
+        if ask().state != "pending":
             st.rerun()
 
     _poll()
-    return []
-
-
-def _answered(what: str) -> bool:
-    if what == "timm's model list":
-        return model_names(store(), "timm").state != "pending"
-    return lookup_model(store(), what, st.session_state.get("form_model_file")).state != "pending"
