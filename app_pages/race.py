@@ -13,10 +13,11 @@ from app_pages.common import (
     visitor_address,
     wait_for_device,
 )
+from app_pages.model_picker import model_picker
 from app_pages.run_display import PHONE_TITLE_CSS, show_run
 from core.engine.spec import SpecError, validate
-from core.engine.zoo import MODELS
 from core.runs import jobs, shared_results
+from core.runs.limits import HostLimits
 from core.view.compare import race_name
 from core.view.race_form import (
     CHOICES,
@@ -50,7 +51,9 @@ def set_form(values: dict) -> None:
         st.session_state[f"form_{name}"] = value
 
 
-if "form_model" not in st.session_state:  # first render: the link's configuration over the device's defaults
+# First render (a widget key: it goes when widget state does, so a reload re-seeds the form): the
+# link's configuration over the device's defaults.
+if "form_batch_size" not in st.session_state:
     initial, st.session_state.link_notes = spec_from_query(dict(st.query_params), default_spec(caps), limits)
     set_form(initial.to_dict())
 for note in notes_still_true(st.session_state.get("link_notes", []), st.session_state):  # until the field changes
@@ -120,14 +123,8 @@ if "race_form" not in st.session_state:
     st.session_state.race_form = followed_run() is None
 with st.expander("Configure a race", key="race_form", on_change="rerun"):
     a, b, c, d, e = st.columns([3, 2, 2, 2, 2])
+    model_problems = model_picker(a, limits or HostLimits())  # a broken host configuration is said above
     blocked = {
-        "model": choose(
-            "model",
-            "Model",
-            a,
-            fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)",
-            on_change=lambda: set_form({"batch_size": MODELS[st.session_state.form_model].default_batch_size}),
-        ),
         "precision": choose("precision", "Precision", b),
         "mode": choose("mode", "Compile mode", c),
         "backend": choose("backend", "Backend", d),
@@ -148,7 +145,9 @@ with st.expander("Configure a race", key="race_form", on_change="rerun"):
     if not_here:
         st.caption(not_here)
 
-    problems = validate(spec, caps) + (limits.problems(spec) if limits else [])
+    problems = model_problems + [
+        p for p in validate(spec, caps) + (limits.problems(spec) if limits else []) if p not in model_problems
+    ]
     for problem in problems:
         st.error(f"{problem.field.replace('_', ' ')}: {problem.message}")
     if caps is None:

@@ -22,6 +22,7 @@ from core.engine.spec import (
     DEVICES,
     MODES,
     PRECISIONS,
+    Problem,
     RunSpec,
     SpecError,
 )
@@ -90,7 +91,17 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     CLI, the UI and the worker give the same messages."""
     d = RunSpec()
     a = parser.add_argument
-    a("--model", default=d.model, help="model name (see `python -m core models`)")
+    a(
+        "--model",
+        default=None,
+        help=f"a zoo model (see `python -m core models`), timm:<name> or hf:<name> (default: {d.model})",
+    )
+    a(
+        "--model-file",
+        default=None,
+        metavar="PATH",
+        help="your own model: a Python file defining build_model() (and optionally example_batch, loss)",
+    )
     a("--batch-size", type=int, default=None, help="samples per step (default: the model's)")
     a("--precision", default=d.precision, help=f"one of {', '.join(PRECISIONS)}")
     a("--mode", default=d.mode, help=f"torch.compile mode: {', '.join(MODES)}")
@@ -115,7 +126,11 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     a("--image-size", type=int, default=None, help="input size: image side, sequence length (default: the model's)")
     a("--data", default=d.data, help=f"one of {', '.join(DATA_SOURCES)}")
     a("--data-dir", default=None, help="for cifar10: the folder holding cifar-10-batches-py")
-    a("--download", action="store_true", help="for cifar10: download it if missing (needs network)")
+    a(
+        "--download",
+        action="store_true",
+        help="cifar10: download it if missing; hf: fetch the model's config.json (never weights); needs network",
+    )
     a(
         "--cache",
         default=d.cache,
@@ -144,13 +159,21 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
-    from core.engine.zoo import MODELS
+    import os
 
+    from core.engine.model_sources import default_batch_size, default_file_model_name, model_name_problem
+
+    model, model_file = args.model or RunSpec().model, None
+    if args.model_file:
+        if args.model:
+            raise SpecError([Problem("model", "give --model or --model-file, not both")])
+        model, model_file = default_file_model_name(args.model_file), os.path.abspath(args.model_file)
     batch_size = args.batch_size
     if batch_size is None:
-        batch_size = MODELS[args.model].default_batch_size if args.model in MODELS else RunSpec().batch_size
+        batch_size = default_batch_size(model) if model_name_problem(model) is None else RunSpec().batch_size
     return RunSpec(
-        model=args.model,
+        model=model,
+        model_file=model_file,
         batch_size=batch_size,
         precision=args.precision,
         mode=args.mode,
@@ -204,9 +227,11 @@ class ProgressPrinter:
             elif event.state == "compiling":
                 self._line(f"[compiled] {event.message} ...")
             elif event.state == "starting":
-                self._line(f"[{event.variant}] starting")
+                self._line(f"[{event.variant}] starting" + (f" ({event.message})" if event.message else ""))
             elif event.state == "compile_skipped":
                 self._line(f"[compiled] compile did not happen: {event.message}")
+            elif event.state == "compile_failed":
+                self._line(f"[compiled] compile failed on this model: {event.message}; eager ran")
             elif event.state == "failed":
                 self._line(f"[{event.variant}] failed: {event.message}")
         elif isinstance(event, StepEvent) and self.tty and time.monotonic() - self._last > 0.2:
@@ -230,6 +255,9 @@ class ProgressPrinter:
 def cmd_models(args: argparse.Namespace) -> int:
     from core.engine.zoo import MODELS
 
+    if args.describe or args.search is not None:
+        return models_lookup(args)
+
     rows = [
         {
             "name": info.name,
@@ -251,6 +279,57 @@ def cmd_models(args: argparse.Namespace) -> int:
             f"{r['name']:<20}{r['params'] / 1e6:>10.2f} M  {r['input']:<8}{r['default_size']:>6}"
             f"{r['min_size']:>6}{r['default_batch_size']:>7}  {r['description']}"
         )
+    print()
+    for line in library_lines():
+        print(line)
+    return EXIT_OK
+
+
+def library_lines() -> list[str]:
+    """What else can race here: timm and Hugging Face models (or how to install them), a file."""
+    from core.engine.model_sources import INSTALL_HINT, library_version
+
+    timm, transformers = library_version("timm"), library_version("hf")
+    return [
+        f"timm:<name>   any timm model, random weights ({f'timm {timm}' if timm else 'needs timm: ' + INSTALL_HINT}); "
+        "`models --search convnext` lists names",
+        f"hf:<name>     a Hugging Face transformers architecture from its configuration, random weights "
+        f"({f'transformers {transformers}' if transformers else 'needs transformers: ' + INSTALL_HINT}); "
+        "e.g. hf:gpt2, hf:bert-base-uncased, hf:t5-small, hf:llama, hf:gpt2:n_layer=2",
+        "--model-file  your own Python file defining build_model() (optionally example_batch, loss)",
+        "`models --describe NAME` builds one (on the meta device) and prints its parameters and input",
+    ]
+
+
+def models_lookup(args: argparse.Namespace) -> int:
+    """`models --search PATTERN` (timm names) or `models --describe NAME` (parameters, input, task)."""
+    from core.engine.model_sources import library_problem
+
+    if args.search is not None:
+        problem = library_problem("timm")
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return EXIT_USAGE
+        from core.engine.library_models import timm_model_names
+
+        needle = args.search.lower()
+        names = [f"timm:{n}" for n in timm_model_names() if needle in n.lower()]
+        print(json.dumps(names) if args.json else "\n".join(names) or f"no timm model name contains {args.search!r}")
+        return EXIT_OK
+    from core.engine.spec import DeviceCaps, check
+    from core.engine.workload import ModelError, describe_model
+
+    try:
+        spec = check(RunSpec(model=args.describe, device="cpu"), DeviceCaps())  # caps: libraries installed?
+        facts = describe_model(spec)
+    except SpecError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(json.dumps(facts, indent=2) if args.json else f"{args.describe}: {facts['summary']}")
     return EXIT_OK
 
 
@@ -719,8 +798,12 @@ def add_sweep_commands(sub, store_parser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m core", description="Compile Lab: eager vs torch.compile, measured.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    models = sub.add_parser("models", help="list the model zoo")
+    models = sub.add_parser("models", help="list the model zoo; search timm's names; describe any model")
     models.add_argument("--json", action="store_true")
+    models.add_argument("--search", metavar="TEXT", default=None, help="timm model names containing TEXT")
+    models.add_argument(
+        "--describe", metavar="NAME", default=None, help="parameters, input and task of a model (timm:, hf:, zoo)"
+    )
     models.set_defaults(func=cmd_models)
     race = sub.add_parser("race", help="train eager and compiled side by side, then summarize")
     add_spec_arguments(race)

@@ -1,5 +1,6 @@
 """Shared fixtures: machine descriptions for validation, and quick race specs."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -26,6 +27,22 @@ def compilation_metric_fields() -> set[str]:
 
 TORCH_RECORDS_RECOMPILE_REASONS = "recompile_reason" in compilation_metric_fields()
 TORCH_RECORDS_CACHE_HITS = "inductor_fx_local_cache_hit_count" in compilation_metric_fields()
+
+
+# Nothing in the tests may reach the network: Hugging Face libraries read these when imported.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def require_model_libraries() -> None:
+    """timm and transformers come from requirements-models.txt: CI installs them and must run these
+    tests; elsewhere say what is missing."""
+    missing = [name for name in ("timm", "transformers") if importlib.util.find_spec(name) is None]
+    if missing and os.environ.get("CI"):
+        pytest.fail(f"CI must install requirements-models.txt (missing: {', '.join(missing)})")
+    if missing:
+        pytest.skip(f"needs {' and '.join(missing)}: pip install -r requirements-models.txt")
+
 
 CPU = DeviceCaps(cuda=False, mps=False)
 AMPERE = DeviceCaps(cuda=True, cuda_name="NVIDIA A100", compute_capability=(8, 0), cuda_bf16=True)

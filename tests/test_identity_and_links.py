@@ -33,7 +33,7 @@ def tab(token: str, **query) -> AppTest:
 
 
 def launch_small_race(at: AppTest) -> AppTest:
-    at.selectbox(key="form_model").set_value("mlp").run()
+    at.selectbox(key="pick_zoo").set_value("mlp").run()
     at.number_input(key="form_steps_per_epoch").set_value(3).run()
     [b for b in at.button if b.label == "Launch"][0].click().run()
     assert not at.exception

@@ -99,6 +99,10 @@ at = AppTest.from_file(os.path.join(ROOT, "streamlit_app.py"), default_timeout=6
 at.query_params["run"] = str(race)
 at.run()
 assert not at.exception, at.exception
+for source in ("timm", "hf"):  # the model selector: lookups are queued, never run here
+    at.radio(key="pick_source").set_value(source).run()
+    assert not at.exception, at.exception
+assert store.list_runs(kind="lookup"), "choosing a library model queued a lookup"
 for page in ("app_pages/sweep.py", "app_pages/runs.py", "app_pages/under_the_hood.py"):
     at.switch_page(page).run()
     assert not at.exception, at.exception
@@ -112,8 +116,8 @@ for layer_module in ("core.view",):
     for info in pkgutil.walk_packages([os.path.join(ROOT, *layer_module.split("."))], prefix=layer_module + "."):
         __import__(info.name)
 import core.engine.explain, core.engine.explain.params, core.engine.spec, core.engine.zoo, core.engine.analysis
-import core.engine.planning, core.engine.regions
-import core.runs.bundle, core.runs.jobs, core.runs.limits, core.runs.store, core.runs.sweeps
+import core.engine.planning, core.engine.regions, core.engine.model_sources, core.engine.compile_stats
+import core.runs.bundle, core.runs.jobs, core.runs.limits, core.runs.store, core.runs.sweeps, core.runs.model_catalog
 import core.runs.admin, core.runs.identity, core.runs.shared_results
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """

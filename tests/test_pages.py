@@ -143,7 +143,7 @@ def test_pages_render_finished_failed_and_running_runs(store, sleepers):
 def test_launch_enqueues_a_run_owned_by_this_visitor(store, sleepers):
     record_probe(store)
     at = app()
-    at.selectbox(key="form_model").set_value("mlp").run()
+    at.selectbox(key="pick_zoo").set_value("mlp").run()
     assert at.number_input(key="form_batch_size").value == 256  # the model's default batch size
     at.number_input(key="form_steps_per_epoch").set_value(3).run()
     at.button[0].click().run()
@@ -160,7 +160,7 @@ def test_invalid_configuration_shows_the_message_and_enqueues_nothing(store, sle
     record_probe(store)
     monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "64")
     at = app()
-    at.selectbox(key="form_model").set_value("mlp").run()
+    at.selectbox(key="pick_zoo").set_value("mlp").run()
     assert "this host allows at most 64 (got 256)" in texts(at)
     assert at.button[0].label == "Launch" and at.button[0].disabled  # a browser cannot press it
     assert store.list_runs(kind="race") == []
@@ -181,7 +181,7 @@ def test_options_the_device_cannot_run_are_not_offered_but_explained(store, slee
 def test_the_configuration_comes_from_the_link(store, sleepers):
     record_probe(store)
     at = app(model="gpt", batch_size=8, epochs=2, steps_per_epoch=7)
-    assert at.selectbox(key="form_model").value == "gpt"
+    assert at.selectbox(key="pick_zoo").value == "gpt"
     assert at.number_input(key="form_batch_size").value == 8
     assert at.number_input(key="form_steps_per_epoch").value == 7
 

@@ -126,7 +126,7 @@ def test_reuse_is_automatic_only_when_the_hosts_queue_length_is_reached(store, s
 
 
 def small_race_form(at):
-    at.selectbox(key="form_model").set_value("mlp").run()
+    at.selectbox(key="pick_zoo").set_value("mlp").run()
     at.number_input(key="form_steps_per_epoch").set_value(3).run()
     return at
 

@@ -322,10 +322,27 @@ def summarize_events(events: Iterable[dict[str, Any]], batch_size: int, min_warm
     )
 
 
+def compile_failed_reading(reason: str) -> str:
+    """What a run whose compile failed found, in the words every view uses."""
+    return f"Compile failed on this model: {reason}; eager ran."
+
+
 def plain_reading(summary: dict[str, Any]) -> str:
-    """One sentence a person can repeat: is compile worth it for this run?"""
+    """One sentence a person can repeat: is compile worth it for this run? A model split by graph
+    breaks gets a second sentence saying so: the breaks are part of the finding."""
+    reading = _headline_reading(summary)
+    breaks, graphs = summary.get("graph_breaks"), summary.get("graphs")
+    if isinstance(breaks, int) and breaks > 0 and not summary.get("compile_failed"):
+        pieces = f" into {graphs} graphs" if isinstance(graphs, int) and graphs > 1 else ""
+        reading += f" torch.compile split this model{pieces} at {breaks} graph break{'s' if breaks > 1 else ''}."
+    return reading
+
+
+def _headline_reading(summary: dict[str, Any]) -> str:
     speedup, verdict = summary.get("steady_state_speedup"), summary.get("verdict")
     compile_s = summary.get("compile_time_s")
+    if isinstance(summary.get("compile_failed"), str):
+        return compile_failed_reading(summary["compile_failed"])
     if summary.get("compile_skipped"):
         ratio = f" {speedup:.2f}x" if speedup is not None else ""
         return (

@@ -20,31 +20,26 @@ import torch
 from torch.nn import functional as F
 
 from core.engine.spec import RunSpec
-from core.engine.zoo import NUM_CLASSES, VOCAB_SIZE, get_model_info
+from core.engine.workload import Batch, Workload, random_batch, tensors_in, workload_for
+from core.engine.zoo import NUM_CLASSES
 
-Batch = tuple[torch.Tensor, torch.Tensor]
 SYNTHETIC_POOL = 8  # distinct synthetic batches, cycled: enough that nothing is trivially cached
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
 
 
-def random_batch(kind: str, batch_size: int, size: int, gen: torch.Generator) -> Batch:
-    """One random batch for a model taking `kind` input ("image", "tokens", "vector")."""
-    if kind == "tokens":
-        tokens = torch.randint(0, VOCAB_SIZE, (batch_size, size + 1), generator=gen)
-        return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    shape = (batch_size, 3, size, size) if kind == "image" else (batch_size, size)
-    return torch.randn(shape, generator=gen), torch.randint(0, NUM_CLASSES, (batch_size,), generator=gen)
+__all__ = ["BatchSource", "load_cifar10", "random_batch"]  # random_batch lives with the workloads
 
 
 class BatchSource:
     """Yields the train batches of each epoch and the eval batches, already on the device."""
 
-    def __init__(self, spec: RunSpec, device: torch.device):
+    def __init__(self, spec: RunSpec, device: torch.device, workload: Workload | None = None):
         self.spec = spec
         self.device = device
-        self.kind = get_model_info(spec.model).input_kind
-        self.size = spec.input_size
+        self.workload = workload or workload_for(spec)
+        self.kind = self.workload.input_kind
+        self.size = self.workload.size
         self._pools: dict[str, list[Batch]] = {}
         self._cifar: dict[str, Batch] = {}
         self._loaders: dict[str, Any] = {}
@@ -82,10 +77,7 @@ class BatchSource:
         if split not in self._pools:
             gen = torch.Generator().manual_seed(self.spec.seed + (0 if split == "train" else 1_000_003))
             n = min(max(steps, 1), SYNTHETIC_POOL)
-            self._pools[split] = [
-                tuple(t.to(self.device) for t in random_batch(self.kind, self.spec.batch_size, self.size, gen))
-                for _ in range(n)
-            ]
+            self._pools[split] = [self.workload.make_batch(self.spec.batch_size, gen, self.device) for _ in range(n)]
         pool = self._pools[split]
         return (pool[i % len(pool)] for i in range(steps))
 
@@ -160,13 +152,25 @@ def vary_shapes(batches: Iterator[Batch], kind: str, size: int, steps: int) -> I
     (strides, its base tensor) into the shape guards this option is about."""
     lengths = varying_lengths(size)
     for i, (x, y) in enumerate(batches):
-        if kind == "tokens" and lengths[i % len(lengths)] < x.shape[1]:
+        first = next(tensors_in(x))  # inputs may be a dict of tensors (Hugging Face models)
+        if kind == "tokens" and lengths[i % len(lengths)] < first.shape[1]:
             length = lengths[i % len(lengths)]
-            yield x[:, :length].clone(), y[:, :length].clone()
-        elif kind != "tokens" and i == steps - 1 and len(x) > 1:
-            yield x[: len(x) // 2].clone(), y[: len(y) // 2].clone()
+            yield _map_tensors((x, y), lambda t, n=length: t[:, :n].clone())
+        elif kind != "tokens" and i == steps - 1 and len(first) > 1:
+            half = len(first) // 2
+            yield _map_tensors((x, y), lambda t, n=half: t[:n].clone())
         else:
             yield x, y
+
+
+def _map_tensors(value, fn):
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_map_tensors(v, fn) for v in value)
+    return value
 
 
 def loader_workers(device: torch.device) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
+from core.engine.model_sources import library_problem, model_name_problem, source_of
 from core.engine.regions import COMPILE_SCOPES, region_problem
 from core.engine.zoo import MODELS
 
@@ -43,7 +44,8 @@ def data_home() -> str:
 class RunSpec:
     """One race: the same training run eager and compiled. Defaults are a quick CPU run."""
 
-    model: str = "pointwise_mlp"
+    model: str = "pointwise_mlp"  # a zoo name, timm:<name>, hf:<name> or file:<name>.py (core.engine.model_sources)
+    model_file: str | None = None  # the Python file of a file: model (defines build_model)
     batch_size: int = 256
     precision: str = "fp32"
     mode: str = "default"
@@ -83,7 +85,8 @@ class RunSpec:
 
     @property
     def input_size(self) -> int:
-        """The input size actually used: the given one or the model's default."""
+        """The input size actually used: the given one or the model's default (0: a timm, Hugging
+        Face or file model's own default, known once it is built)."""
         if self.image_size is not None:
             return self.image_size
         info = MODELS.get(self.model)
@@ -246,7 +249,11 @@ def _int_range(problems: list[Problem], name: str, value: Any, low: int, high: i
 def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
     """Every problem with `spec` on a machine with `caps` (None: check the spec alone)."""
     p: list[Problem] = []
-    model_ok = _choice(p, "model", spec.model, tuple(MODELS))
+    model_problem = model_name_problem(spec.model)
+    if model_problem:
+        p.append(Problem("model", model_problem))
+    model_ok = model_problem is None
+    p.extend(_model_file_problems(spec, caps))
     _int_range(p, "batch_size", spec.batch_size, 1, MAX_BATCH_SIZE)
     _choice(p, "precision", spec.precision, PRECISIONS)
     _choice(p, "mode", spec.mode, MODES)
@@ -281,7 +288,9 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
             Problem("mode", f"{spec.mode!r} is an Inductor mode; with backend {spec.backend!r} use mode 'default'")
         )
 
-    if model_ok:
+    if model_ok and source_of(spec.model) != "zoo":
+        p.extend(_library_model_problems(spec, caps))
+    elif model_ok:
         info = MODELS[spec.model]
         if scope_ok and spec.compile_scope == "regional" and region_problem(spec.model):
             p.append(Problem("compile_scope", region_problem(spec.model)))
@@ -305,6 +314,39 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
 
     if caps is not None and device_ok:
         p.extend(_device_problems(spec, caps))
+    return p
+
+
+def _model_file_problems(spec: RunSpec, caps: DeviceCaps | None) -> list[Problem]:
+    """A file: model names its Python file; no other model takes one. Whether the file exists is a
+    fact of this machine, checked only with `caps` (an imported run's file stays on its machine)."""
+    path = spec.model_file
+    if source_of(spec.model) != "file":
+        if path is not None:
+            return [Problem("model_file", f"only a file: model takes a model file (model is {spec.model!r})")]
+        return []
+    if not isinstance(path, str) or not path:
+        return [Problem("model_file", "a file: model needs its Python file (--model-file, or an upload in the app)")]
+    if caps is not None and not os.path.isfile(path):
+        return [Problem("model_file", f"no such file: {path}")]
+    return []
+
+
+def _library_model_problems(spec: RunSpec, caps: DeviceCaps | None) -> list[Problem]:
+    """What can be said about a timm, Hugging Face or file model without building it: its input
+    size is in range, it takes images where the data source gives images, and (on this machine,
+    with `caps`) its library is installed. The rest is checked where it is built."""
+    p: list[Problem] = []
+    source = source_of(spec.model)
+    if spec.image_size is not None:
+        _int_range(p, "image_size", spec.image_size, 1, MAX_INPUT_SIZE)
+    if spec.data in ("fakedata", "cifar10") and source != "timm":
+        p.append(Problem("data", f"{spec.data!r} provides images for zoo and timm image models; use 'synthetic'"))
+    if spec.shapes == "varying" and source == "file":
+        p.append(Problem("shapes", "varying shapes cut batches whose layout Compile Lab knows: not a model file's own"))
+    missing = library_problem(source) if caps is not None else None
+    if missing:
+        p.append(Problem("model", missing))
     return p
 
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.nn import functional as F
 
 from core.engine import analysis
 from core.engine.compile_phases import PhaseWatcher
@@ -34,7 +33,6 @@ from core.engine.compile_stats import (
 )
 from core.engine.data import BatchSource
 from core.engine.environment import environment_record
-from core.engine.models import build_model
 from core.engine.profiling import kernel_profiling, profile_reading, profile_steps
 from core.engine.regions import compile_regions
 from core.engine.spec import (
@@ -49,6 +47,7 @@ from core.engine.spec import (
     resolve_device,
 )
 from core.engine.timing import Stopwatch, device_sync
+from core.engine.workload import ModelError, Workload, batch_samples, is_out_of_memory, loss_fn, stage, workload_for
 
 VARIANTS = ("eager", "compiled")
 
@@ -81,7 +80,9 @@ class StatusEvent:
     """Where the race is: starting, compiling, epoch k/n, done, failed."""
 
     variant: str
-    state: str  # "starting" | "compiling" | "compile_phase" | "training" | "evaluating" | "compile_skipped" | "done" | "failed"
+    # "starting" | "compiling" | "compile_phase" | "training" | "evaluating" | "compile_skipped"
+    # | "compile_failed" | "done" | "failed"
+    state: str
     epoch: int
     epochs: int
     message: str = ""
@@ -185,7 +186,7 @@ def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> 
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     if isinstance(exc, KeyboardInterrupt):
         return "cancelled"
-    if isinstance(exc, out_of_memory_errors()) or "out of memory" in text.lower():
+    if isinstance(exc, out_of_memory_errors()) or is_out_of_memory(exc):
         return f"out of memory at batch size {spec.batch_size} on {device}: try a smaller batch size or amp-bf16"
     if "stance is 'fail_on_recompile'" in text:
         guard = next((line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")), None)
@@ -197,8 +198,29 @@ def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> 
     if spec.fullgraph and "graph break" in text.lower():
         return f"fullgraph=True but the model has a graph break ({first}): turn fullgraph off to allow breaks"
     if type(exc).__module__.startswith(("torch._dynamo", "torch._inductor")):
-        return f"torch.compile failed ({type(exc).__name__}: {first}); try backend aot_eager to isolate Inductor"
+        hint = "; try backend aot_eager to isolate Inductor" if spec.backend == "inductor" else ""
+        return f"torch.compile failed ({type(exc).__name__}: {first}){hint}"
+    if isinstance(exc, ModelError):
+        return text
     return f"{type(exc).__name__}: {first}"
+
+
+# Where torch.compile's own errors come from: Dynamo tracing (graph breaks under fullgraph,
+# unsupported code), AOT autograd and functionalization, fake-tensor propagation, Inductor.
+_COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch", "torch._subclasses", "torch.fx")
+
+
+def compile_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> str | None:
+    """The reason, if the compiled variant failed because torch.compile could not handle the model
+    (eager ran the same model, weights and batches without error): a finding about the model, not
+    a crash. Out of memory, a cancel and device errors are not compile failures."""
+    if isinstance(exc, KeyboardInterrupt) or isinstance(exc, out_of_memory_errors()) or is_out_of_memory(exc):
+        return None
+    if not type(exc).__module__.startswith(_COMPILER_MODULES):
+        return None
+    if "stance is 'fail_on_recompile'" in str(exc):  # a stop the run asked for, not the model's failing
+        return None
+    return explain_failure(exc, spec, device)
 
 
 @contextlib.contextmanager
@@ -286,10 +308,7 @@ def peak_memory(device: torch.device) -> tuple[int | None, str]:
     return None, "unavailable"
 
 
-def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    if logits.dim() == 3:  # token models: (batch, time, vocab)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1))
-    return F.cross_entropy(logits.float(), target)
+__all__ = ["loss_fn", "run_race"]  # loss_fn lives with the workloads; kept importable from here
 
 
 def set_stance(stance: str) -> None:
@@ -321,10 +340,19 @@ def compile_model(model: torch.nn.Module, spec: RunSpec) -> torch.nn.Module:
 class _VariantRun:
     """Trains one variant for the spec's epochs, emitting events as it goes."""
 
-    def __init__(self, name: str, spec: RunSpec, device: torch.device, init_state: dict, emit: EventCallback):
+    def __init__(
+        self,
+        name: str,
+        spec: RunSpec,
+        device: torch.device,
+        init_state: dict,
+        emit: EventCallback,
+        workload: Workload | None = None,
+    ):
         self.name, self.spec, self.device, self.emit = name, spec, device, emit
+        self.workload = workload or workload_for(spec)
         torch.manual_seed(spec.seed)
-        model = build_model(spec.model, spec.input_size).to(device)
+        model = self.workload.build().to(device)
         model.load_state_dict(init_state)
         self.model = model
         self.runner = compile_model(model, spec) if name == "compiled" else model
@@ -343,7 +371,7 @@ class _VariantRun:
             torch.compiler.cudagraph_mark_step_begin()
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():
-            loss = loss_fn(self.runner(x), y)
+            loss = self.workload.step_loss(self.runner, (x, y))
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
@@ -353,11 +381,25 @@ class _VariantRun:
             self.optimizer.step()
         return loss
 
+    def checked_train_step(self, x: Any, y: Any) -> None:
+        """One untimed train step whose every failure says what failed (the model on its input,
+        the loss on its output, backward): the first step a model ever takes in a race."""
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = self.workload.checked_step_loss(self.runner, (x, y))
+        with stage(f"backward through the loss of {self.spec.model} failed"):
+            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+
     def eval_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.cudagraphs:
             torch.compiler.cudagraph_mark_step_begin()
         with torch.no_grad(), self.autocast():
-            return loss_fn(self.runner(x), y)
+            return self.workload.step_loss(self.runner, (x, y))
 
     def _timed(self, phase: str, epoch: int, batches, step_fn) -> float:
         """Run one phase of one epoch; returns its synchronized wall time."""
@@ -377,7 +419,9 @@ class _VariantRun:
             loss = step_fn(x, y)
             elapsed = self.stopwatch.stop()
             self.counts[phase] += 1
-            event = StepEvent(self.name, phase, epoch, self.counts[phase], elapsed, float(loss.item()), len(x))
+            event = StepEvent(
+                self.name, phase, epoch, self.counts[phase], elapsed, float(loss.item()), batch_samples(x)
+            )
             self.result.steps.append(event)
             self.emit(event)
             self._note_compiles(phase, epoch)
@@ -445,17 +489,19 @@ class _VariantRun:
                 after_first_epoch()
 
 
-def warm_up_device(spec: RunSpec, device: torch.device, init_state: dict) -> None:
+def warm_up_device(spec: RunSpec, device: torch.device, init_state: dict, workload: Workload | None = None) -> None:
     """One untimed train (and eval) step on a throwaway eager copy of the model.
 
     The first work in a process pays one-time costs (cuBLAS/cuDNN handles, oneDNN primitives,
     allocator growth). Eager runs first, so without this its first steps would carry them and the
-    compiled run, reusing them, would look cheaper to compile than it is.
+    compiled run, reusing them, would look cheaper to compile than it is. It is also the model's
+    first step ever: a model that cannot train on its batch fails here, saying which part failed.
     """
-    spare = _VariantRun("warm-up", spec, device, init_state, lambda event: None)
-    source = BatchSource(spec, device)
+    workload = workload or workload_for(spec)
+    spare = _VariantRun("warm-up", spec, device, init_state, lambda event: None, workload)
+    source = BatchSource(spec, device, workload)
     x, y = next(iter(source.train_epoch(0)))
-    spare.train_step(x, y)
+    spare.checked_train_step(x, y)
     if spec.eval_steps:
         spare.model.eval()
         spare.eval_step(x, y)
@@ -486,16 +532,28 @@ def run_race(
     device = torch.device(resolve_device(spec.device, caps))
     emit = on_event or (lambda event: None)
     variants = {name: VariantResult(name) for name in VARIANTS}
-    stats, error = CompileStats(), None
+    stats, error, compile_failed = CompileStats(), None, None
     with precision_settings(spec), inductor_cache(spec, device):
         environment = environment_record(device)
         environment["precision"] = spec.precision
         environment["inductor_cache"] = spec.cache
         emit(StartEvent(environment))
-        torch.manual_seed(spec.seed)
-        init_state = copy.deepcopy(build_model(spec.model, spec.input_size).state_dict())
+        try:  # a model that cannot be built ends the race here, with the reason, before any timing
+            workload = workload_for(spec)
+            torch.manual_seed(spec.seed)
+            model = workload.build()
+            model_params = sum(p.numel() for p in model.parameters())
+            init_state = copy.deepcopy(model.state_dict())
+            del model
+        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
+            error = explain_failure(exc, spec, device)
+            if not isinstance(exc, KeyboardInterrupt) and is_out_of_memory(exc):
+                error = f"{spec.model} does not fit in memory on {device}: building it failed ({_first_line(exc)})"
+            emit(StatusEvent("eager", "failed", 0, spec.epochs, error))
+            summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats)
+            return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
         for name in VARIANTS:
-            emit(StatusEvent(name, "starting", 0, spec.epochs))
+            emit(StatusEvent(name, "starting", 0, spec.epochs, f"{spec.model}, {model_params:,} parameters"))
             if name == "compiled":
                 reset_compile_state()
             run, current = None, {}
@@ -509,15 +567,21 @@ def run_race(
                 warnings.simplefilter("default")  # once per place: a per-step warning must not pile up
                 try:
                     if name == "eager":
-                        warm_up_device(spec, device, init_state)
-                    run = current["run"] = _VariantRun(name, spec, device, init_state, emit)
+                        warm_up_device(spec, device, init_state, workload)
+                    run = current["run"] = _VariantRun(name, spec, device, init_state, emit, workload)
                     after = (lambda: _report_compile_skipped(spec, emit, caught)) if name == "compiled" else None
-                    variants[name] = run.run(BatchSource(spec, device), after_first_epoch=after, trace_dir=trace_dir)
+                    variants[name] = run.run(
+                        BatchSource(spec, device, workload), after_first_epoch=after, trace_dir=trace_dir
+                    )
                 except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
-                    error = explain_failure(exc, spec, device)
                     if run is not None:
                         variants[name] = run.result
-                    variants[name].error = error
+                    compile_failed = compile_failure(exc, spec, device) if name == "compiled" else None
+                    if compile_failed:  # a finding about the model: eager's results stand
+                        variants[name].error = compile_failed
+                        emit(StatusEvent(name, "compile_failed", 0, spec.epochs, compile_failed))
+                    else:
+                        error = variants[name].error = explain_failure(exc, spec, device)
             current.clear()
             _replay_warnings(caught)
             if name == "compiled":
@@ -530,7 +594,8 @@ def run_race(
             emit(StatusEvent(name, "failed" if error else "done", spec.epochs, spec.epochs, error or ""))
             if error:
                 break
-    summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats)
+    summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats, compile_failed)
+    summary["model_params"] = model_params
     return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
 
 
@@ -594,9 +659,10 @@ def _report_compile_skipped(spec: RunSpec, emit: EventCallback, caught: list[war
 
 
 def summarize_variants(
-    spec: RunSpec, eager: VariantResult, compiled: VariantResult, stats: CompileStats
+    spec: RunSpec, eager: VariantResult, compiled: VariantResult, stats: CompileStats, compile_failed: str | None = None
 ) -> dict[str, Any]:
-    """analysis.summarize over the recorded events, plus memory, losses and compile counters."""
+    """analysis.summarize over the recorded events, plus memory, losses and compile counters;
+    `compile_failed` is why torch.compile could not handle the model, when it could not."""
     summary = analysis.summarize(
         eager.times("train"),
         compiled.times("train"),
@@ -630,6 +696,7 @@ def summarize_variants(
         }
         if eager.profile or compiled.profile
         else None,
+        compile_failed=compile_failed,
     )
     summary["reading"] = analysis.plain_reading(summary)
     return summary

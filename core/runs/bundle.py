@@ -187,6 +187,11 @@ def summary_from_events(
     kind = claimed.get("memory_kind")
     summary["memory_kind"] = kind if isinstance(kind, str) else None
     summary["compile_skipped"] = compile_skipped_reason(compile_info, spec.backend, spec.mode) if compile_info else None
+    failed = claimed.get("compile_failed")  # a reason in words, kept as text (never markup)
+    summary["compile_failed"] = failed[:MAX_STRING] if isinstance(failed, str) and failed else None
+    for key in ("graphs", "graph_breaks"):  # counted by torch in the bundle's run; they shape the reading
+        value = (compile_info or {}).get(key)
+        summary[key] = value if isinstance(value, int) and not isinstance(value, bool) else None
     summary["reading"] = analysis.plain_reading(summary)
     return summary
 

@@ -103,6 +103,8 @@ def judge(check: Check, run: Run | None) -> Outcome:
             return Outcome(check.name, FAILED, f"part of the demo was unavailable: {unavailable}", run.id)
         took = (run.finished_at or 0) - (run.started_at or 0)
         return Outcome(check.name, OK, f"measured in {took:.0f} s", run.id)
+    if summary.get("compile_failed"):
+        return Outcome(check.name, FAILED, f"compile failed: {summary['compile_failed']}", run.id)
     if summary.get("compile_skipped"):
         return Outcome(check.name, FAILED, f"compile did not happen: {summary['compile_skipped']}", run.id)
     speedup, compile_s = summary.get("steady_state_speedup"), summary.get("compile_time_s")

@@ -29,6 +29,7 @@ HEARTBEAT_STALE_S = 60.0  # a live pid that has not heartbeaten for this long is
 TERMINATE_WAIT_S = 2.0  # SIGTERM, then SIGKILL after this: cancel completes within 3 s
 PROBE_DEVICE_KEY = "probe"
 PROBE_RETRY_S = 60.0  # a probe that failed is retried after this, not on every page refresh  # the probe only asks what the device is; it times nothing
+LOOKUP_DEVICE_KEY = "lookup"  # model lookups: a lane of their own, beside measurements (see JOB_KINDS)
 
 
 class JobError(Exception):
@@ -86,11 +87,22 @@ def _demo_device_key(params: dict[str, Any], caps: DeviceCaps | None) -> str:
     return _race_device_key({"device": "auto"}, caps)
 
 
+def _lookup_problems(params: dict[str, Any], caps: DeviceCaps | None, limits: HostLimits) -> list[Problem]:
+    from core.runs.model_catalog import lookup_problems
+
+    return lookup_problems(params, limits)
+
+
+# A lookup (a model's parameters and input, timm's list of names) builds a model on the meta
+# device in a worker that sees no GPU: it never waits behind a race, and takes no GPU. It runs
+# niced on one thread, on the core a CPU race leaves to the app (COMPILE_LAB_WORKER_THREADS).
 JOB_KINDS: dict[str, JobKind] = {
     "race": JobKind("race", _race_problems, _race_device_key),
     "demo": JobKind("demo", _demo_problems, _demo_device_key),
     "probe": JobKind("probe", lambda params, caps, limits: [], lambda params, caps: PROBE_DEVICE_KEY),
+    "lookup": JobKind("lookup", _lookup_problems, lambda params, caps: LOOKUP_DEVICE_KEY),
 }
+UNCOUNTED_KINDS = ("probe", "lookup")  # the app's own questions: no visitor's queue limit applies
 
 
 def latest_probe(store: Store) -> Run | None:
@@ -171,11 +183,11 @@ def enqueue(
     problems = job.check(params, caps, limits)
     if problems:
         raise SpecError(problems)
-    if caps is None and kind != "probe" and params.get("device", "auto") == "auto":
+    if caps is None and kind not in UNCOUNTED_KINDS and params.get("device", "auto") == "auto":
         # Without the probe's answer "auto" cannot be placed in the right device's queue.
         raise JobError("still finding out which device this machine has: try again in a few seconds")
     with store.transaction(immediate=True) as c:
-        if kind != "probe":
+        if kind not in UNCOUNTED_KINDS:
             check_room(c, owner, limits, address=address)
         run_id = store._insert_run(c, job_row(kind, params, owner, caps, limits, client=address))
     tick(store)
@@ -190,7 +202,9 @@ def check_room(
     counts as the owner's too). Call inside the enqueuing transaction, so the counts cannot change
     meanwhile."""
     what = what or f"these {adding} jobs"
-    waiting = conn.execute("SELECT COUNT(*) FROM runs WHERE status = 'queued'").fetchone()[0]
+    waiting = conn.execute(  # the app's own lookups and probes do not fill a visitor's queue
+        "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND kind NOT IN ('probe', 'lookup')"
+    ).fetchone()[0]
     if limits.max_queue_length is not None and waiting + adding > limits.max_queue_length:
         if adding == 1 or waiting >= limits.max_queue_length:
             raise JobError(
@@ -240,6 +254,9 @@ def worker_environment(device_key: str, environ: dict[str, str] | None = None) -
     cuda:0), so two races never share a GPU and a job cannot wander to another one. Indices are
     positions in the host's own CUDA_VISIBLE_DEVICES when it sets one."""
     env = dict(os.environ if environ is None else environ)
+    if device_key == LOOKUP_DEVICE_KEY:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a lookup builds on the meta device: it must not touch a GPU
+        env["COMPILE_LAB_LANE"] = device_key
     if device_key.startswith("cuda:"):
         index = int(device_key.split(":", 1)[1])
         visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
@@ -397,7 +414,12 @@ def pid_alive(pid: int | None) -> bool:
             if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
                 return False
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return b"core.runs.worker" in fh.read()
+            command = fh.read()
+        if b"core.runs.worker" in command:
+            return True
+        # A worker this process just launched, between fork and exec, still shows our command line.
+        with open("/proc/self/cmdline", "rb") as fh:
+            return command == fh.read()
     except (OSError, IndexError):
         return True  # no /proc (macOS): trust kill(0)
 
@@ -457,6 +479,12 @@ def queue_position(store: Store, run_id: int) -> int | None:
     return store.queued_ahead(run) + 1
 
 
+def compile_failed(run: Run) -> str | None:
+    """Why torch.compile could not handle this race's model (a finding: eager ran), else None."""
+    reason = (run.summary or {}).get("compile_failed") if isinstance(run.summary, dict) else None
+    return reason if isinstance(reason, str) else None
+
+
 def compile_skipped(run: Run) -> str | None:
     """Why this race's compiled variant ran no compiled code, once the worker knows (else None)."""
     for record in (run.summary, run.details):
@@ -470,8 +498,9 @@ def describe(store: Store, run: Run) -> str:
     if run.status == "queued":
         paused = "; the host has paused the queue" if store.queue_paused() else ""
         return f"queued (position {queue_position(store, run.id)}{paused})"
-    skipped = compile_skipped(run)
+    skipped, failed = compile_skipped(run), compile_failed(run)
     suffix = f" (compile did not happen: {skipped})" if skipped else ""
+    suffix = f" (compile failed on this model: {failed}; eager ran)" if failed else suffix
     if run.status in ACTIVE_STATES:
         return (run.phase or run.status) + suffix
     if run.status == "failed":

@@ -9,18 +9,34 @@ a silent default and never a traceback.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from core.engine.model_sources import model_name_problem, source_of
 from core.engine.spec import MODES, Problem, RunSpec
 from core.engine.zoo import MODELS
 
 
 class ConfigError(ValueError):
     """The host's configuration cannot be used; the message names the setting and what is wrong."""
+
+
+CUSTOM_MODELS_OFF = (
+    "this host does not run uploaded model files: a model file is Python code that runs in the worker, "
+    "so the host must turn on allow_custom_models"
+)
+
+
+def model_allowed(patterns: tuple[str, ...] | None, model: str) -> bool:
+    """Is `model` allowed by `allowed_models`? Entries are names or shell-style patterns: "resnet50",
+    "timm:*", "timm:convnext_*", "hf:gpt2*" ("*" alone allows every model)."""
+    if patterns is None:
+        return True
+    return any(model == p or fnmatch.fnmatchcase(model, p) for p in patterns)
 
 
 @dataclass(frozen=True)
@@ -31,7 +47,8 @@ class HostLimits:
     COMPILE_LAB_CONFIG with the same keys in lower case under [limits]; the environment wins.
     """
 
-    allowed_models: tuple[str, ...] | None = None
+    allowed_models: tuple[str, ...] | None = None  # names or patterns: "timm:*", "hf:gpt2*"
+    allow_custom_models: bool = False  # a model file runs its own code in the worker: off unless the host says so
     allowed_modes: tuple[str, ...] | None = None  # max-autotune can hold a GPU for many minutes
     max_batch_size: int | None = None
     max_steps: int | None = None  # epochs x steps_per_epoch, per variant
@@ -53,8 +70,10 @@ class HostLimits:
     def problems(self, spec: RunSpec) -> list[Problem]:
         """Every limit `spec` exceeds, each saying the limit."""
         p: list[Problem] = []
-        if self.allowed_models is not None and spec.model not in self.allowed_models:
-            p.append(Problem("model", f"this host allows only: {', '.join(self.allowed_models)}"))
+        if isinstance(spec.model, str) and source_of(spec.model) == "file" and not self.allow_custom_models:
+            p.append(Problem("model", CUSTOM_MODELS_OFF))
+        elif not model_allowed(self.allowed_models, spec.model):
+            p.append(Problem("model", f"this host allows only: {', '.join(self.allowed_models or ())}"))
         if self.allowed_modes is not None and spec.mode not in self.allowed_modes:
             p.append(Problem("mode", f"this host allows only: {', '.join(self.allowed_modes)}"))
         if (
@@ -115,7 +134,25 @@ def _names(value: Any, known: tuple[str, ...] | dict, what: str) -> tuple[str, .
 
 
 def _model_names(value: Any) -> tuple[str, ...]:
-    return _names(value, MODELS, "model")
+    """Zoo names, timm or Hugging Face names ("timm:convnext_tiny", "hf:gpt2") or shell-style patterns
+    of them ("timm:*", "hf:gpt2*"; "*" alone: every model)."""
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError("must be a list of model names or patterns")
+    names = tuple(n.strip() for n in names if n.strip())
+    if not names:
+        raise ValueError("is empty: name at least one model, or say none for no restriction")
+    unknown = [
+        n
+        for n in names
+        if n not in MODELS and not any(c in n for c in "*?[") and (source_of(n) == "zoo" or model_name_problem(n))
+    ]
+    if unknown:
+        raise ValueError(
+            f"names unknown models ({', '.join(unknown)}); known: {', '.join(MODELS)}, timm:<name>, hf:<name>, "
+            "or patterns such as timm:*"
+        )
+    return names
 
 
 def _mode_names(value: Any) -> tuple[str, ...]:
@@ -140,6 +177,7 @@ def _header_name(value: Any) -> str:
 _LIMIT_PARSERS = {
     "allowed_models": _model_names,
     "allowed_modes": _mode_names,
+    "allow_custom_models": _flag,
     "max_batch_size": _whole_number,
     "max_steps": _whole_number,
     "max_epochs": _whole_number,

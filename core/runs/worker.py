@@ -9,6 +9,7 @@ is not mistaken for a hang. SIGTERM (cancel) stops training cleanly; whatever wa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import signal
@@ -155,6 +156,7 @@ def phase_text(event: Any) -> str:
         "training": where,
         "evaluating": f"{where}, evaluating",
         "done": f"{event.variant}: done",
+        "compile_failed": f"compile failed on this model: {event.message}; eager ran",
         "failed": f"{event.variant}: failed",
     }.get(event.state, event.state)
 
@@ -238,10 +240,43 @@ def run_demo_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str
     return "done", {"summary": {"result": result, "params": full}, "environment": env}
 
 
+def run_lookup_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str, Any]]:
+    """Answer a question about models for the app (core.runs.model_catalog): a model's facts, built
+    on the meta device (a model file: on the CPU, with one checked step), or timm's list of names.
+    Niced and on one thread: it may run beside a race, on the core the race leaves free."""
+    import torch
+
+    from core.engine.workload import ModelError, describe_model, is_out_of_memory
+
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    torch.set_num_threads(1)
+    if "list" in params:
+        from core.engine.library_models import timm_model_names
+
+        sink.update(phase="reading timm's model list")
+        return "done", {"summary": {"names": timm_model_names(), "library": params.get("library")}}
+    spec = RunSpec(model=params["model"], model_file=params.get("model_file"), device="cpu")
+    sink.update(phase=f"looking up {spec.model}")
+    try:
+        facts = describe_model(spec)
+    except ModelError as exc:  # about the model, so worth keeping: the same question gets the same answer
+        return "failed", {"error": str(exc), "summary": {"model_error": True}}
+    except Exception as exc:  # noqa: BLE001 - out of memory building it, or a library's own failure
+        if is_out_of_memory(exc):
+            return "failed", {
+                "error": f"{spec.model} does not fit in this machine's memory",
+                "summary": {"model_error": True},
+            }
+        raise
+    return "done", {"summary": {"facts": facts}}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any], EventSink], tuple[str, dict[str, Any]]]] = {
     "race": run_race_job,
     "probe": run_probe_job,
     "demo": run_demo_job,
+    "lookup": run_lookup_job,
 }
 
 

@@ -282,6 +282,10 @@ def result_cards(
             delta_color="inverse",  # less memory is better
         ),
     ]
+    if summary.get("compile_failed"):
+        return _without_compiled_figures(
+            cards, f"Compile failed on this model: {summary['compile_failed']}; eager ran.", "compile failed"
+        )
     skipped = summary.get("compile_skipped")
     return _compile_did_not_happen(cards, skipped) if skipped else cards
 
@@ -292,9 +296,16 @@ _COMPILE_CARDS = ("Compile time", "Steady-state speedup", "Break-even")
 
 def _compile_did_not_happen(cards: list[Card], reason: str) -> list[Card]:
     """No figure that needs compiled code is shown as a finding when compile did not happen."""
-    note = f"Compile did not happen: {reason}. Both variants ran eager code."
+    return _without_compiled_figures(
+        cards, f"Compile did not happen: {reason}. Both variants ran eager code.", "compile did not happen"
+    )
+
+
+def _without_compiled_figures(cards: list[Card], note: str, delta: str) -> list[Card]:
+    """The compile figures replaced by what happened instead (compile skipped, or failed)."""
+    value = "failed" if delta == "compile failed" else "no compile"
     return [
-        Card(c.label, "no compile", note, delta="compile did not happen", delta_color="off", delta_arrow="off")
+        Card(c.label, value, note, delta=delta, delta_color="off", delta_arrow="off")
         if c.label in _COMPILE_CARDS
         else c
         for c in cards
@@ -328,7 +339,9 @@ def run_row(run: Run) -> dict[str, Any]:
         "scope": str(p.get("compile_scope", "whole")),
         "sweep": run.sweep_id,
         "first_epoch_overhead_s": s.get("first_epoch_overhead_s"),
-        "steady_state_speedup": None if s.get("compile_skipped") else s.get("steady_state_speedup"),
+        "steady_state_speedup": None
+        if s.get("compile_skipped") or s.get("compile_failed")
+        else s.get("steady_state_speedup"),
         "break_even_step": s.get("break_even_step"),
         "error": run.error,
     }

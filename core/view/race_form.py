@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from core.engine.model_sources import model_name_problem, source_of
 from core.engine.regions import region_description
 from core.engine.spec import (
     BACKENDS,
@@ -134,6 +135,9 @@ def expected_compile_estimate(params: dict[str, Any], on_gpu: bool) -> float:
 
 
 def describe_duration(low: float, high: float) -> str:
+    if high <= 0:  # a timm, Hugging Face or file model: no measured step time to scale from
+        return "unknown for this model"
+
     def fmt(s: float) -> str:
         return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
 
@@ -171,7 +175,7 @@ def spec_to_query(spec: RunSpec) -> dict[str, str]:
     out = {}
     for name in _QUERY_FIELDS:
         value = getattr(spec, name)
-        if value is None:
+        if value is None or (name == "model" and source_of(value) == "file"):  # an upload cannot travel in a link
             continue
         out[name] = str(value).lower() if isinstance(value, bool) else str(value)
     return out
@@ -233,7 +237,9 @@ def spec_from_query(
                     side = f"above {limit}" if number > high else "below the smallest allowed"
                     text = f"{name}={raw} from the link is {side} ({values[name]}): using {values[name]}"
                     notes.append(LinkNote(name, values[name], text))
-            elif name in CHOICES and raw not in CHOICES[name]:
+            elif name == "model" and (model_name_problem(raw) or source_of(raw) == "file"):
+                raise ValueError(raw)  # a zoo, timm or Hugging Face name; a file cannot come from a link
+            elif name in CHOICES and name != "model" and raw not in CHOICES[name]:
                 raise ValueError(raw)
             else:
                 values[name] = raw

@@ -122,12 +122,7 @@ def summary_table(result: dict[str, Any]) -> str:
             f"{fmt_seconds(s['compile_time_s'])}  (first {s['warmup_steps']} compiled steps minus eager's)",
         ),
         ("first-epoch overhead", fmt_seconds(s["first_epoch_overhead_s"], signed=True)),
-        (
-            "steady-state speedup",
-            f"not a compile speedup: compile did not happen ({s['compile_skipped']})"
-            if s.get("compile_skipped")
-            else f"{fmt_speedup(s['steady_state_speedup'])}{interval}",
-        ),
+        ("steady-state speedup", _speedup_text(s, interval)),
         ("break-even", break_even_text(s)),
         ("whole run, compile included", fmt_speedup(s["whole_run_speedup"])),
         (
@@ -201,6 +196,14 @@ def _phase_rows(breakdown: dict[str, Any]) -> list[str]:
     lines.append(f"{'  total':<30}{fmt_seconds(forward.get('total_s')):>10}{fmt_seconds(backward.get('total_s')):>10}")
     lines.append(f"{'  forward + backward':<30}{fmt_seconds(breakdown.get('total_s')):>10}")
     return lines
+
+
+def _speedup_text(s: dict[str, Any], interval: str) -> str:
+    if s.get("compile_failed"):
+        return f"none: compile failed on this model ({s['compile_failed']}); eager ran"
+    if s.get("compile_skipped"):
+        return f"not a compile speedup: compile did not happen ({s['compile_skipped']})"
+    return f"{fmt_speedup(s['steady_state_speedup'])}{interval}"
 
 
 def _num(x: float | int | None, digits: int = 0) -> str:

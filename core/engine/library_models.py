@@ -1,0 +1,290 @@
+"""timm and Hugging Face transformers models as race workloads, always with random weights.
+
+- `timm:<name>`: timm.create_model(name, pretrained=False); the input size comes from the model's
+  pretrained configuration (its default input size), the task is image classification.
+- `hf:<name>`: a transformers architecture built from its configuration (never its weights):
+  a checkpoint Compile Lab knows (model_sources.KNOWN_HF_CONFIGS), a model type with the library's
+  defaults ("llama"), or a configuration already on this machine (or fetched, config.json only,
+  when the run asks to download). The task comes from the configuration: causal LM, masked LM,
+  sequence-to-sequence, or image classification; the vocabulary and maximum length too.
+
+Both libraries are optional (requirements-models.txt) and imported only here, inside a worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from core.engine.model_sources import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_SEQUENCE_LENGTH,
+    INSTALL_HINT,
+    KNOWN_HF_CONFIGS,
+    MIN_IMAGE_SIZE,
+    ModelName,
+    library_problem,
+)
+from core.engine.spec import MAX_INPUT_SIZE, RunSpec
+from core.engine.workload import ModelError, Workload, logits_of, loss_fn, stage, to_device
+from core.engine.zoo import NUM_CLASSES
+
+MASKED_FRACTION = 0.15  # BERT's share of predicted tokens
+# Models whose position ids start after the padding index, so two positions are never used.
+_POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernorm", "xmod", "data2vec-text")
+
+
+def _require(source: str):
+    problem = library_problem(source)
+    if problem:
+        raise ModelError(problem)
+
+
+# --- timm ---------------------------------------------------------------------------------------
+
+
+def timm_workload(name: ModelName, spec: RunSpec) -> Workload:
+    _require("timm")
+    import timm
+
+    if not timm.is_model(name.name):
+        raise ModelError(
+            f"timm {timm.__version__} has no model {name.name!r}: search its names with "
+            f"`python -m core models --search {name.name.split('.')[0][:12]}`"
+        )
+    cfg = timm.get_pretrained_cfg(name.name)
+    input_size = tuple(getattr(cfg, "input_size", None) or (3, 224, 224))
+    default = int(input_size[-1])
+    fixed = bool(getattr(cfg, "fixed_input_size", False))
+    min_size = int((getattr(cfg, "min_input_size", None) or (3, MIN_IMAGE_SIZE, MIN_IMAGE_SIZE))[-1])
+    size = spec.image_size or default
+    kwargs: dict[str, Any] = dict(name.overrides)
+    if fixed and size != default:
+        kwargs["img_size"] = size  # ViT-like models fix their size at construction; most take img_size
+
+    def build():
+        with stage(f"timm could not build {name.name} (image size {size}, settings {kwargs or 'none'})"):
+            return timm.create_model(name.name, pretrained=False, **kwargs)
+
+    def make_batch(batch_size: int, gen: torch.Generator, device: torch.device):
+        x = torch.randn((batch_size, 3, size, size), generator=gen)
+        return to_device((x, torch.randint(0, NUM_CLASSES, (batch_size,), generator=gen)), device)
+
+    facts = {
+        "model": spec.model,
+        "source": "timm",
+        "task": "image-classification",
+        "input_kind": "image",
+        "default_size": default,
+        "min_size": min_size,
+        "max_size": MAX_INPUT_SIZE,
+        "fixed_size": fixed,
+        "default_batch_size": DEFAULT_BATCH_SIZE["timm"],
+        "input": f"images 3x{size}x{size}" + (" (the model's default)" if size == default else ""),
+        "library": f"timm {timm.__version__}",
+    }
+    return Workload(
+        spec.model,
+        "timm",
+        "image-classification",
+        "image",
+        size,
+        build,
+        make_batch,
+        lambda output, batch: loss_fn(logits_of(output), batch[1]),
+        facts,
+    )
+
+
+def timm_model_names() -> list[str]:
+    """Every architecture this timm can build (pretrained tags select a configuration too)."""
+    _require("timm")
+    import timm
+
+    return list(timm.list_models())
+
+
+# --- Hugging Face transformers --------------------------------------------------------------------
+
+
+def hf_config(name: ModelName, download: bool = False):
+    """The configuration for `hf:<name>` with its settings applied. Never fetches weights; fetches
+    a config.json only when `download` is true (and HF_HUB_OFFLINE is not set)."""
+    _require("hf")
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    overrides = dict(name.overrides)
+    if name.name in KNOWN_HF_CONFIGS or name.name in CONFIG_MAPPING_NAMES:
+        model_type, known = KNOWN_HF_CONFIGS.get(name.name, (name.name, {}))
+        _check_settings(name, AutoConfig.for_model(model_type), overrides)
+        with stage(f"hf:{name.name}: the configuration does not take these settings"):
+            return AutoConfig.for_model(model_type, **{**known, **overrides})
+    try:
+        config = AutoConfig.from_pretrained(name.name, local_files_only=not download)
+    except (OSError, ValueError) as exc:
+        known = ", ".join(list(KNOWN_HF_CONFIGS)[:6])
+        where = (
+            "could not be fetched either"
+            if download
+            else "is not on this machine, and this run does not download (--download fetches its config.json)"
+        )
+        raise ModelError(
+            f"the configuration of hf:{name.name} {where}: use a checkpoint Compile Lab knows ({known}, ...), "
+            f"a model type with its default sizes (hf:llama, hf:bert, hf:t5, ...), or settings like "
+            f"hf:gpt2:n_layer=2 ({type(exc).__name__})"
+        ) from None
+    if overrides:
+        _check_settings(name, config, overrides)
+        config = AutoConfig.from_pretrained(name.name, local_files_only=True, **overrides)
+    return config
+
+
+def _check_settings(name: ModelName, config: Any, overrides: dict[str, Any]) -> None:
+    """A misspelt setting would be kept silently by transformers and change nothing: refuse it."""
+    known = set(config.to_dict()) | set(getattr(config, "attribute_map", {}) or {})
+    unknown = [k for k in overrides if k not in known]
+    if unknown:
+        raise ModelError(
+            f"hf:{name.name} has no setting {unknown[0]!r}; its settings include: "
+            + ", ".join(sorted(k for k in config.to_dict() if not k.startswith("_"))[:40])
+        )
+
+
+def hf_task(config: Any) -> str:
+    """What a configuration's model is trained for: its declared architecture when it has one,
+    else the first head transformers has for its model type."""
+    from transformers.models.auto import modeling_auto as auto
+
+    model_type = config.model_type
+    encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    seq2seq = model_type in auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+    for arch in getattr(config, "architectures", None) or []:
+        if arch.endswith("ForMaskedLM"):
+            return "masked-lm"
+        if arch.endswith(("ForCausalLM", "LMHeadModel")) and not encoder_decoder:
+            return "causal-lm"
+        if arch.endswith("ForConditionalGeneration") and encoder_decoder and seq2seq:
+            return "seq2seq"
+        if arch.endswith("ForImageClassification"):
+            return "image-classification"
+    if encoder_decoder and seq2seq:
+        return "seq2seq"
+    if model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return "masked-lm"  # encoders (BERT, RoBERTa) were pretrained this way, though some also have a causal head
+    if model_type in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return "causal-lm"
+    if model_type in auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES:
+        return "image-classification"
+    raise ModelError(
+        f"{model_type} models have no head Compile Lab trains: it races causal LM, masked LM, "
+        "sequence-to-sequence and image classification models"
+    )
+
+
+def _max_positions(config: Any) -> int | None:
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            if config.model_type in _POSITIONS_AFTER_PADDING:
+                value -= (getattr(config, "pad_token_id", None) or 0) + 1
+            return value
+    return None  # relative positions (T5): no limit of its own
+
+
+def hf_workload(name: ModelName, spec: RunSpec) -> Workload:
+    config = hf_config(name, download=spec.download)
+    task = hf_task(config)
+    if hasattr(config, "use_cache"):
+        config.use_cache = False  # training: no key/value cache in the outputs
+    import transformers
+
+    auto_class = {
+        "causal-lm": transformers.AutoModelForCausalLM,
+        "masked-lm": transformers.AutoModelForMaskedLM,
+        "seq2seq": transformers.AutoModelForSeq2SeqLM,
+        "image-classification": transformers.AutoModelForImageClassification,
+    }[task]
+    facts: dict[str, Any] = {
+        "model": spec.model,
+        "source": "hf",
+        "task": task,
+        "model_type": config.model_type,
+        "default_batch_size": DEFAULT_BATCH_SIZE["hf"],
+        "library": f"transformers {transformers.__version__}",
+    }
+    if task == "image-classification":
+        default = config.image_size if isinstance(config.image_size, int) else int(config.image_size[0])
+        size = spec.image_size or default
+        config.image_size = size
+        classes = min(int(getattr(config, "num_labels", 2) or 2), NUM_CLASSES)
+        facts.update(
+            input_kind="image",
+            default_size=default,
+            min_size=int(getattr(config, "patch_size", 1) or 1),
+            max_size=MAX_INPUT_SIZE,
+            input=f"images 3x{size}x{size}",
+        )
+
+        def make_batch(batch_size: int, gen: torch.Generator, device: torch.device):
+            x = torch.randn((batch_size, 3, size, size), generator=gen)
+            y = torch.randint(0, classes, (batch_size,), generator=gen)
+            return to_device(({"pixel_values": x}, y), device)
+
+    else:
+        vocab = int(config.vocab_size)
+        limit = _max_positions(config)
+        default = min(limit or DEFAULT_SEQUENCE_LENGTH, DEFAULT_SEQUENCE_LENGTH)
+        size = spec.image_size or default
+        if limit is not None and size > limit:
+            raise ModelError(f"{spec.model} takes at most {limit} tokens (its maximum positions); got {size}")
+        start = getattr(config, "decoder_start_token_id", None)
+        start = int(start if start is not None else (getattr(config, "pad_token_id", None) or 0))
+        facts.update(
+            input_kind="tokens",
+            default_size=default,
+            min_size=2,
+            max_size=limit or MAX_INPUT_SIZE,
+            vocab_size=vocab,
+            input=f"{size} tokens from a vocabulary of {vocab:,}",
+        )
+
+        def make_batch(batch_size: int, gen: torch.Generator, device: torch.device):
+            return to_device(_token_batch(task, batch_size, size, vocab, start, gen), device)
+
+    def build():
+        with stage(f"transformers could not build {spec.model} ({config.model_type}, {task})"):
+            return auto_class.from_config(config)
+
+    return Workload(
+        spec.model,
+        "hf",
+        task,
+        facts["input_kind"],
+        size,
+        build,
+        make_batch,
+        lambda output, batch: loss_fn(logits_of(output), batch[1]),
+        facts,
+    )
+
+
+def _token_batch(task: str, batch_size: int, size: int, vocab: int, start: int, gen: torch.Generator):
+    """Random tokens shaped for the task: next-token targets (causal), 15% of positions to predict
+    (masked, -100 elsewhere), or a source and a target sequence (seq2seq, teacher forcing)."""
+    if task == "causal-lm":
+        tokens = torch.randint(0, vocab, (batch_size, size + 1), generator=gen)
+        return {"input_ids": tokens[:, :-1].contiguous()}, tokens[:, 1:].contiguous()
+    if task == "masked-lm":
+        ids = torch.randint(0, vocab, (batch_size, size), generator=gen)
+        chosen = torch.rand((batch_size, size), generator=gen) < MASKED_FRACTION
+        chosen[:, 0] = True  # every row predicts at least one token
+        return {"input_ids": ids}, torch.where(chosen, ids, torch.full_like(ids, -100))
+    source = torch.randint(0, vocab, (batch_size, size), generator=gen)
+    target = torch.randint(0, vocab, (batch_size, size), generator=gen)
+    decoder_in = torch.cat([torch.full((batch_size, 1), start, dtype=target.dtype), target[:, :-1]], dim=1)
+    return {"input_ids": source, "decoder_input_ids": decoder_in}, target
+
+
+__all__ = ["INSTALL_HINT", "hf_config", "hf_task", "hf_workload", "timm_model_names", "timm_workload"]

@@ -1,0 +1,164 @@
+"""What models this host can race, known in the app's process without importing torch.
+
+The app must show a timm or Hugging Face model's parameter count and input size before launch,
+and offer timm's list of names to search, but it never imports torch, timm or transformers. So a
+worker answers: a short `lookup` job (builds the model on the meta device, or lists timm's names)
+whose answer is stored like any run and reused by every later visitor. The cache key is the
+question and the installed library's version (read from package metadata, torch-free): a new
+timm or transformers asks again. Lookups have a lane of their own (core.runs.jobs), so a question
+about a model never waits behind a race. Uploaded model files are kept here too, by content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.engine.model_sources import (
+    default_file_model_name,
+    library_problem,
+    library_version,
+    model_file_source_problem,
+    model_name_problem,
+    source_of,
+)
+from core.engine.spec import Problem, SpecError, data_home
+from core.runs import jobs
+from core.runs.limits import CUSTOM_MODELS_OFF, HostLimits, model_allowed
+from core.runs.store import Run, Store
+
+LOOKUP_OWNER = "system"
+LOOKUP_RETRY_S = 60.0  # a lookup whose worker died or timed out is asked again after this
+LISTS = ("timm",)
+MAX_UPLOAD_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The answer to a question about models, as far as it is known now."""
+
+    state: str  # "ready" | "pending" | "failed" | "unavailable" (its library is not installed)
+    facts: dict[str, Any] = field(default_factory=dict)  # a model's parameters, input, task
+    names: list[str] = field(default_factory=list)  # a list's names
+    message: str = ""  # why it failed or is unavailable; what it waits for
+
+
+def model_params(model: str, model_file: str | None = None) -> dict[str, Any]:
+    """A lookup job's parameters for one model: the question and the library version answering it."""
+    return {"model": model, "model_file": model_file, "library": library_version(source_of(model))}
+
+
+def list_params(source: str = "timm") -> dict[str, Any]:
+    return {"list": source, "library": library_version(source)}
+
+
+def lookup_problems(params: dict[str, Any], limits: HostLimits) -> list[Problem]:
+    """A lookup asks about a model this host allows, or for a list it knows; nothing else."""
+    if "list" in params:
+        if params["list"] not in LISTS:
+            return [Problem("list", f"{params['list']!r} is not a list of models; known: {', '.join(LISTS)}")]
+        return []
+    model = params.get("model")
+    problem = model_name_problem(model)
+    if problem:
+        return [Problem("model", problem)]
+    if source_of(model) == "zoo":
+        return [Problem("model", "zoo models need no lookup (core.engine.zoo describes them)")]
+    if source_of(model) == "file":
+        if not limits.allow_custom_models:
+            return [Problem("model", CUSTOM_MODELS_OFF)]
+        path = params.get("model_file")
+        if not isinstance(path, str) or not os.path.isfile(path):
+            return [Problem("model_file", f"no such file: {path}")]
+    elif not model_allowed(limits.allowed_models, model):
+        return [Problem("model", f"this host allows only: {', '.join(limits.allowed_models or ())}")]
+    return []
+
+
+def _find(store: Store, params: dict[str, Any]) -> Run | None:
+    """The newest lookup of exactly this question on this host, unless it failed for a reason
+    that says nothing about the model (its worker died or ran out of time) a while ago."""
+    for run in store.list_runs(kind="lookup", limit=500):
+        if run.params != params or run.host not in (None, jobs.HOST) or run.status == "cancelled":
+            continue
+        stale = run.status == "failed" and (run.finished_at or 0) < time.time() - LOOKUP_RETRY_S
+        if stale and not (run.summary or {}).get("model_error"):
+            return None
+        return run
+    return None
+
+
+def _ask(store: Store, params: dict[str, Any], limits: HostLimits | None) -> Run | Lookup:
+    run = _find(store, params)
+    if run is not None:
+        return run
+    try:
+        run_id = jobs.enqueue(store, params, LOOKUP_OWNER, kind="lookup", limits=limits)
+    except SpecError as exc:
+        return Lookup("failed", message="; ".join(p.message for p in exc.problems))
+    except (jobs.JobError, ValueError) as exc:
+        return Lookup("failed", message=str(exc))
+    return store.get_run(run_id) or Lookup("pending", message="queued")
+
+
+def _answer(store: Store, run: Run | Lookup, what: str) -> Lookup | Run:
+    if isinstance(run, Lookup):
+        return run
+    if run.status == "failed":
+        return Lookup("failed", message=run.error or "the lookup failed")
+    if run.status != "done":
+        return Lookup("pending", message=f"{what}: {jobs.describe(store, run)}")
+    return run
+
+
+def lookup_model(store: Store, model: str, model_file: str | None = None, limits: HostLimits | None = None) -> Lookup:
+    """A timm, Hugging Face or file model's facts (parameters, input, task), asking a worker once."""
+    missing = library_problem(source_of(model))
+    if missing:
+        return Lookup("unavailable", message=missing)
+    answer = _answer(store, _ask(store, model_params(model, model_file), limits), f"looking up {model}")
+    if isinstance(answer, Lookup):
+        return answer
+    facts = (answer.summary or {}).get("facts")
+    return Lookup("ready", facts=facts) if isinstance(facts, dict) else Lookup("failed", message="no facts recorded")
+
+
+def model_names(store: Store, source: str = "timm", limits: HostLimits | None = None) -> Lookup:
+    """Every model name of a library (timm), asking a worker once per installed version."""
+    missing = library_problem(source)
+    if missing:
+        return Lookup("unavailable", message=missing)
+    answer = _answer(store, _ask(store, list_params(source), limits), f"reading {source}'s model list")
+    if isinstance(answer, Lookup):
+        return answer
+    names = (answer.summary or {}).get("names")
+    if not isinstance(names, list):
+        return Lookup("failed", message="no names recorded")
+    return Lookup("ready", names=[f"{source}:{n}" for n in names if isinstance(n, str)])
+
+
+def save_model_file(data: bytes, filename: str) -> tuple[str, str]:
+    """Keep an uploaded model file under the data directory, named by its content (the same file
+    uploaded twice is one file, and a run's file never changes under it). Returns (model, path).
+    Raises ValueError with a sentence when the file is too large or not a model file."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise ValueError(f"the file is larger than {MAX_UPLOAD_BYTES // 1000} kB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("the file is not UTF-8 text") from None
+    problem = model_file_source_problem(text)
+    if problem:
+        raise ValueError(problem)
+    model = default_file_model_name(filename)
+    folder = os.path.join(data_home(), "model-files")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{hashlib.sha256(data).hexdigest()[:16]}-{model.removeprefix('file:')}")
+    if not os.path.exists(path):
+        with open(path + ".tmp", "wb") as fh:
+            fh.write(data)
+        os.replace(path + ".tmp", path)
+    return model, path

@@ -1,0 +1,114 @@
+"""A model the compiler cannot handle is a finding: every view reads a failed compile the same way
+("compile failed on this model: <reason>; eager ran"), shows no compiled figure as a result, and a
+bundle carries it. Graph breaks are part of the reading."""
+
+import time
+
+from conftest import quick_spec
+
+from core.engine import analysis
+from core.runs import jobs
+from core.runs.bundle import export_bundle, import_bundle
+from core.runs.doctor import FAILED, Check, judge
+from core.runs.store import Store
+from core.runs.worker import phase_text
+from core.view.live import result_cards, run_row
+from core.view.report import summary_table
+
+REASON = "fullgraph=True but the model has a graph break (Unsupported: graph_break): turn fullgraph off to allow breaks"
+
+
+def failed_compile_summary() -> dict:
+    eager = [0.02, 0.01, 0.01, 0.01]
+    summary = analysis.summarize(eager, [], [0.05], [], 8)
+    summary.update(compile_failed=REASON, compile_skipped=None, graphs=0, graph_breaks=0)
+    summary["reading"] = analysis.plain_reading(summary)
+    return summary
+
+
+def stored_run(tmp_path) -> tuple[Store, int]:
+    store = Store(str(tmp_path / "store.sqlite3"))
+    run_id = store.create_run("race", quick_spec(fullgraph=True).to_dict(), "ann", "cpu", status="running")
+    rows = [
+        {"kind": "step", "variant": "eager", "phase": "train", "epoch": 1, "step": i + 1, "time_s": t, "loss": 2.0}
+        for i, t in enumerate([0.02, 0.01, 0.01, 0.01])
+    ]
+    rows.append({"kind": "epoch", "variant": "eager", "phase": "train", "epoch": 1, "step": 0, "time_s": 0.05})
+    store.append_events(run_id, rows)
+    details = {"compile": {"graphs": 0, "graph_breaks": 0}, "variants": {"compiled": {"error": REASON}}}
+    store.finish_run(run_id, "done", summary=failed_compile_summary(), details=details, started_at=time.time())
+    return store, run_id
+
+
+def test_the_reading_says_compile_failed_and_that_eager_ran():
+    assert failed_compile_summary()["reading"] == f"Compile failed on this model: {REASON}; eager ran."
+
+
+def test_graph_breaks_add_a_sentence_to_any_reading():
+    summary = analysis.summarize([0.02] * 10, [0.5] + [0.01] * 9, [0.2], [0.59], 8)
+    plain = analysis.plain_reading(summary)
+    summary.update(graphs=3, graph_breaks=2)
+    assert analysis.plain_reading(summary) == plain + " torch.compile split this model into 3 graphs at 2 graph breaks."
+    summary.update(graphs=1, graph_breaks=1)
+    assert analysis.plain_reading(summary).endswith(" torch.compile split this model at 1 graph break.")
+
+
+def test_cards_show_no_compiled_figure_as_a_result_when_compile_failed():
+    cards = {c.label: c for c in result_cards(failed_compile_summary())}
+    for label in ("Compile time", "Steady-state speedup", "Break-even"):
+        assert cards[label].value == "failed" and cards[label].delta == "compile failed"
+        assert cards[label].help == f"Compile failed on this model: {REASON}; eager ran."
+    assert cards["First-epoch overhead"].value == "-"
+
+
+def test_status_table_and_runs_list_say_it_too(tmp_path):
+    store, run_id = stored_run(tmp_path)
+    run = store.get_run(run_id)
+    assert jobs.describe(store, run) == f"done (compile failed on this model: {REASON}; eager ran)"
+    assert run_row(run)["steady_state_speedup"] is None
+    table = summary_table(
+        {"summary": run.summary, "variants": {"eager": {"final_loss": 2.0}, "compiled": {"final_loss": None}}}
+    )
+    assert f"none: compile failed on this model ({REASON}); eager ran" in table
+    assert table.rstrip().endswith(f"Compile failed on this model: {REASON}; eager ran.")
+
+
+def test_the_live_status_line_says_it():
+    from core.engine.trainer import StatusEvent
+
+    assert (
+        phase_text(StatusEvent("compiled", "compile_failed", 0, 3, REASON))
+        == f"compile failed on this model: {REASON}; eager ran"
+    )
+
+
+def test_a_bundle_carries_the_finding(tmp_path):
+    store, run_id = stored_run(tmp_path)
+    imported = store.get_run(import_bundle(store, export_bundle(store, run_id), "bob"))
+    assert imported.summary["compile_failed"] == REASON
+    assert imported.summary["reading"] == f"Compile failed on this model: {REASON}; eager ran."
+
+
+def test_the_doctor_counts_a_failed_compile_as_a_failed_check(tmp_path):
+    store, run_id = stored_run(tmp_path)
+    outcome = judge(Check("race", "race", {}), store.get_run(run_id))
+    assert outcome.outcome == FAILED and outcome.figure == f"compile failed: {REASON}"
+
+
+def test_only_the_compilers_own_errors_count_as_compile_failures():
+    import torch
+    import torch._dynamo.exc
+
+    from core.engine.spec import RunSpec
+    from core.engine.trainer import compile_failure
+
+    spec, cpu = RunSpec(backend="inductor"), torch.device("cpu")
+    unsupported = compile_failure(torch._dynamo.exc.Unsupported("data-dependent branching"), spec, cpu)
+    assert unsupported == (
+        "torch.compile failed (Unsupported: data-dependent branching); try backend aot_eager to isolate Inductor"
+    )
+    aot = compile_failure(torch._dynamo.exc.Unsupported("x"), RunSpec(backend="aot_eager"), cpu)
+    assert aot == "torch.compile failed (Unsupported: x)"  # no advice to use the backend already in use
+    assert compile_failure(RuntimeError("CUDA error: an illegal memory access"), spec, cpu) is None
+    assert compile_failure(torch.OutOfMemoryError("CUDA out of memory"), spec, cpu) is None
+    assert compile_failure(KeyboardInterrupt(), spec, cpu) is None

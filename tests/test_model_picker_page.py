@@ -1,0 +1,131 @@
+"""The Race page's model selector (AppTest, no browser): timm names to search, a text box for
+Hugging Face, parameters and input shown before launch, uploads offered only where the host allows
+them, host patterns narrowing the sources, a missing library explained. Lookups are stored as a
+worker stores them (test_model_catalog runs the real workers)."""
+
+import time
+
+import pytest
+from conftest import require_model_libraries
+from test_pages import app, record_probe, texts
+
+from core.engine import model_sources
+from core.runs import jobs
+from core.runs.model_catalog import list_params, model_params
+from core.runs.store import Store
+from core.view.safe_text import markdown_text
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    path = str(tmp_path / "store.sqlite3")
+    monkeypatch.setenv("COMPILE_LAB_STORE", path)
+    return Store(path)
+
+
+TIMM_NAMES = ["convnext_small", "resnet18", "efficientnet_b0"]
+CONVNEXT = {
+    "model": "timm:convnext_small",
+    "params": 50_223_688,
+    "input": "images 3x224x224 (the model's default)",
+    "task": "image-classification",
+    "summary": "50.22 M parameters; images 3x224x224 (the model's default); image classification",
+}
+
+
+def stored_lookup(store, params, summary):
+    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=jobs.HOST)
+    store.finish_run(run_id, "done", summary=summary, finished_at=time.time())
+
+
+def choose_source(at, source):
+    return at.radio(key="pick_source").set_value(source).run()
+
+
+def test_timm_names_are_searchable_and_facts_show_before_launch(store, sleepers):
+    require_model_libraries()
+    record_probe(store)
+    stored_lookup(store, list_params("timm"), {"names": TIMM_NAMES})
+    stored_lookup(store, model_params("timm:convnext_small"), {"facts": CONVNEXT})
+    at = choose_source(app(), "timm")
+    picker = at.selectbox(key="pick_timm")
+    assert picker.options == [f"timm:{n}" for n in TIMM_NAMES]
+    assert at.number_input(key="form_batch_size").value == 32  # a library model's default batch
+    at = picker.set_value("timm:convnext_small").run()
+    assert not at.exception
+    assert CONVNEXT["summary"] in texts(at)
+    at.number_input(key="form_steps_per_epoch").set_value(3).run()
+    at.button[0].click().run()
+    (race,) = store.list_runs(kind="race")
+    assert race.params["model"] == "timm:convnext_small" and race.params["batch_size"] == 32
+    assert at.query_params["model"] == "timm:convnext_small"  # the link carries it
+
+
+def test_a_hugging_face_name_is_typed_and_looked_up_without_blocking_launch(store, sleepers):
+    require_model_libraries()
+    record_probe(store)
+    at = choose_source(app(), "hf")
+    assert at.text_input(key="pick_hf").value == "gpt2"
+    at = at.text_input(key="pick_hf").set_value("bert-base-uncased").run()
+    assert "Finding its parameters and input" in texts(at)
+    (lookup,) = [r for r in store.list_runs(kind="lookup") if r.params["model"] == "hf:bert-base-uncased"]
+    assert lookup.device_key == "lookup"
+    at.number_input(key="form_steps_per_epoch").set_value(3).run()
+    assert not at.button[0].disabled
+    at.button[0].click().run()
+    assert [r.params["model"] for r in store.list_runs(kind="race")] == ["hf:bert-base-uncased"]
+
+
+def test_a_bad_hugging_face_name_or_failed_lookup_blocks_launch_with_the_reason(store, sleepers):
+    require_model_libraries()
+    record_probe(store)
+    at = choose_source(app(), "hf")
+    at = at.text_input(key="pick_hf").set_value("../../etc").run()
+    assert "is not a hf model name" in texts(at) and at.button[0].disabled
+    failed = store.create_run(
+        "lookup", model_params("hf:someone/secret"), "system", "lookup", status="running", host=jobs.HOST
+    )
+    store.finish_run(
+        failed,
+        "failed",
+        error="the configuration of hf:someone/secret is not on this machine",
+        summary={"model_error": True},
+    )
+    at = at.text_input(key="pick_hf").set_value("someone/secret").run()
+    assert "the configuration of hf:someone/secret is not on this machine" in texts(at) and at.button[0].disabled
+
+
+def test_uploads_are_offered_only_where_the_host_allows_them(store, sleepers, monkeypatch):
+    record_probe(store)
+    at = app()
+    assert at.radio(key="pick_source").options == ["Zoo", "timm", "Hugging Face"]
+    at = app(model="file:net.py")  # nor can a link ask for one
+    assert at.radio(key="pick_source").value == "zoo" and markdown_text(
+        "ignored model='file:net.py' from the link"
+    ) in "\n".join(w.value for w in at.warning)
+    monkeypatch.setenv("COMPILE_LAB_ALLOW_CUSTOM_MODELS", "true")
+    at = app()
+    assert at.radio(key="pick_source").options == ["Zoo", "timm", "Hugging Face", "Your file"]
+    at = choose_source(at, "file")
+    assert "Runs your file's code in the worker" in texts(at)
+    assert "model file: a file: model needs its Python file" in texts(at) and at.button[0].disabled
+
+
+def test_host_patterns_narrow_the_sources_and_names(store, sleepers, monkeypatch):
+    require_model_libraries()
+    record_probe(store)
+    stored_lookup(store, list_params("timm"), {"names": TIMM_NAMES})
+    monkeypatch.setenv("COMPILE_LAB_ALLOWED_MODELS", "timm:convnext_*,timm:efficientnet_*")
+    at = app()
+    assert at.radio(key="pick_source").options == ["timm"]
+    assert at.selectbox(key="pick_timm").options == ["timm:convnext_small", "timm:efficientnet_b0"]
+    assert not at.exception
+
+
+def test_a_missing_library_says_how_to_install_it(store, sleepers, monkeypatch):
+    record_probe(store)
+    monkeypatch.setattr(model_sources, "library_version", lambda source: None)
+    at = choose_source(app(), "timm")
+    notes = "\n".join(i.value for i in at.info)
+    assert "timm models need the timm package" in notes and "pip install -r requirements-models.txt" in notes
+    assert at.button[0].disabled
