@@ -22,6 +22,9 @@ from core.view.compare import race_name
 from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_PRESET,
+    DYNAMIC_LABELS,
+    SHAPE_LABELS,
+    STANCE_LABELS,
     default_spec,
     duration_note,
     form_spec,
@@ -137,6 +140,17 @@ with st.expander("Configure a race", key="race_form", on_change="rerun"):
         column.number_input(label, low, high, key=f"form_{name}")
     blocked["data"] = choose("data", "Data", columns[3])
     blocked["cache"] = choose("cache", "Inductor cache", columns[4])
+    # Why, per step: watch shapes cause recompiles, and what torch can do about them.
+    columns = st.columns(4)
+    blocked["shapes"] = choose("shapes", "Input shapes", columns[0], fmt=SHAPE_LABELS.get)
+    blocked["dynamic"] = choose("dynamic", "Dynamic shapes", columns[1], fmt=DYNAMIC_LABELS.get)
+    blocked["stance"] = choose("stance", "On a recompile (set_stance)", columns[2], fmt=STANCE_LABELS.get)
+    columns[3].checkbox(
+        "Keep the compile trace",
+        key="form_compile_trace",
+        help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "
+        "page. Off by default: a large model's trace can take tens of MB.",
+    )
     spec = form_spec(st.session_state)
     st.query_params.from_dict(
         {**spec_to_query(spec), **({"run": st.query_params["run"]} if "run" in st.query_params else {})}

@@ -4,13 +4,15 @@ come from core.view.story, the numbers from core.view.live, the charts from core
 
 from __future__ import annotations
 
+import os
 import time
 
 import streamlit as st
 
 from app_pages.common import draw_chart, store, vega_spec
+from core.runs import run_files
 from core.runs.store import Run
-from core.view import charts, story
+from core.view import charts, story, why
 from core.view.live import memory_of, result_cards
 from core.view.live_board import LiveSnapshot
 from core.view.race_form import expected_compile_estimate
@@ -151,10 +153,100 @@ def show_run(run: Run, view: LiveSnapshot, key: str) -> None:
             help="The default axis is cut just above the steady steps so their difference shows; "
             "this shows every step in full, the compile step included.",
         )
-        draw_chart(st, chart(("step_time", log), lambda: charts.step_time_chart(steps, log_scale=log)))
+        marks = why.compile_marks(view.compiles())
+        draw_chart(st, chart(("step_time", log), lambda: charts.step_time_chart(steps, log_scale=log, marks=marks)))
     draw_chart(right, chart("epochs", lambda: charts.epoch_chart(epochs)))
     left, right = st.columns(2)
     draw_chart(left, chart("loss", lambda: charts.loss_chart(steps)))
     agreement = story.loss_agreement(steps)
     if agreement:
         right.markdown(f"**Loss**: {agreement}")
+    if run.finished:
+        show_why(summary, view)
+
+
+def show_why(summary: dict, view: LiveSnapshot) -> None:
+    """Why, per step: each variant's anatomy side by side, the compiles and recompiles with what
+    happened, and the compile's phases (forward and backward apart, adding up)."""
+    anatomy = why.anatomy_rows(summary.get("profile"))
+    events = why.compile_event_rows(summary, view.compiles())
+    phases = why.phase_rows(summary)
+    if not (anatomy or events or phases):
+        return
+    st.subheader("Why, per step")
+    if anatomy:
+        reading = (summary.get("profile") or {}).get("reading")
+        if reading:
+            st.markdown(f"**{markdown_text(reading)}**")
+        st.dataframe(anatomy, hide_index=True, width="stretch")
+        counted = why.kernels_counted(summary.get("profile"))
+        st.caption(
+            "Profiled after the timed epochs, never inside them"
+            + (f"; kernels counted here: {markdown_text(counted)}" if counted else "")
+            + ". The traces open in Perfetto (ui.perfetto.dev) or chrome://tracing: download them on the Runs page."
+        )
+        left, right = st.columns(2)
+        for column, variant in ((left, "eager"), (right, "compiled")):
+            rows = why.top_kernel_rows(summary.get("profile"), variant)
+            if rows:
+                column.markdown(f"**Top kernels, {variant}**")
+                column.dataframe(rows, hide_index=True, width="stretch")
+    left, right = st.columns(2)
+    if events:
+        recompiles = why.recompile_count(summary) or 0
+        left.markdown(f"**Compiles: {len(events)}, of which recompiles: {recompiles}**")
+        left.dataframe(events, hide_index=True, width="stretch")
+    if phases:
+        right.markdown("**Where the compile went (torch's own timers)**")
+        right.dataframe(phases, hide_index=True, width="stretch")
+        right.caption(
+            "The backward graph compiles at the first backward, after the forward one: each part adds up to its "
+            "total, and the two totals to the whole."
+        )
+
+
+def run_file_downloads(run: Run) -> None:
+    """The run's files: each variant's profiler trace (Perfetto / chrome://tracing), torch's compile
+    trace as a zip, and tlparse's report of it where tlparse is installed. Files are read only when
+    a button is pressed."""
+    path = store().path
+    traces = run_files.profiler_traces(path, run.id)
+    trace_size = run_files.compile_trace_size(path, run.id)
+    if not traces and not trace_size:
+        return
+    st.markdown("**Files of this run**")
+    columns = st.columns(4)
+    for column, trace in zip(columns, traces):
+        column.download_button(
+            f"{trace.label.capitalize()}, {why.size_text(trace.size_bytes)}",
+            data=lambda p=trace.path: _file_bytes(p),
+            file_name=f"compile_lab_run_{run.id}_{os.path.basename(trace.path)}",
+            mime="application/json",
+            key=f"trace_{run.id}_{trace.label}",
+            on_click="ignore",
+        )
+    if trace_size:
+        columns[2].download_button(
+            f"Compile trace (TORCH_TRACE), {why.size_text(trace_size)} before zipping",
+            data=lambda: run_files.compile_trace_zip(path, run.id) or b"",
+            file_name=f"compile_lab_run_{run.id}_compile_trace.zip",
+            mime="application/zip",
+            key=f"compile_trace_{run.id}",
+            on_click="ignore",
+        )
+        if run_files.tlparse_available():
+            columns[3].download_button(
+                "tlparse report (zip: open index.html)",
+                data=lambda: run_files.tlparse_report_zip(path, run.id)[0] or b"",
+                file_name=f"compile_lab_run_{run.id}_tlparse.zip",
+                mime="application/zip",
+                key=f"tlparse_{run.id}",
+                on_click="ignore",
+            )
+        else:
+            columns[3].caption("tlparse reads the compile trace into an HTML report: pip install tlparse")
+
+
+def _file_bytes(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import plan_section, run_view, store, tick, visitor
-from app_pages.run_display import show_run
+from app_pages.run_display import run_file_downloads, show_run
 from core.runs import jobs
 from core.runs.bundle import BundleError, export_bundle, import_bundle, parse_bundle
 from core.view import charts
@@ -61,6 +61,7 @@ if not table.empty:
             f"{race_name(numbers.get(run.id), run.id).capitalize()}: {markdown_text(jobs.describe(store(), run))}"
         )
         show_run(run, run_view(run), key=f"runs_{run.id}")
+        run_file_downloads(run)
         if run.status == "done":
             plan_section(run, key=f"runs_{run.id}")
     elif len(chosen) > 1:

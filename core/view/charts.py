@@ -134,13 +134,17 @@ def steady_ceiling_ms(data: pd.DataFrame, by: Sequence[str] = ("variant",)) -> f
     return top if top > 0 and float(data["time_ms"].max()) > top else None
 
 
-def step_time_chart(steps: pd.DataFrame | None, log_scale: bool = False) -> alt.LayerChart:
+def step_time_chart(
+    steps: pd.DataFrame | None, log_scale: bool = False, marks: pd.DataFrame | None = None
+) -> alt.LayerChart:
     """Per-step training time (ms), eager vs compiled, each with its rolling median.
 
     By default the axis is cut just above the steady steps (the compile step, far taller, would
     flatten them) and the compile step is named in words at the top edge; log_scale shows every
     step in full instead. Compiled is drawn after eager, so it stays visible where they overlap.
-    Over MAX_POINTS_PER_VARIANT steps a variant is downsampled by bucket maximum, so spikes survive."""
+    Over MAX_POINTS_PER_VARIANT steps a variant is downsampled by bucket maximum, so spikes survive.
+    `marks` (core.view.why.compile_marks): a vertical line at every step that paid for a compile
+    (dashed) or a recompile (solid), with what happened in its tooltip."""
     data = _train_steps(steps, ["variant", "epoch", "step", "time_s"])
     data = data[np.isfinite(data["time_s"]) & ((data["time_s"] > 0) if log_scale else True)]
     counts = _variant_counts(data)
@@ -177,7 +181,37 @@ def step_time_chart(steps: pd.DataFrame | None, log_scale: bool = False) -> alt.
         )
     if ceiling is not None and compile_ms is not None and compile_ms > ceiling:
         layers += _compile_step_note(compile_ms, ceiling)
+    if marks is not None and len(marks):
+        layers.append(_compile_marks(marks))
     return _finish(alt.layer(*layers), STEP_TIME_TITLE, counts, "steps")
+
+
+COMPILE_MARK_COLOR = "#5b5b5b"  # neutral: eager's blue and compiled's orange stay the variants'
+
+
+def _compile_marks(marks: pd.DataFrame) -> alt.Chart:
+    """A rule at each step that paid for a compile (dashed) or a recompile (solid, wider)."""
+    return (
+        alt.Chart(marks[["variant", "step", "kind", "note"]])
+        .mark_rule(color=COMPILE_MARK_COLOR, opacity=0.8)
+        .encode(
+            x=alt.X("step:Q", title="step"),
+            strokeDash=alt.StrokeDash(
+                "kind:N",
+                scale=alt.Scale(domain=["compile", "recompile"], range=[[5, 3], [1, 0]]),
+                legend=alt.Legend(title="compile marks", orient="bottom"),
+            ),
+            strokeWidth=alt.StrokeWidth(
+                "kind:N", scale=alt.Scale(domain=["compile", "recompile"], range=[1.5, 2.5]), legend=None
+            ),
+            tooltip=[
+                alt.Tooltip("step:Q", title="step"),
+                alt.Tooltip("variant:N", title="variant"),
+                alt.Tooltip("kind:N", title="what"),
+                alt.Tooltip("note:N", title="why"),
+            ],
+        )
+    )
 
 
 def _compile_step_ms(data: pd.DataFrame) -> float | None:

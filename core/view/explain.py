@@ -14,6 +14,7 @@ import altair as alt
 import pandas as pd
 
 from core.view.charts import VARIANT_COLORS
+from core.view.why import phase_table
 
 FONT = {"labelFontSize": 14, "titleFontSize": 15}
 CACHE_COLORS = {"cold": "#5F6B73", "warm": "#A9B4BB"}  # neutral: orange means "compiled" everywhere else
@@ -68,25 +69,6 @@ def cache_phase_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         {"graph": graph, "phase": phase, "cold (s)": cold_s, "warm (s)": warm_s}
         for graph, phase, cold_s, warm_s in phase_table(cold, warm)
     ]
-
-
-def phase_table(*breakdowns: dict[str, Any]) -> list[tuple]:
-    """Rows (graph, phase, seconds per breakdown...) from compile_stats.compile_breakdown dicts:
-    the forward phases, its total, the backward phases, its total, then the total of both."""
-    rows = []
-    for graph in ("forward", "backward"):
-        parts = [b.get(graph) or {} for b in breakdowns]
-        names = list(dict.fromkeys(name for part in parts for name in part.get("phases", {})))
-        rows += [(graph, name, *(_s(part.get("phases", {}).get(name)) for part in parts)) for name in names]
-        if any(part.get("total_s") for part in parts):
-            rows.append((graph, f"{graph} total", *(_s(part.get("total_s")) for part in parts)))
-    if any(b.get("total_s") for b in breakdowns):
-        rows.append(("both", "compile total (forward + backward)", *(_s(b.get("total_s")) for b in breakdowns)))
-    return rows
-
-
-def _s(value: float | None) -> float | None:
-    return None if value is None else round(float(value), 3)
 
 
 def phase_total_s(breakdown: dict[str, Any]) -> float | None:

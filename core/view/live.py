@@ -18,6 +18,7 @@ from core.engine import analysis
 from core.runs.store import Run, Store
 from core.view.report import fmt_about, fmt_seconds
 from core.view.story import overhead_bridge, projected_words
+from core.view.why import recompile_count
 
 STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
 EPOCH_COLUMNS = ["run", "variant", "epoch", "train_time_s", "eval_time_s"]
@@ -115,7 +116,7 @@ class RunView:
 
     def events(self) -> list[dict[str, Any]]:
         """Every event read so far (a copy: later polls do not change it)."""
-        return [*self._steps, *self._epochs]
+        return [*self._steps, *self._epochs, *self._compiles]
 
 
 def run_summary(run: Run, view: RunView) -> dict[str, Any]:
@@ -242,11 +243,16 @@ def result_cards(
     memory = memory or {}
     eager_tput, compiled_tput = summary.get("eager_samples_per_s"), summary.get("compiled_samples_per_s")
     bridge = overhead_bridge(summary)
+    recompiles = recompile_count(summary)
     cards = [
         Card(
             "Compile time",
             fmt_seconds(summary.get("compile_time_s"), ms_digits=0, s_digits=1),
-            "First compiled steps minus the same eager steps: what torch.compile cost up front.",
+            "First compiled steps minus the same eager steps: what torch.compile cost up front."
+            + (f" {_recompiles_help(recompiles)}" if recompiles is not None else ""),
+            delta=_recompiles_delta(recompiles),
+            delta_color="inverse" if recompiles else "off",
+            delta_arrow="off",
         ),
         Card(
             "First-epoch overhead",
@@ -288,6 +294,21 @@ def result_cards(
         )
     skipped = summary.get("compile_skipped")
     return _compile_did_not_happen(cards, skipped) if skipped else cards
+
+
+def _recompiles_delta(recompiles: int | None) -> str | None:
+    if recompiles is None:
+        return None
+    return "no recompiles" if recompiles == 0 else f"{recompiles} recompile{'s' if recompiles != 1 else ''}"
+
+
+def _recompiles_help(recompiles: int) -> str:
+    if recompiles == 0:
+        return "No recompiles: every step ran the graphs compiled first."
+    return (
+        f"{recompiles} recompile{'s' if recompiles != 1 else ''}: a guard failed (a new shape, a new value) and torch "
+        "compiled again; the step chart marks each, with the guard that failed."
+    )
 
 
 # The cards whose figures compare compiled code with eager code: meaningless when none compiled.

@@ -60,15 +60,21 @@ class LiveSnapshot:
         if same_events:  # only the run row moved (phase, progress): keep what the events gave
             self._frames, self._counts, self._events = previous._frames, previous._counts, previous._events
             self._projection, self.last_recorded_at = previous._projection, previous.last_recorded_at
+            self._compiles = previous._compiles
         else:
             self._frames, self._counts, self._events = view.frames(), view.counts(), view.events()
             self._projection, self.last_recorded_at = view.projection(), dict(view.last_recorded_at)
+            self._compiles = view.compiles()
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         return self._frames
 
     def counts(self) -> dict[str, int]:
         return dict(self._counts)
+
+    def compiles(self) -> pd.DataFrame:
+        """RunView.compiles as of this snapshot: every compile and recompile, at its step."""
+        return self._compiles
 
     def projection(self) -> dict[str, Any] | None:
         """RunView.projection as of this snapshot (a copy: a page may label it)."""

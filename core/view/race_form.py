@@ -16,12 +16,15 @@ from core.engine.spec import (
     CACHES,
     COMPILE_SCOPES,
     DATA_SOURCES,
+    DYNAMIC,
     MAX_BATCH_SIZE,
     MAX_EPOCHS,
     MAX_INPUT_SIZE,
     MAX_STEPS_PER_EPOCH,
     MODES,
     PRECISIONS,
+    SHAPES,
+    STANCES,
     DeviceCaps,
     RunSpec,
     resolve_device,
@@ -52,6 +55,22 @@ CHOICES: dict[str, tuple] = {
     "compile_scope": COMPILE_SCOPES,
     "data": tuple(d for d in DATA_SOURCES if d != "cifar10"),  # cifar10 needs a local folder: CLI only
     "cache": CACHES,
+    # Why, per step (folded under the main fields): shapes that change, torch's dynamic shapes, and
+    # what a recompile does under torch.compiler.set_stance.
+    "shapes": SHAPES,
+    "dynamic": DYNAMIC,
+    "stance": STANCES,
+}
+SHAPE_LABELS = {"fixed": "fixed", "varying": "varying (new shapes during the run)"}
+STANCE_LABELS = {
+    "default": "recompile (default)",
+    "fail_on_recompile": "fail (fail_on_recompile)",
+    "eager_on_recompile": "run eager (eager_on_recompile)",
+}
+DYNAMIC_LABELS = {
+    None: "auto (torch decides)",
+    True: "true (dynamic from the start)",
+    False: "false (every new shape recompiles)",
 }
 # The break-even demo for a CPU: measured on 2 cores, pointwise_mlp pays off around step 800-1,050.
 CPU_BREAK_EVEN_PRESET = {"model": "pointwise_mlp", "batch_size": 4096, "epochs": 3, "steps_per_epoch": 500}
@@ -167,7 +186,7 @@ def unavailable_summary(blocked: dict[str, dict[Any, str]]) -> str | None:
     return f"Not offered here: {'; '.join(parts)}." if parts else None
 
 
-_QUERY_FIELDS = (*FORM_FIELDS, "eval_steps", "image_size", "seed", "dynamic", "fullgraph")
+_QUERY_FIELDS = (*FORM_FIELDS, "shapes", "stance", "eval_steps", "image_size", "seed", "dynamic", "fullgraph")
 
 
 def spec_to_query(spec: RunSpec) -> dict[str, str]:
