@@ -163,7 +163,7 @@ with st.expander("Configure a race", key="race_form", on_change="rerun"):
         p for p in validate(spec, caps) + (limits.problems(spec) if limits else []) if p not in model_problems
     ]
     for problem in problems:
-        st.error(f"{problem.field.replace('_', ' ')}: {problem.message}")
+        st.error(f"{problem.field.replace('_', ' ')}: {markdown_text(problem.message)}")  # can quote a typed name
     if caps is None:
         st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
         wait_for_device()

@@ -85,19 +85,14 @@ def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -
             st.markdown(f"**{story.eager_phase_text(counts['eager'], total, expected, estimated)}**")
         return
     reading = view.derive(("reading", total), lambda: story.race_reading(summary, not run.finished, total, counts))
-    # All this app's words and numbers, except a compile-skipped reason (torch's, or a bundle's): text.
-    st.markdown(f"**{markdown_text(reading) if summary.get('compile_skipped') else reading}**")
-
-
-def _memory(run: Run) -> dict:
-    """The run's peak memory figures, its kind (a bundle's text, shown in a tooltip) made inert."""
-    memory = memory_of(run)
-    return {**memory, "kind": markdown_text(memory["kind"]) if memory.get("kind") else memory.get("kind")}
+    # All this app's words and numbers, except a compile-skipped or -failed reason (torch's, or a bundle's).
+    from_torch = summary.get("compile_skipped") or summary.get("compile_failed")
+    st.markdown(f"**{markdown_text(reading) if from_torch else reading}**")
 
 
 def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -> None:
     def build() -> list:
-        return result_cards(summary, _memory(run), total=total, running=not run.finished)
+        return result_cards(summary, memory_of(run), total=total, running=not run.finished)
 
     cards = view.derive(("cards", total), build)  # once per snapshot for every viewer
     if all(card.value == "-" for card in cards):
@@ -110,7 +105,7 @@ def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -
                 card.value,
                 card.delta,
                 card.delta_color,
-                help=card.help,
+                help=markdown_text(card.help),  # can hold torch's or a bundle's words (why compile failed)
                 border=True,
                 delta_arrow=card.delta_arrow,
             )

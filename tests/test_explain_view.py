@@ -112,6 +112,14 @@ def test_fusion_charts_draw_the_spread_of_the_repeats_as_bars():
     assert (eager16["low"], eager16["value"], eager16["high"]) == pytest.approx((152.0, 160.0, 168.0))
 
 
+def test_fusion_charts_keep_the_legend_that_says_which_colour_is_eager():
+    """Vega-Lite merges the layers' legends for one colour field; one layer with legend=None hides it."""
+    for chart in (explain.fusion_time_chart, explain.fusion_bandwidth_chart):
+        layers = chart(fusion_result(MEMORY_BOUND), 4).to_dict()["layer"][0]["layer"]
+        colours = [layer.get("encoding", {}).get("color") for layer in layers]
+        assert all(c is None or c.get("legend", {}) is not None for c in colours), colours
+
+
 OVERHEAD = {
     "tiny": {
         "numel": 16,

@@ -144,3 +144,19 @@ def test_status_never_prints_a_whole_owner_token(store, sleepers):
         assert token not in done.stdout and token[:9] not in done.stdout
         assert "visitor:012345…" in done.stdout
     assert "cli:ann" in cli("status", store_path=store.path).stdout  # a command-line user's name is no secret
+
+
+def test_a_compile_failure_reason_from_a_bundle_is_text_in_the_reading_and_the_cards(store, sleepers, tmp_path):
+    record_probe(store)
+    original = record_race(store, "done")
+    bundle = export_bundle(store, original)
+    store.delete_run(original)
+    bundle["run"]["summary"]["compile_failed"] = HOSTILE
+    run_id = import_bundle(store, bundle, "someone")
+    at = app(run=run_id)
+    assert not at.exception
+    readings = [m.value for m in at.markdown if "Compile failed on this model" in m.value]
+    helps = [m.help for m in at.metric if "Compile failed on this model" in (m.help or "")]
+    assert readings and helps
+    for text in (*readings, *helps):
+        assert not LIVE_MARKDOWN.search(text), text

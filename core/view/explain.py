@@ -213,15 +213,10 @@ def _variant_lines(data: pd.DataFrame, x: str, x_title: str, y_title: str, fmt: 
             alt.Tooltip("high:Q", format=fmt, title="highest repeat"),
         ],
     )
-    no_legend = alt.Color("variant:N", scale=scale, legend=None)
-    layers = []
+    layers = []  # every layer keeps base's colour encoding: one with legend=None would hide the shared legend
     for variant in VARIANT_COLORS:
         mine = base.transform_filter(alt.datum.variant == variant)
-        layers.append(
-            mine.mark_rule(strokeWidth=6, opacity=0.35).encode(
-                y=alt.Y("low:Q", title=y_title), y2="high:Q", color=no_legend
-            )
-        )
+        layers.append(mine.mark_rule(strokeWidth=6, opacity=0.35).encode(y=alt.Y("low:Q", title=y_title), y2="high:Q"))
         layers.append(mine.mark_line(point=True, strokeWidth=2.5).encode(y=alt.Y("value:Q", title=y_title)))
     return alt.layer(*layers)
 
