@@ -215,7 +215,8 @@ def live(run_id: int) -> None:
     top, cancel_col = st.columns([5, 1])
     name = race_name(snap.race_number, run.id).capitalize()
     text = snap.derive("progress_text", lambda: f"{name}: {markdown_text(snap.state)}")
-    top.progress(min(max(run.progress, 0.0), 1.0), text=text)
+    done = 1.0 if run.status == "done" else min(max(run.progress, 0.0), 1.0)  # a finished race is all there
+    top.progress(done, text=text)
     if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
         jobs.cancel(store(), run.id, me)
         st.rerun()

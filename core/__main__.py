@@ -516,19 +516,32 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([run_row(r) for r in runs], default=float))
         return EXIT_OK
-    print(
-        f"{'id':>5}  {'status':<10}{'created':<17}{'device':<9}{'model':<19}{'batch':>6}  {'precision':<9}"
-        f"{'mode':<12}{'overhead':>10}{'speedup':>9}  break-even"
-    )
+    from core.view.report import text_table
+
+    headers = ["id", "status", "created", "device", "model", "batch", "precision", "mode", "overhead", "speedup"]
+    headers.append("break-even")
+    rows = []
     for r in runs:
         row, s = run_row(r), r.summary or {}
         row = {k: terminal_text(v) if isinstance(v, str) else v for k, v in row.items()}  # a bundle's text
         be = f"step {s['break_even_step']}" if s.get("break_even_step") else (s.get("break_even_reason") or "-")
-        say(
-            f"{row['id']:>5}  {row['status'] + ('*' if r.imported else ''):<10}{row['created']:<17}{row['device']:<9}"
-            f"{row['model']:<19}{row['batch_size']:>6}  {row['precision']:<9}{row['mode']:<12}"
-            f"{fmt_seconds(s.get('first_epoch_overhead_s'), signed=True):>10}{fmt_speedup(s.get('steady_state_speedup')):>9}  {be}"
+        rows.append(
+            [
+                str(row["id"]),
+                row["status"] + ("*" if r.imported else ""),
+                row["created"],
+                row["device"],
+                row["model"],
+                str(row["batch_size"]),
+                row["precision"],
+                row["mode"],
+                fmt_seconds(s.get("first_epoch_overhead_s"), signed=True),
+                fmt_speedup(row["steady_state_speedup"]),
+                terminal_text(be),
+            ]
         )
+    for line in text_table(headers, rows, right={"id", "batch", "overhead", "speedup"}):
+        say(line)
     if any(r.imported for r in runs):
         print("* imported")
     return EXIT_OK

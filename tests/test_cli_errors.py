@@ -163,3 +163,15 @@ def test_the_store_error_names_the_path_in_the_app_process_too(tmp_path, monkeyp
     at = AppTest.from_file(os.path.join(ROOT, "streamlit_app.py"), default_timeout=60).run()
     assert not at.exception
     assert any("cannot open its store" in e.value and "is a folder" in e.value for e in at.error)
+
+
+def test_the_runs_table_keeps_its_headings_apart_and_its_columns_aligned(tmp_path):
+    path = str(tmp_path / "s.sqlite3")
+    store = Store(path)
+    finished_run(store)
+    done = cli("runs", "--store", path)
+    assert done.returncode == 0, done.stderr
+    header, row = done.stdout.splitlines()[:2]
+    assert "precision  mode" in header and "precisionmode" not in header
+    for heading in ("status", "model", "precision", "mode"):  # each value starts under its heading
+        assert row[header.index(heading) - 1] == " " and row[header.index(heading)] != " ", (header, row)

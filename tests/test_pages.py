@@ -370,3 +370,11 @@ def test_runs_comparison_labels_runs_by_what_differs_and_the_table_puts_results_
     overlay = next(c for c in chart_specs(at) if c["description"].startswith("Cumulative training time, by run"))
     assert sorted(overlay["encoding"]["color"]["sort"]) == ["race 1: batch 16", "race 2: batch 64"]
     assert a < b
+
+
+def test_a_finished_races_progress_bar_is_full(store, sleepers):
+    record_probe(store)
+    run_id = record_race(store, "done")
+    store.update_run(run_id, progress=0.82)  # what a worker's last progress update can leave
+    at = app(run=run_id)
+    assert at.get("progress")[0].proto.value == 100

@@ -42,6 +42,18 @@ def fmt_speedup(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
+def text_table(headers: list[str], rows: list[list[str]], right: set[str] = frozenset()) -> list[str]:
+    """Lines of a plain-text table: every column as wide as its widest cell, two spaces between
+    columns (so no two headings run together), `right` columns aligned right."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        parts = [c.rjust(w) if h in right else c.ljust(w) for c, w, h in zip(cells, widths, headers)]
+        return "  ".join(parts).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
 def environment_header(env: dict[str, Any]) -> str:
     """Two or three lines naming the device and the software a result was measured with."""
     mem = fmt_bytes(env.get("device_memory_bytes"))
