@@ -14,7 +14,8 @@ from app_pages.common import (
     wait_for_device,
 )
 from app_pages.model_picker import model_picker
-from app_pages.run_display import PHONE_TITLE_CSS, show_run
+from app_pages.replay_panel import active_replay, replay_picker, show_replay
+from app_pages.run_display import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
 from core.engine.spec import SpecError, validate
 from core.runs import jobs, shared_results
 from core.runs.limits import HostLimits
@@ -62,9 +63,31 @@ if "form_batch_size" not in st.session_state:
 for note in notes_still_true(st.session_state.get("link_notes", []), st.session_state):  # until the field changes
     st.warning(markdown_text(note.text))
 
-st.html(PHONE_TITLE_CSS)
-st.title("Eager vs torch.compile: the race")
-st.caption("Same model, same weights, same batches. Only torch.compile differs.")
+
+def set_presenting(on: bool) -> None:
+    if on:
+        st.query_params["present"] = "1"
+    else:
+        st.query_params.pop("present", None)
+
+
+# Presenter mode (?present=1, or the toggle): for a projector, one run in focus in large type.
+present = st.query_params.get("present") in ("1", "true")
+if present:
+    st.html(PRESENTER_CSS)
+else:
+    st.html(PHONE_TITLE_CSS)
+    title, toggle = st.columns([5, 1], vertical_alignment="bottom")
+    title.title("Eager vs torch.compile: the race")
+    toggle.button(
+        "Presenter mode",
+        on_click=set_presenting,
+        args=(True,),
+        icon=":material/present_to_all:",
+        help="For a projector: configuration and sidebar hidden, one run in focus, words and cards in large "
+        "type, the race and step charts filling the screen. The link (?present=1) opens it directly.",
+    )
+    st.caption("Same model, same weights, same batches. Only torch.compile differs.")
 
 
 def follow(run_id: int) -> None:
@@ -122,72 +145,72 @@ def fold_and_launch(preset: dict | None = None) -> None:
     follow(run_id)
 
 
-if "race_form" not in st.session_state:
-    st.session_state.race_form = followed_run() is None
-with st.expander("Configure a race", key="race_form", on_change="rerun"):
-    a, b, c, d, e = st.columns([3, 2, 2, 2, 2])
-    model_problems = model_picker(a, limits or HostLimits())  # a broken host configuration is said above
-    blocked = {
-        "precision": choose("precision", "Precision", b),
-        "mode": choose("mode", "Compile mode", c),
-        "backend": choose("backend", "Backend", d),
-        "compile_scope": choose(
-            "compile_scope", "Compile scope", e, fmt=lambda s, m=st.session_state.form_model: scope_label(s, m)
-        ),
-    }
-    columns = st.columns(5)
-    for column, (name, (label, low, high)) in zip(columns, NUMBERS.items()):
-        column.number_input(label, low, high, key=f"form_{name}")
-    blocked["data"] = choose("data", "Data", columns[3])
-    blocked["cache"] = choose("cache", "Inductor cache", columns[4])
-    # Why, per step: watch shapes cause recompiles, and what torch can do about them.
-    columns = st.columns(4)
-    blocked["shapes"] = choose("shapes", "Input shapes", columns[0], fmt=SHAPE_LABELS.get)
-    blocked["dynamic"] = choose("dynamic", "Dynamic shapes", columns[1], fmt=DYNAMIC_LABELS.get)
-    blocked["stance"] = choose("stance", "On a recompile (set_stance)", columns[2], fmt=STANCE_LABELS.get)
-    columns[3].checkbox(
-        "Keep the compile trace",
-        key="form_compile_trace",
-        help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "
-        "page. Off by default: a large model's trace can take tens of MB.",
-    )
-    spec = form_spec(st.session_state)
-    st.query_params.from_dict(
-        {**spec_to_query(spec), **({"run": st.query_params["run"]} if "run" in st.query_params else {})}
-    )
-    not_here = unavailable_summary(blocked)
-    if not_here:
-        st.caption(not_here)
+if not present:  # presenter mode: one run in focus, no configuration
+    if "race_form" not in st.session_state:
+        st.session_state.race_form = followed_run() is None
+    with st.expander("Configure a race", key="race_form", on_change="rerun"):
+        a, b, c, d, e = st.columns([3, 2, 2, 2, 2])
+        model_problems = model_picker(a, limits or HostLimits())  # a broken host configuration is said above
+        blocked = {
+            "precision": choose("precision", "Precision", b),
+            "mode": choose("mode", "Compile mode", c),
+            "backend": choose("backend", "Backend", d),
+            "compile_scope": choose(
+                "compile_scope", "Compile scope", e, fmt=lambda s, m=st.session_state.form_model: scope_label(s, m)
+            ),
+        }
+        columns = st.columns(5)
+        for column, (name, (label, low, high)) in zip(columns, NUMBERS.items()):
+            column.number_input(label, low, high, key=f"form_{name}")
+        blocked["data"] = choose("data", "Data", columns[3])
+        blocked["cache"] = choose("cache", "Inductor cache", columns[4])
+        # Why, per step: watch shapes cause recompiles, and what torch can do about them.
+        columns = st.columns(4)
+        blocked["shapes"] = choose("shapes", "Input shapes", columns[0], fmt=SHAPE_LABELS.get)
+        blocked["dynamic"] = choose("dynamic", "Dynamic shapes", columns[1], fmt=DYNAMIC_LABELS.get)
+        blocked["stance"] = choose("stance", "On a recompile (set_stance)", columns[2], fmt=STANCE_LABELS.get)
+        columns[3].checkbox(
+            "Keep the compile trace",
+            key="form_compile_trace",
+            help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "
+            "page. Off by default: a large model's trace can take tens of MB.",
+        )
+        spec = form_spec(st.session_state)
+        kept = {k: st.query_params[k] for k in ("run", "replay", "speed", "present") if k in st.query_params}
+        st.query_params.from_dict({**spec_to_query(spec), **kept})  # the form's fields, and what is shown
+        not_here = unavailable_summary(blocked)
+        if not_here:
+            st.caption(not_here)
 
-    problems = model_problems + [
-        p for p in validate(spec, caps) + (limits.problems(spec) if limits else []) if p not in model_problems
-    ]
-    for problem in problems:
-        st.error(f"{problem.field.replace('_', ' ')}: {markdown_text(problem.message)}")  # can quote a typed name
-    if caps is None:
-        st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
-        wait_for_device()
-    offer = None  # the same race, finished recently on this device: shown at once instead of measured again
-    if limits is not None and caps is not None and not problems:
-        offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s)
-    if offer is not None:
-        st.info(f"{markdown_text(shared_result_text(offer))}: show it, or measure again with Launch.")
-        st.button("Show it", key="show_shared", on_click=follow, args=(offer.id,))
-    st.markdown(race_promise(spec, caps))
-    if duration_note(spec):
-        st.caption(duration_note(spec))
-    blocked_launch = bool(problems) or caps is None or limits is None
-    with st.container(horizontal=True):
-        st.button("Launch", type="primary", disabled=blocked_launch, on_click=fold_and_launch, key="launch")
-        if not (caps and caps.cuda):
-            st.button(
-                "CPU break-even demo (about 4 min)",
-                on_click=fold_and_launch,
-                args=(CPU_BREAK_EVEN_PRESET,),
-                disabled=caps is None or limits is None,
-                help="Launches pointwise_mlp for 3 x 500 steps: on 2 CPU cores compile pays for itself around "
-                "step 1,000.",
-            )
+        problems = model_problems + [
+            p for p in validate(spec, caps) + (limits.problems(spec) if limits else []) if p not in model_problems
+        ]
+        for problem in problems:
+            st.error(f"{problem.field.replace('_', ' ')}: {markdown_text(problem.message)}")  # can quote a typed name
+        if caps is None:
+            st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
+            wait_for_device()
+        offer = None  # the same race, finished recently on this device: shown at once instead of measured again
+        if limits is not None and caps is not None and not problems:
+            offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s)
+        if offer is not None:
+            st.info(f"{markdown_text(shared_result_text(offer))}: show it, or measure again with Launch.")
+            st.button("Show it", key="show_shared", on_click=follow, args=(offer.id,))
+        st.markdown(race_promise(spec, caps))
+        if duration_note(spec):
+            st.caption(duration_note(spec))
+        blocked_launch = bool(problems) or caps is None or limits is None
+        with st.container(horizontal=True):
+            st.button("Launch", type="primary", disabled=blocked_launch, on_click=fold_and_launch, key="launch")
+            if not (caps and caps.cuda):
+                st.button(
+                    "CPU break-even demo (about 4 min)",
+                    on_click=fold_and_launch,
+                    args=(CPU_BREAK_EVEN_PRESET,),
+                    disabled=caps is None or limits is None,
+                    help="Launches pointwise_mlp for 3 x 500 steps: on 2 CPU cores compile pays for itself around "
+                    "step 1,000.",
+                )
 
 if "launch_error" in st.session_state:
     st.error(st.session_state.pop("launch_error"))  # this app's own words, values from the checked form
@@ -220,14 +243,26 @@ def live(run_id: int) -> None:
     if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
         jobs.cancel(store(), run.id, me)
         st.rerun()
-    show_run(run, snap, key="live")
+    show_run(run, snap, key="live", present=present)
+    if present:
+        return
     if run.status == "done":
         plan_section(run, key="race")
     if run.finished:
         show_reference()
 
 
-if run is not None:
+if not present:
+    with st.expander("Replay a recorded run", expanded=False):
+        replay_picker()
+replaying = active_replay()
+if replaying is not None:
+    show_replay(replaying, present)
+elif run is not None:
     live(run.id)
-else:
+elif not present:
     show_reference()
+else:
+    st.info("Presenter mode: open a run (?run=ID) or a replay (?replay=file:NAME) to show it here.")
+if present:
+    st.button("Leave presenter mode", on_click=set_presenting, args=(False,), key="leave_present")

@@ -40,6 +40,18 @@ CARD_CSS = """<style>
   .st-key-result_cards [data-testid="stMetricLabel"] p { font-size: 0.8rem; }
 }
 </style>"""
+# Presenter mode: a projector at 1280x720 read from the back of a room, in either theme (sizes
+# only, colours stay the theme's): no sidebar or toolbar, the words and cards in large type.
+PRESENT_CHART_HEIGHT = 380
+PRESENTER_CSS = """<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stToolbar"] { display: none; }
+[data-testid="stMainBlockContainer"] { padding-top: 1.5rem; max-width: 100%; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stAlertContainer"] p { font-size: 1.6rem; line-height: 1.3; }
+[data-testid="stProgress"] p { font-size: 1.4rem; }
+.st-key-result_cards [data-testid="stMetricValue"] { font-size: 2.6rem; }
+.st-key-result_cards [data-testid="stMetricLabel"] p { font-size: 1.15rem; }
+.st-key-result_cards [data-testid="stMetricDelta"] p { font-size: 1.05rem; }
+</style>"""
 # On a phone the page title takes three lines at Streamlit's size: two at this one.
 PHONE_TITLE_CSS = """<style>
 @media (max-width: 640px) { [data-testid="stHeading"] h1 { font-size: 1.8rem; } }
@@ -111,10 +123,11 @@ def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -
             )
 
 
-def show_run(run: Run, view: LiveSnapshot, key: str) -> None:
+def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> None:
     """Words, result cards and charts for one run, live or finished. What is derived from the
     snapshot (reading, cards, charts ready for the browser) is built once per snapshot however many
-    sessions draw it (core.view.live_board)."""
+    sessions draw it (core.view.live_board). `present`: presenter mode (the words and cards in large
+    type, the race and step charts side by side filling the screen, nothing else)."""
     steps, epochs = view.frames()
     params = run.params or {}
     total = story.total_steps(params)
@@ -137,6 +150,26 @@ def show_run(run: Run, view: LiveSnapshot, key: str) -> None:
     def chart(name, build):
         return view.derive(name, lambda: vega_spec(build()))  # converted once per snapshot
 
+    if present:
+        marks = why.compile_marks(view.compiles())
+        left, right = st.columns(2)
+        draw_chart(
+            left,
+            chart(
+                "present_cumulative",
+                lambda: charts.cumulative_chart(steps, break_even=be, projection=projection).properties(
+                    height=PRESENT_CHART_HEIGHT
+                ),
+            ),
+        )
+        draw_chart(
+            right,
+            chart(
+                "present_steps",
+                lambda: charts.step_time_chart(steps, marks=marks).properties(height=PRESENT_CHART_HEIGHT),
+            ),
+        )
+        return
     draw_chart(st, chart("cumulative", lambda: charts.cumulative_chart(steps, break_even=be, projection=projection)))
     if view.counts()["compiled"]:  # a lead needs both variants at the same step
         draw_chart(st, chart("lead", lambda: charts.lead_chart(steps, break_even=be, projection=projection)))

@@ -45,7 +45,10 @@ class RunView:
 
     def poll(self, store: Store) -> int:
         """Read events newer than the last one seen; returns how many arrived."""
-        new = store.events_after(self.run_id, self.last_id)
+        return self.feed(store.events_after(self.run_id, self.last_id))
+
+    def feed(self, new: list[dict[str, Any]]) -> int:
+        """Take events in stored order (each with its `id`): the store's, or a replay's."""
         for e in new:
             {"step": self._steps, "compile": self._compiles}.get(e["kind"], self._epochs).append(e)
             if e.get("recorded_at") is not None:

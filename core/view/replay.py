@@ -1,0 +1,205 @@
+"""Replays: a recorded race played back through the very same live view as a real one.
+
+On stage a cold compile can stall, and the GPU box can be busy or out of reach. A race already
+measured (a stored run, or a bundle shipped in assets/recordings) holds every event with the time
+it was recorded; played back, its events reach the live view at their recorded offsets (1x, 2x, 5x,
+or all at once), so the page shows the same states, progress, charts, cards and reading as it did
+live. Nothing is measured: no job is queued and no device is used, and the page says it is a replay,
+with the device and date of the recording.
+
+Torch-free: this is the view layer; the clock is passed in, so tests drive it by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from core import PROJECT_ROOT
+from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
+from core.runs.store import Run, Store
+from core.view.live import RunView
+from core.view.live_board import LiveSnapshot, snapshot_of
+
+RECORDINGS_DIR = os.path.join(PROJECT_ROOT, "assets", "recordings")
+SPEEDS: dict[str, float | None] = {"1x": 1.0, "2x": 2.0, "5x": 5.0, "instant": None}
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A finished race and its events in recorded order, each with its offset from the first."""
+
+    key: str  # "file:<stem>" or "run:<id>": what a link names
+    run: Run
+    events: tuple[dict[str, Any], ...]
+
+    @property
+    def duration_s(self) -> float:
+        return self.events[-1]["offset_s"] if self.events else 0.0
+
+    @property
+    def label(self) -> str:
+        """'pointwise_mlp, batch 4,096, 3 x 500 steps: recorded on Intel Xeon (cpu), torch 2.14.1, 2026-11-30'."""
+        p, env = self.run.params or {}, self.run.environment or {}
+        when = time.strftime("%Y-%m-%d", time.localtime(self.run.finished_at or self.run.created_at))
+        device = env.get("device_name") or env.get("cpu_name") or "an unnamed device"
+        return (
+            f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
+            f"{p.get('steps_per_epoch', '?')} steps: recorded on {device} ({env.get('device_type', '?')}), "
+            f"torch {env.get('torch', '?')}, {when}"
+        )
+
+
+def recording_from_bundle(data: dict[str, Any], key: str) -> Recording:
+    """A bundle as a recording, checked exactly as an import checks it (BundleError if it is not one)."""
+    fields, events = validate_bundle(data)
+    if not any(e.get("recorded_at") is not None for e in events):
+        raise BundleError("events: a replay needs the time each event was recorded (recorded_at)")
+    run = Run(
+        id=0,
+        kind="race",
+        params=fields["params"],
+        owner="recording",
+        device_key="recording",
+        status=fields["status"],
+        phase=fields["status"],
+        progress=1.0,
+        created_at=fields["created_at"],
+        started_at=fields.get("started_at"),
+        finished_at=fields.get("finished_at"),
+        heartbeat_at=None,
+        pid=None,
+        host=None,
+        time_limit_s=None,
+        cancel_requested=0,
+        environment=fields.get("environment"),
+        summary=fields.get("summary"),
+        details=fields.get("details"),
+        error=fields.get("error"),
+        imported=1,
+    )
+    timed = sorted(enumerate(events), key=lambda ie: (float(ie[1].get("recorded_at") or 0.0), ie[0]))
+    first = float(timed[0][1].get("recorded_at") or 0.0)
+    ordered = tuple(
+        {**e, "id": n, "offset_s": max(float(e.get("recorded_at") or first) - first, 0.0)}
+        for n, (_, e) in enumerate(timed, start=1)
+    )
+    return Recording(key, run, ordered)
+
+
+def recording_from_run(store: Store, run_id: int) -> Recording:
+    """A stored finished race as a recording (through its bundle, so it is checked like one)."""
+    return recording_from_bundle(export_bundle(store, run_id), f"run:{run_id}")
+
+
+def shipped_recordings(folder: str = RECORDINGS_DIR) -> dict[str, str]:
+    """The recordings shipped with the app: key ('file:<stem>') -> bundle path."""
+    return {
+        f"file:{os.path.splitext(os.path.basename(path))[0]}": path
+        for path in sorted(glob.glob(os.path.join(folder, "*.json")))
+    }
+
+
+def load_recording(key: str, store: Store | None = None, folder: str = RECORDINGS_DIR) -> Recording:
+    """The recording a key names: 'file:<stem>' (shipped) or 'run:<id>' (a stored race)."""
+    kind, _, name = key.partition(":")
+    if kind == "file":
+        path = shipped_recordings(folder).get(key)
+        if path is None:
+            raise BundleError(f"there is no shipped recording named {name!r}")
+        return recording_from_bundle(load_bundle_file(path), key)
+    if kind == "run" and name.isdigit() and store is not None:
+        run = store.get_run(int(name))
+        if run is None or run.kind != "race" or not run.finished:
+            raise BundleError(f"run {name} is not a finished race")
+        return recording_from_run(store, int(name))
+    raise BundleError(f"not a recording: {key!r}")
+
+
+@dataclass
+class ReplayClock:
+    """Where a replay is in its recording: seconds of recorded time, at a speed (None: instant),
+    with pause, resume and restart. Times are passed in (time.time() on a page, anything in tests)."""
+
+    speed: float | None
+    started: float
+    paused_at: float | None = None
+    paused_s: float = field(default=0.0)
+
+    def position(self, now: float) -> float:
+        if self.speed is None:
+            return float("inf")
+        end = self.paused_at if self.paused_at is not None else now
+        return max(end - self.started - self.paused_s, 0.0) * self.speed
+
+    def pause(self, now: float) -> None:
+        if self.paused_at is None:
+            self.paused_at = now
+
+    def resume(self, now: float) -> None:
+        if self.paused_at is not None:
+            self.paused_s += now - self.paused_at
+            self.paused_at = None
+
+    def restart(self, now: float) -> None:
+        self.started, self.paused_at, self.paused_s = now, None, 0.0
+
+    def wall_time_of(self, offset_s: float) -> float:
+        """When, on the wall clock, a recorded offset was (or will be) replayed."""
+        if self.speed is None:
+            return self.started
+        return self.started + self.paused_s + offset_s / self.speed
+
+
+def events_until(recording: Recording, position: float) -> list[dict[str, Any]]:
+    """The events recorded up to `position` seconds into the recording, in recorded order."""
+    return [e for e in recording.events if e["offset_s"] <= position]
+
+
+def replay_state(recording: Recording, shown: list[dict[str, Any]]) -> tuple[str, str, float]:
+    """(status, phase, progress) of the race as of the events shown, worded as the worker words them."""
+    params = recording.run.params or {}
+    epochs = int(params.get("epochs") or 1)
+    total = 2 * epochs * int(params.get("steps_per_epoch") or 1)
+    train = [e for e in shown if e["kind"] == "step" and e.get("phase") == "train"]
+    if len(shown) == len(recording.events):
+        return recording.run.status, recording.run.status, 1.0
+    progress = min(len(train) / total, 1.0) if total else 0.0
+    if not train:
+        return "running", "starting", progress
+    last = train[-1]
+    eager_done = sum(1 for e in train if e["variant"] == "eager") >= total // 2
+    if last["variant"] == "eager" and eager_done:
+        return "running", "compiling", progress  # the first compiled step, compile included, is not in yet
+    return "running", f"{last['variant']} epoch {last.get('epoch') or 1}/{epochs}", progress
+
+
+def replay_view(recording: Recording, clock: ReplayClock, now: float) -> LiveSnapshot:
+    """The live view's snapshot of the replay at `now`: the run as it stood then, its events so far
+    (their recorded times moved to when they are replayed, so 'compiling: 6 s so far' counts replay time)."""
+    shown = [
+        {**e, "recorded_at": clock.wall_time_of(e["offset_s"])} for e in events_until(recording, clock.position(now))
+    ]
+    status, phase, progress = replay_state(recording, shown)
+    finished = status == recording.run.status and len(shown) == len(recording.events)
+    run = dataclasses.replace(
+        recording.run,
+        status=status,
+        phase=phase,
+        progress=progress,
+        summary=recording.run.summary if finished else None,
+        details=recording.run.details if finished else None,
+        error=recording.run.error if finished else None,
+        finished_at=recording.run.finished_at if finished else None,
+    )
+    view = RunView(0, "replay")
+    view.feed(shown)
+    return snapshot_of(run, view, phase)
+
+
+def replay_finished(recording: Recording, clock: ReplayClock, now: float) -> bool:
+    return clock.position(now) >= recording.duration_s
