@@ -16,12 +16,14 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends g++ tini curl \
     && rm -rf /var/lib/apt/lists/*
 
-# torch and torchvision built against CUDA (the wheel index names the CUDA version), then the rest.
+# torch and torchvision built against CUDA (the wheel index names the CUDA version), then the rest,
+# timm and transformers included so the host limits may allow timm:<name> and hf:<name> models
+# (they find this torch already installed and keep it).
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu124
 WORKDIR /app
-COPY requirements.txt ./
+COPY requirements.txt requirements-models.txt ./
 RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" torch torchvision \
-    && pip install --no-cache-dir -r requirements.txt
+    && pip install --no-cache-dir -r requirements.txt -r requirements-models.txt
 
 COPY . .
 RUN useradd --create-home --uid 1000 lab && mkdir -p /data && chown lab:lab /data

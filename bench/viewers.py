@@ -117,6 +117,7 @@ class Viewer:
     shown: list[tuple[float, int, int]] = field(default_factory=list)  # (time.time(), eager, compiled)
     full_runs: int = 0
     fragment_runs: int = 0
+    early_runs: int = 0  # script runs stopped by the next rerun request before they finished
     messages: int = 0
     refs: int = 0
     received_bytes: int = 0
@@ -186,6 +187,8 @@ class Viewer:
                     elif kind == "script_finished":
                         if msg.script_finished == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY:
                             self.fragment_runs += 1
+                        elif msg.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+                            self.early_runs += 1
                         else:
                             self.full_runs += 1
                             self.rendered.set()
@@ -220,6 +223,7 @@ class Result:
     compiled_step_s: float | None
     fragment_runs: int
     full_runs: int
+    early_runs: int
     idle_viewers: int  # viewers whose live view never refreshed during the race
     refs: int
     messages: int
@@ -336,6 +340,7 @@ async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: 
         compiled_step_s=summary.get("compiled_median_step_s"),
         fragment_runs=sum(v.fragment_runs for v in viewers),
         full_runs=sum(v.full_runs for v in viewers),
+        early_runs=sum(v.early_runs for v in viewers),
         idle_viewers=sum(1 for v in viewers if v.fragment_runs == 0),
         refs=sum(v.refs for v in viewers),
         messages=sum(v.messages for v in viewers),
@@ -437,6 +442,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 f"  {n:>3} viewers: server {result.cpu_cores:.3f} cores over {result.window_s:.0f} s, "
                 f"stale max {result.staleness_max_s if result.staleness_max_s is not None else float('nan'):.2f} s, "
                 f"{result.fragment_runs} fragment and {result.full_runs} full script runs, "
+                f"{result.early_runs} stopped early by the next rerun, "
                 f"{result.idle_viewers} viewers never refreshed, "
                 f"load average {load_average()}",
                 flush=True,

@@ -63,6 +63,23 @@ def test_the_image_installs_torch_built_for_cuda(docker):
     assert "-r requirements.txt" in runs and "g++" in runs and "tini" in runs
 
 
+def test_the_image_installs_the_model_libraries_the_host_limits_may_allow(docker):
+    """timm:<name> and hf:<name> models need timm and transformers; the README's host limits allow
+    them, so the image installs requirements-models.txt, after torch (so pip keeps the CUDA build)."""
+    steps, _ = docker
+    install_at = [i for i, (w, rest) in enumerate(steps) if w == "RUN" and "pip install" in rest]
+    assert len(install_at) == 1
+    commands = [c.strip() for c in steps[install_at[0]][1].split("&&")]
+    torch_at = next(i for i, c in enumerate(commands) if "${TORCH_INDEX_URL}" in c)
+    models_at = next(i for i, c in enumerate(commands) if "-r requirements-models.txt" in c)
+    assert torch_at < models_at and "--index-url" not in commands[models_at]
+    copied_before = [rest.split()[:-1] for w, rest in steps[: install_at[0]] if w == "COPY"]
+    assert any("requirements-models.txt" in sources for sources in copied_before)
+    with open(os.path.join(ROOT, "requirements-models.txt")) as fh:
+        wanted = {re.split(r"[<>=!~\[ ]", line.strip())[0] for line in fh if line.strip() and line[0] != "#"}
+    assert {"timm", "transformers"} <= wanted
+
+
 def test_the_data_directory_is_a_volume(docker):
     steps, env = docker
     assert json.loads(one(steps, "VOLUME")) == [env["COMPILE_LAB_DATA"]]

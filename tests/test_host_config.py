@@ -67,6 +67,16 @@ def test_a_malformed_config_file_is_refused_naming_the_file_and_setting(tmp_path
     assert words.format(path=path) in str(raised.value)
 
 
+def test_a_config_file_that_is_not_utf8_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "host.toml"
+    path.write_bytes('[limits]\nallowed_models = ["modèle"]\n'.encode("latin-1"))  # saved as Latin-1
+    with pytest.raises(ConfigError) as raised:
+        load_host_limits({"COMPILE_LAB_CONFIG": str(path)})
+    message = str(raised.value)
+    assert f"the host configuration {path} is not valid TOML" in message and "not UTF-8" in message, message
+    assert "0xe8" in message
+
+
 def test_a_missing_config_file_is_refused_naming_it(tmp_path):
     with pytest.raises(ConfigError, match="cannot read the host configuration .*nope.toml"):
         load_host_limits({"COMPILE_LAB_CONFIG": str(tmp_path / "nope.toml")})
@@ -80,13 +90,15 @@ def test_good_values_parse_and_none_removes_a_limit(tmp_path):
     assert limits == HostLimits(allowed_models=("mlp", "gpt"), max_batch_size=64, max_epochs=5, job_time_limit_s=None)
 
 
-@pytest.mark.parametrize("toml", ["[limits\n", "limits = 5\n", "[limits]\nmax_batch_size = -1\n"])
+@pytest.mark.parametrize(
+    "toml", ["[limits\n", "limits = 5\n", "[limits]\nmax_batch_size = -1\n", b"[limits]\nallowed_models = ['\xe9']\n"]
+)
 def test_a_malformed_config_is_a_message_on_the_page_and_nothing_can_be_launched(
     store, sleepers, monkeypatch, tmp_path, toml
 ):
     record_probe(store)
     path = tmp_path / "host.toml"
-    path.write_text(toml)
+    path.write_bytes(toml if isinstance(toml, bytes) else toml.encode())
     monkeypatch.setenv("COMPILE_LAB_CONFIG", str(path))
     at = app()
     assert not at.exception
@@ -109,10 +121,12 @@ def test_nonsense_limits_in_the_environment_are_a_message_on_the_page(store, sle
     assert at.button[0].disabled
 
 
-@pytest.mark.parametrize("toml", ["[limits\n", "limits = 5\n", "[limits]\nallowed_models = []\n"])
+@pytest.mark.parametrize(
+    "toml", ["[limits\n", "limits = 5\n", "[limits]\nallowed_models = []\n", b"[limits]\nallowed_models = ['\xe9']\n"]
+)
 def test_submit_with_a_malformed_config_is_one_line_and_exit_status_2(tmp_path, toml):
     path = tmp_path / "host.toml"
-    path.write_text(toml)
+    path.write_bytes(toml if isinstance(toml, bytes) else toml.encode())
     done = subprocess.run(
         [sys.executable, "-m", "core", "submit", *QUICK_CLI, "--store", str(tmp_path / "s.sqlite3")],
         cwd=ROOT,

@@ -232,3 +232,61 @@ def test_races_are_numbered_for_people_without_the_ids_demos_and_probes_take(sto
     assert store.race_numbers() == {first: 1, second: 2, third: 3}
     store.delete_run(second)
     assert store.race_numbers([third]) == {third: 3}  # deleting a race leaves the others' numbers
+    assert store.race_numbers([probe, demo, second]) == {}  # not races, or no longer stored
+    fourth = store.create_run("race", {}, "ann", "cpu")
+    store.delete_run(fourth)
+    fifth = store.create_run("race", {}, "ann", "cpu")
+    assert store.race_numbers([fifth]) == {fifth: 5}  # a deleted race's number is never given again
+    assert store.get_run(fifth).race_number == 5
+
+
+def test_purging_old_probes_and_demos_leaves_race_numbers_unchanged(store):
+    from core.runs import admin
+
+    now = time.time()
+    old = dict(status="done", finished_at=now - 40 * 86400)
+    probe = store.create_run("probe", {}, "system", "probe", **old)
+    demo = store.create_run("demo", {"demo": "graphs", "params": {}}, "ann", "cpu", **old)
+    races = [store.create_run("race", {}, "ann", "cpu", status="done", finished_at=now) for _ in range(2)]
+    store.create_run("probe", {}, "system", "probe", status="done", finished_at=now)  # the latest: kept
+    later_demo = store.create_run("demo", {"demo": "graphs", "params": {}}, "ann", "cpu", **old)
+    races.append(store.create_run("race", {}, "bob", "cpu", status="done", finished_at=now))
+    before = store.race_numbers()
+    assert before == {races[0]: 1, races[1]: 2, races[2]: 3}
+    assert admin.purge_older_than(store, 30, now=now) == 3
+    assert all(store.get_run(i) is None for i in (probe, demo, later_demo))
+    assert store.race_numbers() == before
+    after = store.create_run("race", {}, "ann", "cpu")
+    assert store.race_numbers([after]) == {after: 4}
+
+
+VERSION_4_RUNS = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '4');
+CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, params TEXT NOT NULL,
+  owner TEXT NOT NULL, device_key TEXT NOT NULL, status TEXT NOT NULL, phase TEXT NOT NULL DEFAULT '',
+  progress REAL NOT NULL DEFAULT 0, created_at REAL NOT NULL, started_at REAL, finished_at REAL,
+  heartbeat_at REAL, pid INTEGER, host TEXT, time_limit_s REAL, cancel_requested INTEGER NOT NULL DEFAULT 0,
+  environment TEXT, summary TEXT, details TEXT, error TEXT, imported INTEGER NOT NULL DEFAULT 0,
+  client TEXT, sweep_id INTEGER);
+"""
+
+
+def test_a_version_4_store_keeps_the_numbers_its_races_were_shown_with(tmp_path):
+    path = str(tmp_path / "old.sqlite3")
+    conn = sqlite3.connect(path)
+    conn.executescript(VERSION_4_RUNS)
+    for kind in ("probe", "race", "demo", "race", "race", "probe"):  # ids 1..6; races 2, 4, 5 were 1, 2, 3
+        conn.execute(
+            "INSERT INTO runs (kind, params, owner, device_key, status, created_at) VALUES (?, '{}', 'a', 'cpu', 'done', 1)",
+            (kind,),
+        )
+    conn.execute("DELETE FROM runs WHERE id = 5")  # the third race was deleted before the upgrade
+    conn.commit()
+    conn.close()
+    store = Store(path)
+    assert store.schema_version() == SCHEMA_VERSION == 5
+    assert store.race_numbers() == {2: 1, 4: 2}
+    new = store.create_run("race", {}, "a", "cpu")
+    assert (new, store.race_numbers([new])) == (7, {7: 4})  # the number the old count gave it; 3 is not reused
+    assert Store(path).race_numbers() == {2: 1, 4: 2, 7: 4}  # opening again changes nothing

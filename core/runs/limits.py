@@ -239,6 +239,11 @@ def _read_config_file(path: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read the host configuration {path} (COMPILE_LAB_CONFIG): {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"the host configuration {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8; a file saved in another encoding is not TOML
+        raise ConfigError(
+            f"the host configuration {path} is not valid TOML: it is not UTF-8 text "
+            f"(byte {exc.object[exc.start]:#04x} at offset {exc.start}); save it as UTF-8"
+        ) from None
     unknown = [key for key in data if key not in CONFIG_TABLES]
     if unknown:
         raise ConfigError(

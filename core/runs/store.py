@@ -7,7 +7,6 @@ here, once, with its version, so a later release can migrate it.
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import sqlite3
@@ -19,7 +18,7 @@ from typing import Any
 
 from core.engine.spec import data_home
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 30_000
 FINAL_STATES = ("done", "failed", "cancelled")
 ACTIVE_STATES = ("starting", "running")
@@ -49,7 +48,8 @@ CREATE TABLE IF NOT EXISTS runs (
     error TEXT,
     imported INTEGER NOT NULL DEFAULT 0,
     client TEXT,                        -- a visitor's address, kept only where host limits count by it
-    sweep_id INTEGER                    -- the sweep this race is a point of (sweeps.id), or NULL
+    sweep_id INTEGER,                   -- the sweep this race is a point of (sweeps.id), or NULL
+    race_number INTEGER                 -- a race's number for people (1, 2, 3...), given once; NULL otherwise
 );
 CREATE INDEX IF NOT EXISTS runs_queue ON runs (status, device_key, id);
 CREATE TABLE IF NOT EXISTS events (
@@ -79,7 +79,7 @@ CREATE TABLE IF NOT EXISTS sweeps (
 
 RUN_COLUMNS = (
     "id kind params owner device_key status phase progress created_at started_at finished_at heartbeat_at "
-    "pid host time_limit_s cancel_requested environment summary details error imported client sweep_id"
+    "pid host time_limit_s cancel_requested environment summary details error imported client sweep_id race_number"
 ).split()
 JSON_COLUMNS = ("params", "environment", "summary", "details")
 EVENT_COLUMNS = "id run_id kind variant phase epoch step time_s eval_time_s loss samples recorded_at note".split()
@@ -89,6 +89,16 @@ MIGRATIONS = {
     2: ("ALTER TABLE events ADD COLUMN note TEXT",),
     3: ("ALTER TABLE runs ADD COLUMN client TEXT",),  # the address host limits count a visitor by, if asked
     4: ("ALTER TABLE runs ADD COLUMN sweep_id INTEGER",),  # the sweeps table itself: CREATE ... IF NOT EXISTS
+    # Race numbers were a race's id less the other jobs' ids before it, so purging old probes and demos
+    # renumbered the races after them: each race now keeps the number it had, and new races count on
+    # from the last number given (meta's last_race_number), whatever was deleted since.
+    5: (
+        "ALTER TABLE runs ADD COLUMN race_number INTEGER",
+        "UPDATE runs SET race_number = id - (SELECT COUNT(*) FROM runs AS o WHERE o.kind != 'race' AND o.id < runs.id)"
+        " WHERE kind = 'race'",
+        "INSERT OR REPLACE INTO meta (key, value) SELECT 'last_race_number', "
+        "COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0) - (SELECT COUNT(*) FROM runs WHERE kind != 'race')",
+    ),
 }
 # Indexes on columns a migration adds: created once every store has the column.
 AFTER_MIGRATIONS = ("CREATE INDEX IF NOT EXISTS runs_by_sweep ON runs (sweep_id, id)",)
@@ -126,6 +136,7 @@ class Run:
     imported: int
     client: str | None = None
     sweep_id: int | None = None
+    race_number: int | None = None  # given when a race is created (Store.race_numbers)
 
     @property
     def finished(self) -> bool:
@@ -245,11 +256,21 @@ class Store:
             "created_at": fields.pop("created_at", time.time()),
             **fields,
         }
-        return self._insert_run(self._conn, values)
+        with self.transaction(immediate=True) as c:  # the race's number and its row, both or neither
+            return self._insert_run(c, values)
 
     @staticmethod
     def _insert_run(conn: sqlite3.Connection, values: dict[str, Any]) -> int:
-        values = {k: _encode(k, v) for k, v in values.items()}
+        """Insert one run row inside the caller's transaction; a race gets the next race number."""
+        values = {k: _encode(k, v) for k, v in values.items() if k != "race_number"}
+        if values.get("kind") == "race":
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('last_race_number', '1') "
+                "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+            )
+            values["race_number"] = int(
+                conn.execute("SELECT value FROM meta WHERE key = 'last_race_number'").fetchone()[0]
+            )
         cols = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         cur = conn.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", tuple(values.values()))
@@ -306,12 +327,22 @@ class Store:
 
     def race_numbers(self, run_ids: Iterable[int] | None = None) -> dict[int, int]:
         """Races numbered for people: 1, 2, 3... in the order they were created. Run ids also count
-        probes and demos (a first race can be id 2, an import id 9), so a race's number is its id
-        less the other jobs created before it; deleting a race leaves the others' numbers alone."""
-        others = [r[0] for r in self._conn.execute("SELECT id FROM runs WHERE kind != 'race' ORDER BY id")]
+        probes and demos (a first race can be id 2, an import id 9), so each race is given the next
+        number when it is created and keeps it: deleting a race, or purging old probes and demos,
+        leaves every other race's number alone, and a number is never given twice. Ids that are not
+        races (or no longer stored) are left out."""
         if run_ids is None:
-            run_ids = [r[0] for r in self._conn.execute("SELECT id FROM runs WHERE kind = 'race'")]
-        return {int(i): int(i) - bisect.bisect_left(others, int(i)) for i in run_ids}
+            rows = self._conn.execute("SELECT id, race_number FROM runs WHERE kind = 'race'").fetchall()
+        else:
+            ids = sorted({int(i) for i in run_ids})
+            rows = []
+            for start in range(0, len(ids), 500):  # SQLite's limit on bound parameters
+                chunk = ids[start : start + 500]
+                rows += self._conn.execute(
+                    f"SELECT id, race_number FROM runs WHERE kind = 'race' AND id IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+        return {int(r[0]): int(r[1]) for r in rows if r[1] is not None}
 
     # -- sweeps -------------------------------------------------------------------------------
 
