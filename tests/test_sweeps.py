@@ -5,7 +5,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import CPU, QUICK_CLI, ROOT, quick_spec
@@ -193,7 +192,6 @@ def cli(store_path, *args, timeout=600):
 
 def test_a_small_real_sweep_runs_both_points_and_reports_them(tmp_path):
     path = str(tmp_path / "store.sqlite3")
-    started = time.monotonic()
     done = cli(path, "sweep", *QUICK_CLI, "--batch-sizes", "8,16", "--json", "--plan-steps", "10000")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -215,7 +213,6 @@ def test_a_small_real_sweep_runs_both_points_and_reports_them(tmp_path):
     assert "point 2/2 batch size 16: done" in report.stdout and "needs eager step times at 3" in report.stdout
     plan = cli(path, "plan", str(runs[0].id), "--epochs", "10", "--steps-per-epoch", "1000")
     assert plan.returncode == 0 and "Over 10,000 steps compile" in plan.stdout
-    assert time.monotonic() - started < 600
 
 
 def test_the_sweep_command_refuses_bad_input_with_one_line_per_problem(tmp_path):
