@@ -11,6 +11,7 @@ from core.view import sweep_charts
 from core.view import sweep_form as form
 from core.view.race_form import CHOICES, describe_duration, scope_label
 from core.view.reference import regional_reference_rows
+from core.view.safe_text import markdown_text
 
 owner = visitor()
 caps = jobs.known_caps(store())
@@ -71,11 +72,11 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
             allowed = form.axis_options(name, caps, form.form_sweep(st.session_state).base, limits)
             right.multiselect(f"{sweeps.AXES[name][0].capitalize()} values", allowed, key=f"sweep_values{i}")
         if i in axis_errors:
-            right.error(axis_errors[i])
+            right.error(markdown_text(axis_errors[i]))  # it quotes what the visitor typed
     sweep = form.form_sweep(st.session_state)
     problems = sweeps.sweep_problems(sweep, caps, limits)
     for problem in problems:
-        st.error(f"{problem.field.replace('_', ' ')}: {problem.message}")
+        st.error(markdown_text(f"{problem.field.replace('_', ' ')}: {problem.message}"))
     if caps is None:
         st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
         wait_for_device()
@@ -92,9 +93,15 @@ if launched:
         st.session_state.followed_sweep = sweep_id
         st.query_params["sweep"] = str(sweep_id)
     except SpecError as exc:
-        st.error("; ".join(str(p) for p in exc.problems))
+        st.error(markdown_text("; ".join(str(p) for p in exc.problems)))
     except jobs.JobError as exc:
-        st.error(str(exc))
+        st.error(markdown_text(exc))
+
+
+def gone_text(sweep_id: int) -> str:
+    if store().get_sweep(sweep_id) is None:
+        return f"Sweep {sweep_id} does not exist: it may have been deleted."
+    return f"Sweep {sweep_id} has no points left: they were deleted."
 
 
 def open_stored() -> None:
@@ -109,26 +116,33 @@ if stored:
                  on_change=open_stored)  # fmt: skip
 followed = followed_sweep()
 found = sweeps.stored_sweep(store(), followed) if followed is not None else None
-polling = found is not None and not sweeps.sweep_finished(found[1])
+polling = found is not None and sweeps.sweep_running(found[1])
 
 
 @st.fragment(run_every=1.0 if polling else None)
 def live(sweep_id: int) -> None:
     tick()
-    found = sweeps.stored_sweep(store(), sweep_id)
-    if found is None:
-        st.info(f"Sweep {sweep_id} no longer exists.")
+    row = store().get_sweep(sweep_id)  # read once: the sweep may be deleted while it is followed
+    found = sweeps.stored_sweep(store(), sweep_id) if row is not None else None
+    if found is None or not found[1]:
+        if polling:
+            st.rerun()  # stop polling: the page redraws without this sweep
+        st.info(gone_text(sweep_id))
         return
     sweep, runs = found
-    if polling and sweeps.sweep_finished(runs):
+    if polling and not sweeps.sweep_running(runs):
         st.rerun()  # stop polling: redraw once with every point final
     top, cancel_col = st.columns([5, 1])
-    state = sweeps.sweep_state(store(), runs)
+    state = sweeps.sweep_state(store(), runs, shown=markdown_text)
     top.progress(min(sweeps.sweep_progress(runs), 1.0), text=f"Sweep #{sweep_id}: {state}")
     me = visitor()
-    if not sweeps.sweep_finished(runs) and store().get_sweep(sweep_id).owner == me:
+    if sweeps.sweep_running(runs) and row.owner == me:
         if cancel_col.button("Cancel sweep", key=f"cancel_sweep_{sweep_id}"):
-            sweeps.cancel_sweep(store(), sweep_id, me)
+            try:
+                sweeps.cancel_sweep(store(), sweep_id, me)
+            except jobs.JobError as exc:  # deleted meanwhile
+                st.error(markdown_text(exc))
+                return
             st.rerun()
     frame = view.sweep_frame(sweep, runs, store())
     st.dataframe(view.points_table(frame), hide_index=True, width="stretch")
@@ -151,6 +165,8 @@ if found is not None:
     live(followed)
 elif followed is not None and store().get_sweep(followed) is not None:
     st.error(f"Sweep {followed} cannot be read: its stored definition is damaged.")
+elif followed is not None:
+    st.info(gone_text(followed))
 else:
     st.info("Choose the axes and press Launch sweep. Each point runs as a race in a background worker.")
 st.markdown("**Whole vs regional compile, published figures for scale**")

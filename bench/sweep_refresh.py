@@ -43,6 +43,7 @@ from core.runs import jobs, sweeps  # noqa: E402
 from core.runs.store import Store  # noqa: E402
 from core.runs.sweeps import Axis, SweepSpec  # noqa: E402
 from core.view import sweep_charts  # noqa: E402
+from core.view.safe_text import markdown_text  # noqa: E402
 from core.view.sweep import (  # noqa: E402
     break_even_note,
     points_table,
@@ -110,8 +111,9 @@ def fixture(store: Store) -> int:
 def refresh(store: Store, sweep_id: int, lap, cached: bool) -> None:
     """One live-fragment refresh, as app_pages/sweep.py `live` does it."""
     jobs.tick(store)
+    store.get_sweep(sweep_id)  # the owner, for the cancel button
     sweep, runs = sweeps.stored_sweep(store, sweep_id)
-    sweeps.sweep_state(store, runs)
+    sweeps.sweep_state(store, runs, shown=markdown_text)
     sweeps.sweep_progress(runs)
     lap("tick + sweep and points from the store")
     frame = sweep_frame(sweep, runs, store)

@@ -636,16 +636,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def follow_sweep(store, sweep_id: int, args: argparse.Namespace) -> int:
     """Follow a sweep to its end: a line per finished point and a progress line on stderr; Ctrl-C
-    cancels the whole sweep. Then the report (or JSON) on stdout."""
+    cancels the whole sweep. Then the report (or JSON) on stdout. A sweep deleted while followed
+    (by its owner elsewhere, or the host) ends the follow with one line saying so."""
     from core.runs import jobs, sweeps
-    from core.view.sweep import point_line, sweep_frame, terminal_text
+    from core.view.safe_text import terminal_text
+    from core.view.sweep import point_line, sweep_frame
 
     stream, reported, last = sys.stderr, set(), ""
     cancelled = False
     while True:
         try:
             jobs.tick(store)
-            sweep, runs = sweeps.stored_sweep(store, sweep_id)
+            found = sweeps.stored_sweep(store, sweep_id)
+            if found is None or not found[1]:
+                if stream.isatty() and last:
+                    stream.write("\n")
+                print(f"error: {sweep_gone(store, sweep_id)}", file=sys.stderr)
+                return EXIT_FAILED
+            sweep, runs = found
             frame = sweep_frame(sweep, runs, store)
             for row in frame.itertuples():
                 if row.status in ("done", "failed", "cancelled") and row.run_id not in reported:
@@ -665,18 +673,34 @@ def follow_sweep(store, sweep_id: int, args: argparse.Namespace) -> int:
             cancelled = True
     if stream.isatty():
         stream.write("\n")
-    print_sweep(store, sweep_id, args)
+    if not print_sweep(store, sweep_id, args):
+        return EXIT_FAILED
     statuses = {r.status for r in store.sweep_runs(sweep_id)}
     if cancelled or "cancelled" in statuses:
         return EXIT_CANCELLED
     return EXIT_FAILED if "failed" in statuses else EXIT_OK
 
 
-def print_sweep(store, sweep_id: int, args: argparse.Namespace) -> None:
+def sweep_gone(store, sweep_id: int) -> str:
+    """Why a sweep cannot be shown: deleted, its points deleted, or its definition damaged."""
+    if store.get_sweep(sweep_id) is None:
+        return f"sweep {sweep_id} no longer exists (it was deleted)"
+    if not store.sweep_runs(sweep_id):
+        return f"sweep {sweep_id} has no points left (they were deleted)"
+    return f"sweep {sweep_id} cannot be read: its stored definition is damaged"
+
+
+def print_sweep(store, sweep_id: int, args: argparse.Namespace) -> bool:
+    """The sweep's report (or JSON) on stdout; False, with one line on stderr, if it is gone."""
     from core.runs import sweeps
+    from core.view.safe_text import terminal_text
     from core.view.sweep import sweep_frame, sweep_json, sweep_report
 
-    sweep, runs = sweeps.stored_sweep(store, sweep_id)
+    found = sweeps.stored_sweep(store, sweep_id)
+    if found is None:
+        print(f"error: {sweep_gone(store, sweep_id)}", file=sys.stderr)
+        return False
+    sweep, runs = found
     frame = sweep_frame(sweep, runs, store)
     state = sweeps.sweep_state(store, runs)
     plan_steps = getattr(args, "plan_steps", None)
@@ -686,23 +710,24 @@ def print_sweep(store, sweep_id: int, args: argparse.Namespace) -> None:
             from core.view.sweep import plan_rows
 
             data["plan"] = {"steps": plan_steps, "points": plan_rows(frame, runs, plan_steps)}
-        print(json.dumps(data, default=float))
+        print(json.dumps(data, default=float))  # json escapes every control character
     else:
-        print(sweep_report(sweep, frame, state, plan_steps, runs))
+        print(terminal_text(sweep_report(sweep, frame, state, plan_steps, runs), one_line=False))
+    return True
 
 
 def cmd_sweeps(args: argparse.Namespace) -> int:
     from core.runs import jobs, sweeps
-    from core.view.sweep import terminal_text
+    from core.runs.identity import shown_owner
+    from core.view.safe_text import terminal_text
 
     store = open_store(args)
     jobs.tick(store)
     if args.sweep_id is not None:
-        if sweeps.stored_sweep(store, args.sweep_id) is None:
+        if store.get_sweep(args.sweep_id) is None:
             print(f"error: there is no sweep {args.sweep_id}", file=sys.stderr)
             return EXIT_USAGE
-        print_sweep(store, args.sweep_id, args)
-        return EXIT_OK
+        return EXIT_OK if print_sweep(store, args.sweep_id, args) else EXIT_FAILED
     rows = []
     for row in store.list_sweeps(limit=args.limit):
         found = sweeps.stored_sweep(store, row.id)
@@ -711,7 +736,9 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
         sweep, runs = found
         rows.append((row, sweep, sweeps.sweep_state(store, runs)))
     if args.json:
-        print(json.dumps([{"sweep_id": r.id, "owner": r.owner, "state": st, **sw.to_dict()} for r, sw, st in rows]))
+        # An owner's whole token would let anyone with a shell cancel or delete that visitor's sweeps.
+        listing = [{"sweep_id": r.id, "owner": shown_owner(r.owner), "state": st, **sw.to_dict()} for r, sw, st in rows]
+        print(json.dumps(listing))
         return EXIT_OK
     if not rows:
         print("no sweeps stored")
@@ -753,8 +780,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(f"error: there is no sweep {args.sweep}", file=sys.stderr)
             return EXIT_USAGE
         args.plan_steps = steps
-        print_sweep(store, args.sweep, args)
-        return EXIT_OK
+        return EXIT_OK if print_sweep(store, args.sweep, args) else EXIT_FAILED
     run = store.get_run(args.run_id) if args.run_id is not None else None
     if run is None or run.kind != "race":
         print(f"error: there is no race {args.run_id} (give a run id, or --sweep SWEEP_ID)", file=sys.stderr)

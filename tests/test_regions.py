@@ -128,6 +128,39 @@ def test_regional_scope_is_refused_for_a_model_without_a_repeated_block():
     assert validate(RunSpec(model="pointwise_mlp", compile_scope="regional", device="cpu"), CPU) == []
 
 
+@pytest.mark.parametrize("model", ["timm:resnet18", "hf:gpt2", "file:my_model.py"])
+def test_regional_scope_is_refused_at_validation_for_models_outside_the_zoo(model):
+    # Otherwise the race would queue, run its eager half, and fail only when compiling.
+    problems = [p for p in validate(RunSpec(model=model, compile_scope="regional", device="cpu"), CPU)
+                if p.field == "compile_scope"]  # fmt: skip
+    assert len(problems) == 1 and "use 'whole'" in problems[0].message
+    assert "regional compile needs a zoo model" in problems[0].message and "convnext_tiny" in problems[0].message
+    whole = validate(RunSpec(model=model, compile_scope="whole", device="cpu"), CPU)
+    assert not [p for p in whole if p.field == "compile_scope"]
+
+
+def test_every_convnext_block_runs_compiled_although_each_compiles_its_own_graph():
+    # convnext_tiny's 18 blocks each guard on their own drop-path rate: 18 graphs of one code
+    # object, past Dynamo's default recompile limit (8), beyond which a block silently runs eager.
+    import torch._dynamo.config as dynamo_config
+
+    torch.manual_seed(0)
+    model = build_model("convnext_tiny", 32).train()
+    calls: list[int] = []
+    reset_compile_state()
+    setting = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+    before = getattr(dynamo_config, setting)
+    try:
+        setattr(dynamo_config, setting, 8)  # torch's default, whatever an earlier test set
+        blocks = compile_regions(model, "convnext_tiny", backend=counting_backend(calls))
+        assert blocks == 18 and getattr(dynamo_config, setting) > blocks
+        model(torch.randn(2, 3, 32, 32))
+    finally:
+        setattr(dynamo_config, setting, before)
+    assert sum(calls) == blocks  # each block ran as a compiled graph, none fell back to eager
+    assert len(calls) == blocks and read_compile_stats().graphs == blocks  # one graph each: they differ
+
+
 def test_a_regional_race_runs_and_records_its_scope():
     spec = quick_spec(model="pointwise_mlp", batch_size=32, compile_scope="regional")
     result = run_race(spec, caps=CPU)

@@ -14,6 +14,7 @@ from core.engine.spec import DeviceCaps, RunSpec
 from core.runs import jobs
 from core.runs.store import Store
 from core.runs.sweeps import Axis, SweepSpec
+from core.view.safe_text import markdown_text
 
 APP = f"{ROOT}/streamlit_app.py"
 PAGE = "app_pages/sweep.py"
@@ -210,16 +211,16 @@ def test_a_second_axis_and_invalid_values_show_the_problem_and_queue_nothing(sto
     record_probe(store)
     monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "1024")
     at = sweep_page()
-    assert "batch size: this host allows at most 1024 (got 4096)" in texts(at)
+    assert markdown_text("batch size: this host allows at most 1024 (got 4096)") in texts(at)
     at.text_input(key="sweep_text1").set_value("64, many").run()
-    assert "'many' is not a whole number" in texts(at)
+    assert markdown_text("'many' is not a whole number") in texts(at)
     at.text_input(key="sweep_text1").set_value("64, 256").run()
     at.selectbox(key="sweep_axis2").set_value("precision").run()
     assert at.multiselect(key="sweep_values2").options == ["fp32", "amp-bf16"]  # what a CPU can run
     assert at.multiselect(key="sweep_values2").value == ["fp32", "amp-bf16"]
     assert "4 races, one after another" in texts(at)
     at.multiselect(key="sweep_values2").set_value(["fp32"]).run()
-    assert "precision: give at least 2 precision values to sweep" in texts(at)
+    assert markdown_text("precision: give at least 2 precision values to sweep") in texts(at)
     assert next(b for b in at.button if b.label == "Launch sweep").disabled
     assert store.list_sweeps() == []
 
@@ -254,3 +255,42 @@ def test_a_stored_sweep_can_be_opened_from_the_list(store, sleepers):
     picker.set_value(first).run()
     assert not at.exception and at.query_params["sweep"] == str(first)
     assert at.get("progress")[0].proto.text == f"Sweep #{first}: finished: 4 done"
+
+
+def test_text_from_the_visitor_or_the_store_reaches_the_page_inert(store, sleepers):
+    record_probe(store)
+    sweep_id = record_sweep(store, ["done", "running", "queued", "queued"], owner="visitor:0123456789abcdef")
+    running = store.sweep_runs(sweep_id)[1]
+    store.update_run(running.id, phase="[click me](http://evil.example/phish) ![x](http://evil.example/p.png)")
+    at = sweep_page(sweep=sweep_id)
+    assert not at.exception
+    progress = at.get("progress")[0].proto.text
+    assert progress.startswith(f"Sweep #{sweep_id}: point 2 of 4 running: ")  # the sentence itself stays plain
+    assert "[click me](http" not in progress and "![x](" not in progress
+    assert markdown_text("[click me](http://evil.example/phish)") in progress
+    at.text_input(key="sweep_text1").set_value("64, ![x](http://evil.example/p.png)").run()
+    shown = [e.value for e in at.error]
+    assert shown and not any("![x](http" in e for e in shown)  # the typed text is quoted, not rendered
+    assert any(markdown_text("'![x](http://evil.example/p.png)' is not a whole number") in e for e in shown)
+
+
+@pytest.mark.parametrize("what", ["sweep", "points"])
+def test_a_sweep_deleted_while_followed_says_so_and_stops_polling(store, sleepers, what):
+    record_probe(store)
+    sweep_id = record_sweep(store, ["done", "running"], owner="visitor:0123456789abcdef",
+                            axes=(Axis("batch_size", (64, 256)),))  # fmt: skip
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["visitor"] = "0123456789abcdef"
+    at.query_params["sweep"] = str(sweep_id)
+    at.switch_page(PAGE).run()
+    assert not at.exception and at.get("progress")
+    if what == "sweep":
+        store.delete_sweep(sweep_id)
+    else:
+        for run in store.sweep_runs(sweep_id):
+            store.delete_run(run.id)
+    at.run()
+    assert not at.exception and not at.get("progress")
+    said = "does not exist: it may have been deleted" if what == "sweep" else "has no points left: they were deleted"
+    assert f"Sweep {sweep_id} {said}." in texts(at)
+    assert not any(b.label == "Cancel sweep" for b in at.button)

@@ -5,7 +5,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import CPU, QUICK_CLI, ROOT, quick_spec
@@ -193,7 +192,6 @@ def cli(store_path, *args, timeout=600):
 
 def test_a_small_real_sweep_runs_both_points_and_reports_them(tmp_path):
     path = str(tmp_path / "store.sqlite3")
-    started = time.monotonic()
     done = cli(path, "sweep", *QUICK_CLI, "--batch-sizes", "8,16", "--json", "--plan-steps", "10000")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -215,7 +213,6 @@ def test_a_small_real_sweep_runs_both_points_and_reports_them(tmp_path):
     assert "point 2/2 batch size 16: done" in report.stdout and "needs eager step times at 3" in report.stdout
     plan = cli(path, "plan", str(runs[0].id), "--epochs", "10", "--steps-per-epoch", "1000")
     assert plan.returncode == 0 and "Over 10,000 steps compile" in plan.stdout
-    assert time.monotonic() - started < 600
 
 
 def test_the_sweep_command_refuses_bad_input_with_one_line_per_problem(tmp_path):
@@ -230,3 +227,54 @@ def test_the_sweep_command_refuses_bad_input_with_one_line_per_problem(tmp_path)
     assert fp16.returncode == 2 and "precision: amp-fp16 needs a CUDA GPU" in fp16.stderr
     assert cli(path, "sweeps", "7").returncode == 2 and cli(path, "plan", "3", "--steps", "10").returncode == 2
     assert cli(path, "plan", "--steps", "0").returncode == 2
+
+
+# -- the CLI's follow and listing ---------------------------------------------------------------
+
+
+def follow_args(owner="ann", as_json=False):
+    import argparse
+
+    return argparse.Namespace(owner=owner, json=as_json, plan_steps=None)
+
+
+@pytest.mark.parametrize(
+    "remove, said",
+    [
+        (lambda store, sweep_id: store.delete_sweep(sweep_id), "no longer exists (it was deleted)"),
+        (
+            lambda store, sweep_id: [store.delete_run(r.id) for r in store.sweep_runs(sweep_id)],
+            "has no points left (they were deleted)",
+        ),
+    ],
+)
+def test_a_sweep_deleted_while_followed_ends_the_follow_with_one_line(store, sleepers, monkeypatch, capsys, remove,
+                                                                      said):  # fmt: skip
+    import core.__main__ as cli_main
+
+    sweep_id = sweeps.enqueue_sweep(store, batch_sweep(8, 16), "ann", limits=NO_LIMITS, caps=CPU)
+    polls = []
+
+    def deleted_meanwhile(seconds):  # the sweep is deleted elsewhere while this follow waits
+        polls.append(seconds)
+        remove(store, sweep_id)
+
+    monkeypatch.setattr(cli_main.time, "sleep", deleted_meanwhile)
+    code = cli_main.follow_sweep(store, sweep_id, follow_args())
+    err = capsys.readouterr().err
+    assert code == cli_main.EXIT_FAILED and len(polls) == 1  # it stops, and does not poll forever
+    assert err.strip().splitlines()[-1] == f"error: sweep {sweep_id} {said}"
+    assert "Traceback" not in err
+
+
+def test_the_sweeps_listing_shows_a_visitors_owner_masked_like_status(tmp_path, sleepers):
+    from core.runs.identity import shown_owner
+
+    path = str(tmp_path / "store.sqlite3")
+    token = "0123456789abcdef0123456789abcdef"
+    sweeps.enqueue_sweep(Store(path), batch_sweep(8, 16), f"visitor:{token}", limits=NO_LIMITS, caps=CPU)
+    listing = cli(path, "sweeps", "--json")
+    assert listing.returncode == 0, listing.stderr
+    (row,) = json.loads(listing.stdout)
+    assert row["owner"] == shown_owner(f"visitor:{token}") and token not in listing.stdout
+    assert token[:4] in row["owner"]  # still recognisable to its owner

@@ -2,8 +2,9 @@
 
 PyTorch's regional compilation recipe compiles the block that a model repeats (a transformer
 layer, a residual block) in place, instead of the whole model. Dynamo treats a block's parameters
-as inputs, so blocks of the same shape share one compiled graph: the compile is paid once per
-distinct block, not once per layer, while the steady step stays close to whole-model compile
+as inputs, so blocks of the same shape and settings share one compiled graph: the compile is paid
+once per distinct block, not once per layer (blocks that differ, such as convnext_tiny's, each
+compile on their own: `allow_a_graph_per_block`), while the steady step stays close to whole-model compile
 (Hugging Face accelerate's benchmark: Llama-3.2-1B 10.7 s -> 1.95 s at similar speed). What runs
 between the blocks (embeddings, stem, head) stays eager.
 
@@ -67,6 +68,26 @@ def compile_regions(model: Any, name: str, **compile_kwargs: Any) -> int:
     """Compile each repeated block in place (`nn.Module.compile`, torch.compile's options);
     returns how many blocks now run compiled. The model object itself stays the same."""
     blocks = repeated_blocks(model, name)
+    allow_a_graph_per_block(len(blocks))
     for block in blocks:
         block.compile(**compile_kwargs)
     return len(blocks)
+
+
+def allow_a_graph_per_block(blocks: int) -> int:
+    """Raise Dynamo's recompile limit (for this process: a worker runs one race) so that every
+    block may compile a graph of its own, in training and in evaluation; returns the limit now set.
+
+    All blocks share one `forward` code object, and Dynamo keeps at most `recompile_limit` (8)
+    compiled entries per code object: past it, the frame silently runs eager. Blocks that differ
+    in what Dynamo guards on each need an entry: convnext_tiny's 18 blocks each have their own
+    drop-path rate, mobilenet_v3_small's 11 blocks their own channel sizes. Without this, 10 of
+    convnext_tiny's blocks would run eager while the race called them compiled."""
+    import torch._dynamo.config as config
+
+    # torch 2.7 renamed cache_size_limit to recompile_limit (the old name stays as an alias).
+    setting = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    wanted = 2 * (blocks + 1)  # the training flag is guarded on too: evaluation compiles its own
+    if getattr(config, setting) < wanted:
+        setattr(config, setting, wanted)
+    return getattr(config, setting)

@@ -14,7 +14,7 @@ from typing import Any
 
 from core import PROJECT_ROOT
 from core.engine.model_sources import library_problem, model_name_problem, source_of
-from core.engine.regions import COMPILE_SCOPES, region_problem
+from core.engine.regions import COMPILE_SCOPES, REGIONAL_BLOCKS, region_problem
 from core.engine.zoo import MODELS
 
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
@@ -289,6 +289,14 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
         )
 
     if model_ok and source_of(spec.model) != "zoo":
+        if scope_ok and spec.compile_scope == "regional":  # found only after the eager run, otherwise
+            p.append(
+                Problem(
+                    "compile_scope",
+                    f"regional compile needs a zoo model whose repeated block is known ({', '.join(REGIONAL_BLOCKS)});"
+                    f" for {source_of(spec.model)} models use 'whole'",
+                )
+            )
         p.extend(_library_model_problems(spec, caps))
     elif model_ok:
         info = MODELS[spec.model]

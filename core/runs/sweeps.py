@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,8 +196,10 @@ def stored_sweep(store: Store, sweep_id: int) -> tuple[SweepSpec, list[Run]] | N
     return spec, store.sweep_runs(sweep_id)
 
 
-def sweep_state(store: Store, runs: list[Run]) -> str:
-    """'point 2 of 4 running: batch size 256, compiled epoch 1/2', 'finished: 3 done, 1 failed'."""
+def sweep_state(store: Store, runs: list[Run], shown: Callable[[str], str] = str) -> str:
+    """'point 2 of 4 running: batch size 256, compiled epoch 1/2', 'finished: 3 done, 1 failed'.
+    A point's own state (its phase, from the worker) passes through `shown` on its way in: a page
+    passes markdown_text, so only that part, not the sentence around it, is made inert."""
     if not runs:
         return "no points"
     counts: dict[str, int] = {}
@@ -206,11 +209,12 @@ def sweep_state(store: Store, runs: list[Run]) -> str:
     active = [r for r in runs if r.status in ACTIVE_STATES]
     if active:
         run = active[0]
-        return f"point {runs.index(run) + 1} of {len(runs)} running: {jobs.describe(store, run)}"
+        return f"point {runs.index(run) + 1} of {len(runs)} running: {shown(jobs.describe(store, run))}"
     if finished < len(runs):
         first = next(r for r in runs if r.status == "queued")
         return (
-            f"{finished} of {len(runs)} points finished; point {runs.index(first) + 1} is {jobs.describe(store, first)}"
+            f"{finished} of {len(runs)} points finished; point {runs.index(first) + 1} is "
+            f"{shown(jobs.describe(store, first))}"
         )
     parts = [f"{counts[s]} {s}" for s in ("done", "failed", "cancelled") if counts.get(s)]
     return "finished: " + ", ".join(parts)
@@ -218,6 +222,12 @@ def sweep_state(store: Store, runs: list[Run]) -> str:
 
 def sweep_finished(runs: list[Run]) -> bool:
     return bool(runs) and all(r.finished for r in runs)
+
+
+def sweep_running(runs: list[Run]) -> bool:
+    """Whether a view of the sweep should keep polling: some point is not final yet (a sweep
+    whose points were all deleted has nothing left to wait for)."""
+    return any(not r.finished for r in runs)
 
 
 def sweep_progress(runs: list[Run]) -> float:

@@ -18,6 +18,7 @@ from core.runs import jobs
 from core.runs.store import Run, Store
 from core.runs.sweeps import SweepSpec
 from core.view.report import fmt_seconds
+from core.view.safe_text import terminal_text
 
 FRAME_COLUMNS = [
     "point",
@@ -227,14 +228,6 @@ def plan_figures(plan: planning.TrainingPlan) -> dict[str, str]:
         "compiled total, compile included": span(plan.compiled_total_s, plan.compiled_ci),
         "what compile does": planning.plan_sentence(plan),
     }
-
-
-_CONTROL = dict.fromkeys(list(range(0, 32)) + [127], " ")
-
-
-def terminal_text(text: Any) -> str:
-    """Text from a run (an error, a label) made safe for a terminal: no control characters."""
-    return str(text).translate(_CONTROL)
 
 
 def point_line(frame_row: Any, total: int) -> str:
