@@ -24,6 +24,7 @@ from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_PRESET,
     DYNAMIC_LABELS,
+    SCHEDULE_LABELS,
     SHAPE_LABELS,
     STANCE_LABELS,
     default_spec,
@@ -165,11 +166,12 @@ if not present:  # presenter mode: one run in focus, no configuration
         blocked["data"] = choose("data", "Data", columns[3])
         blocked["cache"] = choose("cache", "Inductor cache", columns[4])
         # Why, per step: watch shapes cause recompiles, and what torch can do about them.
-        columns = st.columns(4)
-        blocked["shapes"] = choose("shapes", "Input shapes", columns[0], fmt=SHAPE_LABELS.get)
-        blocked["dynamic"] = choose("dynamic", "Dynamic shapes", columns[1], fmt=DYNAMIC_LABELS.get)
-        blocked["stance"] = choose("stance", "On a recompile (set_stance)", columns[2], fmt=STANCE_LABELS.get)
-        columns[3].checkbox(
+        columns = st.columns(5)
+        blocked["schedule"] = choose("schedule", "Schedule", columns[0], fmt=SCHEDULE_LABELS.get)
+        blocked["shapes"] = choose("shapes", "Input shapes", columns[1], fmt=SHAPE_LABELS.get)
+        blocked["dynamic"] = choose("dynamic", "Dynamic shapes", columns[2], fmt=DYNAMIC_LABELS.get)
+        blocked["stance"] = choose("stance", "On a recompile (set_stance)", columns[3], fmt=STANCE_LABELS.get)
+        columns[4].checkbox(
             "Keep the compile trace",
             key="form_compile_trace",
             help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "

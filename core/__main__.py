@@ -136,6 +136,11 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.cache,
         help=f"Inductor cache: {', '.join(CACHES)} (cold: a fresh cache, what a new user pays)",
     )
+    a(
+        "--schedule",
+        default=d.schedule,
+        help="sequential (eager, then compiled), or alternating (they take turns epoch by epoch; both models in memory)",
+    )
     a("--shapes", default=d.shapes, help="fixed, or varying: sequence length per batch (gpt), a smaller last batch")
     a(
         "--stance",
@@ -190,6 +195,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         download=args.download,
         cache=args.cache,
         shapes=args.shapes,
+        schedule=args.schedule,
         stance=args.stance,
         profile_steps=args.profile_steps,
         compile_trace=args.compile_trace,

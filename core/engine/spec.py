@@ -24,6 +24,7 @@ BACKENDS = ("inductor", "aot_eager", "eager")
 DATA_SOURCES = ("synthetic", "fakedata", "cifar10")
 CACHES = ("cold", "warm")
 SHAPES = ("fixed", "varying")  # varying: sequence length per batch (gpt), else a smaller last batch per epoch
+SCHEDULES = ("sequential", "alternating")  # alternating: eager and compiled take turns epoch by epoch
 STANCES = ("default", "fail_on_recompile", "eager_on_recompile")  # torch.compiler.set_stance, after the first compile
 MAX_PROFILE_STEPS = 50
 DEVICES = ("auto", "cuda", "cpu", "mps")
@@ -63,6 +64,7 @@ class RunSpec:
     cache: str = "cold"
     shapes: str = "fixed"
     stance: str = "default"
+    schedule: str = "sequential"  # "alternating": eager and compiled take turns, epoch by epoch
     profile_steps: int = 3  # steady steps profiled per variant after the timed epochs (0: none)
     compile_trace: bool = False  # keep torch's structured compile trace (TORCH_TRACE, what tlparse reads)
     seed: int = 0
@@ -267,6 +269,7 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
     _choice(p, "data", spec.data, DATA_SOURCES)
     _choice(p, "cache", spec.cache, CACHES)
     _choice(p, "shapes", spec.shapes, SHAPES)
+    _choice(p, "schedule", spec.schedule, SCHEDULES)
     stance_ok = _choice(p, "stance", spec.stance, STANCES)
     _int_range(p, "profile_steps", spec.profile_steps, 0, MAX_PROFILE_STEPS)
     _choice(p, "compile_trace", spec.compile_trace, (True, False))

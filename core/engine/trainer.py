@@ -461,32 +461,37 @@ class _VariantRun:
         reset_peak_memory(self.device)
         self.model.train()
         try:
-            self._epochs(source, after_first_epoch)
+            for epoch in range(1, self.spec.epochs + 1):
+                self.run_epoch(source, epoch, after_first_epoch)
         finally:
             if self.spec.stance != "default":
                 set_stance("default")
+        self.profile(source, trace_dir)
+        return self.result
+
+    def run_epoch(self, source: BatchSource, epoch: int, after_first_epoch: Callable[[], None] | None = None) -> None:
+        """Train (and evaluate) one epoch, timed, emitting its events."""
+        self.epoch = epoch
+        self._status("training", epoch)
+        train_s = self._timed("train", epoch, source.train_epoch(epoch), self.train_step)
+        eval_s = None
+        if self.spec.eval_steps:
+            self.model.eval()
+            self._status("evaluating", epoch)
+            eval_s = self._timed("eval", epoch, source.eval_epoch(epoch), self.eval_step)
+            self.model.train()
+        event = EpochEvent(self.name, epoch, train_s, eval_s)
+        self.result.epochs.append(event)
+        self.emit(event)
+        if epoch == 1 and after_first_epoch is not None:
+            after_first_epoch()
+
+    def profile(self, source: BatchSource, trace_dir: str | None = None) -> None:
+        """Untimed, after the timed epochs: a few steady steps under torch.profiler."""
         if self.spec.profile_steps:
             trace = os.path.join(trace_dir, f"{self.name}.trace.json") if trace_dir else None
             batches = source.train_epoch(self.spec.epochs + 1)
             self.result.profile = profile_steps(self.train_step, batches, self.device, self.spec.profile_steps, trace)
-        return self.result
-
-    def _epochs(self, source: BatchSource, after_first_epoch: Callable[[], None] | None) -> None:
-        for epoch in range(1, self.spec.epochs + 1):
-            self.epoch = epoch
-            self._status("training", epoch)
-            train_s = self._timed("train", epoch, source.train_epoch(epoch), self.train_step)
-            eval_s = None
-            if self.spec.eval_steps:
-                self.model.eval()
-                self._status("evaluating", epoch)
-                eval_s = self._timed("eval", epoch, source.eval_epoch(epoch), self.eval_step)
-                self.model.train()
-            event = EpochEvent(self.name, epoch, train_s, eval_s)
-            self.result.epochs.append(event)
-            self.emit(event)
-            if epoch == 1 and after_first_epoch is not None:
-                after_first_epoch()
 
 
 def warm_up_device(spec: RunSpec, device: torch.device, init_state: dict, workload: Workload | None = None) -> None:
@@ -552,7 +557,11 @@ def run_race(
             emit(StatusEvent("eager", "failed", 0, spec.epochs, error))
             summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats)
             return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
-        for name in VARIANTS:
+        if spec.schedule == "alternating":
+            variants, stats, error, compile_failed = _race_alternating(
+                spec, device, emit, init_state, workload, model_params, trace_dir
+            )
+        for name in VARIANTS if spec.schedule == "sequential" else ():
             emit(StatusEvent(name, "starting", 0, spec.epochs, f"{spec.model}, {model_params:,} parameters"))
             if name == "compiled":
                 reset_compile_state()
@@ -597,6 +606,105 @@ def run_race(
     summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats, compile_failed)
     summary["model_params"] = model_params
     return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
+
+
+ALTERNATING_MEMORY = "peak of both variants together (alternating schedule: both models in memory)"
+
+
+def _race_alternating(
+    spec: RunSpec,
+    device: torch.device,
+    emit: EventCallback,
+    init_state: dict,
+    workload: Workload,
+    model_params: int,
+    trace_dir: str | None,
+) -> tuple[dict[str, VariantResult], CompileStats, str | None, str | None]:
+    """Eager and compiled take turns, epoch by epoch, so both lines grow together on the live charts
+    and slow drift (heat, background load) falls on both alike, as PyTorch's harness interleaves its
+    repeats. Both models and their optimizers are in memory the whole race, so peak memory is of
+    both together (said so). Each variant keeps its own random stream (saved and restored around
+    its turns), so its losses are the ones a sequential race gives for the same seed."""
+    for name in VARIANTS:
+        emit(StatusEvent(name, "starting", 0, spec.epochs, f"{spec.model}, {model_params:,} parameters"))
+    reset_compile_state()
+    runs: dict[str, _VariantRun] = {}
+    sources: dict[str, BatchSource] = {}
+    streams: dict[str, Any] = {}
+    variants = {name: VariantResult(name) for name in VARIANTS}
+    error, compile_failed, current = None, None, {}
+    visible_kernels = spec.profile_steps > 0 and device.type == "cpu"
+    active = "eager"
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        kernel_profiling(visible_kernels),
+        PhaseWatcher(_phase_reporter("compiled", spec, emit, current)),
+    ):
+        warnings.simplefilter("default")
+        try:
+            warm_up_device(spec, device, init_state, workload)
+            for name in VARIANTS:
+                active = name
+                runs[name] = _VariantRun(name, spec, device, init_state, emit, workload)
+                variants[name] = runs[name].result
+                sources[name] = BatchSource(spec, device, workload)
+                sources[name].prepare()
+                streams[name] = _random_state(device)  # right after the variant's own seeding
+                runs[name].model.train()
+            current["run"] = runs["compiled"]
+            reset_peak_memory(device)
+            # The stance (set after compiled's first step) stays for the whole race: eager's model is
+            # not compiled, so it never consults it.
+            skipped = lambda: _report_compile_skipped(spec, emit, caught)  # noqa: E731
+            for epoch in range(1, spec.epochs + 1):
+                for name in [n for n in VARIANTS if n in runs]:
+                    active = name
+                    _set_random_state(device, streams[name])
+                    try:
+                        runs[name].run_epoch(sources[name], epoch, skipped if name == "compiled" else None)
+                    except Exception as exc:  # noqa: BLE001 - a compile failure is a finding; eager goes on
+                        compile_failed = compile_failure(exc, spec, device) if name == "compiled" else None
+                        if not compile_failed:
+                            raise
+                        variants["compiled"].error = compile_failed
+                        emit(StatusEvent("compiled", "compile_failed", 0, spec.epochs, compile_failed))
+                        del runs["compiled"]
+                        current.clear()
+                        continue
+                    streams[name] = _random_state(device)
+            for name, run in runs.items():
+                active = name
+                run.profile(sources[name], trace_dir)
+        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
+            error = variants[active].error = explain_failure(exc, spec, device)
+        finally:
+            if spec.stance != "default":
+                set_stance("default")
+        current.clear()
+    _replay_warnings(caught)
+    stats = read_compile_stats()
+    stats.warnings = torch_warnings(caught)
+    runs.clear()
+    sources.clear()
+    for name in VARIANTS:
+        cleanup_error = _release_variant(variants[name], device)
+        if variants[name].peak_memory_bytes is not None:
+            variants[name].memory_kind = ALTERNATING_MEMORY
+        if cleanup_error and error is None:
+            error = variants[name].error = cleanup_error
+    for name in VARIANTS:
+        emit(StatusEvent(name, "failed" if error else "done", spec.epochs, spec.epochs, error or ""))
+    return variants, stats, error, compile_failed
+
+
+def _random_state(device: torch.device) -> tuple:
+    return (torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+
+
+def _set_random_state(device: torch.device, state: tuple) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
 
 
 def _phase_reporter(name: str, spec: RunSpec, emit: EventCallback, current: dict[str, Any]):

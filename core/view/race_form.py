@@ -23,6 +23,7 @@ from core.engine.spec import (
     MAX_STEPS_PER_EPOCH,
     MODES,
     PRECISIONS,
+    SCHEDULES,
     SHAPES,
     STANCES,
     DeviceCaps,
@@ -57,9 +58,14 @@ CHOICES: dict[str, tuple] = {
     "cache": CACHES,
     # Why, per step (folded under the main fields): shapes that change, torch's dynamic shapes, and
     # what a recompile does under torch.compiler.set_stance.
+    "schedule": SCHEDULES,
     "shapes": SHAPES,
     "dynamic": DYNAMIC,
     "stance": STANCES,
+}
+SCHEDULE_LABELS = {
+    "sequential": "sequential (eager, then compiled)",
+    "alternating": "side by side (turns, epoch by epoch)",
 }
 SHAPE_LABELS = {"fixed": "fixed", "varying": "varying (new shapes during the run)"}
 STANCE_LABELS = {
@@ -186,7 +192,17 @@ def unavailable_summary(blocked: dict[str, dict[Any, str]]) -> str | None:
     return f"Not offered here: {'; '.join(parts)}." if parts else None
 
 
-_QUERY_FIELDS = (*FORM_FIELDS, "shapes", "stance", "eval_steps", "image_size", "seed", "dynamic", "fullgraph")
+_QUERY_FIELDS = (
+    *FORM_FIELDS,
+    "schedule",
+    "shapes",
+    "stance",
+    "eval_steps",
+    "image_size",
+    "seed",
+    "dynamic",
+    "fullgraph",
+)
 
 
 def spec_to_query(spec: RunSpec) -> dict[str, str]:
