@@ -176,3 +176,37 @@ def test_a_race_of_an_uploaded_file_is_refused_unless_the_host_allows_it(store, 
     assert store.list_runs() == []
     run_id = jobs.enqueue(store, spec, "visitor:a", limits=HostLimits(allow_custom_models=True))
     assert store.get_run(run_id).params["model_file"] == path
+
+
+class _Phases:
+    """What a lookup job tells its run while it works (phases), kept for the test."""
+
+    def __init__(self):
+        self.updates = []
+
+    def update(self, **fields):
+        self.updates.append(fields)
+
+
+def test_a_library_failing_in_its_own_way_is_kept_as_the_models_answer(store, monkeypatch):
+    """Not only ModelError: a library's own exception building the model is an answer about the
+    model too, kept (not asked again every LOOKUP_RETRY_S by every page showing it)."""
+    from core.engine import workload
+    from core.runs.worker import run_lookup_job
+
+    def broken(spec):
+        raise AttributeError("'ResNetConfig' object has no attribute 'image_size'")
+
+    monkeypatch.setattr(workload, "describe_model", broken)
+    params = model_catalog.model_params("hf:resnet")
+    status, outcome = run_lookup_job(params, _Phases())
+    assert status == "failed" and outcome["summary"] == {"model_error": True}
+    assert outcome["error"] == (
+        "hf:resnet could not be built: AttributeError: 'ResNetConfig' object has no attribute 'image_size'"
+    )
+    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=jobs.HOST)
+    long_ago = time.time() - 10 * model_catalog.LOOKUP_RETRY_S
+    store.finish_run(run_id, status, error=outcome["error"], summary=outcome["summary"], finished_at=long_ago)
+    answer = lookup_model(store, "hf:resnet", limits=LIMITS)
+    assert answer.state == "failed" and answer.message == outcome["error"]
+    assert [r.id for r in store.list_runs(kind="lookup")] == [run_id]
