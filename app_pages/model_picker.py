@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app_pages.common import store, tick
+from app_pages.common import store, tick, visitor, visitor_address
 from core.engine.model_sources import source_of
 from core.engine.spec import Problem
 from core.runs.limits import HostLimits
@@ -85,9 +85,10 @@ def _picker(column, limits: HostLimits) -> list[Problem]:
         _choose_quietly(st.session_state.pick_zoo)
         return []
     if source == "timm":
-        listing = model_names(store(), "timm", limits)
+        asker = {"asker": visitor(), "address": visitor_address(limits)}  # the cap on one visitor's waiting lookups
+        listing = model_names(store(), "timm", limits, **asker)
         if listing.state == "pending":
-            _wait_for(column, "Reading timm's model list…", lambda: model_names(store(), "timm", limits))
+            _wait_for(column, "Reading timm's model list…", lambda: model_names(store(), "timm", limits, **asker))
             return []
         if listing.state != "ready":
             column.error(markdown_text(listing.message))
@@ -138,13 +139,14 @@ def _choose_quietly(model: str, model_file: str | None = None) -> None:
 
 def _show_facts(column, limits: HostLimits) -> list[Problem]:
     model, model_file = st.session_state.form_model, st.session_state.get("form_model_file")
-    lookup = lookup_model(store(), model, model_file, limits)
+    asker = {"asker": visitor(), "address": visitor_address(limits)}  # the cap on one visitor's waiting lookups
+    lookup = lookup_model(store(), model, model_file, limits, **asker)
     kind, text = model_choice.facts_line(lookup)
     # A lookup's answer can carry a name from a link (hf:www.example.com/x) or a model file's exception text.
     if kind == "ok":
         column.caption(markdown_text(text))
     elif kind == "wait":  # launch need not wait: the worker checks the model again before timing it
-        _wait_for(column, text, lambda: lookup_model(store(), model, model_file, limits))
+        _wait_for(column, text, lambda: lookup_model(store(), model, model_file, limits, **asker))
     elif kind == "error":
         column.error(markdown_text(text))
         return [Problem("model", text)]
