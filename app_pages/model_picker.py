@@ -13,12 +13,13 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app_pages.common import store, tick
+from app_pages.common import store, tick, visitor, visitor_address
 from core.engine.model_sources import source_of
 from core.engine.spec import Problem
 from core.runs.limits import HostLimits
 from core.runs.model_catalog import Lookup, lookup_model, model_names, save_model_file
 from core.view import model_choice
+from core.view.safe_text import markdown_text
 
 
 def _choose(model: str, model_file: str | None = None) -> None:
@@ -84,12 +85,13 @@ def _picker(column, limits: HostLimits) -> list[Problem]:
         _choose_quietly(st.session_state.pick_zoo)
         return []
     if source == "timm":
-        listing = model_names(store(), "timm", limits)
+        asker = {"asker": visitor(), "address": visitor_address(limits)}  # the cap on one visitor's waiting lookups
+        listing = model_names(store(), "timm", limits, **asker)
         if listing.state == "pending":
-            _wait_for(column, "Reading timm's model list…", lambda: model_names(store(), "timm", limits))
+            _wait_for(column, "Reading timm's model list…", lambda: model_names(store(), "timm", limits, **asker))
             return []
         if listing.state != "ready":
-            column.error(listing.message)
+            column.error(markdown_text(listing.message))
             return [Problem("model", listing.message)]
         st.session_state.timm_names = listing.names
         options = model_choice.library_options(listing.names, limits)
@@ -110,7 +112,7 @@ def _picker(column, limits: HostLimits) -> list[Problem]:
         column.text_input("Hugging Face model", key="pick_hf", help=model_choice.hf_help())
         typed, problem = model_choice.hf_model_from_text(st.session_state.pick_hf)
         if problem:
-            column.caption(problem)
+            column.caption(markdown_text(problem))  # it quotes what was typed
             return [Problem("model", problem)]
         _choose_quietly(typed)
     else:
@@ -120,7 +122,7 @@ def _picker(column, limits: HostLimits) -> list[Problem]:
             try:
                 chosen = save_model_file(upload.getvalue(), upload.name)
             except ValueError as exc:
-                column.error(f"{upload.name}: {exc}")
+                column.error(markdown_text(f"{upload.name}: {exc}"))
                 return [Problem("model_file", str(exc))]
             st.session_state.uploaded_model = chosen
             _choose_quietly(*chosen)
@@ -137,23 +139,25 @@ def _choose_quietly(model: str, model_file: str | None = None) -> None:
 
 def _show_facts(column, limits: HostLimits) -> list[Problem]:
     model, model_file = st.session_state.form_model, st.session_state.get("form_model_file")
-    lookup = lookup_model(store(), model, model_file, limits)
+    asker = {"asker": visitor(), "address": visitor_address(limits)}  # the cap on one visitor's waiting lookups
+    lookup = lookup_model(store(), model, model_file, limits, **asker)
     kind, text = model_choice.facts_line(lookup)
+    # A lookup's answer can carry a name from a link (hf:www.example.com/x) or a model file's exception text.
     if kind == "ok":
-        column.caption(text)
+        column.caption(markdown_text(text))
     elif kind == "wait":  # launch need not wait: the worker checks the model again before timing it
-        _wait_for(column, text, lambda: lookup_model(store(), model, model_file, limits))
+        _wait_for(column, text, lambda: lookup_model(store(), model, model_file, limits, **asker))
     elif kind == "error":
-        column.error(text)
+        column.error(markdown_text(text))
         return [Problem("model", text)]
     else:
-        column.info(text)
+        column.info(markdown_text(text))
     return []
 
 
 def _wait_for(column, text: str, ask: Callable[[], Lookup]) -> None:
     """Say what is being looked up, and redraw the page once a worker has stored the answer."""
-    column.caption(text)
+    column.caption(markdown_text(text))
 
     @st.fragment(run_every=1.0)
     def _poll() -> None:

@@ -11,7 +11,7 @@ aot_eager (Dynamo + AOT autograd, no Inductor code generation) on the CPU. Model
 --max-params are skipped before sampling stops, so a small machine is not asked to hold a
 billion-parameter model four times over (weights, gradients, two Adam moments); the cap is printed.
 
-    python bench/timm_sample.py [--count 30] [--seed 0] [--max-params 60e6] [--timeout 600] [--json out.json]
+    python bench/timm_sample.py [--count 30] [--seed 0] [--max-params 60e6] [--timeout 600] [--budget S] [--json out.json]
 
 Prints one line per model and the tally; never asserts (a benchmark, not a test).
 """
@@ -102,15 +102,23 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per race (the machine may be shared)")
     parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument(
+        "--budget", type=float, default=None, help="stop starting new races after this many seconds (a shared machine)"
+    )
     args = parser.parse_args()
     import timm
 
     results, skipped = [], 0
+    began = time.monotonic()
+    out_of_time = False
     print(
         f"timm {timm.__version__}; sample of {args.count} (seed {args.seed}), at most {args.max_params / 1e6:.0f} M params"
     )
     for name in candidates(args.seed):
         if len(results) == args.count:
+            break
+        if args.budget is not None and time.monotonic() - began > args.budget:
+            out_of_time = True
             break
         params = parameters_on_meta(name)
         if params is not None and params > args.max_params:
@@ -131,10 +139,19 @@ def main() -> int:
         + ", ".join(f"{k}: {v}" for k, v in sorted(tally.items()))
     )
     print(f"({skipped} models over the parameter cap were passed over while sampling)")
+    if out_of_time:
+        print(f"(stopped after {len(results)} of {args.count}: the --budget of {args.budget:.0f} s ran out)")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
-                {"timm": timm.__version__, "seed": args.seed, "skipped_over_cap": skipped, "results": results},
+                {
+                    "timm": timm.__version__,
+                    "seed": args.seed,
+                    "max_params": args.max_params,
+                    "skipped_over_cap": skipped,
+                    "stopped_by_budget": out_of_time,
+                    "results": results,
+                },
                 fh,
                 indent=1,
             )

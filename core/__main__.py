@@ -254,7 +254,10 @@ class ProgressPrinter:
             self._line(f"[{event.variant}] epoch {event.epoch} done: train {fmt_seconds(event.train_time_s)}{evals}")
 
     def _line(self, text: str) -> None:
-        self.stream.write(("\r\033[K" if self.tty else "") + text + "\n")
+        from core.view.safe_text import terminal_text
+
+        # Notes and errors carry a model's or a model file's text: printed, never obeyed (our own \r\033[K only).
+        self.stream.write(("\r\033[K" if self.tty else "") + terminal_text(text, one_line=False) + "\n")
         self.stream.flush()
 
 
@@ -314,13 +317,13 @@ def models_lookup(args: argparse.Namespace) -> int:
     if args.search is not None:
         problem = library_problem("timm")
         if problem:
-            print(f"error: {problem}", file=sys.stderr)
+            say(f"error: {problem}", file=sys.stderr)
             return EXIT_USAGE
         from core.engine.library_models import timm_model_names
 
         needle = args.search.lower()
         names = [f"timm:{n}" for n in timm_model_names() if needle in n.lower()]
-        print(json.dumps(names) if args.json else "\n".join(names) or f"no timm model name contains {args.search!r}")
+        say(json.dumps(names) if args.json else "\n".join(names) or f"no timm model name contains {args.search!r}")
         return EXIT_OK
     from core.engine.spec import DeviceCaps, check
     from core.engine.workload import ModelError, describe_model
@@ -328,14 +331,14 @@ def models_lookup(args: argparse.Namespace) -> int:
     try:
         spec = check(RunSpec(model=args.describe, device="cpu"), DeviceCaps())  # caps: libraries installed?
         facts = describe_model(spec)
-    except SpecError as exc:
+    except SpecError as exc:  # these quote the typed name, and a model file's own exception text
         for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
+            say(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     except ModelError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    print(json.dumps(facts, indent=2) if args.json else f"{args.describe}: {facts['summary']}")
+    say(json.dumps(facts, indent=2) if args.json else f"{args.describe}: {facts['summary']}")
     return EXIT_OK
 
 

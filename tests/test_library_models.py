@@ -119,6 +119,16 @@ def test_hf_sizes_come_from_the_configuration():
         workload_for(RunSpec(model="hf:gpt2:n_positions=64", image_size=65))
 
 
+def test_a_hugging_face_image_model_without_an_image_size_takes_imagenets():
+    """ResNet's configuration has no image_size (a conv net takes any size): 224 by default, or as asked."""
+    facts = describe_model(RunSpec(model="hf:resnet"))
+    assert (facts["task"], facts["default_size"], facts["input"]) == ("image-classification", 224, "images 3x224x224")
+    workload = workload_for(RunSpec(model="hf:resnet:embedding_size=8", image_size=32))
+    batch = workload.make_batch(2, torch.Generator().manual_seed(0), torch.device("cpu"))
+    assert batch[0]["pixel_values"].shape == (2, 3, 32, 32)
+    assert workload.checked_step_loss(workload.build(), batch).dim() == 0
+
+
 def test_a_fixed_size_timm_model_is_built_at_the_asked_size():
     workload = workload_for(RunSpec(model="timm:test_vit", image_size=64))
     batch = workload.make_batch(2, torch.Generator().manual_seed(0), torch.device("cpu"))

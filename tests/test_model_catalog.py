@@ -16,6 +16,7 @@ from core.runs import jobs, model_catalog
 from core.runs.limits import CUSTOM_MODELS_OFF, HostLimits
 from core.runs.model_catalog import lookup_model, lookup_problems, model_names, save_model_file
 from core.runs.store import Store
+from core.view.model_choice import facts_line
 
 LIMITS = HostLimits(job_time_limit_s=300)
 
@@ -176,3 +177,61 @@ def test_a_race_of_an_uploaded_file_is_refused_unless_the_host_allows_it(store, 
     assert store.list_runs() == []
     run_id = jobs.enqueue(store, spec, "visitor:a", limits=HostLimits(allow_custom_models=True))
     assert store.get_run(run_id).params["model_file"] == path
+
+
+class _Phases:
+    """What a lookup job tells its run while it works (phases), kept for the test."""
+
+    def __init__(self):
+        self.updates = []
+
+    def update(self, **fields):
+        self.updates.append(fields)
+
+
+def test_a_library_failing_in_its_own_way_is_kept_as_the_models_answer(store, monkeypatch):
+    """Not only ModelError: a library's own exception building the model is an answer about the
+    model too, kept (not asked again every LOOKUP_RETRY_S by every page showing it)."""
+    from core.engine import workload
+    from core.runs.worker import run_lookup_job
+
+    def broken(spec):
+        raise AttributeError("'ResNetConfig' object has no attribute 'image_size'")
+
+    monkeypatch.setattr(workload, "describe_model", broken)
+    params = model_catalog.model_params("hf:resnet")
+    status, outcome = run_lookup_job(params, _Phases())
+    assert status == "failed" and outcome["summary"] == {"model_error": True}
+    assert outcome["error"] == (
+        "hf:resnet could not be built: AttributeError: 'ResNetConfig' object has no attribute 'image_size'"
+    )
+    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=jobs.HOST)
+    long_ago = time.time() - 10 * model_catalog.LOOKUP_RETRY_S
+    store.finish_run(run_id, status, error=outcome["error"], summary=outcome["summary"], finished_at=long_ago)
+    answer = lookup_model(store, "hf:resnet", limits=LIMITS)
+    assert answer.state == "failed" and answer.message == outcome["error"]
+    assert [r.id for r in store.list_runs(kind="lookup")] == [run_id]
+
+
+def test_one_visitor_can_keep_only_a_few_lookups_waiting(store, sleepers, monkeypatch):
+    """Lookups fill no visitor's race queue, but each builds a model: one asker may keep at most
+    MAX_QUEUED_LOOKUPS waiting; the next is deferred with the reason, and others are not held up."""
+    monkeypatch.setattr(model_sources, "library_version", lambda source: "1.0")
+    strict = HostLimits(max_queue_length=1, max_queued_per_owner=1)
+    answers = [lookup_model(store, f"timm:net_{i}", limits=strict, asker="visitor:a") for i in range(8)]
+    queued = [r for r in store.list_runs(kind="lookup", status=["queued"]) if r.owner == "visitor:a"]
+    assert len(queued) == jobs.MAX_QUEUED_LOOKUPS
+    deferred = [a for a in answers if a.state == "deferred"]
+    assert deferred and all(a.state in ("pending", "deferred") for a in answers)
+    assert f"at most {jobs.MAX_QUEUED_LOOKUPS} at once" in deferred[0].message
+    assert facts_line(deferred[0]) == ("info", f"Not looked up yet: {deferred[0].message}.")  # launch not blocked
+    # Where the host counts visitors by address, every browser at that address counts together.
+    for i in range(jobs.MAX_QUEUED_LOOKUPS):
+        assert (
+            lookup_model(store, f"timm:b_{i}", limits=strict, asker="visitor:b", address="10.0.0.1").state == "pending"
+        )
+    assert lookup_model(store, "timm:c_0", limits=strict, asker="visitor:c", address="10.0.0.1").state == "deferred"
+    # Another visitor still gets answers, and visitor:a's lookups leave their race queue alone.
+    assert lookup_model(store, "timm:elsewhere", limits=strict, asker="visitor:d").state == "pending"
+    race = jobs.enqueue(store, RunSpec(model="mlp", device="cpu"), "visitor:a", limits=strict)
+    assert store.get_run(race).status in ("queued", "starting")

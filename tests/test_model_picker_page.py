@@ -13,6 +13,7 @@ from core.engine import model_sources
 from core.runs import jobs
 from core.runs.model_catalog import list_params, model_params
 from core.runs.store import Store
+from core.view import model_choice
 from core.view.safe_text import markdown_text
 
 
@@ -53,7 +54,7 @@ def test_timm_names_are_searchable_and_facts_show_before_launch(store, sleepers)
     assert at.number_input(key="form_batch_size").value == 32  # a library model's default batch
     at = picker.set_value("timm:convnext_small").run()
     assert not at.exception
-    assert CONVNEXT["summary"] in texts(at)
+    assert markdown_text(CONVNEXT["summary"]) in texts(at)
     at.number_input(key="form_steps_per_epoch").set_value(3).run()
     at.button[0].click().run()
     (race,) = store.list_runs(kind="race")
@@ -92,7 +93,8 @@ def test_a_bad_hugging_face_name_or_failed_lookup_blocks_launch_with_the_reason(
         summary={"model_error": True},
     )
     at = at.text_input(key="pick_hf").set_value("someone/secret").run()
-    assert "the configuration of hf:someone/secret is not on this machine" in texts(at) and at.button[0].disabled
+    shown = markdown_text("the configuration of hf:someone/secret is not on this machine")
+    assert shown in texts(at) and at.button[0].disabled
 
 
 def test_uploads_are_offered_only_where_the_host_allows_them(store, sleepers, monkeypatch):
@@ -129,3 +131,38 @@ def test_a_missing_library_says_how_to_install_it(store, sleepers, monkeypatch):
     notes = "\n".join(i.value for i in at.info)
     assert "timm models need the timm package" in notes and "pip install -r requirements-models.txt" in notes
     assert at.button[0].disabled
+
+
+HOSTILE = "![x](http://host/pixel.png) [click me](http://host/phish)"
+
+
+def picker_texts(at) -> list[str]:
+    return [e.value for e in at.error] + [c.value for c in at.caption] + [i.value for i in at.info]
+
+
+def test_typed_names_uploads_and_lookup_errors_reach_the_page_as_text(store, sleepers, monkeypatch):
+    from test_safe_content import LIVE_MARKDOWN
+
+    require_model_libraries()
+    record_probe(store)
+    monkeypatch.setenv("COMPILE_LAB_ALLOW_CUSTOM_MODELS", "true")
+    # A name typed in the box: the problem quotes it.
+    at = choose_source(app(), "hf")
+    at = at.text_input(key="pick_hf").set_value(HOSTILE).run()
+    assert markdown_text(model_choice.hf_model_from_text(HOSTILE)[1]) in at.caption.values
+    # A name from a link (a bare web address GFM would link), looked up: the wait, then its failure.
+    at = app(model="hf:www.evil.com/x")
+    waiting = [c for c in at.caption.values if "Finding its parameters" in c]
+    assert waiting and markdown_text("hf:www.evil.com/x") in waiting[0] and not LIVE_MARKDOWN.search(waiting[0])
+    (lookup,) = [r for r in store.list_runs(kind="lookup") if r.params["model"] == "hf:www.evil.com/x"]
+    store.finish_run(lookup.id, "failed", error=f"build_model() raised: {HOSTILE}", summary={"model_error": True})
+    at = app(model="hf:www.evil.com/x")
+    assert markdown_text(f"build_model() raised: {HOSTILE}") in at.error.values
+    # An upload whose name (and so the error about it) carries markdown.
+    at = choose_source(app(), "file")
+    at.file_uploader(key="pick_file").set_value((f"{HOSTILE}.py", b"\xff\xfe", "text/x-python"))
+    at = at.run()
+    assert markdown_text(f"{HOSTILE}.py: the file is not UTF-8 text") in at.error.values
+    for text in picker_texts(at):
+        if "phish" in text or "pixel" in text:
+            assert not LIVE_MARKDOWN.search(text), text

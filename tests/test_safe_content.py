@@ -160,3 +160,41 @@ def test_a_compile_failure_reason_from_a_bundle_is_text_in_the_reading_and_the_c
     assert readings and helps
     for text in (*readings, *helps):
         assert not LIVE_MARKDOWN.search(text), text
+
+
+ESCAPES = "\x1b[2J\x1b]0;pwned\x07\u202e"
+
+
+def test_race_progress_lines_print_a_models_text_and_obey_none_of_it():
+    """ProgressPrinter's notes and errors carry a model's (or a model file's) own text."""
+    import io
+
+    from core.__main__ import ProgressPrinter
+    from core.engine.trainer import CompileEvent, StartEvent, StatusEvent
+
+    out = io.StringIO()
+    printer = ProgressPrinter(out)
+    printer(StartEvent({"device_type": "cpu", "device_name": f"cpu{ESCAPES}", "torch": "2.x"}))
+    printer(StatusEvent("compiled", "compile_failed", 1, 1, message=f"boom{ESCAPES}"))
+    printer(StatusEvent("eager", "failed", 1, 1, message=f"build_model() raised{ESCAPES}"))
+    printer(CompileEvent("compiled", "train", 1, 2, note=f"recompile: {ESCAPES}"))
+    text = out.getvalue()
+    assert "compile failed on this model: boom[2J]0;pwned" in text and "build_model() raised" in text
+    assert not any(c in text for c in "\x1b\x07\u202e")
+
+
+def test_models_describe_prints_a_models_error_without_its_control_characters(monkeypatch, capsys):
+    import argparse
+
+    from core import __main__ as cli
+    from core.engine import workload
+    from core.engine.workload import ModelError
+
+    def broken(spec):
+        raise ModelError(f"build_model() raised: {ESCAPES}gone")
+
+    monkeypatch.setattr(workload, "describe_model", broken)
+    status = cli.models_lookup(argparse.Namespace(describe="mlp", search=None, json=False))
+    err = capsys.readouterr().err
+    assert status == cli.EXIT_FAILED and "error: build_model() raised: [2J]0;pwnedgone" in err
+    assert not any(c in err for c in "\x1b\x07\u202e")

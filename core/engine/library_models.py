@@ -193,6 +193,22 @@ def _max_positions(config: Any) -> int | None:
     return None  # relative positions (T5): no limit of its own
 
 
+HF_DEFAULT_IMAGE_SIZE = 224  # ImageNet's: what a configuration without an image_size (ResNet, ConvNeXt) was trained at
+
+
+def _image_size(config: Any) -> int:
+    """The image side a vision configuration was made for: its image_size (an int, or a (height,
+    width) pair), else ImageNet's 224 (convolutional configurations have no size of their own)."""
+    value = getattr(config, "image_size", None)
+    if isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    if isinstance(value, int) and value > 0:
+        return value
+    if value is None:
+        return HF_DEFAULT_IMAGE_SIZE
+    raise ModelError(f"hf:{config.model_type}'s image_size {value!r} is not a size in pixels")
+
+
 def hf_workload(name: ModelName, spec: RunSpec) -> Workload:
     config = hf_config(name, download=spec.download)
     task = hf_task(config)
@@ -215,9 +231,10 @@ def hf_workload(name: ModelName, spec: RunSpec) -> Workload:
         "library": f"transformers {transformers.__version__}",
     }
     if task == "image-classification":
-        default = config.image_size if isinstance(config.image_size, int) else int(config.image_size[0])
+        default = _image_size(config)
         size = spec.image_size or default
-        config.image_size = size
+        if hasattr(config, "image_size"):  # ViTs size their position embeddings from it; conv nets take any size
+            config.image_size = size
         classes = min(int(getattr(config, "num_labels", 2) or 2), NUM_CLASSES)
         facts.update(
             input_kind="image",

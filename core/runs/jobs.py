@@ -103,6 +103,9 @@ JOB_KINDS: dict[str, JobKind] = {
     "lookup": JobKind("lookup", _lookup_problems, lambda params, caps: LOOKUP_DEVICE_KEY),
 }
 UNCOUNTED_KINDS = ("probe", "lookup")  # the app's own questions: no visitor's queue limit applies
+# ...but a visitor typing names could still queue lookups without end (each builds a model): at
+# most this many of one asker's lookups wait at once, whatever the host's limits say.
+MAX_QUEUED_LOOKUPS = 4
 
 
 def latest_probe(store: Store) -> Run | None:
@@ -189,9 +192,26 @@ def enqueue(
     with store.transaction(immediate=True) as c:
         if kind not in UNCOUNTED_KINDS:
             check_room(c, owner, limits, address=address)
+        elif kind == "lookup":
+            check_lookup_room(c, owner, address)
         run_id = store._insert_run(c, job_row(kind, params, owner, caps, limits, client=address))
     tick(store)
     return run_id
+
+
+def check_lookup_room(conn: Any, owner: str, address: str | None = None) -> None:
+    """Raise JobError when `owner` (or, with `address`, anyone at that client address) already
+    has MAX_QUEUED_LOOKUPS lookups waiting. Call inside the enqueuing transaction."""
+    waiting = conn.execute(
+        "SELECT COUNT(*) FROM runs WHERE kind = 'lookup' AND status = 'queued' "
+        "AND (owner = ? OR (? IS NOT NULL AND client = ?))",
+        (owner, address, address),
+    ).fetchone()[0]
+    if waiting >= MAX_QUEUED_LOOKUPS:
+        raise JobError(
+            f"you already have {waiting} model lookups waiting (at most {MAX_QUEUED_LOOKUPS} at once): "
+            "this one is asked once they are answered"
+        )
 
 
 def check_room(
@@ -215,7 +235,7 @@ def check_room(
         )
     mine = conn.execute(
         "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (? IS NOT NULL AND client = ?)) "
-        "AND status IN ('queued', 'starting', 'running')",
+        "AND status IN ('queued', 'starting', 'running') AND kind NOT IN ('probe', 'lookup')",
         (owner, address, address),
     ).fetchone()[0]
     if limits.max_queued_per_owner is not None and mine + adding > limits.max_queued_per_owner:

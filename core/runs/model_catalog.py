@@ -40,7 +40,9 @@ MAX_UPLOAD_BYTES = 1_000_000
 class Lookup:
     """The answer to a question about models, as far as it is known now."""
 
-    state: str  # "ready" | "pending" | "failed" | "unavailable" (its library is not installed)
+    # "ready" | "pending" | "failed" | "unavailable" (its library is not installed) | "deferred"
+    # (the asker already has jobs.MAX_QUEUED_LOOKUPS lookups waiting: asked again on a later visit)
+    state: str
     facts: dict[str, Any] = field(default_factory=dict)  # a model's parameters, input, task
     names: list[str] = field(default_factory=list)  # a list's names
     message: str = ""  # why it failed or is unavailable; what it waits for
@@ -91,15 +93,22 @@ def _find(store: Store, params: dict[str, Any]) -> Run | None:
     return None
 
 
-def _ask(store: Store, params: dict[str, Any], limits: HostLimits | None) -> Run | Lookup:
+def _ask(
+    store: Store, params: dict[str, Any], limits: HostLimits | None, asker: str, address: str | None
+) -> Run | Lookup:
+    """The stored answer to `params`, or a lookup queued for it in `asker`'s name (counted against
+    their MAX_QUEUED_LOOKUPS, by `address` too where the host counts visitors by address). The
+    answer is shared: whoever asked, every later visitor reads it."""
     run = _find(store, params)
     if run is not None:
         return run
     try:
-        run_id = jobs.enqueue(store, params, LOOKUP_OWNER, kind="lookup", limits=limits)
+        run_id = jobs.enqueue(store, params, asker, kind="lookup", limits=limits, address=address)
     except SpecError as exc:
         return Lookup("failed", message="; ".join(p.message for p in exc.problems))
-    except (jobs.JobError, ValueError) as exc:
+    except jobs.JobError as exc:
+        return Lookup("deferred", message=str(exc))
+    except ValueError as exc:
         return Lookup("failed", message=str(exc))
     return store.get_run(run_id) or Lookup("pending", message="queued")
 
@@ -114,24 +123,40 @@ def _answer(store: Store, run: Run | Lookup, what: str) -> Lookup | Run:
     return run
 
 
-def lookup_model(store: Store, model: str, model_file: str | None = None, limits: HostLimits | None = None) -> Lookup:
-    """A timm, Hugging Face or file model's facts (parameters, input, task), asking a worker once."""
+def lookup_model(
+    store: Store,
+    model: str,
+    model_file: str | None = None,
+    limits: HostLimits | None = None,
+    asker: str = LOOKUP_OWNER,
+    address: str | None = None,
+) -> Lookup:
+    """A timm, Hugging Face or file model's facts (parameters, input, task), asking a worker once.
+    `asker` (and `address`): the visitor whose question it is, for the cap on waiting lookups."""
     missing = library_problem(source_of(model))
     if missing:
         return Lookup("unavailable", message=missing)
-    answer = _answer(store, _ask(store, model_params(model, model_file), limits), f"looking up {model}")
+    question = _ask(store, model_params(model, model_file), limits, asker, address)
+    answer = _answer(store, question, f"looking up {model}")
     if isinstance(answer, Lookup):
         return answer
     facts = (answer.summary or {}).get("facts")
     return Lookup("ready", facts=facts) if isinstance(facts, dict) else Lookup("failed", message="no facts recorded")
 
 
-def model_names(store: Store, source: str = "timm", limits: HostLimits | None = None) -> Lookup:
+def model_names(
+    store: Store,
+    source: str = "timm",
+    limits: HostLimits | None = None,
+    asker: str = LOOKUP_OWNER,
+    address: str | None = None,
+) -> Lookup:
     """Every model name of a library (timm), asking a worker once per installed version."""
     missing = library_problem(source)
     if missing:
         return Lookup("unavailable", message=missing)
-    answer = _answer(store, _ask(store, list_params(source), limits), f"reading {source}'s model list")
+    question = _ask(store, list_params(source), limits, asker, address)
+    answer = _answer(store, question, f"reading {source}'s model list")
     if isinstance(answer, Lookup):
         return answer
     names = (answer.summary or {}).get("names")

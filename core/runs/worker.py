@@ -263,12 +263,13 @@ def run_lookup_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[s
     except ModelError as exc:  # about the model, so worth keeping: the same question gets the same answer
         return "failed", {"error": str(exc), "summary": {"model_error": True}}
     except Exception as exc:  # noqa: BLE001 - out of memory building it, or a library's own failure
+        # Still an answer about the model (the same library builds it the same way next time): kept,
+        # so a page showing it does not queue the same failing lookup again every minute.
         if is_out_of_memory(exc):
-            return "failed", {
-                "error": f"{spec.model} does not fit in this machine's memory",
-                "summary": {"model_error": True},
-            }
-        raise
+            error = f"{spec.model} does not fit in this machine's memory"
+        else:
+            error = f"{spec.model} could not be built: {type(exc).__name__}: {exc}"
+        return "failed", {"error": error, "summary": {"model_error": True}}
     return "done", {"summary": {"facts": facts}}
 
 

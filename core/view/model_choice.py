@@ -107,4 +107,6 @@ def facts_line(lookup: Lookup) -> tuple[str, str]:
         return "wait", f"Finding its parameters and input ({lookup.message}); a worker builds it on the meta device."
     if lookup.state == "unavailable":
         return "info", f"{lookup.message}."
+    if lookup.state == "deferred":  # launch need not wait for it: the worker checks the model anyway
+        return "info", f"Not looked up yet: {lookup.message}."
     return "error", lookup.message
