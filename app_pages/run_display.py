@@ -83,6 +83,8 @@ def _device_of(run: Run) -> str:
 def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -> None:
     """What is happening now, or what the race says: never ahead of the data, never behind it."""
     counts = view.counts()
+    if run.status in ("queued", "starting") and not counts["eager"]:
+        return  # the state line says where it waits; nothing has run to talk about yet
     if not run.finished and counts["compiled"] == 0:
         expected, estimated = expected_compile_s(run)
         if story.is_compiling(run.phase):

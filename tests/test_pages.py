@@ -378,3 +378,12 @@ def test_a_finished_races_progress_bar_is_full(store, sleepers):
     store.update_run(run_id, progress=0.82)  # what a worker's last progress update can leave
     at = app(run=run_id)
     assert at.get("progress")[0].proto.value == 100
+
+
+def test_a_queued_race_says_where_it_waits_and_nothing_ahead_of_it(store, sleepers):
+    record_probe(store)
+    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=3), "someone")
+    at = app(run=run_id)
+    assert not at.exception
+    assert at.get("progress")[0].proto.text.split(": ")[1] in ("queued (position 1)", "starting")
+    assert not [m.value for m in at.markdown if "Eager run: step" in m.value]  # no "step 0 of N" before it runs

@@ -618,7 +618,7 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
         return []
     wall_s = (break_even or {}).get("wall_s")
     has_wall = wall_s is not None and math.isfinite(float(wall_s))
-    label = f"break-even: step {int(step)}" + (f" ({float(wall_s):.1f} s)" if has_wall else "")
+    label = f"break-even: step {int(step):,}" + (f" ({float(wall_s):.1f} s)" if has_wall else "")
     point = pd.DataFrame({"step": [int(step)], "cumulative_s": [float(wall_s) if has_wall else 0.0], "label": [label]})
     base = alt.Chart(point).encode(x=alt.X("step:Q", title="step"))
     late = last_step > 0 and int(step) > last_step / 2
