@@ -78,16 +78,7 @@ if present:
     st.html(PRESENTER_CSS)
 else:
     st.html(PHONE_TITLE_CSS)
-    title, toggle = st.columns([5, 1], vertical_alignment="bottom")
-    title.title("Eager vs torch.compile: the race")
-    toggle.button(
-        "Presenter mode",
-        on_click=set_presenting,
-        args=(True,),
-        icon=":material/present_to_all:",
-        help="For a projector: configuration and sidebar hidden, one run in focus, words and cards in large "
-        "type, the race and step charts filling the screen. The link (?present=1) opens it directly.",
-    )
+    st.title("Eager vs torch.compile: the race")
     st.caption("Same model, same weights, same batches. Only torch.compile differs.")
 
 
@@ -255,8 +246,18 @@ def live(run_id: int) -> None:
 
 
 if not present:
-    with st.expander("Replay a recorded run", expanded=False):
+    replay_col, present_col = st.columns([5, 1])
+    with replay_col.expander("Replay a recorded run", expanded=False):
         replay_picker()
+    present_col.button(
+        "Presenter mode",
+        on_click=set_presenting,
+        args=(True,),
+        icon=":material/present_to_all:",
+        width="stretch",
+        help="For a projector: configuration and sidebar hidden, one run in focus, words and cards in large "
+        "type, the race and step charts filling the screen. The link (?present=1) opens it directly.",
+    )
 replaying = active_replay()
 if replaying is not None:
     show_replay(replaying, present)

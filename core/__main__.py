@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from core.engine.spec import (
@@ -408,25 +409,37 @@ def progress_bar(fraction: float, width: int = 30) -> str:
     return "[" + "#" * filled + "." * (width - filled) + f"] {fraction * 100:3.0f}%"
 
 
+def queued_or_refused(enqueue: Callable[[], int]) -> int | None:
+    """What `enqueue` queued (a run or sweep id), or None once it was refused, with one line per
+    reason on stderr: bad input, a full queue, an unreadable host configuration."""
+    from core.runs import jobs
+
+    try:
+        return enqueue()
+    except SpecError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+    except jobs.JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:  # the host's limits configuration is unreadable
+        print(f"error: configuration: {exc}", file=sys.stderr)
+    return None
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from core.runs import jobs
     from core.runs.limits import load_host_limits
 
     store = open_store(args)
-    try:
+
+    def enqueue() -> int:
         limits = load_host_limits()  # before anything runs: a broken configuration is said at once
         spec = spec_from_args(args)
         caps = jobs.ensure_probe(store, owner=args.owner, wait_s=60)
-        run_id = jobs.enqueue(store, spec, args.owner, limits=limits, caps=caps)
-    except SpecError as exc:
-        for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    except jobs.JobError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (ValueError, OSError) as exc:  # the host's limits configuration is unreadable
-        print(f"error: configuration: {exc}", file=sys.stderr)
+        return jobs.enqueue(store, spec, args.owner, limits=limits, caps=caps)
+
+    run_id = queued_or_refused(enqueue)
+    if run_id is None:
         return EXIT_USAGE
     run = store.get_run(run_id)
     print(f"run {run_id}: {jobs.describe(store, run)} on {run.device_key}")
@@ -619,19 +632,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from core.runs import jobs, sweeps
 
     store = open_store(args)
-    try:
+
+    def enqueue() -> int:
         sweep = sweep_from_args(args)
         caps = jobs.ensure_probe(store, owner=args.owner, wait_s=60)
-        sweep_id = sweeps.enqueue_sweep(store, sweep, args.owner, caps=caps)
-    except SpecError as exc:
-        for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    except jobs.JobError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (ValueError, OSError) as exc:  # the host's limits configuration is unreadable
-        print(f"error: configuration: {exc}", file=sys.stderr)
+        return sweeps.enqueue_sweep(store, sweep, args.owner, caps=caps)
+
+    sweep_id = queued_or_refused(enqueue)
+    if sweep_id is None:
         return EXIT_USAGE
     points = store.sweep_runs(sweep_id)
     print(
