@@ -135,7 +135,8 @@ def test_a_race_whose_frames_were_skipped_says_compile_did_not_happen(monkeypatc
     assert result.compile_stats.graphs == 0
     assert any("bfloat16" in w for w in result.compile_stats.warnings)
     live = [e for e in events if isinstance(e, StatusEvent) and e.state == "compile_skipped"]
-    assert len(live) == 1 and "BF16" in live[0].message  # said during the run, after compiled epoch 1
+    # said during the run, after compiled epoch 1 (with torch's reason, or Inductor's warning on older torch)
+    assert len(live) == 1 and ("BF16" in live[0].message or "bfloat16" in live[0].message)
     cards = {c.label: c for c in result_cards(summary)}
     for label in ("Compile time", "Steady-state speedup", "Break-even"):
         assert cards[label].value == "no compile" and "Compile did not happen" in cards[label].help
