@@ -110,7 +110,7 @@ def test_uploads_are_offered_only_where_the_host_allows_them(store, sleepers, mo
     assert at.radio(key="pick_source").options == ["Zoo", "timm", "Hugging Face", "Your file"]
     at = choose_source(at, "file")
     assert "Runs your file's code in the worker" in texts(at)
-    assert "model file: a file: model needs its Python file" in texts(at) and at.button[0].disabled
+    assert "model file: " + markdown_text("a file: model needs its Python file") in texts(at) and at.button[0].disabled
 
 
 def test_host_patterns_narrow_the_sources_and_names(store, sleepers, monkeypatch):

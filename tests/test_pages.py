@@ -12,6 +12,7 @@ from core.engine import analysis
 from core.engine.spec import DeviceCaps
 from core.runs import jobs
 from core.runs.store import Store
+from core.view.safe_text import markdown_text
 
 APP = f"{ROOT}/streamlit_app.py"
 
@@ -161,7 +162,7 @@ def test_invalid_configuration_shows_the_message_and_enqueues_nothing(store, sle
     monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "64")
     at = app()
     at.selectbox(key="pick_zoo").set_value("mlp").run()
-    assert "this host allows at most 64 (got 256)" in texts(at)
+    assert markdown_text("this host allows at most 64 (got 256)") in texts(at)  # shown as text
     assert at.button[0].label == "Launch" and at.button[0].disabled  # a browser cannot press it
     assert store.list_runs(kind="race") == []
 
