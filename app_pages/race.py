@@ -22,6 +22,8 @@ from core.runs.limits import HostLimits
 from core.view.compare import race_name
 from core.view.race_form import (
     CHOICES,
+    CPU_BREAK_EVEN_HELP,
+    CPU_BREAK_EVEN_LABEL,
     CPU_BREAK_EVEN_PRESET,
     DYNAMIC_LABELS,
     SCHEDULE_LABELS,
@@ -113,8 +115,8 @@ def fold_and_launch(preset: dict | None = None) -> None:
     """Launch (or the preset's button): enqueue the form's race and fold the form away, so the run's
     charts are on the first screen. Runs as the button's callback, before the page redraws. While
     the queue is long, a host may show the same race finished recently instead (shared_results)."""
-    if preset:
-        set_form(preset)
+    if preset:  # the whole demo, not the preset's fields over whatever the form held (amp, another mode...)
+        set_form({**default_spec(caps).to_dict(), **preset})
     spec = form_spec(st.session_state)
     if limits is None:
         return  # the broken host configuration is said on the page
@@ -197,12 +199,11 @@ if not present:  # presenter mode: one run in focus, no configuration
             st.button("Launch", type="primary", disabled=blocked_launch, on_click=fold_and_launch, key="launch")
             if not (caps and caps.cuda):
                 st.button(
-                    "CPU break-even demo (about 4 min)",
+                    CPU_BREAK_EVEN_LABEL,
                     on_click=fold_and_launch,
                     args=(CPU_BREAK_EVEN_PRESET,),
                     disabled=caps is None or limits is None,
-                    help="Launches pointwise_mlp for 3 x 500 steps: on 2 CPU cores compile pays for itself around "
-                    "step 1,000.",
+                    help=CPU_BREAK_EVEN_HELP,
                 )
 
 if "launch_error" in st.session_state:

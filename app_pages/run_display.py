@@ -126,7 +126,7 @@ def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -
 
 
 def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> None:
-    """Words, result cards and charts for one run, live or finished. What is derived from the
+    """Words, the race chart, result cards and the other charts for one run, live or finished. What is derived from the
     snapshot (reading, cards, charts ready for the browser) is built once per snapshot however many
     sessions draw it (core.view.live_board). `present`: presenter mode (the words and cards in large
     type, the race and step charts side by side filling the screen, nothing else)."""
@@ -137,7 +137,6 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     if run.status == "failed":
         st.error(f"Run failed: {markdown_text(run.error)}. What was measured before it is kept below.")
     show_words(run, view, summary, total)
-    show_cards(summary, run, view, total)
     be = (
         {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
         if summary.get("break_even_step")
@@ -153,6 +152,7 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
         return view.derive(name, lambda: vega_spec(build()))  # converted once per snapshot
 
     if present:
+        show_cards(summary, run, view, total)
         marks = why.compile_marks(view.compiles())
         left, right = st.columns(2)
         draw_chart(
@@ -172,7 +172,10 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
             ),
         )
         return
+    # The race first, under the sentence that reads it: on a 1280x720 screen or a phone it is on the
+    # first screen, with the cards (the same story in numbers) right under it.
     draw_chart(st, chart("cumulative", lambda: charts.cumulative_chart(steps, break_even=be, projection=projection)))
+    show_cards(summary, run, view, total)
     if view.counts()["compiled"]:  # a lead needs both variants at the same step
         draw_chart(st, chart("lead", lambda: charts.lead_chart(steps, break_even=be, projection=projection)))
     left, right = st.columns(2)

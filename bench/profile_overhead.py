@@ -13,24 +13,8 @@ Run from the repo root: `python bench/profile_overhead.py [--rounds 2] [--model 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def race(model: str, batch: int, steps: int, profile_steps: int) -> dict:
-    """One race in a fresh process (`python -m core race --json`); its summary."""
-    command = [
-        sys.executable, "-m", "core", "race", "--json", "--quiet", "--device", "cpu", "--model", model,
-        "--batch-size", str(batch), "--epochs", "2", "--steps-per-epoch", str(steps),
-        "--profile-steps", str(profile_steps),
-    ]  # fmt: skip
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout)["summary"]
+from race_process import compare, race_summary
 
 
 def main() -> None:
@@ -44,7 +28,7 @@ def main() -> None:
     for r in range(args.rounds):
         order = (0, 3) if r % 2 == 0 else (3, 0)
         for profile_steps in order:
-            summary = race(args.model, args.batch_size, args.steps, profile_steps)
+            summary = race_summary(args.model, args.batch_size, 2, args.steps, "--profile-steps", str(profile_steps))
             results[profile_steps].append(summary)
             low, high = summary["speedup_ci95"]
             label = "on " if profile_steps else "off"
@@ -53,9 +37,7 @@ def main() -> None:
                 f"[{low:.3f}, {high:.3f}], compile {summary['compile_time_s']:.1f} s",
                 flush=True,
             )
-    off = statistics.median(s["steady_state_speedup"] for s in results[0])
-    on = statistics.median(s["steady_state_speedup"] for s in results[3])
-    print(f"\nmedian steady speedup: profiling off {off:.3f}x, on {on:.3f}x; on/off = {on / off:.3f}")
+    print("\n" + compare({"profiling off": results[0], "profiling on": results[3]}))
     print(f"({args.model}, batch {args.batch_size}, 2 x {args.steps} steps, {args.rounds} rounds, cold caches)")
 
 

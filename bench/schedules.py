@@ -12,24 +12,8 @@ Run from the repo root: `python bench/schedules.py [--rounds 1] [--model pointwi
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def race(model: str, batch: int, epochs: int, steps: int, schedule: str) -> dict:
-    """One race in a fresh process (`python -m core race --json`); its summary."""
-    command = [
-        sys.executable, "-m", "core", "race", "--json", "--quiet", "--device", "cpu", "--model", model,
-        "--batch-size", str(batch), "--epochs", str(epochs), "--steps-per-epoch", str(steps),
-        "--schedule", schedule, "--profile-steps", "0",
-    ]  # fmt: skip
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout)["summary"]
+from race_process import compare, race_summary
 
 
 def main() -> None:
@@ -44,7 +28,9 @@ def main() -> None:
     for r in range(args.rounds):
         order = ("sequential", "alternating") if r % 2 == 0 else ("alternating", "sequential")
         for schedule in order:
-            s = race(args.model, args.batch_size, args.epochs, args.steps, schedule)
+            s = race_summary(
+                args.model, args.batch_size, args.epochs, args.steps, "--schedule", schedule, "--profile-steps", "0"
+            )
             results[schedule].append(s)
             low, high = s["speedup_ci95"]
             memory = s.get("compiled_peak_memory_bytes")
@@ -54,11 +40,7 @@ def main() -> None:
                 f"({s.get('memory_kind')})",
                 flush=True,
             )
-    seq = statistics.median(s["steady_state_speedup"] for s in results["sequential"])
-    alt = statistics.median(s["steady_state_speedup"] for s in results["alternating"])
-    print(
-        f"\nmedian steady speedup: sequential {seq:.3f}x, alternating {alt:.3f}x; alternating/sequential = {alt / seq:.3f}"
-    )
+    print("\n" + compare(results))
     print(
         f"({args.model}, batch {args.batch_size}, {args.epochs} x {args.steps} steps, {args.rounds} rounds, cold caches)"
     )

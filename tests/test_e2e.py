@@ -341,3 +341,37 @@ def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_ur
         second.get_by_role("button", name="Cancel").click()  # the second tab may cancel the first tab's run
         wait_until(lambda: "cancelled" in status(first), timeout=30)
         browser.close()
+
+
+def test_a_shipped_recording_replays_in_presenter_mode_on_a_projector(app_url, page):
+    """A speaker's link: a recording shipped with the app, straight into presenter mode at 5x, on a
+    1280x720 projector. No configuration, the charts grow as the replay plays, both charts share
+    the width side by side, the cards appear at the end; nothing is queued."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    page.goto(f"{app_url}/?replay=file:cpu-compile-never-pays-off&speed=5x&present=1")
+    wait_until(lambda: status(page).startswith("Replay: "), timeout=60)
+    assert page.get_by_role("button", name="Launch").count() == 0  # the form is not drawn at all
+    assert not page.locator("[data-testid='stSidebar']").is_visible()
+    assert page.get_by_text(re.compile(r"^Replay at 5x of a race mlp, batch 64")).count() == 1
+
+    wait_until(lambda: (step_counts(page) or (0, 0))[0] > 0, timeout=60)
+    samples = []
+    for _ in range(6):
+        samples.append(step_counts(page))
+        time.sleep(1.5)
+    assert len({sum(c) for c in samples}) >= 3, samples  # the replay grows the chart, step after step
+
+    wait_until(lambda: "done" in status(page), timeout=120)
+    wait_until(lambda: step_counts(page) == (120, 120), timeout=30)
+    charts = page.locator("[aria-label*='eager steps,']")  # the race chart and the step chart
+    wait_until(lambda: charts.count() >= 2, timeout=30)
+    boxes = [charts.nth(i).bounding_box() for i in range(2)]
+    assert all(b["width"] > 450 for b in boxes), boxes  # each fills its half of the projector
+    assert abs(boxes[0]["y"] - boxes[1]["y"]) < 50, boxes  # side by side, not stacked
+    cards = page.eval_on_selector_all("[data-testid='stMetric']", "els => els.map(e => e.innerText)")
+    assert re.search(r"Steady-state speedup\s+\d+\.\d\dx", "\n".join(cards)), cards
+    large = page.eval_on_selector(
+        ".st-key-result_cards [data-testid='stMetricValue']", "e => parseFloat(getComputedStyle(e).fontSize)"
+    )
+    assert large >= 36, large  # 2.6rem: readable from the back of the room
+    screenshot(page, "presenter-replay.png", "[data-testid='stAlertContainer']")

@@ -167,6 +167,8 @@ def test_the_wall_time_bar_and_the_phase_table_are_reconciled_in_words():
     assert "they add up to 7.1 s, and the other 1.4 s of the bar is work outside those timers" in text
     assert explain.phase_total_s(phases) == pytest.approx(7.1)
     assert explain.caches_wall_vs_phases({"cold": {"compile_s": 8.5}}) is None
+    probed = explain.caches_wall_vs_phases({"cold": {"compile_s": 8.5, "phases": phases, "cpu_isa_probe_s": 14.4}})
+    assert "Neither counts Inductor's one-time CPU feature probe (14.4 s in the cold process)" in probed
 
 
 def test_an_excerpt_is_numbered_as_in_its_module():

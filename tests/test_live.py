@@ -455,3 +455,10 @@ def test_a_run_slower_so_far_is_not_on_course_even_when_the_medians_alone_would_
     }
     be = card(result_cards(summary, total=240, running=True), "Break-even")
     assert (be.value, be.delta) == ("not yet", "not on course so far")
+
+
+def test_the_compile_card_says_the_one_time_cpu_probe_is_not_in_its_figure():
+    probed = card(result_cards({"compile_time_s": 12.0, "cpu_isa_probe_s": 14.4}), "Compile time")
+    assert probed.value == "12.0 s"
+    assert "Not counted: Inductor's one-time CPU feature probe (14.4 s, run before timing)" in probed.help
+    assert "probe" not in card(result_cards({"compile_time_s": 12.0}), "Compile time").help

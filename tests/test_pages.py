@@ -333,13 +333,17 @@ def test_launch_folds_the_form_and_the_preset_launches_at_once(store, sleepers):
     at = app()
     assert at.session_state["race_form"] is True  # nothing followed yet: the form is open
     at.number_input(key="form_steps_per_epoch").set_value(3).run()
+    at.session_state["form_precision"] = "amp-bf16"
     next(b for b in at.button if b.label == "Launch").click().run()
     assert not at.exception and at.session_state["race_form"] is False  # folded: the run's charts come first
+    assert store.list_runs(kind="race")[0].params["precision"] == "amp-bf16"
     preset = next(b for b in at.button if b.label.startswith("CPU break-even demo"))
     preset.click().run()
     runs = store.list_runs(kind="race")
-    assert len(runs) == 2 and runs[0].params["model"] == "pointwise_mlp"
-    assert (runs[0].params["epochs"], runs[0].params["steps_per_epoch"]) == (3, 500)
+    assert len(runs) == 2 and runs[0].params["model"] == "small_cnn"
+    assert (runs[0].params["epochs"], runs[0].params["steps_per_epoch"]) == (3, 200)
+    # The whole demo: what the form held before (bf16 here) does not leak into it.
+    assert (runs[0].params["schedule"], runs[0].params["precision"]) == ("alternating", "fp32")
     assert at.query_params["run"] == str(runs[0].id)
 
 

@@ -1,11 +1,14 @@
 """The race: fair setup, honest events, partial results on failure."""
 
+import json
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
-from conftest import CPU, quick_spec
+from conftest import CPU, ROOT, quick_spec
 
 from core.engine import trainer
 from core.engine.spec import RunSpec, SpecError
@@ -188,6 +191,39 @@ def test_real_inductor_race_on_a_tiny_model():
     for key in ("steady_state_speedup", "whole_run_speedup", "compile_time_s"):
         assert math.isfinite(s[key])
     assert len([e for e in events if isinstance(e, StepEvent)]) == 2 * (12 + 4)
+    # Inductor's one-time CPU feature probe ran before timing, and the race says how long it took.
+    assert result.environment["cpu_isa_probe_s"] >= 0
+
+
+def test_the_cpu_feature_probe_runs_once_before_the_compile_and_only_where_inductor_probes(tmp_path):
+    from torch._inductor import cpu_vec_isa
+
+    from core.engine.cpu_probe import probe_cpu_vector_isa, probe_dir
+
+    assert probe_cpu_vector_isa(torch.device("cpu"), "aot_eager") is None
+    assert probe_cpu_vector_isa(torch.device("cuda"), "inductor") is None
+    # In a fresh process, as in a race's worker (torch keeps the answer per process: a real probe).
+    race_cache = str(tmp_path / "cold-cache")
+    data = str(tmp_path / "data")
+    script = (
+        "import json, os, torch; from core.engine.cpu_probe import probe_cpu_vector_isa as p; "
+        "s = p(torch.device('cpu'), 'inductor'); print(json.dumps([s, os.environ['TORCHINDUCTOR_CACHE_DIR']]))"
+    )
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": race_cache, "COMPILE_LAB_DATA": data}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds, cache_after = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seconds is not None and seconds >= 0
+    # Its test programs are kept for the machine's next race, not left in the race's own cache...
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COMPILE_LAB_DATA", data)
+        assert os.listdir(probe_dir())
+    assert not [name for _, _, names in os.walk(race_cache) for name in names]
+    assert cache_after == race_cache  # ...which the compile then uses
+    # The answer is kept for the process: the compile that follows asks again and gets it at once.
+    probe_cpu_vector_isa(torch.device("cpu"), "inductor")
+    hits = cpu_vec_isa.valid_vec_isa_list.cache_info().hits
+    cpu_vec_isa.pick_vec_isa()
+    assert cpu_vec_isa.valid_vec_isa_list.cache_info().hits == hits + 1
 
 
 @pytest.mark.gpu

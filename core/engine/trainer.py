@@ -31,6 +31,7 @@ from core.engine.compile_stats import (
     read_compile_stats,
     reset_compile_state,
 )
+from core.engine.cpu_probe import probe_cpu_vector_isa
 from core.engine.data import BatchSource
 from core.engine.environment import environment_record
 from core.engine.profiling import kernel_profiling, profile_reading, profile_steps
@@ -557,6 +558,9 @@ def run_race(
             emit(StatusEvent("eager", "failed", 0, spec.epochs, error))
             summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats)
             return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
+        probe_s = probe_cpu_vector_isa(device, spec.backend)  # once per machine, not this model's compile
+        if probe_s is not None:
+            environment["cpu_isa_probe_s"] = round(probe_s, 3)
         if spec.schedule == "alternating":
             variants, stats, error, compile_failed = _race_alternating(
                 spec, device, emit, init_state, workload, model_params, trace_dir
@@ -605,6 +609,7 @@ def run_race(
                 break
     summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats, compile_failed)
     summary["model_params"] = model_params
+    summary["cpu_isa_probe_s"] = environment.get("cpu_isa_probe_s")
     return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
 
 

@@ -93,6 +93,12 @@ def caches_wall_vs_phases(result: dict[str, Any]) -> str | None:
         rest = f"they come to {-gap:.1f} s more than the bar, which subtracts a steady step that varies too"
     else:
         rest = "they account for all of the bar"
+    probe = cold.get("cpu_isa_probe_s")
+    if isinstance(probe, int | float) and probe >= 0.05:
+        rest += (
+            f". Neither counts Inductor's one-time CPU feature probe ({probe:.1f} s in the cold process): a "
+            "machine pays it once, not once per model"
+        )
     return (
         f"The bar is wall time: the first training step minus a steady one ({wall:.1f} s cold). The table is "
         f"torch's own timers for the compile, forward and backward graphs apart; they add up to {total:.1f} s, "

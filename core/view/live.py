@@ -252,7 +252,8 @@ def result_cards(
             "Compile time",
             fmt_seconds(summary.get("compile_time_s"), ms_digits=0, s_digits=1),
             "First compiled steps minus the same eager steps: what torch.compile cost up front."
-            + (f" {_recompiles_help(recompiles)}" if recompiles is not None else ""),
+            + (f" {_recompiles_help(recompiles)}" if recompiles is not None else "")
+            + _probe_help(summary.get("cpu_isa_probe_s")),
             delta=_recompiles_delta(recompiles),
             delta_color="inverse" if recompiles else "off",
             delta_arrow="off",
@@ -303,6 +304,16 @@ def _recompiles_delta(recompiles: int | None) -> str | None:
     if recompiles is None:
         return None
     return "no recompiles" if recompiles == 0 else f"{recompiles} recompile{'s' if recompiles != 1 else ''}"
+
+
+def _probe_help(probe_s: Any) -> str:
+    """Where Inductor's one-time CPU feature probe went (core.engine.cpu_probe): not in this figure."""
+    if not isinstance(probe_s, int | float) or probe_s < 0.05:
+        return ""
+    return (
+        f" Not counted: Inductor's one-time CPU feature probe ({probe_s:.1f} s, run before timing), which a "
+        "machine pays once, not once per model."
+    )
 
 
 def _recompiles_help(recompiles: int) -> str:

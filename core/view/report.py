@@ -133,6 +133,16 @@ def summary_table(result: dict[str, Any]) -> str:
             "compile time",
             f"{fmt_seconds(s['compile_time_s'])}  (first {s['warmup_steps']} compiled steps minus eager's)",
         ),
+        *(
+            [
+                (
+                    "  not counted",
+                    f"CPU feature probe {fmt_seconds(s['cpu_isa_probe_s'])} (once per machine, before timing)",
+                )
+            ]
+            if isinstance(s.get("cpu_isa_probe_s"), int | float) and s["cpu_isa_probe_s"] >= 0.05
+            else []
+        ),
         ("first-epoch overhead", fmt_seconds(s["first_epoch_overhead_s"], signed=True)),
         ("steady-state speedup", _speedup_text(s, interval)),
         ("break-even", break_even_text(s)),

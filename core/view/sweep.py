@@ -106,18 +106,23 @@ def _num(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
+def break_even_words(row: Any) -> str | None:
+    """'step 1,037', 'about step 48,000 (beyond the run)', or None where it never breaks even: the
+    same words in the table, the CLI's point lines and the page."""
+    if row.break_even_kind == OBSERVED:
+        return f"step {row.break_even_at:,.0f}"
+    if row.break_even_kind == EXTRAPOLATED:
+        return f"about step {row.break_even_at:,.0f} (beyond the run)"
+    return None
+
+
 def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
     """The points as a person reads them (all text): what each measured, or why it did not."""
     out = []
     for row in frame.itertuples():
         if row.measured:
             speedup = f"{row.speedup:.2f}x ({row.ci_low:.2f}-{row.ci_high:.2f})"
-            if row.break_even_kind == OBSERVED:
-                be = f"step {row.break_even_at:,.0f}"
-            elif row.break_even_kind == EXTRAPOLATED:
-                be = f"about step {row.break_even_at:,.0f} (beyond the run)"
-            else:
-                be = "never"
+            be = break_even_words(row) or "never"
             figures = {
                 "steady speedup (95%)": speedup,
                 "verdict": row.verdict or "",
@@ -238,12 +243,8 @@ def point_line(frame_row: Any, total: int) -> str:
         if r.compile_skipped:
             return head + terminal_text(f"{r.status}, compile did not happen: {r.compile_skipped}")
         return head + terminal_text(r.state if r.state != r.status else r.status + (f": {r.error}" if r.error else ""))
-    if r.break_even_kind == OBSERVED:
-        be = f"break-even step {r.break_even_at:,.0f}"
-    elif r.break_even_kind == EXTRAPOLATED:
-        be = f"break-even about step {r.break_even_at:,.0f} (beyond the run)"
-    else:
-        be = "never breaks even"
+    words = break_even_words(r)
+    be = f"break-even {words}" if words else "never breaks even"
     return (
         f"{head}done, {r.speedup:.2f}x ({r.ci_low:.2f}-{r.ci_high:.2f}) {r.verdict}, "
         f"compile {fmt_seconds(r.compile_time_s)}, {be}"

@@ -12,6 +12,7 @@ import torch
 from torch.nn import functional as F
 
 from core.engine.compile_stats import read_compile_stats
+from core.engine.cpu_probe import probe_cpu_vector_isa
 from core.engine.data import random_batch
 from core.engine.models import build_model
 from core.engine.timing import device_sync
@@ -40,6 +41,7 @@ def main(model_name: str, batch_size: int, device_name: str) -> dict:
         device_sync(device)
         return time.perf_counter() - t
 
+    probe_s = probe_cpu_vector_isa(device, "inductor")  # once per machine: not this model's compile
     # One untimed eager step first: a fresh process pays one-time device costs (CUDA context,
     # cuBLAS/cuDNN handles, allocator growth) on its first step, and they are not compile time.
     step(model)
@@ -55,6 +57,7 @@ def main(model_name: str, batch_size: int, device_name: str) -> dict:
         "cache_hits": stats.cache_hits,
         "cache_misses": stats.cache_misses,
         "graphs": stats.graphs,
+        "cpu_isa_probe_s": probe_s,
     }
 
 
