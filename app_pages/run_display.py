@@ -41,16 +41,17 @@ CARD_CSS = """<style>
 }
 </style>"""
 # Presenter mode: a projector at 1280x720 read from the back of a room, in either theme (sizes
-# only, colours stay the theme's): no sidebar or toolbar, the words and cards in large type.
+# only, colours stay the theme's): no sidebar or toolbar, the words and cards in large type. The card
+# sizes are !important: CARD_CSS, drawn later with the cards, would otherwise win (caught by the e2e).
 PRESENT_CHART_HEIGHT = 380
 PRESENTER_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stToolbar"] { display: none; }
 [data-testid="stMainBlockContainer"] { padding-top: 1.5rem; max-width: 100%; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stAlertContainer"] p { font-size: 1.6rem; line-height: 1.3; }
 [data-testid="stProgress"] p { font-size: 1.4rem; }
-.st-key-result_cards [data-testid="stMetricValue"] { font-size: 2.6rem; }
-.st-key-result_cards [data-testid="stMetricLabel"] p { font-size: 1.15rem; }
-.st-key-result_cards [data-testid="stMetricDelta"] p { font-size: 1.05rem; }
+.st-key-result_cards [data-testid="stMetricValue"] { font-size: 2.6rem !important; }
+.st-key-result_cards [data-testid="stMetricLabel"] p { font-size: 1.15rem !important; }
+.st-key-result_cards [data-testid="stMetricDelta"] p { font-size: 1.05rem !important; }
 </style>"""
 # On a phone the page title takes three lines at Streamlit's size: two at this one.
 PHONE_TITLE_CSS = """<style>
@@ -151,8 +152,7 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     def chart(name, build):
         return view.derive(name, lambda: vega_spec(build()))  # converted once per snapshot
 
-    if present:
-        show_cards(summary, run, view, total)
+    if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         marks = why.compile_marks(view.compiles())
         left, right = st.columns(2)
         draw_chart(
@@ -171,6 +171,7 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
                 lambda: charts.step_time_chart(steps, marks=marks).properties(height=PRESENT_CHART_HEIGHT),
             ),
         )
+        show_cards(summary, run, view, total)
         return
     # The race first, under the sentence that reads it: on a 1280x720 screen or a phone it is on the
     # first screen, with the cards (the same story in numbers) right under it.

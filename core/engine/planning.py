@@ -230,4 +230,7 @@ def _ms(seconds: float) -> str:
 
 
 def _per_sample(seconds: float) -> str:
+    """'25.48 µs per sample', '3.56 ms per sample': three significant figures in a readable unit."""
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms per sample"
     return f"{seconds * 1e6:.2f} µs per sample"
