@@ -197,8 +197,9 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     # Launch folds the form away: the run comes first on the screen.
     wait_until(lambda: not page.get_by_role("button", name="Launch").is_visible(), timeout=15)
 
-    # The step chart gains points over successive seconds while the run is still running.
-    wait_until(lambda: (step_counts(page) or (0, 0))[0] > 0, timeout=60)
+    # The step chart gains points over successive seconds while the run is still running. A fresh
+    # data directory builds Inductor's one-time CPU probe (~14-19 s here) before the first step.
+    wait_until(lambda: (step_counts(page) or (0, 0))[0] > 0, timeout=150)
     samples = []
     for _ in range(8):
         samples.append((step_counts(page), status(page)))
