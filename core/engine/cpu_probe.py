@@ -32,7 +32,7 @@ def probe_cpu_vector_isa(device: torch.device, backend: str) -> float | None:
     """Run Inductor's CPU vector-ISA probe now (cached for the rest of the process); its seconds.
 
     The test programs are built in probe_dir(), so only a machine's first race builds them (about
-    14 s on 2 cores); later ones load them (about 3 s). None where nothing would probe (another
+    14 s on 2 cores); later ones load them (0.13-0.3 s measured). None where nothing would probe (another
     device or backend, a torch without the probe) or the probe failed (then the compile fails too,
     and says why).
     """
