@@ -10,6 +10,7 @@ import time
 import uuid
 
 import streamlit as st
+from altair.utils import schemapi as alt_schemapi
 
 from core.engine.explain import demo_device_problem
 from core.engine.planning import fmt_duration, fmt_range, plan_from_summary, plan_sentence
@@ -154,6 +155,14 @@ def run_view(run: Run) -> LiveSnapshot:
     view = views[run.id]
     view.poll(store())
     return snapshot_of(run, view)
+
+
+# Altair validates every schema object it creates against the Vega-Lite schema (its "debug mode"),
+# about a fifth of a live chart's build, which this process repeats for each new snapshot of a live
+# run. The builders' whole specs are validated by tests/test_charts.py instead. (Altair also toggles
+# this flag around its own copies, unguarded across threads, so in a server with one thread per
+# session it was not reliably on anyway.)
+alt_schemapi.disable_debug_mode()
 
 
 def vega_spec(chart):

@@ -152,8 +152,8 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     def chart(name, build):
         return view.derive(name, lambda: vega_spec(build()))  # converted once per snapshot
 
+    marks = view.derive("compile_marks", lambda: why.compile_marks(view.compiles()))
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
-        marks = why.compile_marks(view.compiles())
         left, right = st.columns(2)
         draw_chart(
             left,
@@ -187,12 +187,11 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
             help="The default axis is cut just above the steady steps so their difference shows; "
             "this shows every step in full, the compile step included.",
         )
-        marks = why.compile_marks(view.compiles())
         draw_chart(st, chart(("step_time", log), lambda: charts.step_time_chart(steps, log_scale=log, marks=marks)))
     draw_chart(right, chart("epochs", lambda: charts.epoch_chart(epochs)))
     left, right = st.columns(2)
     draw_chart(left, chart("loss", lambda: charts.loss_chart(steps)))
-    agreement = story.loss_agreement(steps)
+    agreement = view.derive("loss_agreement", lambda: story.loss_agreement(steps))
     if agreement:
         right.markdown(f"**Loss**: {agreement}")
     if run.finished:

@@ -2,6 +2,7 @@
 
 import math
 
+import altair as alt
 import numpy as np
 import pandas as pd
 import pytest
@@ -464,3 +465,32 @@ def test_overlay_of_many_long_runs_shares_a_point_budget_and_keeps_compile_spike
     if builder is overlay_step_chart:
         spikes = rows[(rows["variant"] == "compiled") & (rows["step"] == 1)]
         assert spikes["time_ms"].tolist() == pytest.approx([2500.0] * 5)
+
+
+def test_layering_without_deep_copies_gives_the_same_spec_as_altair_layering(monkeypatch):
+    """charts._layer skips alt.layer's deep copies of each layer; every builder must still give the
+    spec alt.layer gives, with every kind of layer there is (projection, break-even, compile marks
+    and the off-scale compile note), and must leave the layers it was given as they were."""
+    steps = make_steps(900, 900)
+    marks = pd.DataFrame(
+        [{"variant": "compiled", "step": 1, "kind": "compile", "note": "forward graph compiled"}],
+        columns=["variant", "step", "kind", "note"],
+    )
+    builds = [
+        lambda: cumulative_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 80.4)),
+        lambda: cumulative_chart(steps, {"step": 826, "wall_s": 39.71}),
+        lambda: charts.lead_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 7.58)),
+        lambda: charts.lead_chart(steps, break_even={"step": 826, "wall_s": 12.5}),
+        lambda: charts.step_time_chart(steps, marks=marks),
+        lambda: charts.step_time_chart(steps, log_scale=True, marks=marks),
+        lambda: charts.loss_chart(steps),
+    ]
+    fast = [spec_of(build()) for build in builds]
+    monkeypatch.setattr(charts, "_layer", lambda *layers: alt.layer(*layers))
+    assert fast == [spec_of(build()) for build in builds]
+
+    layers = [alt.Chart(steps).mark_line().encode(x="step:Q", y="time_s:Q"), alt.Chart(steps).mark_point()]
+    before = [layer.to_dict() for layer in layers]
+    monkeypatch.undo()
+    charts._layer(*layers).to_dict()
+    assert [layer.to_dict() for layer in layers] == before

@@ -183,7 +183,7 @@ def step_time_chart(
         layers += _compile_step_note(compile_ms, ceiling)
     if marks is not None and len(marks):
         layers.append(_compile_marks(marks))
-    return _finish(alt.layer(*layers), STEP_TIME_TITLE, counts, "steps")
+    return _finish(_layer(*layers), STEP_TIME_TITLE, counts, "steps")
 
 
 COMPILE_MARK_COLOR = "#5b5b5b"  # neutral: eager's blue and compiled's orange stay the variants'
@@ -271,7 +271,7 @@ def cumulative_chart(
     if break_even is None and projection is not None and ends:
         layers = _projection_layers(projection, ends, y_title)
     marker = _break_even_layers(break_even, y_title, last_step)
-    chart = alt.layer(*lines, *layers, *marker)
+    chart = _layer(*lines, *layers, *marker)
     return _finish(chart, CUMULATIVE_TITLE, counts, "steps")
 
 
@@ -412,7 +412,7 @@ def lead_chart(
             .mark_point(shape="circle", size=110, strokeWidth=2.5, filled=False, color=NEUTRAL)
             .encode(x=x, y=y, tooltip=[alt.Tooltip("step:Q", title="break-even", format=",.0f")])
         )
-    return _finish(alt.layer(*layers), LEAD_TITLE, counts, "steps", height=LEAD_HEIGHT)
+    return _finish(_layer(*layers), LEAD_TITLE, counts, "steps", height=LEAD_HEIGHT)
 
 
 def epoch_chart(epochs: pd.DataFrame | None) -> alt.Chart:
@@ -460,7 +460,7 @@ def loss_chart(steps: pd.DataFrame | None) -> alt.LayerChart:
     )
     eager = base.transform_filter(alt.datum.variant == "eager").mark_line(strokeWidth=5, opacity=0.45)
     compiled = base.transform_filter(alt.datum.variant == "compiled").mark_line(strokeWidth=2)
-    return _finish(alt.layer(eager, compiled), LOSS_TITLE, counts, "steps")
+    return _finish(_layer(eager, compiled), LOSS_TITLE, counts, "steps")
 
 
 def overlay_step_chart(steps: pd.DataFrame | None, log_scale: bool = False) -> alt.Chart:
@@ -634,6 +634,25 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
     return [rule.encode(tooltip=tooltip), dot, text]
 
 
+class _Layer(alt.Chart):
+    """A finished layer: copying it copies its top level only.
+
+    alt.layer() deep-copies every layer three times (to lift shared data and parameters), walking
+    each layer's every schema object and unset field: three fifths of building a live chart, which
+    the app does for every new snapshot of a live run. These layers are never changed after they
+    are layered (alt.layer only sets or removes top-level fields on its copies: data, name, height),
+    so a copy may share what is below the top level. tests/test_charts.py checks that a chart built
+    this way gives the same spec as one built with alt.layer."""
+
+    def __deepcopy__(self, memo: Any = None) -> _Layer:
+        return self.copy(deep=False)
+
+
+def _layer(*layers: alt.Chart) -> alt.LayerChart:
+    """alt.layer(*layers), without the deep copies (see _Layer)."""
+    return alt.layer(*(_Layer(**layer._kwds) if type(layer) is alt.Chart else layer for layer in layers))
+
+
 def _finish(
     chart: alt.Chart | alt.LayerChart,
     title: str,
@@ -645,9 +664,12 @@ def _finish(
     is left to the container."""
     empty = sum(counts.values()) == 0
     description = f"{title}: {counts['eager']} eager {unit}, {counts['compiled']} compiled {unit}"
+    # What .properties() does, without validating each value against the schema on every build (a
+    # quarter of a live chart's build; the tests validate every builder's whole spec).
+    titled = chart.copy(deep=False)
+    titled.title, titled.description, titled.height = title + (WAITING if empty else ""), description, height
     return (
-        chart.properties(title=title + (WAITING if empty else ""), description=description, height=height)
-        .configure_axis(**AXIS_FONT)
+        titled.configure_axis(**AXIS_FONT)
         .configure_legend(labelFontSize=14, orient="top", title=None)
         .configure_title(fontSize=17, anchor="start")
     )
