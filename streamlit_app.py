@@ -29,9 +29,10 @@ if admin_configured():  # no admin token on this host: no admin page at all
 page = st.navigation(pages)
 
 
-@st.fragment(run_every=2.0)
+@st.fragment(run_every=5.0)
 def sidebar_status() -> None:
-    """Device card and queue, refreshed on their own so they stay true while a page sits still."""
+    """Device card and queue, refreshed on their own so they stay true while a page sits still
+    (every 5 s: each refresh is a script run per open tab, and a run's own view is on the page)."""
     tick()
     queue = board().queue()  # read once a second for every session of this process
     env = queue.environment

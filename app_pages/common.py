@@ -11,6 +11,7 @@ import uuid
 
 import streamlit as st
 from altair.utils import schemapi as alt_schemapi
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core.engine.explain import demo_device_problem
 from core.engine.planning import fmt_duration, fmt_range, plan_from_summary, plan_sentence
@@ -120,6 +121,12 @@ def visitor() -> str:
     if "visitor" not in st.session_state:
         st.session_state.visitor = uuid.uuid4().hex
     return owner_of(st.session_state.visitor)
+
+
+def session_id() -> str:
+    """This browser tab's Streamlit session (what a live board counts as one follower of a run)."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else "no-session"
 
 
 def connection_address() -> tuple[str | None, list[tuple[str, str]]]:

@@ -6,6 +6,7 @@ from app_pages.common import (
     board,
     host_limits,
     plan_section,
+    session_id,
     show_reference,
     store,
     tick,
@@ -20,6 +21,7 @@ from core.engine.spec import SpecError, validate
 from core.runs import jobs, shared_results
 from core.runs.limits import HostLimits
 from core.view.compare import race_name
+from core.view.live_board import VIEWER_REFRESH_S, viewer_refresh_s
 from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_HELP,
@@ -211,13 +213,20 @@ if "launch_error" in st.session_state:
 
 run = followed_run()
 polling = run is not None and not run.finished
+# The owner's view refreshes every second; a viewer's too, until the audience is large enough that
+# the server would fall behind (core.view.live_board.viewer_refresh_s: 50 viewers, every 1.5 s).
+if polling and run.owner != owner:
+    every = viewer_refresh_s(board().audience(run.id), st.session_state.get("live_every"))
+else:
+    every = VIEWER_REFRESH_S
+st.session_state.live_every = every
 
 
-@st.fragment(run_every=1.0 if polling else None)
+@st.fragment(run_every=every if polling else None)
 def live(run_id: int) -> None:
     tick()
     me = visitor()  # read here: the browser's identity can arrive after the page first ran
-    snap = board().snapshot(run_id)  # shared by every viewer of this run in this process
+    snap = board().snapshot(run_id, follower=session_id())  # shared by every viewer of this run in this process
     if snap is not None and snap.run.owner == me:
         snap = board().snapshot(run_id, fresh=True)  # the owner's view reads the store every refresh
     if snap is None:
@@ -226,6 +235,8 @@ def live(run_id: int) -> None:
     run = snap.run
     if polling and run.finished:
         st.rerun()  # stop polling: redraw the page once with the final result
+    if polling and run.owner != me and viewer_refresh_s(board().audience(run_id), every) != every:
+        st.rerun()  # the audience grew or shrank past a step: redraw the page at the new interval
     note = st.session_state.get("reuse_note")
     if note and note[0] == run.id:
         st.info(f"The queue is long, so this host shows the same race: {markdown_text(note[1])}.")

@@ -11,7 +11,14 @@ from test_pages import APP, record_probe, record_race
 
 from core.runs.store import Store
 from core.view import charts, story, why
-from core.view.live_board import LiveBoard, board_for
+from core.view.live_board import (
+    AUDIENCE_REFRESHES_PER_S,
+    AUDIENCE_WINDOW_S,
+    VIEWER_REFRESH_S,
+    LiveBoard,
+    board_for,
+    viewer_refresh_s,
+)
 
 
 @pytest.fixture
@@ -150,3 +157,52 @@ def test_a_shared_chart_draws_exactly_what_st_altair_chart_draws():
     assert direct.spec == shared.spec
     assert [(d.name, d.data.data) for d in direct.datasets] == [(d.name, d.data.data) for d in shared.datasets]
     assert direct.datasets and direct.use_container_width == shared.use_container_width
+
+
+def test_a_large_audience_refreshes_less_often_and_all_together_about_as_often_as_35():
+    assert viewer_refresh_s(0) == viewer_refresh_s(1) == viewer_refresh_s(35) == VIEWER_REFRESH_S == 1.0
+    assert viewer_refresh_s(36) == viewer_refresh_s(50) == 1.5
+    assert viewer_refresh_s(100) == 3.0
+    intervals = [viewer_refresh_s(n) for n in range(1, 500)]
+    assert intervals == sorted(intervals)  # never faster for a larger audience
+    for n in range(36, 500):  # all viewers together: the cap, within one half-second step
+        assert AUDIENCE_REFRESHES_PER_S * 0.6 <= n / viewer_refresh_s(n) <= AUDIENCE_REFRESHES_PER_S
+    # Hysteresis: a viewer at 1.5 s stays there while the audience hovers just under the step.
+    assert viewer_refresh_s(34, current=1.5) == 1.5
+    assert viewer_refresh_s(28, current=1.5) == 1.0
+    assert viewer_refresh_s(60, current=1.5) == 2.0  # up at once
+
+
+def test_the_audience_is_the_sessions_that_asked_recently(store, monkeypatch):
+    run_id = record_race(store, "running")
+    board = LiveBoard(store.path, viewer_max_age_s=60)
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    for session in ["a", "b", "c", "a"]:
+        board.snapshot(run_id, follower=session)
+    board.snapshot(run_id)  # a read that names no session (a test, a script) is nobody
+    assert board.audience(run_id) == 3
+    now[0] += AUDIENCE_WINDOW_S - 1
+    board.snapshot(run_id, follower="c")
+    now[0] += 2  # a and b have not asked for longer than the window: gone
+    assert board.audience(run_id) == 1
+    assert board.audience(run_id + 1) == 0
+
+
+def test_a_viewer_in_a_large_audience_refreshes_less_often_and_the_owner_does_not(store, sleepers):
+    record_probe(store)
+    run_id = record_race(store, "running")
+    board = board_for(store.path)
+    for i in range(49):  # 49 other tabs following the run
+        board.snapshot(run_id, follower=f"tab-{i}")
+    viewer = AppTest.from_file(APP, default_timeout=60)
+    viewer.query_params["run"] = str(run_id)
+    viewer.run()
+    viewer.run()  # the second run sees itself in the audience too
+    assert not viewer.exception and viewer.session_state["live_every"] == 1.5
+    owner = AppTest.from_file(APP, default_timeout=60)
+    owner.session_state["visitor"] = "0123456789abcdef"
+    store.update_run(run_id, owner="visitor:0123456789abcdef")
+    owner.query_params["run"] = str(run_id)
+    owner.run()
+    assert not owner.exception and owner.session_state["live_every"] == 1.0

@@ -18,6 +18,7 @@ serialised per run.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +36,25 @@ from core.view.live import RunView, run_label, run_summary
 VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
 QUEUE_MAX_AGE_S = 1.0  # the sidebar's device card and queue
 IDLE_EVICT_S = 300.0  # a run nobody asked about for this long is dropped from the board
+AUDIENCE_WINDOW_S = 5.0  # a session that asked about a run this recently is following it
+VIEWER_REFRESH_S = 1.0  # a viewer's live view refreshes this often, up to AUDIENCE_REFRESHES_PER_S viewers
+# All the viewers of one run together refresh about this often per second at most. Each refresh is a
+# Streamlit script run of ~8 ms in the one server process (bench/viewers.py); past this, a talk's
+# audience saturated the process and views fell 7-25 s behind instead of 1.5 s.
+AUDIENCE_REFRESHES_PER_S = 35.0
+
+
+def viewer_refresh_s(audience: int, current: float | None = None) -> float:
+    """How often a viewer (not the run's owner) refreshes its live view, for `audience` sessions
+    following the run: every second up to AUDIENCE_REFRESHES_PER_S of them, then in half-second
+    steps so that all of them together stay near that rate (50 viewers: 1.5 s). `current`, the
+    session's interval now: it steps back down only once the audience is a fifth below the step,
+    so an audience at a boundary does not make every viewer switch back and forth."""
+    wanted = max(VIEWER_REFRESH_S, math.ceil(2 * audience / AUDIENCE_REFRESHES_PER_S) / 2)
+    if current is not None and wanted < current:
+        if audience > 0.8 * AUDIENCE_REFRESHES_PER_S * (current - 0.5):
+            return current
+    return wanted
 
 
 class LiveSnapshot:
@@ -121,6 +141,7 @@ class _Entry:
     snapshot: LiveSnapshot | None = None
     read_at: float = 0.0  # time.monotonic() of the read that the snapshot reflects
     asked_at: float = 0.0
+    followers: dict[str, float] = field(default_factory=dict)  # session -> when it last asked
 
 
 @dataclass(frozen=True)
@@ -162,15 +183,18 @@ class LiveBoard:
             self._store = Store(self.store_path)
         return self._store
 
-    def snapshot(self, run_id: int, fresh: bool = False) -> LiveSnapshot | None:
+    def snapshot(self, run_id: int, fresh: bool = False, follower: str | None = None) -> LiveSnapshot | None:
         """The run as every viewer sees it now; None if it does not exist.
 
         `fresh` (the run's owner): read the store now, as a page of one's own did before. Otherwise a
         snapshot younger than viewer_max_age_s is returned as is; an older one is read again once,
-        by whichever session asks first, while the others wait for that read.
+        by whichever session asks first, while the others wait for that read. `follower`: the
+        asking session, counted in the run's audience.
         """
         now = time.monotonic()
         entry = self._entry(run_id, now)
+        if follower is not None:
+            entry.followers[follower] = now
         if not fresh and entry.snapshot is not None and now - entry.read_at < self.viewer_max_age_s:
             return entry.snapshot
         # Too old: read, or wait for the session reading right now (a newer snapshot in a moment is
@@ -180,6 +204,18 @@ class LiveBoard:
                 return entry.snapshot  # read by another session while this one waited
             self._refresh(entry, run_id)
             return entry.snapshot
+
+    def audience(self, run_id: int) -> int:
+        """How many sessions follow this run now (asked about it in the last AUDIENCE_WINDOW_S)."""
+        now = time.monotonic()
+        with self._entries_lock:
+            entry = self._entries.get(run_id)
+            if entry is None:
+                return 0
+            for session, asked in list(entry.followers.items()):
+                if now - asked > AUDIENCE_WINDOW_S:
+                    entry.followers.pop(session, None)
+            return len(entry.followers)
 
     def _entry(self, run_id: int, now: float) -> _Entry:
         with self._entries_lock:
