@@ -21,7 +21,7 @@ from core.engine.spec import SpecError, validate
 from core.runs import jobs, shared_results
 from core.runs.limits import HostLimits
 from core.view.compare import race_name
-from core.view.live_board import VIEWER_REFRESH_S, viewer_refresh_s
+from core.view.live_board import VIEWER_REFRESH_S, viewer_refresh_s, yield_to_measurements
 from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_HELP,
@@ -235,8 +235,10 @@ def live(run_id: int) -> None:
     run = snap.run
     if polling and run.finished:
         st.rerun()  # stop polling: redraw the page once with the final result
-    if polling and run.owner != me and viewer_refresh_s(board().audience(run_id), every) != every:
-        st.rerun()  # the audience grew or shrank past a step: redraw the page at the new interval
+    if polling and run.owner != me:
+        if viewer_refresh_s(board().audience(run_id), every) != every:
+            st.rerun()  # the audience grew or shrank past a step: redraw the page at the new interval
+        yield_to_measurements()  # the rest of this refresh runs after the race being measured
     note = st.session_state.get("reuse_note")
     if note and note[0] == run.id:
         st.info(f"The queue is long, so this host shows the same race: {markdown_text(note[1])}.")

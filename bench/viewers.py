@@ -6,7 +6,8 @@ browsers would eat the very CPU under test, so this drives N sessions at the pro
 browser does: each opens Streamlit's websocket (/_stcore/stream), asks for the page with the run
 in its link (BackMsg rerun_script), keeps the messages Streamlit marks cacheable and reports their
 hashes back, and asks for every fragment rerun the server schedules (ForwardMsg auto_rerun ->
-BackMsg rerun_script with the fragment id, every interval). Each session reads what it was sent:
+BackMsg rerun_script with the fragment id, every interval; a new interval for the same fragment
+replaces the old, as in Streamlit's frontend: a large audience's views refresh less often). Each session reads what it was sent:
 the step chart's description, "Step time per step: E eager steps, C compiled steps".
 
 For each N (0 = nobody watching, then 1, 10, 50, then 0 again to see the drift) the same small race
@@ -38,6 +39,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -123,10 +125,11 @@ class Viewer:
     received_bytes: int = 0
     error: str | None = None
     rendered: asyncio.Event = field(default_factory=asyncio.Event)
+    intervals: dict[str, float] = field(default_factory=dict)  # fragment id -> its refresh interval now
 
     async def follow(self, ws_url: str, stop: asyncio.Event) -> None:
         cache: dict[str, tuple[int, tuple[int, int] | None]] = {}  # hash -> (last run used, step counts)
-        timers: dict[str, asyncio.Task] = {}
+        timers: dict[str, tuple[asyncio.Task, float]] = {}  # fragment id -> (its rerun timer, interval)
         page_hash, runs = "", 0
         try:
             async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None) as ws:
@@ -175,15 +178,20 @@ class Viewer:
                         runs += 1
                         for h in [h for h, (used, _) in cache.items() if runs - used > CACHE_RUNS]:
                             del cache[h]
-                    elif kind == "auto_rerun" and msg.auto_rerun.fragment_id not in timers:
-                        timers[msg.auto_rerun.fragment_id] = asyncio.create_task(
-                            every(msg.auto_rerun.fragment_id, msg.auto_rerun.interval)
-                        )
+                    elif kind == "auto_rerun":  # as the browser does: a new interval replaces the old
+                        fragment_id, interval = msg.auto_rerun.fragment_id, msg.auto_rerun.interval
+                        current = timers.get(fragment_id)
+                        if current is None or current[1] != interval:
+                            if current is not None:
+                                current[0].cancel()
+                            timers[fragment_id] = (asyncio.create_task(every(fragment_id, interval)), interval)
+                            self.intervals[fragment_id] = interval
                     elif kind == "stop_auto_rerun":
                         for fragment_id in msg.stop_auto_rerun.fragment_ids:
-                            task = timers.pop(fragment_id, None)
-                            if task:
-                                task.cancel()
+                            current = timers.pop(fragment_id, None)
+                            self.intervals.pop(fragment_id, None)
+                            if current:
+                                current[0].cancel()
                     elif kind == "script_finished":
                         if msg.script_finished == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY:
                             self.fragment_runs += 1
@@ -192,7 +200,7 @@ class Viewer:
                         else:
                             self.full_runs += 1
                             self.rendered.set()
-                for task in timers.values():
+                for task, _ in timers.values():
                     task.cancel()
         except Exception as exc:  # noqa: BLE001 - report it, keep the other viewers going
             self.error = f"{type(exc).__name__}: {exc}"
@@ -230,6 +238,7 @@ class Result:
     errors: list[str]
     bench_cpu_cores: float
     worker_lag_p95_s: float | None
+    live_intervals: dict[float, int] = field(default_factory=dict)  # live view's refresh interval -> viewers
 
 
 class StoreTimeline:
@@ -312,11 +321,15 @@ async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: 
     wall0 = time.time()
     store.set_queue_paused(False)
     jobs.tick(store)
+    intervals: dict[float, int] = {}
     while True:
         await asyncio.sleep(0.2)
         run = store.get_run(run_id)
         if run.finished:
             break
+        # How often each viewer's live view refreshes while the race runs (its shortest interval:
+        # the sidebar's is longer; the live view's stops when the race ends).
+        intervals = dict(Counter(min(v.intervals.values()) for v in viewers if v.intervals))
     cpu1, bench1, t1 = cpu_seconds(server_pid), time.process_time(), time.monotonic()
     wall1 = time.time()
     timeline.close()
@@ -347,7 +360,14 @@ async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: 
         errors=[f"viewer {v.index}: {v.error}" for v in viewers if v.error],
         bench_cpu_cores=(bench1 - bench0) / window,
         worker_lag_p95_s=statistics.quantiles(lag, n=100)[94] if len(lag) > 1 else None,
+        live_intervals=intervals,
     )
+
+
+def intervals_text(intervals: dict[float, int]) -> str:
+    """'1.5 s (48 viewers), 1.0 s (2)': how often the viewers' live views were refreshing at the end."""
+    parts = sorted(intervals.items(), key=lambda item: -item[1])
+    return ", ".join(f"{s:g} s ({n}{' viewers' if i == 0 else ''})" for i, (s, n) in enumerate(parts)) or "-"
 
 
 def load_average() -> str:
@@ -444,6 +464,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 f"{result.fragment_runs} fragment and {result.full_runs} full script runs, "
                 f"{result.early_runs} stopped early by the next rerun, "
                 f"{result.idle_viewers} viewers never refreshed, "
+                f"live view refreshing every {intervals_text(result.live_intervals)}, "
                 f"load average {load_average()}",
                 flush=True,
             )

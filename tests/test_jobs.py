@@ -111,6 +111,30 @@ def test_concurrent_ticks_never_start_two_jobs_on_one_device(store, sleepers):
     assert [r.status for r in store.list_runs()].count("starting") == 1
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priorities are Linux's")
+def test_a_viewers_low_priority_refresh_never_starts_a_worker(store, sleepers):
+    """A worker inherits the priority of the thread that starts it, and a thread cannot raise its
+    own back: a viewer's refresh (yield_to_measurements) must leave the queue to another tick."""
+    from core.view.live_board import VIEWER_NICE, yield_to_measurements
+
+    run_id = store.create_run("race", quick_spec().to_dict(), "ann", "cpu")
+    seen = {}
+
+    def viewer_refresh():
+        seen["lowered"] = yield_to_measurements()
+        seen["deprioritized"] = jobs.thread_deprioritized()
+        seen["started"] = jobs.tick(Store(store.path))
+
+    thread = threading.Thread(target=viewer_refresh)
+    thread.start()
+    thread.join()
+    assert seen == {"lowered": True, "deprioritized": True, "started": []}
+    assert store.get_run(run_id).status == "queued" and not sleepers
+    assert not jobs.thread_deprioritized()  # the test's own thread, as the page's next refresh
+    assert jobs.tick(store) == [run_id] and len(sleepers) == 1
+    assert os.getpriority(os.PRIO_PROCESS, sleepers[0].pid) < VIEWER_NICE  # started at the process's priority
+
+
 def test_cancel_a_queued_job_and_refuse_someone_elses(store, sleepers):
     first = jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
     second = jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -332,13 +333,27 @@ def launch_ticker(store_path: str) -> None:
     )
 
 
+def thread_deprioritized() -> bool:
+    """Whether this thread runs at a lower CPU priority than its process (a viewer's refresh in the
+    app: core.view.live_board.yield_to_measurements). A worker started from it would inherit that
+    priority and measure its race with it, and a thread cannot raise its priority back."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) > os.getpriority(os.PRIO_PROCESS, os.getpid())
+    except (OSError, AttributeError):  # not Linux: priorities are per process there
+        return False
+
+
 def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> list[int]:
     """Reconcile, then start the oldest queued job on every idle lane. Safe to call anywhere.
 
     Lanes: the CPU, and each GPU by index; a CUDA job waits for any idle GPU lane and is pinned to
     it. The device probe never runs beside a job on a device (a second CUDA context during a
     measurement), except when there is no probe result yet, and no job starts while it runs.
+    From a deprioritized thread it does nothing: the next tick of any other (a page's next refresh,
+    the sidebar, a worker finishing, the CLI) starts what waits.
     """
+    if thread_deprioritized():
+        return []
     launch = launch or launch_worker
     reconcile(store)
     caps = known_caps(store)

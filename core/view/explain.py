@@ -14,6 +14,7 @@ import altair as alt
 import pandas as pd
 
 from core.view.charts import VARIANT_COLORS
+from core.view.report import probe_worth_naming
 from core.view.why import phase_table
 
 FONT = {"labelFontSize": 14, "titleFontSize": 15}
@@ -93,8 +94,8 @@ def caches_wall_vs_phases(result: dict[str, Any]) -> str | None:
         rest = f"they come to {-gap:.1f} s more than the bar, which subtracts a steady step that varies too"
     else:
         rest = "they account for all of the bar"
-    probe = cold.get("cpu_isa_probe_s")
-    if isinstance(probe, int | float) and probe >= 0.05:
+    probe = probe_worth_naming(cold.get("cpu_isa_probe_s"))
+    if probe is not None:
         rest += (
             f". Neither counts Inductor's one-time CPU feature probe ({probe:.1f} s in the cold process): a "
             "machine pays it once, not once per model"

@@ -16,7 +16,7 @@ import pandas as pd
 
 from core.engine import analysis
 from core.runs.store import Run, Store
-from core.view.report import fmt_about, fmt_seconds
+from core.view.report import fmt_about, fmt_seconds, probe_worth_naming
 from core.view.story import overhead_bridge, projected_words
 from core.view.why import recompile_count
 
@@ -308,7 +308,8 @@ def _recompiles_delta(recompiles: int | None) -> str | None:
 
 def _probe_help(probe_s: Any) -> str:
     """Where Inductor's one-time CPU feature probe went (core.engine.cpu_probe): not in this figure."""
-    if not isinstance(probe_s, int | float) or probe_s < 0.05:
+    probe_s = probe_worth_naming(probe_s)
+    if probe_s is None:
         return ""
     return (
         f" Not counted: Inductor's one-time CPU feature probe ({probe_s:.1f} s, run before timing), which a "
