@@ -239,6 +239,7 @@ class Result:
     bench_cpu_cores: float
     worker_lag_p95_s: float | None
     live_intervals: dict[float, int] = field(default_factory=dict)  # live view's refresh interval -> viewers
+    staleness_max_at_s: float | None = None  # when the worst staleness was, after the race's first step
 
 
 class StoreTimeline:
@@ -341,7 +342,13 @@ async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: 
         sys.exit(f"the race with {n} viewers ended {run.status}: {run.error}")
     first = min([t[0] for t in timeline.seen.values() if t] or [wall0])
     lag = timeline.worker_lag()
-    ages = [a for v in viewers for a in staleness(v, timeline, first, wall1)]
+    per_viewer = [staleness(v, timeline, first, wall1) for v in viewers]
+    ages = [a for samples in per_viewer for a in samples]
+    worst_at = max(
+        ((i * SAMPLE_EVERY_S, a) for samples in per_viewer for i, a in enumerate(samples)),
+        key=lambda x: x[1],
+        default=(None, None),
+    )[0]  # seconds after the first step: at the start, at the compile, or anywhere?
     summary = run.summary or {}
     return Result(
         viewers=n,
@@ -349,6 +356,7 @@ async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: 
         window_s=window,
         staleness_p95_s=statistics.quantiles(ages, n=100)[94] if len(ages) > 1 else None,
         staleness_max_s=max(ages) if ages else None,
+        staleness_max_at_s=worst_at,
         eager_step_s=summary.get("eager_median_step_s"),
         compiled_step_s=summary.get("compiled_median_step_s"),
         fragment_runs=sum(v.fragment_runs for v in viewers),
@@ -460,7 +468,8 @@ async def main_async(args: argparse.Namespace) -> None:
             results.append(result)
             print(
                 f"  {n:>3} viewers: server {result.cpu_cores:.3f} cores over {result.window_s:.0f} s, "
-                f"stale max {result.staleness_max_s if result.staleness_max_s is not None else float('nan'):.2f} s, "
+                f"stale max {result.staleness_max_s if result.staleness_max_s is not None else float('nan'):.2f} s"
+                f"{'' if result.staleness_max_at_s is None else f' ({result.staleness_max_at_s:.0f} s into the race)'}, "
                 f"{result.fragment_runs} fragment and {result.full_runs} full script runs, "
                 f"{result.early_runs} stopped early by the next rerun, "
                 f"{result.idle_viewers} viewers never refreshed, "
