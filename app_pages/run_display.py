@@ -41,11 +41,13 @@ CARD_CSS = """<style>
 }
 </style>"""
 # Presenter mode: a projector at 1280x720 read from the back of a room, in either theme (sizes
-# only, colours stay the theme's): no sidebar or toolbar, the words and cards in large type. The card
+# only, colours stay the theme's): no sidebar, toolbar or header band (empty here, it covered the
+# first line of the page once scrolled), the words and cards in large type. The card
 # sizes are !important: CARD_CSS, drawn later with the cards, would otherwise win (caught by the e2e).
 PRESENT_CHART_HEIGHT = 380
 PRESENTER_CSS = """<style>
-[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stToolbar"] { display: none; }
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stToolbar"],
+[data-testid="stHeader"] { display: none; }
 [data-testid="stMainBlockContainer"] { padding-top: 1.5rem; max-width: 100%; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stAlertContainer"] p { font-size: 1.6rem; line-height: 1.3; }
 [data-testid="stProgress"] p { font-size: 1.4rem; }
