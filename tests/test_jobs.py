@@ -131,6 +131,8 @@ def test_a_viewers_low_priority_refresh_never_starts_a_worker(store, sleepers):
     assert seen == {"lowered": True, "deprioritized": True, "started": []}
     assert store.get_run(run_id).status == "queued" and not sleepers
     assert not jobs.thread_deprioritized()  # the test's own thread, as the page's next refresh
+    if threading.current_thread() is threading.main_thread():  # the process's own priority is never lowered
+        assert yield_to_measurements() is False and not jobs.thread_deprioritized()
     assert jobs.tick(store) == [run_id] and len(sleepers) == 1
     assert os.getpriority(os.PRIO_PROCESS, sleepers[0].pid) < VIEWER_NICE  # started at the process's priority
 

@@ -337,9 +337,11 @@ def thread_deprioritized() -> bool:
     """Whether this thread runs at a lower CPU priority than its process (a viewer's refresh in the
     app: core.view.live_board.yield_to_measurements). A worker started from it would inherit that
     priority and measure its race with it, and a thread cannot raise its priority back."""
+    if not sys.platform.startswith("linux"):  # priorities are per process there; a thread id is no pid
+        return False
     try:
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) > os.getpriority(os.PRIO_PROCESS, os.getpid())
-    except (OSError, AttributeError):  # not Linux: priorities are per process there
+    except OSError:
         return False
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -54,12 +55,14 @@ VIEWER_NICE = 10
 def yield_to_measurements() -> bool:
     """Lower this thread's CPU priority to VIEWER_NICE, for the rest of this script run. Raising a
     thread's niceness needs no privilege. False where the system does not allow it per thread."""
+    tid = threading.get_native_id()
+    if not sys.platform.startswith("linux") or tid == os.getpid():
+        return False  # elsewhere a thread id is no process id; and never the process's main thread
     try:
-        tid = threading.get_native_id()
         if os.getpriority(os.PRIO_PROCESS, tid) < VIEWER_NICE:
             os.setpriority(os.PRIO_PROCESS, tid, VIEWER_NICE)
         return True
-    except (OSError, AttributeError):  # not Linux: setpriority is per process there; leave it
+    except OSError:
         return False
 
 
