@@ -213,12 +213,18 @@ if "launch_error" in st.session_state:
 
 run = followed_run()
 polling = run is not None and not run.finished
-# The owner's view refreshes every second; a viewer's too, until the audience is large enough that
-# the server would fall behind (core.view.live_board.viewer_refresh_s: 50 viewers, every 1.5 s).
-if polling and run.owner != owner:
-    every = viewer_refresh_s(board().audience(run.id), st.session_state.get("live_every"))
-else:
-    every = VIEWER_REFRESH_S
+
+
+def refresh_every(run_id: int, run_owner: str, me: str) -> float:
+    """How often this tab's live view refreshes: every second for the run's owner; for a viewer the
+    same, until the audience is large enough that the server would fall behind
+    (core.view.live_board.viewer_refresh_s: 50 viewers, every 1.5 s)."""
+    if run_owner == me:
+        return VIEWER_REFRESH_S
+    return viewer_refresh_s(board().audience(run_id), st.session_state.get("live_every"))
+
+
+every = refresh_every(run.id, run.owner, owner) if polling else VIEWER_REFRESH_S
 st.session_state.live_every = every
 
 
@@ -235,9 +241,9 @@ def live(run_id: int) -> None:
     run = snap.run
     if polling and run.finished:
         st.rerun()  # stop polling: redraw the page once with the final result
+    if polling and refresh_every(run_id, run.owner, me) != every:
+        st.rerun()  # the audience grew or shrank past a step: redraw the page at the new interval
     if polling and run.owner != me:
-        if viewer_refresh_s(board().audience(run_id), every) != every:
-            st.rerun()  # the audience grew or shrank past a step: redraw the page at the new interval
         yield_to_measurements()  # the rest of this refresh runs after the race being measured
     note = st.session_state.get("reuse_note")
     if note and note[0] == run.id:
