@@ -1,7 +1,9 @@
 """Following a run from the store: only new events are read, frames are chart-ready and cached,
 and the result cards say what a person needs on a projector."""
 
+import json
 import math
+import os
 import re
 import time
 
@@ -467,4 +469,25 @@ def test_the_compile_card_says_the_one_time_cpu_probe_is_not_in_its_figure():
     for quiet in (0.01, None, "14.4", True, float("nan")):
         assert (
             "probe" not in card(result_cards({"compile_time_s": 12.0, "cpu_isa_probe_s": quiet}), "Compile time").help
+        )
+
+
+def test_the_cli_summary_names_the_cpu_probe_only_when_it_was_built():
+    from core.view.report import summary_table
+
+    with open(
+        os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            "assets",
+            "recordings",
+            "cpu-break-even-demo.json",
+        )
+    ) as fh:
+        summary = json.load(fh)["run"]["summary"]
+    variants = {"eager": {"final_loss": 2.0}, "compiled": {"final_loss": 2.0}}
+    built = summary_table({"summary": {**summary, "cpu_isa_probe_s": 14.4}, "variants": variants})
+    assert "not counted" in built and "CPU feature probe 14.40 s (once per machine, before timing)" in built
+    for quiet in (0.02, None, True):
+        assert "CPU feature probe" not in summary_table(
+            {"summary": {**summary, "cpu_isa_probe_s": quiet}, "variants": variants}
         )

@@ -14,11 +14,8 @@ PROBE_NAMED_FROM_S = 0.05  # a CPU feature probe shorter than this was read from
 def probe_worth_naming(probe_s: Any) -> float | None:
     """Inductor's one-time CPU feature probe (core.engine.cpu_probe) as a race or demo recorded it,
     when it is worth telling the reader it is not counted (its first build, not a cache read)."""
-    if (
-        isinstance(probe_s, int | float) and not isinstance(probe_s, bool) and probe_s >= PROBE_NAMED_FROM_S
-    ):  # NaN: False
-        return float(probe_s)
-    return None
+    number = isinstance(probe_s, int | float) and not isinstance(probe_s, bool)
+    return float(probe_s) if number and probe_s >= PROBE_NAMED_FROM_S else None  # NaN compares False
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -146,13 +143,8 @@ def summary_table(result: dict[str, Any]) -> str:
             f"{fmt_seconds(s['compile_time_s'])}  (first {s['warmup_steps']} compiled steps minus eager's)",
         ),
         *(
-            [
-                (
-                    "  not counted",
-                    f"CPU feature probe {fmt_seconds(s['cpu_isa_probe_s'])} (once per machine, before timing)",
-                )
-            ]
-            if probe_worth_naming(s.get("cpu_isa_probe_s")) is not None
+            [("  not counted", f"CPU feature probe {fmt_seconds(probe_s)} (once per machine, before timing)")]
+            if (probe_s := probe_worth_naming(s.get("cpu_isa_probe_s"))) is not None
             else []
         ),
         ("first-epoch overhead", fmt_seconds(s["first_epoch_overhead_s"], signed=True)),
