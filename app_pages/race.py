@@ -14,13 +14,14 @@ from app_pages.common import (
     visitor_address,
     wait_for_device,
 )
+from app_pages.live_feed_view import show_live_feed, use_feed
 from app_pages.model_picker import model_picker
 from app_pages.replay_panel import active_replay, replay_picker, show_replay
 from app_pages.run_display import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
 from core.engine.spec import SpecError, validate
 from core.runs import jobs, shared_results
 from core.runs.limits import HostLimits
-from core.view.compare import race_name
+from core.view import live_layout
 from core.view.live_board import VIEWER_REFRESH_S, viewer_refresh_s, yield_to_measurements
 from core.view.race_form import (
     CHOICES,
@@ -249,10 +250,8 @@ def live(run_id: int) -> None:
     if note and note[0] == run.id:
         st.info(f"The queue is long, so this host shows the same race: {markdown_text(note[1])}.")
     top, cancel_col = st.columns([5, 1])
-    name = race_name(snap.race_number, run.id).capitalize()
-    text = snap.derive("progress_text", lambda: f"{name}: {markdown_text(snap.state)}")
-    done = 1.0 if run.status == "done" else min(max(run.progress, 0.0), 1.0)  # a finished race is all there
-    top.progress(done, text=text)
+    text = snap.derive("progress_text", lambda: live_layout.progress_line(snap, markdown_text))
+    top.progress(live_layout.progress_fraction(run), text=text)
     if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
         jobs.cancel(store(), run.id, me)
         st.rerun()
@@ -281,6 +280,8 @@ if not present:
 replaying = active_replay()
 if replaying is not None:
     show_replay(replaying, present)
+elif run is not None and polling and use_feed(run.owner, owner):
+    show_live_feed(run.id, present)  # a viewer: the browser draws the shared document (core.view.live_feed)
 elif run is not None:
     live(run.id)
 elif not present:

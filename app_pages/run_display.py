@@ -5,17 +5,15 @@ come from core.view.story, the numbers from core.view.live, the charts from core
 from __future__ import annotations
 
 import os
-import time
 
 import streamlit as st
 
 from app_pages.common import draw_chart, store, vega_spec
 from core.runs import run_files
 from core.runs.store import Run
-from core.view import charts, story, why
+from core.view import live_layout, story, why
 from core.view.live import memory_of, result_cards
 from core.view.live_board import LiveSnapshot
-from core.view.race_form import expected_compile_estimate
 from core.view.safe_text import markdown_text
 
 # Compact cards: three to a row on a wide screen, two on a phone (Streamlit would stack all six),
@@ -44,7 +42,6 @@ CARD_CSS = """<style>
 # only, colours stay the theme's): no sidebar, toolbar or header band (empty here, it covered the
 # first line of the page once scrolled), the words and cards in large type. The card
 # sizes are !important: CARD_CSS, drawn later with the cards, would otherwise win (caught by the e2e).
-PRESENT_CHART_HEIGHT = 380
 PRESENTER_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stToolbar"],
 [data-testid="stHeader"] { display: none; }
@@ -62,49 +59,24 @@ PHONE_TITLE_CSS = """<style>
 
 
 def expected_compile_s(run: Run) -> tuple[float | None, bool]:
-    """About how long this run's compile takes here: the median of earlier finished races with the
-    same settings on this device, else the form's rough estimate (then marked as estimated)."""
+    """About how long this run's compile takes here (core.view.live_layout.expected_compile), once
+    per run for this session."""
     cache = st.session_state.setdefault("expected_compile", {})
     if run.id not in cache:
-        device = _device_of(run)
-        earlier = [
-            {"params": r.params, "summary": r.summary}
-            for r in store().list_runs(kind="race", status=["done"], limit=50)
-            if _device_of(r) == device and r.id != run.id
-        ]
-        measured = story.expected_compile_seconds(earlier, run.params or {})
-        on_gpu = run.device_key.startswith("cuda")
-        cache[run.id] = (measured, False) if measured else (expected_compile_estimate(run.params or {}, on_gpu), True)
+        cache[run.id] = live_layout.expected_compile(store(), run)
     return cache[run.id]
 
 
-def _device_of(run: Run) -> str:
-    """The device a run measured on, by name where known (GPU lanes share a model, not an index)."""
-    return str((run.environment or {}).get("device_name") or run.device_key)
-
-
 def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -> None:
-    """What is happening now, or what the race says: never ahead of the data, never behind it."""
-    counts = view.counts()
-    if run.status in ("queued", "starting") and not counts["eager"]:
-        return  # the state line says where it waits; nothing has run to talk about yet
-    if not run.finished and counts["compiled"] == 0:
-        expected, estimated = expected_compile_s(run)
-        if story.is_compiling(run.phase):
-            # The worker records when the compile began; before it does, the eager run's last event.
-            live = (run.details or {}).get("compile_phase") if isinstance(run.details, dict) else None
-            live = live if isinstance(live, dict) else {}
-            since = live.get("compile_started") or view.last_recorded_at.get("eager")
-            elapsed = max(time.time() - float(since), 0.0) if since else None
-            phase = markdown_text(live["phase"]) if isinstance(live.get("phase"), str) else None
-            st.info(story.compiling_text(elapsed, expected, estimated, phase), icon=":material/hourglass_top:")
-        else:
-            st.markdown(f"**{story.eager_phase_text(counts['eager'], total, expected, estimated)}**")
+    """What is happening now, or what the race says (core.view.live_layout.live_words)."""
+    words = live_layout.live_words(run, view, summary, total, lambda: expected_compile_s(run))
+    if words is None:
         return
-    reading = view.derive(("reading", total), lambda: story.race_reading(summary, not run.finished, total, counts))
-    # All this app's words and numbers, except a compile-skipped or -failed reason (torch's, or a bundle's).
-    from_torch = summary.get("compile_skipped") or summary.get("compile_failed")
-    st.markdown(f"**{markdown_text(reading) if from_torch else reading}**")
+    text = markdown_text(words.text) if words.quoted else words.text  # else all this app's words and numbers
+    if words.compiling:
+        st.info(text, icon=":material/hourglass_top:")
+    else:
+        st.markdown(f"**{text}**")
 
 
 def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -> None:
@@ -133,67 +105,43 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     snapshot (reading, cards, charts ready for the browser) is built once per snapshot however many
     sessions draw it (core.view.live_board). `present`: presenter mode (the words and cards in large
     type, the race and step charts side by side filling the screen, nothing else)."""
-    steps, epochs = view.frames()
     params = run.params or {}
     total = story.total_steps(params)
     summary = view.summary()  # the stored one when finished; else from the events so far
     if run.status == "failed":
         st.error(f"Run failed: {markdown_text(run.error)}. What was measured before it is kept below.")
     show_words(run, view, summary, total)
-    be = (
-        {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
-        if summary.get("break_even_step")
-        else None
-    )
-    # A crossing is projected only from a speedup the interval stands behind (verdict "faster").
-    faster = summary.get("verdict") == "faster" and not summary.get("compile_skipped")
-    projection = view.projection() if faster and not be else None
-    if projection:
-        projection["label"] = story.projection_label(projection, running=not run.finished)
+    log = bool(st.session_state.get(f"log_{key}")) and not present  # the toggle below, as last drawn
+    built = live_layout.chart_builders(run, view, summary, present, log_scale=log)
 
-    def chart(name, build):
-        return view.derive(name, lambda: vega_spec(build()))  # converted once per snapshot
+    def chart(name):
+        return view.derive(name, lambda: vega_spec(built[name]()))  # converted once per snapshot
 
-    marks = view.derive("compile_marks", lambda: why.compile_marks(view.compiles()))
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         left, right = st.columns(2)
-        draw_chart(
-            left,
-            chart(
-                "present_cumulative",
-                lambda: charts.cumulative_chart(steps, break_even=be, projection=projection).properties(
-                    height=PRESENT_CHART_HEIGHT
-                ),
-            ),
-        )
-        draw_chart(
-            right,
-            chart(
-                "present_steps",
-                lambda: charts.step_time_chart(steps, marks=marks).properties(height=PRESENT_CHART_HEIGHT),
-            ),
-        )
+        draw_chart(left, chart("present_cumulative"))
+        draw_chart(right, chart("present_steps"))
         show_cards(summary, run, view, total)
         return
     # The race first, under the sentence that reads it: on a 1280x720 screen or a phone it is on the
     # first screen, with the cards (the same story in numbers) right under it.
-    draw_chart(st, chart("cumulative", lambda: charts.cumulative_chart(steps, break_even=be, projection=projection)))
+    draw_chart(st, chart("cumulative"))
     show_cards(summary, run, view, total)
-    if view.counts()["compiled"]:  # a lead needs both variants at the same step
-        draw_chart(st, chart("lead", lambda: charts.lead_chart(steps, break_even=be, projection=projection)))
+    if "lead" in built:  # a lead needs both variants at the same step
+        draw_chart(st, chart("lead"))
     left, right = st.columns(2)
     with left:
-        log = st.toggle(
+        st.toggle(
             "Every step, log scale",
             key=f"log_{key}",
             help="The default axis is cut just above the steady steps so their difference shows; "
             "this shows every step in full, the compile step included.",
         )
-        draw_chart(st, chart(("step_time", log), lambda: charts.step_time_chart(steps, log_scale=log, marks=marks)))
-    draw_chart(right, chart("epochs", lambda: charts.epoch_chart(epochs)))
+        draw_chart(st, chart(("step_time", log)))
+    draw_chart(right, chart("epochs"))
     left, right = st.columns(2)
-    draw_chart(left, chart("loss", lambda: charts.loss_chart(steps)))
-    agreement = view.derive("loss_agreement", lambda: story.loss_agreement(steps))
+    draw_chart(left, chart("loss"))
+    agreement = live_layout.loss_words(view)
     if agreement:
         right.markdown(f"**Loss**: {agreement}")
     if run.finished:

@@ -205,27 +205,36 @@ class LiveBoard:
             self._store = Store(self.store_path)
         return self._store
 
-    def snapshot(self, run_id: int, fresh: bool = False, follower: str | None = None) -> LiveSnapshot | None:
+    def snapshot(
+        self, run_id: int, fresh: bool = False, follower: str | None = None, max_age_s: float | None = None
+    ) -> LiveSnapshot | None:
         """The run as every viewer sees it now; None if it does not exist.
 
         `fresh` (the run's owner): read the store now, as a page of one's own did before. Otherwise a
         snapshot younger than viewer_max_age_s is returned as is; an older one is read again once,
         by whichever session asks first, while the others wait for that read. `follower`: the
-        asking session, counted in the run's audience.
+        asking session, counted in the run's audience. `max_age_s`: the age accepted, if not
+        viewer_max_age_s (the live feed's, core.view.live_feed).
         """
+        max_age = self.viewer_max_age_s if max_age_s is None else max_age_s
         now = time.monotonic()
         entry = self._entry(run_id, now)
         if follower is not None:
             entry.followers[follower] = now
-        if not fresh and entry.snapshot is not None and now - entry.read_at < self.viewer_max_age_s:
+        if not fresh and entry.snapshot is not None and now - entry.read_at < max_age:
             return entry.snapshot
         # Too old: read, or wait for the session reading right now (a newer snapshot in a moment is
         # better than handing out one older than the age a viewer accepts).
         with entry.lock:
-            if entry.read_at > now or (not fresh and time.monotonic() - entry.read_at < self.viewer_max_age_s):
+            if entry.read_at > now or (not fresh and time.monotonic() - entry.read_at < max_age):
                 return entry.snapshot  # read by another session while this one waited
             self._refresh(entry, run_id)
             return entry.snapshot
+
+    def read(self, query: Callable[[Store], Any]) -> Any:
+        """query(store) on this board's store connection (one connection, used by one thread at a time)."""
+        with self._store_lock:
+            return query(self._db())
 
     def audience(self, run_id: int) -> int:
         """How many sessions follow this run now (asked about it in the last AUDIENCE_WINDOW_S)."""

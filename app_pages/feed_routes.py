@@ -1,0 +1,105 @@
+"""HTTP routes beside Streamlit's, mounted by app.py (st.App): a run's live feed
+(core.view.live_feed) and the chart library that viewers' browsers draw it with.
+
+The Race page sends a viewer (not the run's owner) to the feed only where these routes are served
+(`served()`: the app was started with `streamlit run app.py`). Started as `streamlit run
+streamlit_app.py`, the routes do not exist and every viewer refreshes through Streamlit, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hashlib
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from core.runs.store import StoreError, default_store_path
+from core.view.live_board import board_for, yield_to_measurements
+from core.view.live_feed import FEED_POLL_S, feeds_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENDOR_DIR = os.path.join(ROOT, "assets", "vendor", "vega")
+ASSETS = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")  # in loading order
+FEED_PREFIX = "/api/live"
+
+# Builds run on two threads of their own at a viewer's low priority (a box racing on its CPU gives
+# the race the CPU first), off the event loop that serves every session's websocket.
+_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="live-feed", initializer=yield_to_measurements)
+_served = threading.Event()
+_assets: dict[str, tuple[bytes, str]] = {}
+
+
+def routes() -> list[Route]:
+    """The routes for st.App; from then on the Race page uses the feed for viewers."""
+    _served.set()
+    return [
+        Route(FEED_PREFIX + "/assets/{name}", asset),
+        Route(FEED_PREFIX + "/{run_id:int}", feed),
+    ]
+
+
+def served() -> bool:
+    return _served.is_set()
+
+
+def feed_url(run_id: int, present: bool) -> str:
+    return f"{FEED_PREFIX}/{run_id}" + ("?present=1" if present else "")
+
+
+def asset_urls() -> list[str]:
+    return [f"{FEED_PREFIX}/assets/{name}" for name in ASSETS]
+
+
+def poll_ms() -> int:
+    return int(FEED_POLL_S * 1000)
+
+
+def _gzip_ok(request: Request) -> bool:
+    return "gzip" in request.headers.get("accept-encoding", "")
+
+
+async def feed(request: Request) -> Response:
+    """The run's document: 304 when the browser has it (its ETag), else the JSON, sent compressed
+    as encoded once for every viewer."""
+    run_id = request.path_params["run_id"]
+    present = request.query_params.get("present") in ("1", "true")
+    if run_id >= 2**63:
+        return JSONResponse({"error": f"Run {run_id} does not exist."}, status_code=404)
+    try:
+        board = board_for(os.path.abspath(default_store_path()))
+        document = await asyncio.get_running_loop().run_in_executor(_executor, feeds_for(board).get, run_id, present)
+    except StoreError as exc:
+        return JSONResponse({"error": f"Compile Lab cannot open its store: {exc}"}, status_code=503)
+    if document is None:
+        return JSONResponse({"error": f"Run {run_id} does not exist."}, status_code=404)
+    headers = {"ETag": document.etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
+    if request.headers.get("if-none-match") == document.etag:
+        return Response(status_code=304, headers=headers)
+    if _gzip_ok(request):
+        headers["Content-Encoding"] = "gzip"  # already compressed: the gzip middleware leaves it alone
+        return Response(document.body, media_type="application/json", headers=headers)
+    return Response(gzip.decompress(document.body), media_type="application/json", headers=headers)
+
+
+async def asset(request: Request) -> Response:
+    """One of the vendored chart libraries, compressed once per process and cached by the browser."""
+    name = request.path_params["name"]
+    if name not in ASSETS:
+        return JSONResponse({"error": "not found"}, status_code=404)
+    if name not in _assets:
+        with open(os.path.join(VENDOR_DIR, name), "rb") as fh:
+            raw = fh.read()
+        _assets[name] = (gzip.compress(raw, compresslevel=9, mtime=0), '"' + hashlib.sha256(raw).hexdigest()[:24] + '"')
+    body, etag = _assets[name]
+    headers = {"ETag": etag, "Cache-Control": "public, max-age=86400", "Vary": "Accept-Encoding"}
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers=headers)
+    if _gzip_ok(request):
+        return Response(body, media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
+    return Response(gzip.decompress(body), media_type="text/javascript", headers=headers)

@@ -1,0 +1,76 @@
+"""A viewer's live view drawn by the browser from the run's live feed (core.view.live_feed): the
+page is drawn once, and from then on the browser asks the server for the shared document instead of
+Streamlit rerunning this page for it every second. UI only."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from app_pages import feed_routes
+
+GIVE_UP_AFTER = 5  # failed reads in a row before the page falls back to refreshing through Streamlit
+
+with open(os.path.join(os.path.dirname(__file__), "live_feed.js"), encoding="utf-8") as _fh:
+    _JS = _fh.read()
+
+# Close to the page's own elements (st.progress, st.info, st.metric with border, two columns).
+_CSS = """
+.cl-feed { display: flex; flex-direction: column; gap: 0.8rem; }
+.cl-progress-text { margin: 0 0 0.2rem 0; font-size: 0.9rem; }
+.cl-progress { height: 0.5rem; border-radius: 0.25rem; background: rgba(49, 51, 63, 0.1); overflow: hidden; }
+.cl-progress-fill { height: 100%; width: 0; background: var(--st-primary-color, #ee4c2c); transition: width 0.3s; }
+.cl-error:empty, .cl-words:empty, .cl-cards:empty { display: none; }
+.cl-error { padding: 0.8rem 1rem; border-radius: 0.5rem; background: rgba(255, 43, 43, 0.09); color: #7d353b; }
+.cl-info { padding: 0.8rem 1rem; border-radius: 0.5rem; background: rgba(28, 131, 225, 0.1); color: #004280; }
+.cl-bold { font-weight: 600; margin: 0; }
+.cl-cards { display: flex; flex-wrap: wrap; gap: 0.6rem; }
+.cl-card { flex: 1 1 calc(33.3% - 0.6rem); min-width: calc(33.3% - 0.6rem); box-sizing: border-box;
+  border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 0.5rem; padding: 0.5rem 0.75rem; }
+.cl-label { font-size: 0.875rem; cursor: help; }
+.cl-value { font-size: 1.6rem; line-height: 1.4; }
+.cl-delta { font-size: 0.875rem; }
+.cl-delta.good { color: #09ab3b; } .cl-delta.bad { color: #ff2b2b; } .cl-delta.off { color: rgba(49, 51, 63, 0.6); }
+.cl-row { display: flex; gap: 1rem; } .cl-row > * { flex: 1 1 0; min-width: 0; }
+.cl-chart { width: 100%; }
+.cl-present .cl-words, .cl-present .cl-info { font-size: 1.6rem; line-height: 1.3; }
+.cl-present .cl-progress-text { font-size: 1.4rem; }
+.cl-present .cl-value { font-size: 2.6rem; }
+.cl-present .cl-label { font-size: 1.15rem; }
+.cl-present .cl-delta { font-size: 1.05rem; }
+@media (max-width: 640px) {
+  .cl-row { flex-direction: column; }
+  .cl-card { flex: 1 1 calc(50% - 0.6rem); min-width: calc(50% - 0.6rem); }
+  .cl-value { font-size: 1.25rem; }
+}
+"""
+
+_feed_component = st.components.v2.component("compile_lab.live_feed", js=_JS, css=_CSS, isolate_styles=False)
+
+
+def use_feed(run_owner: str, me: str) -> bool:
+    """Whether this tab follows a live run through the feed: a viewer (the owner keeps Streamlit's
+    view, fresh every second, with its Cancel button), where the feed is served, unless the feed
+    could not be read in this tab."""
+    return feed_routes.served() and run_owner != me and not st.session_state.get("feed_unreadable")
+
+
+def _fall_back() -> None:
+    st.session_state.feed_unreadable = True
+
+
+def show_live_feed(run_id: int, present: bool) -> None:
+    """Mount the browser's live view of the run; the page reruns when the run ends."""
+    _feed_component(
+        key=f"live_feed_{run_id}_{int(present)}",
+        data={
+            "url": feed_routes.feed_url(run_id, present),
+            "assets": feed_routes.asset_urls(),
+            "every_ms": feed_routes.poll_ms(),
+            "give_up_after": GIVE_UP_AFTER,
+            "present": present,
+        },
+        on_ended_change=lambda: None,  # the run ended: this rerun draws its final result
+        on_unreadable_change=_fall_back,
+    )

@@ -1,0 +1,180 @@
+"""The live feed: a run's live view as one JSON document, built once per snapshot for all of its
+viewers and sent compressed, so that viewers' browsers draw the view themselves.
+
+Why: following a run through Streamlit costs a script run per viewer per refresh, about 8 ms of the
+server's one Python process each (bench/viewers.py). A talk's audience of 50 then took 0.6 of a core
+from the box whose race it watched, slowing the race 11-24%, and their views fell up to 3.6 s behind.
+Here the server's work per refresh is the same for 1 viewer or 50 (one document per snapshot,
+encoded once); each viewer's poll is a dictionary lookup and a send, and an unchanged document is a
+304 with no body.
+
+The document holds exactly what the page draws for a viewer (core.view.live_layout plans both):
+the progress line, the sentence, the result cards, the charts as Vega-Lite specs and the loss
+sentence, all as plain text and data. Pages never put it into markdown or HTML: the browser sets it
+as text (app_pages/live_feed.js).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.runs.store import Run
+from core.view import live_layout, story
+from core.view.live import memory_of, result_cards
+from core.view.live_board import LiveBoard, LiveSnapshot
+
+# A viewer's browser asks every FEED_POLL_S; the server rebuilds a run's document at most once a
+# FEED_MAX_AGE_S, however many ask. A viewer is then at most about 0.75 + build + 0.5 s behind the store.
+FEED_POLL_S = 0.5
+FEED_MAX_AGE_S = 0.75
+IDLE_EVICT_S = 300.0  # a document nobody asked for this long is dropped
+
+
+@dataclass(frozen=True)
+class Feed:
+    """One encoded document: gzip-compressed JSON and its entity tag (a digest of the JSON)."""
+
+    body: bytes
+    etag: str
+    finished: bool
+
+    def json(self) -> dict[str, Any]:
+        return json.loads(gzip.decompress(self.body))
+
+
+def _chart_spec(chart: Any) -> dict[str, Any]:
+    """A chart as the browser's Vega-Lite draws it: as wide as its place on the page."""
+    spec = chart.to_dict(validate=False)  # the builders' specs are validated by their tests
+    spec["width"] = "container"
+    spec["autosize"] = {"type": "fit-x", "contains": "padding"}
+    return spec
+
+
+def feed_document(
+    snap: LiveSnapshot,
+    present: bool,
+    expected: Callable[[], tuple[float | None, bool]],
+    now: float | None = None,
+) -> dict[str, Any]:
+    """What a viewer's browser draws for this snapshot. `present`: presenter mode's layout (the race
+    and the step times side by side, then the cards). `expected`: the expected compile time."""
+    run = snap.run
+    total = story.total_steps(run.params or {})
+    summary = snap.summary()
+    words = live_layout.live_words(run, snap, summary, total, expected, now)
+    cards = snap.derive(
+        ("cards", total), lambda: result_cards(summary, memory_of(run), total=total, running=not run.finished)
+    )
+    if all(card.value == "-" for card in cards):
+        cards = []  # nothing measured to compare yet: six dashes only push the race down
+    built = live_layout.chart_builders(run, snap, summary, present)
+    return {
+        "run": run.id,
+        "status": run.status,
+        "finished": run.finished,
+        "progress": live_layout.progress_fraction(run),
+        "progress_text": live_layout.progress_line(snap),
+        "error": run.error if run.status == "failed" else None,
+        "words": None if words is None else {"text": words.text, "compiling": words.compiling},
+        "cards": [dataclasses.asdict(card) for card in cards],
+        "charts": [
+            {"name": _key_name(key), "spec": snap.derive(("feed", key), lambda b=build: _chart_spec(b()))}
+            for key, build in built.items()
+        ],
+        "loss": None if present else live_layout.loss_words(snap),
+        "counts": snap.counts(),
+        "present": present,
+        "built_at": time.time() if now is None else now,
+    }
+
+
+def _key_name(key: Any) -> str:
+    return key if isinstance(key, str) else "_".join(str(part) for part in key)
+
+
+def encode(document: dict[str, Any]) -> Feed:
+    """The document as the browser gets it: JSON (NaN and infinities as null: JSON has neither),
+    compressed once for every viewer."""
+    try:
+        raw = json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
+    except ValueError:
+        raw = json.dumps(_finite(document), separators=(",", ":"), allow_nan=False).encode()
+    digest = hashlib.blake2b(raw, digest_size=12).hexdigest()
+    return Feed(gzip.compress(raw, compresslevel=6, mtime=0), f'"{digest}"', bool(document.get("finished")))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+@dataclass
+class _Cached:
+    snapshot: LiveSnapshot
+    tick: int | None  # the second it was built in, while a compile's elapsed time counts up
+    feed: Feed
+    asked_at: float
+
+
+class LiveFeeds:
+    """The documents of the runs being followed through the feed, for one live board."""
+
+    def __init__(self, board: LiveBoard, max_age_s: float = FEED_MAX_AGE_S):
+        self.board = board
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()  # builds are serialised: one at a time is all the CPU a box spares
+        self._cache: dict[tuple[int, bool], _Cached] = {}
+        self._expected: dict[int, tuple[float | None, bool]] = {}
+        self.builds = 0  # documents encoded (what tests and the benchmark count)
+
+    def get(self, run_id: int, present: bool = False) -> Feed | None:
+        """The run's document now (None: no such run). Built at most once per snapshot, and once a
+        second while the compile runs (its elapsed time is in the sentence)."""
+        snap = self.board.snapshot(run_id, max_age_s=self.max_age_s)
+        if snap is None:
+            return None
+        now = time.time()
+        tick = int(now) if story.is_compiling(snap.run.phase) and not snap.run.finished else None
+        with self._lock:
+            cached = self._cache.get((run_id, present))
+            if cached is not None and cached.snapshot is snap and cached.tick == tick:
+                cached.asked_at = now
+                return cached.feed
+            feed = encode(feed_document(snap, present, lambda: self._expected_compile(snap.run), now))
+            self.builds += 1
+            self._cache[(run_id, present)] = _Cached(snap, tick, feed, now)
+            for key, other in list(self._cache.items()):
+                if now - other.asked_at > IDLE_EVICT_S:
+                    del self._cache[key]
+            return feed
+
+    def _expected_compile(self, run: Run) -> tuple[float | None, bool]:
+        if run.id not in self._expected:
+            self._expected[run.id] = self.board.read(lambda db: live_layout.expected_compile(db, run))
+        return self._expected[run.id]
+
+
+_FEEDS: dict[int, LiveFeeds] = {}
+_FEEDS_LOCK = threading.Lock()
+
+
+def feeds_for(board: LiveBoard) -> LiveFeeds:
+    """The process's feeds for this board (created on first use)."""
+    with _FEEDS_LOCK:
+        if id(board) not in _FEEDS:
+            _FEEDS[id(board)] = LiveFeeds(board)
+        return _FEEDS[id(board)]

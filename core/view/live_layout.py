@@ -1,0 +1,129 @@
+"""What one race's view holds, live or finished: the sentence on what is happening, the charts and
+which data they show. One plan for the Streamlit page (app_pages/run_display.py) and for the live
+feed that viewers' browsers draw themselves (core.view.live_feed), so the two cannot drift apart.
+
+Everything here is plain text and Altair charts; the page escapes the text for markdown, the feed
+sends it as text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.runs.store import Run, Store
+from core.view import charts, story, why
+from core.view.compare import race_name
+from core.view.race_form import expected_compile_estimate
+
+PRESENT_CHART_HEIGHT = 380  # presenter mode: the race and step charts side by side at 1280x720
+
+
+@dataclass(frozen=True)
+class Words:
+    """What is happening, or what the race says, in one sentence of plain text."""
+
+    text: str
+    compiling: bool = False  # a notice with an hourglass (the compile is running), else a bold sentence
+    quoted: bool = False  # quotes torch's or a bundle's words (the compile phase, why compile was skipped)
+
+
+def device_of(run: Run) -> str:
+    """The device a run measured on, by name where known (GPU lanes share a model, not an index)."""
+    return str((run.environment or {}).get("device_name") or run.device_key)
+
+
+def expected_compile(store: Store, run: Run) -> tuple[float | None, bool]:
+    """About how long this run's compile takes here: the median of earlier finished races with the
+    same settings on this device, else the form's rough estimate (then marked as estimated)."""
+    device = device_of(run)
+    earlier = [
+        {"params": r.params, "summary": r.summary}
+        for r in store.list_runs(kind="race", status=["done"], limit=50)
+        if device_of(r) == device and r.id != run.id
+    ]
+    measured = story.expected_compile_seconds(earlier, run.params or {})
+    if measured:
+        return measured, False
+    return expected_compile_estimate(run.params or {}, run.device_key.startswith("cuda")), True
+
+
+def progress_line(view: Any, quote: Callable[[str], str] = str) -> str:
+    """The progress bar's text: 'Race 3: compiled epoch 2/3'. `quote`: how the state is written (it
+    can hold a failed run's error)."""
+    return f"{race_name(view.race_number, view.run.id).capitalize()}: {quote(view.state)}"
+
+
+def progress_fraction(run: Run) -> float:
+    return 1.0 if run.status == "done" else min(max(run.progress, 0.0), 1.0)  # a finished race is all there
+
+
+def live_words(
+    run: Run,
+    view: Any,
+    summary: dict,
+    total: int | None,
+    expected: Callable[[], tuple[float | None, bool]],
+    now: float | None = None,
+) -> Words | None:
+    """What is happening now, or what the race says: never ahead of the data, never behind it.
+    `view`: a LiveSnapshot; `expected`: the expected compile time (asked only before the compile ends)."""
+    counts = view.counts()
+    if run.status in ("queued", "starting") and not counts["eager"]:
+        return None  # the state line says where it waits; nothing has run to talk about yet
+    if not run.finished and counts["compiled"] == 0:
+        seconds, estimated = expected()
+        if story.is_compiling(run.phase):
+            # The worker records when the compile began; before it does, the eager run's last event.
+            live = (run.details or {}).get("compile_phase") if isinstance(run.details, dict) else None
+            live = live if isinstance(live, dict) else {}
+            since = live.get("compile_started") or view.last_recorded_at.get("eager")
+            now = time.time() if now is None else now
+            elapsed = max(now - float(since), 0.0) if since else None
+            phase = live["phase"] if isinstance(live.get("phase"), str) else None
+            return Words(story.compiling_text(elapsed, seconds, estimated, phase), compiling=True, quoted=bool(phase))
+        return Words(story.eager_phase_text(counts["eager"], total, seconds, estimated))
+    reading = view.derive(("reading", total), lambda: story.race_reading(summary, not run.finished, total, counts))
+    return Words(reading, quoted=bool(summary.get("compile_skipped") or summary.get("compile_failed")))
+
+
+def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale: bool = False) -> dict[Any, Callable]:
+    """The charts of this view, in the order they are shown, by the key a snapshot memoises them
+    under. Presenter mode: the race and the step times only, tall. Otherwise the race, the lead
+    (once both variants have steps), the step times, the epochs and the loss."""
+    steps, epochs = view.frames()
+    be = (
+        {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
+        if summary.get("break_even_step")
+        else None
+    )
+    # A crossing is projected only from a speedup the interval stands behind (verdict "faster").
+    faster = summary.get("verdict") == "faster" and not summary.get("compile_skipped")
+    projection = view.projection() if faster and not be else None
+    if projection:
+        projection["label"] = story.projection_label(projection, running=not run.finished)
+    marks = view.derive("compile_marks", lambda: why.compile_marks(view.compiles()))
+    if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
+        return {
+            "present_cumulative": lambda: charts.cumulative_chart(
+                steps, break_even=be, projection=projection
+            ).properties(height=PRESENT_CHART_HEIGHT),
+            "present_steps": lambda: charts.step_time_chart(steps, marks=marks).properties(height=PRESENT_CHART_HEIGHT),
+        }
+    built: dict[Any, Callable] = {
+        "cumulative": lambda: charts.cumulative_chart(steps, break_even=be, projection=projection)
+    }
+    if view.counts()["compiled"]:  # a lead needs both variants at the same step
+        built["lead"] = lambda: charts.lead_chart(steps, break_even=be, projection=projection)
+    built[("step_time", log_scale)] = lambda: charts.step_time_chart(steps, log_scale=log_scale, marks=marks)
+    built["epochs"] = lambda: charts.epoch_chart(epochs)
+    built["loss"] = lambda: charts.loss_chart(steps)
+    return built
+
+
+def loss_words(view: Any) -> str | None:
+    """Whether the loss curves agree, once per snapshot."""
+    steps, _ = view.frames()
+    return view.derive("loss_agreement", lambda: story.loss_agreement(steps))
