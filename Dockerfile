@@ -46,4 +46,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD curl --fail --silent --show-error http://127.0.0.1:8501/_stcore/health || exit 1
 
 ENTRYPOINT ["tini", "--"]
-CMD ["python", "-m", "streamlit", "run", "streamlit_app.py"]
+CMD ["python", "-m", "streamlit", "run", "app.py"]

@@ -10,6 +10,12 @@ BackMsg rerun_script with the fragment id, every interval; a new interval for th
 replaces the old, as in Streamlit's frontend: a large audience's views refresh less often). Each session reads what it was sent:
 the step chart's description, "Step time per step: E eager steps, C compiled steps".
 
+Started as the Dockerfile starts it (`streamlit run app.py`), a viewer's page holds the live feed's
+component instead of a refreshing fragment (core.view.live_feed): then each session does what the
+component's JavaScript does, over HTTP with keep-alive: ask for the feed's URL (from the component's
+data) every every_ms with the ETag it has, and read the step counts of every new document.
+--streamlit-only runs `streamlit run streamlit_app.py` instead: no feed, every viewer through Streamlit.
+
 For each N (0 = nobody watching, then 1, 10, 50, then 0 again to see the drift) the same small race
 is queued with the queue paused, the N sessions connect and draw the page, the queue resumes, and
 until the race ends it measures:
@@ -29,6 +35,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
+import json
 import os
 import re
 import socket
@@ -71,14 +79,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(data: str) -> tuple[subprocess.Popen, str]:
-    """`streamlit run streamlit_app.py` as the Dockerfile runs it: the repo's .streamlit/config.toml,
-    and no file watcher (a hosted box does not edit its code; each new session would otherwise scan
-    every imported module's file)."""
+def start_server(data: str, script: str = "app.py") -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` as the Dockerfile runs it: the repo's .streamlit/config.toml, and no
+    file watcher (a hosted box does not edit its code; each new session would otherwise scan every
+    imported module's file). `script`: streamlit_app.py for the app without the live feed's routes."""
     port = free_port()
     log = open(os.path.join(data, "streamlit.log"), "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.port", str(port)]
+        [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port)]
         + ["--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
         + ["--server.fileWatcherType", "none"],
         cwd=ROOT,
@@ -126,10 +134,52 @@ class Viewer:
     error: str | None = None
     rendered: asyncio.Event = field(default_factory=asyncio.Event)
     intervals: dict[str, float] = field(default_factory=dict)  # fragment id -> its refresh interval now
+    feed_requests: int = 0  # the live feed's polls (as the component's JavaScript makes them)
+    feed_new: int = 0  # ... answered with a new document (the others: 304, unchanged)
+    feed_every_s: float | None = None
+
+    async def poll_feed(self, base_url: str, config: dict, stop: asyncio.Event) -> None:
+        """What app_pages/live_feed.js does: GET the feed every every_ms with the ETag it has, over
+        one keep-alive connection, and read the step counts of each new document."""
+        host, port = base_url.split("//", 1)[1].split(":")
+        self.feed_every_s = config["every_ms"] / 1000
+        etag = None
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            while not stop.is_set():
+                lines = [f"GET {config['url']} HTTP/1.1", f"Host: {host}:{port}", "Accept-Encoding: gzip"]
+                if etag:
+                    lines.append(f"If-None-Match: {etag}")
+                writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+                await writer.drain()
+                status = int((await reader.readline()).split()[1])
+                headers = {}
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.decode().partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length", 0)))
+                self.received_bytes += len(body)
+                self.feed_requests += 1
+                if status == 200:
+                    if headers.get("content-encoding") == "gzip":
+                        body = gzip.decompress(body)
+                    doc = json.loads(body)
+                    etag = headers.get("etag")
+                    self.feed_new += 1
+                    self.shown.append((time.time(), doc["counts"]["eager"], doc["counts"]["compiled"]))
+                    if doc["finished"]:
+                        return
+                elif status != 304:
+                    raise RuntimeError(f"feed answered {status}: {body[:200]!r}")
+                await asyncio.sleep(self.feed_every_s)
+        finally:
+            writer.close()
 
     async def follow(self, ws_url: str, stop: asyncio.Event) -> None:
         cache: dict[str, tuple[int, tuple[int, int] | None]] = {}  # hash -> (last run used, step counts)
         timers: dict[str, tuple[asyncio.Task, float]] = {}  # fragment id -> (its rerun timer, interval)
+        feeds: list[asyncio.Task] = []
+        base_url = "http" + ws_url[2:].split("/_stcore", 1)[0]
         page_hash, runs = "", 0
         try:
             async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None) as ws:
@@ -168,6 +218,9 @@ class Viewer:
                             if entry[1] is not None:
                                 self.shown.append((time.time(), *entry[1]))
                     elif kind == "delta":
+                        feed = _feed_config(msg)
+                        if feed is not None and not feeds:
+                            feeds.append(asyncio.create_task(self.poll_feed(base_url, feed, stop)))
                         counts = _step_counts(msg)
                         if counts is not None:
                             self.shown.append((time.time(), *counts))
@@ -202,9 +255,24 @@ class Viewer:
                             self.rendered.set()
                 for task, _ in timers.values():
                     task.cancel()
+                for task in feeds:
+                    await task  # it ends at the stop or the run's end; its error is this viewer's
         except Exception as exc:  # noqa: BLE001 - report it, keep the other viewers going
             self.error = f"{type(exc).__name__}: {exc}"
             self.rendered.set()
+
+
+def _feed_config(msg: ForwardMsg) -> dict | None:
+    """The live feed component's data (its URL and poll interval), if this delta mounts it."""
+    if msg.delta.WhichOneof("type") != "new_element":
+        return None
+    element = msg.delta.new_element
+    if (
+        element.WhichOneof("type") != "bidi_component"
+        or element.bidi_component.component_name != "compile_lab.live_feed"
+    ):
+        return None
+    return json.loads(element.bidi_component.json)
 
 
 def _step_counts(msg: ForwardMsg) -> tuple[int, int] | None:
@@ -239,6 +307,8 @@ class Result:
     bench_cpu_cores: float
     worker_lag_p95_s: float | None
     live_intervals: dict[float, int] = field(default_factory=dict)  # live view's refresh interval -> viewers
+    feed_requests: int = 0  # the live feed's polls, all viewers
+    feed_new: int = 0  # ... of which answered with a new document
     staleness_max_at_s: float | None = None  # when the worst staleness was, after the race's first step
 
 
@@ -330,7 +400,13 @@ async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: 
             break
         # How often each viewer's live view refreshes while the race runs (its shortest interval:
         # the sidebar's is longer; the live view's stops when the race ends).
-        intervals = dict(Counter(min(v.intervals.values()) for v in viewers if v.intervals))
+        intervals = dict(
+            Counter(
+                v.feed_every_s if v.feed_every_s else min(v.intervals.values())
+                for v in viewers
+                if v.intervals or v.feed_every_s
+            )
+        )
     cpu1, bench1, t1 = cpu_seconds(server_pid), time.process_time(), time.monotonic()
     wall1 = time.time()
     timeline.close()
@@ -362,7 +438,9 @@ async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: 
         fragment_runs=sum(v.fragment_runs for v in viewers),
         full_runs=sum(v.full_runs for v in viewers),
         early_runs=sum(v.early_runs for v in viewers),
-        idle_viewers=sum(1 for v in viewers if v.fragment_runs == 0),
+        idle_viewers=sum(1 for v in viewers if v.fragment_runs == 0 and v.feed_new == 0),
+        feed_requests=sum(v.feed_requests for v in viewers),
+        feed_new=sum(v.feed_new for v in viewers),
         refs=sum(v.refs for v in viewers),
         messages=sum(v.messages for v in viewers),
         errors=[f"viewer {v.index}: {v.error}" for v in viewers if v.error],
@@ -396,7 +474,8 @@ def report(results: list[Result], cores: int) -> None:
     print()
     print(
         f"{'viewers':>7}  {'server CPU':>10}  {'per viewer':>10}  {'stale p95':>9}  {'stale max':>9}  "
-        f"{'eager step':>10}  {'vs none':>7}  {'compiled':>8}  {'vs none':>7}  {'refreshes':>9}  {'cached refs':>11}"
+        f"{'eager step':>10}  {'vs none':>7}  {'compiled':>8}  {'vs none':>7}  {'refreshes':>9}  {'cached refs':>11}  "
+        f"{'feed polls':>10}  {'new docs':>8}"
     )
     for r in results:
         per = "-" if r.viewers == 0 else f"{(r.cpu_cores - (none[0].cpu_cores if none else 0)) / r.viewers:.4f}"
@@ -408,7 +487,7 @@ def report(results: list[Result], cores: int) -> None:
         print(
             f"{r.viewers:>7}  {r.cpu_cores:>7.3f} c  {per:>8} c  {stale[0]:>9}  {stale[1]:>9}  {eager:>10}  "
             f"{ratio(r.eager_step_s, base_eager):>7}  {compiled:>8}  {ratio(r.compiled_step_s, base_compiled):>7}  "
-            f"{r.fragment_runs:>9}  {r.refs:>11}"
+            f"{r.fragment_runs:>9}  {r.refs:>11}  {r.feed_requests:>10}  {r.feed_new:>8}"
         )
         for error in r.errors[:3]:
             print(f"         ! {error}")
@@ -427,6 +506,10 @@ def report(results: list[Result], cores: int) -> None:
             f"(before that, a step reached the store {min(lags):.2f}-{max(lags):.2f} s (p95) after the worker "
             "finished it: its 0.25 s flush plus the machine's load; not counted above.)"
         )
+    print(
+        "refreshes: fragment reruns through Streamlit; feed polls: the live feed's requests (new docs: "
+        "answered with a new document, the rest 304)."
+    )
     print(f"step: the race's steady median step; vs none: against the mean of the {len(none)} no-viewer races.")
     if len(none) >= 2:
         spread = max(r.eager_step_s for r in none) / min(r.eager_step_s for r in none)
@@ -448,7 +531,7 @@ async def main_async(args: argparse.Namespace) -> None:
     store = Store(os.path.join(data, "store.sqlite3"))
     if jobs.ensure_probe(store, owner="bench", wait_s=120) is None:
         sys.exit("the device probe did not finish")
-    server, url = start_server(data)
+    server, url = start_server(data, "streamlit_app.py" if args.streamlit_only else "app.py")
     spec = RunSpec(
         model=args.model,
         batch_size=args.batch_size,
@@ -458,7 +541,7 @@ async def main_async(args: argparse.Namespace) -> None:
         device="cpu" if args.cpu else "auto",
     )
     print(
-        f"server {url} (pid {server.pid}); race: {spec.model} bs{spec.batch_size}, {spec.epochs} x {spec.steps_per_epoch} steps, {spec.backend}"
+        f"server {url} (pid {server.pid}, {'streamlit_app.py, no feed' if args.streamlit_only else 'app.py, live feed'}); race: {spec.model} bs{spec.batch_size}, {spec.epochs} x {spec.steps_per_epoch} steps, {spec.backend}"
     )
     print(f"machine: {os.cpu_count()} cores, load average {load_average()} before starting")
     results = []
@@ -492,6 +575,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=800, help="steps per epoch and variant (default 800)")
     p.add_argument("--backend", default="aot_eager", help="compile backend (default aot_eager: a short compile)")
     p.add_argument("--cpu", action="store_true", help="race on the CPU even where a GPU is present")
+    p.add_argument(
+        "--streamlit-only",
+        action="store_true",
+        help="serve streamlit_app.py (no live feed): every viewer refreshes through Streamlit",
+    )
     args = p.parse_args(argv)
     args.viewers = [int(n) for n in args.viewers.split(",") if n.strip()]
     asyncio.run(main_async(args))

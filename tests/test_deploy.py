@@ -100,7 +100,7 @@ def test_the_image_runs_the_app_under_an_init_process(docker):
     steps, _ = docker
     assert json.loads(one(steps, "ENTRYPOINT")) == ["tini", "--"]
     command = json.loads(one(steps, "CMD"))
-    assert command == ["python", "-m", "streamlit", "run", "streamlit_app.py"]
+    assert command == ["python", "-m", "streamlit", "run", "app.py"]  # with the live feed's routes
     assert os.path.exists(os.path.join(ROOT, command[-1]))
     assert one(steps, "WORKDIR") == "/app"
     for word, rest in steps:

@@ -65,7 +65,7 @@ def app_url(e2e_data):
             "-m",
             "streamlit",
             "run",
-            "streamlit_app.py",
+            "app.py",  # as the Dockerfile runs it: with the live feed's routes
             "--server.port",
             str(port),
             "--server.address",
@@ -133,8 +133,19 @@ def step_counts(page) -> tuple[int, int] | None:
 
 
 def status(page) -> str:
-    texts = page.eval_on_selector_all("[data-testid='stProgress']", "els => els.map(e => e.innerText)")
+    """The progress line: Streamlit's (the owner, a finished run) or the live feed's (a viewer)."""
+    texts = page.eval_on_selector_all(
+        "[data-testid='stProgress'], .cl-progress-text", "els => els.map(e => e.innerText)"
+    )
     return texts[0] if texts else ""
+
+
+def feed_counts(page) -> tuple[int, int] | None:
+    """(eager, compiled) steps of the live feed's last document drawn, if the feed is on the page."""
+    counts = page.eval_on_selector_all(".cl-feed", "els => els.map(e => [e.dataset.eager, e.dataset.compiled])")
+    if not counts or counts[0][0] is None:
+        return None
+    return int(counts[0][0]), int(counts[0][1])
 
 
 # Scroll Streamlit's own scrolling container so `e` sits just under the app's header.
@@ -341,6 +352,56 @@ def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_ur
         assert stranger.get_by_role("button", name="Cancel").count() == 0
         second.get_by_role("button", name="Cancel").click()  # the second tab may cancel the first tab's run
         wait_until(lambda: "cancelled" in status(first), timeout=30)
+        browser.close()
+
+
+def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e_data):
+    """Someone given the link follows the run through the live feed (the browser draws the shared
+    document; core.view.live_feed) while the owner's tab keeps Streamlit's view with Cancel; the
+    viewer's charts grow, and when the run ends its page redraws the final result through Streamlit.
+    A running run's text reaches the feed's view as text: no link, no image, no markup."""
+    from playwright.sync_api import sync_playwright
+    from test_pages import record_race
+
+    from core.runs.store import Store
+
+    config = "model=mlp&batch_size=64&epochs=2&steps_per_epoch=150&backend=eager"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        owner = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+        run_id = launch(owner, app_url, config)
+        viewer = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+        requests = []
+        viewer.on("request", lambda request: requests.append(request.url))
+        viewer.goto(f"{app_url}/?run={run_id}")
+        wait_until(lambda: feed_counts(viewer) is not None, timeout=60)
+        assert viewer.locator(".cl-feed svg").count() >= 1  # Vega drew the charts, in the browser
+        samples = []
+        while "done" not in status(owner) and len(samples) < 40:
+            samples.append(feed_counts(viewer))
+            time.sleep(0.5)
+        assert len({sum(c) for c in samples if c}) >= 3, samples  # it grew, more than once
+        assert owner.get_by_role("button", name="Cancel").count() == 1 or "done" in status(owner)
+        assert owner.locator(".cl-feed").count() == 0  # the owner's view is Streamlit's, every second
+        wait_until(lambda: "done" in status(owner), timeout=300)
+        # The run ended: the feed told the page, which drew the final result through Streamlit.
+        wait_until(lambda: viewer.locator(".cl-feed").count() == 0 and "done" in status(viewer), timeout=30)
+        wait_until(lambda: step_counts(viewer) == (300, 300), timeout=30)
+        wait_until(lambda: viewer.locator("[data-testid='stMetric']").count() >= 6, timeout=30)
+        assert any(f"/api/live/{run_id}" in url for url in requests)
+        assert any("/api/live/assets/vega-embed.min.js" in url for url in requests)
+
+        hostile = "compiling [click me](http://127.0.0.1:9/phish) <img src=http://127.0.0.1:9/pixel.png>"
+        store = Store(str(e2e_data / "store.sqlite3"))
+        fake = record_race(store, "running")
+        store.update_run(fake, phase=hostile)
+        requests.clear()
+        viewer.goto(f"{app_url}/?run={fake}")
+        wait_until(lambda: feed_counts(viewer) is not None, timeout=60)
+        assert hostile in status(viewer)  # the characters themselves
+        assert viewer.locator(".cl-feed a, .cl-feed img").count() == 0
+        assert not [url for url in requests if "pixel" in url or "phish" in url]
+        store.update_run(fake, status="cancelled", finished_at=time.time())
         browser.close()
 
 

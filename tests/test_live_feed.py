@@ -1,0 +1,220 @@
+"""The live feed: a run's live view as one document per snapshot for all of its viewers, served
+beside Streamlit with an ETag, and used by the Race page for viewers (not the owner) only where the
+feed's routes are mounted (app.py)."""
+
+import json
+import math
+import os
+import time
+
+import pytest
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+from streamlit.testing.v1 import AppTest
+from test_live_board import more_steps
+from test_pages import APP, record_probe, record_race
+
+from app_pages import feed_routes
+from core.runs.store import Store
+from core.view.live_board import LiveBoard, board_for
+from core.view.live_feed import LiveFeeds, encode, feed_document
+
+OWNER_TOKEN = "0123456789abcdef"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    path = str(tmp_path / "store.sqlite3")
+    monkeypatch.setenv("COMPILE_LAB_STORE", path)
+    return Store(path)
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """The feed's routes mounted, as app.py mounts them (module state: undone after the test)."""
+    monkeypatch.setattr(feed_routes, "_served", type(feed_routes._served)())
+    feed_routes.routes()
+    return True
+
+
+def no_compiled_steps(store, run_id):
+    with store._conn:  # before the compiled run's first step
+        store._conn.execute("DELETE FROM events WHERE run_id = ? AND variant = 'compiled'", (run_id,))
+
+
+def never(*_):
+    raise AssertionError("the expected compile time is asked for only before the compile ends")
+
+
+def test_the_document_holds_what_a_viewer_sees_as_plain_data(store):
+    run_id = record_race(store, "running")
+    snap = LiveBoard(store.path).snapshot(run_id)
+    doc = feed_document(snap, present=False, expected=never)
+    assert doc["run"] == run_id and doc["status"] == "running" and not doc["finished"]
+    assert doc["counts"] == {"eager": 12, "compiled": 3}
+    assert doc["progress_text"] == "Race 1: compiled epoch 1/2"
+    assert doc["words"]["text"].startswith("After 3 of 12 compiled steps: compiled steps are 2.00x faster")
+    assert [c["name"] for c in doc["charts"]] == ["cumulative", "lead", "step_time_False", "epochs", "loss"]
+    step_chart = next(c["spec"] for c in doc["charts"] if c["name"] == "step_time_False")
+    assert step_chart["description"].startswith("Step time per step: 12 eager steps, 3 compiled steps")
+    assert step_chart["width"] == "container"
+    labels = [card["label"] for card in doc["cards"]]
+    assert "Steady-state speedup" in labels and len(labels) == 6
+    assert doc["loss"].startswith("The two loss curves coincide")
+    json.dumps(doc, allow_nan=False)  # what the browser can parse
+
+
+def test_presenter_mode_holds_the_race_and_the_step_times_only(store):
+    run_id = record_race(store, "running")
+    doc = feed_document(LiveBoard(store.path).snapshot(run_id), present=True, expected=never)
+    assert [c["name"] for c in doc["charts"]] == ["present_cumulative", "present_steps"]
+    assert all(c["spec"]["height"] == 380 for c in doc["charts"]) and doc["loss"] is None and doc["present"]
+
+
+def test_before_the_compile_the_words_give_the_expected_compile_time(store):
+    run_id = record_race(store, "running")
+    store.update_run(run_id, phase="eager epoch 1/2")
+    no_compiled_steps(store, run_id)
+    doc = feed_document(LiveBoard(store.path).snapshot(run_id), False, lambda: (11.0, False))
+    assert doc["words"] == {
+        "text": "Eager run: step 12 of 12. Next: compile (about 11 s on this device), then the compiled run.",
+        "compiling": False,
+    }
+    assert doc["cards"] == [] or any(card["value"] != "-" for card in doc["cards"])
+
+
+def test_text_from_a_run_stays_text_in_the_document(store):
+    run_id = record_race(store, "running")
+    phase = "compiling [click me](http://host/phish) <img src=x onerror=alert(1)>"
+    store.update_run(run_id, phase=phase, details={"compile_phase": {"phase": "![x](http://host/pixel.png)"}})
+    no_compiled_steps(store, run_id)
+    doc = feed_document(LiveBoard(store.path).snapshot(run_id), False, lambda: (None, True))
+    assert "<img src=x onerror=alert(1)>" in doc["progress_text"]  # as typed: the browser sets it as text
+    assert doc["words"]["compiling"] and "Now: ![x](http://host/pixel.png)." in doc["words"]["text"]
+    assert "textContent" in feed_routes_js() and "innerHTML" not in feed_routes_js()
+
+
+def feed_routes_js() -> str:
+    with open(os.path.join(os.path.dirname(feed_routes.__file__), "live_feed.js"), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def test_not_a_number_reaches_the_browser_as_null():
+    feed = encode({"finished": False, "a": [1.0, math.nan], "b": {"c": math.inf}})
+    assert feed.json() == {"finished": False, "a": [1.0, None], "b": {"c": None}}
+
+
+def test_one_build_per_snapshot_however_many_viewers_ask(store):
+    run_id = record_race(store, "running")
+    feeds = LiveFeeds(LiveBoard(store.path), max_age_s=60)
+    first = feeds.get(run_id)
+    assert all(feeds.get(run_id) is first for _ in range(50)) and feeds.builds == 1
+    assert feeds.get(run_id, present=True) is not first and feeds.builds == 2  # another layout
+    assert feeds.get(424242) is None
+
+
+def test_new_steps_make_a_new_document_and_nothing_new_keeps_its_tag(store):
+    run_id = record_race(store, "running")
+    feeds = LiveFeeds(LiveBoard(store.path), max_age_s=0)  # every call reads the store
+    first = feeds.get(run_id)
+    again = feeds.get(run_id)
+    assert again.etag == first.etag and feeds.builds == 1  # read again, nothing changed: not rebuilt
+    more_steps(store, run_id)
+    second = feeds.get(run_id)
+    assert second.etag != first.etag and second.json()["counts"]["compiled"] == 6
+    store.update_run(run_id, status="done", finished_at=time.time())
+    assert feeds.get(run_id).json()["finished"]
+
+
+def test_during_the_compile_the_elapsed_time_counts_up_with_nothing_new_recorded(store, monkeypatch):
+    run_id = record_race(store, "running")
+    store.update_run(run_id, phase="compiling", details={"compile_phase": {"compile_started": 1000.0}})
+    no_compiled_steps(store, run_id)
+    feeds = LiveFeeds(LiveBoard(store.path), max_age_s=60)
+    feeds._expected[run_id] = (None, True)
+    clock = [1012.2]
+    monkeypatch.setattr("core.view.live_feed.time.time", lambda: clock[0])
+    assert "12 s so far" in feeds.get(run_id).json()["words"]["text"]
+    clock[0] += 3
+    assert "15 s so far" in feeds.get(run_id).json()["words"]["text"] and feeds.builds == 2
+
+
+def client() -> TestClient:
+    return TestClient(Starlette(routes=feed_routes.routes()))  # with `served`: undone after the test
+
+
+def test_the_route_sends_the_document_compressed_and_304_when_the_browser_has_it(store, served):
+    run_id = record_race(store, "running")
+    http = client()
+    response = http.get(f"/api/live/{run_id}", headers={"Accept-Encoding": "gzip"})
+    assert response.status_code == 200 and response.headers["content-encoding"] == "gzip"
+    assert response.json()["counts"] == {"eager": 12, "compiled": 3}  # the client undoes the gzip
+    etag = response.headers["etag"]
+    unchanged = http.get(f"/api/live/{run_id}", headers={"If-None-Match": etag})
+    assert unchanged.status_code == 304 and unchanged.content == b""
+    plain = http.get(f"/api/live/{run_id}?present=1", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.json()["present"]
+    missing = http.get("/api/live/424242")
+    assert missing.status_code == 404 and missing.json() == {"error": "Run 424242 does not exist."}
+    assert http.get(f"/api/live/{2**63}").status_code == 404
+    assert http.get("/api/live/abc").status_code == 404
+
+
+def test_the_route_serves_the_chart_library_and_nothing_else(served):
+    http = client()
+    for url in feed_routes.asset_urls():
+        response = http.get(url)
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/javascript")
+        assert len(response.content) > 50_000 and response.headers["cache-control"].startswith("public")
+    assert http.get("/api/live/assets/LICENSE.vega").status_code == 404
+    assert http.get("/api/live/assets/..%2F..%2Fapp.py").status_code == 404
+
+
+def test_the_page_gives_a_viewer_the_feed_and_the_owner_streamlits_view(store, served):
+    record_probe(store)
+    run_id = record_race(store, "running")
+    viewer = AppTest.from_file(APP, default_timeout=60)
+    viewer.query_params["run"] = str(run_id)
+    viewer.run()
+    assert not viewer.exception
+    mounted = [el for el in viewer.get("bidi_component") if el.proto.component_name == "compile_lab.live_feed"]
+    assert len(mounted) == 1 and len(viewer.metric) == 0  # the browser draws the cards and charts
+    data = json.loads(mounted[0].proto.json)
+    assert data["url"] == f"/api/live/{run_id}" and data["every_ms"] == 500
+    owner = AppTest.from_file(APP, default_timeout=60)
+    owner.session_state["visitor"] = OWNER_TOKEN
+    store.update_run(run_id, owner=f"visitor:{OWNER_TOKEN}")
+    owner.query_params["run"] = str(run_id)
+    owner.run()
+    assert not owner.exception and len(owner.metric) == 6  # fresh every second, through Streamlit
+    assert not [el for el in owner.get("bidi_component") if el.proto.component_name == "compile_lab.live_feed"]
+
+
+def test_without_the_routes_or_once_the_feed_failed_a_viewer_refreshes_through_streamlit(store, served):
+    record_probe(store)
+    run_id = record_race(store, "running")
+    viewer = AppTest.from_file(APP, default_timeout=60)
+    viewer.query_params["run"] = str(run_id)
+    viewer.session_state["feed_unreadable"] = True  # what the component reports after 5 failed reads
+    viewer.run()
+    assert not viewer.exception and len(viewer.metric) == 6
+    feed_routes._served.clear()  # started as `streamlit run streamlit_app.py`
+    other = AppTest.from_file(APP, default_timeout=60)
+    other.query_params["run"] = str(run_id)
+    other.run()
+    assert not other.exception and len(other.metric) == 6
+
+
+def test_a_finished_run_is_drawn_by_the_page_for_everyone(store, served):
+    record_probe(store)
+    run_id = record_race(store, "done")
+    viewer = AppTest.from_file(APP, default_timeout=60)
+    viewer.query_params["run"] = str(run_id)
+    viewer.run()
+    assert not viewer.exception and len(viewer.metric) >= 6  # the result, and the plan for a real run
+    assert not [el for el in viewer.get("bidi_component") if el.proto.component_name == "compile_lab.live_feed"]
+
+
+def test_the_feed_and_the_page_share_one_board(store):
+    path = os.path.abspath(store.path)
+    assert board_for(path) is board_for(Store().path)  # the page's store() and the route's, same file
