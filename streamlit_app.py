@@ -3,6 +3,7 @@
 import streamlit as st
 
 from app_pages.common import admin_configured, adopt_visitor_token, board, identify_visitor, store, tick
+from app_pages.live_feed_view import sidebar_every
 from core.runs import jobs
 from core.view.queue import gpu_lines, lane_lines
 from core.view.safe_text import markdown_text
@@ -29,10 +30,10 @@ if admin_configured():  # no admin token on this host: no admin page at all
 page = st.navigation(pages)
 
 
-@st.fragment(run_every=5.0)
 def sidebar_status() -> None:
     """Device card and queue, refreshed on their own so they stay true while a page sits still
-    (every 5 s: each refresh is a script run per open tab, and a run's own view is on the page)."""
+    (every 5 s, or 30 s in a tab following a run through the live feed: each refresh is a script
+    run per open tab, and a run's own view is on the page)."""
     tick()
     queue = board().queue()  # read once a second for every session of this process
     env = queue.environment
@@ -56,8 +57,9 @@ def sidebar_status() -> None:
         st.warning("The host has paused the queue: new jobs wait until it resumes.")
 
 
+adopt_visitor_token()  # first: the sidebar's interval depends on who this tab is
 with st.sidebar:
-    sidebar_status()
+    st.fragment(run_every=sidebar_every(page.url_path == ""))(sidebar_status)()
     with st.expander("What am I looking at?"):
         st.markdown(
             "Each race trains one model twice from identical weights on identical batches: once eagerly, "
@@ -67,7 +69,6 @@ with st.sidebar:
         )
 
 
-adopt_visitor_token()
 page.run()
 # Last, so the tab's answer (one rerun) never interrupts a first render of the page's widgets.
 identify_visitor()

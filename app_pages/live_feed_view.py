@@ -9,8 +9,14 @@ import os
 import streamlit as st
 
 from app_pages import feed_routes
+from app_pages.common import board, visitor
 
 GIVE_UP_AFTER = 5  # failed reads in a row before the page falls back to refreshing through Streamlit
+# The sidebar (device card, queue) of a tab following a run through the feed refreshes this often:
+# with 50 such tabs, their sidebars every 5 s were most of what the audience cost the server
+# (bench/viewers.py); the run itself is on the page, from the feed.
+SIDEBAR_WHILE_FOLLOWING_S = 30.0
+SIDEBAR_S = 5.0
 
 with open(os.path.join(os.path.dirname(__file__), "live_feed.js"), encoding="utf-8") as _fh:
     _JS = _fh.read()
@@ -54,6 +60,23 @@ def use_feed(run_owner: str, me: str) -> bool:
     view, fresh every second, with its Cancel button), where the feed is served, unless the feed
     could not be read in this tab."""
     return feed_routes.served() and run_owner != me and not st.session_state.get("feed_unreadable")
+
+
+def follows_link_through_feed(on_race_page: bool) -> bool:
+    """Whether this tab will follow the run in its link through the feed: the Race page's choice,
+    made before the page runs so the sidebar can refresh less often meanwhile (the link's run, live,
+    someone else's, no replay)."""
+    followed = st.query_params.get("run")
+    if not (on_race_page and feed_routes.served()) or "replay" in st.query_params:
+        return False
+    if not (followed and followed.isdigit() and int(followed) < 2**63):
+        return False
+    snap = board().snapshot(int(followed))  # the shared one: no store read of its own
+    return snap is not None and not snap.run.finished and use_feed(snap.run.owner, visitor())
+
+
+def sidebar_every(on_race_page: bool) -> float:
+    return SIDEBAR_WHILE_FOLLOWING_S if follows_link_through_feed(on_race_page) else SIDEBAR_S
 
 
 def _fall_back() -> None:

@@ -149,6 +149,7 @@ def test_the_route_sends_the_document_compressed_and_304_when_the_browser_has_it
     response = http.get(f"/api/live/{run_id}", headers={"Accept-Encoding": "gzip"})
     assert response.status_code == 200 and response.headers["content-encoding"] == "gzip"
     assert response.json()["counts"] == {"eager": 12, "compiled": 3}  # the client undoes the gzip
+    assert "someone" not in response.text  # the owner's name is not in it (enough to cancel from a shell)
     etag = response.headers["etag"]
     unchanged = http.get(f"/api/live/{run_id}", headers={"If-None-Match": etag})
     assert unchanged.status_code == 304 and unchanged.content == b""
@@ -218,3 +219,27 @@ def test_a_finished_run_is_drawn_by_the_page_for_everyone(store, served):
 def test_the_feed_and_the_page_share_one_board(store):
     path = os.path.abspath(store.path)
     assert board_for(path) is board_for(Store().path)  # the page's store() and the route's, same file
+
+
+def _sidebar_interval():
+    import streamlit as st
+
+    from app_pages.live_feed_view import sidebar_every
+
+    st.text(f"{sidebar_every(True)} {sidebar_every(False)}")
+
+
+def test_a_tab_following_a_run_through_the_feed_refreshes_its_sidebar_less_often(store, served):
+    record_probe(store)
+    run_id = record_race(store, "running")
+    viewer = AppTest.from_function(_sidebar_interval, default_timeout=60)
+    viewer.query_params["run"] = str(run_id)
+    assert viewer.run().text[0].value == "30.0 5.0"  # on the Race page only
+    owner = AppTest.from_function(_sidebar_interval, default_timeout=60)
+    owner.session_state["visitor"] = OWNER_TOKEN
+    own = record_race(store, "running")
+    store.update_run(own, owner=f"visitor:{OWNER_TOKEN}")
+    owner.query_params["run"] = str(own)
+    assert owner.run().text[0].value == "5.0 5.0"
+    viewer.query_params["run"] = str(record_race(store, "done"))
+    assert viewer.run().text[0].value == "5.0 5.0"  # a finished run is drawn once, by the page

@@ -164,6 +164,8 @@ class LiveFeeds:
 
     def _expected_compile(self, run: Run) -> tuple[float | None, bool]:
         if run.id not in self._expected:
+            if len(self._expected) > 1000:
+                self._expected.clear()  # a long-lived process: forget old runs' estimates
             self._expected[run.id] = self.board.read(lambda db: live_layout.expected_compile(db, run))
         return self._expected[run.id]
 
