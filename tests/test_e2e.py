@@ -376,6 +376,8 @@ def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e
         viewer.goto(f"{app_url}/?run={run_id}")
         wait_until(lambda: feed_counts(viewer) is not None, timeout=60)
         assert viewer.locator(".cl-feed svg").count() >= 1  # Vega drew the charts, in the browser
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        screenshot(viewer, "race-viewer-feed.png", ".cl-progress-text")  # a viewer's view, from the feed
         samples = []
         while "done" not in status(owner) and len(samples) < 40:
             samples.append(feed_counts(viewer))

@@ -243,3 +243,39 @@ def test_a_tab_following_a_run_through_the_feed_refreshes_its_sidebar_less_often
     assert owner.run().text[0].value == "5.0 5.0"
     viewer.query_params["run"] = str(record_race(store, "done"))
     assert viewer.run().text[0].value == "5.0 5.0"  # a finished run is drawn once, by the page
+
+
+def _datasets(spec: dict) -> list[str]:
+    """A spec's datasets as canonical text, floats to 12 significant digits (their names are digests
+    of the exact JSON, which may differ in a float's last digit)."""
+
+    def canonical(value):
+        if isinstance(value, float):
+            return float(f"{value:.12g}")
+        if isinstance(value, dict):
+            return {k: canonical(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [canonical(v) for v in value]
+        return value
+
+    return sorted(json.dumps(canonical(rows), sort_keys=True) for rows in spec.get("datasets", {}).values())
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_the_feed_encodes_every_chart_as_altair_would_and_leaves_the_pages_chart_alone(store, present):
+    from app_pages.common import vega_spec
+    from core.view import live_layout
+    from core.view.live_feed import _chart_spec
+
+    run_id = record_race(store, "running", steps=40)
+    snap = LiveBoard(store.path).snapshot(run_id)
+    for key, build in live_layout.chart_builders(snap.run, snap, snap.summary(), present).items():
+        chart = build()
+        before = chart.to_dict(validate=False)
+        vega_spec(chart)  # the page's conversion of the same (shared) chart first
+        ours = _chart_spec(chart)
+        assert chart.to_dict(validate=False) == before, key  # the shared chart is unchanged
+        altairs = chart.to_dict(validate=False)
+        assert _datasets(ours) == _datasets(altairs) and _datasets(ours), key
+        without_data = {k: v for k, v in ours.items() if k not in ("datasets", "width", "autosize")}
+        assert json.dumps(without_data).count('"name": "data-') == json.dumps(altairs).count('"name": "data-')

@@ -105,6 +105,12 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
     if projection:
         projection["label"] = story.projection_label(projection, running=not run.finished)
     marks = view.derive("compile_marks", lambda: why.compile_marks(view.compiles()))
+    built = _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale)
+    # Each chart built once per snapshot, for the page's viewers and the feed's alike.
+    return {key: (lambda k=key, b=build: view.derive(("altair", k), b)) for key, build in built.items()}
+
+
+def _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale) -> dict[Any, Callable]:
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         return {
             "present_cumulative": lambda: charts.cumulative_chart(
