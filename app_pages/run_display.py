@@ -69,14 +69,13 @@ def expected_compile_s(run: Run) -> tuple[float | None, bool]:
 
 def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -> None:
     """What is happening now, or what the race says (core.view.live_layout.live_words)."""
-    words = live_layout.live_words(run, view, summary, total, lambda: expected_compile_s(run))
+    words = live_layout.live_words(run, view, summary, total, lambda: expected_compile_s(run), quote=markdown_text)
     if words is None:
         return
-    text = markdown_text(words.text) if words.quoted else words.text  # else all this app's words and numbers
     if words.compiling:
-        st.info(text, icon=":material/hourglass_top:")
+        st.info(words.text, icon=":material/hourglass_top:")
     else:
-        st.markdown(f"**{text}**")
+        st.markdown(f"**{words.text}**")
 
 
 def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -> None:

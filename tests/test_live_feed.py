@@ -171,49 +171,48 @@ def test_the_route_serves_the_chart_library_and_nothing_else(served):
     assert http.get("/api/live/assets/..%2F..%2Fapp.py").status_code == 404
 
 
+def open_run(run_id: int, **state) -> AppTest:
+    """The Race page with the run in its link, in a tab with this session state."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    for name, value in state.items():
+        at.session_state[name] = value
+    at.query_params["run"] = str(run_id)
+    return at.run()
+
+
+def feeds_mounted(at: AppTest) -> list:
+    return [el for el in at.get("bidi_component") if el.proto.component_name == "compile_lab.live_feed"]
+
+
 def test_the_page_gives_a_viewer_the_feed_and_the_owner_streamlits_view(store, served):
     record_probe(store)
     run_id = record_race(store, "running")
-    viewer = AppTest.from_file(APP, default_timeout=60)
-    viewer.query_params["run"] = str(run_id)
-    viewer.run()
-    assert not viewer.exception
-    mounted = [el for el in viewer.get("bidi_component") if el.proto.component_name == "compile_lab.live_feed"]
-    assert len(mounted) == 1 and len(viewer.metric) == 0  # the browser draws the cards and charts
+    viewer = open_run(run_id)
+    mounted = feeds_mounted(viewer)
+    assert not viewer.exception and len(mounted) == 1 and len(viewer.metric) == 0  # the browser draws them
     data = json.loads(mounted[0].proto.json)
     assert data["url"] == f"/api/live/{run_id}" and data["every_ms"] == 500
-    owner = AppTest.from_file(APP, default_timeout=60)
-    owner.session_state["visitor"] = OWNER_TOKEN
     store.update_run(run_id, owner=f"visitor:{OWNER_TOKEN}")
-    owner.query_params["run"] = str(run_id)
-    owner.run()
+    owner = open_run(run_id, visitor=OWNER_TOKEN)
     assert not owner.exception and len(owner.metric) == 6  # fresh every second, through Streamlit
-    assert not [el for el in owner.get("bidi_component") if el.proto.component_name == "compile_lab.live_feed"]
+    assert not feeds_mounted(owner)
 
 
 def test_without_the_routes_or_once_the_feed_failed_a_viewer_refreshes_through_streamlit(store, served):
     record_probe(store)
     run_id = record_race(store, "running")
-    viewer = AppTest.from_file(APP, default_timeout=60)
-    viewer.query_params["run"] = str(run_id)
-    viewer.session_state["feed_unreadable"] = True  # what the component reports after 5 failed reads
-    viewer.run()
-    assert not viewer.exception and len(viewer.metric) == 6
+    viewer = open_run(run_id, feed_unreadable=True)  # what the component reports after 5 failed reads
+    assert not viewer.exception and len(viewer.metric) == 6 and not feeds_mounted(viewer)
     feed_routes._served.clear()  # started as `streamlit run streamlit_app.py`
-    other = AppTest.from_file(APP, default_timeout=60)
-    other.query_params["run"] = str(run_id)
-    other.run()
-    assert not other.exception and len(other.metric) == 6
+    other = open_run(run_id)
+    assert not other.exception and len(other.metric) == 6 and not feeds_mounted(other)
 
 
 def test_a_finished_run_is_drawn_by_the_page_for_everyone(store, served):
     record_probe(store)
-    run_id = record_race(store, "done")
-    viewer = AppTest.from_file(APP, default_timeout=60)
-    viewer.query_params["run"] = str(run_id)
-    viewer.run()
+    viewer = open_run(record_race(store, "done"))
     assert not viewer.exception and len(viewer.metric) >= 6  # the result, and the plan for a real run
-    assert not [el for el in viewer.get("bidi_component") if el.proto.component_name == "compile_lab.live_feed"]
+    assert not feeds_mounted(viewer)
 
 
 def test_the_feed_and_the_page_share_one_board(store):
@@ -279,3 +278,16 @@ def test_the_feed_encodes_every_chart_as_altair_would_and_leaves_the_pages_chart
         assert _datasets(ours) == _datasets(altairs) and _datasets(ours), key
         without_data = {k: v for k, v in ours.items() if k not in ("datasets", "width", "autosize")}
         assert json.dumps(without_data).count('"name": "data-') == json.dumps(altairs).count('"name": "data-')
+
+
+def test_the_page_quotes_only_torchs_words_in_the_sentence(store):
+    from core.view.live_layout import live_words
+    from core.view.safe_text import markdown_text
+
+    run_id = record_race(store, "running")
+    store.update_run(run_id, phase="compiling", details={"compile_phase": {"compile_started": 1000.0, "phase": "a*b*"}})
+    no_compiled_steps(store, run_id)
+    snap = LiveBoard(store.path).snapshot(run_id)
+    words = live_words(snap.run, snap, snap.summary(), 12, lambda: (13.0, False), now=1012.0, quote=markdown_text)
+    assert words.compiling and words.text.startswith("Compiling (about 13 s on this device): 12 s so far.")
+    assert "Now: a\\*b\\*." in words.text  # torch's words as markdown text; this app's words as they are

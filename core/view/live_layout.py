@@ -27,7 +27,6 @@ class Words:
 
     text: str
     compiling: bool = False  # a notice with an hourglass (the compile is running), else a bold sentence
-    quoted: bool = False  # quotes torch's or a bundle's words (the compile phase, why compile was skipped)
 
 
 def device_of(run: Run) -> str:
@@ -67,9 +66,11 @@ def live_words(
     total: int | None,
     expected: Callable[[], tuple[float | None, bool]],
     now: float | None = None,
+    quote: Callable[[str], str] = str,
 ) -> Words | None:
     """What is happening now, or what the race says: never ahead of the data, never behind it.
-    `view`: a LiveSnapshot; `expected`: the expected compile time (asked only before the compile ends)."""
+    `view`: a LiveSnapshot; `expected`: the expected compile time (asked only before the compile
+    ends); `quote`: how torch's or a bundle's words in it are written (the page: as markdown text)."""
     counts = view.counts()
     if run.status in ("queued", "starting") and not counts["eager"]:
         return None  # the state line says where it waits; nothing has run to talk about yet
@@ -82,11 +83,13 @@ def live_words(
             since = live.get("compile_started") or view.last_recorded_at.get("eager")
             now = time.time() if now is None else now
             elapsed = max(now - float(since), 0.0) if since else None
-            phase = live["phase"] if isinstance(live.get("phase"), str) else None
-            return Words(story.compiling_text(elapsed, seconds, estimated, phase), compiling=True, quoted=bool(phase))
+            phase = quote(live["phase"]) if isinstance(live.get("phase"), str) else None
+            return Words(story.compiling_text(elapsed, seconds, estimated, phase), compiling=True)
         return Words(story.eager_phase_text(counts["eager"], total, seconds, estimated))
     reading = view.derive(("reading", total), lambda: story.race_reading(summary, not run.finished, total, counts))
-    return Words(reading, quoted=bool(summary.get("compile_skipped") or summary.get("compile_failed")))
+    # All this app's words and numbers, except a compile-skipped or -failed reason (torch's, or a bundle's).
+    from_torch = summary.get("compile_skipped") or summary.get("compile_failed")
+    return Words(quote(reading) if from_torch else reading)
 
 
 def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale: bool = False) -> dict[Any, Callable]:
