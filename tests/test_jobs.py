@@ -340,3 +340,23 @@ def test_a_cpu_race_leaves_a_core_for_the_page_watching_it(cores, setting, expec
     from core.runs.worker import cpu_threads_for_worker
 
     assert cpu_threads_for_worker(cores, setting) == expected
+
+
+def test_a_worker_caught_in_its_exec_is_not_called_dead(monkeypatch):
+    """While a just-launched worker is in execve, /proc shows an empty command line: another
+    session's tick took that for a dead worker and failed the race 10 ms after it started (seen
+    in the e2e). Empty counts as alive; someone else's command line still does not."""
+    import io
+
+    real_open = open
+    command = {"text": b""}
+
+    def fake_open(path, *args, **kwargs):
+        if str(path).endswith("/cmdline") and str(path) != "/proc/self/cmdline":
+            return io.BytesIO(command["text"])
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(jobs, "open", fake_open, raising=False)
+    assert jobs.pid_alive(os.getpid())
+    command["text"] = b"bash\x00-c\x00sleep 5\x00"
+    assert not jobs.pid_alive(os.getpid())

@@ -454,6 +454,8 @@ def pid_alive(pid: int | None) -> bool:
             command = fh.read()
         if b"core.runs.worker" in command:
             return True
+        if not command:  # in execve (or a kernel thread, never a reused worker pid): not dead yet
+            return True
         # A worker this process just launched, between fork and exec, still shows our command line.
         with open("/proc/self/cmdline", "rb") as fh:
             return command == fh.read()
