@@ -123,6 +123,13 @@ def visitor() -> str:
     return owner_of(st.session_state.visitor)
 
 
+def id_in_link(value: object) -> int | None:
+    """A run's or sweep's id as a link (or this tab) gives it; None for anything else (a hand-edited
+    link), including numbers past SQLite's integer range."""
+    text = str(value)
+    return int(text) if text.isdigit() and int(text) < 2**63 else None
+
+
 def session_id() -> str:
     """This browser tab's Streamlit session (what a live board counts as one follower of a run)."""
     ctx = get_script_run_ctx()

@@ -60,13 +60,20 @@ def poll_ms() -> int:
     return int(FEED_POLL_S * 1000)
 
 
-def _gzip_ok(request: Request) -> bool:
-    return "gzip" in request.headers.get("accept-encoding", "")
+def _send(request: Request, body: bytes, etag: str, media_type: str, cache_control: str) -> Response:
+    """A body compressed once for every client: 304 when the client has it (its ETag), else the
+    bytes as they are (the gzip middleware leaves an encoded response alone), or decompressed for a
+    client that does not take gzip."""
+    headers = {"ETag": etag, "Cache-Control": cache_control, "Vary": "Accept-Encoding"}
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers=headers)
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        return Response(body, media_type=media_type, headers={**headers, "Content-Encoding": "gzip"})
+    return Response(gzip.decompress(body), media_type=media_type, headers=headers)
 
 
 async def feed(request: Request) -> Response:
-    """The run's document: 304 when the browser has it (its ETag), else the JSON, sent compressed
-    as encoded once for every viewer."""
+    """The run's document (core.view.live_feed), encoded once for every viewer."""
     run_id = request.path_params["run_id"]
     present = request.query_params.get("present") in ("1", "true")
     if run_id >= 2**63:
@@ -78,13 +85,7 @@ async def feed(request: Request) -> Response:
         return JSONResponse({"error": f"Compile Lab cannot open its store: {exc}"}, status_code=503)
     if document is None:
         return JSONResponse({"error": f"Run {run_id} does not exist."}, status_code=404)
-    headers = {"ETag": document.etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
-    if request.headers.get("if-none-match") == document.etag:
-        return Response(status_code=304, headers=headers)
-    if _gzip_ok(request):
-        headers["Content-Encoding"] = "gzip"  # already compressed: the gzip middleware leaves it alone
-        return Response(document.body, media_type="application/json", headers=headers)
-    return Response(gzip.decompress(document.body), media_type="application/json", headers=headers)
+    return _send(request, document.body, document.etag, "application/json", "no-cache")
 
 
 async def asset(request: Request) -> Response:
@@ -97,9 +98,4 @@ async def asset(request: Request) -> Response:
             raw = fh.read()
         _assets[name] = (gzip.compress(raw, compresslevel=9, mtime=0), '"' + hashlib.sha256(raw).hexdigest()[:24] + '"')
     body, etag = _assets[name]
-    headers = {"ETag": etag, "Cache-Control": "public, max-age=86400", "Vary": "Accept-Encoding"}
-    if request.headers.get("if-none-match") == etag:
-        return Response(status_code=304, headers=headers)
-    if _gzip_ok(request):
-        return Response(body, media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
-    return Response(gzip.decompress(body), media_type="text/javascript", headers=headers)
+    return _send(request, body, etag, "text/javascript", "public, max-age=86400")

@@ -9,7 +9,7 @@ import os
 import streamlit as st
 
 from app_pages import feed_routes
-from app_pages.common import board, visitor
+from app_pages.common import board, id_in_link, visitor
 
 GIVE_UP_AFTER = 5  # failed reads in a row before the page falls back to refreshing through Streamlit
 # The sidebar (device card, queue) of a tab following a run through the feed refreshes this often:
@@ -66,12 +66,12 @@ def follows_link_through_feed(on_race_page: bool) -> bool:
     """Whether this tab will follow the run in its link through the feed: the Race page's choice,
     made before the page runs so the sidebar can refresh less often meanwhile (the link's run, live,
     someone else's, no replay)."""
-    followed = st.query_params.get("run")
     if not (on_race_page and feed_routes.served()) or "replay" in st.query_params:
         return False
-    if not (followed and followed.isdigit() and int(followed) < 2**63):
+    run_id = id_in_link(st.query_params.get("run"))
+    if run_id is None:
         return False
-    snap = board().snapshot(int(followed))  # the shared one: no store read of its own
+    snap = board().snapshot(run_id)  # the shared one: no store read of its own
     return snap is not None and not snap.run.finished and use_feed(snap.run.owner, visitor())
 
 

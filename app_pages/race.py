@@ -5,6 +5,7 @@ import streamlit as st
 from app_pages.common import (
     board,
     host_limits,
+    id_in_link,
     plan_section,
     session_id,
     show_reference,
@@ -99,9 +100,10 @@ def followed_run():
     if followed is None:
         mine = store().list_runs(kind="race", owner=owner, limit=1)
         followed = mine[0].id if mine else None
-    if not (followed and str(followed).isdigit() and int(followed) < 2**63):
+    run_id = id_in_link(followed)
+    if run_id is None:
         return None  # not a run id (a hand-edited link): show the form alone
-    return store().get_run(int(followed))
+    return store().get_run(run_id)
 
 
 def choose(field: str, label: str, column, fmt=str, on_change=None) -> dict:

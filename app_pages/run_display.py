@@ -12,7 +12,6 @@ from app_pages.common import draw_chart, store, vega_spec
 from core.runs import run_files
 from core.runs.store import Run
 from core.view import live_layout, story, why
-from core.view.live import memory_of, result_cards
 from core.view.live_board import LiveSnapshot
 from core.view.safe_text import markdown_text
 
@@ -79,12 +78,9 @@ def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -
 
 
 def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -> None:
-    def build() -> list:
-        return result_cards(summary, memory_of(run), total=total, running=not run.finished)
-
-    cards = view.derive(("cards", total), build)  # once per snapshot for every viewer
-    if all(card.value == "-" for card in cards):
-        return  # nothing measured to compare yet (the eager run, the compile): six dashes only push the race down
+    cards = live_layout.cards(run, view, summary, total)  # once per snapshot for every viewer
+    if not cards:
+        return
     st.html(CARD_CSS)
     with st.container(key="result_cards"):  # one row of six that CARD_CSS wraps: 3 a row, 2 on a phone
         for column, card in zip(st.columns(len(cards), gap="small"), cards):

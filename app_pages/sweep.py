@@ -2,7 +2,16 @@
 
 import streamlit as st
 
-from app_pages.common import host_limits, store, tick, training_run_length, visitor, visitor_address, wait_for_device
+from app_pages.common import (
+    host_limits,
+    id_in_link,
+    store,
+    tick,
+    training_run_length,
+    visitor,
+    visitor_address,
+    wait_for_device,
+)
 from core.engine.spec import SpecError
 from core.engine.zoo import MODELS
 from core.runs import jobs, sweeps
@@ -31,7 +40,7 @@ def followed_sweep() -> int | None:
     if wanted is None:
         mine = store().list_sweeps(owner=owner, limit=1)
         return mine[0].id if mine else None
-    return int(wanted) if str(wanted).isdigit() and int(wanted) < 2**63 else None
+    return id_in_link(wanted)
 
 
 def choose(field: str, label: str, column, fmt=str) -> None:

@@ -31,7 +31,6 @@ import pandas as pd
 
 from core.runs.store import Run
 from core.view import live_layout, story
-from core.view.live import memory_of, result_cards
 from core.view.live_board import LiveBoard, LiveSnapshot
 
 # A viewer's browser asks every FEED_POLL_S; the server rebuilds a run's document at most once a
@@ -91,11 +90,7 @@ def feed_document(
     total = story.total_steps(run.params or {})
     summary = snap.summary()
     words = live_layout.live_words(run, snap, summary, total, expected, now)
-    cards = snap.derive(
-        ("cards", total), lambda: result_cards(summary, memory_of(run), total=total, running=not run.finished)
-    )
-    if all(card.value == "-" for card in cards):
-        cards = []  # nothing measured to compare yet: six dashes only push the race down
+    cards = live_layout.cards(run, snap, summary, total)
     built = live_layout.chart_builders(run, snap, summary, present)
     return {
         "run": run.id,

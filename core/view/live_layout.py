@@ -16,6 +16,7 @@ from typing import Any
 from core.runs.store import Run, Store
 from core.view import charts, story, why
 from core.view.compare import race_name
+from core.view.live import Card, memory_of, result_cards
 from core.view.race_form import expected_compile_estimate
 
 PRESENT_CHART_HEIGHT = 380  # presenter mode: the race and step charts side by side at 1280x720
@@ -130,6 +131,15 @@ def _chart_builders(run, view, steps, epochs, be, projection, marks, present, lo
     built["epochs"] = lambda: charts.epoch_chart(epochs)
     built["loss"] = lambda: charts.loss_chart(steps)
     return built
+
+
+def cards(run: Run, view: Any, summary: dict, total: int | None) -> list[Card]:
+    """The result cards, once per snapshot; none while nothing is measured to compare (the eager run,
+    the compile): six dashes would only push the race down."""
+    built = view.derive(
+        ("cards", total), lambda: result_cards(summary, memory_of(run), total=total, running=not run.finished)
+    )
+    return [] if all(card.value == "-" for card in built) else built
 
 
 def loss_words(view: Any) -> str | None:
