@@ -291,3 +291,13 @@ def test_the_page_quotes_only_torchs_words_in_the_sentence(store):
     words = live_words(snap.run, snap, snap.summary(), 12, lambda: (13.0, False), now=1012.0, quote=markdown_text)
     assert words.compiling and words.text.startswith("Compiling (about 13 s on this device): 12 s so far.")
     assert "Now: a\\*b\\*." in words.text  # torch's words as markdown text; this app's words as they are
+
+
+def test_a_store_that_cannot_be_opened_is_a_clear_503_not_a_traceback(tmp_path, monkeypatch, served):
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    monkeypatch.setenv("COMPILE_LAB_STORE", str(folder))
+    response = client().get("/api/live/1")
+    assert response.status_code == 503
+    assert response.json()["error"].startswith("Compile Lab cannot open its store: store ")
+    assert "is a folder" in response.json()["error"]
