@@ -24,20 +24,26 @@ from core.view.live_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
 from core.view.safe_text import markdown_text
 
-# A per-browser identity: kept in the browser's localStorage, so every tab of one browser is one
-# visitor (one owner, one host limit) and a reload keeps it, but it is never part of a URL (a shared
-# configuration link does not make someone else the owner). See core/runs/identity.py.
+# A per-browser identity: kept in the browser (localStorage, and a cookie of the same name), so every
+# tab of one browser is one visitor (one owner, one host limit) and a reload keeps it, but it is never
+# part of a URL (a shared configuration link does not make someone else the owner). The cookie comes
+# with a tab's connection, so a second tab knows its visitor from its first script run; only a
+# browser whose token the server did not know yet (a cookie cleared or refused) answers with it,
+# and that answer costs a rerun, which can swallow a click made in the same instant (it did, in the
+# e2e: a Launch, and a second tab that never followed the visitor's run). See core/runs/identity.py.
+VISITOR_KEY = "compile_lab_visitor"
 _VISITOR_JS = """
 export default function(component) {
-  const { setStateValue } = component;
+  const { setStateValue, data } = component;
   const KEY = "compile_lab_visitor";
+  const known = data && data.token;  // the server's idea: the cookie, or a new token for a new browser
   let token = null;
   try {
-    token = window.localStorage.getItem(KEY);
-    if (!token) {  // a tab of the old per-tab identity keeps its runs
-      token = window.sessionStorage.getItem(KEY);
-    }
+    token = window.localStorage.getItem(KEY) || window.sessionStorage.getItem(KEY);  // sessionStorage: the old per-tab identity keeps its runs
   } catch (e) {}
+  if (!token) {
+    token = known;
+  }
   if (!token) {
     const bytes = new Uint8Array(16);
     window.crypto.getRandomValues(bytes);
@@ -46,7 +52,11 @@ export default function(component) {
   try {
     window.localStorage.setItem(KEY, token);
   } catch (e) {}
-  setStateValue("token", token);
+  const secure = window.location.protocol === "https:" ? "; Secure" : "";
+  document.cookie = `${KEY}=${token}; path=/; max-age=31536000; SameSite=Lax${secure}`;
+  if (token !== known) {
+    setStateValue("token", token);  // the page redraws for the visitor this browser already was
+  }
 }
 """
 _visitor_component = st.components.v2.component("compile_lab.visitor", js=_VISITOR_JS)
@@ -94,9 +104,9 @@ def admin_configured() -> bool:
 
 
 def adopt_visitor_token() -> None:
-    """Before the page runs: take the token the browser sent with this run (the component's state
-    from its last answer), so the rerun its answer triggers already draws for that visitor: a
-    second tab then follows the visitor's run at once instead of after the next click."""
+    """Before the page runs: take the token the browser answered with (the component's state), so
+    the rerun its answer triggers already draws for that visitor (a tab whose cookie was missing
+    then follows the visitor's run at once instead of after the next click)."""
     try:
         state = st.session_state.get("visitor_token")
     except Exception:  # noqa: BLE001 - a component state Streamlit cannot present yet
@@ -107,20 +117,34 @@ def adopt_visitor_token() -> None:
 
 
 def identify_visitor() -> None:
-    """Ask the browser who it is (once per script run, from the entry point)."""
-    result = _visitor_component(key="visitor_token", on_token_change=lambda: None)
+    """Tell the browser who this tab thinks it is, and hear back only if the browser knows better
+    (once per script run, from the entry point)."""
+    result = _visitor_component(key="visitor_token", data={"token": _visitor_token()}, on_token_change=lambda: None)
     token = getattr(result, "token", None) if result is not None else None
     if is_browser_token(token):
         st.session_state.visitor = token
-    if "visitor" not in st.session_state:  # until the browser answers (and in tests)
-        st.session_state.visitor = uuid.uuid4().hex
+
+
+def _visitor_token() -> str:
+    """This tab's visitor token: from its first script run, the browser's cookie (set by any earlier
+    tab of this browser), else a new one, which the browser then keeps."""
+    if "visitor" not in st.session_state:
+        st.session_state.visitor = cookie_token() or uuid.uuid4().hex
+    return st.session_state.visitor
+
+
+def cookie_token() -> str | None:
+    """The visitor token the browser sent with this tab's connection, if it is one."""
+    try:
+        token = st.context.cookies.get(VISITOR_KEY)
+    except Exception:  # noqa: BLE001 - no browser connection (tests, a bare script run)
+        return None
+    return token if is_browser_token(token) else None
 
 
 def visitor() -> str:
     """The owner name of this browser's runs (every tab of it)."""
-    if "visitor" not in st.session_state:
-        st.session_state.visitor = uuid.uuid4().hex
-    return owner_of(st.session_state.visitor)
+    return owner_of(_visitor_token())
 
 
 def id_in_link(value: object) -> int | None:

@@ -36,6 +36,7 @@ from core.view.race_form import (
     default_spec,
     duration_note,
     form_spec,
+    link_configures,
     notes_still_true,
     race_promise,
     scope_label,
@@ -146,7 +147,7 @@ def fold_and_launch(preset: dict | None = None) -> None:
 
 if not present:  # presenter mode: one run in focus, no configuration
     if "race_form" not in st.session_state:
-        st.session_state.race_form = followed_run() is None
+        st.session_state.race_form = followed_run() is None or link_configures(dict(st.query_params))
     with st.expander("Configure a race", key="race_form", on_change="rerun"):
         a, b, c, d, e = st.columns([3, 2, 2, 2, 2])
         model_problems = model_picker(a, limits or HostLimits())  # a broken host configuration is said above

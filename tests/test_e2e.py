@@ -327,32 +327,44 @@ def test_a_bundle_with_markdown_in_its_error_shows_it_as_text(app_url, e2e_data,
     assert not [url for url in requested if "pixel" in url or "phish" in url]
 
 
-def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_url):
+def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_url, e2e_data):
     """The identity lives in the browser, not the tab: a second tab follows (and may cancel) the
     first tab's run; the same link opened in another browser (a fresh profile) shows it without Cancel."""
     from playwright.sync_api import sync_playwright
 
+    from core.runs import jobs
+    from core.runs.identity import owner_of
+    from core.runs.store import Store
+
     config = "model=mlp&batch_size=64&epochs=1&steps_per_epoch=100000&backend=eager"
+    run_id = token = None
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        visitor = browser.new_context(viewport={"width": 1280, "height": 720})
-        first = visitor.new_page()
-        first.goto(f"{app_url}/?{config}")
-        first.get_by_role("button", name="Launch").click()
-        wait_until(lambda: re.match(r"Race \d+: ", status(first)), timeout=30)
-        race, run_id = status(first).split(":")[0], run_id_of(first)
-        second = visitor.new_page()  # another tab of the same browser, without the run in its link
-        second.goto(app_url)
-        wait_until(lambda: status(second).startswith(f"{race}:"), timeout=60)
-        wait_until(lambda: second.get_by_role("button", name="Cancel").count() == 1, timeout=60)
-        stranger = browser.new_context().new_page()  # someone else's browser, given the link
-        stranger.goto(f"{app_url}/?run={run_id}")
-        wait_until(lambda: status(stranger).startswith(f"{race}:"), timeout=30)
-        time.sleep(2)  # the browser has told the app who it is by now
-        assert stranger.get_by_role("button", name="Cancel").count() == 0
-        second.get_by_role("button", name="Cancel").click()  # the second tab may cancel the first tab's run
-        wait_until(lambda: "cancelled" in status(first), timeout=30)
-        browser.close()
+        try:
+            visitor = browser.new_context(viewport={"width": 1280, "height": 720})
+            first = visitor.new_page()
+            first.goto(f"{app_url}/?{config}")
+            first.get_by_role("button", name="Launch").click()
+            wait_until(lambda: re.match(r"Race \d+: ", status(first)), timeout=30)
+            race, run_id = status(first).split(":")[0], run_id_of(first)
+            token = first.evaluate("localStorage.getItem('compile_lab_visitor')")
+            # The browser keeps the token as a cookie too, which every later tab's connection brings.
+            assert {c["name"]: c["value"] for c in visitor.cookies()}.get("compile_lab_visitor") == token
+            second = visitor.new_page()  # another tab of the same browser, without the run in its link
+            second.goto(app_url)
+            wait_until(lambda: status(second).startswith(f"{race}:"), timeout=60)
+            wait_until(lambda: second.get_by_role("button", name="Cancel").count() == 1, timeout=60)
+            stranger = browser.new_context().new_page()  # someone else's browser, given the link
+            stranger.goto(f"{app_url}/?run={run_id}")
+            wait_until(lambda: status(stranger).startswith(f"{race}:"), timeout=30)
+            time.sleep(2)  # the browser has told the app who it is by now
+            assert stranger.get_by_role("button", name="Cancel").count() == 0
+            second.get_by_role("button", name="Cancel").click()  # the second tab may cancel the first tab's run
+            wait_until(lambda: "cancelled" in status(first), timeout=30)
+        finally:
+            browser.close()
+            if run_id and token:  # a failure above leaves no 100,000-step race in the next test's way
+                jobs.cancel(Store(str(e2e_data / "store.sqlite3")), int(run_id), owner_of(token))
 
 
 def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e_data):

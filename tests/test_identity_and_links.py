@@ -55,6 +55,88 @@ def test_two_tabs_of_one_browser_share_one_identity_for_limits(store, sleepers, 
     assert len(store.list_runs(kind="race")) == 2 and "you already have" not in texts(other)
 
 
+def browser_cookies(monkeypatch, cookies: dict) -> None:
+    """The cookies a tab's connection brings (AppTest cannot seed st.context.cookies)."""
+
+    class Context:
+        def __getattr__(self, name):
+            if name == "cookies":
+                return cookies
+            raise AttributeError(name)
+
+    monkeypatch.setattr(common.st, "context", Context())
+
+
+def test_a_new_tab_is_its_browser_s_visitor_from_its_first_run_by_the_cookie(store, sleepers, monkeypatch):
+    """The cookie (set by the visitor component in any earlier tab) comes with a new tab's
+    connection: the tab follows the visitor's run, as its owner, without waiting for the browser's
+    answer (whose rerun could swallow a click made in the same instant)."""
+    record_probe(store)
+    first = launch_small_race(tab(TOKEN))
+    browser_cookies(monkeypatch, {common.VISITOR_KEY: TOKEN})
+    second = AppTest.from_file(APP, default_timeout=60).run()  # no identity but the cookie
+    assert not second.exception
+    assert second.session_state["visitor"] == TOKEN
+    assert any(b.label == "Cancel" for b in second.button)
+    run_id = int(first.query_params["run"])
+    race = store.race_numbers([run_id])[run_id]
+    assert any(p.proto.text.startswith(f"Race {race}: ") for p in second.get("progress"))
+    assert second.session_state["race_form"] is False  # the visitor's run first, the form folded
+    # A link with a configuration (and no run) is there to launch it: the form is open, the run below.
+    configured = AppTest.from_file(APP, default_timeout=60)
+    configured.query_params.update({"model": "mlp", "batch_size": "32"})
+    configured.run()
+    assert configured.session_state["race_form"] is True and configured.session_state["form_batch_size"] == 32
+    assert any(p.proto.text.startswith(f"Race {race}: ") for p in configured.get("progress"))
+    # A cookie that is not a token the app makes is no identity: that tab is a new visitor.
+    browser_cookies(monkeypatch, {common.VISITOR_KEY: "0123456789abcdef') OR 1=1 --"})
+    stranger = AppTest.from_file(APP, default_timeout=60).run()
+    assert not stranger.exception
+    assert is_browser_token(stranger.session_state["visitor"]) and stranger.session_state["visitor"] != TOKEN
+    assert not any(b.label == "Cancel" for b in stranger.button)
+
+
+@pytest.mark.e2e
+def test_the_visitor_component_keeps_the_token_and_answers_only_when_the_browser_knows_better():
+    """The component's own JS in Chromium, on a page of a real origin (localStorage and cookies):
+    a new browser keeps the server's token without answering (no rerun); a browser that already
+    had another token (or the old per-tab one) answers with it; it always leaves the cookie set."""
+    from playwright.sync_api import sync_playwright
+    from test_e2e import CHROMIUM, CHROMIUM_ARGS, require_browser
+
+    require_browser()
+    script = common._VISITOR_JS.replace("export default function", "window.visitorComponent = function")
+
+    def mount(page, known):
+        return page.evaluate(
+            """known => { const calls = [];
+                window.visitorComponent({setStateValue: (k, v) => calls.push([k, v]), data: {token: known}});
+                return {calls, stored: localStorage.getItem("compile_lab_visitor"), cookie: document.cookie}; }""",
+            known,
+        )
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_context().new_page()
+        page.route(
+            "http://compile-lab.test/**", lambda route: route.fulfill(body="<html></html>", content_type="text/html")
+        )
+        page.goto("http://compile-lab.test/")
+        page.add_script_tag(content=script)
+        fresh = mount(page, TOKEN)  # a new browser: it keeps what the server drew with
+        assert fresh == {"calls": [], "stored": TOKEN, "cookie": f"{common.VISITOR_KEY}={TOKEN}"}
+        assert mount(page, TOKEN)["calls"] == []  # a second tab whose cookie came along: nothing to say
+        known_better = mount(page, OTHER)  # a tab that drew a new token (its cookie was missing)
+        assert known_better["calls"] == [["token", TOKEN]] and known_better["cookie"] == f"{common.VISITOR_KEY}={TOKEN}"
+        page.evaluate("localStorage.clear()")
+        page.evaluate(f"sessionStorage.setItem('compile_lab_visitor', '{OTHER}')")  # the old per-tab identity
+        assert mount(page, TOKEN)["calls"] == [["token", OTHER]]
+        page.evaluate("localStorage.clear(); sessionStorage.clear()")
+        drawn = mount(page, None)["calls"]  # nothing known anywhere: it makes one and says so
+        assert len(drawn) == 1 and is_browser_token(drawn[0][1]) and len(drawn[0][1]) == 32
+        browser.close()
+
+
 def test_a_shared_link_does_not_make_its_receiver_an_owner(store, sleepers):
     record_probe(store)
     owner = launch_small_race(tab(TOKEN))

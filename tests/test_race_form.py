@@ -17,6 +17,7 @@ from core.view.race_form import (
     estimate_seconds,
     expected_compile_estimate,
     form_spec,
+    link_configures,
     notes_still_true,
     race_promise,
     spec_from_query,
@@ -336,3 +337,11 @@ def test_expected_compile_estimate_is_the_one_the_duration_estimate_uses():
     assert expected_compile_estimate({"model": "pointwise_mlp", "backend": "inductor"}, on_gpu=False) == 10
     assert expected_compile_estimate({"model": "pointwise_mlp", "backend": "aot_eager"}, on_gpu=False) == 2
     assert expected_compile_estimate({"model": "resnet50"}, on_gpu=True) == 60
+
+
+def test_a_link_configures_a_race_when_it_carries_its_fields_and_no_run():
+    assert link_configures(spec_to_query(default_spec(CPU)))
+    assert link_configures({"batch_size": "64"})
+    assert not link_configures({**spec_to_query(default_spec(CPU)), "run": "7"})  # a run to show: it comes first
+    assert not link_configures({})
+    assert not link_configures({"present": "1", "replay": "file:x"})

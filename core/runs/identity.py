@@ -1,8 +1,10 @@
 """Who a visitor is, to the queue: the owner of their runs, and whom host limits count together.
 
-A visitor is a browser, not a tab: the app keeps a random token in the browser's localStorage, so
-every tab of one browser is one owner (one limit, and each tab may cancel the others' runs), while
-a link shared with someone else never carries it (the receiver is not an owner). Where the host
+A visitor is a browser, not a tab: the app keeps a random token in the browser (its localStorage,
+and a cookie that each new tab's connection brings, so the tab knows its visitor from its first
+script run). Every tab of one browser is one owner (one limit, and each tab may cancel the
+others' runs), while a link shared with someone else never carries it (the receiver is not an
+owner). Where the host
 says so (limit_by_address), the per-person limit also counts every browser from one client
 address together: the connection's address, or the header the host's reverse proxy sets.
 

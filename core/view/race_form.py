@@ -230,6 +230,12 @@ def spec_to_query(spec: RunSpec) -> dict[str, str]:
     return out
 
 
+def link_configures(query: dict) -> bool:
+    """Whether a link carries a race's configuration but no run to show: someone meant to launch
+    it, so the Race page opens with its form unfolded even where the visitor has runs."""
+    return "run" not in query and any(name in query for name in _QUERY_FIELDS)
+
+
 # The whole numbers a link may set, and the range the form accepts for each.
 NUMBER_RANGES: dict[str, tuple[int, int]] = {
     "batch_size": (1, MAX_BATCH_SIZE),
