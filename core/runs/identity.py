@@ -4,9 +4,9 @@ A visitor is a browser, not a tab: the app keeps a random token in the browser (
 and a cookie that each new tab's connection brings, so the tab knows its visitor from its first
 script run). Every tab of one browser is one owner (one limit, and each tab may cancel the
 others' runs), while a link shared with someone else never carries it (the receiver is not an
-owner). Where the host
-says so (limit_by_address), the per-person limit also counts every browser from one client
-address together: the connection's address, or the header the host's reverse proxy sets.
+owner). Where the host says so (limit_by_address), the per-person limit also counts every browser
+from one client address together: the connection's address, or the header the host's reverse
+proxy sets.
 
 Owner tokens are secrets (anyone holding one may cancel or delete that visitor's runs), so
 whatever shows an owner to other people uses `shown_owner`.
