@@ -64,7 +64,7 @@ def test_the_image_installs_torch_built_for_cuda(docker):
 
 
 def test_the_image_installs_the_model_libraries_the_host_limits_may_allow(docker):
-    """timm:<name> and hf:<name> models need timm and transformers; the README's host limits allow
+    """timm:<name> and hf:<name> models need timm and transformers; docs/hosting.md's host limits allow
     them, so the image installs requirements-models.txt, after torch (so pip keeps the CUDA build)."""
     steps, _ = docker
     install_at = [i for i, (w, rest) in enumerate(steps) if w == "RUN" and "pip install" in rest]
