@@ -41,6 +41,11 @@ class CompileStats:
         return dataclasses.asdict(self)
 
 
+# How many compile records torch keeps for a race's totals (its default, 64, drops the oldest: a
+# model with many graph breaks, or recompiles, fills it before the race ends).
+COMPILATION_RECORDS_KEPT = 4096
+
+
 def reset_compile_state() -> None:
     """Forget earlier compilations so counters describe only what comes next."""
     try:
@@ -51,6 +56,8 @@ def reset_compile_state() -> None:
         du.counters.clear()
         if hasattr(du, "_compilation_metrics"):
             du._compilation_metrics.clear()
+        if hasattr(du, "set_compilation_metrics_limit"):  # 64 by default: a race's totals need them all
+            du.set_compilation_metrics_limit(COMPILATION_RECORDS_KEPT)
     except Exception:  # noqa: BLE001 - a missing private API only costs us the counters
         pass
     try:  # start recording why frames are skipped (torch keeps no list until asked to)
@@ -174,11 +181,16 @@ def compile_breakdown(metrics: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class CompileWatch:
-    """Which compiles happened since it last looked, cheaply enough to ask after every step: the
-    length of torch's record list, and the new records' reasons only when it grew."""
+    """Which compiles happened since it last looked, cheaply enough to ask after every step.
+
+    Torch keeps its records in a deque of 64 (`DEFAULT_COMPILATION_METRICS_LIMIT`): once full, its
+    length stops growing while records keep coming, so new records are told by identity, not by
+    count. The watch holds the records it has seen, so their ids cannot be reused. Records torch
+    marks `is_runtime` (CUDA-graph recording, Triton's runtime autotuning) are not compiles."""
 
     def __init__(self) -> None:
-        self._seen = len(self._records())
+        self._held = self._records()
+        self._seen = {id(r) for r in self._held}
 
     @staticmethod
     def _records() -> list[Any]:
@@ -192,10 +204,17 @@ class CompileWatch:
     def new_compiles(self) -> list[str]:
         """One note per compile since the last call ('recompile: <the guard that failed>', ...)."""
         records = self._records()
-        if len(records) <= self._seen:
-            return []
-        fresh, self._seen = records[self._seen :], len(records)
-        return [compile_note(dataclasses.asdict(r) if dataclasses.is_dataclass(r) else dict(vars(r))) for r in fresh]
+        if len(records) == len(self._held) and (not records or records[-1] is self._held[-1]):
+            return []  # the usual step: nothing new
+        fresh = [r for r in records if id(r) not in self._seen]
+        self._held, self._seen = records, {id(r) for r in records}
+        dicts = (dataclasses.asdict(r) if dataclasses.is_dataclass(r) else dict(vars(r)) for r in fresh)
+        return [compile_note(d) for d in dicts if not is_runtime_record(d)]
+
+
+def is_runtime_record(record: dict[str, Any]) -> bool:
+    """A record torch files beside compiles for work done at run time, not a compile."""
+    return record.get("is_runtime") is True
 
 
 _GENERIC_FRAMES = ("inner", "forward", "_fn", "_wrapped_call_impl", "_call_impl")
@@ -253,6 +272,7 @@ def _compilation_metrics(du) -> tuple[list[dict[str, Any]] | None, set[str]]:
         records = [dataclasses.asdict(m) if dataclasses.is_dataclass(m) else dict(vars(m)) for m in getter()]
     except Exception:  # noqa: BLE001
         return None, present
+    records = [r for r in records if not is_runtime_record(r)]
     for record in records:
         present |= set(record)
     return records, present

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+import re
+import shutil
+import subprocess
 from typing import Any
 
 import torch
@@ -29,22 +32,96 @@ def total_memory_bytes() -> int | None:
 
 
 def precision_flags() -> dict[str, Any]:
-    """The float32 math settings actually in force (they silently change results and speed)."""
-    return {
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+    """The float32 math settings actually in force (they silently change results and speed).
+
+    torch 2.9+ has a per-backend `fp32_precision` API beside the legacy flags, and what Inductor
+    reads is the new one (its conv templates read `cudnn.fp32_precision`, its matmuls
+    `cuda.matmul.fp32_precision`); once anything used it, the legacy
+    `get_float32_matmul_precision()` raises. So both are recorded, and neither read can raise.
+    """
+    flags: dict[str, Any] = {
+        "float32_matmul_precision": _read(torch.get_float32_matmul_precision),
+        "cuda_matmul_allow_tf32": _read(lambda: bool(torch.backends.cuda.matmul.allow_tf32)),
+        "cudnn_allow_tf32": _read(lambda: bool(torch.backends.cudnn.allow_tf32)),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
     }
+    for name, backend in _FP32_PRECISION_BACKENDS.items():
+        value = _read(lambda backend=backend: _attribute(torch.backends, backend + ".fp32_precision"))
+        if value is not None:
+            flags[f"{name}_fp32_precision"] = value
+    return flags
+
+
+# The new API's settings that decide TF32 (torch 2.9+): generic, then per backend and operator.
+_FP32_PRECISION_BACKENDS = {
+    "generic": "",
+    "cuda_matmul": "cuda.matmul",
+    "cudnn": "cudnn",
+    "cudnn_conv": "cudnn.conv",
+    "cudnn_rnn": "cudnn.rnn",
+    "mkldnn": "mkldnn",
+}
+
+
+def _attribute(root: Any, dotted: str) -> Any:
+    for part in (p for p in dotted.split(".") if p):
+        root = getattr(root, part)
+    return root
+
+
+def _read(read: Any) -> Any:
+    """A flag's value, or None where this torch has no such flag or refuses to tell it."""
+    try:
+        value = read()
+    except (AttributeError, RuntimeError):
+        return None
+    return value if isinstance(value, (bool, str, int)) else None
 
 
 def cuda_driver_version() -> str | None:
-    """The NVIDIA driver's CUDA version (e.g. "12.4"), as the driver reports it; None off CUDA."""
+    """The NVIDIA driver's CUDA version (e.g. "12.4"); None off CUDA or where nothing tells it.
+
+    torch 2.14 has no public (nor, any more, private) reader for it, so it comes from NVML where
+    pynvml is installed, else from `nvidia-smi`'s header ("CUDA Version: 12.4")."""
+    version = _driver_version_from_torch() or _driver_version_from_nvml()
+    if version:
+        return f"{version // 1000}.{version % 1000 // 10}"
+    return _driver_version_from_smi()
+
+
+def _driver_version_from_torch() -> int | None:
+    reader = getattr(torch._C, "_cuda_getDriverVersion", None)  # older torch only
     try:
-        version = int(torch._C._cuda_getDriverVersion())  # private, but what torch itself reports
-    except Exception:  # noqa: BLE001
+        version = int(reader()) if reader is not None else 0
+    except Exception:  # noqa: BLE001 - a private reader that fails tells nothing
         return None
-    return f"{version // 1000}.{version % 1000 // 10}" if version > 0 else None
+    return version if version > 0 else None
+
+
+def _driver_version_from_nvml() -> int | None:
+    try:
+        import pynvml  # noqa: PLC0415 - optional (nvidia-ml-py)
+
+        pynvml.nvmlInit()
+        try:
+            version = int(pynvml.nvmlSystemGetCudaDriverVersion())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - not installed, or no NVIDIA driver
+        return None
+    return version if version > 0 else None
+
+
+def _driver_version_from_smi() -> str | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run([smi], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"CUDA Version:\s*(\d+\.\d+)", out)
+    return match.group(1) if match else None
 
 
 def gpu_inventory() -> list[dict[str, Any]]:

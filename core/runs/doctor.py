@@ -110,7 +110,8 @@ def judge(check: Check, run: Run | None) -> Outcome:
     speedup, compile_s = summary.get("steady_state_speedup"), summary.get("compile_time_s")
     if speedup is None:
         return Outcome(check.name, FAILED, "too few steps finished to compare the variants", run.id)
-    figure = f"{speedup:.2f}x steady ({summary.get('verdict')}), compile {compile_s:.1f} s"
+    compiled = f"compile {compile_s:.1f} s" if compile_s is not None else "compile time not measured"
+    figure = f"{speedup:.2f}x steady ({summary.get('verdict')}), {compiled}"
     reserved = summary.get("compiled_peak_reserved_bytes")
     if reserved:
         figure += f", compiled peak reserved {reserved / 2**30:.1f} GiB"

@@ -76,12 +76,22 @@ def environment_header(env: dict[str, Any]) -> str:
     if env.get("triton"):
         versions += f", Triton {env['triton']}"
     versions += f", Python {env.get('python')}"
-    flags = env.get("precision_flags", {})
     precision = (
-        f"precision {env.get('precision', '?')}: matmul {flags.get('float32_matmul_precision')}, "
-        f"cudnn tf32 {'on' if flags.get('cudnn_allow_tf32') else 'off'}; Inductor cache {env.get('inductor_cache', '?')}"
+        f"precision {env.get('precision', '?')}: {tf32_in_force(env.get('precision_flags', {}))}; "
+        f"Inductor cache {env.get('inductor_cache', '?')}"
     )
     return "\n".join([device, versions, precision])
+
+
+def tf32_in_force(flags: dict[str, Any]) -> str:
+    """What float32 math ran as, from the recorded flags: the new per-backend API where the run's
+    torch has it (what Inductor reads), else the legacy flags."""
+    matmul = flags.get("cuda_matmul_fp32_precision")
+    conv = flags.get("cudnn_conv_fp32_precision") or flags.get("cudnn_fp32_precision")
+    if matmul not in (None, "none") or conv not in (None, "none"):
+        return f"matmul fp32 precision {matmul or '?'}, cudnn conv {conv or '?'}"
+    cudnn = "on" if flags.get("cudnn_allow_tf32") else "off"
+    return f"matmul {flags.get('float32_matmul_precision')}, cudnn tf32 {cudnn}"
 
 
 def break_even_text(summary: dict[str, Any]) -> str:
