@@ -31,13 +31,16 @@ USER lab
 
 # The store, worker logs and warm Inductor caches live in /data: a volume, so a new image keeps them.
 # No file watcher on a box that does not edit its code (each new session would scan every module);
-# uploads no larger than the largest bundle Compile Lab imports (64 MiB).
+# uploads no larger than the largest bundle Compile Lab imports (64 MiB); and an error that escapes
+# the app's own messages shows visitors a generic line, never its traceback or the server's paths
+# (those go to the container's log).
 ENV COMPILE_LAB_DATA=/data \
     STREAMLIT_SERVER_PORT=8501 \
     STREAMLIT_SERVER_ADDRESS=0.0.0.0 \
     STREAMLIT_SERVER_HEADLESS=true \
     STREAMLIT_SERVER_FILE_WATCHER_TYPE=none \
     STREAMLIT_SERVER_MAX_UPLOAD_SIZE=64 \
+    STREAMLIT_CLIENT_SHOW_ERROR_DETAILS=none \
     STREAMLIT_BROWSER_GATHER_USAGE_STATS=false
 VOLUME ["/data"]
 EXPOSE 8501

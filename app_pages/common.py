@@ -18,7 +18,7 @@ from core.engine.planning import fmt_duration, fmt_range, plan_from_summary, pla
 from core.runs import admin, jobs
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
-from core.runs.store import Run, Store, StoreError
+from core.runs.store import Run, Store, StoreError, id_from_text
 from core.view.live import RunView, run_label
 from core.view.live_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
@@ -150,8 +150,7 @@ def visitor() -> str:
 def id_in_link(value: object) -> int | None:
     """A run's or sweep's id as a link (or this tab) gives it; None for anything else (a hand-edited
     link), including numbers past SQLite's integer range."""
-    text = str(value)
-    return int(text) if text.isdigit() and int(text) < 2**63 else None
+    return id_from_text(value)
 
 
 def session_id() -> str:

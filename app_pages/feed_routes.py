@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from core.runs.store import StoreError, default_store_path
+from core.runs.store import StoreError, default_store_path, id_from_text
 from core.view.live_board import board_for, yield_to_measurements
 from core.view.live_feed import FEED_POLL_S, feeds_for
 
@@ -40,7 +40,7 @@ def routes() -> list[Route]:
     _served.set()
     return [
         Route(FEED_PREFIX + "/assets/{name}", asset),
-        Route(FEED_PREFIX + "/{run_id:int}", feed),
+        Route(FEED_PREFIX + "/{run_id}", feed),
     ]
 
 
@@ -74,10 +74,10 @@ def _send(request: Request, body: bytes, etag: str, media_type: str, cache_contr
 
 async def feed(request: Request) -> Response:
     """The run's document (core.view.live_feed), encoded once for every viewer."""
-    run_id = request.path_params["run_id"]
+    run_id = id_from_text(request.path_params["run_id"])
     present = request.query_params.get("present") in ("1", "true")
-    if run_id >= 2**63:
-        return JSONResponse({"error": f"Run {run_id} does not exist."}, status_code=404)
+    if run_id is None:  # not a possible id (a crafted path): no traceback, no echo of it
+        return JSONResponse({"error": "No such run."}, status_code=404)
     try:
         board = board_for(os.path.abspath(default_store_path()))
         document = await asyncio.get_running_loop().run_in_executor(_executor, feeds_for(board).get, run_id, present)

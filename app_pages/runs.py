@@ -11,7 +11,7 @@ from core.runs import jobs
 from core.runs.bundle import BundleError, export_bundle, import_bundle, parse_bundle
 from core.view import charts
 from core.view.compare import column_headings, comparison_labels, race_name, table_row
-from core.view.safe_text import markdown_text
+from core.view.safe_text import csv_text, markdown_text
 
 owner = visitor()
 tick()
@@ -53,7 +53,7 @@ if not table.empty:
     )
     # A selection is kept by row position and can outlive its rows (a filter, a deletion): drop those.
     selected = [int(shown.iloc[i]["id"]) for i in picked.selection.rows if i < len(shown)] if picked else []
-    st.download_button("Download table as CSV", shown.to_csv(index=False), "compile_lab_runs.csv", "text/csv")
+    st.download_button("Download table as CSV", csv_text(shown), "compile_lab_runs.csv", "text/csv")
     chosen = [r for r in runs if r.id in selected]
     if len(chosen) == 1:
         run = chosen[0]

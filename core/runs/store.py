@@ -19,9 +19,22 @@ from typing import Any
 from core.engine.spec import data_home
 
 SCHEMA_VERSION = 5
+MAX_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY: a larger number names no run
 BUSY_TIMEOUT_MS = 30_000
 FINAL_STATES = ("done", "failed", "cancelled")
 ACTIVE_STATES = ("starting", "running")
+
+
+def id_from_text(text: object) -> int | None:
+    """A run's or sweep's id from outside (a link, a route, a replay key): ASCII decimal digits
+    naming a possible row, else None. `str.isdigit` alone admits '²' (which int() refuses), and
+    Python refuses to read numbers of more than 4,300 digits: both are checked before int()."""
+    text = str(text)
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_ID)):
+        return None
+    value = int(text)
+    return value if 0 < value <= MAX_ID else None
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -21,7 +21,7 @@ from typing import Any
 
 from core import PROJECT_ROOT
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
-from core.runs.store import Run, Store
+from core.runs.store import Run, Store, id_from_text
 from core.view.live import RunView
 from core.view.live_board import LiveSnapshot, snapshot_of
 
@@ -112,11 +112,12 @@ def load_recording(key: str, store: Store | None = None, folder: str = RECORDING
         if path is None:
             raise BundleError(f"there is no shipped recording named {name!r}")
         return recording_from_bundle(load_bundle_file(path), key)
-    if kind == "run" and name.isdigit() and store is not None:
-        run = store.get_run(int(name))
+    run_id = id_from_text(name)
+    if kind == "run" and run_id is not None and store is not None:
+        run = store.get_run(run_id)
         if run is None or run.kind != "race" or not run.finished:
-            raise BundleError(f"run {name} is not a finished race")
-        return recording_from_run(store, int(name))
+            raise BundleError(f"run {run_id} is not a finished race")
+        return recording_from_run(store, run_id)
     raise BundleError(f"not a recording: {key!r}")
 
 

@@ -44,3 +44,21 @@ def terminal_text(value: object, one_line: bool = True) -> str:
         text = text.replace("\r\n", "\n").replace("\t", "    ")
         return "\n".join(_CONTROLS.sub("", line) for line in text.split("\n"))
     return _CONTROLS.sub("", text)
+
+
+# A spreadsheet runs a cell that begins with one of these as a formula (=HYPERLINK(...) exfiltrates,
+# a DDE call can run a program), and a tab or carriage return can hide one behind a cell break.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """A table cell as a spreadsheet should read it: text that would start a formula gets a leading
+    apostrophe (OWASP's advice), so it shows as text; numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_text(frame) -> str:
+    """A pandas DataFrame as CSV with every text cell passed through `csv_cell`."""
+    return frame.map(csv_cell).to_csv(index=False)
