@@ -5,10 +5,10 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import plan_section, run_view, store, tick, visitor
+from app_pages.common import host_limits, plan_section, run_view, store, tick, visitor
 from app_pages.run_display import run_file_downloads, show_run
 from core.runs import jobs
-from core.runs.bundle import BundleError, export_bundle, import_bundle, parse_bundle
+from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
 from core.view import charts
 from core.view.compare import column_headings, comparison_labels, race_name, table_row
 from core.view.safe_text import csv_text, markdown_text
@@ -93,8 +93,10 @@ if not table.empty:
 st.subheader("Import a bundle")
 upload = st.file_uploader("A run bundle exported from Compile Lab (JSON)", type=["json"])
 if upload is not None and st.session_state.get("imported_name") != upload.name:
+    limits = host_limits()
     try:
-        new_id = import_bundle(store(), parse_bundle(upload.getvalue()), owner)
+        max_imports = limits.max_imports_per_owner if limits is not None else None
+        new_id = import_bundle(store(), read_bundle(upload), owner, max_imports)
         st.session_state.imported_name = upload.name
         number = store().race_numbers([new_id]).get(new_id)
         st.success(f"Imported as {race_name(number, new_id)}.")

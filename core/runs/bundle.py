@@ -13,7 +13,7 @@ import json
 import math
 import sqlite3
 import time
-from typing import Any
+from typing import Any, BinaryIO
 
 from core.engine import analysis
 from core.engine.compile_stats import compile_skipped_reason
@@ -24,6 +24,9 @@ FORMAT = "compile-lab/run-bundle"
 VERSION = 1
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 MAX_EVENTS = 2_000_000
+# Compile notes a race can record (first compiles, recompiles, graph breaks' graphs): torch stops
+# recompiling a frame after cache_size_limit (8) attempts, so a real race records far fewer.
+MAX_COMPILE_EVENTS = 1000
 MAX_STRING = 20_000
 MAX_DEPTH = 8
 MAX_NUMBER = 1e15
@@ -81,12 +84,26 @@ def load_bundle_file(path: str) -> dict[str, Any]:
     """Read a bundle file, refusing oversized or non-JSON input with a clear message."""
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(MAX_BUNDLE_BYTES + 1)
+            return read_bundle(fh)
     except OSError as exc:
         raise BundleError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def read_bundle(stream: BinaryIO) -> dict[str, Any]:
+    """A bundle from a file or an upload: at most MAX_BUNDLE_BYTES are read, and a larger one is
+    refused before any of it is parsed (the CLI and the app share this cap)."""
+    raw = stream.read(MAX_BUNDLE_BYTES + 1)
     if len(raw) > MAX_BUNDLE_BYTES:
         raise BundleError(f"bundle is larger than {MAX_BUNDLE_BYTES // 2**20} MiB")
     return parse_bundle(raw)
+
+
+def events_allowed(spec: RunSpec) -> int:
+    """The most events a race of `spec` can have recorded: a step event per step and variant, an
+    epoch event per epoch, phase and variant, and a few compile notes. A bundle with more was not
+    recorded by this app, and would only cost memory wherever it is drawn."""
+    steps = spec.epochs * (spec.steps_per_epoch + spec.eval_steps)
+    return min(MAX_EVENTS, len(VARIANTS) * (steps + spec.epochs * len(PHASES)) + MAX_COMPILE_EVENTS)
 
 
 def parse_bundle(raw: bytes | str) -> dict[str, Any]:
@@ -103,8 +120,13 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a number")
 
 
-def import_bundle(store: Store, data: dict[str, Any], owner: str) -> int:
-    """Validate and store a bundle as a new imported run; returns its id. Writes nothing on error."""
+def import_bundle(store: Store, data: dict[str, Any], owner: str, max_imports: int | None = None) -> int:
+    """Validate and store a bundle as a new imported run; returns its id. Writes nothing on error.
+    `max_imports`: how many imported runs one owner may keep (the host's max_imports_per_owner)."""
+    if max_imports is not None and store.imported_count(owner) >= max_imports:
+        raise BundleError(
+            f"this host keeps at most {max_imports} imported runs per visitor: delete one on the Runs page first"
+        )
     run_fields, events = validate_bundle(data)
     run_fields.update(owner=owner, imported=1, device_key="imported", phase=run_fields["status"])
     try:
@@ -154,8 +176,12 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
     raw_events = data.get("events")
     if not isinstance(raw_events, list):
         raise BundleError("events must be a list")
-    if len(raw_events) > MAX_EVENTS:
-        raise BundleError(f"events: at most {MAX_EVENTS} allowed (got {len(raw_events)})")
+    allowed = events_allowed(spec)
+    if len(raw_events) > allowed:
+        raise BundleError(
+            f"events: a race of {spec.epochs} x {spec.steps_per_epoch} steps records at most {allowed} "
+            f"(got {len(raw_events)})"
+        )
     events = [_event(e, f"events[{i}]") for i, e in enumerate(raw_events)]
     compile_info = (fields["details"] or {}).get("compile")
     fields["summary"] = summary_from_events(

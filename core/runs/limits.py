@@ -56,6 +56,7 @@ class HostLimits:
     max_queued_per_owner: int | None = None
     max_queue_length: int | None = None
     max_sweep_points: int | None = None  # races one sweep may queue (each point is one race)
+    max_imports_per_owner: int | None = None  # imported bundles one visitor keeps (each up to 64 MiB)
     job_time_limit_s: float | None = 3600.0
     # Per visitor means per browser; with limit_by_address, also every browser from one client
     # address together (the connection's address, or address_header set by the host's proxy).
@@ -184,6 +185,7 @@ _LIMIT_PARSERS = {
     "max_queued_per_owner": _whole_number,
     "max_queue_length": _whole_number,
     "max_sweep_points": _whole_number,
+    "max_imports_per_owner": _whole_number,
     "job_time_limit_s": _seconds,
     "limit_by_address": _flag,
     "address_header": _header_name,

@@ -429,6 +429,11 @@ class Store:
         ).fetchone()
         return int(row[0])
 
+    def imported_count(self, owner: str) -> int:
+        """How many imported runs `owner` keeps (the host's per-visitor import limit counts them)."""
+        row = self._conn.execute("SELECT COUNT(*) FROM runs WHERE imported = 1 AND owner = ?", (owner,)).fetchone()
+        return int(row[0])
+
     def import_run(self, run_fields: dict[str, Any], events: list[dict[str, Any]]) -> int:
         """Insert a finished run and its events atomically (both or nothing)."""
         with self.transaction(immediate=True) as c:
