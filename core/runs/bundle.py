@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 from core.engine import analysis
 from core.engine.compile_stats import compile_skipped_reason
 from core.engine.spec import MAX_EPOCHS, MAX_STEPS_PER_EPOCH, RunSpec, SpecError, validate
-from core.runs.store import FINAL_STATES, Store
+from core.runs.store import FINAL_STATES, DamagedEvents, Store
 
 FORMAT = "compile-lab/run-bundle"
 VERSION = 1
@@ -46,7 +46,10 @@ def export_bundle(store: Store, run_id: int) -> dict[str, Any]:
     run = store.get_run(run_id)
     if run is None:
         raise BundleError(f"there is no run {run_id}")
-    events = store.events_after(run_id)
+    try:
+        events = store.events_after(run_id)
+    except DamagedEvents as exc:  # a bundle of part of a race would read as the whole of it
+        raise BundleError(f"cannot export it whole: {exc}") from None
     return _json_safe(
         {
             "format": FORMAT,

@@ -21,6 +21,7 @@ from core.engine.spec import data_home
 SCHEMA_VERSION = 5
 MAX_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY: a larger number names no run
 BUSY_TIMEOUT_MS = 30_000
+EVENT_CHUNK = 5_000  # events read per query: a damaged page loses only what lies after it
 FINAL_STATES = ("done", "failed", "cancelled")
 ACTIVE_STATES = ("starting", "running")
 
@@ -158,6 +159,20 @@ class Run:
 
 class StoreError(RuntimeError):
     """The store cannot be opened (a folder, not a database, unreadable): a message for a person."""
+
+
+class DamagedEvents(StoreError):
+    """Part of a run's events cannot be read: a page of the store's file is damaged (a disk fault,
+    a copy taken mid-write). The message names the run and what can still be read; `readable`
+    holds those events, oldest first, so a view can still show them."""
+
+    def __init__(self, path: str, run_id: int, readable: list[dict[str, Any]], cause: Exception):
+        self.run_id, self.readable = run_id, readable
+        super().__init__(
+            f"run {run_id}'s events are damaged in the store ({cause}): the {len(readable):,} recorded before "
+            f"the damage can still be read; the rest is lost unless the file is recovered "
+            f"(sqlite3 {path} .recover)"
+        )
 
 
 @dataclass
@@ -414,13 +429,26 @@ class Store:
         )
 
     def events_after(self, run_id: int, after_id: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
-        """Events of a run with id > after_id, oldest first: what a live view has not seen yet."""
-        sql = "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id"
-        args: tuple = (run_id, after_id)
-        if limit:
-            sql += " LIMIT ?"
-            args += (limit,)
-        return [dict(r) for r in self._conn.execute(sql, args).fetchall()]
+        """Events of a run with id > after_id, oldest first: what a live view has not seen yet.
+
+        Read in chunks, so a damaged page of the file costs only the events after it: DamagedEvents
+        then carries those before it."""
+        events: list[dict[str, Any]] = []
+        last = after_id
+        while True:
+            want = EVENT_CHUNK if not limit else min(EVENT_CHUNK, limit - len(events))
+            try:
+                rows = self._conn.execute(
+                    "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?", (run_id, last, want)
+                ).fetchall()
+            except sqlite3.OperationalError:  # locked past the busy timeout, an I/O error: not damage
+                raise
+            except sqlite3.DatabaseError as exc:  # SQLITE_CORRUPT: "database disk image is malformed"
+                raise DamagedEvents(self.path, run_id, events, exc) from None
+            events.extend(dict(r) for r in rows)
+            if len(rows) < want or (limit and len(events) >= limit):
+                return events
+            last = rows[-1]["id"]
 
     def queued_ahead(self, run: Run) -> int:
         """Queued runs on the same device that were queued before `run`."""

@@ -1,0 +1,85 @@
+"""A damaged page in the events table (a disk fault, a copy taken mid-write): the run it hits is a
+clear message naming the run and what can still be read, and every other run reads as before."""
+
+import os
+import sqlite3
+
+import pytest
+
+from core.runs.bundle import BundleError, export_bundle
+from core.runs.store import EVENT_CHUNK, DamagedEvents, Store
+
+STEPS = 4 * EVENT_CHUNK
+
+
+def steps(n: int) -> list[dict]:
+    return [
+        dict(kind="step", variant="eager", phase="train", epoch=1, step=i + 1, time_s=0.01, loss=1.0, samples=8)
+        for i in range(n)
+    ]
+
+
+def damage_a_page_of_events(path: str, which: float = 0.5) -> None:
+    """Overwrite one leaf page of the events table, part way through it, with garbage."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = [p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf'")]
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    page = sorted(pages)[int(len(pages) * which)]
+    with open(path, "r+b") as fh:
+        fh.seek((page - 1) * size)
+        fh.write(b"\xff" * size)
+
+
+@pytest.fixture
+def damaged(tmp_path):
+    path = str(tmp_path / "store.sqlite3")
+    store = Store(path)
+    hit = store.create_run("race", {}, "someone", "cpu", status="done")
+    store.append_events(hit, steps(STEPS))
+    store._conn.close()
+    damage_a_page_of_events(path)
+    return Store(path), hit
+
+
+def test_a_damaged_page_names_the_run_and_keeps_what_lies_before_it(damaged):
+    store, hit = damaged
+    with pytest.raises(DamagedEvents) as caught:
+        store.events_after(hit)
+    readable = caught.value.readable
+    assert 0 < len(readable) < STEPS
+    assert [e["step"] for e in readable] == list(range(1, len(readable) + 1))  # oldest first, none skipped
+    assert f"run {hit}'s events are damaged" in str(caught.value)
+    assert f"the {len(readable):,} recorded before the damage can still be read" in str(caught.value)
+    assert store.get_run(hit).status == "done"  # the run's row is still there
+
+
+def test_export_of_a_damaged_run_is_a_message_not_a_traceback(damaged):
+    store, hit = damaged
+    with pytest.raises(BundleError, match=f"cannot export it whole: run {hit}'s events are damaged"):
+        export_bundle(store, hit)
+
+
+def test_reading_in_chunks_returns_every_event_of_a_sound_store(tmp_path):
+    store = Store(str(tmp_path / "store.sqlite3"))
+    run = store.create_run("race", {}, "someone", "cpu", status="done")
+    store.append_events(run, steps(2 * EVENT_CHUNK + 7))
+    events = store.events_after(run)
+    assert [e["step"] for e in events] == list(range(1, 2 * EVENT_CHUNK + 8))
+    assert len(store.events_after(run, events[EVENT_CHUNK]["id"])) == EVENT_CHUNK + 6
+    assert len(store.events_after(run, limit=EVENT_CHUNK + 3)) == EVENT_CHUNK + 3
+
+
+def test_a_locked_store_is_not_called_damaged(tmp_path, monkeypatch):
+    store = Store(str(tmp_path / "store.sqlite3"))
+    run = store.create_run("race", {}, "someone", "cpu", status="done")
+
+    class Locked:
+        def execute(self, *_):
+            raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(store, "_conn", Locked())
+    with pytest.raises(sqlite3.OperationalError):
+        store.events_after(run)
+    assert os.path.exists(store.path)
