@@ -1,6 +1,6 @@
 """Streamlit pieces every page shares: the store handle, the visitor's identity, queue ticks, a
 run's incremental view and the demos' measure-and-show section (one run on screen, with its
-charts and cards, is app_pages/run_display.py). UI only; what it shows is computed in core/."""
+charts and cards, is app_pages/run_screen/). UI only; what it shows is computed in core/."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from core.runs import admin, jobs
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.store import Run, Store, StoreError
-from core.view.live import RunView, run_label
-from core.view.live_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
+from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
+from core.view.run_screen.store_reader import RunView, run_label
 from core.view.safe_text import markdown_text
 
 # A per-browser identity: kept in the browser (localStorage, and a cookie of the same name), so every

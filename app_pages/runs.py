@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import plan_section, run_view, store, tick, visitor
-from app_pages.run_display import run_file_downloads, show_run
+from app_pages.run_screen.show import run_file_downloads, show_run
 from core.runs import jobs
 from core.runs.bundle import BundleError, export_bundle, import_bundle, parse_bundle
 from core.view import charts

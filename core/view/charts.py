@@ -143,7 +143,7 @@ def step_time_chart(
     flatten them) and the compile step is named in words at the top edge; log_scale shows every
     step in full instead. Compiled is drawn after eager, so it stays visible where they overlap.
     Over MAX_POINTS_PER_VARIANT steps a variant is downsampled by bucket maximum, so spikes survive.
-    `marks` (core.view.why.compile_marks): a vertical line at every step that paid for a compile
+    `marks` (core.view.run_screen.why_per_step.compile_marks): a vertical line at every step that paid for a compile
     (dashed) or a recompile (solid), with what happened in its tooltip."""
     data = _train_steps(steps, ["variant", "epoch", "step", "time_s"])
     data = data[np.isfinite(data["time_s"]) & ((data["time_s"] > 0) if log_scale else True)]

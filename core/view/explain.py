@@ -15,7 +15,7 @@ import pandas as pd
 
 from core.view.charts import VARIANT_COLORS
 from core.view.report import probe_worth_naming
-from core.view.why import phase_table
+from core.view.run_screen.why_per_step import phase_table
 
 FONT = {"labelFontSize": 14, "titleFontSize": 15}
 CACHE_COLORS = {"cold": "#5F6B73", "warm": "#A9B4BB"}  # neutral: orange means "compiled" everywhere else
