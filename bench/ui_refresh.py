@@ -48,7 +48,7 @@ from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
 from core.engine.zoo import MODELS  # noqa: E402
 from core.runs import jobs  # noqa: E402
 from core.runs.store import Store  # noqa: E402
-from core.view import charts  # noqa: E402
+from core.view import race_charts  # noqa: E402
 from core.view.run_screen import sentences  # noqa: E402
 from core.view.run_screen.cards import memory_of, result_cards  # noqa: E402
 from core.view.run_screen.store_reader import RunView, run_label  # noqa: E402
@@ -270,11 +270,11 @@ def refresh(store: Store, view: RunView, run_id: int, lap: Callable[[str], None]
     projection = None if be else view.projection()
     lap("projection")
     built = [
-        charts.cumulative_chart(steps, break_even=be, projection=projection),
-        charts.lead_chart(steps, break_even=be, projection=projection),
-        charts.step_time_chart(steps, log_scale=False),
-        charts.epoch_chart(epochs),
-        charts.loss_chart(steps),
+        race_charts.cumulative_chart(steps, break_even=be, projection=projection),
+        race_charts.lead_chart(steps, break_even=be, projection=projection),
+        race_charts.step_time_chart(steps, log_scale=False),
+        race_charts.epoch_chart(epochs),
+        race_charts.loss_chart(steps),
     ]
     lap("build 5 charts")
     specs = [c.to_dict() for c in built]
@@ -321,11 +321,11 @@ def live_refresh(store: Store, run_id: int, boundary: int, tail: list[dict]) -> 
         if convert is not None and 0 < i <= 5:  # Streamlit's own spec conversion (arrow datasets), for comparison
             steps, epochs = view.frames()
             built = [
-                charts.cumulative_chart(steps),
-                charts.lead_chart(steps),
-                charts.step_time_chart(steps),
-                charts.epoch_chart(epochs),
-                charts.loss_chart(steps),
+                race_charts.cumulative_chart(steps),
+                race_charts.lead_chart(steps),
+                race_charts.step_time_chart(steps),
+                race_charts.epoch_chart(epochs),
+                race_charts.loss_chart(steps),
             ]
             t = time.perf_counter()
             for chart in built:

@@ -5,7 +5,7 @@ with its spread and the level it measures, and words that follow from the number
 import pytest
 
 from core.view import explain
-from core.view.charts import VARIANT_COLORS
+from core.view.chart_style import VARIANT_COLORS
 
 
 def fusion_row(k, eager_ms, compiled_ms, spread=0.05, numel=1_000_000):

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe, record_race
 
 from core.runs.store import Store
-from core.view import charts
+from core.view import race_charts
 from core.view.run_screen import sentences, why_per_step
 from core.view.run_screen.shared_board import (
     AUDIENCE_REFRESHES_PER_S,
@@ -114,8 +114,8 @@ def test_two_sessions_following_a_live_run_build_its_charts_once(store, sleepers
     record_probe(store)
     run_id = record_race(store, "running")
     built, agreements, marks = [], [], []
-    original = charts.step_time_chart
-    monkeypatch.setattr(charts, "step_time_chart", lambda *a, **k: built.append(1) or original(*a, **k))
+    original = race_charts.step_time_chart
+    monkeypatch.setattr(race_charts, "step_time_chart", lambda *a, **k: built.append(1) or original(*a, **k))
     # Per-viewer work that cost more than the charts' drawing (measured with bench/viewers.py).
     loss_agreement, compile_marks = sentences.loss_agreement, why_per_step.compile_marks
     monkeypatch.setattr(sentences, "loss_agreement", lambda *a: agreements.append(1) or loss_agreement(*a))

@@ -10,7 +10,7 @@ import pandas as pd
 from test_pages import app, record_probe, record_race, store  # noqa: F401 - store is a fixture
 
 from core.runs import jobs
-from core.view import charts
+from core.view import race_charts
 from core.view.run_screen import why_per_step
 from core.view.run_screen.cards import result_cards
 
@@ -112,14 +112,14 @@ def test_the_step_chart_draws_a_rule_per_mark_with_what_happened_in_its_tooltip(
             for s in range(1, 13)
         ]
     )
-    spec = charts.step_time_chart(steps, marks=why_per_step.compile_marks(compile_frame())).to_dict()
+    spec = race_charts.step_time_chart(steps, marks=why_per_step.compile_marks(compile_frame())).to_dict()
     rules = [layer for layer in spec["layer"] if (layer.get("mark") or {}).get("type") == "rule"]
     assert len(rules) == 1
     tooltips = [t["field"] for t in rules[0]["encoding"]["tooltip"]]
     assert "note" in tooltips
     data = [row for values in spec["datasets"].values() for row in values if "note" in row]
     assert [row["step"] for row in data] == [1, 6, 12]
-    without = charts.step_time_chart(steps).to_dict()
+    without = race_charts.step_time_chart(steps).to_dict()
     assert not [layer for layer in without["layer"] if (layer.get("mark") or {}).get("type") == "rule"]
 
 

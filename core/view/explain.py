@@ -13,7 +13,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from core.view.charts import VARIANT_COLORS
+from core.view.chart_style import VARIANT_COLORS
 from core.view.report import probe_worth_naming
 from core.view.run_screen.why_per_step import phase_table
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.runs.store import Run, Store
-from core.view import charts
+from core.view import race_charts
 from core.view.compare import race_name
 from core.view.race_form import expected_compile_estimate
 from core.view.run_screen import sentences, why_per_step
@@ -119,19 +119,21 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
 def _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale) -> dict[Any, Callable]:
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         return {
-            "present_cumulative": lambda: charts.cumulative_chart(
+            "present_cumulative": lambda: race_charts.cumulative_chart(
                 steps, break_even=be, projection=projection
             ).properties(height=PRESENT_CHART_HEIGHT),
-            "present_steps": lambda: charts.step_time_chart(steps, marks=marks).properties(height=PRESENT_CHART_HEIGHT),
+            "present_steps": lambda: race_charts.step_time_chart(steps, marks=marks).properties(
+                height=PRESENT_CHART_HEIGHT
+            ),
         }
     built: dict[Any, Callable] = {
-        "cumulative": lambda: charts.cumulative_chart(steps, break_even=be, projection=projection)
+        "cumulative": lambda: race_charts.cumulative_chart(steps, break_even=be, projection=projection)
     }
     if view.counts()["compiled"]:  # a lead needs both variants at the same step
-        built["lead"] = lambda: charts.lead_chart(steps, break_even=be, projection=projection)
-    built[("step_time", log_scale)] = lambda: charts.step_time_chart(steps, log_scale=log_scale, marks=marks)
-    built["epochs"] = lambda: charts.epoch_chart(epochs)
-    built["loss"] = lambda: charts.loss_chart(steps)
+        built["lead"] = lambda: race_charts.lead_chart(steps, break_even=be, projection=projection)
+    built[("step_time", log_scale)] = lambda: race_charts.step_time_chart(steps, log_scale=log_scale, marks=marks)
+    built["epochs"] = lambda: race_charts.epoch_chart(epochs)
+    built["loss"] = lambda: race_charts.loss_chart(steps)
     return built
 
 

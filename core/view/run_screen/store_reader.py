@@ -60,7 +60,7 @@ class RunView:
         return out
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(steps, epochs) DataFrames in the shape core.view.charts expects."""
+        """(steps, epochs) DataFrames in the shape core.view.race_charts expects."""
         if self._frames is None:
             steps = pd.DataFrame(self._steps, columns=[*STEP_COLUMNS[1:6], "loss"])
             if not steps.empty:
