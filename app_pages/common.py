@@ -206,8 +206,8 @@ alt_schemapi.disable_debug_mode()
 def vega_spec(chart):
     """An Altair chart converted the way st.altair_chart converts it (datasets as Arrow), so the
     conversion is done once per snapshot for every viewer; st.vega_lite_chart then only copies it.
-    Skips Altair's JSON-schema validation, most of a conversion's cost: core/view/charts.py's
-    builders are validated by its tests, and live they only change data. Falls back to the chart
+    Skips Altair's JSON-schema validation, most of a conversion's cost: the race charts'
+    builders are validated by their tests, and live they only change data. Falls back to the chart
     itself (drawn by st.altair_chart) if this Streamlit lacks the converter."""
     try:
         from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec

@@ -1,6 +1,6 @@
-"""One race on screen, live or finished (the Race page and a run reopened on the Runs page): what
-is happening in words, the result cards, then the charts with the race first. UI only; what it shows,
-and when, is core.view.run_screen's (the plan in its layout module)."""
+"""One race drawn by Streamlit, live or finished (the Race page and a run reopened on the Runs
+page): what is happening in words, the result cards, then the charts with the race first. UI only;
+what it shows, and when, is core.view.run_screen's (the plan in its layout module)."""
 
 from __future__ import annotations
 

@@ -18,6 +18,8 @@ from core.view.run_screen.why_per_step import recompile_count
 
 @dataclass(frozen=True)
 class Card:
+    """One result card: a short value, what it means (help), and a line under the value."""
+
     label: str
     value: str
     help: str
