@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app_pages.common import admin_configured, adopt_visitor_token, board, identify_visitor, store, tick
-from app_pages.live_feed_view import sidebar_every
+from app_pages.run_screen.feed_view import sidebar_every
 from core.runs import jobs
 from core.view.queue import gpu_lines, lane_lines
 from core.view.safe_text import markdown_text

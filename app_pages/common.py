@@ -1,6 +1,6 @@
 """Streamlit pieces every page shares: the store handle, the visitor's identity, queue ticks, a
 run's incremental view and the demos' measure-and-show section (one run on screen, with its
-charts and cards, is app_pages/run_display.py). UI only; what it shows is computed in core/."""
+charts and cards, is app_pages/run_screen/). UI only; what it shows is computed in core/."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from core.runs import admin, jobs
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.store import Run, Store, StoreError, id_from_text
-from core.view.live import RunView, run_label
-from core.view.live_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
+from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
+from core.view.run_screen.store_reader import RunView, run_label
 from core.view.safe_text import markdown_text
 
 # A per-browser identity: kept in the browser (localStorage, and a cookie of the same name), so every
@@ -205,8 +205,8 @@ alt_schemapi.disable_debug_mode()
 def vega_spec(chart):
     """An Altair chart converted the way st.altair_chart converts it (datasets as Arrow), so the
     conversion is done once per snapshot for every viewer; st.vega_lite_chart then only copies it.
-    Skips Altair's JSON-schema validation, most of a conversion's cost: core/view/charts.py's
-    builders are validated by its tests, and live they only change data. Falls back to the chart
+    Skips Altair's JSON-schema validation, most of a conversion's cost: the race charts'
+    builders are validated by their tests, and live they only change data. Falls back to the chart
     itself (drawn by st.altair_chart) if this Streamlit lacks the converter."""
     try:
         from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec

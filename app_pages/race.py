@@ -15,15 +15,13 @@ from app_pages.common import (
     visitor_address,
     wait_for_device,
 )
-from app_pages.live_feed_view import show_live_feed, use_feed
 from app_pages.model_picker import model_picker
 from app_pages.replay_panel import active_replay, replay_picker, show_replay
-from app_pages.run_display import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
+from app_pages.run_screen.feed_view import show_live_feed, use_feed
+from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
 from core.engine.spec import SpecError, validate
 from core.runs import jobs, shared_results
 from core.runs.limits import HostLimits
-from core.view import live_layout
-from core.view.live_board import VIEWER_REFRESH_S, viewer_refresh_s, yield_to_measurements
 from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_HELP,
@@ -46,6 +44,8 @@ from core.view.race_form import (
     unavailable_options,
     unavailable_summary,
 )
+from core.view.run_screen import layout
+from core.view.run_screen.shared_board import VIEWER_REFRESH_S, viewer_refresh_s, yield_to_measurements
 from core.view.safe_text import markdown_text
 
 owner = visitor()
@@ -222,7 +222,7 @@ polling = run is not None and not run.finished
 def refresh_every(run_id: int, run_owner: str, me: str) -> float:
     """How often this tab's live view refreshes: every second for the run's owner; for a viewer the
     same, until the audience is large enough that the server would fall behind
-    (core.view.live_board.viewer_refresh_s: 50 viewers, every 1.5 s)."""
+    (core.view.run_screen.shared_board.viewer_refresh_s: 50 viewers, every 1.5 s)."""
     if run_owner == me:
         return VIEWER_REFRESH_S
     return viewer_refresh_s(board().audience(run_id), st.session_state.get("live_every"))
@@ -253,8 +253,8 @@ def live(run_id: int) -> None:
     if note and note[0] == run.id:
         st.info(f"The queue is long, so this host shows the same race: {markdown_text(note[1])}.")
     top, cancel_col = st.columns([5, 1])
-    text = snap.derive("progress_text", lambda: live_layout.progress_line(snap, markdown_text))
-    top.progress(live_layout.progress_fraction(run), text=text)
+    text = snap.derive("progress_text", lambda: layout.progress_line(snap, markdown_text))
+    top.progress(layout.progress_fraction(run), text=text)
     if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
         jobs.cancel(store(), run.id, me)
         st.rerun()
@@ -284,7 +284,7 @@ replaying = active_replay()
 if replaying is not None:
     show_replay(replaying, present)
 elif run is not None and polling and use_feed(run.owner, owner):
-    show_live_feed(run.id, present)  # a viewer: the browser draws the shared document (core.view.live_feed)
+    show_live_feed(run.id, present)  # a viewer: the browser draws the shared document (core.view.run_screen.feed)
 elif run is not None:
     live(run.id)
 elif not present:

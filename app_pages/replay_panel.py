@@ -9,7 +9,7 @@ import time
 import streamlit as st
 
 from app_pages.common import store
-from app_pages.run_display import show_run
+from app_pages.run_screen.show import show_run
 from core.runs.bundle import BundleError
 from core.view import replay
 from core.view.compare import race_name

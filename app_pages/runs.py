@@ -6,10 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import host_limits, plan_section, run_view, store, tick, visitor
-from app_pages.run_display import run_file_downloads, show_run
+from app_pages.run_screen.show import run_file_downloads, show_run
 from core.runs import jobs
 from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
-from core.view import charts
+from core.view import overlay_charts
 from core.view.compare import column_headings, comparison_labels, race_name, table_row
 from core.view.safe_text import csv_text, markdown_text
 
@@ -70,8 +70,8 @@ if not table.empty:
         steps = pd.concat(frames, ignore_index=True)
         st.caption("Colour tells the runs apart, the line style the variant: solid eager, dashed compiled.")
         left, right = st.columns(2)
-        left.altair_chart(charts.overlay_step_chart(steps), width="stretch")
-        right.altair_chart(charts.overlay_cumulative_chart(steps), width="stretch")
+        left.altair_chart(overlay_charts.overlay_step_chart(steps), width="stretch")
+        right.altair_chart(overlay_charts.overlay_cumulative_chart(steps), width="stretch")
     for run in chosen:
         a, b, c = st.columns([2, 1, 1])
         a.download_button(

@@ -4,7 +4,7 @@ import streamlit as st
 
 from app_pages.common import demo_section, wait_for_device
 from core.engine.explain import CODEGEN_FUNCTIONS, DEMOS, FUSION_OP_SETS, PAGE_PARAMS
-from core.view import explain as present
+from core.view.explain import caches, codegen, fusion, graphs, overhead
 
 st.title("Under the hood")
 st.caption(
@@ -13,9 +13,9 @@ st.caption(
     "this machine; results are stored, so a revisit shows them at once."
 )
 wait_for_device()
-fusion, overhead, graphs, codegen, caches = st.tabs([d.title for d in DEMOS.values()])
+fusion_tab, overhead_tab, graphs_tab, codegen_tab, caches_tab = st.tabs([d.title for d in DEMOS.values()])
 
-with fusion:
+with fusion_tab:
     st.markdown(
         "An elementwise op (add, multiply, relu...) does almost no arithmetic per byte: its time is the time to "
         "read the tensor from memory and write it back. Eagerly, a chain of *k* such ops moves the tensor *k* "
@@ -26,19 +26,19 @@ with fusion:
     op_set = st.radio("Ops in the chain", list(FUSION_OP_SETS), format_func=FUSION_OP_SETS.get, horizontal=True)
     result = demo_section("fusion", {**PAGE_PARAMS["fusion"], "op_set": op_set}, key=f"fusion_{op_set}")
     if result:
-        shows, verdict = present.fusion_verdict(result)
+        shows, verdict = fusion.fusion_verdict(result)
         (st.success if shows else st.warning)(verdict)
         k = st.select_slider(
             "Ops in the chain (k)", [row["k"] for row in result["rows"]], value=result["rows"][-1]["k"]
         )
         left, right = st.columns(2)
-        left.altair_chart(present.fusion_time_chart(result, k), width="stretch")
-        right.altair_chart(present.fusion_bandwidth_chart(result, k), width="stretch")
-        st.markdown(present.fusion_sentence(result, k))
-        st.caption(present.fusion_measurement_note(result))
-        st.dataframe(present.fusion_rows(result), hide_index=True, width="stretch")
+        left.altair_chart(fusion.fusion_time_chart(result, k), width="stretch")
+        right.altair_chart(fusion.fusion_bandwidth_chart(result, k), width="stretch")
+        st.markdown(fusion.fusion_sentence(result, k))
+        st.caption(fusion.fusion_measurement_note(result))
+        st.dataframe(fusion.fusion_rows(result), hide_index=True, width="stretch")
 
-with overhead:
+with overhead_tab:
     st.markdown(
         "On tiny tensors the data takes no time at all: what you pay is the cost of launching each operation "
         "(Python, the dispatcher, a kernel launch). Capturing the graph swaps that per-op cost for one fixed cost "
@@ -48,17 +48,17 @@ with overhead:
     )
     result = demo_section("overhead", PAGE_PARAMS["overhead"], key="overhead")
     if result:
-        readings = present.overhead_readings(result)
+        readings = overhead.overhead_readings(result)
         st.markdown(f"**1. The same chain on {result['tiny']['numel']} floats: cost per op, cost per call**")
-        st.dataframe(present.overhead_tiny_rows(result), hide_index=True, width="stretch")
+        st.dataframe(overhead.overhead_tiny_rows(result), hide_index=True, width="stretch")
         st.markdown(readings.get("tiny", ""))
         st.markdown("**2. A small MLP as the batch grows**")
-        st.altair_chart(present.overhead_batch_chart(result), width="stretch")
+        st.altair_chart(overhead.overhead_batch_chart(result), width="stretch")
         st.markdown(readings.get("batch", ""))
         st.markdown("**3. CUDA graphs: one launch for the whole sequence**")
-        st.markdown(present.overhead_cuda_graphs_text(result))
+        st.markdown(overhead.overhead_cuda_graphs_text(result))
 
-with graphs:
+with graphs_tab:
     st.markdown(
         "Dynamo reads your Python bytecode and records the tensor operations into a graph. When it meets something "
         "it cannot put in a graph (a print, a Python number taken out of a tensor, an `if` on a tensor's value) it "
@@ -67,21 +67,21 @@ with graphs:
     )
     result = demo_section("graphs", PAGE_PARAMS["graphs"], key="graphs")
     if result:
-        st.dataframe(present.graph_rows(result), hide_index=True, width="stretch")
+        st.dataframe(graphs.graph_rows(result), hide_index=True, width="stretch")
         for example in result["examples"]:
-            with st.expander(f"{example['title']}: {present.graph_summary(example)}"):
+            with st.expander(f"{example['title']}: {graphs.graph_summary(example)}"):
                 st.code(example["source"], language="python", line_numbers=True)
-                for text in present.break_texts(example):
+                for text in graphs.break_texts(example):
                     st.markdown(text)
                 st.markdown("**Captured graphs** (what the compiler sees)")
                 for code in example["explain"].get("graphs", []):
                     st.code(code, language="python")
-                st.markdown(present.fullgraph_text(example))
+                st.markdown(graphs.fullgraph_text(example))
                 if example.get("fixed"):
-                    st.markdown(f"**The fixed version**: {present.graph_summary(example['fixed'])}")
+                    st.markdown(f"**The fixed version**: {graphs.graph_summary(example['fixed'])}")
                     st.code(example["fixed"]["source"], language="python")
 
-with codegen:
+with codegen_tab:
     st.markdown(
         "Inductor lowers the captured graph to loops and writes real code for your device: C++ with vector "
         "intrinsics on a CPU, Triton on an NVIDIA GPU. Several ATen operations become one fused kernel; the "
@@ -91,16 +91,16 @@ with codegen:
     result = demo_section("codegen", {**PAGE_PARAMS["codegen"], "function": choice}, key=f"codegen_{choice}")
     if result:
         st.code(result["source"], language="python")
-        st.markdown(present.codegen_sentence(result))
+        st.markdown(codegen.codegen_sentence(result))
         kernel = result["generated"].get("first_kernel") or {}
         lang = "cpp" if result["generated"].get("language") == "C++" else "python"
         if kernel:
             st.markdown(f"**The fused region**: `{kernel['name']}` (lines {kernel['start_line']}-{kernel['end_line']})")
-            st.code(present.numbered_source(kernel["source"], kernel.get("start_line")), language=lang)
+            st.code(codegen.numbered_source(kernel["source"], kernel.get("start_line")), language=lang)
         with st.expander("The whole generated module"):
             st.code(result["generated"]["module_source"], language="python", line_numbers=True)
 
-with caches:
+with caches_tab:
     st.markdown(
         "Compiling costs time once per process, unless a cache already holds the result. A **cold** compile (a "
         "fresh Inductor cache directory) is what a new user pays; a **warm** one reuses kernels the cold one "
@@ -110,8 +110,8 @@ with caches:
     )
     result = demo_section("caches", PAGE_PARAMS["caches"], key="caches")
     if result:
-        st.altair_chart(present.caches_chart(result), width="stretch")
-        st.caption(present.caches_wall_vs_phases(result) or "")
-        st.dataframe(present.cache_phase_rows(result), hide_index=True, width="stretch")
+        st.altair_chart(caches.caches_chart(result), width="stretch")
+        st.caption(caches.caches_wall_vs_phases(result) or "")
+        st.dataframe(caches.cache_phase_rows(result), hide_index=True, width="stretch")
         st.markdown("**Recompilation when shapes change**")
-        st.dataframe(present.recompile_rows(result), hide_index=True, width="stretch")
+        st.dataframe(caches.recompile_rows(result), hide_index=True, width="stretch")

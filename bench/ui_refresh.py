@@ -1,7 +1,7 @@
 """What the app's pages cost to draw: one live-fragment refresh of a race with 5,000 steps per variant,
 and the first render of the Runs page with 200 stored runs.
 
-1. Live refresh, in the page's own code path (app_pages/race.py `live` + app_pages/run_display.py `show_run`, without
+1. Live refresh, in the page's own code path (app_pages/race.py `live` + app_pages/run_screen/show.py `show_run`, without
    Streamlit): a RunView that has seen the first 4,990 steps of each variant, then ~10 new steps per
    variant (and the last epoch rows) arrive; one refresh = queue tick + get_run, poll, frames, summary,
    words, result cards, the projection, the five charts, and each chart's `.to_dict()` (the spec is serialized for the browser).
@@ -48,8 +48,10 @@ from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
 from core.engine.zoo import MODELS  # noqa: E402
 from core.runs import jobs  # noqa: E402
 from core.runs.store import Store  # noqa: E402
-from core.view import charts, story  # noqa: E402
-from core.view.live import RunView, memory_of, result_cards, run_label  # noqa: E402
+from core.view import race_charts  # noqa: E402
+from core.view.run_screen import sentences  # noqa: E402
+from core.view.run_screen.cards import memory_of, result_cards  # noqa: E402
+from core.view.run_screen.store_reader import RunView, run_label  # noqa: E402
 
 APP = os.path.join(ROOT, "streamlit_app.py")
 EPOCHS, STEPS_PER_EPOCH = 5, 1000  # 5,000 train steps per variant
@@ -244,7 +246,7 @@ def pct(samples: list[float], q: float) -> float:
 
 
 def refresh(store: Store, view: RunView, run_id: int, lap: Callable[[str], None]) -> list[dict]:
-    """One live-fragment refresh, as app_pages/race.py `live` and app_pages/run_display.py `show_run` do it."""
+    """One live-fragment refresh, as app_pages/race.py `live` and app_pages/run_screen/show.py `show_run` do it."""
     jobs.tick(store)
     run = store.get_run(run_id)
     jobs.describe(store, run)
@@ -254,9 +256,9 @@ def refresh(store: Store, view: RunView, run_id: int, lap: Callable[[str], None]
     steps, epochs = view.frames()
     lap("frames")
     summary = view.summary((run.params or {}).get("batch_size", 1))
-    total = story.total_steps(run.params)
-    story.race_reading(summary, running=True, total=total, counts=view.counts())
-    story.loss_agreement(steps)
+    total = sentences.total_steps(run.params)
+    sentences.race_reading(summary, running=True, total=total, counts=view.counts())
+    sentences.loss_agreement(steps)
     lap("summary + words")
     result_cards(summary, memory_of(run), total=total, running=True)
     lap("result cards")
@@ -268,11 +270,11 @@ def refresh(store: Store, view: RunView, run_id: int, lap: Callable[[str], None]
     projection = None if be else view.projection()
     lap("projection")
     built = [
-        charts.cumulative_chart(steps, break_even=be, projection=projection),
-        charts.lead_chart(steps, break_even=be, projection=projection),
-        charts.step_time_chart(steps, log_scale=False),
-        charts.epoch_chart(epochs),
-        charts.loss_chart(steps),
+        race_charts.cumulative_chart(steps, break_even=be, projection=projection),
+        race_charts.lead_chart(steps, break_even=be, projection=projection),
+        race_charts.step_time_chart(steps, log_scale=False),
+        race_charts.epoch_chart(epochs),
+        race_charts.loss_chart(steps),
     ]
     lap("build 5 charts")
     specs = [c.to_dict() for c in built]
@@ -319,11 +321,11 @@ def live_refresh(store: Store, run_id: int, boundary: int, tail: list[dict]) -> 
         if convert is not None and 0 < i <= 5:  # Streamlit's own spec conversion (arrow datasets), for comparison
             steps, epochs = view.frames()
             built = [
-                charts.cumulative_chart(steps),
-                charts.lead_chart(steps),
-                charts.step_time_chart(steps),
-                charts.epoch_chart(epochs),
-                charts.loss_chart(steps),
+                race_charts.cumulative_chart(steps),
+                race_charts.lead_chart(steps),
+                race_charts.step_time_chart(steps),
+                race_charts.epoch_chart(epochs),
+                race_charts.loss_chart(steps),
             ]
             t = time.perf_counter()
             for chart in built:

@@ -11,7 +11,7 @@ replaces the old, as in Streamlit's frontend: a large audience's views refresh l
 the step chart's description, "Step time per step: E eager steps, C compiled steps".
 
 Started as the Dockerfile starts it (`streamlit run app.py`), a viewer's page holds the live feed's
-component instead of a refreshing fragment (core.view.live_feed): then each session does what the
+component instead of a refreshing fragment (core.view.run_screen.feed): then each session does what the
 component's JavaScript does, over HTTP with keep-alive: ask for the feed's URL (from the component's
 data) every every_ms with the ETag it has, and read the step counts of every new document.
 --streamlit-only runs `streamlit run streamlit_app.py` instead: no feed, every viewer through Streamlit.
@@ -139,7 +139,7 @@ class Viewer:
     feed_every_s: float | None = None
 
     async def poll_feed(self, base_url: str, config: dict, stop: asyncio.Event) -> None:
-        """What app_pages/live_feed.js does: GET the feed every every_ms with the ETag it has, over
+        """What app_pages/run_screen/feed_view.js does: GET the feed every every_ms with the ETag it has, over
         one keep-alive connection, and read the step counts of each new document."""
         host, port = base_url.split("//", 1)[1].split(":")
         self.feed_every_s = config["every_ms"] / 1000

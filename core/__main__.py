@@ -530,8 +530,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from core.view.live import run_row
-    from core.view.report import fmt_seconds, fmt_speedup
+    from core.view.report import fmt_seconds, fmt_speedup, run_row
     from core.view.safe_text import terminal_text
 
     runs = open_store(args).list_runs(kind="race", limit=args.limit)

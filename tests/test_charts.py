@@ -7,20 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.view import charts
-from core.view.charts import (
-    MAX_OVERLAY_POINTS,
-    MAX_POINTS_PER_VARIANT,
-    VARIANT_COLORS,
-    cumulative_chart,
-    downsample_keep_max,
-    downsample_stride,
-    epoch_chart,
-    loss_chart,
-    overlay_cumulative_chart,
-    overlay_step_chart,
-    step_time_chart,
-)
+from core.view import chart_style, overlay_charts, race_charts
+from core.view.chart_style import MAX_POINTS_PER_VARIANT, VARIANT_COLORS, downsample_keep_max, downsample_stride
+from core.view.overlay_charts import MAX_OVERLAY_POINTS, overlay_cumulative_chart, overlay_step_chart
+from core.view.race_charts import cumulative_chart, epoch_chart, loss_chart, step_time_chart
 
 STEP_BUILDERS = [step_time_chart, cumulative_chart, loss_chart, overlay_step_chart, overlay_cumulative_chart]
 VARIANT_BUILDERS = [step_time_chart, cumulative_chart, loss_chart, epoch_chart]
@@ -184,7 +174,7 @@ def test_compiled_is_drawn_after_eager_so_it_stays_on_top(builder):
 def test_every_variant_chart_uses_the_same_eager_and_compiled_colours_with_no_legend_title():
     expected = {"domain": ["eager", "compiled"], "range": [VARIANT_COLORS["eager"], VARIANT_COLORS["compiled"]]}
     assert VARIANT_COLORS == {"eager": "#4C78A8", "compiled": "#EE4C2C"}
-    assert charts.variant_color_scale().to_dict() == expected
+    assert chart_style.variant_color_scale().to_dict() == expected
     for builder in VARIANT_BUILDERS:
         color = main_view(spec_of(build(builder, make_steps(40, 12))))["encoding"]["color"]
         assert color["field"] == "variant"
@@ -198,11 +188,11 @@ def test_every_variant_chart_uses_the_same_eager_and_compiled_colours_with_no_le
 @pytest.mark.parametrize(
     "builder, title",
     [
-        (step_time_chart, charts.STEP_TIME_TITLE),
-        (cumulative_chart, charts.CUMULATIVE_TITLE),
-        (loss_chart, charts.LOSS_TITLE),
-        (overlay_step_chart, charts.OVERLAY_STEP_TITLE),
-        (overlay_cumulative_chart, charts.OVERLAY_CUMULATIVE_TITLE),
+        (step_time_chart, race_charts.STEP_TIME_TITLE),
+        (cumulative_chart, race_charts.CUMULATIVE_TITLE),
+        (loss_chart, race_charts.LOSS_TITLE),
+        (overlay_step_chart, overlay_charts.OVERLAY_STEP_TITLE),
+        (overlay_cumulative_chart, overlay_charts.OVERLAY_CUMULATIVE_TITLE),
     ],
     ids=lambda x: getattr(x, "__name__", ""),
 )
@@ -258,7 +248,7 @@ def test_cumulative_chart_projects_both_lines_dashed_to_the_projected_crossing()
     dashed = [v for v in spec["layer"] if mark_of(v) == "line" and v["mark"].get("strokeDash")]
     assert len(dashed) == 1
     rows = pd.DataFrame(rows_of(spec, dashed[0]))
-    end = charts.projection_end(947.3)
+    end = race_charts.projection_end(947.3)
     assert end > 947.3
     for variant, last in (("eager", 4.0), ("compiled", 11.0 + 399 * 0.008)):
         line = rows[rows["variant"] == variant].sort_values("step")
@@ -279,7 +269,7 @@ def test_a_crossing_far_beyond_the_run_is_named_at_the_charts_edge_not_drawn_to(
     labels = [r["label"] for v in spec["layer"] if mark_of(v) == "text" for r in rows_of(spec, v)]
     assert labels == ["≈ step 6,701 (projected, ~64 min) →"]
     assert not any(mark_of(v) == "point" for v in spec["layer"])
-    lead = spec_of(charts.lead_chart(steps, projection=projection_of(0.010, 0.0099, 6700.0, 3861.0)))
+    lead = spec_of(race_charts.lead_chart(steps, projection=projection_of(0.010, 0.0099, 6700.0, 3861.0)))
     assert not any(mark_of(v) == "point" for v in lead["layer"])
 
 
@@ -292,9 +282,9 @@ def test_cumulative_chart_draws_no_projection_once_break_even_is_reached():
 
 def test_lead_chart_is_eager_minus_compiled_and_crosses_zero_at_break_even():
     steps = make_steps(2000, 2000, spike_s=2.5)  # compiled gains 2 ms a step: ahead after ~1,250 steps
-    spec = spec_of(charts.lead_chart(steps, break_even={"step": 1247, "wall_s": 12.5}))
-    assert spec["description"] == f"{charts.LEAD_TITLE}: 2000 eager steps, 2000 compiled steps"
-    assert spec["height"] == charts.LEAD_HEIGHT
+    spec = spec_of(race_charts.lead_chart(steps, break_even={"step": 1247, "wall_s": 12.5}))
+    assert spec["description"] == f"{race_charts.LEAD_TITLE}: 2000 eager steps, 2000 compiled steps"
+    assert spec["height"] == race_charts.LEAD_HEIGHT
     measured = next(v for v in spec["layer"] if mark_of(v) == "line")
     rows = pd.DataFrame(rows_of(spec, measured))
     assert rows["lead_s"].iloc[0] == pytest.approx(0.010 - 2.5)
@@ -307,7 +297,7 @@ def test_lead_chart_is_eager_minus_compiled_and_crosses_zero_at_break_even():
 
 def test_lead_chart_continues_dashed_to_zero_at_the_projected_break_even():
     steps = make_steps(300, 300, spike_s=11.0)
-    spec = spec_of(charts.lead_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 7.58)))
+    spec = spec_of(race_charts.lead_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 7.58)))
     dashed = next(v for v in spec["layer"] if mark_of(v) == "line" and v["mark"].get("strokeDash"))
     (start, end) = rows_of(spec, dashed)
     assert start["step"] == 300 and start["lead_s"] < 0
@@ -336,7 +326,7 @@ def test_break_even_without_a_wall_time_still_labels_the_step():
 @pytest.mark.parametrize("builder", STEP_BUILDERS + [epoch_chart], ids=lambda b: b.__name__)
 @pytest.mark.parametrize("empty", [None, "no_columns", "no_rows"])
 def test_empty_input_gives_a_valid_chart_that_says_it_is_waiting(builder, empty):
-    columns = charts.EPOCH_COLUMNS if builder is epoch_chart else charts.STEP_COLUMNS
+    columns = chart_style.EPOCH_COLUMNS if builder is epoch_chart else chart_style.STEP_COLUMNS
     frame = {None: None, "no_columns": pd.DataFrame(), "no_rows": pd.DataFrame(columns=list(columns))}[empty]
     spec = spec_of(builder(frame))
     assert spec["title"].endswith("(waiting for data)")
@@ -441,7 +431,7 @@ def test_overlay_colours_by_run_dashes_by_variant_and_names_the_run_in_tooltips(
     run_colours = enc["color"]["scale"]["range"]
     assert len(set(run_colours)) == 2 and not set(run_colours) & set(VARIANT_COLORS.values())
     assert enc["color"]["legend"]["labelLimit"] == 0  # the whole label: the setting that differs
-    assert spec["height"] == charts.CHART_HEIGHT + 80 + 2 * 22  # the plot keeps its room as runs are added
+    assert spec["height"] == chart_style.CHART_HEIGHT + 80 + 2 * 22  # the plot keeps its room as runs are added
     assert enc["strokeDash"]["field"] == "variant"
     assert enc["strokeDash"]["scale"]["domain"] == ["eager", "compiled"]
     assert "run" in {t["field"] for t in enc["tooltip"]}
@@ -468,7 +458,7 @@ def test_overlay_of_many_long_runs_shares_a_point_budget_and_keeps_compile_spike
 
 
 def test_layering_without_deep_copies_gives_the_same_spec_as_altair_layering(monkeypatch):
-    """charts._layer skips alt.layer's deep copies of each layer; every builder must still give the
+    """chart_style.layer skips alt.layer's deep copies of each layer; every builder must still give the
     spec alt.layer gives, with every kind of layer there is (projection, break-even, compile marks
     and the off-scale compile note), and must leave the layers it was given as they were."""
     steps = make_steps(900, 900)
@@ -479,18 +469,18 @@ def test_layering_without_deep_copies_gives_the_same_spec_as_altair_layering(mon
     builds = [
         lambda: cumulative_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 80.4)),
         lambda: cumulative_chart(steps, {"step": 826, "wall_s": 39.71}),
-        lambda: charts.lead_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 7.58)),
-        lambda: charts.lead_chart(steps, break_even={"step": 826, "wall_s": 12.5}),
-        lambda: charts.step_time_chart(steps, marks=marks),
-        lambda: charts.step_time_chart(steps, log_scale=True, marks=marks),
-        lambda: charts.loss_chart(steps),
+        lambda: race_charts.lead_chart(steps, projection=projection_of(0.010, 0.008, 947.3, 7.58)),
+        lambda: race_charts.lead_chart(steps, break_even={"step": 826, "wall_s": 12.5}),
+        lambda: race_charts.step_time_chart(steps, marks=marks),
+        lambda: race_charts.step_time_chart(steps, log_scale=True, marks=marks),
+        lambda: race_charts.loss_chart(steps),
     ]
     fast = [spec_of(build()) for build in builds]
-    monkeypatch.setattr(charts, "_layer", lambda *layers: alt.layer(*layers))
+    monkeypatch.setattr(race_charts, "layer", lambda *layers: alt.layer(*layers))
     assert fast == [spec_of(build()) for build in builds]
 
     layers = [alt.Chart(steps).mark_line().encode(x="step:Q", y="time_s:Q"), alt.Chart(steps).mark_point()]
     before = [layer.to_dict() for layer in layers]
     monkeypatch.undo()
-    charts._layer(*layers).to_dict()
+    chart_style.layer(*layers).to_dict()
     assert [layer.to_dict() for layer in layers] == before

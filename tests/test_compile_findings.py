@@ -12,8 +12,8 @@ from core.runs.bundle import export_bundle, import_bundle
 from core.runs.doctor import FAILED, Check, judge
 from core.runs.store import Store
 from core.runs.worker import phase_text
-from core.view.live import result_cards, run_row
-from core.view.report import summary_table
+from core.view.report import run_row, summary_table
+from core.view.run_screen.cards import result_cards
 
 REASON = "fullgraph=True but the model has a graph break (Unsupported: graph_break): turn fullgraph off to allow breaks"
 

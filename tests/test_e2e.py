@@ -369,7 +369,7 @@ def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_ur
 
 def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e_data):
     """Someone given the link follows the run through the live feed (the browser draws the shared
-    document; core.view.live_feed) while the owner's tab keeps Streamlit's view with Cancel; the
+    document; core.view.run_screen.feed) while the owner's tab keeps Streamlit's view with Cancel; the
     viewer's charts grow, and when the run ends its page redraws the final result through Streamlit.
     A running run's text reaches the feed's view as text: no link, no image, no markup."""
     from playwright.sync_api import sync_playwright

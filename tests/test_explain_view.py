@@ -4,8 +4,8 @@ with its spread and the level it measures, and words that follow from the number
 
 import pytest
 
-from core.view import explain
-from core.view.charts import VARIANT_COLORS
+from core.view.chart_style import VARIANT_COLORS
+from core.view.explain import caches, codegen, fusion, overhead
 
 
 def fusion_row(k, eager_ms, compiled_ms, spread=0.05, numel=1_000_000):
@@ -51,16 +51,16 @@ COMPUTE_BOUND = [fusion_row(1, 0.45, 0.442), fusion_row(8, 8.0, 4.0), fusion_row
 
 
 def test_the_verdict_says_fusion_shows_when_compiled_stays_flat_and_the_gain_is_clear():
-    shows, text = explain.fusion_verdict(fusion_result(MEMORY_BOUND))
+    shows, text = fusion.fusion_verdict(fusion_result(MEMORY_BOUND))
     assert shows
     assert text.startswith("**Fusion shows here**: from k = 1 to k = 16 eager's time grows 16.0x")
     assert "the fused kernel's 1.1x" in text and "at k = 16 compiled is 14.55x faster" in text
     flat = [fusion_row(1, 10.0, 10.0), fusion_row(16, 160.0, 9.0)]
-    assert "the fused kernel's stays flat (0.9x)" in explain.fusion_verdict(fusion_result(flat))[1]
+    assert "the fused kernel's stays flat (0.9x)" in fusion.fusion_verdict(fusion_result(flat))[1]
 
 
 def test_the_verdict_says_when_this_machine_does_not_show_the_effect_and_why_compute_bound():
-    shows, text = explain.fusion_verdict(fusion_result(COMPUTE_BOUND, op_set="mixed", level="cache"))
+    shows, text = fusion.fusion_verdict(fusion_result(COMPUTE_BOUND, op_set="mixed", level="cache"))
     assert not shows
     assert text.startswith("**This machine does not show the effect clearly**")
     assert "the fused kernel's 47.5x" in text  # not flat: 0.442 -> 21 ms
@@ -69,18 +69,18 @@ def test_the_verdict_says_when_this_machine_does_not_show_the_effect_and_why_com
 
 def test_the_verdict_blames_noise_when_the_repeats_overlap():
     noisy = [fusion_row(1, 10.0, 10.0, spread=0.4), fusion_row(16, 12.0, 10.0, spread=0.4)]
-    shows, text = explain.fusion_verdict(fusion_result(noisy))
+    shows, text = fusion.fusion_verdict(fusion_result(noisy))
     assert not shows and "the repeats scatter more than the two variants differ" in text
 
 
 def test_the_verdict_blames_the_cache_when_the_tensors_fit_in_it():
     cached = [fusion_row(1, 1.0, 1.0), fusion_row(16, 3.0, 2.6)]
-    _, text = explain.fusion_verdict(fusion_result(cached, level="cache"))
+    _, text = fusion.fusion_verdict(fusion_result(cached, level="cache"))
     assert "the tensors fit in the cache" in text
 
 
 def test_the_fusion_table_shows_each_median_with_the_range_of_its_repeats():
-    rows = explain.fusion_rows(fusion_result(MEMORY_BOUND))
+    rows = fusion.fusion_rows(fusion_result(MEMORY_BOUND))
     assert rows[-1]["eager (ms)"] == "160 (152–168)"
     assert rows[-1]["compiled (ms)"] == "11.0 (10.4–11.6)"
     assert rows[-1]["speedup"] == "14.55x (13.16–16.08x)"
@@ -88,9 +88,9 @@ def test_the_fusion_table_shows_each_median_with_the_range_of_its_repeats():
 
 def test_the_fusion_sentence_and_note_give_the_spread_and_the_level_measured():
     result = fusion_result(MEMORY_BOUND, numel=118_000_000, cache_bytes=300 * 2**20)
-    sentence = explain.fusion_sentence(result, 16)
+    sentence = fusion.fusion_sentence(result, 16)
     assert "(**14.55x**; 13.16–16.08x over 5 paired repeats)" in sentence
-    note = explain.fusion_measurement_note(result)
+    note = fusion.fusion_measurement_note(result)
     assert "input plus output is 900 MiB against a 300 MiB last-level cache" in note
     assert "so the GB/s figures measure main memory" in note
     assert "median of 5 samples, eager and compiled alternating" in note
@@ -98,13 +98,13 @@ def test_the_fusion_sentence_and_note_give_the_spread_and_the_level_measured():
 
 def test_the_copy_line_is_labelled_with_the_level_it_measures():
     for level in ("main memory", "cache"):
-        spec = explain.fusion_bandwidth_chart(fusion_result(MEMORY_BOUND, level=level), 4).to_dict()
+        spec = fusion.fusion_bandwidth_chart(fusion_result(MEMORY_BOUND, level=level), 4).to_dict()
         labels = [r["label"] for rows in spec["datasets"].values() for r in rows if "label" in r]
         assert labels == [f"copy ({level}): 20 GB/s"]
 
 
 def test_fusion_charts_draw_the_spread_of_the_repeats_as_bars():
-    spec = explain.fusion_time_chart(fusion_result(MEMORY_BOUND), 4).to_dict()
+    spec = fusion.fusion_time_chart(fusion_result(MEMORY_BOUND), 4).to_dict()
     rules = [v for v in spec["layer"][0]["layer"] if v["mark"]["type"] == "rule"]
     assert len(rules) == 2 and all(v["encoding"]["y2"]["field"] == "high" for v in rules)
     rows = next(r for r in spec["datasets"].values() if r and "low" in r[0])
@@ -114,7 +114,7 @@ def test_fusion_charts_draw_the_spread_of_the_repeats_as_bars():
 
 def test_fusion_charts_keep_the_legend_that_says_which_colour_is_eager():
     """Vega-Lite merges the layers' legends for one colour field; one layer with legend=None hides it."""
-    for chart in (explain.fusion_time_chart, explain.fusion_bandwidth_chart):
+    for chart in (fusion.fusion_time_chart, fusion.fusion_bandwidth_chart):
         layers = chart(fusion_result(MEMORY_BOUND), 4).to_dict()["layer"][0]["layer"]
         colours = [layer.get("encoding", {}).get("color") for layer in layers]
         assert all(c is None or c.get("legend", {}) is not None for c in colours), colours
@@ -141,7 +141,7 @@ OVERHEAD = {
 
 
 def test_overhead_readings_explain_the_compiled_wrappers_fixed_cost():
-    readings = explain.overhead_readings(OVERHEAD)
+    readings = overhead.overhead_readings(OVERHEAD)
     assert readings["tiny"].startswith("Eager pays about 5.0 µs per op")
     assert "A compiled call costs 24 µs even at k = 1" in readings["tiny"]
     assert readings["tiny"].endswith("so compiled wins from k = 8 ops on.")
@@ -150,9 +150,9 @@ def test_overhead_readings_explain_the_compiled_wrappers_fixed_cost():
 
 
 def test_cold_and_warm_caches_are_neutral_colours_not_compileds_orange():
-    spec = explain.caches_chart({"model": "mlp", "cold": {"compile_s": 8.5}, "warm": {"compile_s": 1.9}}).to_dict()
+    spec = caches.caches_chart({"model": "mlp", "cold": {"compile_s": 8.5}, "warm": {"compile_s": 1.9}}).to_dict()
     colours = spec["encoding"]["color"]["scale"]["range"]
-    assert colours == [explain.CACHE_COLORS["cold"], explain.CACHE_COLORS["warm"]]
+    assert colours == [caches.CACHE_COLORS["cold"], caches.CACHE_COLORS["warm"]]
     assert not set(colours) & set(VARIANT_COLORS.values())
 
 
@@ -162,16 +162,16 @@ def test_the_wall_time_bar_and_the_phase_table_are_reconciled_in_words():
         "backward": {"phases": {"inductor": 2.1}, "total_s": 2.1},
         "total_s": 7.1,
     }
-    text = explain.caches_wall_vs_phases({"cold": {"compile_s": 8.5, "phases": phases}})
+    text = caches.caches_wall_vs_phases({"cold": {"compile_s": 8.5, "phases": phases}})
     assert "first training step minus a steady one (8.5 s cold)" in text
     assert "they add up to 7.1 s, and the other 1.4 s of the bar is work outside those timers" in text
-    assert explain.phase_total_s(phases) == pytest.approx(7.1)
-    assert explain.caches_wall_vs_phases({"cold": {"compile_s": 8.5}}) is None
-    probed = explain.caches_wall_vs_phases({"cold": {"compile_s": 8.5, "phases": phases, "cpu_isa_probe_s": 14.4}})
+    assert caches.phase_total_s(phases) == pytest.approx(7.1)
+    assert caches.caches_wall_vs_phases({"cold": {"compile_s": 8.5}}) is None
+    probed = caches.caches_wall_vs_phases({"cold": {"compile_s": 8.5, "phases": phases, "cpu_isa_probe_s": 14.4}})
     assert "Neither counts Inductor's one-time CPU feature probe (14.4 s in the cold process)" in probed
 
 
 def test_an_excerpt_is_numbered_as_in_its_module():
-    assert explain.numbered_source("a\nb\nc", 34) == "34  a\n35  b\n36  c"
-    assert explain.numbered_source("x\n" * 9 + "y", 95).splitlines()[-1] == "104  y"
-    assert explain.numbered_source("a", None) == "a"
+    assert codegen.numbered_source("a\nb\nc", 34) == "34  a\n35  b\n36  c"
+    assert codegen.numbered_source("x\n" * 9 + "y", 95).splitlines()[-1] == "104  y"
+    assert codegen.numbered_source("a", None) == "a"

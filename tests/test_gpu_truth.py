@@ -121,7 +121,7 @@ def skipping_backend(gm, example_inputs):
 def test_a_race_whose_frames_were_skipped_says_compile_did_not_happen(monkeypatch):
     from core.engine import trainer
     from core.engine.trainer import StatusEvent, run_race
-    from core.view.live import result_cards
+    from core.view.run_screen.cards import result_cards
 
     monkeypatch.setattr(trainer, "compile_model", lambda model, spec: torch.compile(model, backend=skipping_backend))
     events = []

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe
 
-from app_pages import feed_routes
+from app_pages.run_screen import feed_routes
 from core.runs.bundle import BundleError
 from core.runs.store import MAX_ID, Store, id_from_text
 from core.view.replay import load_recording

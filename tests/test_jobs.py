@@ -115,7 +115,7 @@ def test_concurrent_ticks_never_start_two_jobs_on_one_device(store, sleepers):
 def test_a_viewers_low_priority_refresh_never_starts_a_worker(store, sleepers):
     """A worker inherits the priority of the thread that starts it, and a thread cannot raise its
     own back: a viewer's refresh (yield_to_measurements) must leave the queue to another tick."""
-    from core.view.live_board import VIEWER_NICE, yield_to_measurements
+    from core.view.run_screen.shared_board import VIEWER_NICE, yield_to_measurements
 
     run_id = store.create_run("race", quick_spec().to_dict(), "ann", "cpu")
     seen = {}

@@ -11,7 +11,9 @@ import pytest
 
 from core.engine import analysis
 from core.runs.store import Store
-from core.view.live import EPOCH_COLUMNS, STEP_COLUMNS, RunView, memory_of, result_cards, run_label, run_row
+from core.view.report import run_row
+from core.view.run_screen.cards import memory_of, result_cards
+from core.view.run_screen.store_reader import EPOCH_COLUMNS, STEP_COLUMNS, RunView, run_label
 
 CARD_LABELS = [
     "Compile time",

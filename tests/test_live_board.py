@@ -10,8 +10,9 @@ from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe, record_race
 
 from core.runs.store import Store
-from core.view import charts, story, why
-from core.view.live_board import (
+from core.view import race_charts
+from core.view.run_screen import sentences, why_per_step
+from core.view.run_screen.shared_board import (
     AUDIENCE_REFRESHES_PER_S,
     AUDIENCE_WINDOW_S,
     VIEWER_REFRESH_S,
@@ -113,12 +114,12 @@ def test_two_sessions_following_a_live_run_build_its_charts_once(store, sleepers
     record_probe(store)
     run_id = record_race(store, "running")
     built, agreements, marks = [], [], []
-    original = charts.step_time_chart
-    monkeypatch.setattr(charts, "step_time_chart", lambda *a, **k: built.append(1) or original(*a, **k))
+    original = race_charts.step_time_chart
+    monkeypatch.setattr(race_charts, "step_time_chart", lambda *a, **k: built.append(1) or original(*a, **k))
     # Per-viewer work that cost more than the charts' drawing (measured with bench/viewers.py).
-    loss_agreement, compile_marks = story.loss_agreement, why.compile_marks
-    monkeypatch.setattr(story, "loss_agreement", lambda *a: agreements.append(1) or loss_agreement(*a))
-    monkeypatch.setattr(why, "compile_marks", lambda *a: marks.append(1) or compile_marks(*a))
+    loss_agreement, compile_marks = sentences.loss_agreement, why_per_step.compile_marks
+    monkeypatch.setattr(sentences, "loss_agreement", lambda *a: agreements.append(1) or loss_agreement(*a))
+    monkeypatch.setattr(why_per_step, "compile_marks", lambda *a: marks.append(1) or compile_marks(*a))
     sessions = []
     for _ in range(2):
         at = AppTest.from_file(APP, default_timeout=60)

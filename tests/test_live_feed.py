@@ -14,10 +14,10 @@ from streamlit.testing.v1 import AppTest
 from test_live_board import more_steps
 from test_pages import APP, record_probe, record_race
 
-from app_pages import feed_routes
+from app_pages.run_screen import feed_routes
 from core.runs.store import Store
-from core.view.live_board import LiveBoard, board_for
-from core.view.live_feed import LiveFeeds, encode, feed_document
+from core.view.run_screen.feed import LiveFeeds, encode, feed_document
+from core.view.run_screen.shared_board import LiveBoard, board_for
 
 OWNER_TOKEN = "0123456789abcdef"
 
@@ -95,7 +95,7 @@ def test_text_from_a_run_stays_text_in_the_document(store):
 
 
 def feed_routes_js() -> str:
-    with open(os.path.join(os.path.dirname(feed_routes.__file__), "live_feed.js"), encoding="utf-8") as fh:
+    with open(os.path.join(os.path.dirname(feed_routes.__file__), "feed_view.js"), encoding="utf-8") as fh:
         return fh.read()
 
 
@@ -133,7 +133,7 @@ def test_during_the_compile_the_elapsed_time_counts_up_with_nothing_new_recorded
     feeds = LiveFeeds(LiveBoard(store.path), max_age_s=60)
     feeds._expected[run_id] = (None, True)
     clock = [1012.2]
-    monkeypatch.setattr("core.view.live_feed.time.time", lambda: clock[0])
+    monkeypatch.setattr("core.view.run_screen.feed.time.time", lambda: clock[0])
     assert "12 s so far" in feeds.get(run_id).json()["words"]["text"]
     clock[0] += 3
     assert "15 s so far" in feeds.get(run_id).json()["words"]["text"] and feeds.builds == 2
@@ -223,7 +223,7 @@ def test_the_feed_and_the_page_share_one_board(store):
 def _sidebar_interval():
     import streamlit as st
 
-    from app_pages.live_feed_view import sidebar_every
+    from app_pages.run_screen.feed_view import sidebar_every
 
     st.text(f"{sidebar_every(True)} {sidebar_every(False)}")
 
@@ -263,12 +263,12 @@ def _datasets(spec: dict) -> list[str]:
 @pytest.mark.parametrize("present", [False, True])
 def test_the_feed_encodes_every_chart_as_altair_would_and_leaves_the_pages_chart_alone(store, present):
     from app_pages.common import vega_spec
-    from core.view import live_layout
-    from core.view.live_feed import _chart_spec
+    from core.view.run_screen import layout
+    from core.view.run_screen.feed import _chart_spec
 
     run_id = record_race(store, "running", steps=40)
     snap = LiveBoard(store.path).snapshot(run_id)
-    for key, build in live_layout.chart_builders(snap.run, snap, snap.summary(), present).items():
+    for key, build in layout.chart_builders(snap.run, snap, snap.summary(), present).items():
         chart = build()
         before = chart.to_dict(validate=False)
         vega_spec(chart)  # the page's conversion of the same (shared) chart first
@@ -281,7 +281,7 @@ def test_the_feed_encodes_every_chart_as_altair_would_and_leaves_the_pages_chart
 
 
 def test_the_page_quotes_only_torchs_words_in_the_sentence(store):
-    from core.view.live_layout import live_words
+    from core.view.run_screen.layout import live_words
     from core.view.safe_text import markdown_text
 
     run_id = record_race(store, "running")

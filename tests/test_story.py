@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from core.engine import analysis
-from core.view import story
+from core.view.run_screen import sentences
 
 RUNNING_FASTER = {
     "steady_state_speedup": 1.17,
@@ -19,7 +19,7 @@ RUNNING_FASTER = {
 
 
 def test_a_run_in_progress_that_has_not_broken_even_says_not_yet_with_a_steadied_projection():
-    text = story.race_reading(RUNNING_FASTER, running=True, total=1500, counts={"compiled": 700})
+    text = sentences.race_reading(RUNNING_FASTER, running=True, total=1500, counts={"compiled": 700})
     assert text == (
         "After 700 of 1,500 compiled steps: compiled steps are 1.17x faster (95% interval 1.16-1.18x); "
         "compile has not paid off yet, projected ≈ step 950 of 1,500."
@@ -28,7 +28,7 @@ def test_a_run_in_progress_that_has_not_broken_even_says_not_yet_with_a_steadied
 
 
 def test_the_same_numbers_once_finished_give_the_final_reading():
-    text = story.race_reading(RUNNING_FASTER, running=False, total=1500)
+    text = sentences.race_reading(RUNNING_FASTER, running=False, total=1500)
     assert "did not pay off within this run" in text and "about step 948" in text
 
 
@@ -36,36 +36,38 @@ def test_the_same_numbers_once_finished_give_the_final_reading():
     ("projected", "shown"), [(947.3, "950"), (1034.6, "1,000"), (1049.9, "1,100"), (88.2, "89"), (12345.0, "12,000")]
 )
 def test_a_running_projection_is_rounded_to_two_significant_digits(projected, shown):
-    assert story.projected_words(projected, 20_000, running=True) == f"projected ≈ step {shown} of 20,000"
+    assert sentences.projected_words(projected, 20_000, running=True) == f"projected ≈ step {shown} of 20,000"
 
 
 def test_a_projection_past_the_end_of_the_run_says_so():
-    assert story.projected_words(2299.0, 1500, running=False) == "projected ≈ step 2,300, past this run's 1,500 steps"
+    assert (
+        sentences.projected_words(2299.0, 1500, running=False) == "projected ≈ step 2,300, past this run's 1,500 steps"
+    )
 
 
 def test_running_slower_or_unclear_runs_speak_of_so_far_only():
     slower = {**RUNNING_FASTER, "steady_state_speedup": 0.9, "speedup_ci95": [0.88, 0.92], "verdict": "slower"}
-    assert story.race_reading(slower, True, 1500, {"compiled": 40}).startswith("After 40 of 1,500 compiled steps")
+    assert sentences.race_reading(slower, True, 1500, {"compiled": 40}).startswith("After 40 of 1,500 compiled steps")
     unclear = {**RUNNING_FASTER, "verdict": analysis.NO_CLEAR_DIFFERENCE, "speedup_ci95": [0.95, 1.3]}
-    assert "no clear difference per step yet" in story.race_reading(unclear, True, 1500, {"compiled": 40})
+    assert "no clear difference per step yet" in sentences.race_reading(unclear, True, 1500, {"compiled": 40})
     ahead = {**RUNNING_FASTER, "break_even_step": 1035}
-    assert story.race_reading(ahead, True, 1500, {"compiled": 1200}).endswith("ahead since step 1,035.")
+    assert sentences.race_reading(ahead, True, 1500, {"compiled": 1200}).endswith("ahead since step 1,035.")
 
 
 def test_while_eager_runs_the_words_say_where_it_is_and_that_the_compile_comes_next():
-    text = story.eager_phase_text(300, 1500, 11.3, estimated=False)
+    text = sentences.eager_phase_text(300, 1500, 11.3, estimated=False)
     assert text == "Eager run: step 300 of 1,500. Next: compile (about 11 s on this device), then the compiled run."
-    assert "roughly 10 s, estimated" in story.eager_phase_text(300, 1500, 10.0, estimated=True)
+    assert "roughly 10 s, estimated" in sentences.eager_phase_text(300, 1500, 10.0, estimated=True)
 
 
 def test_during_the_compile_the_words_say_so_with_the_time_so_far():
-    assert story.compiling_text(6.2, 11.3, estimated=False).startswith(
+    assert sentences.compiling_text(6.2, 11.3, estimated=False).startswith(
         "Compiling (about 11 s on this device): 6 s so far."
     )
-    assert "longer than usual" in story.compiling_text(40.0, 11.3, estimated=False)
-    assert "6 s so far. Now: AOT autograd. The compiled" in story.compiling_text(6.0, 11.3, False, "AOT autograd")
-    assert story.compiling_text(None, None, estimated=True).startswith("Compiling.")
-    assert story.is_compiling("compiling (compiled epoch 1/3)") and not story.is_compiling("eager epoch 3/3")
+    assert "longer than usual" in sentences.compiling_text(40.0, 11.3, estimated=False)
+    assert "6 s so far. Now: AOT autograd. The compiled" in sentences.compiling_text(6.0, 11.3, False, "AOT autograd")
+    assert sentences.compiling_text(None, None, estimated=True).startswith("Compiling.")
+    assert sentences.is_compiling("compiling (compiled epoch 1/3)") and not sentences.is_compiling("eager epoch 3/3")
 
 
 def test_expected_compile_time_is_the_median_of_earlier_races_with_the_same_settings():
@@ -74,20 +76,20 @@ def test_expected_compile_time_is_the_median_of_earlier_races_with_the_same_sett
         {"params": {**params, "batch_size": 1024}, "summary": {"compile_time_s": 99.0}},
         {"params": params},
     ]
-    assert story.expected_compile_seconds(earlier, params) == 11.3
-    assert story.expected_compile_seconds(earlier, {**params, "model": "mlp"}) is None
+    assert sentences.expected_compile_seconds(earlier, params) == 11.3
+    assert sentences.expected_compile_seconds(earlier, {**params, "model": "mlp"}) is None
 
 
 def test_the_overhead_bridge_says_what_faster_steps_won_back():
-    short, sentence = story.overhead_bridge({"compile_time_s": 11.3, "first_epoch_overhead_s": 5.8})
+    short, sentence = sentences.overhead_bridge({"compile_time_s": 11.3, "first_epoch_overhead_s": 5.8})
     assert short == "5.5 s won back in epoch 1"
     assert sentence == (
         "The overhead (5.8 s) is the compile time (11.3 s) less the 5.5 s that faster compiled steps won back "
         "during the rest of epoch 1."
     )
-    short, _ = story.overhead_bridge({"compile_time_s": 1.1, "first_epoch_overhead_s": 1.7})
+    short, _ = sentences.overhead_bridge({"compile_time_s": 1.1, "first_epoch_overhead_s": 1.7})
     assert short == "600 ms more lost in epoch 1"
-    assert story.overhead_bridge({"compile_time_s": 1.1}) is None
+    assert sentences.overhead_bridge({"compile_time_s": 1.1}) is None
 
 
 def loss_frame(eager, compiled):
@@ -102,7 +104,7 @@ def loss_frame(eager, compiled):
 def test_loss_words_say_the_curves_coincide_and_give_the_largest_difference():
     eager = list(np.linspace(2.3, 0.5, 50))
     compiled = [x + (3e-6 if i == 20 else 0.0) for i, x in enumerate(eager)]
-    text = story.loss_agreement(loss_frame(eager, compiled))
+    text = sentences.loss_agreement(loss_frame(eager, compiled))
     assert text.startswith("The two loss curves coincide")
     assert "3e-06, at step 21" in text
 
@@ -110,19 +112,19 @@ def test_loss_words_say_the_curves_coincide_and_give_the_largest_difference():
 def test_loss_words_say_when_the_curves_differ():
     eager = list(np.linspace(2.3, 0.5, 50))
     compiled = [x + 0.2 for x in eager]
-    assert story.loss_agreement(loss_frame(eager, compiled)).startswith("The loss curves differ by up to 0.2")
-    assert story.loss_agreement(loss_frame(eager, [])) is None
+    assert sentences.loss_agreement(loss_frame(eager, compiled)).startswith("The loss curves differ by up to 0.2")
+    assert sentences.loss_agreement(loss_frame(eager, [])) is None
 
 
 def test_total_steps_and_the_projection_label():
-    assert story.total_steps({"epochs": 3, "steps_per_epoch": 500}) == 1500
-    assert story.total_steps({}) is None
+    assert sentences.total_steps({"epochs": 3, "steps_per_epoch": 500}) == 1500
+    assert sentences.total_steps({}) is None
     projection = {"position": 947.3, "wall_s": 80.4}
-    assert story.projection_label(projection, running=False) == "≈ step 948 (projected, ~80 s)"
-    assert story.projection_label(projection, running=True) == "≈ step 950 (projected, ~80 s)"
+    assert sentences.projection_label(projection, running=False) == "≈ step 948 (projected, ~80 s)"
+    assert sentences.projection_label(projection, running=True) == "≈ step 950 (projected, ~80 s)"
 
 
 def test_a_run_where_compile_did_not_happen_says_so_even_while_running():
     summary = {**RUNNING_FASTER, "compile_skipped": "the model's forward was skipped by Dynamo"}
-    text = story.race_reading(summary, running=True, total=1500, counts={"compiled": 700})
+    text = sentences.race_reading(summary, running=True, total=1500, counts={"compiled": 700})
     assert text.startswith("Compile did not happen: the model's forward was skipped by Dynamo.")

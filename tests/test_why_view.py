@@ -10,8 +10,9 @@ import pandas as pd
 from test_pages import app, record_probe, record_race, store  # noqa: F401 - store is a fixture
 
 from core.runs import jobs
-from core.view import charts, why
-from core.view.live import result_cards
+from core.view import race_charts
+from core.view.run_screen import why_per_step
+from core.view.run_screen.cards import result_cards
 
 PROFILE = {
     "eager": {
@@ -70,29 +71,29 @@ def compile_frame(events=EVENTS) -> pd.DataFrame:
 
 
 def test_compile_marks_are_one_per_step_and_name_recompiles():
-    marks = why.compile_marks(compile_frame())
+    marks = why_per_step.compile_marks(compile_frame())
     assert marks["step"].tolist() == [1, 6, 12]
     assert marks["kind"].tolist() == ["compile", "recompile", "recompile"]
     assert marks["note"][0] == "forward graph compiled; backward graph compiled (at the first backward)"
-    assert why.compile_marks(None).empty and why.compile_marks(compile_frame([])).empty
+    assert why_per_step.compile_marks(None).empty and why_per_step.compile_marks(compile_frame([])).empty
 
 
 def test_a_run_recompiling_every_step_keeps_its_recompiles_among_the_marks():
     events = [{"variant": "compiled", "phase": "train", "epoch": 1, "step": 1, "note": "forward graph compiled"}]
     events += [
         {"variant": "compiled", "phase": "train", "epoch": 1, "step": s, "note": f"recompile: shape {s}"}
-        for s in range(2, why.MAX_MARKS + 20)
+        for s in range(2, why_per_step.MAX_MARKS + 20)
     ]
-    marks = why.compile_marks(compile_frame(events))
-    assert len(marks) == why.MAX_MARKS and set(marks["kind"]) == {"recompile"}
+    marks = why_per_step.compile_marks(compile_frame(events))
+    assert len(marks) == why_per_step.MAX_MARKS and set(marks["kind"]) == {"recompile"}
     assert marks["step"].is_monotonic_increasing
 
 
 def test_recompiles_are_counted_from_events_else_from_torchs_counter():
-    assert why.recompile_count({"compile_events": EVENTS}) == 2
-    assert why.recompile_count({"compile_events": EVENTS[:2]}) == 0
-    assert why.recompile_count({"recompiles": 4}) == 4  # an older bundle: no events, torch's counter
-    assert why.recompile_count({}) is None
+    assert why_per_step.recompile_count({"compile_events": EVENTS}) == 2
+    assert why_per_step.recompile_count({"compile_events": EVENTS[:2]}) == 0
+    assert why_per_step.recompile_count({"recompiles": 4}) == 4  # an older bundle: no events, torch's counter
+    assert why_per_step.recompile_count({}) is None
 
 
 def test_the_compile_time_card_counts_recompiles():
@@ -111,27 +112,27 @@ def test_the_step_chart_draws_a_rule_per_mark_with_what_happened_in_its_tooltip(
             for s in range(1, 13)
         ]
     )
-    spec = charts.step_time_chart(steps, marks=why.compile_marks(compile_frame())).to_dict()
+    spec = race_charts.step_time_chart(steps, marks=why_per_step.compile_marks(compile_frame())).to_dict()
     rules = [layer for layer in spec["layer"] if (layer.get("mark") or {}).get("type") == "rule"]
     assert len(rules) == 1
     tooltips = [t["field"] for t in rules[0]["encoding"]["tooltip"]]
     assert "note" in tooltips
     data = [row for values in spec["datasets"].values() for row in values if "note" in row]
     assert [row["step"] for row in data] == [1, 6, 12]
-    without = charts.step_time_chart(steps).to_dict()
+    without = race_charts.step_time_chart(steps).to_dict()
     assert not [layer for layer in without["layer"] if (layer.get("mark") or {}).get("type") == "rule"]
 
 
 def test_anatomy_top_kernels_and_phases_read_from_the_summary():
-    rows = {r["per step"]: r for r in why.anatomy_rows(PROFILE)}
+    rows = {r["per step"]: r for r in why_per_step.anatomy_rows(PROFILE)}
     assert rows["kernels per step"]["eager"] == 38 and rows["kernels per step"]["compiled"] == 11
     assert rows["host time per step (ms)"]["eager"] == 4.0
-    assert why.top_kernel_rows(PROFILE, "compiled")[0]["kernel"] == "cpp_fused_gelu_0"
-    phases = why.phase_rows({"compile_phases": PHASES})
+    assert why_per_step.top_kernel_rows(PROFILE, "compiled")[0]["kernel"] == "cpp_fused_gelu_0"
+    phases = why_per_step.phase_rows({"compile_phases": PHASES})
     forward = [r["seconds"] for r in phases if r["graph"] == "forward" and "total" not in r["phase"]]
     assert sum(forward) == [r["seconds"] for r in phases if r["phase"] == "forward total"][0]
     assert phases[-1] == {"graph": "both", "phase": "compile total (forward + backward)", "seconds": 5.0}
-    assert why.anatomy_rows(None) == [] and why.phase_rows({}) == []
+    assert why_per_step.anatomy_rows(None) == [] and why_per_step.phase_rows({}) == []
 
 
 def finished_race_with_why(store) -> int:  # noqa: F811

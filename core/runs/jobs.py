@@ -335,7 +335,7 @@ def launch_ticker(store_path: str) -> None:
 
 def thread_deprioritized() -> bool:
     """Whether this thread runs at a lower CPU priority than its process (a viewer's refresh in the
-    app: core.view.live_board.yield_to_measurements). A worker started from it would inherit that
+    app: core.view.run_screen.shared_board.yield_to_measurements). A worker started from it would inherit that
     priority and measure its race with it, and a thread cannot raise its priority back."""
     if not sys.platform.startswith("linux"):  # priorities are per process there; a thread id is no pid
         return False

@@ -22,8 +22,8 @@ from typing import Any
 from core import PROJECT_ROOT
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
 from core.runs.store import Run, Store, id_from_text
-from core.view.live import RunView
-from core.view.live_board import LiveSnapshot, snapshot_of
+from core.view.run_screen.shared_board import LiveSnapshot, snapshot_of
+from core.view.run_screen.store_reader import RunView
 
 RECORDINGS_DIR = os.path.join(PROJECT_ROOT, "assets", "recordings")
 SPEEDS: dict[str, float | None] = {"1x": 1.0, "2x": 2.0, "5x": 5.0, "instant": None}

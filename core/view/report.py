@@ -1,12 +1,18 @@
-"""Plain-text rendering of a race for the terminal: header, progress lines, summary table.
+"""Plain-text rendering of a race for the terminal: header, progress lines, summary table, and the
+flat row per run that `python -m core runs` lists.
 
-Pure functions from dicts to strings, so the CLI stays a thin shell and tests read the text.
+Pure functions from dicts (and stored run rows) to strings, so the CLI stays a thin shell and tests
+read the text.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.runs.store import Run
 
 PROBE_NAMED_FROM_S = 0.05  # a CPU feature probe shorter than this was read from its cache: not worth a word
 
@@ -246,3 +252,29 @@ def _num(x: float | int | None, digits: int = 0) -> str:
     if x is None:
         return "-"
     return f"{x:,.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def run_row(run: Run) -> dict[str, Any]:
+    """The flat row the CLI's runs table shows (`python -m core runs`, also as JSON)."""
+    p, s = run.params or {}, run.summary or {}
+    env = run.environment or {}
+    return {
+        "id": run.id,
+        "status": run.status,
+        "imported": bool(run.imported),
+        "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
+        "device": str(env.get("device_type") or run.device_key),
+        "device_name": None if env.get("device_name") is None else str(env["device_name"]),
+        "model": str(p.get("model", "?")),
+        "batch_size": p.get("batch_size", 0),
+        "precision": str(p.get("precision", "?")),
+        "mode": str(p.get("mode", "?")),
+        "scope": str(p.get("compile_scope", "whole")),
+        "sweep": run.sweep_id,
+        "first_epoch_overhead_s": s.get("first_epoch_overhead_s"),
+        "steady_state_speedup": None
+        if s.get("compile_skipped") or s.get("compile_failed")
+        else s.get("steady_state_speedup"),
+        "break_even_step": s.get("break_even_step"),
+        "error": run.error,
+    }

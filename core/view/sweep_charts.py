@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from core.runs.sweeps import AXES, SweepSpec
-from core.view.charts import CHART_HEIGHT, VARIANT_COLORS, WAITING, variant_color_scale
+from core.view.chart_style import CHART_HEIGHT, VARIANT_COLORS, WAITING, variant_color_scale
 from core.view.sweep import EXTRAPOLATED, OBSERVED, chart_axes
 
 SPEEDUP_TITLE = "Steady-state speedup"

@@ -1,5 +1,5 @@
 """HTTP routes beside Streamlit's, mounted by app.py (st.App): a run's live feed
-(core.view.live_feed) and the chart library that viewers' browsers draw it with.
+(core.view.run_screen.feed) and the chart library that viewers' browsers draw it with.
 
 The Race page sends a viewer (not the run's owner) to the feed only where these routes are served
 (`served()`: the app was started with `streamlit run app.py`). Started as `streamlit run
@@ -19,12 +19,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from core import PROJECT_ROOT
 from core.runs.store import StoreError, default_store_path, id_from_text
-from core.view.live_board import board_for, yield_to_measurements
-from core.view.live_feed import FEED_POLL_S, feeds_for
+from core.view.run_screen.feed import FEED_POLL_S, feeds_for
+from core.view.run_screen.shared_board import board_for, yield_to_measurements
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENDOR_DIR = os.path.join(ROOT, "assets", "vendor", "vega")
+VENDOR_DIR = os.path.join(PROJECT_ROOT, "assets", "vendor", "vega")
 ASSETS = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")  # in loading order
 FEED_PREFIX = "/api/live"
 
@@ -73,7 +73,7 @@ def _send(request: Request, body: bytes, etag: str, media_type: str, cache_contr
 
 
 async def feed(request: Request) -> Response:
-    """The run's document (core.view.live_feed), encoded once for every viewer."""
+    """The run's document (core.view.run_screen.feed), encoded once for every viewer."""
     run_id = id_from_text(request.path_params["run_id"])
     present = request.query_params.get("present") in ("1", "true")
     if run_id is None:  # not a possible id (a crafted path): no traceback, no echo of it

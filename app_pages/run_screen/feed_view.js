@@ -1,5 +1,5 @@
 // A viewer's live view of a run, drawn in the browser from the run's live feed
-// (core.view.live_feed, served by app_pages/feed_routes.py): the server builds one document per
+// (core.view.run_screen.feed, served by app_pages/run_screen/feed_routes.py): the server builds one document per
 // refresh for every viewer, and this asks for it every data.every_ms with the ETag it has, so an
 // unchanged document costs a 304. Everything from the document is set as text, never as HTML.
 // When the run ends (or the feed cannot be read) it tells the page, which redraws through Streamlit.
@@ -66,7 +66,7 @@ export default function (component) {
   let failures = 0;
 
   function build(names) {
-    // The page's order (core.view.live_layout.chart_builders): the race, the cards, then the rest.
+    // The page's order (core.view.run_screen.layout.chart_builders): the race, the cards, then the rest.
     root.replaceChildren();
     for (const key of Object.keys(slots)) delete slots[key];
     const bar = el("div", "cl-progress");

@@ -8,10 +8,10 @@ Here the server's work per refresh is the same for 1 viewer or 50 (one document 
 encoded once); each viewer's poll is a dictionary lookup and a send, and an unchanged document is a
 304 with no body.
 
-The document holds exactly what the page draws for a viewer (core.view.live_layout plans both):
+The document holds exactly what the page draws for a viewer (core.view.run_screen.layout plans both):
 the progress line, the sentence, the result cards, the charts as Vega-Lite specs and the loss
 sentence, all as plain text and data. Pages never put it into markdown or HTML: the browser sets it
-as text (app_pages/live_feed.js).
+as text (app_pages/run_screen/feed_view.js).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any
 import pandas as pd
 
 from core.runs.store import Run
-from core.view import live_layout, story
-from core.view.live_board import LiveBoard, LiveSnapshot
+from core.view.run_screen import layout, sentences
+from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot
 
 # A viewer's browser asks every FEED_POLL_S; the server rebuilds a run's document at most once a
 # FEED_MAX_AGE_S, however many ask. A viewer is then at most about 0.75 + build + 0.5 s behind the store.
@@ -87,17 +87,17 @@ def feed_document(
     """What a viewer's browser draws for this snapshot. `present`: presenter mode's layout (the race
     and the step times side by side, then the cards). `expected`: the expected compile time."""
     run = snap.run
-    total = story.total_steps(run.params or {})
+    total = sentences.total_steps(run.params or {})
     summary = snap.summary()
-    words = live_layout.live_words(run, snap, summary, total, expected, now)
-    cards = live_layout.cards(run, snap, summary, total)
-    built = live_layout.chart_builders(run, snap, summary, present)
+    words = layout.live_words(run, snap, summary, total, expected, now)
+    cards = layout.cards(run, snap, summary, total)
+    built = layout.chart_builders(run, snap, summary, present)
     return {
         "run": run.id,
         "status": run.status,
         "finished": run.finished,
-        "progress": live_layout.progress_fraction(run),
-        "progress_text": live_layout.progress_line(snap),
+        "progress": layout.progress_fraction(run),
+        "progress_text": layout.progress_line(snap),
         "error": run.error if run.status == "failed" else None,
         "words": None if words is None else {"text": words.text, "compiling": words.compiling},
         "cards": [dataclasses.asdict(card) for card in cards],
@@ -105,7 +105,7 @@ def feed_document(
             {"name": _key_name(key), "spec": snap.derive(("feed", key), lambda b=build: _chart_spec(b()))}
             for key, build in built.items()
         ],
-        "loss": None if present else live_layout.loss_words(snap),
+        "loss": None if present else layout.loss_words(snap),
         "counts": snap.counts(),
         "present": present,
         "built_at": time.time() if now is None else now,
@@ -163,7 +163,7 @@ class LiveFeeds:
         if snap is None:
             return None
         now = time.time()
-        tick = int(now) if story.is_compiling(snap.run.phase) and not snap.run.finished else None
+        tick = int(now) if sentences.is_compiling(snap.run.phase) and not snap.run.finished else None
         with self._lock:
             cached = self._cache.get((run_id, present))
             if cached is not None and cached.snapshot is snap and cached.tick == tick:
@@ -181,7 +181,7 @@ class LiveFeeds:
         if run.id not in self._expected:
             if len(self._expected) > 1000:
                 self._expected.clear()  # a long-lived process: forget old runs' estimates
-            self._expected[run.id] = self.board.read(lambda db: live_layout.expected_compile(db, run))
+            self._expected[run.id] = self.board.read(lambda db: layout.expected_compile(db, run))
         return self._expected[run.id]
 
 

@@ -33,7 +33,7 @@ from core.engine import analysis
 from core.engine.spec import DeviceCaps
 from core.runs import jobs
 from core.runs.store import Run, Store
-from core.view.live import RunView, run_label, run_summary
+from core.view.run_screen.store_reader import RunView, run_label, run_summary
 
 VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
 QUEUE_MAX_AGE_S = 1.0  # the sidebar's device card and queue
@@ -123,7 +123,7 @@ class LiveSnapshot:
         return dict(self._projection) if self._projection else None
 
     def summary(self, *args: Any) -> dict[str, Any]:
-        """What core.view.live.run_summary gives for this run as of this snapshot: the finished
+        """What store_reader.run_summary gives for this run as of this snapshot: the finished
         run's stored summary, else the one computed from its events so far (computed once)."""
         if self.run.finished and self.run.summary:
             return self.run.summary
@@ -214,7 +214,7 @@ class LiveBoard:
         snapshot younger than viewer_max_age_s is returned as is; an older one is read again once,
         by whichever session asks first, while the others wait for that read. `follower`: the
         asking session, counted in the run's audience. `max_age_s`: the age accepted, if not
-        viewer_max_age_s (the live feed's, core.view.live_feed).
+        viewer_max_age_s (the live feed's, core.view.run_screen.feed).
         """
         max_age = self.viewer_max_age_s if max_age_s is None else max_age_s
         now = time.monotonic()

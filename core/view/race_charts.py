@@ -1,13 +1,6 @@
-"""Altair chart builders for the live race and the runs overlay: DataFrame in, chart out.
-
-Pure (no Streamlit, no torch). Pages rebuild these every second while a run is live, so every
-builder is a handful of vectorised pandas operations on a trimmed copy of the data, and never hands
-Altair more than ~2,000 points per series (Altair refuses inline data over 5,000 rows anyway).
-
-Every chart carries a top-level `description` (the SVG's aria text) of the exact form
-"{title}: {n_eager} eager steps, {n_compiled} compiled steps" ("... epochs" for the epoch chart);
-the counts are the rows the chart was given (before downsampling), so a browser test can watch
-them grow. Empty input gives a valid, empty chart whose title ends in "(waiting for data)".
+"""The race's charts, one run's eager against compiled: cumulative time (the race itself), compiled's
+lead, the time per step, per epoch, and the loss. DataFrame in, chart out; what they share (colours,
+downsampling, the finish) is core.view.chart_style's.
 
 What a first-time reader must see decides the layout: the step-time chart's axis is cut just above
 the steady steps (the compile step, 100x taller, would flatten them to a line at 0) with the compile
@@ -20,118 +13,44 @@ that crossing as a line through zero.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from core.engine.analysis import default_warmup
+from core.view.chart_style import (
+    EPOCH_COLUMNS,
+    MAX_POINTS_PER_VARIANT,
+    NEUTRAL,
+    VARIANT_COLORS,
+    VARIANTS,
+    downsample_keep_max,
+    downsample_stride,
+    finish,
+    layer,
+    rolling_median,
+    steady_ceiling_ms,
+    train_steps,
+    variant_color,
+    variant_counts,
+    variant_dash,
+    variant_tooltips,
+    with_columns,
+)
 from core.view.report import fmt_about
 
-VARIANTS = ("eager", "compiled")
-VARIANT_COLORS = {"eager": "#4C78A8", "compiled": "#EE4C2C"}
-VARIANT_DASHES = {"eager": [1, 0], "compiled": [6, 3]}
-# Runs in an overlay: neither blue nor orange (those mean eager and compiled everywhere else), and
-# far apart in hue and lightness so two runs never look like one.
-RUN_COLORS = ["#1B9E77", "#7570B3", "#E7298A", "#66A61E", "#A6761D", "#E6AB02", "#666666", "#17BECF"]
 PROJECTION_DASH = [5, 4]
-NEUTRAL = "#444444"
-CHART_HEIGHT = 320
 LEAD_HEIGHT = 240  # Streamlit's theme takes title and axes out of this: less squashes the plot to a line
-AXIS_FONT = {"labelFontSize": 14, "titleFontSize": 15}
-# The step-time axis is cut this far above the highest steady step (95th percentile of each variant
-# after its warm-up), so the steady steps fill the chart; slower steps sit at the top edge.
-CLIP_HEADROOM = 1.35
 # Dashed projections reach at most this many times the measured steps: a crossing far beyond the
 # run is named in words at the chart's edge instead of shrinking what was measured to a sliver.
 PROJECTION_REACH = 3.0
-# Charts are ~500 px wide: more points than that add browser work every second, not detail. On a
-# small machine the browser drawing the live charts competes with the training it is watching.
-MAX_POINTS_PER_VARIANT = 600
-MAX_OVERLAY_POINTS = 4000  # all series of an overlay together, under Altair's 5,000-row limit
-MIN_OVERLAY_POINTS_PER_SERIES = 100
-WAITING = " (waiting for data)"
-
 STEP_TIME_TITLE = "Step time per step"
 CUMULATIVE_TITLE = "The race: cumulative training time"
 EPOCH_TITLE = "Training time per epoch"
 LOSS_TITLE = "Training loss per step"
-OVERLAY_STEP_TITLE = "Step time per step, by run"
-OVERLAY_CUMULATIVE_TITLE = "Cumulative training time, by run"
 LEAD_TITLE = "Compiled's lead over eager"
-
-STEP_COLUMNS = ("run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s")
-EPOCH_COLUMNS = ("run", "variant", "epoch", "train_time_s", "eval_time_s")
-
-
-def variant_color_scale() -> alt.Scale:
-    """The one colour scale for eager vs compiled, so the two read the same in every chart."""
-    return alt.Scale(domain=list(VARIANTS), range=[VARIANT_COLORS[v] for v in VARIANTS])
-
-
-def variant_dash_scale() -> alt.Scale:
-    """Solid eager, dashed compiled: the variant cue when colour is taken by the run."""
-    return alt.Scale(domain=list(VARIANTS), range=[VARIANT_DASHES[v] for v in VARIANTS])
-
-
-def downsample_keep_max(frame: pd.DataFrame, value: str, by: Sequence[str], max_points: int) -> pd.DataFrame:
-    """At most max_points rows per group: consecutive buckets, each represented by its row with the
-    largest `value`, so a spike (the compile step) is never dropped. Rows must be in step order."""
-    by = list(by)
-    if frame.empty or max_points < 1:
-        return frame
-    frame = frame.reset_index(drop=True)
-    groups = frame.groupby(by, sort=False)[value]
-    sizes = groups.transform("size")
-    if sizes.max() <= max_points:
-        return frame
-    bucket = (groups.cumcount() * max_points) // sizes
-    keep = frame.assign(_bucket=bucket).groupby([*by, "_bucket"], sort=False)[value].idxmax()
-    return frame.loc[np.sort(keep.to_numpy())].reset_index(drop=True)
-
-
-def downsample_stride(frame: pd.DataFrame, by: Sequence[str], max_points: int) -> pd.DataFrame:
-    """At most max_points rows per group: every k-th row plus the group's last (where a curve ends
-    matters). Rows must be in step order."""
-    by = list(by)
-    if frame.empty or max_points < 2:
-        return frame
-    frame = frame.reset_index(drop=True)
-    groups = frame.groupby(by, sort=False)[by[0]]
-    sizes = groups.transform("size").to_numpy()
-    if sizes.max() <= max_points:
-        return frame
-    pos = groups.cumcount().to_numpy()
-    stride = np.where(sizes <= max_points, 1, np.ceil(sizes / (max_points - 1))).astype(np.int64)
-    keep = (pos % stride == 0) | (pos == sizes - 1)
-    return frame.loc[keep].reset_index(drop=True)
-
-
-def rolling_median(frame: pd.DataFrame, value: str, by: Sequence[str]) -> pd.Series:
-    """A centred rolling median of `value` per group (about 1/25 of the series, 5 to 51 steps):
-    the trend of a noisy per-step series, untouched by single slow steps."""
-    out = pd.Series(np.nan, index=frame.index, dtype="float64")
-    for _, group in frame.groupby(list(by), sort=False):
-        window = int(min(51, max(5, len(group) // 25)) | 1)
-        out.loc[group.index] = group[value].rolling(window, center=True, min_periods=1).median()
-    return out
-
-
-def steady_ceiling_ms(data: pd.DataFrame, by: Sequence[str] = ("variant",)) -> float | None:
-    """Where the step-time axis is cut: CLIP_HEADROOM above the highest series' 95th-percentile
-    steady step (steps after its warm-up). None when nothing rises above it (no cut needed)."""
-    ceilings = []
-    for _, group in data.groupby(list(by), sort=False):
-        times = group["time_ms"].to_numpy()
-        if len(times) < 3:
-            continue
-        ceilings.append(float(np.quantile(times[default_warmup(len(times)) :], 0.95)))
-    if not ceilings:
-        return None
-    top = max(ceilings) * CLIP_HEADROOM
-    return top if top > 0 and float(data["time_ms"].max()) > top else None
 
 
 def step_time_chart(
@@ -143,11 +62,11 @@ def step_time_chart(
     flatten them) and the compile step is named in words at the top edge; log_scale shows every
     step in full instead. Compiled is drawn after eager, so it stays visible where they overlap.
     Over MAX_POINTS_PER_VARIANT steps a variant is downsampled by bucket maximum, so spikes survive.
-    `marks` (core.view.why.compile_marks): a vertical line at every step that paid for a compile
-    (dashed) or a recompile (solid), with what happened in its tooltip."""
-    data = _train_steps(steps, ["variant", "epoch", "step", "time_s"])
+    `marks` (core.view.run_screen.why_per_step.compile_marks): a vertical line at every step that
+    paid for a compile (dashed) or a recompile (solid), with what happened in its tooltip."""
+    data = train_steps(steps, ["variant", "epoch", "step", "time_s"])
     data = data[np.isfinite(data["time_s"]) & ((data["time_s"] > 0) if log_scale else True)]
-    counts = _variant_counts(data)
+    counts = variant_counts(data)
     data = data.assign(time_ms=data["time_s"] * 1000.0).drop(columns="time_s").reset_index(drop=True)
     data["median_ms"] = rolling_median(data, "time_ms", ["variant"]) if len(data) else pd.Series(dtype="float64")
     ceiling = None if log_scale else steady_ceiling_ms(data)
@@ -162,9 +81,9 @@ def step_time_chart(
     y_title = "step time (ms)" + (", cut above the steady steps" if ceiling is not None else "")
     base = alt.Chart(data).encode(
         x=alt.X("step:Q", title="step"),
-        color=_variant_color(),
+        color=variant_color(),
     )
-    tooltip = _variant_tooltips() + [
+    tooltip = variant_tooltips() + [
         alt.Tooltip("time_ms:Q", title="time (ms)", format=".2f"),
         alt.Tooltip("median_ms:Q", title="median of nearby steps (ms)", format=".2f"),
     ]
@@ -183,7 +102,7 @@ def step_time_chart(
         layers += _compile_step_note(compile_ms, ceiling)
     if marks is not None and len(marks):
         layers.append(_compile_marks(marks))
-    return _finish(_layer(*layers), STEP_TIME_TITLE, counts, "steps")
+    return finish(layer(*layers), STEP_TIME_TITLE, counts, "steps")
 
 
 COMPILE_MARK_COLOR = "#5b5b5b"  # neutral: eager's blue and compiled's orange stay the variants'
@@ -246,9 +165,9 @@ def cumulative_chart(
     the break-even step marked when given; otherwise, given a projection (analysis.Projection as a
     dict: position, wall_s, eager_step_s, compiled_step_s), both lines continue dashed at their
     steady rates to the projected crossing. Long runs keep every k-th step + the last."""
-    data = _train_steps(steps, ["variant", "epoch", "step", "time_s", "cumulative_s"])
+    data = train_steps(steps, ["variant", "epoch", "step", "time_s", "cumulative_s"])
     data = data[np.isfinite(data["cumulative_s"])]
-    counts = _variant_counts(data)
+    counts = variant_counts(data)
     ends = _series_ends(data)
     data = downsample_stride(data, ["variant"], MAX_POINTS_PER_VARIANT)
     data = data.assign(time_ms=data["time_s"] * 1000.0).drop(columns="time_s")
@@ -256,8 +175,8 @@ def cumulative_chart(
     base = alt.Chart(data).encode(
         x=alt.X("step:Q", title="step"),
         y=alt.Y("cumulative_s:Q", title=y_title),
-        color=_variant_color(),
-        tooltip=_variant_tooltips()
+        color=variant_color(),
+        tooltip=variant_tooltips()
         + [
             alt.Tooltip("cumulative_s:Q", title="cumulative (s)", format=".2f"),
             alt.Tooltip("time_ms:Q", title="step time (ms)", format=".2f"),
@@ -271,8 +190,8 @@ def cumulative_chart(
     if break_even is None and projection is not None and ends:
         layers = _projection_layers(projection, ends, y_title)
     marker = _break_even_layers(break_even, y_title, last_step)
-    chart = _layer(*lines, *layers, *marker)
-    return _finish(chart, CUMULATIVE_TITLE, counts, "steps")
+    chart = layer(*lines, *layers, *marker)
+    return finish(chart, CUMULATIVE_TITLE, counts, "steps")
 
 
 def race_x_end(data: pd.DataFrame, projection: Mapping[str, Any] | None) -> float:
@@ -325,7 +244,7 @@ def _projection_layers(projection: Mapping[str, Any], ends: Mapping[str, tuple[i
         .encode(
             x=alt.X("step:Q", title="step"),
             y=alt.Y("cumulative_s:Q", title=y_title),
-            color=_variant_color(),
+            color=variant_color(),
             detail="variant:N",
             tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("step:Q"), alt.Tooltip("cumulative_s:Q", format=".1f")],
         )
@@ -363,9 +282,9 @@ def lead_chart(
     step): below zero while compile is being paid off, crossing zero at break-even. Two nearly
     parallel cumulative lines cross too shallowly to see; this line crosses zero at a clear angle.
     With a projection (and no break-even yet) it continues dashed to zero."""
-    data = _train_steps(steps, ["variant", "epoch", "step", "time_s", "cumulative_s"])
+    data = train_steps(steps, ["variant", "epoch", "step", "time_s", "cumulative_s"])
     data = data[np.isfinite(data["cumulative_s"])]
-    counts = _variant_counts(data)
+    counts = variant_counts(data)
     wide = data.pivot_table(index="step", columns="variant", values="cumulative_s", aggfunc="last")
     if {"eager", "compiled"} <= set(wide.columns):
         wide = wide.dropna(subset=["eager", "compiled"])
@@ -412,15 +331,15 @@ def lead_chart(
             .mark_point(shape="circle", size=110, strokeWidth=2.5, filled=False, color=NEUTRAL)
             .encode(x=x, y=y, tooltip=[alt.Tooltip("step:Q", title="break-even", format=",.0f")])
         )
-    return _finish(_layer(*layers), LEAD_TITLE, counts, "steps", height=LEAD_HEIGHT)
+    return finish(layer(*layers), LEAD_TITLE, counts, "steps", height=LEAD_HEIGHT)
 
 
 def epoch_chart(epochs: pd.DataFrame | None) -> alt.Chart:
     """Training seconds per epoch, eager and compiled side by side (the original tutorial's view):
     the slow compiled first epoch is the compile cost, the later ones the steady speedup."""
-    data = _frame(epochs, EPOCH_COLUMNS)[["variant", "epoch", "train_time_s", "eval_time_s"]]
+    data = with_columns(epochs, EPOCH_COLUMNS)[["variant", "epoch", "train_time_s", "eval_time_s"]]
     data = data[np.isfinite(data["train_time_s"].astype("float64"))]
-    counts = _variant_counts(data)
+    counts = variant_counts(data)
     has_eval = bool(data["eval_time_s"].astype("float64").notna().any())
     if not has_eval:  # a tooltip line "eval (s) null" says nothing a reader can use
         data = data.drop(columns="eval_time_s")
@@ -431,7 +350,7 @@ def epoch_chart(epochs: pd.DataFrame | None) -> alt.Chart:
             x=alt.X("epoch:O", title="epoch", axis=alt.Axis(labelAngle=0)),
             xOffset=alt.XOffset("variant:N", scale=alt.Scale(domain=list(VARIANTS))),
             y=alt.Y("train_time_s:Q", title="training time (s)"),
-            color=_variant_color("square"),
+            color=variant_color("square"),
             tooltip=[
                 alt.Tooltip("variant:N"),
                 alt.Tooltip("epoch:O"),
@@ -440,174 +359,27 @@ def epoch_chart(epochs: pd.DataFrame | None) -> alt.Chart:
             + ([alt.Tooltip("eval_time_s:Q", title="eval (s)", format=".2f")] if has_eval else []),
         )
     )
-    return _finish(chart, EPOCH_TITLE, counts, "epochs")
+    return finish(chart, EPOCH_TITLE, counts, "epochs")
 
 
 def loss_chart(steps: pd.DataFrame | None) -> alt.LayerChart:
     """Training loss per step for both variants: the curves coincide because compile does not change
     the numerics, so eager is drawn wide and pale and compiled dashed on top of it (both stay
     visible). Steps without a loss (NaN) are dropped; long runs keep every k-th step + the last."""
-    data = _train_steps(steps, ["variant", "epoch", "step", "loss"])
+    data = train_steps(steps, ["variant", "epoch", "step", "loss"])
     data = data[np.isfinite(data["loss"])]
-    counts = _variant_counts(data)
+    counts = variant_counts(data)
     data = downsample_stride(data, ["variant"], MAX_POINTS_PER_VARIANT)
     base = alt.Chart(data).encode(
         x=alt.X("step:Q", title="step"),
         y=alt.Y("loss:Q", title="training loss", scale=alt.Scale(zero=False)),
-        color=_variant_color(),
-        strokeDash=_variant_dash(),
-        tooltip=_variant_tooltips() + [alt.Tooltip("loss:Q", format=".4f")],
+        color=variant_color(),
+        strokeDash=variant_dash(),
+        tooltip=variant_tooltips() + [alt.Tooltip("loss:Q", format=".4f")],
     )
     eager = base.transform_filter(alt.datum.variant == "eager").mark_line(strokeWidth=5, opacity=0.45)
     compiled = base.transform_filter(alt.datum.variant == "compiled").mark_line(strokeWidth=2)
-    return _finish(_layer(eager, compiled), LOSS_TITLE, counts, "steps")
-
-
-def overlay_step_chart(steps: pd.DataFrame | None, log_scale: bool = False) -> alt.Chart:
-    """Step time of several runs on one chart (colour = run, dash = variant) to compare models or
-    settings: each series' rolling median (raw steps of several runs are a thicket; the tooltip keeps
-    the raw time), the axis cut above the steady steps as in step_time_chart unless log_scale. Each
-    series is downsampled by bucket maximum so compile spikes survive in the data."""
-    data = _train_steps(steps, ["run", "variant", "epoch", "step", "time_s"])
-    data = data[np.isfinite(data["time_s"]) & ((data["time_s"] > 0) if log_scale else True)]
-    counts = _variant_counts(data)
-    data = data.assign(time_ms=data["time_s"] * 1000.0).drop(columns="time_s").reset_index(drop=True)
-    data["median_ms"] = rolling_median(data, "time_ms", ["run", "variant"]) if len(data) else pd.Series(dtype=float)
-    ceiling = None if log_scale else steady_ceiling_ms(data, ["run", "variant"])
-    data = downsample_keep_max(data, "time_ms", ["run", "variant"], _overlay_points_per_series(data))
-    if ceiling is not None:
-        y_scale = alt.Scale(domain=[0, ceiling], clamp=True, nice=False)
-    else:
-        y_scale = _y_scale(log_scale)
-    y_title = "median step time (ms)" + (", cut above the steady steps" if ceiling is not None else "")
-    chart = (
-        alt.Chart(data)
-        .mark_line(strokeWidth=2.5)
-        .encode(
-            x=alt.X("step:Q", title="step"),
-            y=alt.Y("median_ms:Q", title=y_title, scale=y_scale),
-            color=_run_color(data),
-            strokeDash=_variant_dash(separate=True),
-            tooltip=[alt.Tooltip("run:N")]
-            + _variant_tooltips()
-            + [
-                alt.Tooltip("time_ms:Q", title="time (ms)", format=".2f"),
-                alt.Tooltip("median_ms:Q", title="median of nearby steps (ms)", format=".2f"),
-            ],
-        )
-    )
-    return _finish(chart, OVERLAY_STEP_TITLE, counts, "steps", height=_overlay_height(data))
-
-
-def overlay_cumulative_chart(steps: pd.DataFrame | None) -> alt.Chart:
-    """Cumulative training time of several runs on one chart (colour = run, dash = variant): which
-    settings pay off their compile soonest. Long series keep every k-th step + the last."""
-    data = _train_steps(steps, ["run", "variant", "epoch", "step", "cumulative_s"])
-    data = data[np.isfinite(data["cumulative_s"])]
-    counts = _variant_counts(data)
-    data = downsample_stride(data, ["run", "variant"], _overlay_points_per_series(data))
-    chart = (
-        alt.Chart(data)
-        .mark_line(strokeWidth=2.5)
-        .encode(
-            x=alt.X("step:Q", title="step"),
-            y=alt.Y("cumulative_s:Q", title="cumulative training time (s)"),
-            color=_run_color(data),
-            strokeDash=_variant_dash(separate=True),
-            tooltip=[alt.Tooltip("run:N")]
-            + _variant_tooltips()
-            + [alt.Tooltip("cumulative_s:Q", title="cumulative (s)", format=".2f")],
-        )
-    )
-    return _finish(chart, OVERLAY_CUMULATIVE_TITLE, counts, "steps", height=_overlay_height(data))
-
-
-def _frame(frame: pd.DataFrame | None, columns: Sequence[str]) -> pd.DataFrame:
-    """The input with every expected column present (missing ones empty), so empty or partial
-    frames from a page that has not seen an event yet chart without errors."""
-    if frame is None:
-        frame = pd.DataFrame()
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        frame = frame.assign(**{c: pd.Series(np.nan, index=frame.index, dtype="float64") for c in missing})
-    return frame
-
-
-def _train_steps(steps: pd.DataFrame | None, columns: list[str]) -> pd.DataFrame:
-    """Train-phase rows, only the columns a chart needs, in step order per series."""
-    frame = _frame(steps, STEP_COLUMNS)
-    if frame["phase"].notna().any():
-        frame = frame[frame["phase"] == "train"]
-    frame = frame[columns]
-    by = [c for c in ("run", "variant") if c in columns]
-    data = frame.sort_values([*by, "step"], kind="stable").reset_index(drop=True)
-    for column in ("time_s", "cumulative_s", "loss"):
-        if column in data.columns:
-            data[column] = data[column].astype("float64")
-    return data
-
-
-def _variant_counts(data: pd.DataFrame) -> dict[str, int]:
-    counts = data["variant"].value_counts()
-    return {v: int(counts.get(v, 0)) for v in VARIANTS}
-
-
-def _overlay_height(data: pd.DataFrame) -> int:
-    """Room for the plot plus one legend line per run and the line-style legend (Streamlit's theme
-    takes legends out of the height, so a fixed height squashes the plot as runs are added)."""
-    return CHART_HEIGHT + 80 + 22 * len(pd.unique(data["run"]))
-
-
-def _overlay_points_per_series(data: pd.DataFrame) -> int:
-    """Share MAX_OVERLAY_POINTS among the overlay's (run, variant) series."""
-    series = max(1, len(data.drop_duplicates(["run", "variant"])))
-    return min(MAX_POINTS_PER_VARIANT, max(MIN_OVERLAY_POINTS_PER_SERIES, MAX_OVERLAY_POINTS // series))
-
-
-def _y_scale(log_scale: bool) -> alt.Scale:
-    return alt.Scale(type="log") if log_scale else alt.Scale()
-
-
-def _variant_color(symbol: str = "stroke") -> alt.Color:
-    """Colour by variant; the legend shows a line for line charts (a dot reads as a blob), else a square."""
-    legend = (
-        alt.Legend(symbolType="stroke", symbolStrokeWidth=4, symbolSize=300)
-        if symbol == "stroke"
-        else alt.Legend(symbolType=symbol, symbolSize=200)
-    )
-    return alt.Color("variant:N", title=None, scale=variant_color_scale(), sort=list(VARIANTS), legend=legend)
-
-
-def _variant_dash(separate: bool = False) -> alt.StrokeDash:
-    """Solid eager, dashed compiled. `separate`: its own legend (below the chart) because colour is
-    taken by the run; otherwise it merges with the variant colour legend."""
-    legend = alt.Legend(symbolType="stroke", symbolStrokeWidth=3, symbolSize=400)
-    if separate:
-        legend = alt.Legend(
-            orient="bottom",
-            direction="horizontal",
-            symbolType="stroke",
-            symbolStrokeWidth=3,
-            symbolSize=400,
-            symbolStrokeColor=NEUTRAL,
-        )
-    return alt.StrokeDash("variant:N", title=None, scale=variant_dash_scale(), sort=list(VARIANTS), legend=legend)
-
-
-def _run_color(data: pd.DataFrame) -> alt.Color:
-    # Runs keep the order they were given in (newest first, say), not alphabetical "#12" < "#9".
-    runs = [str(r) for r in pd.unique(data["run"])]
-    return alt.Color(
-        "run:N",
-        title=None,
-        sort=runs,
-        scale=alt.Scale(domain=runs, range=[RUN_COLORS[i % len(RUN_COLORS)] for i in range(len(runs))]),
-        legend=alt.Legend(orient="top", direction="vertical", labelLimit=0, symbolType="stroke", symbolStrokeWidth=4),
-    )
-
-
-def _variant_tooltips() -> list[alt.Tooltip]:
-    return [alt.Tooltip("variant:N"), alt.Tooltip("epoch:Q"), alt.Tooltip("step:Q")]
+    return finish(layer(eager, compiled), LOSS_TITLE, counts, "steps")
 
 
 def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_step: int = 0) -> list[alt.Chart]:
@@ -632,44 +404,3 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
     dot = at_wall.mark_point(filled=True, size=90, color="#222222")
     text = at_wall.mark_text(align=align, dx=8 * side, dy=-10, fontSize=14, fontWeight="bold").encode(text="label:N")
     return [rule.encode(tooltip=tooltip), dot, text]
-
-
-class _Layer(alt.Chart):
-    """A finished layer: copying it copies its top level only.
-
-    alt.layer() deep-copies every layer three times (to lift shared data and parameters), walking
-    each layer's every schema object and unset field: three fifths of building a live chart, which
-    the app does for every new snapshot of a live run. These layers are never changed after they
-    are layered (alt.layer only sets or removes top-level fields on its copies: data, name, height),
-    so a copy may share what is below the top level. tests/test_charts.py checks that a chart built
-    this way gives the same spec as one built with alt.layer."""
-
-    def __deepcopy__(self, memo: Any = None) -> _Layer:
-        return self.copy(deep=False)
-
-
-def _layer(*layers: alt.Chart) -> alt.LayerChart:
-    """alt.layer(*layers), without the deep copies (see _Layer)."""
-    return alt.layer(*(_Layer(**layer._kwds) if type(layer) is alt.Chart else layer for layer in layers))
-
-
-def _finish(
-    chart: alt.Chart | alt.LayerChart,
-    title: str,
-    counts: Mapping[str, int],
-    unit: str,
-    height: int = CHART_HEIGHT,
-) -> alt.Chart | alt.LayerChart:
-    """Title, aria description, height and projector-sized fonts (readable on a phone too); width
-    is left to the container."""
-    empty = sum(counts.values()) == 0
-    description = f"{title}: {counts['eager']} eager {unit}, {counts['compiled']} compiled {unit}"
-    # What .properties() does, without validating each value against the schema on every build (a
-    # quarter of a live chart's build; the tests validate every builder's whole spec).
-    titled = chart.copy(deep=False)
-    titled.title, titled.description, titled.height = title + (WAITING if empty else ""), description, height
-    return (
-        titled.configure_axis(**AXIS_FONT)
-        .configure_legend(labelFontSize=14, orient="top", title=None)
-        .configure_title(fontSize=17, anchor="start")
-    )

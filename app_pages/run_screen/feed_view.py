@@ -1,4 +1,4 @@
-"""A viewer's live view drawn by the browser from the run's live feed (core.view.live_feed): the
+"""A viewer's live view drawn by the browser from the run's live feed (core.view.run_screen.feed): the
 page is drawn once, and from then on the browser asks the server for the shared document instead of
 Streamlit rerunning this page for it every second. UI only."""
 
@@ -8,8 +8,8 @@ import os
 
 import streamlit as st
 
-from app_pages import feed_routes
 from app_pages.common import board, id_in_link, visitor
+from app_pages.run_screen import feed_routes
 
 GIVE_UP_AFTER = 5  # failed reads in a row before the page falls back to refreshing through Streamlit
 # The sidebar (device card, queue) of a tab following a run through the feed refreshes this often:
@@ -18,7 +18,7 @@ GIVE_UP_AFTER = 5  # failed reads in a row before the page falls back to refresh
 SIDEBAR_WHILE_FOLLOWING_S = 30.0
 SIDEBAR_S = 5.0
 
-with open(os.path.join(os.path.dirname(__file__), "live_feed.js"), encoding="utf-8") as _fh:
+with open(os.path.join(os.path.dirname(__file__), "feed_view.js"), encoding="utf-8") as _fh:
     _JS = _fh.read()
 
 # Close to the page's own elements (st.progress, st.info, st.metric with border, two columns).

@@ -1,6 +1,7 @@
-"""What one race's view holds, live or finished: the sentence on what is happening, the charts and
-which data they show. One plan for the Streamlit page (app_pages/run_display.py) and for the live
-feed that viewers' browsers draw themselves (core.view.live_feed), so the two cannot drift apart.
+"""The screen's plan: what one race's view holds, live or finished, and when: the sentence on what
+is happening, the cards, the charts and which data they show. One plan for the Streamlit page
+(app_pages/run_screen/show.py) and for the live feed that viewers' browsers draw themselves
+(core.view.run_screen.feed), so the two cannot drift apart.
 
 Everything here is plain text and Altair charts; the page escapes the text for markdown, the feed
 sends it as text.
@@ -14,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.runs.store import Run, Store
-from core.view import charts, story, why
+from core.view import race_charts
 from core.view.compare import race_name
-from core.view.live import Card, memory_of, result_cards
 from core.view.race_form import expected_compile_estimate
+from core.view.run_screen import sentences, why_per_step
+from core.view.run_screen.cards import Card, memory_of, result_cards
 
 PRESENT_CHART_HEIGHT = 380  # presenter mode: the race and step charts side by side at 1280x720
 
@@ -44,7 +46,7 @@ def expected_compile(store: Store, run: Run) -> tuple[float | None, bool]:
         for r in store.list_runs(kind="race", status=["done"], limit=50)
         if device_of(r) == device and r.id != run.id
     ]
-    measured = story.expected_compile_seconds(earlier, run.params or {})
+    measured = sentences.expected_compile_seconds(earlier, run.params or {})
     if measured:
         return measured, False
     return expected_compile_estimate(run.params or {}, run.device_key.startswith("cuda")), True
@@ -77,7 +79,7 @@ def live_words(
         return None  # the state line says where it waits; nothing has run to talk about yet
     if not run.finished and counts["compiled"] == 0:
         seconds, estimated = expected()
-        if story.is_compiling(run.phase):
+        if sentences.is_compiling(run.phase):
             # The worker records when the compile began; before it does, the eager run's last event.
             live = (run.details or {}).get("compile_phase") if isinstance(run.details, dict) else None
             live = live if isinstance(live, dict) else {}
@@ -85,9 +87,9 @@ def live_words(
             now = time.time() if now is None else now
             elapsed = max(now - float(since), 0.0) if since else None
             phase = quote(live["phase"]) if isinstance(live.get("phase"), str) else None
-            return Words(story.compiling_text(elapsed, seconds, estimated, phase), compiling=True)
-        return Words(story.eager_phase_text(counts["eager"], total, seconds, estimated))
-    reading = view.derive(("reading", total), lambda: story.race_reading(summary, not run.finished, total, counts))
+            return Words(sentences.compiling_text(elapsed, seconds, estimated, phase), compiling=True)
+        return Words(sentences.eager_phase_text(counts["eager"], total, seconds, estimated))
+    reading = view.derive(("reading", total), lambda: sentences.race_reading(summary, not run.finished, total, counts))
     # All this app's words and numbers, except a compile-skipped or -failed reason (torch's, or a bundle's).
     from_torch = summary.get("compile_skipped") or summary.get("compile_failed")
     return Words(quote(reading) if from_torch else reading)
@@ -107,8 +109,8 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
     faster = summary.get("verdict") == "faster" and not summary.get("compile_skipped")
     projection = view.projection() if faster and not be else None
     if projection:
-        projection["label"] = story.projection_label(projection, running=not run.finished)
-    marks = view.derive("compile_marks", lambda: why.compile_marks(view.compiles()))
+        projection["label"] = sentences.projection_label(projection, running=not run.finished)
+    marks = view.derive("compile_marks", lambda: why_per_step.compile_marks(view.compiles()))
     built = _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale)
     # Each chart built once per snapshot, for the page's viewers and the feed's alike.
     return {key: (lambda k=key, b=build: view.derive(("altair", k), b)) for key, build in built.items()}
@@ -117,19 +119,21 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
 def _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale) -> dict[Any, Callable]:
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         return {
-            "present_cumulative": lambda: charts.cumulative_chart(
+            "present_cumulative": lambda: race_charts.cumulative_chart(
                 steps, break_even=be, projection=projection
             ).properties(height=PRESENT_CHART_HEIGHT),
-            "present_steps": lambda: charts.step_time_chart(steps, marks=marks).properties(height=PRESENT_CHART_HEIGHT),
+            "present_steps": lambda: race_charts.step_time_chart(steps, marks=marks).properties(
+                height=PRESENT_CHART_HEIGHT
+            ),
         }
     built: dict[Any, Callable] = {
-        "cumulative": lambda: charts.cumulative_chart(steps, break_even=be, projection=projection)
+        "cumulative": lambda: race_charts.cumulative_chart(steps, break_even=be, projection=projection)
     }
     if view.counts()["compiled"]:  # a lead needs both variants at the same step
-        built["lead"] = lambda: charts.lead_chart(steps, break_even=be, projection=projection)
-    built[("step_time", log_scale)] = lambda: charts.step_time_chart(steps, log_scale=log_scale, marks=marks)
-    built["epochs"] = lambda: charts.epoch_chart(epochs)
-    built["loss"] = lambda: charts.loss_chart(steps)
+        built["lead"] = lambda: race_charts.lead_chart(steps, break_even=be, projection=projection)
+    built[("step_time", log_scale)] = lambda: race_charts.step_time_chart(steps, log_scale=log_scale, marks=marks)
+    built["epochs"] = lambda: race_charts.epoch_chart(epochs)
+    built["loss"] = lambda: race_charts.loss_chart(steps)
     return built
 
 
@@ -145,4 +149,4 @@ def cards(run: Run, view: Any, summary: dict, total: int | None) -> list[Card]:
 def loss_words(view: Any) -> str | None:
     """Whether the loss curves agree, once per snapshot."""
     steps, _ = view.frames()
-    return view.derive("loss_agreement", lambda: story.loss_agreement(steps))
+    return view.derive("loss_agreement", lambda: sentences.loss_agreement(steps))

@@ -1,6 +1,6 @@
-"""One race on screen, live or finished (the Race page and a run reopened on the Runs page): what
-is happening in words, the result cards, then the charts with the race first. UI only; the words
-come from core.view.story, the numbers from core.view.live, the charts from core.view.charts."""
+"""One race drawn by Streamlit, live or finished (the Race page and a run reopened on the Runs
+page): what is happening in words, the result cards, then the charts with the race first. UI only;
+what it shows, and when, is core.view.run_screen's (the plan in its layout module)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import streamlit as st
 from app_pages.common import draw_chart, store, vega_spec
 from core.runs import run_files
 from core.runs.store import Run
-from core.view import live_layout, story, why
-from core.view.live_board import LiveSnapshot
+from core.view.run_screen import layout, sentences, why_per_step
+from core.view.run_screen.shared_board import LiveSnapshot
 from core.view.safe_text import markdown_text
 
 # Compact cards: three to a row on a wide screen, two on a phone (Streamlit would stack all six),
@@ -58,17 +58,17 @@ PHONE_TITLE_CSS = """<style>
 
 
 def expected_compile_s(run: Run) -> tuple[float | None, bool]:
-    """About how long this run's compile takes here (core.view.live_layout.expected_compile), once
+    """About how long this run's compile takes here (core.view.run_screen.layout.expected_compile), once
     per run for this session."""
     cache = st.session_state.setdefault("expected_compile", {})
     if run.id not in cache:
-        cache[run.id] = live_layout.expected_compile(store(), run)
+        cache[run.id] = layout.expected_compile(store(), run)
     return cache[run.id]
 
 
 def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -> None:
-    """What is happening now, or what the race says (core.view.live_layout.live_words)."""
-    words = live_layout.live_words(run, view, summary, total, lambda: expected_compile_s(run), quote=markdown_text)
+    """What is happening now, or what the race says (core.view.run_screen.layout.live_words)."""
+    words = layout.live_words(run, view, summary, total, lambda: expected_compile_s(run), quote=markdown_text)
     if words is None:
         return
     if words.compiling:
@@ -78,7 +78,7 @@ def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -
 
 
 def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -> None:
-    cards = live_layout.cards(run, view, summary, total)  # once per snapshot for every viewer
+    cards = layout.cards(run, view, summary, total)  # once per snapshot for every viewer
     if not cards:
         return
     st.html(CARD_CSS)
@@ -98,16 +98,16 @@ def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -
 def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> None:
     """Words, the race chart, result cards and the other charts for one run, live or finished. What is derived from the
     snapshot (reading, cards, charts ready for the browser) is built once per snapshot however many
-    sessions draw it (core.view.live_board). `present`: presenter mode (the words and cards in large
+    sessions draw it (core.view.run_screen.shared_board). `present`: presenter mode (the words and cards in large
     type, the race and step charts side by side filling the screen, nothing else)."""
     params = run.params or {}
-    total = story.total_steps(params)
+    total = sentences.total_steps(params)
     summary = view.summary()  # the stored one when finished; else from the events so far
     if run.status == "failed":
         st.error(f"Run failed: {markdown_text(run.error)}. What was measured before it is kept below.")
     show_words(run, view, summary, total)
     log = bool(st.session_state.get(f"log_{key}")) and not present  # the toggle below, as last drawn
-    built = live_layout.chart_builders(run, view, summary, present, log_scale=log)
+    built = layout.chart_builders(run, view, summary, present, log_scale=log)
 
     def chart(name):
         return view.derive(name, lambda: vega_spec(built[name]()))  # converted once per snapshot
@@ -136,7 +136,7 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     draw_chart(right, chart("epochs"))
     left, right = st.columns(2)
     draw_chart(left, chart("loss"))
-    agreement = live_layout.loss_words(view)
+    agreement = layout.loss_words(view)
     if agreement:
         right.markdown(f"**Loss**: {agreement}")
     if run.finished:
@@ -146,9 +146,9 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
 def show_why(summary: dict, view: LiveSnapshot) -> None:
     """Why, per step: each variant's anatomy side by side, the compiles and recompiles with what
     happened, and the compile's phases (forward and backward apart, adding up)."""
-    anatomy = why.anatomy_rows(summary.get("profile"))
-    events = why.compile_event_rows(summary, view.compiles())
-    phases = why.phase_rows(summary)
+    anatomy = why_per_step.anatomy_rows(summary.get("profile"))
+    events = why_per_step.compile_event_rows(summary, view.compiles())
+    phases = why_per_step.phase_rows(summary)
     if not (anatomy or events or phases):
         return
     st.subheader("Why, per step")
@@ -157,7 +157,7 @@ def show_why(summary: dict, view: LiveSnapshot) -> None:
         if reading:
             st.markdown(f"**{markdown_text(reading)}**")
         st.dataframe(anatomy, hide_index=True, width="stretch")
-        counted = why.kernels_counted(summary.get("profile"))
+        counted = why_per_step.kernels_counted(summary.get("profile"))
         st.caption(
             "Profiled after the timed epochs, never inside them"
             + (f"; kernels counted here: {markdown_text(counted)}" if counted else "")
@@ -165,13 +165,13 @@ def show_why(summary: dict, view: LiveSnapshot) -> None:
         )
         left, right = st.columns(2)
         for column, variant in ((left, "eager"), (right, "compiled")):
-            rows = why.top_kernel_rows(summary.get("profile"), variant)
+            rows = why_per_step.top_kernel_rows(summary.get("profile"), variant)
             if rows:
                 column.markdown(f"**Top kernels, {variant}**")
                 column.dataframe(rows, hide_index=True, width="stretch")
     left, right = st.columns(2)
     if events:
-        recompiles = why.recompile_count(summary) or 0
+        recompiles = why_per_step.recompile_count(summary) or 0
         left.markdown(f"**Compiles: {len(events)}, of which recompiles: {recompiles}**")
         left.dataframe(events, hide_index=True, width="stretch")
     if phases:
@@ -196,7 +196,7 @@ def run_file_downloads(run: Run) -> None:
     columns = st.columns(4)
     for column, trace in zip(columns, traces):
         column.download_button(
-            f"{trace.label.capitalize()}, {why.size_text(trace.size_bytes)}",
+            f"{trace.label.capitalize()}, {why_per_step.size_text(trace.size_bytes)}",
             data=lambda p=trace.path: _file_bytes(p),
             file_name=f"compile_lab_run_{run.id}_{os.path.basename(trace.path)}",
             mime="application/json",
@@ -205,7 +205,7 @@ def run_file_downloads(run: Run) -> None:
         )
     if trace_size:
         columns[2].download_button(
-            f"Compile trace (TORCH_TRACE), {why.size_text(trace_size)} before zipping",
+            f"Compile trace (TORCH_TRACE), {why_per_step.size_text(trace_size)} before zipping",
             data=lambda: run_files.compile_trace_zip(path, run.id) or b"",
             file_name=f"compile_lab_run_{run.id}_compile_trace.zip",
             mime="application/zip",
