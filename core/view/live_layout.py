@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.engine.planning import expected_compile_estimate
 from core.runs.store import Run, Store
 from core.view import charts, story, why
 from core.view.compare import race_name
 from core.view.live import Card, memory_of, result_cards
-from core.view.race_form import expected_compile_estimate
 
 PRESENT_CHART_HEIGHT = 380  # presenter mode: the race and step charts side by side at 1280x720
 
