@@ -14,7 +14,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from app_pages.common import store, tick, visitor, visitor_address
-from core.engine.model_sources import source_of
+from core.engine.models.sources import default_batch_size, source_of
 from core.engine.spec import Problem
 from core.runs.limits import HostLimits
 from core.runs.model_catalog import Lookup, lookup_model, model_names, save_model_file
@@ -25,7 +25,7 @@ from core.view.safe_text import markdown_text
 def _choose(model: str, model_file: str | None = None) -> None:
     st.session_state.form_model = model
     st.session_state.form_model_file = model_file
-    st.session_state.form_batch_size = model_choice.default_batch_for(model)
+    st.session_state.form_batch_size = default_batch_size(model)
 
 
 def _switch_source(limits: HostLimits) -> None:

@@ -19,6 +19,7 @@ from app_pages.model_picker import model_picker
 from app_pages.replay_panel import active_replay, replay_picker, show_replay
 from app_pages.run_screen.feed_view import show_live_feed, use_feed
 from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
+from core.engine.planning import duration_note
 from core.engine.spec import SpecError, validate
 from core.runs import jobs, shared_results
 from core.runs.limits import HostLimits
@@ -32,7 +33,6 @@ from core.view.race_form import (
     SHAPE_LABELS,
     STANCE_LABELS,
     default_spec,
-    duration_note,
     form_spec,
     link_configures,
     notes_still_true,

@@ -12,8 +12,8 @@ from app_pages.common import (
     visitor_address,
     wait_for_device,
 )
+from core.engine.models.zoo import MODELS
 from core.engine.spec import SpecError
-from core.engine.zoo import MODELS
 from core.runs import jobs, sweeps
 from core.view import sweep as view
 from core.view import sweep_charts

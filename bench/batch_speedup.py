@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 from core.engine import analysis, planning  # noqa: E402
 from core.engine.data import BatchSource  # noqa: E402
-from core.engine.models import build_model  # noqa: E402
+from core.engine.models.networks import build_model  # noqa: E402
 from core.engine.spec import RunSpec  # noqa: E402
 from core.engine.trainer import loss_fn  # noqa: E402
 

@@ -33,10 +33,10 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from core.engine.data import Batch, BatchSource  # noqa: E402
-from core.engine.models import build_model  # noqa: E402
+from core.engine.models.networks import build_model  # noqa: E402
+from core.engine.models.zoo import FEATURES, MODELS, NUM_CLASSES  # noqa: E402
 from core.engine.spec import DeviceCaps, RunSpec, check  # noqa: E402
 from core.engine.trainer import _VariantRun, precision_settings  # noqa: E402
-from core.engine.zoo import FEATURES, MODELS, NUM_CLASSES  # noqa: E402
 
 GOAL = 1.03
 BOOTSTRAP_RESAMPLES = 2000

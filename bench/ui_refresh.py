@@ -44,8 +44,8 @@ os.environ.pop("COMPILE_LAB_CONFIG", None)  # no host limits from the caller's e
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from core.engine import analysis  # noqa: E402
+from core.engine.models.zoo import MODELS  # noqa: E402
 from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
-from core.engine.zoo import MODELS  # noqa: E402
 from core.runs import jobs  # noqa: E402
 from core.runs.store import Store  # noqa: E402
 from core.view import race_charts  # noqa: E402

@@ -167,7 +167,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     import os
 
-    from core.engine.model_sources import default_batch_size, default_file_model_name, model_name_problem
+    from core.engine.models.sources import default_batch_size, default_file_model_name, model_name_problem
 
     model, model_file = args.model or RunSpec().model, None
     if args.model_file:
@@ -263,7 +263,7 @@ class ProgressPrinter:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from core.engine.zoo import MODELS
+    from core.engine.models.zoo import MODELS
 
     if args.describe or args.search is not None:
         return models_lookup(args)
@@ -297,7 +297,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def library_lines() -> list[str]:
     """What else can race here: timm and Hugging Face models (or how to install them), a file."""
-    from core.engine.model_sources import INSTALL_HINT, library_version
+    from core.engine.models.sources import INSTALL_HINT, library_version
 
     timm, transformers = library_version("timm"), library_version("hf")
     return [
@@ -313,21 +313,22 @@ def library_lines() -> list[str]:
 
 def models_lookup(args: argparse.Namespace) -> int:
     """`models --search PATTERN` (timm names) or `models --describe NAME` (parameters, input, task)."""
-    from core.engine.model_sources import library_problem
+    from core.engine.models.sources import library_problem
 
     if args.search is not None:
         problem = library_problem("timm")
         if problem:
             say(f"error: {problem}", file=sys.stderr)
             return EXIT_USAGE
-        from core.engine.library_models import timm_model_names
+        from core.engine.models.library_models import timm_model_names
 
         needle = args.search.lower()
         names = [f"timm:{n}" for n in timm_model_names() if needle in n.lower()]
         say(json.dumps(names) if args.json else "\n".join(names) or f"no timm model name contains {args.search!r}")
         return EXIT_OK
+    from core.engine.models.resolve import describe_model
+    from core.engine.models.workload import ModelError
     from core.engine.spec import DeviceCaps, check
-    from core.engine.workload import ModelError, describe_model
 
     try:
         spec = check(RunSpec(model=args.describe, device="cpu"), DeviceCaps())  # caps: libraries installed?

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from core.engine.data import BatchSource, load_cifar10
+from core.engine.models.zoo import NUM_CLASSES, VOCAB_SIZE
 from core.engine.spec import RunSpec
-from core.engine.zoo import NUM_CLASSES, VOCAB_SIZE
 
 CPU = torch.device("cpu")
 

@@ -115,8 +115,8 @@ assert store.list_runs(kind="demo"), "the click queued a demo job"
 for layer_module in ("core.view",):
     for info in pkgutil.walk_packages([os.path.join(ROOT, *layer_module.split("."))], prefix=layer_module + "."):
         __import__(info.name)
-import core.engine.explain, core.engine.explain.params, core.engine.spec, core.engine.zoo, core.engine.analysis
-import core.engine.planning, core.engine.regions, core.engine.model_sources, core.engine.compile_stats
+import core.engine.explain, core.engine.explain.params, core.engine.spec, core.engine.models.zoo, core.engine.analysis
+import core.engine.planning, core.engine.models.regions, core.engine.models.sources, core.engine.compile_stats
 import core.runs.bundle, core.runs.jobs, core.runs.limits, core.runs.store, core.runs.sweeps, core.runs.model_catalog
 import core.runs.admin, core.runs.identity, core.runs.shared_results
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))

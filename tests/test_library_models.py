@@ -8,10 +8,11 @@ import pytest
 import torch
 from conftest import CPU, require_model_libraries
 
-from core.engine import model_sources
+from core.engine.models import sources as model_sources
+from core.engine.models.resolve import describe_model, workload_for
+from core.engine.models.workload import ModelError
 from core.engine.spec import RunSpec, SpecError
 from core.engine.trainer import run_race
-from core.engine.workload import ModelError, describe_model, workload_for
 
 
 @pytest.fixture(autouse=True)

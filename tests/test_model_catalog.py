@@ -10,7 +10,7 @@ import time
 import pytest
 from conftest import require_model_libraries
 
-from core.engine import model_sources
+from core.engine.models import sources as model_sources
 from core.engine.spec import RunSpec, SpecError
 from core.runs import jobs, model_catalog
 from core.runs.limits import CUSTOM_MODELS_OFF, HostLimits
@@ -192,13 +192,13 @@ class _Phases:
 def test_a_library_failing_in_its_own_way_is_kept_as_the_models_answer(store, monkeypatch):
     """Not only ModelError: a library's own exception building the model is an answer about the
     model too, kept (not asked again every LOOKUP_RETRY_S by every page showing it)."""
-    from core.engine import workload
+    from core.engine.models import resolve
     from core.runs.worker import run_lookup_job
 
     def broken(spec):
         raise AttributeError("'ResNetConfig' object has no attribute 'image_size'")
 
-    monkeypatch.setattr(workload, "describe_model", broken)
+    monkeypatch.setattr(resolve, "describe_model", broken)
     params = model_catalog.model_params("hf:resnet")
     status, outcome = run_lookup_job(params, _Phases())
     assert status == "failed" and outcome["summary"] == {"model_error": True}

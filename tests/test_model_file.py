@@ -10,9 +10,10 @@ import pytest
 from conftest import CPU
 
 from core.__main__ import main
+from core.engine.models.resolve import describe_model
+from core.engine.models.workload import ModelError
 from core.engine.spec import RunSpec
 from core.engine.trainer import run_race
-from core.engine.workload import ModelError, describe_model
 
 GOOD = """
 import torch

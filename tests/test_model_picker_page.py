@@ -9,7 +9,7 @@ import pytest
 from conftest import require_model_libraries
 from test_pages import app, record_probe, texts
 
-from core.engine import model_sources
+from core.engine.models import sources as model_sources
 from core.runs import jobs
 from core.runs.model_catalog import list_params, model_params
 from core.runs.store import Store

@@ -4,8 +4,8 @@ host limits with patterns and uploads, the form's choices, and links carrying th
 import pytest
 from conftest import CPU
 
-from core.engine import model_sources
-from core.engine.model_sources import (
+from core.engine.models import sources as model_sources
+from core.engine.models.sources import (
     ModelName,
     default_file_model_name,
     describe_facts,

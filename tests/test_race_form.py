@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 from conftest import AMPERE, CPU, VOLTA
 
+from core.engine.planning import estimate_seconds, expected_compile_estimate
 from core.engine.spec import DeviceCaps, RunSpec, validate
 from core.runs.limits import HostLimits
 from core.view.race_form import (
@@ -14,8 +15,6 @@ from core.view.race_form import (
     FORM_FIELDS,
     default_spec,
     describe_duration,
-    estimate_seconds,
-    expected_compile_estimate,
     form_spec,
     link_configures,
     notes_still_true,

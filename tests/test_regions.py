@@ -8,11 +8,11 @@ import torch
 from conftest import CPU, quick_spec
 
 from core.engine.compile_stats import read_compile_stats, reset_compile_state
-from core.engine.models import build_model
-from core.engine.regions import REGIONAL_BLOCKS, compile_regions, region_problem, repeated_blocks
+from core.engine.models.networks import build_model
+from core.engine.models.regions import REGIONAL_BLOCKS, compile_regions, region_problem, repeated_blocks
+from core.engine.models.zoo import MODELS
 from core.engine.spec import RunSpec, validate
 from core.engine.trainer import compile_model, loss_fn, run_race
-from core.engine.zoo import MODELS
 
 
 def counting_backend(calls: list[int]):
@@ -32,7 +32,7 @@ def counting_backend(calls: list[int]):
 
 
 def gpt(layers: int = 2) -> torch.nn.Module:
-    from core.engine.models import TinyGPT
+    from core.engine.models.networks import TinyGPT
 
     torch.manual_seed(0)
     return TinyGPT(max_len=16, layers=layers)

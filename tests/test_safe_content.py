@@ -187,13 +187,13 @@ def test_models_describe_prints_a_models_error_without_its_control_characters(mo
     import argparse
 
     from core import __main__ as cli
-    from core.engine import workload
-    from core.engine.workload import ModelError
+    from core.engine.models import resolve
+    from core.engine.models.workload import ModelError
 
     def broken(spec):
         raise ModelError(f"build_model() raised: {ESCAPES}gone")
 
-    monkeypatch.setattr(workload, "describe_model", broken)
+    monkeypatch.setattr(resolve, "describe_model", broken)
     status = cli.models_lookup(argparse.Namespace(describe="mlp", search=None, json=False))
     err = capsys.readouterr().err
     assert status == cli.EXIT_FAILED and "error: build_model() raised: [2J]0;pwnedgone" in err

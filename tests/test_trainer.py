@@ -123,9 +123,9 @@ def test_fullgraph_with_a_graph_break_is_a_finding_with_advice(monkeypatch):
             print("", end="")  # a graph break
             return self.lin(x)
 
-    from core.engine import models
+    from core.engine.models import networks
 
-    monkeypatch.setitem(models.BUILDERS, "mlp", Breaks)
+    monkeypatch.setattr(networks, "mlp", Breaks)
     result, _ = record(quick_spec(fullgraph=True, backend="eager"))
     assert result.status == "done" and result.error is None
     reason = result.summary["compile_failed"]

@@ -7,10 +7,10 @@ import pytest
 import torch
 from conftest import ROOT
 
-from core.engine.data import random_batch
-from core.engine.models import build_model, parameter_count
-from core.engine.trainer import loss_fn
-from core.engine.zoo import MODELS, get_model_info
+from core.engine.models.networks import build_model, parameter_count
+from core.engine.models.workload import loss_fn
+from core.engine.models.zoo import MODELS, get_model_info
+from core.engine.models.zoo_workload import random_batch
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -42,7 +42,7 @@ def test_the_registry_validation_and_queue_do_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, core.engine.zoo, core.engine.spec, core.runs.jobs, core.runs.store, core.runs.bundle; print('torch' in sys.modules)"
+    code = "import sys, core.engine.models.zoo, core.engine.spec, core.runs.jobs, core.runs.store, core.runs.bundle; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
 
@@ -73,6 +73,6 @@ def test_unknown_model_lookup_names_the_allowed_ones():
 
 
 def test_the_registry_imports_neither_torch_nor_the_networks():
-    code = "import sys, core.engine.zoo; print(sorted(m for m in ('torch', 'core.engine.models') if m in sys.modules))"
+    code = "import sys, core.engine.models.zoo; print(sorted(m for m in ('torch', 'core.engine.models.networks') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

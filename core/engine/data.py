@@ -19,16 +19,14 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
+from core.engine.models.resolve import workload_for
+from core.engine.models.workload import Batch, Workload, tensors_in
+from core.engine.models.zoo import NUM_CLASSES
 from core.engine.spec import RunSpec
-from core.engine.workload import Batch, Workload, random_batch, tensors_in, workload_for
-from core.engine.zoo import NUM_CLASSES
 
 SYNTHETIC_POOL = 8  # distinct synthetic batches, cycled: enough that nothing is trivially cached
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
-
-
-__all__ = ["BatchSource", "load_cifar10", "random_batch"]  # random_batch lives with the workloads
 
 
 class BatchSource:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
-from core.engine.model_sources import library_problem, model_name_problem, source_of
-from core.engine.regions import COMPILE_SCOPES, REGIONAL_BLOCKS, region_problem
-from core.engine.zoo import MODELS
+from core.engine.models.regions import COMPILE_SCOPES, REGIONAL_BLOCKS, region_problem
+from core.engine.models.sources import library_problem, model_name_problem, source_of
+from core.engine.models.zoo import MODELS
 
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -45,7 +45,7 @@ def data_home() -> str:
 class RunSpec:
     """One race: the same training run eager and compiled. Defaults are a quick CPU run."""
 
-    model: str = "pointwise_mlp"  # a zoo name, timm:<name>, hf:<name> or file:<name>.py (core.engine.model_sources)
+    model: str = "pointwise_mlp"  # a zoo name, timm:<name>, hf:<name> or file:<name>.py (core.engine.models.sources)
     model_file: str | None = None  # the Python file of a file: model (defines build_model)
     batch_size: int = 256
     precision: str = "fp32"
@@ -53,7 +53,7 @@ class RunSpec:
     backend: str = "inductor"
     dynamic: bool | None = None  # torch.compile's own default: None = decide automatically
     fullgraph: bool = False
-    compile_scope: str = "whole"  # "regional": compile each repeated block in place (core.engine.regions)
+    compile_scope: str = "whole"  # "regional": compile each repeated block in place (core.engine.models.regions)
     epochs: int = 3
     steps_per_epoch: int = 20
     eval_steps: int = 0

@@ -34,8 +34,10 @@ from core.engine.compile_stats import (
 from core.engine.cpu_probe import probe_cpu_vector_isa
 from core.engine.data import BatchSource
 from core.engine.environment import environment_record
+from core.engine.models.regions import compile_regions
+from core.engine.models.resolve import workload_for
+from core.engine.models.workload import ModelError, Workload, batch_samples, is_out_of_memory, loss_fn, stage
 from core.engine.profiling import kernel_profiling, profile_reading, profile_steps
-from core.engine.regions import compile_regions
 from core.engine.spec import (
     CUDA_GRAPH_MODES,
     DeviceCaps,
@@ -48,7 +50,6 @@ from core.engine.spec import (
     resolve_device,
 )
 from core.engine.timing import Stopwatch, device_sync
-from core.engine.workload import ModelError, Workload, batch_samples, is_out_of_memory, loss_fn, stage, workload_for
 
 VARIANTS = ("eager", "compiled")
 

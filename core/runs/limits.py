@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.model_sources import model_name_problem, source_of
+from core.engine.models.sources import model_name_problem, source_of
+from core.engine.models.zoo import MODELS
 from core.engine.spec import MODES, Problem, RunSpec
-from core.engine.zoo import MODELS
 
 
 class ConfigError(ValueError):

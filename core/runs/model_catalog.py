@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.engine.model_sources import (
+from core.engine.models.sources import (
     default_file_model_name,
     library_problem,
     library_version,
@@ -68,7 +68,7 @@ def lookup_problems(params: dict[str, Any], limits: HostLimits) -> list[Problem]
     if problem:
         return [Problem("model", problem)]
     if source_of(model) == "zoo":
-        return [Problem("model", "zoo models need no lookup (core.engine.zoo describes them)")]
+        return [Problem("model", "zoo models need no lookup (core.engine.models.zoo describes them)")]
     if source_of(model) == "file":
         if not limits.allow_custom_models:
             return [Problem("model", CUSTOM_MODELS_OFF)]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.regions import COMPILE_SCOPES
+from core.engine.models.regions import COMPILE_SCOPES
 from core.engine.spec import MODES, PRECISIONS, DeviceCaps, Problem, RunSpec, SpecError
 from core.runs import jobs
 from core.runs.limits import HostLimits, load_host_limits

@@ -246,13 +246,14 @@ def run_lookup_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[s
     Niced and on one thread: it may run beside a race, on the core the race leaves free."""
     import torch
 
-    from core.engine.workload import ModelError, describe_model, is_out_of_memory
+    from core.engine.models.resolve import describe_model
+    from core.engine.models.workload import ModelError, is_out_of_memory
 
     with contextlib.suppress(OSError):
         os.nice(10)
     torch.set_num_threads(1)
     if "list" in params:
-        from core.engine.library_models import timm_model_names
+        from core.engine.models.library_models import timm_model_names
 
         sink.update(phase="reading timm's model list")
         return "done", {"summary": {"names": timm_model_names(), "library": params.get("library")}}

@@ -9,15 +9,13 @@ core.runs.model_catalog: a worker builds the model; this process never imports t
 
 from __future__ import annotations
 
-from core.engine.model_sources import (
-    DEFAULT_BATCH_SIZE,
+from core.engine.models.sources import (
     KNOWN_HF_CONFIGS,
     describe_facts,
     library_problem,
     model_name_problem,
-    source_of,
 )
-from core.engine.zoo import MODELS
+from core.engine.models.zoo import MODELS
 from core.runs.limits import HostLimits, model_allowed
 from core.runs.model_catalog import Lookup
 
@@ -92,11 +90,6 @@ def default_model(source: str, limits: HostLimits | None, names: list[str] | Non
     if allowed and preferred not in allowed:
         return allowed[0]
     return preferred
-
-
-def default_batch_for(model: str) -> int:
-    info = MODELS.get(model)
-    return info.default_batch_size if info else DEFAULT_BATCH_SIZE.get(source_of(model), 32)
 
 
 def facts_line(lookup: Lookup) -> tuple[str, str]:

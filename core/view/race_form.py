@@ -9,8 +9,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.model_sources import model_name_problem, source_of
-from core.engine.regions import region_description
+from core.engine.models.regions import region_description
+from core.engine.models.sources import model_name_problem, source_of
+from core.engine.models.zoo import MODELS
+from core.engine.planning import estimate_seconds
 from core.engine.spec import (
     BACKENDS,
     CACHES,
@@ -28,10 +30,8 @@ from core.engine.spec import (
     STANCES,
     DeviceCaps,
     RunSpec,
-    resolve_device,
     validate,
 )
-from core.engine.zoo import MODELS
 from core.runs.limits import HostLimits
 from core.runs.store import Run
 
@@ -124,53 +124,6 @@ def unavailable_options(
         if problems:
             out[option] = problems[0].message
     return out
-
-
-# Rough steady step times at each model's default batch and size (seconds): measured on a 2-core
-# x86 CPU for the small models, order-of-magnitude guesses elsewhere. Only for "about how long".
-_CPU_STEP_S = {"mlp": 0.05, "small_cnn": 0.15, "pointwise_mlp": 0.045, "gpt": 0.1, "resnet18": 0.25}
-_CPU_COMPILE_S = {"mlp": 20, "small_cnn": 20, "pointwise_mlp": 10, "gpt": 28, "resnet18": 35}
-_GPU_STEP_S = 0.05
-_GPU_COMPILE_S = 60
-AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
-AUTOTUNE_COMPILE_FACTOR = 10  # autotuning benchmarks candidate kernels: compiles of several times, often more
-
-
-def estimate_seconds(spec: RunSpec, caps: DeviceCaps | None) -> tuple[float, float]:
-    """A rough (low, high) wall time for the whole race: both variants plus the compile."""
-    info = MODELS.get(spec.model)
-    if info is None:
-        return (0.0, 0.0)
-    scale = spec.batch_size / info.default_batch_size
-    if info.input_kind == "image":
-        scale *= (spec.input_size / info.default_size) ** 2
-    on_gpu = caps is not None and resolve_device(spec.device, caps) == "cuda"
-    step = _GPU_STEP_S * scale if on_gpu else _CPU_STEP_S.get(spec.model, 2.0) * scale
-    compile_s = _GPU_COMPILE_S if on_gpu else _CPU_COMPILE_S.get(spec.model, 60)
-    if spec.backend != "inductor":
-        compile_s = compile_s / 5
-    elif spec.mode in AUTOTUNE_MODES:
-        compile_s *= AUTOTUNE_COMPILE_FACTOR
-    total = 2 * spec.epochs * (spec.steps_per_epoch + spec.eval_steps) * step + compile_s + 5  # +5: worker start
-    return (total * 0.5, total * 2.0)
-
-
-def duration_note(spec: RunSpec) -> str | None:
-    """What the estimate cannot know, said beside it: autotuning's cost depends on the model."""
-    if spec.backend == "inductor" and spec.mode in AUTOTUNE_MODES:
-        return (
-            f"{spec.mode} benchmarks many kernel variants for every matrix multiply and convolution while it "
-            "compiles: the compile alone can take many minutes (the estimate assumes ten times the default mode's)."
-        )
-    return None
-
-
-def expected_compile_estimate(params: dict[str, Any], on_gpu: bool) -> float:
-    """The rough compile time estimate_seconds assumes for a race with these settings."""
-    compile_s = float(_GPU_COMPILE_S if on_gpu else _CPU_COMPILE_S.get(str(params.get("model")), 60))
-    if params.get("backend", "inductor") != "inductor":
-        return compile_s / 5
-    return compile_s * (AUTOTUNE_COMPILE_FACTOR if params.get("mode") in AUTOTUNE_MODES else 1)
 
 
 def describe_duration(low: float, high: float) -> str:

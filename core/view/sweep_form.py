@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from core.engine.planning import estimate_seconds
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs.limits import HostLimits
 from core.runs.sweeps import AXES, Axis, SweepSpec, axis_from_text
-from core.view.race_form import CHOICES, estimate_seconds, unavailable_options
+from core.view.race_form import CHOICES, unavailable_options
 
 NO_AXIS = "none"
 CPU_BATCH_SIZES = (64, 256, 1024, 4096)

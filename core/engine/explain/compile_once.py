@@ -13,10 +13,10 @@ from torch.nn import functional as F
 
 from core.engine.compile_stats import read_compile_stats
 from core.engine.cpu_probe import probe_cpu_vector_isa
-from core.engine.data import random_batch
-from core.engine.models import build_model
+from core.engine.models.networks import build_model
+from core.engine.models.zoo import get_model_info
+from core.engine.models.zoo_workload import random_batch
 from core.engine.timing import device_sync
-from core.engine.zoo import get_model_info
 
 
 def main(model_name: str, batch_size: int, device_name: str) -> dict:

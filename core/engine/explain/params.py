@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.engine.models.zoo import MODELS
+
 FUSION_OP_SET_NAMES = ("cheap", "mixed")  # fusion.OP_SETS has the ops; a test keeps the two in step
 GRAPH_EXAMPLES = ("clean", "prints", "item", "data_dependent")  # graphs.EXAMPLES, likewise
 CODEGEN_FUNCTIONS = ("gelu_chain", "layernorm_relu", "softmax")  # codegen.FUNCTIONS, likewise
@@ -183,7 +185,7 @@ CACHES_DEFAULTS: dict[str, Any] = {
 }
 
 
-CACHES_MODELS = ("mlp", "pointwise_mlp", "small_cnn", "resnet18", "gpt")
+CACHES_MODELS = tuple(m.name for m in MODELS.values() if m.caches_demo)  # a column of the zoo's rows
 CACHES_BACKENDS = ("inductor", "aot_eager", "eager")
 
 

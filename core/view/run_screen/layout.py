@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.engine.planning import expected_compile_estimate
 from core.runs.store import Run, Store
 from core.view import race_charts
 from core.view.compare import race_name
-from core.view.race_form import expected_compile_estimate
 from core.view.run_screen import sentences, why_per_step
 from core.view.run_screen.cards import Card, memory_of, result_cards
 

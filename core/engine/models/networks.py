@@ -1,6 +1,7 @@
-"""The networks themselves (torch code), and `build_model`. Only processes that train import this
-module; the registry in core.engine.zoo describes them without importing torch, so the app's server stays
-light. The dependency runs one way: this module reads the registry, the registry never imports it."""
+"""The zoo's networks themselves (torch code), and `build_model`. Only processes that train import
+this module; the rows in core.engine.models.zoo describe the models without importing torch, so the
+app's server stays light, and each row names its builder here. The dependency runs one way: this
+module reads the rows, the rows never import it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core.engine.zoo import NUM_CLASSES, VOCAB_SIZE, get_model_info
+from core.engine.models.zoo import NUM_CLASSES, VOCAB_SIZE, get_model_info
 
 
 class SmallCNN(nn.Module):
@@ -109,39 +110,37 @@ class TinyGPT(nn.Module):
         return self.head(self.ln(x))
 
 
-def _torchvision(name: str, **kwargs) -> Callable[[int], nn.Module]:
+def _torchvision(name: str, sized: bool = False) -> Callable[[int], nn.Module]:
+    """A builder of torchvision's `name` with a 10-class head; `sized`: the model fixes its image
+    size at construction (ViT's position embeddings)."""
+
     def build(size: int) -> nn.Module:
         import torchvision.models as tvm
 
-        extra = {"image_size": size} if name == "vit_b_16" else {}
-        return getattr(tvm, name)(weights=None, num_classes=NUM_CLASSES, **extra, **kwargs)
+        extra = {"image_size": size} if sized else {}
+        return getattr(tvm, name)(weights=None, num_classes=NUM_CLASSES, **extra)
 
     return build
 
 
-def _mlp(size: int) -> nn.Module:
+def mlp(size: int) -> nn.Module:
     return nn.Sequential(
         nn.Linear(size, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, NUM_CLASSES)
     )
 
 
-BUILDERS: dict[str, Callable[[int], nn.Module]] = {
-    "mlp": _mlp,
-    "small_cnn": SmallCNN,
-    "pointwise_mlp": PointwiseMLP,
-    "resnet18": _torchvision("resnet18"),
-    "resnet50": _torchvision("resnet50"),
-    "mobilenet_v3_small": _torchvision("mobilenet_v3_small"),
-    "convnext_tiny": _torchvision("convnext_tiny"),
-    "vit_b_16": _torchvision("vit_b_16"),
-    "gpt": TinyGPT,
-}
+resnet18 = _torchvision("resnet18")
+resnet50 = _torchvision("resnet50")
+mobilenet_v3_small = _torchvision("mobilenet_v3_small")
+convnext_tiny = _torchvision("convnext_tiny")
+vit_b_16 = _torchvision("vit_b_16", sized=True)
 
 
 def build_model(name: str, size: int | None = None) -> nn.Module:
     """Build a randomly initialised model for the given input size (default: the model's)."""
     info = get_model_info(name)
-    return BUILDERS[name](size if size is not None else info.default_size)
+    builder = globals()[info.builder]  # the row names its builder in this module
+    return builder(size if size is not None else info.default_size)
 
 
 def parameter_count(name: str, size: int | None = None) -> int:

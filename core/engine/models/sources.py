@@ -2,10 +2,13 @@
 Hugging Face transformers architecture built from its configuration (`hf:<name>`), or the user's
 own Python file (`file:<name>` with RunSpec.model_file).
 
+Each source is one row of SOURCES: how a name says it, the library it needs, its default batch
+size, and the module and function that build its workload (core.engine.models.resolve imports it
+only when a model of that source is built, so timm and transformers load only for their models).
 Everything here is syntax and metadata, so the app's process, spec validation and bundle import
 can check a name without importing torch, timm or transformers. Whether a name really exists, its
 parameter count and its input come from building it, which only a worker does (a short lookup
-job, core.runs.model_catalog, or the race itself): core.engine.workload holds that code.
+job, core.runs.model_catalog, or the race itself).
 """
 
 from __future__ import annotations
@@ -17,11 +20,48 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.engine.zoo import MODELS
+from core.engine.models.zoo import MODELS
 
-SOURCES = ("zoo", "timm", "hf", "file")
-PREFIXES = {"timm": "timm:", "hf": "hf:", "file": "file:"}
-LIBRARIES = {"timm": "timm", "hf": "transformers"}  # source -> the Python package it needs
+
+@dataclass(frozen=True)
+class ModelSource:
+    """One place models come from."""
+
+    name: str
+    prefix: str  # how a model name says it comes from here ("" for the zoo: a bare name)
+    workload: str  # "module:function" building a race's Workload from (ModelName, RunSpec)
+    library: str | None = None  # the Python package it needs (optional: requirements-models.txt)
+    # The batch size when the user gives none: small enough for a laptop and a big library model.
+    # A zoo model has its own (its zoo row).
+    default_batch_size: int = 32
+
+
+SOURCES: dict[str, ModelSource] = {
+    source.name: source
+    for source in [
+        ModelSource(name="zoo", prefix="", workload="core.engine.models.zoo_workload:zoo_workload"),
+        ModelSource(
+            name="timm",
+            prefix="timm:",
+            workload="core.engine.models.library_models:timm_workload",
+            library="timm",
+            default_batch_size=32,
+        ),
+        ModelSource(
+            name="hf",
+            prefix="hf:",
+            workload="core.engine.models.library_models:hf_workload",
+            library="transformers",
+            default_batch_size=8,
+        ),
+        ModelSource(
+            name="file",
+            prefix="file:",
+            workload="core.engine.models.model_file:file_workload",
+            default_batch_size=32,
+        ),
+    ]
+}
 INSTALL_HINT = "pip install -r requirements-models.txt"
 TASKS = {
     "image-classification": "image classification",
@@ -30,9 +70,6 @@ TASKS = {
     "seq2seq": "sequence-to-sequence language model",
     "custom": "your own loss",
 }
-# Batch sizes that start small enough for a laptop and a big library model; the form and the CLI
-# use them when the user gives none. A zoo model has its own (zoo.MODELS).
-DEFAULT_BATCH_SIZE = {"timm": 32, "hf": 8, "file": 32}
 DEFAULT_SEQUENCE_LENGTH = 128  # hf: capped by the configuration's maximum positions
 MIN_IMAGE_SIZE = 32  # as for the zoo's image models: every stride-2 stage still has a map to halve
 MAX_OVERRIDES = 20
@@ -121,14 +158,14 @@ class ModelName:
         if self.source == "zoo":
             return self.name
         settings = ",".join(f"{k}={_format_value(v)}" for k, v in self.overrides.items())
-        return f"{PREFIXES[self.source]}{self.name}" + (f":{settings}" if settings else "")
+        return f"{SOURCES[self.source].prefix}{self.name}" + (f":{settings}" if settings else "")
 
 
 def source_of(model: str) -> str:
     """'zoo', 'timm', 'hf' or 'file' by the name's prefix (a bare name is the zoo's)."""
-    for source, prefix in PREFIXES.items():
-        if isinstance(model, str) and model.startswith(prefix):
-            return source
+    for source in SOURCES.values():
+        if source.prefix and isinstance(model, str) and model.startswith(source.prefix):
+            return source.name
     return "zoo"
 
 
@@ -145,7 +182,7 @@ def parse_model_name(model: Any) -> ModelName:
                 f"{model!r} is not allowed; allowed: {', '.join(MODELS)}, timm:<name>, hf:<name> or a model file"
             )
         return ModelName("zoo", model)
-    body = model[len(PREFIXES[source]) :]
+    body = model[len(SOURCES[source].prefix) :]
     name, _, settings = body.partition(":")
     if source == "file":
         if settings or not _FILE_NAME.fullmatch(name) or len(name) > MAX_NAME:
@@ -195,7 +232,7 @@ def model_name_problem(model: Any) -> str | None:
 def library_version(source: str) -> str | None:
     """The installed version of the library a source needs (None: not installed). Torch-free:
     reads the package metadata, never imports the library."""
-    package = LIBRARIES.get(source)
+    package = SOURCES[source].library if source in SOURCES else None
     if package is None or importlib.util.find_spec(package) is None:
         return None
     try:
@@ -206,7 +243,7 @@ def library_version(source: str) -> str | None:
 
 def library_problem(source: str) -> str | None:
     """Why this machine cannot build models of `source` (its library is missing), or None."""
-    package = LIBRARIES.get(source)
+    package = SOURCES[source].library if source in SOURCES else None
     if package is None or library_version(source) is not None:
         return None
     return f"{source}: models need the {package} package, which is not installed here ({INSTALL_HINT})"
@@ -214,7 +251,7 @@ def library_problem(source: str) -> str | None:
 
 def default_batch_size(model: str) -> int:
     info = MODELS.get(model)
-    return info.default_batch_size if info else DEFAULT_BATCH_SIZE.get(source_of(model), 32)
+    return info.default_batch_size if info else SOURCES[source_of(model)].default_batch_size
 
 
 def default_file_model_name(path: str) -> str:

@@ -8,26 +8,23 @@ compile on their own: `allow_a_graph_per_block`), while the steady step stays cl
 (Hugging Face accelerate's benchmark: Llama-3.2-1B 10.7 s -> 1.95 s at similar speed). What runs
 between the blocks (embeddings, stem, head) stays eager.
 
-The table is torch-free, so validation and the app can say which models have blocks; only
-`repeated_blocks` and `compile_regions` touch a built model.
+Which block a model repeats is a column of its zoo row (core.engine.models.zoo); this module is
+torch-free, so validation and the app can say which models have blocks; only `repeated_blocks`
+and `compile_regions` touch a built model.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from core.engine.models.zoo import MODELS
+
 COMPILE_SCOPES = ("whole", "regional")
 
-# model -> (the class of its repeated block, what a person calls it). Found by class name, so this
-# module imports neither torch nor torchvision.
+# model -> (the class of its repeated block, what a person calls it), from the zoo's rows. Found by
+# class name, so this module imports neither torch nor torchvision.
 REGIONAL_BLOCKS: dict[str, tuple[str, str]] = {
-    "pointwise_mlp": ("PointwiseBlock", "pointwise block"),
-    "gpt": ("GPTBlock", "transformer block"),
-    "vit_b_16": ("EncoderBlock", "transformer encoder block"),
-    "resnet18": ("BasicBlock", "residual block"),
-    "resnet50": ("Bottleneck", "residual (bottleneck) block"),
-    "convnext_tiny": ("CNBlock", "ConvNeXt block"),
-    "mobilenet_v3_small": ("InvertedResidual", "inverted-residual block"),
+    m.name: (m.block, m.block_name or m.block) for m in MODELS.values() if m.block is not None
 }
 
 

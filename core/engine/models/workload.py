@@ -1,11 +1,14 @@
-"""What a race trains: a model, the batches it eats and the loss it minimises, for every model
-source (the zoo, timm, Hugging Face transformers, a user's module file).
+"""The floor every model source builds on: a Workload (what a race trains: a model, the batches
+it eats and the loss it minimises), ModelError, the loss, and the helpers a batch needs.
 
 The trainer asks a Workload to build the model, make a batch and compute a step's loss, so one
-training loop serves all sources and both variants still see identical weights and batches.
-Building and checking a model that is not the zoo's can fail in ways a person must understand
-("timm has no model 'x'", "build_model() raised ..."): those failures are ModelError, whose text
-becomes the run's error as is. Torch code: only workers and the CLI's own races import it.
+training loop serves all sources (the zoo, timm, Hugging Face transformers, a user's module file)
+and both variants still see identical weights and batches. Building and checking a model that is
+not the zoo's can fail in ways a person must understand ("timm has no model 'x'", "build_model()
+raised ..."): those failures are ModelError, whose text becomes the run's error as is.
+
+This module imports no source: each source's module imports it (core.engine.models.resolve picks
+the source). Torch code: only workers and the CLI's own races import it.
 """
 
 from __future__ import annotations
@@ -18,10 +21,6 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
-
-from core.engine.model_sources import describe_facts, parse_model_name
-from core.engine.spec import RunSpec
-from core.engine.zoo import NUM_CLASSES, VOCAB_SIZE, get_model_info
 
 Batch = tuple[Any, Any]  # (inputs, target): inputs a tensor, a tuple of tensors or a dict of keyword tensors
 
@@ -165,47 +164,6 @@ class Workload:
         return loss
 
 
-def workload_for(spec: RunSpec) -> Workload:
-    """The workload a spec describes. Raises ModelError when its model cannot be built as asked."""
-    name = parse_model_name(spec.model)
-    if name.source == "zoo":
-        return zoo_workload(spec)
-    if name.source == "file":
-        from core.engine.model_file import file_workload
-
-        return file_workload(spec)
-    from core.engine import library_models
-
-    return library_models.timm_workload(name, spec) if name.source == "timm" else library_models.hf_workload(name, spec)
-
-
-def random_batch(kind: str, batch_size: int, size: int, gen: torch.Generator) -> Batch:
-    """One random batch for a zoo model taking `kind` input ("image", "tokens", "vector")."""
-    if kind == "tokens":
-        tokens = torch.randint(0, VOCAB_SIZE, (batch_size, size + 1), generator=gen)
-        return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    shape = (batch_size, 3, size, size) if kind == "image" else (batch_size, size)
-    return torch.randn(shape, generator=gen), torch.randint(0, NUM_CLASSES, (batch_size,), generator=gen)
-
-
-def zoo_workload(spec: RunSpec) -> Workload:
-    from core.engine.models import build_model
-
-    info = get_model_info(spec.model)
-    size = spec.input_size
-    return Workload(
-        model=spec.model,
-        source="zoo",
-        task="causal-lm" if info.input_kind == "tokens" else "image-classification",
-        input_kind=info.input_kind,
-        size=size,
-        build=lambda: build_model(spec.model, size),
-        make_batch=lambda bs, gen, device: to_device(random_batch(info.input_kind, bs, size, gen), device),
-        loss=lambda output, batch: loss_fn(output, batch[1]),
-        facts={"params": info.params, "default_size": info.default_size, "description": info.description},
-    )
-
-
 def parameter_count(workload: Workload, on_meta: bool = True) -> int:
     """Parameters of the built model; on the meta device where the model allows it (no memory)."""
     if on_meta:
@@ -216,22 +174,3 @@ def parameter_count(workload: Workload, on_meta: bool = True) -> int:
         except Exception:  # noqa: BLE001 - some models compute at init; build for real instead
             pass
     return sum(p.numel() for p in workload.build().parameters())
-
-
-def describe_model(spec: RunSpec) -> dict[str, Any]:
-    """What the app shows before launch (parameters, input, task), from building the model:
-    on the meta device for library models; for a model file, for real on the CPU, with one
-    forward pass and loss on a batch of 2 so its mistakes show before a race is queued."""
-    workload = workload_for(spec)
-    facts = dict(workload.facts)
-    if workload.source == "file":
-        model = workload.build()
-        facts["params"] = sum(p.numel() for p in model.parameters())
-        batch = workload.make_batch(2, torch.Generator().manual_seed(0), torch.device("cpu"))
-        facts["input"] = f"batch of 2: {describe_inputs(batch[0])}"
-        workload.checked_step_loss(model, batch)
-    else:
-        with stage(f"building {spec.model}"):
-            facts["params"] = parameter_count(workload)
-    facts["summary"] = describe_facts(facts)
-    return facts

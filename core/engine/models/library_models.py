@@ -3,12 +3,13 @@
 - `timm:<name>`: timm.create_model(name, pretrained=False); the input size comes from the model's
   pretrained configuration (its default input size), the task is image classification.
 - `hf:<name>`: a transformers architecture built from its configuration (never its weights):
-  a checkpoint Compile Lab knows (model_sources.KNOWN_HF_CONFIGS), a model type with the library's
+  a checkpoint Compile Lab knows (sources.KNOWN_HF_CONFIGS), a model type with the library's
   defaults ("llama"), or a configuration already on this machine (or fetched, config.json only,
   when the run asks to download). The task comes from the configuration: causal LM, masked LM,
   sequence-to-sequence, or image classification; the vocabulary and maximum length too.
 
-Both libraries are optional (requirements-models.txt) and imported only here, inside a worker.
+Both libraries are optional (requirements-models.txt) and imported only here, inside a worker
+(core.engine.models.resolve imports this module only for a timm: or hf: model).
 """
 
 from __future__ import annotations
@@ -17,18 +18,17 @@ from typing import Any
 
 import torch
 
-from core.engine.model_sources import (
-    DEFAULT_BATCH_SIZE,
+from core.engine.models.sources import (
     DEFAULT_SEQUENCE_LENGTH,
-    INSTALL_HINT,
     KNOWN_HF_CONFIGS,
     MIN_IMAGE_SIZE,
+    SOURCES,
     ModelName,
     library_problem,
 )
+from core.engine.models.workload import ModelError, Workload, logits_of, loss_fn, stage, to_device
+from core.engine.models.zoo import NUM_CLASSES
 from core.engine.spec import MAX_INPUT_SIZE, RunSpec
-from core.engine.workload import ModelError, Workload, logits_of, loss_fn, stage, to_device
-from core.engine.zoo import NUM_CLASSES
 
 MASKED_FRACTION = 0.15  # BERT's share of predicted tokens
 # Models whose position ids start after the padding index, so two positions are never used.
@@ -80,7 +80,7 @@ def timm_workload(name: ModelName, spec: RunSpec) -> Workload:
         "min_size": min_size,
         "max_size": MAX_INPUT_SIZE,
         "fixed_size": fixed,
-        "default_batch_size": DEFAULT_BATCH_SIZE["timm"],
+        "default_batch_size": SOURCES["timm"].default_batch_size,
         "input": f"images 3x{size}x{size}" + (" (the model's default)" if size == default else ""),
         "library": f"timm {timm.__version__}",
     }
@@ -227,7 +227,7 @@ def hf_workload(name: ModelName, spec: RunSpec) -> Workload:
         "source": "hf",
         "task": task,
         "model_type": config.model_type,
-        "default_batch_size": DEFAULT_BATCH_SIZE["hf"],
+        "default_batch_size": SOURCES["hf"].default_batch_size,
         "library": f"transformers {transformers.__version__}",
     }
     if task == "image-classification":
@@ -302,6 +302,3 @@ def _token_batch(task: str, batch_size: int, size: int, vocab: int, start: int, 
     target = torch.randint(0, vocab, (batch_size, size), generator=gen)
     decoder_in = torch.cat([torch.full((batch_size, 1), start, dtype=target.dtype), target[:, :-1]], dim=1)
     return {"input_ids": source, "decoder_input_ids": decoder_in}, target
-
-
-__all__ = ["INSTALL_HINT", "hf_config", "hf_task", "hf_workload", "timm_model_names", "timm_workload"]

@@ -25,10 +25,10 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from core.engine.model_sources import DEFAULT_BATCH_SIZE
+from core.engine.models.sources import SOURCES, ModelName
+from core.engine.models.workload import ModelError, Workload, logits_of, loss_fn, stage, to_device
+from core.engine.models.zoo import NUM_CLASSES
 from core.engine.spec import RunSpec
-from core.engine.workload import ModelError, Workload, describe_inputs, logits_of, loss_fn, stage, to_device
-from core.engine.zoo import NUM_CLASSES
 
 DEFAULT_IMAGE_SIZE = 224
 
@@ -56,7 +56,7 @@ def load_model_file(path: str) -> ModuleType:
     return module
 
 
-def file_workload(spec: RunSpec) -> Workload:
+def file_workload(name: ModelName, spec: RunSpec) -> Workload:
     path = spec.model_file or ""
     label = os.path.basename(path)
     module = load_model_file(path)
@@ -98,7 +98,7 @@ def file_workload(spec: RunSpec) -> Workload:
         "task": "custom" if callable(user_loss) else "image-classification",
         "input_kind": "custom" if callable(example_batch) else "image",
         "default_size": None if callable(example_batch) else DEFAULT_IMAGE_SIZE,
-        "default_batch_size": DEFAULT_BATCH_SIZE["file"],
+        "default_batch_size": SOURCES["file"].default_batch_size,
         "input": "example_batch()" if callable(example_batch) else f"images 3x{size}x{size} (no example_batch)",
         "file": label,
     }
@@ -113,6 +113,3 @@ def file_workload(spec: RunSpec) -> Workload:
         loss,
         facts,
     )
-
-
-__all__ = ["describe_inputs", "file_workload", "load_model_file"]
