@@ -12,7 +12,6 @@ from app_pages.common import store
 from app_pages.run_screen.show import show_run
 from core.runs.bundle import BundleError
 from core.view import replay
-from core.view.compare import race_name
 from core.view.safe_text import markdown_text
 
 
@@ -35,10 +34,7 @@ def recording_choices() -> dict[str, str]:
     races = store().list_runs(kind="race", status=["done"], limit=20)
     numbers = store().race_numbers([r.id for r in races])
     for run in races:
-        p = run.params or {}
-        choices[f"run:{run.id}"] = (
-            f"{race_name(numbers.get(run.id), run.id).capitalize()} here: {p.get('model')}, batch {p.get('batch_size')}"
-        )
+        choices[f"run:{run.id}"] = replay.stored_race_label(run, numbers.get(run.id))
     return choices
 
 

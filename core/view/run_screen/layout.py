@@ -39,12 +39,13 @@ def device_of(run: Run) -> str:
 
 def expected_compile(store: Store, run: Run) -> tuple[float | None, bool]:
     """About how long this run's compile takes here: the median of earlier finished races with the
-    same settings on this device, else the form's rough estimate (then marked as estimated)."""
+    same settings on this device, else the form's rough estimate (then marked as estimated). An
+    imported race was measured elsewhere, whatever device name its bundle claims: it never counts."""
     device = device_of(run)
     earlier = [
         {"params": r.params, "summary": r.summary}
         for r in store.list_runs(kind="race", status=["done"], limit=50)
-        if device_of(r) == device and r.id != run.id
+        if device_of(r) == device and r.id != run.id and not r.imported
     ]
     measured = sentences.expected_compile_seconds(earlier, run.params or {})
     if measured:
