@@ -4,7 +4,7 @@ import streamlit as st
 
 from app_pages.common import admin_configured, adopt_visitor_token, board, identify_visitor, store, tick
 from app_pages.run_screen.feed_view import sidebar_every
-from core.runs import jobs
+from core.runs.queue import ensure_probe
 from core.view.queue import gpu_lines, lane_lines
 from core.view.safe_text import markdown_text
 
@@ -38,7 +38,7 @@ def sidebar_status() -> None:
     queue = board().queue()  # read once a second for every session of this process
     env = queue.environment
     if env is None:
-        jobs.ensure_probe(store())  # a queued job: this process never touches the GPU itself
+        ensure_probe(store())  # a queued job: this process never touches the GPU itself
     st.subheader("Device")
     if env is None:
         st.info("Probing the device…")

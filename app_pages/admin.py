@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import store, tick
-from core.runs import admin, jobs
+from core.runs import admin, queue
 from core.view.admin_tables import lane_rows, run_rows
 from core.view.safe_text import markdown_text
 
@@ -64,7 +64,7 @@ if active and st.button(f"Cancel {len(active)} selected active run(s)", type="pr
     for run in active:
         try:
             admin.cancel_any(db, run.id)
-        except jobs.JobError as exc:
+        except queue.JobError as exc:
             st.error(markdown_text(exc))
     st.session_state.pop("admin_runs", None)
     st.rerun()

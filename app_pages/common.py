@@ -15,10 +15,11 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core.engine.explain import demo_device_problem
 from core.engine.planning import fmt_duration, fmt_range, plan_from_summary, plan_sentence
-from core.runs import admin, jobs
+from core.runs import admin, devices, queue, shared_results
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.store import Run, Store, StoreError, id_from_text
+from core.view.queue import describe
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
 from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
 from core.view.run_screen.store_reader import RunView, run_label
@@ -180,7 +181,7 @@ def tick() -> None:
     now = time.monotonic()
     if now - _last_tick["t"] >= _TICK_EVERY_S:
         _last_tick["t"] = now
-        jobs.tick(store())
+        queue.tick(store())
 
 
 def run_view(run: Run) -> LiveSnapshot:
@@ -233,8 +234,8 @@ def show_reference() -> None:
 def demo_section(name: str, params: dict, key: str) -> dict | None:
     """The stored measurement of a demo with these parameters on this device, with a button to
     measure (again). Returns the result when one is stored; shows progress while it runs."""
-    run = jobs.stored_demo(store(), name, params)
-    cannot = demo_device_problem(name, jobs.known_caps(store()))
+    run = shared_results.stored_demo(store(), name, params)
+    cannot = demo_device_problem(name, devices.known_caps(store()))
     if cannot and run is None:
         st.warning(f"Not measurable on this device: {cannot}.")
         return None
@@ -259,9 +260,9 @@ def demo_section(name: str, params: dict, key: str) -> dict | None:
         if limits is not None:
             try:
                 address = visitor_address(limits)
-                jobs.enqueue(store(), {"demo": name, "params": params}, visitor(), "demo", limits, address=address)
+                queue.enqueue(store(), {"demo": name, "params": params}, visitor(), "demo", limits, address=address)
                 st.rerun()
-            except (jobs.JobError, ValueError) as exc:
+            except (queue.JobError, ValueError) as exc:
                 st.error(markdown_text(exc))
     if run is None:
         st.info("Not measured on this device yet: the measurement runs as a background job, like a race.")
@@ -275,19 +276,19 @@ def _follow_demo(run_id: int) -> None:
     run = store().get_run(run_id)
     if run is None or run.finished:
         st.rerun()
-    st.info(f"Measuring: {markdown_text(jobs.describe(store(), run))}")
+    st.info(f"Measuring: {markdown_text(describe(store(), run))}")
 
 
 def wait_for_device() -> None:
     """Until the device probe has answered, re-check every second and redraw the page once it has
     (Launch and Measure need to know which device's queue a job joins)."""
-    if jobs.known_caps(store()) is not None:
+    if devices.known_caps(store()) is not None:
         return
 
     @st.fragment(run_every=1.0)
     def _poll() -> None:
         tick()
-        if jobs.known_caps(store()) is not None:
+        if devices.known_caps(store()) is not None:
             st.rerun()
 
     _poll()

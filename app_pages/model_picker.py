@@ -141,7 +141,7 @@ def _show_facts(column, limits: HostLimits) -> list[Problem]:
     model, model_file = st.session_state.form_model, st.session_state.get("form_model_file")
     asker = {"asker": visitor(), "address": visitor_address(limits)}  # the cap on one visitor's waiting lookups
     lookup = lookup_model(store(), model, model_file, limits, **asker)
-    kind, text = model_choice.facts_line(lookup)
+    kind, text = model_choice.facts_line(lookup, store())
     # A lookup's answer can carry a name from a link (hf:www.example.com/x) or a model file's exception text.
     if kind == "ok":
         column.caption(markdown_text(text))

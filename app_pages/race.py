@@ -21,7 +21,7 @@ from app_pages.run_screen.feed_view import show_live_feed, use_feed
 from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
 from core.engine.planning import duration_note
 from core.engine.spec import SpecError, validate
-from core.runs import jobs, shared_results
+from core.runs import devices, queue, shared_results
 from core.runs.limits import HostLimits
 from core.view.race_form import (
     CHOICES,
@@ -49,7 +49,7 @@ from core.view.run_screen.shared_board import VIEWER_REFRESH_S, viewer_refresh_s
 from core.view.safe_text import markdown_text
 
 owner = visitor()
-caps = jobs.known_caps(store())
+caps = devices.known_caps(store())
 limits = host_limits()  # None (said on the page) when the host's configuration is broken
 NUMBERS = {
     "batch_size": ("Batch size", 1, 65536),
@@ -135,11 +135,11 @@ def fold_and_launch(preset: dict | None = None) -> None:
             st.session_state.reuse_note = (offer.id, shared_result_text(offer))
             follow(offer.id)
             return
-        run_id = jobs.enqueue(store(), spec, owner, limits=limits, caps=caps, address=visitor_address(limits))
+        run_id = queue.enqueue(store(), spec, owner, limits=limits, caps=caps, address=visitor_address(limits))
     except SpecError as exc:
         st.session_state.launch_error = "; ".join(str(p) for p in exc.problems)
         return
-    except jobs.JobError as exc:
+    except queue.JobError as exc:
         st.session_state.launch_error = str(exc)
         return
     follow(run_id)
@@ -256,7 +256,7 @@ def live(run_id: int) -> None:
     text = snap.derive("progress_text", lambda: layout.progress_line(snap, markdown_text))
     top.progress(layout.progress_fraction(run), text=text)
     if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
-        jobs.cancel(store(), run.id, me)
+        queue.cancel(store(), run.id, me)
         st.rerun()
     show_run(run, snap, key="live", present=present)
     if present:

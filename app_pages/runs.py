@@ -7,10 +7,11 @@ import streamlit as st
 
 from app_pages.common import host_limits, plan_section, run_view, store, tick, visitor
 from app_pages.run_screen.show import run_file_downloads, show_run
-from core.runs import jobs
+from core.runs import queue
 from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
 from core.view import overlay_charts
 from core.view.compare import column_headings, comparison_labels, race_name, table_row
+from core.view.queue import describe
 from core.view.safe_text import csv_text, markdown_text
 
 owner = visitor()
@@ -57,9 +58,7 @@ if not table.empty:
     chosen = [r for r in runs if r.id in selected]
     if len(chosen) == 1:
         run = chosen[0]
-        st.subheader(
-            f"{race_name(numbers.get(run.id), run.id).capitalize()}: {markdown_text(jobs.describe(store(), run))}"
-        )
+        st.subheader(f"{race_name(numbers.get(run.id), run.id).capitalize()}: {markdown_text(describe(store(), run))}")
         show_run(run, run_view(run), key=f"runs_{run.id}")
         run_file_downloads(run)
         if run.status == "done":
@@ -83,10 +82,10 @@ if not table.empty:
         )
         if run.owner == owner:
             if not run.finished and b.button("Cancel", key=f"cancel_{run.id}"):
-                jobs.cancel(store(), run.id, owner)
+                queue.cancel(store(), run.id, owner)
                 st.rerun()
             if c.button("Delete", key=f"delete_{run.id}"):
-                jobs.delete(store(), run.id, owner)
+                queue.delete(store(), run.id, owner)
                 st.session_state.pop("runs_table", None)  # the selected rows are gone
                 st.rerun()
 

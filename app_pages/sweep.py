@@ -14,7 +14,7 @@ from app_pages.common import (
 )
 from core.engine.models.zoo import MODELS
 from core.engine.spec import SpecError
-from core.runs import jobs, sweeps
+from core.runs import devices, queue, sweeps
 from core.view import sweep as view
 from core.view import sweep_charts
 from core.view import sweep_form as form
@@ -23,7 +23,7 @@ from core.view.reference import regional_reference_rows
 from core.view.safe_text import markdown_text
 
 owner = visitor()
-caps = jobs.known_caps(store())
+caps = devices.known_caps(store())
 limits = host_limits()  # None (said on the page) when the host's configuration is broken
 if limits is None:
     st.stop()
@@ -103,7 +103,7 @@ if launched:
         st.query_params["sweep"] = str(sweep_id)
     except SpecError as exc:
         st.error(markdown_text("; ".join(str(p) for p in exc.problems)))
-    except jobs.JobError as exc:
+    except queue.JobError as exc:
         st.error(markdown_text(exc))
 
 
@@ -142,14 +142,14 @@ def live(sweep_id: int) -> None:
     if polling and not sweeps.sweep_running(runs):
         st.rerun()  # stop polling: redraw once with every point final
     top, cancel_col = st.columns([5, 1])
-    state = sweeps.sweep_state(store(), runs, shown=markdown_text)
+    state = view.sweep_state(store(), runs, shown=markdown_text)
     top.progress(min(sweeps.sweep_progress(runs), 1.0), text=f"Sweep #{sweep_id}: {state}")
     me = visitor()
     if sweeps.sweep_running(runs) and row.owner == me:
         if cancel_col.button("Cancel sweep", key=f"cancel_sweep_{sweep_id}"):
             try:
                 sweeps.cancel_sweep(store(), sweep_id, me)
-            except jobs.JobError as exc:  # deleted meanwhile
+            except queue.JobError as exc:  # deleted meanwhile
                 st.error(markdown_text(exc))
                 return
             st.rerun()

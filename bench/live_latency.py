@@ -17,7 +17,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
-from core.runs import jobs  # noqa: E402
+from core.runs import queue  # noqa: E402
 from core.runs.limits import HostLimits  # noqa: E402
 from core.runs.store import Store  # noqa: E402
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     store = Store(os.path.join(tempfile.mkdtemp(prefix="compile-lab-bench-"), "store.sqlite3"))
     spec = RunSpec(model="mlp", batch_size=32, epochs=1, steps_per_epoch=args.steps, backend="eager", device="cpu")
-    run_id = jobs.enqueue(store, spec, "bench", limits=HostLimits(job_time_limit_s=None), caps=DeviceCaps())
+    run_id = queue.enqueue(store, spec, "bench", limits=HostLimits(job_time_limit_s=None), caps=DeviceCaps())
     latencies, last = [], 0
     while True:
         run = store.get_run(run_id)

@@ -39,7 +39,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from core.engine import analysis  # noqa: E402
 from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
-from core.runs import jobs, sweeps  # noqa: E402
+from core.runs import devices, processes, queue, sweeps  # noqa: E402
 from core.runs.store import Store  # noqa: E402
 from core.runs.sweeps import Axis, SweepSpec  # noqa: E402
 from core.view import sweep_charts  # noqa: E402
@@ -50,6 +50,7 @@ from core.view.sweep import (  # noqa: E402
     regime_readings,
     scope_comparison,
     sweep_frame,
+    sweep_state,
 )
 
 APP = os.path.join(ROOT, "streamlit_app.py")
@@ -68,8 +69,8 @@ def _refuse_launch(*args, **kwargs):
     raise RuntimeError("bench/sweep_refresh.py: the page tried to start a worker process")
 
 
-jobs.launch_worker = _refuse_launch
-jobs.launch_ticker = _refuse_launch
+processes.launch_worker = _refuse_launch
+processes.launch_ticker = _refuse_launch
 
 
 def summary(batch: int, rng: random.Random) -> dict:
@@ -88,7 +89,7 @@ def summary(batch: int, rng: random.Random) -> dict:
 
 def fixture(store: Store) -> int:
     env = {"device_type": "cpu", "device_name": "Bench CPU", "cpu_name": "Bench CPU", "cpu_count": 2, "torch": "2.x"}
-    probe = store.create_run("probe", {}, "system", "probe", status="done", host=jobs.HOST)
+    probe = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
     store.update_run(probe, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
     base = RunSpec(model="pointwise_mlp", epochs=2, steps_per_epoch=STEPS // 2, device="cpu")
     sweep = SweepSpec(base, (Axis("batch_size", BATCHES), Axis("mode", MODES)))
@@ -96,7 +97,7 @@ def fixture(store: Store) -> int:
     with store.transaction() as c:
         sweep_id = store.insert_sweep(c, "visitor:someone-else", sweep.to_dict())
     for i, point in enumerate(sweep.points()):
-        fields = {"sweep_id": sweep_id, "host": jobs.HOST, "status": "done", "phase": "done", "progress": 1.0}
+        fields = {"sweep_id": sweep_id, "host": devices.HOST, "status": "done", "phase": "done", "progress": 1.0}
         if i < 16:
             fields.update(summary=summary(point.batch_size, rng), environment=env, finished_at=now)
         elif i == 16:
@@ -110,10 +111,10 @@ def fixture(store: Store) -> int:
 
 def refresh(store: Store, sweep_id: int, lap, cached: bool) -> None:
     """One live-fragment refresh, as app_pages/sweep.py `live` does it."""
-    jobs.tick(store)
+    queue.tick(store)
     store.get_sweep(sweep_id)  # the owner, for the cancel button
     sweep, runs = sweeps.stored_sweep(store, sweep_id)
-    sweeps.sweep_state(store, runs, shown=markdown_text)
+    sweep_state(store, runs, shown=markdown_text)
     sweeps.sweep_progress(runs)
     lap("tick + sweep and points from the store")
     frame = sweep_frame(sweep, runs, store)

@@ -46,9 +46,10 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from core.engine import analysis  # noqa: E402
 from core.engine.models.zoo import MODELS  # noqa: E402
 from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
-from core.runs import jobs  # noqa: E402
+from core.runs import devices, processes, queue  # noqa: E402
 from core.runs.store import Store  # noqa: E402
 from core.view import race_charts  # noqa: E402
+from core.view.queue import describe  # noqa: E402
 from core.view.run_screen import sentences  # noqa: E402
 from core.view.run_screen.cards import memory_of, result_cards  # noqa: E402
 from core.view.run_screen.store_reader import RunView, run_label  # noqa: E402
@@ -73,8 +74,8 @@ def _refuse_launch(*args, **kwargs):
     raise RuntimeError("bench/ui_refresh.py: the page tried to start a worker process")
 
 
-jobs.launch_worker = _refuse_launch  # tick() looks it up at call time
-jobs.launch_ticker = _refuse_launch
+processes.launch_worker = _refuse_launch  # tick() looks it up at call time
+processes.launch_ticker = _refuse_launch
 
 
 # -- fixtures ---------------------------------------------------------------------------------------
@@ -108,7 +109,7 @@ def cpu_environment() -> dict:
 def record_probe(store: Store) -> None:
     """A finished device probe for this host, so the entry script neither enqueues nor launches one."""
     env = cpu_environment()
-    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=jobs.HOST)
+    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
     store.update_run(run_id, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
 
 
@@ -228,7 +229,7 @@ def runs_fixture(store: Store) -> None:
             created_at=created,
             started_at=created + 1,
             finished_at=created + 120,
-            host=jobs.HOST,
+            host=devices.HOST,
             environment=env,
             summary=None if failed else summaries[i % len(summaries)],
             error="out of memory at batch size 256 on cpu: try a smaller batch size or amp-bf16" if failed else None,
@@ -247,9 +248,9 @@ def pct(samples: list[float], q: float) -> float:
 
 def refresh(store: Store, view: RunView, run_id: int, lap: Callable[[str], None]) -> list[dict]:
     """One live-fragment refresh, as app_pages/race.py `live` and app_pages/run_screen/show.py `show_run` do it."""
-    jobs.tick(store)
+    queue.tick(store)
     run = store.get_run(run_id)
-    jobs.describe(store, run)
+    describe(store, run)
     lap("queue tick + get_run")
     view.poll(store)
     lap("poll new events")

@@ -58,7 +58,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
 from core.engine.spec import RunSpec  # noqa: E402
-from core.runs import jobs  # noqa: E402
+from core.runs import devices, queue  # noqa: E402
 from core.runs.limits import HostLimits  # noqa: E402
 from core.runs.store import Store  # noqa: E402
 
@@ -374,8 +374,8 @@ def staleness(viewer: Viewer, timeline: StoreTimeline, start: float, end: float)
 
 async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: int) -> Result:
     store.set_queue_paused(True)
-    run_id = jobs.enqueue(
-        store, spec, f"bench:{n}", limits=HostLimits(job_time_limit_s=None), caps=jobs.known_caps(store)
+    run_id = queue.enqueue(
+        store, spec, f"bench:{n}", limits=HostLimits(job_time_limit_s=None), caps=devices.known_caps(store)
     )
     ws_url = url.replace("http", "ws", 1) + "/_stcore/stream"
     stop = asyncio.Event()
@@ -391,7 +391,7 @@ async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: 
     cpu0, bench0, t0 = cpu_seconds(server_pid), time.process_time(), time.monotonic()
     wall0 = time.time()
     store.set_queue_paused(False)
-    jobs.tick(store)
+    queue.tick(store)
     intervals: dict[float, int] = {}
     while True:
         await asyncio.sleep(0.2)
@@ -529,7 +529,7 @@ async def main_async(args: argparse.Namespace) -> None:
     os.environ["COMPILE_LAB_DATA"] = data
     os.environ.pop("COMPILE_LAB_CONFIG", None)
     store = Store(os.path.join(data, "store.sqlite3"))
-    if jobs.ensure_probe(store, owner="bench", wait_s=120) is None:
+    if queue.ensure_probe(store, owner="bench", wait_s=120) is None:
         sys.exit("the device probe did not finish")
     server, url = start_server(data, "streamlit_app.py" if args.streamlit_only else "app.py")
     spec = RunSpec(

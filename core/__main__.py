@@ -413,14 +413,14 @@ def progress_bar(fraction: float, width: int = 30) -> str:
 def queued_or_refused(enqueue: Callable[[], int]) -> int | None:
     """What `enqueue` queued (a run or sweep id), or None once it was refused, with one line per
     reason on stderr: bad input, a full queue, an unreadable host configuration."""
-    from core.runs import jobs
+    from core.runs import queue
 
     try:
         return enqueue()
     except SpecError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
-    except jobs.JobError as exc:
+    except queue.JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
     except (ValueError, OSError) as exc:  # the host's limits configuration is unreadable
         print(f"error: configuration: {exc}", file=sys.stderr)
@@ -428,22 +428,23 @@ def queued_or_refused(enqueue: Callable[[], int]) -> int | None:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from core.runs import jobs
+    from core.runs import queue
     from core.runs.limits import load_host_limits
+    from core.view.queue import describe
 
     store = open_store(args)
 
     def enqueue() -> int:
         limits = load_host_limits()  # before anything runs: a broken configuration is said at once
         spec = spec_from_args(args)
-        caps = jobs.ensure_probe(store, owner=args.owner, wait_s=60)
-        return jobs.enqueue(store, spec, args.owner, limits=limits, caps=caps)
+        caps = queue.ensure_probe(store, owner=args.owner, wait_s=60)
+        return queue.enqueue(store, spec, args.owner, limits=limits, caps=caps)
 
     run_id = queued_or_refused(enqueue)
     if run_id is None:
         return EXIT_USAGE
     run = store.get_run(run_id)
-    print(f"run {run_id}: {jobs.describe(store, run)} on {run.device_key}")
+    print(f"run {run_id}: {describe(store, run)} on {run.device_key}")
     if not args.wait:
         return EXIT_OK
     return follow(store, run_id, args)
@@ -451,16 +452,17 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def follow(store, run_id: int, args: argparse.Namespace) -> int:
     """Follow a run to its end with a progress bar on stderr, ticking the queue meanwhile."""
-    from core.runs import jobs
+    from core.runs import queue
+    from core.view.queue import describe
     from core.view.report import summary_table
     from core.view.safe_text import terminal_text
 
     stream = sys.stderr
     last = ""
     while True:
-        jobs.tick(store)
+        queue.tick(store)
         run = store.get_run(run_id)
-        line = f"run {run_id} {progress_bar(run.progress)} {terminal_text(jobs.describe(store, run))}"
+        line = f"run {run_id} {progress_bar(run.progress)} {terminal_text(describe(store, run))}"
         if line != last:
             stream.write(("\r\033[K" + line) if stream.isatty() else line + "\n")
             stream.flush()
@@ -481,18 +483,19 @@ def follow(store, run_id: int, args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from core.runs import jobs
+    from core.runs import queue
     from core.runs.identity import shown_owner
+    from core.view.queue import describe
 
     store = open_store(args)
-    jobs.tick(store)
+    queue.tick(store)
     if args.run_id is not None:
         run = store.get_run(args.run_id)
         if run is None:
             print(f"error: there is no run {args.run_id}", file=sys.stderr)
             return EXIT_USAGE
         # An owner's whole token would let anyone with a shell cancel or delete that visitor's runs.
-        say(f"run {run.id} ({run.kind}, owner {shown_owner(run.owner)}, {run.device_key}): {jobs.describe(store, run)}")
+        say(f"run {run.id} ({run.kind}, owner {shown_owner(run.owner)}, {run.device_key}): {describe(store, run)}")
         if run.summary and run.summary.get("reading"):
             say(run.summary["reading"])
         return EXIT_OK
@@ -502,16 +505,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     if store.queue_paused():
         print("the queue is paused by the host: queued jobs wait")
     for run in reversed(active):
-        say(f"run {run.id:>5}  {run.device_key:<8} {shown_owner(run.owner):<16} {jobs.describe(store, run)}")
+        say(f"run {run.id:>5}  {run.device_key:<8} {shown_owner(run.owner):<16} {describe(store, run)}")
     return EXIT_OK
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from core.runs import jobs
+    from core.runs import queue
 
     try:
-        status = jobs.cancel(open_store(args), args.run_id, args.owner)
-    except jobs.JobError as exc:
+        status = queue.cancel(open_store(args), args.run_id, args.owner)
+    except queue.JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(f"run {args.run_id}: {status}")
@@ -519,11 +522,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from core.runs import jobs
+    from core.runs import queue
 
     try:
-        jobs.delete(open_store(args), args.run_id, args.owner)
-    except jobs.JobError as exc:
+        queue.delete(open_store(args), args.run_id, args.owner)
+    except queue.JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(f"run {args.run_id}: deleted")
@@ -629,13 +632,13 @@ def sweep_from_args(args: argparse.Namespace):
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from core.runs import jobs, sweeps
+    from core.runs import queue, sweeps
 
     store = open_store(args)
 
     def enqueue() -> int:
         sweep = sweep_from_args(args)
-        caps = jobs.ensure_probe(store, owner=args.owner, wait_s=60)
+        caps = queue.ensure_probe(store, owner=args.owner, wait_s=60)
         return sweeps.enqueue_sweep(store, sweep, args.owner, caps=caps)
 
     sweep_id = queued_or_refused(enqueue)
@@ -655,15 +658,15 @@ def follow_sweep(store, sweep_id: int, args: argparse.Namespace) -> int:
     """Follow a sweep to its end: a line per finished point and a progress line on stderr; Ctrl-C
     cancels the whole sweep. Then the report (or JSON) on stdout. A sweep deleted while followed
     (by its owner elsewhere, or the host) ends the follow with one line saying so."""
-    from core.runs import jobs, sweeps
+    from core.runs import queue, sweeps
     from core.view.safe_text import terminal_text
-    from core.view.sweep import point_line, sweep_frame
+    from core.view.sweep import point_line, sweep_frame, sweep_state
 
     stream, reported, last = sys.stderr, set(), ""
     cancelled = False
     while True:
         try:
-            jobs.tick(store)
+            queue.tick(store)
             found = sweeps.stored_sweep(store, sweep_id)
             if found is None or not found[1]:
                 if stream.isatty() and last:
@@ -676,7 +679,7 @@ def follow_sweep(store, sweep_id: int, args: argparse.Namespace) -> int:
                 if row.status in ("done", "failed", "cancelled") and row.run_id not in reported:
                     reported.add(row.run_id)
                     stream.write(("\r\033[K" if stream.isatty() else "") + point_line(row, len(frame)) + "\n")
-            state = sweeps.sweep_state(store, runs)
+            state = sweep_state(store, runs)
             line = f"sweep {sweep_id} {progress_bar(sweeps.sweep_progress(runs))} {terminal_text(state)}"
             if stream.isatty() and line != last:
                 stream.write("\r\033[K" + line)
@@ -711,7 +714,7 @@ def print_sweep(store, sweep_id: int, args: argparse.Namespace) -> bool:
     """The sweep's report (or JSON) on stdout; False, with one line on stderr, if it is gone."""
     from core.runs import sweeps
     from core.view.safe_text import terminal_text
-    from core.view.sweep import sweep_frame, sweep_json, sweep_report
+    from core.view.sweep import sweep_frame, sweep_json, sweep_report, sweep_state
 
     found = sweeps.stored_sweep(store, sweep_id)
     if found is None:
@@ -719,7 +722,7 @@ def print_sweep(store, sweep_id: int, args: argparse.Namespace) -> bool:
         return False
     sweep, runs = found
     frame = sweep_frame(sweep, runs, store)
-    state = sweeps.sweep_state(store, runs)
+    state = sweep_state(store, runs)
     plan_steps = getattr(args, "plan_steps", None)
     if args.json:
         data = sweep_json(sweep_id, sweep, runs, frame, state)
@@ -734,12 +737,13 @@ def print_sweep(store, sweep_id: int, args: argparse.Namespace) -> bool:
 
 
 def cmd_sweeps(args: argparse.Namespace) -> int:
-    from core.runs import jobs, sweeps
+    from core.runs import queue, sweeps
     from core.runs.identity import shown_owner
     from core.view.safe_text import terminal_text
+    from core.view.sweep import sweep_state
 
     store = open_store(args)
-    jobs.tick(store)
+    queue.tick(store)
     if args.sweep_id is not None:
         if store.get_sweep(args.sweep_id) is None:
             print(f"error: there is no sweep {args.sweep_id}", file=sys.stderr)
@@ -751,7 +755,7 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
         if found is None:
             continue
         sweep, runs = found
-        rows.append((row, sweep, sweeps.sweep_state(store, runs)))
+        rows.append((row, sweep, sweep_state(store, runs)))
     if args.json:
         # An owner's whole token would let anyone with a shell cancel or delete that visitor's sweeps.
         listing = [{"sweep_id": r.id, "owner": shown_owner(r.owner), "state": st, **sw.to_dict()} for r, sw, st in rows]
@@ -766,7 +770,7 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_action(args: argparse.Namespace) -> int:
-    from core.runs import jobs, sweeps
+    from core.runs import queue, sweeps
 
     try:
         if args.action == "cancel":
@@ -775,7 +779,7 @@ def cmd_sweep_action(args: argparse.Namespace) -> int:
         else:
             sweeps.delete_sweep(open_store(args), args.sweep_id, args.owner)
             print(f"sweep {args.sweep_id}: deleted")
-    except jobs.JobError as exc:
+    except queue.JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK

@@ -92,7 +92,7 @@ def sleepers(monkeypatch):
         )
         procs.append(proc)
         # Until the child has exec'd, /proc shows the parent's command line and the queue's liveness
-        # check (jobs.pid_alive) would call the "worker" dead: on a busy machine that is tens of ms.
+        # check (processes.pid_alive) would call the "worker" dead: on a busy machine that is tens of ms.
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -104,9 +104,9 @@ def sleepers(monkeypatch):
             time.sleep(0.005)
         return proc.pid
 
-    from core.runs import jobs
+    from core.runs import processes
 
-    monkeypatch.setattr(jobs, "launch_worker", launch)
+    monkeypatch.setattr(processes, "launch_worker", launch)
     yield procs
     for proc in procs:
         proc.kill()

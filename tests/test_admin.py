@@ -8,9 +8,10 @@ from conftest import CPU, quick_spec
 from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe, record_race
 
-from core.runs import admin, jobs
+from core.runs import admin, devices, queue
 from core.runs.limits import ConfigError, HostLimits
 from core.runs.store import Store
+from core.view.queue import describe
 
 TOKEN = "correct-horse-battery-staple-42"
 
@@ -36,21 +37,21 @@ def test_the_token_comes_from_the_environment_and_must_be_a_secret():
 
 
 def test_admin_cancels_anyones_run(store, sleepers):
-    run_id = jobs.enqueue(store, quick_spec(), "visitor:someone", limits=HostLimits(), caps=CPU)
-    with pytest.raises(jobs.JobError, match="belongs to someone else"):
-        jobs.cancel(store, run_id, "visitor:me")
+    run_id = queue.enqueue(store, quick_spec(), "visitor:someone", limits=HostLimits(), caps=CPU)
+    with pytest.raises(queue.JobError, match="belongs to someone else"):
+        queue.cancel(store, run_id, "visitor:me")
     assert admin.cancel_any(store, run_id) == "cancelled"
-    with pytest.raises(jobs.JobError, match="there is no run"):
+    with pytest.raises(queue.JobError, match="there is no run"):
         admin.cancel_any(store, 424242)
 
 
 def test_a_paused_queue_starts_nothing_but_the_device_probe_and_resumes(store, sleepers):
     admin.set_queue_paused(store, True)
-    race = jobs.enqueue(store, quick_spec(), "ann", limits=HostLimits(), caps=CPU)
-    probe = jobs.enqueue(store, {}, "system", kind="probe", limits=HostLimits())
-    jobs.tick(store)
+    race = queue.enqueue(store, quick_spec(), "ann", limits=HostLimits(), caps=CPU)
+    probe = queue.enqueue(store, {}, "system", kind="probe", limits=HostLimits())
+    queue.tick(store)
     assert store.get_run(race).status == "queued" and store.get_run(probe).status != "queued"
-    assert jobs.describe(store, store.get_run(race)) == "queued (position 1; the host has paused the queue)"
+    assert describe(store, store.get_run(race)) == "queued (position 1; the host has paused the queue)"
     admin.set_queue_paused(store, False)
     assert store.get_run(race).status in ("starting", "running")
 
@@ -65,15 +66,15 @@ def test_purge_deletes_old_finished_runs_only(store, sleepers):
     assert admin.purge_older_than(store, 30, now=now) == 1
     assert store.get_run(old) is None and store.events_after(old) == []
     assert store.get_run(recent) is not None and store.get_run(waiting) is not None
-    assert jobs.latest_probe(store) is not None
+    assert devices.latest_probe(store) is not None
     for nonsense in (0, -1, float("inf"), float("nan")):
         with pytest.raises(ValueError):
             admin.purge_older_than(store, nonsense)
 
 
 def test_lanes_show_each_devices_worker_and_queue(store, sleepers):
-    first = jobs.enqueue(store, quick_spec(), "ann", limits=HostLimits(), caps=CPU)
-    jobs.enqueue(store, quick_spec(), "bob", limits=HostLimits(), caps=CPU)
+    first = queue.enqueue(store, quick_spec(), "ann", limits=HostLimits(), caps=CPU)
+    queue.enqueue(store, quick_spec(), "bob", limits=HostLimits(), caps=CPU)
     lanes = admin.lanes(store)
     assert [(lane.device_key, lane.running.id, lane.waiting, lane.worker_alive) for lane in lanes] == [
         ("cpu", first, 1, True)
@@ -92,7 +93,7 @@ def test_without_a_configured_token_there_is_no_admin_page(store, sleepers, monk
 def test_the_admin_page_shows_only_the_prompt_until_the_token_is_given(store, sleepers, monkeypatch):
     monkeypatch.setenv("COMPILE_LAB_ADMIN_TOKEN", TOKEN)
     record_probe(store)
-    theirs = jobs.enqueue(store, quick_spec(), "visitor:0123456789abcdef0123", limits=HostLimits(), caps=CPU)
+    theirs = queue.enqueue(store, quick_spec(), "visitor:0123456789abcdef0123", limits=HostLimits(), caps=CPU)
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.switch_page("app_pages/admin.py").run()
     assert not at.exception

@@ -7,11 +7,11 @@ import time
 from conftest import quick_spec
 
 from core.engine import analysis
-from core.runs import jobs
 from core.runs.bundle import export_bundle, import_bundle
 from core.runs.doctor import FAILED, Check, judge
 from core.runs.store import Store
 from core.runs.worker import phase_text
+from core.view.queue import describe
 from core.view.report import run_row, summary_table
 from core.view.run_screen.cards import result_cards
 
@@ -64,7 +64,7 @@ def test_cards_show_no_compiled_figure_as_a_result_when_compile_failed():
 def test_status_table_and_runs_list_say_it_too(tmp_path):
     store, run_id = stored_run(tmp_path)
     run = store.get_run(run_id)
-    assert jobs.describe(store, run) == f"done (compile failed on this model: {REASON}; eager ran)"
+    assert describe(store, run) == f"done (compile failed on this model: {REASON}; eager ran)"
     assert run_row(run)["steady_state_speedup"] is None
     table = summary_table(
         {"summary": run.summary, "variants": {"eager": {"final_loss": 2.0}, "compiled": {"final_loss": None}}}

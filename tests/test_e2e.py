@@ -332,7 +332,7 @@ def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_ur
     first tab's run; the same link opened in another browser (a fresh profile) shows it without Cancel."""
     from playwright.sync_api import sync_playwright
 
-    from core.runs import jobs
+    from core.runs import queue
     from core.runs.identity import owner_of
     from core.runs.store import Store
 
@@ -364,7 +364,7 @@ def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_ur
         finally:
             browser.close()
             if run_id and token:  # a failure above leaves no 100,000-step race in the next test's way
-                jobs.cancel(Store(str(e2e_data / "store.sqlite3")), int(run_id), owner_of(token))
+                queue.cancel(Store(str(e2e_data / "store.sqlite3")), int(run_id), owner_of(token))
 
 
 def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e_data):

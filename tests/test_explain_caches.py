@@ -6,7 +6,7 @@ import pytest
 from conftest import TORCH_RECORDS_CACHE_HITS, TORCH_RECORDS_RECOMPILE_REASONS
 
 from core.engine.explain import DEMOS, caches, demo_problems
-from core.runs import jobs
+from core.runs import queue
 
 
 def test_validate_names_the_field_and_what_is_allowed():
@@ -24,7 +24,7 @@ def test_a_demo_job_with_bad_parameters_is_refused_before_it_is_queued(tmp_path)
     store = Store(str(tmp_path / "s.sqlite3"))
     assert demo_problems({"demo": "nope", "params": {}}) == [f"unknown demo 'nope'; allowed: {', '.join(DEMOS)}"]
     with pytest.raises(SpecError, match="batch_size"):
-        jobs.enqueue(store, {"demo": "caches", "params": {"batch_size": -1}}, "ann", kind="demo")
+        queue.enqueue(store, {"demo": "caches", "params": {"batch_size": -1}}, "ann", kind="demo")
     assert store.list_runs() == []
 
 

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe
 
 from core.engine.explain import CODEGEN_FUNCTIONS, PAGE_PARAMS, caches, codegen, fusion, graphs, overhead
-from core.runs import jobs
+from core.runs import devices, queue, shared_results
 from core.runs.store import Store
 
 SMALL = {
@@ -44,7 +44,7 @@ def record_demo(store, name, params, result, torch_version="2.x"):
         "cpu",
         status="running",
         started_at=time.time(),
-        host=jobs.HOST,
+        host=devices.HOST,
     )
     store.finish_run(
         run_id,
@@ -111,7 +111,7 @@ def test_a_demo_that_cannot_be_queued_says_why_and_the_message_stays(tmp_path, m
 
 def test_a_result_measured_with_another_torch_version_is_not_shown(store, sleepers):
     record_demo(store, "caches", PAGE_PARAMS["caches"], {"cold": {}, "warm": {}}, torch_version="1.0")
-    assert jobs.stored_demo(store, "caches", PAGE_PARAMS["caches"]) is None
+    assert shared_results.stored_demo(store, "caches", PAGE_PARAMS["caches"]) is None
 
 
 def test_measure_enqueues_a_demo_job_with_the_pages_parameters(store, sleepers):
@@ -126,10 +126,10 @@ def test_measure_enqueues_a_demo_job_with_the_pages_parameters(store, sleepers):
 
 
 def test_a_demo_job_runs_in_a_worker_and_is_found_again(store):
-    run_id = jobs.enqueue(store, {"demo": "graphs", "params": {"examples": ["clean", "prints"]}}, "ann", kind="demo")
+    run_id = queue.enqueue(store, {"demo": "graphs", "params": {"examples": ["clean", "prints"]}}, "ann", kind="demo")
     deadline = time.monotonic() + 120
     while not store.get_run(run_id).finished and time.monotonic() < deadline:
-        jobs.tick(store)
+        queue.tick(store)
         time.sleep(0.3)
     run = store.get_run(run_id)
     assert run.status == "done", run.error

@@ -161,8 +161,8 @@ def test_skipped_cuda_graphs_in_a_cuda_graph_mode_are_not_a_finding():
 
 
 def test_the_queue_status_and_the_cli_table_say_compile_did_not_happen():
-    from core.runs.jobs import describe
     from core.runs.store import Run
+    from core.view.queue import describe
     from core.view.report import summary_table
 
     summary = {"compile_skipped": "no graph was compiled (BF16 is not supported)"}
@@ -385,9 +385,9 @@ EIGHT_GPUS = DeviceCaps(
 
 
 def record_probe(store, caps):
-    from core.runs import jobs
+    from core.runs import devices
 
-    run_id = store.create_run("probe", {}, "system", "probe", status="running", host=jobs.HOST)
+    run_id = store.create_run("probe", {}, "system", "probe", status="running", host=devices.HOST)
     store.finish_run(run_id, "done", summary={"caps": caps.to_dict(), "environment": {"torch": "2.x"}})
     return run_id
 
@@ -400,30 +400,31 @@ def store(tmp_path):
 
 
 def test_each_gpu_is_a_lane_and_a_cuda_job_takes_any_idle_one(store, sleepers, monkeypatch):
-    from core.runs import jobs
+    from core.runs import processes, queue
     from core.runs.limits import HostLimits
 
     launched = []
-    original = jobs.launch_worker
+    original = processes.launch_worker
     monkeypatch.setattr(
-        jobs, "launch_worker", lambda path, run_id, key: launched.append(key) or original(path, run_id, key)
+        processes, "launch_worker", lambda path, run_id, key: launched.append(key) or original(path, run_id, key)
     )
     record_probe(store, EIGHT_GPUS)
     limits = HostLimits(job_time_limit_s=None)
-    ids = [jobs.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits) for _ in range(4)]
+    ids = [queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits) for _ in range(4)]
     runs = [store.get_run(i) for i in ids]
     assert [r.status for r in runs] == ["starting"] * 3 + ["queued"], [r.error for r in runs]
     assert sorted(r.device_key for r in runs[:3]) == ["cuda:0", "cuda:1", "cuda:2"] == sorted(launched)
-    assert runs[3].device_key == "cuda" and jobs.queue_position(store, ids[3]) == 1
-    cpu = jobs.enqueue(store, quick_spec(device="cpu"), "ann", limits=limits)  # the CPU is a lane of its own
+    assert runs[3].device_key == "cuda" and queue.queue_position(store, ids[3]) == 1
+    cpu = queue.enqueue(store, quick_spec(device="cpu"), "ann", limits=limits)  # the CPU is a lane of its own
     assert store.get_run(cpu).status == "starting"
     store.finish_run(ids[1], "done")
-    jobs.tick(store)
+    queue.tick(store)
     assert store.get_run(ids[3]).status == "starting" and store.get_run(ids[3]).device_key == "cuda:1"
 
 
 def test_a_gpu_lanes_worker_sees_only_its_own_gpu():
-    from core.runs.jobs import device_lanes, worker_environment
+    from core.runs.devices import device_lanes
+    from core.runs.processes import worker_environment
 
     assert worker_environment("cuda:2", {})["CUDA_VISIBLE_DEVICES"] == "2"
     assert worker_environment("cuda:1", {"CUDA_VISIBLE_DEVICES": "4,6"})["CUDA_VISIBLE_DEVICES"] == "6"
@@ -432,30 +433,30 @@ def test_a_gpu_lanes_worker_sees_only_its_own_gpu():
 
 
 def test_a_new_probe_waits_while_a_gpu_measures_and_nothing_starts_while_it_probes(store, sleepers):
-    from core.runs import jobs
+    from core.runs import queue
     from core.runs.limits import HostLimits
 
     record_probe(store, EIGHT_GPUS)
     limits = HostLimits(job_time_limit_s=None)
-    race = jobs.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits)
-    probe = jobs.enqueue(store, {}, "system", kind="probe")
+    race = queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits)
+    probe = queue.enqueue(store, {}, "system", kind="probe")
     assert store.get_run(race).status == "starting" and store.get_run(probe).status == "queued"
     store.finish_run(race, "done")
-    jobs.tick(store)
+    queue.tick(store)
     assert store.get_run(probe).status == "starting"
-    waiting = jobs.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits)
+    waiting = queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits)
     assert store.get_run(waiting).status == "queued"  # no measurement beside the probe's CUDA context
     store.finish_run(probe, "done", summary={"caps": EIGHT_GPUS.to_dict()})
-    jobs.tick(store)
+    queue.tick(store)
     assert store.get_run(waiting).status == "starting"
 
 
 def test_the_first_probe_runs_at_once_even_beside_a_job(store, sleepers):
-    from core.runs import jobs
+    from core.runs import queue
     from core.runs.limits import HostLimits
 
-    race = jobs.enqueue(store, quick_spec(device="cpu"), "ann", limits=HostLimits(job_time_limit_s=None))
-    probe = jobs.enqueue(store, {}, "system", kind="probe")
+    race = queue.enqueue(store, quick_spec(device="cpu"), "ann", limits=HostLimits(job_time_limit_s=None))
+    probe = queue.enqueue(store, {}, "system", kind="probe")
     assert store.get_run(race).status == "starting" and store.get_run(probe).status == "starting"
 
 
@@ -463,7 +464,7 @@ def test_the_sidebar_shows_each_gpu_and_each_lane(store, sleepers, monkeypatch):
     from streamlit.testing.v1 import AppTest
     from test_pages import APP
 
-    from core.runs import jobs
+    from core.runs import queue
     from core.runs.limits import HostLimits
     from core.view.queue import gpu_lines, lane_lines
 
@@ -475,7 +476,7 @@ def test_the_sidebar_shows_each_gpu_and_each_lane(store, sleepers, monkeypatch):
                                      "gpus": gpus, "cuda_driver": "12.8"})  # fmt: skip
     limits = HostLimits(job_time_limit_s=None)
     for _ in range(4):
-        jobs.enqueue(store, quick_spec(device="cuda", model="resnet18"), "ann", limits=limits)
+        queue.enqueue(store, quick_spec(device="cuda", model="resnet18"), "ann", limits=limits)
     runs = store.list_runs(kind="race")
     assert sorted(r.status for r in runs) == ["queued"] + ["starting"] * 3, [(r.status, r.error) for r in runs]
     active = store.list_runs(status=("starting", "running"))
@@ -529,13 +530,13 @@ def test_a_host_can_allow_only_some_modes_and_the_form_does_not_offer_the_rest()
 def test_demos_that_need_inductor_are_refused_before_they_start_where_it_cannot_run(store, sleepers):
     from core.engine.explain import demo_device_problem
     from core.engine.spec import SpecError
-    from core.runs import jobs
+    from core.runs import queue
 
     assert "compute capability 7.0" in demo_device_problem("fusion", PASCAL)
     assert demo_device_problem("graphs", PASCAL) is None  # graph capture needs no Inductor
     assert demo_device_problem("codegen", AMPERE) is None and demo_device_problem("codegen", CPU) is None
     with pytest.raises(SpecError, match="Inductor"):
-        jobs.enqueue(store, {"demo": "caches", "params": {}}, "ann", kind="demo", caps=NO_TRITON)
+        queue.enqueue(store, {"demo": "caches", "params": {}}, "ann", kind="demo", caps=NO_TRITON)
     assert store.list_runs(kind="demo") == []
 
 

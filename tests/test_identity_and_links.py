@@ -7,7 +7,7 @@ from streamlit.testing.v1 import AppTest
 from test_pages import APP, app, record_probe, texts
 
 from app_pages import common
-from core.runs import jobs
+from core.runs import queue
 from core.runs.identity import client_address, is_browser_token, owner_of, shown_owner
 from core.runs.limits import HostLimits
 from core.runs.store import Store
@@ -177,12 +177,12 @@ def test_enqueue_counts_a_visitors_jobs_by_owner_or_address(tmp_path, sleepers):
     limits = HostLimits(max_queued_per_owner=2)
     from conftest import CPU, quick_spec
 
-    jobs.enqueue(store, quick_spec(), owner_of(TOKEN), limits=limits, caps=CPU, address="address:a")
-    jobs.enqueue(store, quick_spec(), owner_of(OTHER), limits=limits, caps=CPU, address="address:a")
-    with pytest.raises(jobs.JobError, match="you already have 2 jobs"):
-        jobs.enqueue(store, quick_spec(), "visitor:third", limits=limits, caps=CPU, address="address:a")
-    jobs.enqueue(store, quick_spec(), "visitor:third", limits=limits, caps=CPU, address="address:b")
-    jobs.enqueue(store, quick_spec(), "visitor:third", limits=limits, caps=CPU)  # no address: only its own
+    queue.enqueue(store, quick_spec(), owner_of(TOKEN), limits=limits, caps=CPU, address="address:a")
+    queue.enqueue(store, quick_spec(), owner_of(OTHER), limits=limits, caps=CPU, address="address:a")
+    with pytest.raises(queue.JobError, match="you already have 2 jobs"):
+        queue.enqueue(store, quick_spec(), "visitor:third", limits=limits, caps=CPU, address="address:a")
+    queue.enqueue(store, quick_spec(), "visitor:third", limits=limits, caps=CPU, address="address:b")
+    queue.enqueue(store, quick_spec(), "visitor:third", limits=limits, caps=CPU)  # no address: only its own
 
 
 def test_client_address_follows_the_hosts_setting():

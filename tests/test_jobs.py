@@ -11,9 +11,10 @@ import pytest
 from conftest import AMPERE, CPU, ROOT, quick_spec
 
 from core.engine.spec import SpecError
-from core.runs import jobs
+from core.runs import devices, processes, queue
 from core.runs.limits import HostLimits
 from core.runs.store import Store
+from core.view.queue import describe
 
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 
@@ -24,14 +25,14 @@ def store(tmp_path):
     yield s
     for run in s.list_runs(status=("starting", "running")):
         if run.pid:
-            jobs.terminate_group(run.pid, wait_s=1)
+            processes.terminate_group(run.pid, wait_s=1)
 
 
 def wait_for(predicate, timeout=120.0, every=0.2, store=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if store is not None:
-            jobs.tick(store)
+            queue.tick(store)
         value = predicate()
         if value:
             return value
@@ -52,7 +53,7 @@ def step_events(store, run_id):
 
 def test_a_spec_that_fails_validation_is_never_enqueued(store, sleepers):
     with pytest.raises(SpecError) as info:
-        jobs.enqueue(store, quick_spec(batch_size=0, precision="amp-fp16"), "ann", limits=NO_LIMITS, caps=CPU)
+        queue.enqueue(store, quick_spec(batch_size=0, precision="amp-fp16"), "ann", limits=NO_LIMITS, caps=CPU)
     assert {p.field for p in info.value.problems} == {"batch_size", "precision"}
     assert store.list_runs() == [] and sleepers == []
 
@@ -60,7 +61,7 @@ def test_a_spec_that_fails_validation_is_never_enqueued(store, sleepers):
 def test_a_request_over_a_host_limit_is_refused_with_the_limit(store, sleepers):
     limits = HostLimits(allowed_models=("mlp", "gpt"), max_batch_size=64, max_epochs=2, max_steps=10)
     with pytest.raises(SpecError) as info:
-        jobs.enqueue(
+        queue.enqueue(
             store,
             quick_spec(model="resnet18", batch_size=128, epochs=3, steps_per_epoch=5),
             "ann",
@@ -77,32 +78,32 @@ def test_a_request_over_a_host_limit_is_refused_with_the_limit(store, sleepers):
 
 def test_queue_length_and_per_owner_limits(store, sleepers):
     limits = HostLimits(max_queued_per_owner=2, max_queue_length=2, job_time_limit_s=None)
-    jobs.enqueue(store, quick_spec(), "ann", limits=limits, caps=CPU)  # starts at once
-    jobs.enqueue(store, quick_spec(), "ann", limits=limits, caps=CPU)  # waits
-    with pytest.raises(jobs.JobError, match="allows 2 per person"):
-        jobs.enqueue(store, quick_spec(), "ann", limits=limits, caps=CPU)
-    jobs.enqueue(store, quick_spec(), "bob", limits=limits, caps=CPU)
-    with pytest.raises(jobs.JobError, match="queue is full"):
-        jobs.enqueue(store, quick_spec(), "cat", limits=limits, caps=CPU)
+    queue.enqueue(store, quick_spec(), "ann", limits=limits, caps=CPU)  # starts at once
+    queue.enqueue(store, quick_spec(), "ann", limits=limits, caps=CPU)  # waits
+    with pytest.raises(queue.JobError, match="allows 2 per person"):
+        queue.enqueue(store, quick_spec(), "ann", limits=limits, caps=CPU)
+    queue.enqueue(store, quick_spec(), "bob", limits=limits, caps=CPU)
+    with pytest.raises(queue.JobError, match="queue is full"):
+        queue.enqueue(store, quick_spec(), "cat", limits=limits, caps=CPU)
     assert len(store.list_runs()) == 3
 
 
 def test_one_job_per_device_in_fifo_order_with_queue_positions(store, sleepers):
-    ids = [jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU) for _ in range(3)]
+    ids = [queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU) for _ in range(3)]
     assert [store.get_run(i).status for i in ids] == ["starting", "queued", "queued"]
-    assert [jobs.queue_position(store, i) for i in ids] == [None, 1, 2]
-    assert jobs.describe(store, store.get_run(ids[2])) == "queued (position 2)"
-    gpu = jobs.enqueue(store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=AMPERE)
+    assert [queue.queue_position(store, i) for i in ids] == [None, 1, 2]
+    assert describe(store, store.get_run(ids[2])) == "queued (position 2)"
+    gpu = queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=AMPERE)
     assert store.get_run(gpu).device_key == "cuda:0" and store.get_run(gpu).status == "starting"
     store.finish_run(ids[0], "done")
-    jobs.tick(store)
+    queue.tick(store)
     assert [store.get_run(i).status for i in ids] == ["done", "starting", "queued"]
 
 
 def test_concurrent_ticks_never_start_two_jobs_on_one_device(store, sleepers):
     for _ in range(4):
         store.create_run("race", quick_spec().to_dict(), "ann", "cpu")
-    threads = [threading.Thread(target=lambda: jobs.tick(Store(store.path))) for _ in range(8)]
+    threads = [threading.Thread(target=lambda: queue.tick(Store(store.path))) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
@@ -122,48 +123,50 @@ def test_a_viewers_low_priority_refresh_never_starts_a_worker(store, sleepers):
 
     def viewer_refresh():
         seen["lowered"] = yield_to_measurements()
-        seen["deprioritized"] = jobs.thread_deprioritized()
-        seen["started"] = jobs.tick(Store(store.path))
+        seen["deprioritized"] = processes.thread_deprioritized()
+        seen["started"] = queue.tick(Store(store.path))
 
     thread = threading.Thread(target=viewer_refresh)
     thread.start()
     thread.join()
     assert seen == {"lowered": True, "deprioritized": True, "started": []}
     assert store.get_run(run_id).status == "queued" and not sleepers
-    assert not jobs.thread_deprioritized()  # the test's own thread, as the page's next refresh
+    assert not processes.thread_deprioritized()  # the test's own thread, as the page's next refresh
     if threading.current_thread() is threading.main_thread():  # the process's own priority is never lowered
-        assert yield_to_measurements() is False and not jobs.thread_deprioritized()
-    assert jobs.tick(store) == [run_id] and len(sleepers) == 1
+        assert yield_to_measurements() is False and not processes.thread_deprioritized()
+    assert queue.tick(store) == [run_id] and len(sleepers) == 1
     assert os.getpriority(os.PRIO_PROCESS, sleepers[0].pid) < VIEWER_NICE  # started at the process's priority
 
 
 def test_cancel_a_queued_job_and_refuse_someone_elses(store, sleepers):
-    first = jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
-    second = jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
-    with pytest.raises(jobs.JobError, match="belongs to someone else"):
-        jobs.cancel(store, second, "bob")
+    first = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
+    second = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
+    with pytest.raises(queue.JobError, match="belongs to someone else"):
+        queue.cancel(store, second, "bob")
     assert store.get_run(second).status == "queued"
-    assert jobs.cancel(store, second, "ann") == "cancelled"
-    with pytest.raises(jobs.JobError, match="belongs to someone else"):
-        jobs.delete(store, first, "bob")
-    with pytest.raises(jobs.JobError, match="no run 999"):
-        jobs.cancel(store, 999, "ann")
+    assert queue.cancel(store, second, "ann") == "cancelled"
+    with pytest.raises(queue.JobError, match="belongs to someone else"):
+        queue.delete(store, first, "bob")
+    with pytest.raises(queue.JobError, match="no run 999"):
+        queue.cancel(store, 999, "ann")
 
 
 def test_a_dead_worker_is_found_by_the_next_tick(store, sleepers):
-    run_id = jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
+    run_id = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
     sleepers[0].kill()
     sleepers[0].wait()
-    jobs.tick(store)
+    queue.tick(store)
     run = store.get_run(run_id)
     assert run.status == "failed" and run.error == "worker stopped unexpectedly"
 
 
 def test_a_worker_that_never_started_and_one_that_stopped_heartbeating_fail(store, sleepers):
-    never = store.create_run("race", {}, "ann", "cpu", status="starting", started_at=time.time() - 100, host=jobs.HOST)
-    hung = jobs.enqueue(store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=AMPERE)
+    never = store.create_run(
+        "race", {}, "ann", "cpu", status="starting", started_at=time.time() - 100, host=devices.HOST
+    )
+    hung = queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=AMPERE)
     store.update_run(hung, heartbeat_at=time.time() - 500)
-    jobs.reconcile(store)
+    queue.reconcile(store)
     assert store.get_run(never).error.startswith("worker did not start")
     assert store.get_run(hung).error.startswith("worker stopped responding")
     wait_for(lambda: sleepers[0].poll() is not None, timeout=5)  # the hung worker was killed
@@ -173,7 +176,7 @@ def test_a_worker_that_never_started_and_one_that_stopped_heartbeating_fail(stor
 
 
 def test_a_worker_runs_a_race_and_stores_events_environment_and_summary(store):
-    run_id = jobs.enqueue(
+    run_id = queue.enqueue(
         store, quick_spec(epochs=2, steps_per_epoch=3, eval_steps=1), "ann", limits=NO_LIMITS, caps=CPU
     )
     wait_for(finished(store, run_id), store=store)
@@ -187,12 +190,12 @@ def test_a_worker_runs_a_race_and_stores_events_environment_and_summary(store):
     assert len([e for e in events if e["kind"] == "step"]) == 2 * (6 + 2)
     assert len([e for e in events if e["kind"] == "epoch"]) == 4
     assert store.events_after(run_id, after_id=events[-3]["id"]) == events[-2:]
-    wait_for(lambda: not jobs.pid_alive(run.pid), timeout=15)  # the worker exits after recording
+    wait_for(lambda: not processes.pid_alive(run.pid), timeout=15)  # the worker exits after recording
 
 
 def test_kill_9_mid_run_fails_the_run_keeps_its_events_and_the_queue_moves_on(store):
-    long = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=5000), "ann", limits=NO_LIMITS, caps=CPU)
-    nxt = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
+    long = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=5000), "ann", limits=NO_LIMITS, caps=CPU)
+    nxt = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(lambda: len(step_events(store, long)) >= 5)
     before = len(step_events(store, long))
     os.kill(store.get_run(long).pid, signal.SIGKILL)
@@ -207,27 +210,27 @@ def test_kill_9_mid_run_fails_the_run_keeps_its_events_and_the_queue_moves_on(st
 
 
 def test_cancel_a_running_job_stops_its_process_group_within_3_s(store):
-    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=5000), "ann", limits=NO_LIMITS, caps=CPU)
+    run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=5000), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(lambda: len(step_events(store, run_id)) >= 3)
     pid = store.get_run(run_id).pid
-    with pytest.raises(jobs.JobError):
-        jobs.cancel(store, run_id, "bob")
+    with pytest.raises(queue.JobError):
+        queue.cancel(store, run_id, "bob")
     started = time.monotonic()
-    assert jobs.cancel(store, run_id, "ann") == "cancelled"
+    assert queue.cancel(store, run_id, "ann") == "cancelled"
     assert time.monotonic() - started < 3
-    assert not jobs.pid_alive(pid)
+    assert not processes.pid_alive(pid)
     assert len(step_events(store, run_id)) >= 3
 
 
 def test_a_job_past_its_time_limit_is_stopped(store):
     limits = HostLimits(job_time_limit_s=6)
-    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=100000), "ann", limits=limits, caps=CPU)
+    run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=100000), "ann", limits=limits, caps=CPU)
     wait_for(lambda: store.get_run(run_id).pid, timeout=10)
     pid = store.get_run(run_id).pid
     wait_for(finished(store, run_id), timeout=30)
     run = store.get_run(run_id)
     assert run.status == "failed" and run.error == "timed out after 6 s"
-    wait_for(lambda: not jobs.pid_alive(pid), timeout=5)
+    wait_for(lambda: not processes.pid_alive(pid), timeout=5)
     assert run.finished_at - run.started_at < 12
 
 
@@ -235,7 +238,7 @@ def test_a_corrupt_spec_row_fails_that_job_not_the_dispatcher(store):
     bad = store.create_run("race", {}, "ann", "cpu")
     store._conn.execute("UPDATE runs SET params = '{not json' WHERE id = ?", (bad,))
     wrong = store.create_run("race", {"model": "mlp", "batch_size": "many"}, "ann", "cpu")
-    good = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
+    good = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(finished(store, good), store=store)
     assert store.get_run(bad).status == "failed" and "not valid JSON" in store.get_run(bad).error
     assert store.get_run(wrong).status == "failed" and "batch_size" in store.get_run(wrong).error
@@ -244,12 +247,12 @@ def test_a_corrupt_spec_row_fails_that_job_not_the_dispatcher(store):
 
 ENQUEUE_ONE = """
 import sys
-from core.runs import jobs
+from core.runs import queue
 from core.engine.spec import DeviceCaps, RunSpec
 from core.runs.limits import HostLimits
 from core.runs.store import Store
 spec = RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=2, backend="eager", device="cpu")
-print(jobs.enqueue(Store(sys.argv[1]), spec, "p" + sys.argv[2], limits=HostLimits(job_time_limit_s=None), caps=DeviceCaps()))
+print(queue.enqueue(Store(sys.argv[1]), spec, "p" + sys.argv[2], limits=HostLimits(job_time_limit_s=None), caps=DeviceCaps()))
 """
 
 
@@ -271,15 +274,15 @@ def test_eight_concurrent_enqueues_from_processes_all_run_one_at_a_time(store):
 
 
 def test_the_device_probe_records_what_the_machine_has(store):
-    caps = jobs.ensure_probe(store, wait_s=60)
+    caps = queue.ensure_probe(store, wait_s=60)
     assert caps is not None and caps.cuda is False
     probe = store.list_runs(kind="probe")[0]
     assert probe.status == "done" and probe.summary["environment"]["cpu_count"] == os.cpu_count()
-    assert jobs.known_caps(store) == caps
+    assert devices.known_caps(store) == caps
 
 
 def test_a_new_process_finds_a_running_job_and_follows_it(store):
-    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=60), "ann", limits=NO_LIMITS, caps=CPU)
+    run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=60), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(lambda: store.get_run(run_id).status == "running")
     restarted = Store(store.path)  # what an app restart sees
     assert [r.id for r in restarted.list_runs(status=("starting", "running"))] == [run_id]
@@ -288,38 +291,38 @@ def test_a_new_process_finds_a_running_job_and_follows_it(store):
         new = restarted.events_after(run_id, last)
         seen += new
         last = new[-1]["id"] if new else last
-        jobs.tick(restarted)
+        queue.tick(restarted)
         time.sleep(0.2)
     seen += restarted.events_after(run_id, last)
     assert len([e for e in seen if e["kind"] == "step"]) == 120
 
 
 def test_a_job_for_the_automatic_device_waits_until_the_probe_has_answered(store, sleepers):
-    with pytest.raises(jobs.JobError, match="still finding out which device"):
-        jobs.enqueue(store, quick_spec(device="auto"), "ann", limits=NO_LIMITS)
+    with pytest.raises(queue.JobError, match="still finding out which device"):
+        queue.enqueue(store, quick_spec(device="auto"), "ann", limits=NO_LIMITS)
     assert store.list_runs() == []
-    run_id = jobs.enqueue(store, quick_spec(device="cpu"), "ann", limits=NO_LIMITS)  # an explicit device can go
+    run_id = queue.enqueue(store, quick_spec(device="cpu"), "ann", limits=NO_LIMITS)  # an explicit device can go
     assert store.get_run(run_id).device_key == "cpu"
 
 
 def test_a_failed_probe_is_retried_after_a_while_not_on_every_refresh(store, sleepers):
-    probe = store.create_run("probe", {}, "system", "probe", status="running", host=jobs.HOST)
+    probe = store.create_run("probe", {}, "system", "probe", status="running", host=devices.HOST)
     store.finish_run(probe, "failed", error="boom")
-    jobs.ensure_probe(store)
-    jobs.ensure_probe(store)
+    queue.ensure_probe(store)
+    queue.ensure_probe(store)
     assert len(store.list_runs(kind="probe")) == 1
-    store.update_run(probe, finished_at=time.time() - jobs.PROBE_RETRY_S - 1)
-    jobs.ensure_probe(store)
+    store.update_run(probe, finished_at=time.time() - queue.PROBE_RETRY_S - 1)
+    queue.ensure_probe(store)
     assert len(store.list_runs(kind="probe")) == 2
 
 
 def test_a_timed_out_run_stays_failed_even_though_its_worker_stops_cleanly_on_sigterm(store):
-    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=100000), "ann", limits=NO_LIMITS, caps=CPU)
+    run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=100000), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(lambda: len(step_events(store, run_id)) >= 3)
     store.update_run(run_id, time_limit_s=1)  # the worker's own watchdog was armed without a limit
-    assert jobs.reconcile(store) == [run_id]
+    assert queue.reconcile(store) == [run_id]
     run = store.get_run(run_id)
-    wait_for(lambda: not jobs.pid_alive(run.pid), timeout=10)
+    wait_for(lambda: not processes.pid_alive(run.pid), timeout=10)
     time.sleep(0.5)
     run = store.get_run(run_id)
     assert run.status == "failed" and run.error == "timed out after 1 s"
@@ -327,9 +330,9 @@ def test_a_timed_out_run_stays_failed_even_though_its_worker_stops_cleanly_on_si
 
 
 def test_cancelling_a_finished_run_changes_nothing(store):
-    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
+    run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(finished(store, run_id), store=store)
-    assert jobs.cancel(store, run_id, "ann") == "done"
+    assert queue.cancel(store, run_id, "ann") == "done"
 
 
 @pytest.mark.parametrize(
@@ -337,7 +340,7 @@ def test_cancelling_a_finished_run_changes_nothing(store):
     [(2, None, 1), (8, None, 7), (1, None, None), (None, None, None), (2, "2", 2), (8, "0", None), (8, "", 7)],
 )
 def test_a_cpu_race_leaves_a_core_for_the_page_watching_it(cores, setting, expected):
-    from core.runs.worker import cpu_threads_for_worker
+    from core.runs.runners import cpu_threads_for_worker
 
     assert cpu_threads_for_worker(cores, setting) == expected
 
@@ -356,7 +359,7 @@ def test_a_worker_caught_in_its_exec_is_not_called_dead(monkeypatch):
             return io.BytesIO(command["text"])
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(jobs, "open", fake_open, raising=False)
-    assert jobs.pid_alive(os.getpid())
+    monkeypatch.setattr(processes, "open", fake_open, raising=False)
+    assert processes.pid_alive(os.getpid())
     command["text"] = b"bash\x00-c\x00sleep 5\x00"
-    assert not jobs.pid_alive(os.getpid())
+    assert not processes.pid_alive(os.getpid())

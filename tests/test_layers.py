@@ -77,13 +77,13 @@ sys.path.insert(0, ROOT)
 from streamlit.testing.v1 import AppTest
 from core.engine import analysis
 from core.engine.spec import DeviceCaps, RunSpec
-from core.runs import jobs
+from core.runs import devices, processes
 from core.runs.store import Store
 
-jobs.launch_worker = lambda store_path, run_id, key: os.getpid()  # nothing runs: only what the app imports counts
+processes.launch_worker = lambda store_path, run_id, key: os.getpid()  # nothing runs: only what the app imports counts
 store = Store(os.environ["COMPILE_LAB_STORE"])
 env = {"device_type": "cpu", "device_name": "CPU", "cpu_name": "CPU", "cpu_count": 2, "torch": "2.x"}
-probe = store.create_run("probe", {}, "system", "probe", status="done", host=jobs.HOST)
+probe = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
 store.update_run(probe, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
 spec = RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=4, device="cpu")
 race = store.create_run("race", spec.to_dict(), "someone", "cpu", status="running", started_at=time.time())
@@ -117,7 +117,7 @@ for layer_module in ("core.view",):
         __import__(info.name)
 import core.engine.explain, core.engine.explain.params, core.engine.spec, core.engine.models.zoo, core.engine.analysis
 import core.engine.planning, core.engine.models.regions, core.engine.models.sources, core.engine.compile_stats
-import core.runs.bundle, core.runs.jobs, core.runs.limits, core.runs.store, core.runs.sweeps, core.runs.model_catalog
+import core.runs.bundle, core.runs.queue, core.runs.job_kinds, core.runs.devices, core.runs.processes, core.runs.lookups, core.runs.limits, core.runs.store, core.runs.sweeps, core.runs.model_catalog
 import core.runs.admin, core.runs.identity, core.runs.shared_results
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """

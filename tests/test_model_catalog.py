@@ -12,9 +12,10 @@ from conftest import require_model_libraries
 
 from core.engine.models import sources as model_sources
 from core.engine.spec import RunSpec, SpecError
-from core.runs import jobs, model_catalog
+from core.runs import devices, job_kinds, lookups, model_catalog, processes, queue
 from core.runs.limits import CUSTOM_MODELS_OFF, HostLimits
-from core.runs.model_catalog import lookup_model, lookup_problems, model_names, save_model_file
+from core.runs.lookups import lookup_problems
+from core.runs.model_catalog import lookup_model, model_names, save_model_file
 from core.runs.store import Store
 from core.view.model_choice import facts_line
 
@@ -27,7 +28,7 @@ def store(tmp_path):
     yield s
     for run in s.list_runs(status=("starting", "running")):
         if run.pid:
-            jobs.terminate_group(run.pid, wait_s=1)
+            processes.terminate_group(run.pid, wait_s=1)
 
 
 def answered(store, ask, timeout=240.0):
@@ -37,7 +38,7 @@ def answered(store, ask, timeout=240.0):
         answer = ask()
         if answer.state != "pending":
             return answer
-        jobs.tick(store)
+        queue.tick(store)
         time.sleep(0.3)
     raise AssertionError(f"still pending after {timeout} s")
 
@@ -48,7 +49,7 @@ def busy_cpu(store):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "core.runs.worker"])
     spec = RunSpec(model="mlp", device="cpu")
     run_id = store.create_run(
-        "race", spec.to_dict(), "visitor:a", "cpu", status="running", pid=proc.pid, host=jobs.HOST,
+        "race", spec.to_dict(), "visitor:a", "cpu", status="running", pid=proc.pid, host=devices.HOST,
         started_at=time.time(), heartbeat_at=time.time(),
     )  # fmt: skip
     yield run_id
@@ -130,13 +131,13 @@ def test_a_missing_library_is_reported_and_nothing_is_queued(store, monkeypatch)
 def test_lookups_do_not_count_against_a_visitors_queue_limits(store, sleepers):
     strict = HostLimits(max_queue_length=1, max_queued_per_owner=1)
     for name in ("timm:a", "timm:b", "timm:c"):
-        jobs.enqueue(store, model_catalog.model_params(name), "system", kind="lookup", limits=strict)
-    run_id = jobs.enqueue(store, RunSpec(model="mlp", device="cpu"), "visitor:a", limits=strict)
+        queue.enqueue(store, lookups.model_params(name), "system", kind="lookup", limits=strict)
+    run_id = queue.enqueue(store, RunSpec(model="mlp", device="cpu"), "visitor:a", limits=strict)
     assert store.get_run(run_id).status in ("queued", "starting")
 
 
 def test_a_lookup_worker_sees_no_gpu():
-    env = jobs.worker_environment("lookup", {"CUDA_VISIBLE_DEVICES": "0,1", "PATH": "/bin"})
+    env = processes.worker_environment("lookup", {"CUDA_VISIBLE_DEVICES": "0,1", "PATH": "/bin"})
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["PATH"] == "/bin"
 
 
@@ -172,10 +173,10 @@ def test_a_race_of_an_uploaded_file_is_refused_unless_the_host_allows_it(store, 
     model, path = save_model_file(b"def build_model():\n    pass\n", "net.py")
     spec = RunSpec(model=model, model_file=path, device="cpu")
     with pytest.raises(SpecError) as refused:
-        jobs.enqueue(store, spec, "visitor:a", limits=HostLimits())
+        queue.enqueue(store, spec, "visitor:a", limits=HostLimits())
     assert [p.message for p in refused.value.problems] == [CUSTOM_MODELS_OFF]
     assert store.list_runs() == []
-    run_id = jobs.enqueue(store, spec, "visitor:a", limits=HostLimits(allow_custom_models=True))
+    run_id = queue.enqueue(store, spec, "visitor:a", limits=HostLimits(allow_custom_models=True))
     assert store.get_run(run_id).params["model_file"] == path
 
 
@@ -193,19 +194,19 @@ def test_a_library_failing_in_its_own_way_is_kept_as_the_models_answer(store, mo
     """Not only ModelError: a library's own exception building the model is an answer about the
     model too, kept (not asked again every LOOKUP_RETRY_S by every page showing it)."""
     from core.engine.models import resolve
-    from core.runs.worker import run_lookup_job
+    from core.runs.runners import run_lookup_job
 
     def broken(spec):
         raise AttributeError("'ResNetConfig' object has no attribute 'image_size'")
 
     monkeypatch.setattr(resolve, "describe_model", broken)
-    params = model_catalog.model_params("hf:resnet")
+    params = lookups.model_params("hf:resnet")
     status, outcome = run_lookup_job(params, _Phases())
     assert status == "failed" and outcome["summary"] == {"model_error": True}
     assert outcome["error"] == (
         "hf:resnet could not be built: AttributeError: 'ResNetConfig' object has no attribute 'image_size'"
     )
-    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=jobs.HOST)
+    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=devices.HOST)
     long_ago = time.time() - 10 * model_catalog.LOOKUP_RETRY_S
     store.finish_run(run_id, status, error=outcome["error"], summary=outcome["summary"], finished_at=long_ago)
     answer = lookup_model(store, "hf:resnet", limits=LIMITS)
@@ -220,18 +221,18 @@ def test_one_visitor_can_keep_only_a_few_lookups_waiting(store, sleepers, monkey
     strict = HostLimits(max_queue_length=1, max_queued_per_owner=1)
     answers = [lookup_model(store, f"timm:net_{i}", limits=strict, asker="visitor:a") for i in range(8)]
     queued = [r for r in store.list_runs(kind="lookup", status=["queued"]) if r.owner == "visitor:a"]
-    assert len(queued) == jobs.MAX_QUEUED_LOOKUPS
+    assert len(queued) == job_kinds.MAX_QUEUED_LOOKUPS
     deferred = [a for a in answers if a.state == "deferred"]
     assert deferred and all(a.state in ("pending", "deferred") for a in answers)
-    assert f"at most {jobs.MAX_QUEUED_LOOKUPS} at once" in deferred[0].message
+    assert f"at most {job_kinds.MAX_QUEUED_LOOKUPS} at once" in deferred[0].message
     assert facts_line(deferred[0]) == ("info", f"Not looked up yet: {deferred[0].message}.")  # launch not blocked
     # Where the host counts visitors by address, every browser at that address counts together.
-    for i in range(jobs.MAX_QUEUED_LOOKUPS):
+    for i in range(job_kinds.MAX_QUEUED_LOOKUPS):
         assert (
             lookup_model(store, f"timm:b_{i}", limits=strict, asker="visitor:b", address="10.0.0.1").state == "pending"
         )
     assert lookup_model(store, "timm:c_0", limits=strict, asker="visitor:c", address="10.0.0.1").state == "deferred"
     # Another visitor still gets answers, and visitor:a's lookups leave their race queue alone.
     assert lookup_model(store, "timm:elsewhere", limits=strict, asker="visitor:d").state == "pending"
-    race = jobs.enqueue(store, RunSpec(model="mlp", device="cpu"), "visitor:a", limits=strict)
+    race = queue.enqueue(store, RunSpec(model="mlp", device="cpu"), "visitor:a", limits=strict)
     assert store.get_run(race).status in ("queued", "starting")

@@ -10,8 +10,8 @@ from conftest import require_model_libraries
 from test_pages import app, record_probe, texts
 
 from core.engine.models import sources as model_sources
-from core.runs import jobs
-from core.runs.model_catalog import list_params, model_params
+from core.runs import devices
+from core.runs.lookups import list_params, model_params
 from core.runs.store import Store
 from core.view import model_choice
 from core.view.safe_text import markdown_text
@@ -35,7 +35,7 @@ CONVNEXT = {
 
 
 def stored_lookup(store, params, summary):
-    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=jobs.HOST)
+    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=devices.HOST)
     store.finish_run(run_id, "done", summary=summary, finished_at=time.time())
 
 
@@ -84,7 +84,7 @@ def test_a_bad_hugging_face_name_or_failed_lookup_blocks_launch_with_the_reason(
     at = at.text_input(key="pick_hf").set_value("../../etc").run()
     assert "is not a hf model name" in texts(at) and at.button[0].disabled
     failed = store.create_run(
-        "lookup", model_params("hf:someone/secret"), "system", "lookup", status="running", host=jobs.HOST
+        "lookup", model_params("hf:someone/secret"), "system", "lookup", status="running", host=devices.HOST
     )
     store.finish_run(
         failed,

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.engine import analysis
 from core.engine.spec import DeviceCaps
-from core.runs import jobs
+from core.runs import devices, queue
 from core.runs.store import Store
 from core.view.safe_text import markdown_text
 
@@ -33,7 +33,7 @@ def record_probe(store):
         "torch": "2.x",
         "device_memory_bytes": 2**34,
     }
-    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=jobs.HOST)
+    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
     store.update_run(run_id, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
 
 
@@ -48,7 +48,7 @@ def record_race(store, status, steps=12, error=None, pid=None):
         started_at=time.time(),
         heartbeat_at=time.time(),
         pid=pid,
-        host=jobs.HOST,
+        host=devices.HOST,
         phase="compiled epoch 1/2",
     )
     eager = [0.02] * steps
@@ -262,7 +262,7 @@ def record_live_race(store, compiled_steps, phase, eager_steps=600, per_epoch=20
         status="running",
         started_at=time.time(),
         heartbeat_at=time.time(),
-        host=jobs.HOST,
+        host=devices.HOST,
         phase=phase,
     )
     eager = [0.010] * eager_steps
@@ -387,7 +387,7 @@ def test_a_finished_races_progress_bar_is_full(store, sleepers):
 
 def test_a_queued_race_says_where_it_waits_and_nothing_ahead_of_it(store, sleepers):
     record_probe(store)
-    run_id = jobs.enqueue(store, quick_spec(epochs=1, steps_per_epoch=3), "someone")
+    run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=3), "someone")
     at = app(run=run_id)
     assert not at.exception
     assert at.get("progress")[0].proto.text.split(": ")[1] in ("queued (position 1)", "starting")

@@ -10,7 +10,7 @@ from test_pages import app, record_probe
 
 from core.engine import analysis
 from core.engine.spec import DeviceCaps
-from core.runs import jobs
+from core.runs import devices, queue
 from core.runs.limits import HostLimits
 from core.runs.shared_results import recent_result, reuse_automatically
 from core.runs.store import Store
@@ -28,7 +28,7 @@ def store(tmp_path, monkeypatch):
     return Store(path)
 
 
-def finished_race(store, spec=None, age_s=60.0, host=jobs.HOST, device_key="cpu", **environment):
+def finished_race(store, spec=None, age_s=60.0, host=devices.HOST, device_key="cpu", **environment):
     spec = spec or quick_spec()
     now = time.time()
     run_id = store.create_run(
@@ -97,7 +97,7 @@ def test_imported_failed_and_unprobed_runs_are_not_offered(store):
 def test_a_gpu_result_is_offered_only_for_that_gpu(store):
     env = {**HERE, "device_type": "cuda", "device_name": "NVIDIA A100", "cuda": "12.4"}
     caps = DeviceCaps(cuda=True, cuda_name="NVIDIA A100", compute_capability=(8, 0), cuda_bf16=True)
-    probe = store.create_run("probe", {}, "system", "probe", status="done", host=jobs.HOST)
+    probe = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
     store.update_run(probe, summary={"caps": caps.to_dict(), "environment": env})
     spec = quick_spec(device="cuda")
     finished_race(store, spec, device_key="cuda:0", device_type="cuda", device_name="NVIDIA A100", cuda="12.4")
@@ -120,7 +120,7 @@ def test_reuse_is_automatic_only_when_the_hosts_queue_length_is_reached(store, s
     run = store.get_run(finished_race(store))
     assert not reuse_automatically(store, run, HostLimits(auto_reuse_queue_length=None))
     for owner in ("a", "b", "c"):  # one runs, two wait
-        jobs.enqueue(store, quick_spec(), owner, limits=HostLimits(), caps=CPU)
+        queue.enqueue(store, quick_spec(), owner, limits=HostLimits(), caps=CPU)
     assert reuse_automatically(store, run, HostLimits(auto_reuse_queue_length=2))
     assert not reuse_automatically(store, run, HostLimits(auto_reuse_queue_length=3))
 
@@ -156,7 +156,7 @@ def test_launch_still_measures_again_unless_the_queue_is_long(store, sleepers, m
     [b for b in at.button if b.label == "Launch"][0].click().run()
     assert at.query_params["run"] != str(done) and len(store.list_runs(kind="race")) == 2  # measured again
     monkeypatch.setenv("COMPILE_LAB_AUTO_REUSE_QUEUE_LENGTH", "1")
-    jobs.enqueue(store, quick_spec(seed=5), "someone-else", limits=HostLimits(), caps=CPU)  # now one waits
+    queue.enqueue(store, quick_spec(seed=5), "someone-else", limits=HostLimits(), caps=CPU)  # now one waits
     other = small_race_form(app())
     [b for b in other.button if b.label == "Launch"][0].click().run()
     assert other.query_params["run"] == str(done)

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.engine import analysis
 from core.engine.spec import DeviceCaps, RunSpec
-from core.runs import jobs
+from core.runs import devices
 from core.runs.store import Store
 from core.runs.sweeps import Axis, SweepSpec
 from core.view.safe_text import markdown_text
@@ -30,7 +30,7 @@ def store(tmp_path, monkeypatch):
 
 def record_probe(store):
     env = {"device_type": "cpu", "device_name": "Test CPU", "cpu_name": "Test CPU", "cpu_count": 2, "torch": "2.x"}
-    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=jobs.HOST)
+    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
     store.update_run(run_id, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
 
 
@@ -56,7 +56,7 @@ def record_sweep(store, statuses, owner="someone", axes=BATCH_AXIS) -> int:
     with store.transaction() as c:
         sweep_id = store.insert_sweep(c, owner, sweep.to_dict())
     for point, status in zip(sweep.points(), statuses):
-        fields = {"status": status, "phase": status, "sweep_id": sweep_id, "host": jobs.HOST}
+        fields = {"status": status, "phase": status, "sweep_id": sweep_id, "host": devices.HOST}
         if status == "done":
             compile_s = 2.0 if point.compile_scope == "regional" else 8.0
             fields["summary"] = measured_summary(point.batch_size, rng, compile_s=compile_s)

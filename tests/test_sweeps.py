@@ -10,10 +10,11 @@ import pytest
 from conftest import CPU, QUICK_CLI, ROOT, quick_spec
 
 from core.engine.spec import RunSpec, SpecError
-from core.runs import jobs, sweeps
+from core.runs import queue, sweeps
 from core.runs.limits import HostLimits
 from core.runs.store import SCHEMA_VERSION, Store
 from core.runs.sweeps import Axis, SweepSpec
+from core.view.sweep import sweep_state
 
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 
@@ -78,8 +79,8 @@ def test_host_limits_cap_each_point_and_the_number_of_points(store, sleepers):
 
 def test_a_sweep_is_queued_whole_or_not_at_all(store, sleepers):
     per_owner = HostLimits(max_queued_per_owner=3, job_time_limit_s=None)
-    jobs.enqueue(store, quick_spec(), "ann", limits=per_owner, caps=CPU)
-    with pytest.raises(jobs.JobError, match="this sweep's 3 points and your 1 jobs queued or running"):
+    queue.enqueue(store, quick_spec(), "ann", limits=per_owner, caps=CPU)
+    with pytest.raises(queue.JobError, match="this sweep's 3 points and your 1 jobs queued or running"):
         sweeps.enqueue_sweep(store, batch_sweep(8, 16, 32), "ann", limits=per_owner, caps=CPU)
     assert len(store.list_runs()) == 1 and store.list_sweeps() == []
     sweep_id = sweeps.enqueue_sweep(store, batch_sweep(8, 16), "ann", limits=per_owner, caps=CPU)
@@ -89,38 +90,36 @@ def test_a_sweep_is_queued_whole_or_not_at_all(store, sleepers):
 
 
 def test_points_wait_their_turn_on_the_lane_and_cancel_stops_the_whole_sweep(store, sleepers):
-    other = jobs.enqueue(store, quick_spec(), "bob", limits=NO_LIMITS, caps=CPU)
+    other = queue.enqueue(store, quick_spec(), "bob", limits=NO_LIMITS, caps=CPU)
     sweep_id = sweeps.enqueue_sweep(store, batch_sweep(8, 16, 32), "ann", limits=NO_LIMITS, caps=CPU)
     assert store.get_run(other).status == "starting"  # one job per lane: the points queue behind it
     assert [r.status for r in store.sweep_runs(sweep_id)] == ["queued"] * 3
-    assert sweeps.sweep_state(store, store.sweep_runs(sweep_id)) == (
-        "0 of 3 points finished; point 1 is queued (position 1)"
-    )
-    with pytest.raises(jobs.JobError, match="belongs to someone else"):
+    assert sweep_state(store, store.sweep_runs(sweep_id)) == ("0 of 3 points finished; point 1 is queued (position 1)")
+    with pytest.raises(queue.JobError, match="belongs to someone else"):
         sweeps.cancel_sweep(store, sweep_id, "bob")
-    jobs.cancel(store, other, "bob")
+    queue.cancel(store, other, "bob")
     first = store.sweep_runs(sweep_id)[0]
     assert first.status == "starting"  # the lane is free: the sweep's first point starts
-    assert sweeps.sweep_state(store, store.sweep_runs(sweep_id)).startswith("point 1 of 3 running")
+    assert sweep_state(store, store.sweep_runs(sweep_id)).startswith("point 1 of 3 running")
     assert sweeps.cancel_sweep(store, sweep_id, "ann") == 3
     runs = store.sweep_runs(sweep_id)
     assert [r.status for r in runs] == ["cancelled"] * 3 and sweeps.sweep_finished(runs)
-    assert sweeps.sweep_state(store, runs) == "finished: 3 cancelled"
+    assert sweep_state(store, runs) == "finished: 3 cancelled"
     assert store.list_runs(status=("queued", "starting", "running")) == []  # nothing started after the cancel
 
 
 def test_delete_a_sweep_removes_its_points_and_their_events_only_for_its_owner(store, sleepers):
     sweep_id = sweeps.enqueue_sweep(store, batch_sweep(8, 16), "ann", limits=NO_LIMITS, caps=CPU)
-    lone = jobs.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
+    lone = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU)
     store.append_events(store.sweep_runs(sweep_id)[0].id, [{"kind": "step", "variant": "eager", "phase": "train",
                                                             "epoch": 1, "step": 1, "time_s": 0.1}])  # fmt: skip
-    with pytest.raises(jobs.JobError, match="belongs to someone else"):
+    with pytest.raises(queue.JobError, match="belongs to someone else"):
         sweeps.delete_sweep(store, sweep_id, "bob")
     sweeps.delete_sweep(store, sweep_id, "ann")
     assert store.get_sweep(sweep_id) is None and store.sweep_runs(sweep_id) == []
     assert [r.id for r in store.list_runs()] == [lone]
     assert store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
-    with pytest.raises(jobs.JobError, match="there is no sweep"):
+    with pytest.raises(queue.JobError, match="there is no sweep"):
         sweeps.cancel_sweep(store, sweep_id, "ann")
 
 

@@ -229,17 +229,17 @@ def test_compile_events_travel_in_bundles(tmp_path):
 
 
 def test_a_queued_run_keeps_torchs_compile_trace_and_offers_it_as_a_zip(tmp_path):
-    from core.runs import jobs
+    from core.runs import queue
     from core.runs.limits import HostLimits
     from core.runs.run_files import compile_trace_size, compile_trace_zip, profiler_traces
     from core.runs.store import Store
 
     store = Store(str(tmp_path / "s.sqlite3"))
     spec = quick_spec(epochs=1, steps_per_epoch=3, compile_trace=True, profile_steps=1)
-    run_id = jobs.enqueue(store, spec, "me", limits=HostLimits(job_time_limit_s=None), caps=CPU)
+    run_id = queue.enqueue(store, spec, "me", limits=HostLimits(job_time_limit_s=None), caps=CPU)
     deadline = time.monotonic() + 300
     while not store.get_run(run_id).finished and time.monotonic() < deadline:
-        jobs.tick(store)
+        queue.tick(store)
         time.sleep(0.3)
     run = store.get_run(run_id)
     assert run.status == "done", run.error
@@ -251,5 +251,5 @@ def test_a_queued_run_keeps_torchs_compile_trace_and_offers_it_as_a_zip(tmp_path
         "eager steps (profiler trace)",
         "compiled steps (profiler trace)",
     ]
-    jobs.delete(store, run_id, "me")
+    queue.delete(store, run_id, "me")
     assert compile_trace_size(store.path, run_id) is None and profiler_traces(store.path, run_id) == []

@@ -9,7 +9,7 @@ import os
 import pandas as pd
 from test_pages import app, record_probe, record_race, store  # noqa: F401 - store is a fixture
 
-from core.runs import jobs
+from core.runs import run_files
 from core.view import race_charts
 from core.view.run_screen import why_per_step
 from core.view.run_screen.cards import result_cards
@@ -162,12 +162,12 @@ def test_a_finished_run_shows_why_per_step_on_the_race_page(store):  # noqa: F81
 def test_the_runs_page_offers_the_runs_files(store, tmp_path):  # noqa: F811
     record_probe(store)
     run_id = finished_race_with_why(store)
-    folder = jobs.run_files_dir(store.path, run_id)
+    folder = run_files.run_files_dir(store.path, run_id)
     os.makedirs(folder, exist_ok=True)
     for variant in ("eager", "compiled"):
         with open(os.path.join(folder, f"{variant}.trace.json"), "w") as fh:
             json.dump({"traceEvents": []}, fh)
-    trace = jobs.compile_trace_dir(store.path, run_id)
+    trace = run_files.compile_trace_dir(store.path, run_id)
     os.makedirs(trace, exist_ok=True)
     with open(os.path.join(trace, "dedicated_log_torch_trace_1.log"), "w") as fh:
         fh.write('{"dynamo_start": {}}\n' * 100)

@@ -42,7 +42,7 @@ def test_the_registry_validation_and_queue_do_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, core.engine.models.zoo, core.engine.spec, core.runs.jobs, core.runs.store, core.runs.bundle; print('torch' in sys.modules)"
+    code = "import sys, core.engine.models.zoo, core.engine.spec, core.runs.queue, core.runs.store, core.runs.bundle; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
 

@@ -1,7 +1,9 @@
 """Runs: what executes measurements and keeps them.
 
-Owns the SQLite store (store), the job queue with one lane per device (jobs), the worker
-process that runs one job (worker), sweeps of races grouped under one id (sweeps), host limits
+Owns the SQLite store (store), the job queue (queue) with one lane per device (devices), the
+kinds of job in one table (job_kinds), the worker processes (processes) and the worker process
+that runs one job (worker) with what each kind runs there (runners), model lookups (lookups,
+model_catalog), a run's files (run_files), sweeps of races grouped under one id (sweeps), host limits
 for a shared box (limits), run bundles (bundle), the GPU doctor that checks every CUDA path
 through this machinery (doctor), who a visitor is to the queue (identity), recent results offered
 instead of a new measurement (shared_results) and the host's admin actions (admin). The store is

@@ -14,7 +14,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from core.runs import jobs
+from core.runs import devices, processes, queue
 from core.runs.limits import ConfigError
 from core.runs.store import ACTIVE_STATES, FINAL_STATES, Run, Store
 
@@ -50,15 +50,15 @@ def cancel_any(store: Store, run_id: int) -> str:
     """Cancel a queued or running job whoever owns it; returns its resulting status."""
     run = store.get_run(run_id)
     if run is None:
-        raise jobs.JobError(f"there is no run {run_id}")
-    return jobs.cancel(store, run_id, run.owner)
+        raise queue.JobError(f"there is no run {run_id}")
+    return queue.cancel(store, run_id, run.owner)
 
 
 def set_queue_paused(store: Store, paused: bool) -> None:
     """Paused: queued jobs wait and nothing new starts (what runs now finishes); resumed: the queue moves."""
     store.set_queue_paused(paused)
     if not paused:
-        jobs.tick(store)
+        queue.tick(store)
 
 
 def purge_older_than(store: Store, days: float, now: float | None = None) -> int:
@@ -69,7 +69,7 @@ def purge_older_than(store: Store, days: float, now: float | None = None) -> int
     if isinstance(days, bool) or not isinstance(days, (int, float)) or not math.isfinite(days) or days <= 0:
         raise ValueError(f"days must be a number above 0 (got {days!r})")
     cutoff = (time.time() if now is None else now) - days * SECONDS_PER_DAY
-    probe = jobs.latest_probe(store)
+    probe = devices.latest_probe(store)
     keep = probe.id if probe else -1
     marks = ", ".join("?" for _ in FINAL_STATES)
     with store.transaction(immediate=True) as c:
@@ -110,8 +110,8 @@ def lanes(store: Store, now: float | None = None) -> list[Lane]:
     for key in sorted(set(active) | set(waiting)):
         run = active.get(key)
         alive = None
-        if run is not None and run.host == jobs.HOST:
-            alive = jobs.pid_alive(run.pid) if run.pid else False
+        if run is not None and run.host == devices.HOST:
+            alive = processes.pid_alive(run.pid) if run.pid else False
         age = now - run.heartbeat_at if run is not None and run.heartbeat_at else None
         out.append(Lane(key, run, waiting.get(key, 0), alive, age))
     return out

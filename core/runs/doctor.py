@@ -22,7 +22,7 @@ from typing import Any
 
 from core.engine.explain import DEMOS, PAGE_PARAMS
 from core.engine.spec import RunSpec, SpecError
-from core.runs import jobs
+from core.runs import devices, processes, queue
 from core.runs.bundle import export_bundle
 from core.runs.limits import HostLimits
 from core.runs.store import Run, Store
@@ -146,7 +146,7 @@ def run_checks(
     of them, and judge each."""
     say = on_progress or (lambda text: None)
     limits = HostLimits(job_time_limit_s=timeout_s)
-    caps = jobs.ensure_probe(store, owner=OWNER, wait_s=120)
+    caps = queue.ensure_probe(store, owner=OWNER, wait_s=120)
     if caps is None:
         probe = store.list_runs(kind="probe", limit=1)
         reason = probe[0].error if probe and probe[0].error else "no answer within 120 s"
@@ -156,25 +156,26 @@ def run_checks(
     for check in checks:
         try:
             queued.append(
-                (check, jobs.enqueue(store, check.params, OWNER, kind=check.kind, limits=limits, caps=caps), None)
+                (check, queue.enqueue(store, check.params, OWNER, kind=check.kind, limits=limits, caps=caps), None)
             )
-        except (SpecError, jobs.JobError) as exc:
+        except (SpecError, queue.JobError) as exc:
             queued.append((check, None, str(exc)))
     deadline = time.monotonic() + timeout_s
     pending = {run_id for _, run_id, _ in queued if run_id is not None}
     while pending and time.monotonic() < deadline:
-        jobs.tick(store)
+        queue.tick(store)
         for run_id in list(pending):
             run = store.get_run(run_id)
             if run is not None and run.finished:
                 pending.discard(run_id)
-                say(f"{len(queued) - len(pending)}/{len(queued)} {run.kind} #{run_id}: {jobs.describe(store, run)}")
+                ended = f"failed: {run.error}" if run.status == "failed" else run.status  # the table says more
+                say(f"{len(queued) - len(pending)}/{len(queued)} {run.kind} #{run_id}: {ended}")
         time.sleep(0.5)
     for run_id in pending:  # past the doctor's own time limit: stop it, and say so
-        jobs.reconcile(store)
+        queue.reconcile(store)
         run = store.get_run(run_id)
         if run is not None and not run.finished and run.pid:
-            jobs.terminate_group(run.pid)
+            processes.terminate_group(run.pid)
         store.finish_run(run_id, "failed", error=f"the doctor gave up after {timeout_s:.0f} s")
     for check, run_id, refused in queued:
         if refused is not None:
@@ -185,7 +186,7 @@ def run_checks(
 
 
 def _probe_figure(store: Store) -> str:
-    probe = jobs.latest_probe(store)
+    probe = devices.latest_probe(store)
     summary = probe.summary if probe else {}
     env = summary.get("environment") or {}
     gpus = summary.get("gpus") or []

@@ -5,8 +5,9 @@ and offer timm's list of names to search, but it never imports torch, timm or tr
 worker answers: a short `lookup` job (builds the model on the meta device, or lists timm's names)
 whose answer is stored like any run and reused by every later visitor. The cache key is the
 question and the installed library's version (read from package metadata, torch-free): a new
-timm or transformers asks again. Lookups have a lane of their own (core.runs.jobs), so a question
-about a model never waits behind a race. Uploaded model files are kept here too, by content.
+timm or transformers asks again. Lookups have a lane of their own (core.runs.devices), so a question
+about a model never waits behind a race; what a lookup asks, and its check, is core.runs.lookups.
+Uploaded model files are kept here too, by content.
 """
 
 from __future__ import annotations
@@ -20,19 +21,18 @@ from typing import Any
 from core.engine.models.sources import (
     default_file_model_name,
     library_problem,
-    library_version,
     model_file_source_problem,
-    model_name_problem,
     source_of,
 )
-from core.engine.spec import Problem, SpecError, data_home
-from core.runs import jobs
-from core.runs.limits import CUSTOM_MODELS_OFF, HostLimits, model_allowed
+from core.engine.spec import SpecError, data_home
+from core.runs.devices import HOST
+from core.runs.limits import HostLimits
+from core.runs.lookups import list_params, model_params
+from core.runs.queue import JobError, enqueue
 from core.runs.store import Run, Store
 
 LOOKUP_OWNER = "system"
 LOOKUP_RETRY_S = 60.0  # a lookup whose worker died or timed out is asked again after this
-LISTS = ("timm",)
 MAX_UPLOAD_BYTES = 1_000_000
 
 
@@ -41,50 +41,19 @@ class Lookup:
     """The answer to a question about models, as far as it is known now."""
 
     # "ready" | "pending" | "failed" | "unavailable" (its library is not installed) | "deferred"
-    # (the asker already has jobs.MAX_QUEUED_LOOKUPS lookups waiting: asked again on a later visit)
+    # (the asker already has job_kinds.MAX_QUEUED_LOOKUPS lookups waiting: asked again on a later visit)
     state: str
     facts: dict[str, Any] = field(default_factory=dict)  # a model's parameters, input, task
     names: list[str] = field(default_factory=list)  # a list's names
     message: str = ""  # why it failed or is unavailable; what it waits for
-
-
-def model_params(model: str, model_file: str | None = None) -> dict[str, Any]:
-    """A lookup job's parameters for one model: the question and the library version answering it."""
-    return {"model": model, "model_file": model_file, "library": library_version(source_of(model))}
-
-
-def list_params(source: str = "timm") -> dict[str, Any]:
-    return {"list": source, "library": library_version(source)}
-
-
-def lookup_problems(params: dict[str, Any], limits: HostLimits) -> list[Problem]:
-    """A lookup asks about a model this host allows, or for a list it knows; nothing else."""
-    if "list" in params:
-        if params["list"] not in LISTS:
-            return [Problem("list", f"{params['list']!r} is not a list of models; known: {', '.join(LISTS)}")]
-        return []
-    model = params.get("model")
-    problem = model_name_problem(model)
-    if problem:
-        return [Problem("model", problem)]
-    if source_of(model) == "zoo":
-        return [Problem("model", "zoo models need no lookup (core.engine.models.zoo describes them)")]
-    if source_of(model) == "file":
-        if not limits.allow_custom_models:
-            return [Problem("model", CUSTOM_MODELS_OFF)]
-        path = params.get("model_file")
-        if not isinstance(path, str) or not os.path.isfile(path):
-            return [Problem("model_file", f"no such file: {path}")]
-    elif not model_allowed(limits.allowed_models, model):
-        return [Problem("model", f"this host allows only: {', '.join(limits.allowed_models or ())}")]
-    return []
+    run: Run | None = None  # pending: the lookup job it waits for (core.view.queue.describe says where it is)
 
 
 def _find(store: Store, params: dict[str, Any]) -> Run | None:
     """The newest lookup of exactly this question on this host, unless it failed for a reason
     that says nothing about the model (its worker died or ran out of time) a while ago."""
     for run in store.list_runs(kind="lookup", limit=500):
-        if run.params != params or run.host not in (None, jobs.HOST) or run.status == "cancelled":
+        if run.params != params or run.host not in (None, HOST) or run.status == "cancelled":
             continue
         stale = run.status == "failed" and (run.finished_at or 0) < time.time() - LOOKUP_RETRY_S
         if stale and not (run.summary or {}).get("model_error"):
@@ -103,23 +72,23 @@ def _ask(
     if run is not None:
         return run
     try:
-        run_id = jobs.enqueue(store, params, asker, kind="lookup", limits=limits, address=address)
+        run_id = enqueue(store, params, asker, kind="lookup", limits=limits, address=address)
     except SpecError as exc:
         return Lookup("failed", message="; ".join(p.message for p in exc.problems))
-    except jobs.JobError as exc:
+    except JobError as exc:
         return Lookup("deferred", message=str(exc))
     except ValueError as exc:
         return Lookup("failed", message=str(exc))
     return store.get_run(run_id) or Lookup("pending", message="queued")
 
 
-def _answer(store: Store, run: Run | Lookup, what: str) -> Lookup | Run:
+def _answer(run: Run | Lookup, what: str) -> Lookup | Run:
     if isinstance(run, Lookup):
         return run
     if run.status == "failed":
         return Lookup("failed", message=run.error or "the lookup failed")
     if run.status != "done":
-        return Lookup("pending", message=f"{what}: {jobs.describe(store, run)}")
+        return Lookup("pending", message=what, run=run)
     return run
 
 
@@ -137,7 +106,7 @@ def lookup_model(
     if missing:
         return Lookup("unavailable", message=missing)
     question = _ask(store, model_params(model, model_file), limits, asker, address)
-    answer = _answer(store, question, f"looking up {model}")
+    answer = _answer(question, f"looking up {model}")
     if isinstance(answer, Lookup):
         return answer
     facts = (answer.summary or {}).get("facts")
@@ -156,7 +125,7 @@ def model_names(
     if missing:
         return Lookup("unavailable", message=missing)
     question = _ask(store, list_params(source), limits, asker, address)
-    answer = _answer(store, question, f"reading {source}'s model list")
+    answer = _answer(question, f"reading {source}'s model list")
     if isinstance(answer, Lookup):
         return answer
     names = (answer.summary or {}).get("names")

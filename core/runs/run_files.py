@@ -14,9 +14,16 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 
-from core.runs.jobs import compile_trace_dir, run_files_dir
-
 TLPARSE_TIMEOUT_S = 120
+
+
+def run_files_dir(store_path: str, run_id: int) -> str:
+    """Where a run's files live (profiler traces, torch's compile trace): beside the store."""
+    return os.path.join(os.path.dirname(os.path.abspath(store_path)), "traces", f"run-{run_id}")
+
+
+def compile_trace_dir(store_path: str, run_id: int) -> str:
+    return os.path.join(run_files_dir(store_path, run_id), "torch_trace")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, resolve_device
-from core.runs import jobs
+from core.runs import devices, job_kinds
 from core.runs.limits import HostLimits
 from core.runs.store import Run, Store
 
@@ -54,18 +54,18 @@ def recent_result(
     `within_s` seconds (None: any age; 0: never); None when there is none."""
     if within_s == 0:
         return None
-    probe = jobs.latest_probe(store)
+    probe = devices.latest_probe(store)
     if probe is None or not probe.summary:
         return None
     here = probe.summary.get("environment") or {}
     device = resolve_device(spec.device, caps)
     name = device_name(probe.summary, device)
-    lane = jobs.JOB_KINDS["race"].device_key(spec.to_dict(), caps)
+    lane = job_kinds.JOB_KINDS["race"].device_key(spec.to_dict(), caps)
     wanted = comparable(spec, device)
     now = time.time() if now is None else now
     for run in store.list_runs(kind="race", status=["done"], limit=SCAN_LIMIT):
         env = run.environment or {}
-        if run.imported or run.host != probe.host or not jobs.same_device(run.device_key, lane) or not run.summary:
+        if run.imported or run.host != probe.host or not devices.same_device(run.device_key, lane) or not run.summary:
             continue
         if within_s is not None and (run.finished_at is None or now - run.finished_at > within_s):
             continue
@@ -87,6 +87,28 @@ def reuse_automatically(store: Store, run: Run, limits: HostLimits) -> bool:
     auto_reuse_queue_length."""
     if limits.auto_reuse_queue_length is None:
         return False
-    lane = jobs.ANY_GPU if run.device_key.startswith("cuda:") else run.device_key  # queued CUDA jobs wait for any GPU
-    waiting = sum(1 for r in store.list_runs(status=("queued",)) if jobs.same_device(r.device_key, lane))
+    lane = (
+        devices.ANY_GPU if run.device_key.startswith("cuda:") else run.device_key
+    )  # queued CUDA jobs wait for any GPU
+    waiting = sum(1 for r in store.list_runs(status=("queued",)) if devices.same_device(r.device_key, lane))
     return waiting >= limits.auto_reuse_queue_length
+
+
+def stored_demo(store: Store, demo: str, params: dict[str, Any]) -> Run | None:
+    """The newest finished (or still running) measurement of this demo with exactly these
+    parameters, on this machine's device and torch version: what the page shows without re-measuring."""
+    probe = devices.latest_probe(store)
+    torch_version = (probe.summary or {}).get("environment", {}).get("torch") if probe else None
+    caps = DeviceCaps.from_dict(probe.summary["caps"]) if probe else None
+    key = devices.demo_device_key({}, caps)
+    for run in store.list_runs(kind="demo", limit=200):
+        if (
+            run.params != {"demo": demo, "params": params}
+            or not devices.same_device(run.device_key, key)
+            or run.status == "cancelled"
+        ):
+            continue
+        if run.finished and run.environment and torch_version and run.environment.get("torch") != torch_version:
+            continue
+        return run
+    return None

@@ -41,7 +41,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind TEXT NOT NULL,                 -- race | probe | ... (core.runs.jobs.JOB_KINDS)
+    kind TEXT NOT NULL,                 -- race | probe | ... (core.runs.job_kinds.JOB_KINDS)
     params TEXT NOT NULL,               -- JSON: the RunSpec for a race
     owner TEXT NOT NULL,
     device_key TEXT NOT NULL,           -- one running job per device key: 'cpu', 'cuda:0', ...

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from core.engine.models.regions import COMPILE_SCOPES
 from core.engine.spec import MODES, PRECISIONS, DeviceCaps, Problem, RunSpec, SpecError
-from core.runs import jobs
+from core.runs import devices, job_kinds, queue
 from core.runs.limits import HostLimits, load_host_limits
 from core.runs.store import ACTIVE_STATES, Run, Store
 
@@ -112,7 +111,7 @@ def sweep_problems(sweep: SweepSpec, caps: DeviceCaps | None, limits: HostLimits
         return [Problem("points", f"{who} at most {cap} points (got {len(points)}: fewer values, or one axis)")]
     seen: dict[tuple[str, str], list[str]] = {}
     for point in points:
-        for problem in jobs.JOB_KINDS["race"].check(point.to_dict(), caps, limits):
+        for problem in job_kinds.JOB_KINDS["race"].check(point.to_dict(), caps, limits):
             seen.setdefault((problem.field, problem.message), []).append(point_label(point, sweep.axes))
     for (field, message), where in seen.items():
         if len(where) < len(points) and field not in names:  # the message alone would not say which point
@@ -131,33 +130,33 @@ def enqueue_sweep(
 ) -> int:
     """Validate and queue every point in one transaction; returns the sweep id. Raises SpecError
     (a bad point, over a host limit) or JobError (no room in the queue) and then queues nothing.
-    `address`: as for jobs.enqueue, where the host limits visitors by client address."""
+    `address`: as for queue.enqueue, where the host limits visitors by client address."""
     limits = limits or load_host_limits()
-    caps = caps if caps is not None else jobs.known_caps(store)
+    caps = caps if caps is not None else devices.known_caps(store)
     problems = sweep_problems(sweep, caps, limits)
     if problems:
         raise SpecError(problems)
     if caps is None and sweep.base.device == "auto":
-        raise jobs.JobError("still finding out which device this machine has: try again in a few seconds")
+        raise queue.JobError("still finding out which device this machine has: try again in a few seconds")
     points = sweep.points()
     with store.transaction(immediate=True) as c:
-        jobs.check_room(
+        queue.check_room(
             c, owner, limits, adding=len(points), what=f"this sweep's {len(points)} points", address=address
         )
         sweep_id = store.insert_sweep(c, owner, sweep.to_dict())
         for point in points:
-            row = jobs.job_row("race", point.to_dict(), owner, caps, limits, sweep_id=sweep_id, client=address)
+            row = queue.job_row("race", point.to_dict(), owner, caps, limits, sweep_id=sweep_id, client=address)
             store._insert_run(c, row)
-    jobs.tick(store)
+    queue.tick(store)
     return sweep_id
 
 
 def _owned_sweep(store: Store, sweep_id: int, owner: str, action: str):
     sweep = store.get_sweep(sweep_id)
     if sweep is None:
-        raise jobs.JobError(f"there is no sweep {sweep_id}")
+        raise queue.JobError(f"there is no sweep {sweep_id}")
     if sweep.owner != owner:
-        raise jobs.JobError(f"sweep {sweep_id} belongs to someone else: you can {action} only your own sweeps")
+        raise queue.JobError(f"sweep {sweep_id} belongs to someone else: you can {action} only your own sweeps")
     return sweep
 
 
@@ -172,7 +171,7 @@ def cancel_sweep(store: Store, sweep_id: int, owner: str) -> int:
                 cancelled += 1
     for run in store.sweep_runs(sweep_id):
         if run.status in (*ACTIVE_STATES, "queued"):
-            cancelled += jobs.cancel(store, run.id, run.owner) == "cancelled"
+            cancelled += queue.cancel(store, run.id, run.owner) == "cancelled"
     return cancelled
 
 
@@ -194,30 +193,6 @@ def stored_sweep(store: Store, sweep_id: int) -> tuple[SweepSpec, list[Run]] | N
     except (SpecError, TypeError):
         return None
     return spec, store.sweep_runs(sweep_id)
-
-
-def sweep_state(store: Store, runs: list[Run], shown: Callable[[str], str] = str) -> str:
-    """'point 2 of 4 running: batch size 256, compiled epoch 1/2', 'finished: 3 done, 1 failed'.
-    A point's own state (its phase, from the worker) passes through `shown` on its way in: a page
-    passes markdown_text, so only that part, not the sentence around it, is made inert."""
-    if not runs:
-        return "no points"
-    counts: dict[str, int] = {}
-    for run in runs:
-        counts[run.status] = counts.get(run.status, 0) + 1
-    finished = sum(counts.get(s, 0) for s in ("done", "failed", "cancelled"))
-    active = [r for r in runs if r.status in ACTIVE_STATES]
-    if active:
-        run = active[0]
-        return f"point {runs.index(run) + 1} of {len(runs)} running: {shown(jobs.describe(store, run))}"
-    if finished < len(runs):
-        first = next(r for r in runs if r.status == "queued")
-        return (
-            f"{finished} of {len(runs)} points finished; point {runs.index(first) + 1} is "
-            f"{shown(jobs.describe(store, first))}"
-        )
-    parts = [f"{counts[s]} {s}" for s in ("done", "failed", "cancelled") if counts.get(s)]
-    return "finished: " + ", ".join(parts)
 
 
 def sweep_finished(runs: list[Run]) -> bool:

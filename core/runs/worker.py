@@ -1,27 +1,29 @@
 """`python -m core.runs.worker --store PATH --run-id N`: run one job and record everything it measures.
 
-One process per job, in its own session (core.runs.jobs.launch_worker), so it outlives the UI that
+One process per job, in its own session (core.runs.processes.launch_worker), so it outlives the UI that
 started it. Events are flushed from a background thread in small transactions (every 0.25 s),
 which also heartbeats, so a reader sees a step within a fraction of a second and a long compile
 is not mistaken for a hang. SIGTERM (cancel) stops training cleanly; whatever was measured stays.
+What a job of each kind runs is the runner its row in core.runs.job_kinds names (core.runs.runners).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from core.engine.spec import RunSpec, SpecError
 from core.engine.trainer import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
-from core.runs import jobs
+from core.runs.devices import HOST
+from core.runs.job_kinds import JOB_KINDS, runner_of
+from core.runs.processes import launch_ticker
+from core.runs.queue import tick
 from core.runs.store import Store
 
 FLUSH_EVERY_S = 0.25
@@ -161,127 +163,6 @@ def phase_text(event: Any) -> str:
     }.get(event.state, event.state)
 
 
-def cpu_threads_for_worker(cpu_count: int | None, setting: str | None) -> int | None:
-    """Torch threads for a race on the CPU: COMPILE_LAB_WORKER_THREADS if set ("0" = torch's
-    default), else all cores but one, so the app and the browser showing the race live have a core
-    of their own. On a 2-core machine a live page otherwise stalls torch's thread barrier and
-    slows both variants unevenly (measured: compiled 1.16x alone, 0.70x with the page open)."""
-    if setting is not None and setting.strip() != "":
-        threads = int(setting)
-        return threads if threads > 0 else None
-    if not cpu_count or cpu_count < 2:
-        return None
-    return cpu_count - 1
-
-
-def run_race_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str, Any]]:
-    """Run a race; returns (status, run fields to store)."""
-    import torch
-
-    from core.engine.spec import detect_device_caps, resolve_device
-    from core.engine.trainer import run_race
-
-    spec = RunSpec.from_dict(params)
-    caps = detect_device_caps()
-    if resolve_device(spec.device, caps) == "cpu":
-        threads = cpu_threads_for_worker(os.cpu_count(), os.environ.get("COMPILE_LAB_WORKER_THREADS"))
-        if threads:
-            torch.set_num_threads(threads)
-    result = run_race(spec, on_event=sink, caps=caps, trace_dir=jobs.run_files_dir(sink.store_path, sink.run_id))
-    data = result.to_dict()
-    details = {
-        "compile": data["compile"],
-        "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},
-    }
-    fields = {"summary": result.summary, "details": details, "environment": result.environment, "error": result.error}
-    status = "done" if not result.error else ("cancelled" if result.error == "cancelled" else "failed")
-    return status, fields
-
-
-def run_probe_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str, Any]]:
-    """Record what this machine's device is, so the UI never has to touch CUDA to know."""
-    import torch
-
-    from core.engine.environment import cuda_driver_version, environment_record, gpu_inventory
-    from core.engine.spec import detect_device_caps
-
-    caps = detect_device_caps()
-    env = environment_record(torch.device(caps.default_device))
-    summary = {
-        "caps": caps.to_dict(),
-        "environment": env,
-        "gpus": gpu_inventory(),
-        "cuda_driver": cuda_driver_version(),
-    }
-    return "done", {"summary": summary, "environment": env}
-
-
-def run_demo_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str, Any]]:
-    """Run an explainer demo on this machine's device; the result is stored as the run's summary."""
-    import inspect
-
-    import torch
-
-    from core.engine.environment import environment_record
-    from core.engine.explain import demo_device_problem, demo_module, with_defaults
-    from core.engine.spec import detect_device_caps
-
-    caps = detect_device_caps()
-    device = caps.default_device
-    cannot = demo_device_problem(params["demo"], caps)
-    if cannot:  # refused before measuring, not half way through
-        return "failed", {"error": cannot}
-    env = environment_record(torch.device(device))
-    sink.update(environment=env, phase=f"measuring {params['demo']} on {device}")
-    module = demo_module(params["demo"])
-    full = with_defaults(params["demo"], params.get("params"))
-    kwargs = {"device": device} if "device" in inspect.signature(module.run).parameters else {}
-    result = module.run(full, **kwargs)
-    return "done", {"summary": {"result": result, "params": full}, "environment": env}
-
-
-def run_lookup_job(params: dict[str, Any], sink: EventSink) -> tuple[str, dict[str, Any]]:
-    """Answer a question about models for the app (core.runs.model_catalog): a model's facts, built
-    on the meta device (a model file: on the CPU, with one checked step), or timm's list of names.
-    Niced and on one thread: it may run beside a race, on the core the race leaves free."""
-    import torch
-
-    from core.engine.models.resolve import describe_model
-    from core.engine.models.workload import ModelError, is_out_of_memory
-
-    with contextlib.suppress(OSError):
-        os.nice(10)
-    torch.set_num_threads(1)
-    if "list" in params:
-        from core.engine.models.library_models import timm_model_names
-
-        sink.update(phase="reading timm's model list")
-        return "done", {"summary": {"names": timm_model_names(), "library": params.get("library")}}
-    spec = RunSpec(model=params["model"], model_file=params.get("model_file"), device="cpu")
-    sink.update(phase=f"looking up {spec.model}")
-    try:
-        facts = describe_model(spec)
-    except ModelError as exc:  # about the model, so worth keeping: the same question gets the same answer
-        return "failed", {"error": str(exc), "summary": {"model_error": True}}
-    except Exception as exc:  # noqa: BLE001 - out of memory building it, or a library's own failure
-        # Still an answer about the model (the same library builds it the same way next time): kept,
-        # so a page showing it does not queue the same failing lookup again every minute.
-        if is_out_of_memory(exc):
-            error = f"{spec.model} does not fit in this machine's memory"
-        else:
-            error = f"{spec.model} could not be built: {type(exc).__name__}: {exc}"
-        return "failed", {"error": error, "summary": {"model_error": True}}
-    return "done", {"summary": {"facts": facts}}
-
-
-RUNNERS: dict[str, Callable[[dict[str, Any], EventSink], tuple[str, dict[str, Any]]]] = {
-    "race": run_race_job,
-    "probe": run_probe_job,
-    "demo": run_demo_job,
-    "lookup": run_lookup_job,
-}
-
-
 def _total_steps(params: dict[str, Any]) -> int:
     try:
         spec = RunSpec.from_dict(params)
@@ -301,7 +182,7 @@ def _watchdog(
     finally:
         store = Store(store_path)
         store.finish_run(run_id, "failed", error=f"timed out after {limit_s:.0f} s", phase="timed out")
-        jobs.launch_ticker(store_path)
+        launch_ticker(store_path)
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
@@ -316,7 +197,7 @@ def run_job(store_path: str, run_id: int) -> int:
     if run is None or run.status != "starting":
         print(f"run {run_id} is not waiting for a worker ({run.status if run else 'missing'})", file=sys.stderr)
         return 1
-    if not store.claim_run(run_id, os.getpid(), jobs.HOST):
+    if not store.claim_run(run_id, os.getpid(), HOST):
         print(f"run {run_id} was cancelled or ended before this worker started", file=sys.stderr)
         return 1
     signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -329,13 +210,12 @@ def run_job(store_path: str, run_id: int) -> int:
         ).start()
     status, fields = "failed", {}
     try:
-        runner = RUNNERS.get(run.kind)
-        if runner is None:
+        if run.kind not in JOB_KINDS:
             fields = {"error": f"unknown job kind {run.kind!r}"}
         elif "__corrupt__" in run.params:
             fields = {"error": "the stored job description is not valid JSON"}
         else:
-            status, fields = runner(run.params, sink)
+            status, fields = runner_of(run.kind)(run.params, sink)
     except SpecError as exc:
         fields = {"error": f"invalid job: {exc}"}
     except KeyboardInterrupt:
@@ -353,7 +233,7 @@ def run_job(store_path: str, run_id: int) -> int:
         store.update_run(run_id, **measured)
     phase = {"done": "done", "cancelled": "cancelled"}.get(status, f"failed: {fields.get('error')}")
     store.finish_run(run_id, status, phase=phase, error=None if status == "cancelled" else fields.get("error"))
-    jobs.tick(store)
+    tick(store)
     return 0
 
 

@@ -18,6 +18,8 @@ from core.engine.models.sources import (
 from core.engine.models.zoo import MODELS
 from core.runs.limits import HostLimits, model_allowed
 from core.runs.model_catalog import Lookup
+from core.runs.store import Store
+from core.view.queue import describe
 
 SOURCE_LABELS = {"zoo": "Zoo", "timm": "timm", "hf": "Hugging Face", "file": "Your file"}
 DEFAULT_MODEL = {"timm": "timm:resnet18", "hf": "hf:gpt2", "file": "file:model.py"}
@@ -92,12 +94,17 @@ def default_model(source: str, limits: HostLimits | None, names: list[str] | Non
     return preferred
 
 
-def facts_line(lookup: Lookup) -> tuple[str, str]:
-    """(kind, text) to show under the model: kind is 'ok', 'wait', 'error' or 'info'."""
+def facts_line(lookup: Lookup, store: Store | None = None) -> tuple[str, str]:
+    """(kind, text) to show under the model: kind is 'ok', 'wait', 'error' or 'info'. With the
+    `store`, a pending lookup says where its job is ('queued (position 2)')."""
     if lookup.state == "ready":
         return "ok", describe_facts(lookup.facts) or "built"
     if lookup.state == "pending":
-        return "wait", f"Finding its parameters and input ({lookup.message}); a worker builds it on the meta device."
+        where = f": {describe(store, lookup.run)}" if store is not None and lookup.run is not None else ""
+        return (
+            "wait",
+            f"Finding its parameters and input ({lookup.message}{where}); a worker builds it on the meta device.",
+        )
     if lookup.state == "unavailable":
         return "info", f"{lookup.message}."
     if lookup.state == "deferred":  # launch need not wait for it: the worker checks the model anyway

@@ -1,5 +1,6 @@
-"""The queue as the sidebar shows it: one line per lane (the CPU, each GPU), what runs there and
-how many wait. Pure: runs and device facts in, text out."""
+"""The queue as people read it: one line per lane (the CPU, each GPU), what runs there and how
+many wait, as the sidebar shows it (pure: runs and device facts in, text out); and one job's state
+in words ('queued (position 2)', 'compiled epoch 2/3', 'failed: ...'), wherever a job is shown."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.engine.spec import DeviceCaps
-from core.runs.jobs import ANY_GPU, device_lanes, same_device
-from core.runs.store import Run
+from core.runs.devices import ANY_GPU, device_lanes, same_device
+from core.runs.queue import queue_position
+from core.runs.store import ACTIVE_STATES, Run, Store
 from core.view.report import fmt_bytes
 
 
@@ -59,3 +61,32 @@ def _name(run: Run, numbers: Mapping[int, int] | None) -> str:
     if numbers is not None and run.kind == "demo":
         return f"the {run.params.get('demo', '?')} demo"
     return f"#{run.id} {run.params.get('model', run.kind)}"
+
+
+def compile_failed(run: Run) -> str | None:
+    """Why torch.compile could not handle this race's model (a finding: eager ran), else None."""
+    reason = (run.summary or {}).get("compile_failed") if isinstance(run.summary, dict) else None
+    return reason if isinstance(reason, str) else None
+
+
+def compile_skipped(run: Run) -> str | None:
+    """Why this race's compiled variant ran no compiled code, once the worker knows (else None)."""
+    for record in (run.summary, run.details):
+        if isinstance(record, dict) and isinstance(record.get("compile_skipped"), str):
+            return record["compile_skipped"]
+    return None
+
+
+def describe(store: Store, run: Run) -> str:
+    """The run's state as a person reads it: 'queued (position 2)', 'compiled epoch 2/3', ..."""
+    if run.status == "queued":
+        paused = "; the host has paused the queue" if store.queue_paused() else ""
+        return f"queued (position {queue_position(store, run.id)}{paused})"
+    skipped, failed = compile_skipped(run), compile_failed(run)
+    suffix = f" (compile did not happen: {skipped})" if skipped else ""
+    suffix = f" (compile failed on this model: {failed}; eager ran)" if failed else suffix
+    if run.status in ACTIVE_STATES:
+        return (run.phase or run.status) + suffix
+    if run.status == "failed":
+        return f"failed: {run.error}{suffix}"
+    return run.status + suffix

@@ -9,14 +9,15 @@ or still running point shows its state and error, never its partial numbers.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
 from core.engine import planning
-from core.runs import jobs
-from core.runs.store import Run, Store
+from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
+from core.view.queue import compile_skipped, describe
 from core.view.report import fmt_seconds
 from core.view.safe_text import terminal_text
 
@@ -62,7 +63,7 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
     rows = []
     for i, run in enumerate(runs, start=1):
         params, s = run.params or {}, (run.summary or {}) if run.status == "done" else {}
-        skipped = s.get("compile_skipped") or jobs.compile_skipped(run)
+        skipped = s.get("compile_skipped") or compile_skipped(run)
         measured = run.status == "done" and s.get("steady_state_speedup") is not None and not skipped
         ci = s.get("speedup_ci95") or [math.nan, math.nan]
         observed = s.get("break_even_step")
@@ -73,7 +74,7 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
                 "run_id": run.id,
                 "label": _label(params, sweep),
                 "status": run.status,
-                "state": jobs.describe(store, run) if store is not None else run.status,
+                "state": describe(store, run) if store is not None else run.status,
                 "x": params.get(x_axis),
                 "series": str(params.get(series_axis, "")) if series_axis else "",
                 "measured": measured,
@@ -325,3 +326,27 @@ def sweep_title(sweep_id: int, params: dict[str, Any]) -> str:
         for a in sweep.axes
     )  # fmt: skip
     return f"#{sweep_id} {sweep.base.model}: {axes}"
+
+
+def sweep_state(store: Store, runs: list[Run], shown: Callable[[str], str] = str) -> str:
+    """'point 2 of 4 running: batch size 256, compiled epoch 1/2', 'finished: 3 done, 1 failed'.
+    A point's own state (its phase, from the worker) passes through `shown` on its way in: a page
+    passes markdown_text, so only that part, not the sentence around it, is made inert."""
+    if not runs:
+        return "no points"
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.status] = counts.get(run.status, 0) + 1
+    finished = sum(counts.get(s, 0) for s in ("done", "failed", "cancelled"))
+    active = [r for r in runs if r.status in ACTIVE_STATES]
+    if active:
+        run = active[0]
+        return f"point {runs.index(run) + 1} of {len(runs)} running: {shown(describe(store, run))}"
+    if finished < len(runs):
+        first = next(r for r in runs if r.status == "queued")
+        return (
+            f"{finished} of {len(runs)} points finished; point {runs.index(first) + 1} is "
+            f"{shown(describe(store, first))}"
+        )
+    parts = [f"{counts[s]} {s}" for s in ("done", "failed", "cancelled") if counts.get(s)]
+    return "finished: " + ", ".join(parts)

@@ -31,8 +31,9 @@ import pandas as pd
 
 from core.engine import analysis
 from core.engine.spec import DeviceCaps
-from core.runs import jobs
+from core.runs import devices
 from core.runs.store import Run, Store
+from core.view.queue import describe
 from core.view.run_screen.store_reader import RunView, run_label, run_summary
 
 VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
@@ -269,7 +270,7 @@ class LiveBoard:
                 return
             entry.view.label = run_label(run)
             entry.view.poll(db)
-            state = jobs.describe(db, run)
+            state = describe(db, run)
             number = db.race_numbers([run.id]).get(run.id) if run.kind == "race" else None
             self.reads += 1
         skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
@@ -296,10 +297,10 @@ class LiveBoard:
                 return self._queue[1]
             with self._store_lock:
                 db = self._db()
-                probe = jobs.latest_probe(db)
+                probe = devices.latest_probe(db)
                 snap = QueueSnapshot(
                     probe_summary=probe.summary if probe else None,
-                    caps=jobs.known_caps(db),
+                    caps=devices.known_caps(db),
                     active=tuple(db.list_runs(status=("starting", "running"))),
                     queued=tuple(db.list_runs(status=("queued",))),
                     paused=db.queue_paused(),

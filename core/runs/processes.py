@@ -1,0 +1,134 @@
+"""The processes behind the queue: starting a job's worker (and a last tick), knowing whether a
+worker's pid is still that worker, and stopping its process group. No torch.
+
+Each job runs in a `python -m core.runs.worker` process in its own session, so it outlives the
+page or CLI that started it; a pid in the store is trusted only while it still runs a worker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from core import PROJECT_ROOT
+from core.runs.devices import LOOKUP_DEVICE_KEY
+from core.runs.run_files import compile_trace_dir
+from core.runs.store import Store
+
+TERMINATE_WAIT_S = 2.0  # SIGTERM, then SIGKILL after this: cancel completes within 3 s
+
+
+def worker_environment(device_key: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker for one lane: a GPU lane's worker sees only its own GPU (as
+    cuda:0), so two races never share a GPU and a job cannot wander to another one. Indices are
+    positions in the host's own CUDA_VISIBLE_DEVICES when it sets one."""
+    env = dict(os.environ if environ is None else environ)
+    if device_key == LOOKUP_DEVICE_KEY:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a lookup builds on the meta device: it must not touch a GPU
+        env["COMPILE_LAB_LANE"] = device_key
+    if device_key.startswith("cuda:"):
+        index = int(device_key.split(":", 1)[1])
+        visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
+        env["COMPILE_LAB_LANE"] = device_key
+    return env
+
+
+def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
+    """Start `python -m core.runs.worker` for one job in its own session, so it outlives its parent."""
+    log_dir = os.path.join(os.path.dirname(store_path), "logs")
+    os.makedirs(log_dir, exist_ok=True)
+    env = worker_environment(device_key)
+    run = Store(store_path).get_run(run_id)
+    if run is not None and run.kind == "race" and (run.params or {}).get("compile_trace") is True:
+        # torch reads TORCH_TRACE when it is imported: it must be in the worker's environment.
+        env["TORCH_TRACE"] = compile_trace_dir(store_path, run_id)
+    with open(os.path.join(log_dir, f"run-{run_id}.log"), "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "core.runs.worker", "--store", store_path, "--run-id", str(run_id)],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def launch_ticker(store_path: str) -> None:
+    """A short-lived detached process that ticks once: used by a worker that is about to die."""
+    subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from core.runs.queue import tick; from core.runs.store import Store; tick(Store({store_path!r}))",
+        ],
+        cwd=PROJECT_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def thread_deprioritized() -> bool:
+    """Whether this thread runs at a lower CPU priority than its process (a viewer's refresh in the
+    app: core.view.run_screen.shared_board.yield_to_measurements). A worker started from it would inherit that
+    priority and measure its race with it, and a thread cannot raise its priority back."""
+    if not sys.platform.startswith("linux"):  # priorities are per process there; a thread id is no pid
+        return False
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) > os.getpriority(os.PRIO_PROCESS, os.getpid())
+    except OSError:
+        return False
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Is `pid` a live Compile Lab worker? (Reaps it if it is our exited child; a reused pid
+    running something else counts as dead.)"""
+    if not pid:
+        return False
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            command = fh.read()
+        if b"core.runs.worker" in command:
+            return True
+        if not command:  # in execve (or a kernel thread, never a reused worker pid): not dead yet
+            return True
+        # A worker this process just launched, between fork and exec, still shows our command line.
+        with open("/proc/self/cmdline", "rb") as fh:
+            return command == fh.read()
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): trust kill(0)
+
+
+def terminate_group(pid: int, wait_s: float = TERMINATE_WAIT_S) -> None:
+    """SIGTERM the worker's process group (it leads its own session), SIGKILL what remains."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                return
+            time.sleep(0.05)

@@ -1,0 +1,286 @@
+"""The job queue: enqueue (with its room checks), dispatch, reconcile, cancel, delete. No daemon, no torch.
+
+Any process may `tick()`: whoever enqueues, a worker that finishes, a page refreshing, a CLI
+waiting. Dispatch runs inside an IMMEDIATE (write-locked) SQLite transaction, so two ticks at
+once cannot start the same job or two jobs on one device, across threads and processes. What each
+kind of job is comes from core.runs.job_kinds; lanes from core.runs.devices; the worker processes
+it starts and stops from core.runs.processes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+from core.engine.spec import DeviceCaps, RunSpec, SpecError
+from core.runs import processes
+from core.runs.devices import ANY_GPU, HOST, PROBE_DEVICE_KEY, device_lanes, known_caps
+from core.runs.job_kinds import JOB_KINDS, UNCOUNTED_KINDS, JobKind
+from core.runs.limits import HostLimits, load_host_limits
+from core.runs.run_files import run_files_dir
+from core.runs.store import ACTIVE_STATES, Run, Store
+
+START_GRACE_S = 30.0  # a dispatched job whose worker has not claimed it by then has failed to start
+HEARTBEAT_STALE_S = 60.0  # a live pid that has not heartbeaten for this long is hung
+PROBE_RETRY_S = 60.0  # a probe that failed is retried after this, not on every page refresh
+
+
+class JobError(Exception):
+    """A request the queue refuses (not yours, queue full, no such run): a message for a person."""
+
+
+def ensure_probe(store: Store, owner: str = "system", wait_s: float = 0.0) -> DeviceCaps | None:
+    """Device facts, probing first if this host has none; waits up to wait_s for the probe."""
+    caps = known_caps(store)
+    if caps is not None:
+        return caps
+    recent = [
+        r
+        for r in store.list_runs(kind="probe", limit=5)
+        if r.host in (None, HOST) and (not r.finished or (r.finished_at or 0) > time.time() - PROBE_RETRY_S)
+    ]
+    if not recent:  # none waiting, running, or failed a moment ago: probe (again)
+        enqueue(store, {}, owner, kind="probe", limits=HostLimits())  # even when the host's config is broken
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        tick(store)
+        caps = known_caps(store)
+        if caps is not None:
+            return caps
+    return None
+
+
+def enqueue(
+    store: Store,
+    params: RunSpec | dict[str, Any],
+    owner: str,
+    kind: str = "race",
+    limits: HostLimits | None = None,
+    caps: DeviceCaps | None = None,
+    address: str | None = None,
+) -> int:
+    """Validate and queue a job; returns its run id. Raises SpecError (bad input, over a host
+    limit) or JobError (queue full) without writing anything. `address`: the visitor's client
+    address where the host limits by it (core.runs.identity); the per-person limit then counts
+    every job from that address too."""
+    if kind not in JOB_KINDS:
+        raise JobError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}")
+    job = JOB_KINDS[kind]
+    limits = limits or load_host_limits()
+    params = params.to_dict() if isinstance(params, RunSpec) else dict(params)
+    caps = caps if caps is not None else known_caps(store)
+    problems = job.check(params, caps, limits)
+    if problems:
+        raise SpecError(problems)
+    if caps is None and job.counted and params.get("device", "auto") == "auto":
+        # Without the probe's answer "auto" cannot be placed in the right device's queue.
+        raise JobError("still finding out which device this machine has: try again in a few seconds")
+    with store.transaction(immediate=True) as c:
+        if job.counted:
+            check_room(c, owner, limits, address=address)
+        elif job.max_waiting_per_asker is not None:
+            check_asker_room(c, job, owner, address)
+        run_id = store._insert_run(c, job_row(kind, params, owner, caps, limits, client=address))
+    tick(store)
+    return run_id
+
+
+def check_asker_room(conn: Any, job: JobKind, owner: str, address: str | None = None) -> None:
+    """Raise JobError when `owner` (or, with `address`, anyone at that client address) already
+    has the kind's max_waiting_per_asker jobs of it waiting. Call inside the enqueuing transaction."""
+    waiting = conn.execute(
+        "SELECT COUNT(*) FROM runs WHERE kind = ? AND status = 'queued' "
+        "AND (owner = ? OR (? IS NOT NULL AND client = ?))",
+        (job.name, owner, address, address),
+    ).fetchone()[0]
+    if job.max_waiting_per_asker is not None and waiting >= job.max_waiting_per_asker:
+        raise JobError(
+            f"you already have {waiting} {job.plural} waiting (at most {job.max_waiting_per_asker} at once): "
+            "this one is asked once they are answered"
+        )
+
+
+def check_room(
+    conn: Any, owner: str, limits: HostLimits, adding: int = 1, what: str = "", address: str | None = None
+) -> None:
+    """Raise JobError when `adding` more jobs of `owner` (`what` they are, for the message) would
+    overfill the queue or pass the owner's share (with `address`, every job from that client address
+    counts as the owner's too). Call inside the enqueuing transaction, so the counts cannot change
+    meanwhile."""
+    what = what or f"these {adding} jobs"
+    uncounted = ", ".join("?" * len(UNCOUNTED_KINDS))
+    waiting = conn.execute(  # the app's own lookups and probes do not fill a visitor's queue
+        f"SELECT COUNT(*) FROM runs WHERE status = 'queued' AND kind NOT IN ({uncounted})", UNCOUNTED_KINDS
+    ).fetchone()[0]
+    if limits.max_queue_length is not None and waiting + adding > limits.max_queue_length:
+        if adding == 1 or waiting >= limits.max_queue_length:
+            raise JobError(
+                f"the queue is full ({waiting} jobs waiting; this host allows {limits.max_queue_length}): try again later"
+            )
+        raise JobError(
+            f"the queue has room for {limits.max_queue_length - waiting} more jobs, not {what}: try fewer points or later"
+        )
+    mine = conn.execute(
+        "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (? IS NOT NULL AND client = ?)) "
+        f"AND status IN ('queued', 'starting', 'running') AND kind NOT IN ({uncounted})",
+        (owner, address, address, *UNCOUNTED_KINDS),
+    ).fetchone()[0]
+    if limits.max_queued_per_owner is not None and mine + adding > limits.max_queued_per_owner:
+        if adding == 1:
+            raise JobError(
+                f"you already have {mine} jobs queued or running"
+                + (" (counting every browser at your address)" if address else "")
+                + f"; this host allows {limits.max_queued_per_owner} per person"
+            )
+        raise JobError(
+            f"{what} and your {mine} jobs queued or running would pass this host's limit of "
+            f"{limits.max_queued_per_owner} per person: try fewer points"
+        )
+
+
+def job_row(
+    kind: str, params: dict[str, Any], owner: str, caps: DeviceCaps | None, limits: HostLimits, **fields: Any
+) -> dict[str, Any]:
+    """The run row of a newly queued job (already validated)."""
+    return {
+        "kind": kind,
+        "params": params,
+        "owner": owner,
+        "device_key": JOB_KINDS[kind].device_key(params, caps),
+        "status": "queued",
+        "phase": "queued",
+        "created_at": time.time(),
+        "time_limit_s": limits.job_time_limit_s,
+        "host": HOST if JOB_KINDS[kind].pinned_to_host else None,
+        **fields,
+    }
+
+
+def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> list[int]:
+    """Reconcile, then start the oldest queued job on every idle lane. Safe to call anywhere.
+
+    Lanes: the CPU, and each GPU by index; a CUDA job waits for any idle GPU lane and is pinned to
+    it. The device probe never runs beside a job on a device (a second CUDA context during a
+    measurement), except when there is no probe result yet, and no job starts while it runs.
+    From a deprioritized thread it does nothing: the next tick of any other (a page's next refresh,
+    the sidebar, a worker finishing, the CLI) starts what waits.
+    """
+    if processes.thread_deprioritized():
+        return []
+    launch = launch or processes.launch_worker
+    reconcile(store)
+    caps = known_caps(store)
+    gpu_lanes = [lane for lane in device_lanes(caps) if lane.startswith("cuda:")] or ["cuda:0"]
+    now = time.time()
+    started: list[tuple[int, str]] = []
+    paused = store.queue_paused()  # the host's admin paused it: only the device probe may start
+    with store.transaction(immediate=True) as c:
+        busy = {
+            row[0] for row in c.execute("SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running')")
+        }
+        for row in c.execute("SELECT id, kind, device_key FROM runs WHERE status = 'queued' ORDER BY id").fetchall():
+            key = row["device_key"]
+            if key == PROBE_DEVICE_KEY:
+                if key in busy or (caps is not None and busy):
+                    continue
+            elif paused or (PROBE_DEVICE_KEY in busy and caps is not None):
+                continue
+            elif key == ANY_GPU:
+                free = [lane for lane in gpu_lanes if lane not in busy]
+                if not free:
+                    continue
+                key = free[0]
+            elif key in busy:
+                continue
+            busy.add(key)
+            c.execute(
+                "UPDATE runs SET status = 'starting', phase = 'starting', started_at = ?, heartbeat_at = ?, host = ?, "
+                "device_key = ? WHERE id = ? AND status = 'queued'",
+                (now, now, HOST, key, row["id"]),
+            )
+            started.append((int(row["id"]), key))
+    for run_id, key in started:
+        try:
+            pid = launch(store.path, run_id, key)
+        except OSError as exc:
+            store.finish_run(run_id, "failed", error=f"could not start a worker process: {exc}")
+            continue
+        # The worker records its own pid when it claims the job; this covers the gap before that.
+        with store.transaction() as c:
+            c.execute("UPDATE runs SET pid = ? WHERE id = ? AND pid IS NULL", (pid, run_id))
+    return [run_id for run_id, _ in started]
+
+
+def reconcile(store: Store, now: float | None = None) -> list[int]:
+    """Find active jobs whose worker died, hung, overran its limit or was asked to cancel; end them.
+
+    Returns the ids it ended. A job on another host is judged by its heartbeat alone.
+    """
+    now = time.time() if now is None else now
+    ended: list[int] = []
+    for run in store.list_runs(status=ACTIVE_STATES):
+        local = run.host == HOST
+        alive = processes.pid_alive(run.pid) if (local and run.pid) else None
+        if run.cancel_requested:
+            outcome = ("cancelled", "cancelled")
+        elif alive is False:
+            outcome = ("failed", "worker stopped unexpectedly")
+        elif run.pid is None and run.started_at and now - run.started_at > START_GRACE_S:
+            outcome = ("failed", f"worker did not start within {START_GRACE_S:.0f} s")
+        elif run.time_limit_s and run.started_at and now - run.started_at > run.time_limit_s:
+            outcome = ("failed", f"timed out after {run.time_limit_s:.0f} s")
+        elif run.heartbeat_at and now - run.heartbeat_at > HEARTBEAT_STALE_S:
+            outcome = ("failed", f"worker stopped responding (no heartbeat for {now - run.heartbeat_at:.0f} s)")
+        else:
+            continue
+        status, reason = outcome
+        # Record the outcome first: a worker stopped by SIGTERM would otherwise call it "cancelled".
+        if store.finish_run(run.id, status, error=None if status == "cancelled" else reason, phase=reason):
+            ended.append(run.id)
+        if alive:
+            processes.terminate_group(run.pid)
+    return ended
+
+
+def _owned(store: Store, run_id: int, owner: str, action: str) -> Run:
+    run = store.get_run(run_id)
+    if run is None:
+        raise JobError(f"there is no run {run_id}")
+    if run.owner != owner:
+        raise JobError(f"run {run_id} belongs to someone else: you can {action} only your own runs")
+    return run
+
+
+def cancel(store: Store, run_id: int, owner: str) -> str:
+    """Cancel a queued or running job of `owner`; returns the run's resulting status."""
+    run = _owned(store, run_id, owner, "cancel")
+    if run.finished:
+        return run.status
+    if run.status == "queued" and store.finish_run(run_id, "cancelled", phase="cancelled"):
+        return "cancelled"
+    if store.finish_run(run_id, "cancelled", phase="cancelled", cancel_requested=1):
+        run = store.get_run(run_id)
+        if run and run.pid and run.host == HOST:
+            processes.terminate_group(run.pid)  # recorded first, so the worker's own ending cannot overwrite it
+    tick(store)
+    return store.get_run(run_id).status
+
+
+def delete(store: Store, run_id: int, owner: str) -> None:
+    """Delete a run of `owner` and its events, cancelling it first if it is still active."""
+    run = _owned(store, run_id, owner, "delete")
+    if not run.finished:
+        cancel(store, run_id, owner)
+    store.delete_run(run_id)
+    shutil.rmtree(run_files_dir(store.path, run_id), ignore_errors=True)
+
+
+def queue_position(store: Store, run_id: int) -> int | None:
+    """1 = next to start on its device; None when the run is not waiting."""
+    run = store.get_run(run_id)
+    if run is None or run.status != "queued":
+        return None
+    return store.queued_ahead(run) + 1

@@ -1,0 +1,129 @@
+"""What each kind of job does inside its worker (core.runs.job_kinds names these by path): run a
+race, probe the device, measure an explainer demo, answer a lookup about models. Each takes the
+job's parameters and the worker's event sink and returns (status, run fields to store).
+
+Kept apart from the worker process itself (core.runs.worker: claiming, recording, ending a job),
+so a new kind adds its function here and its row to the table. torch is imported inside each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+from core.engine.spec import RunSpec
+from core.runs.run_files import run_files_dir
+
+
+def cpu_threads_for_worker(cpu_count: int | None, setting: str | None) -> int | None:
+    """Torch threads for a race on the CPU: COMPILE_LAB_WORKER_THREADS if set ("0" = torch's
+    default), else all cores but one, so the app and the browser showing the race live have a core
+    of their own. On a 2-core machine a live page otherwise stalls torch's thread barrier and
+    slows both variants unevenly (measured: compiled 1.16x alone, 0.70x with the page open)."""
+    if setting is not None and setting.strip() != "":
+        threads = int(setting)
+        return threads if threads > 0 else None
+    if not cpu_count or cpu_count < 2:
+        return None
+    return cpu_count - 1
+
+
+def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]]:
+    """Run a race; returns (status, run fields to store)."""
+    import torch
+
+    from core.engine.spec import detect_device_caps, resolve_device
+    from core.engine.trainer import run_race
+
+    spec = RunSpec.from_dict(params)
+    caps = detect_device_caps()
+    if resolve_device(spec.device, caps) == "cpu":
+        threads = cpu_threads_for_worker(os.cpu_count(), os.environ.get("COMPILE_LAB_WORKER_THREADS"))
+        if threads:
+            torch.set_num_threads(threads)
+    result = run_race(spec, on_event=sink, caps=caps, trace_dir=run_files_dir(sink.store_path, sink.run_id))
+    data = result.to_dict()
+    details = {
+        "compile": data["compile"],
+        "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},
+    }
+    fields = {"summary": result.summary, "details": details, "environment": result.environment, "error": result.error}
+    status = "done" if not result.error else ("cancelled" if result.error == "cancelled" else "failed")
+    return status, fields
+
+
+def run_probe_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]]:
+    """Record what this machine's device is, so the UI never has to touch CUDA to know."""
+    import torch
+
+    from core.engine.environment import cuda_driver_version, environment_record, gpu_inventory
+    from core.engine.spec import detect_device_caps
+
+    caps = detect_device_caps()
+    env = environment_record(torch.device(caps.default_device))
+    summary = {
+        "caps": caps.to_dict(),
+        "environment": env,
+        "gpus": gpu_inventory(),
+        "cuda_driver": cuda_driver_version(),
+    }
+    return "done", {"summary": summary, "environment": env}
+
+
+def run_demo_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]]:
+    """Run an explainer demo on this machine's device; the result is stored as the run's summary."""
+    import inspect
+
+    import torch
+
+    from core.engine.environment import environment_record
+    from core.engine.explain import demo_device_problem, demo_module, with_defaults
+    from core.engine.spec import detect_device_caps
+
+    caps = detect_device_caps()
+    device = caps.default_device
+    cannot = demo_device_problem(params["demo"], caps)
+    if cannot:  # refused before measuring, not half way through
+        return "failed", {"error": cannot}
+    env = environment_record(torch.device(device))
+    sink.update(environment=env, phase=f"measuring {params['demo']} on {device}")
+    module = demo_module(params["demo"])
+    full = with_defaults(params["demo"], params.get("params"))
+    kwargs = {"device": device} if "device" in inspect.signature(module.run).parameters else {}
+    result = module.run(full, **kwargs)
+    return "done", {"summary": {"result": result, "params": full}, "environment": env}
+
+
+def run_lookup_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]]:
+    """Answer a question about models for the app (core.runs.model_catalog): a model's facts, built
+    on the meta device (a model file: on the CPU, with one checked step), or timm's list of names.
+    Niced and on one thread: it may run beside a race, on the core the race leaves free."""
+    import torch
+
+    from core.engine.models.resolve import describe_model
+    from core.engine.models.workload import ModelError, is_out_of_memory
+
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    torch.set_num_threads(1)
+    if "list" in params:
+        from core.engine.models.library_models import timm_model_names
+
+        sink.update(phase="reading timm's model list")
+        return "done", {"summary": {"names": timm_model_names(), "library": params.get("library")}}
+    spec = RunSpec(model=params["model"], model_file=params.get("model_file"), device="cpu")
+    sink.update(phase=f"looking up {spec.model}")
+    try:
+        facts = describe_model(spec)
+    except ModelError as exc:  # about the model, so worth keeping: the same question gets the same answer
+        return "failed", {"error": str(exc), "summary": {"model_error": True}}
+    except Exception as exc:  # noqa: BLE001 - out of memory building it, or a library's own failure
+        # Still an answer about the model (the same library builds it the same way next time): kept,
+        # so a page showing it does not queue the same failing lookup again every minute.
+        if is_out_of_memory(exc):
+            error = f"{spec.model} does not fit in this machine's memory"
+        else:
+            error = f"{spec.model} could not be built: {type(exc).__name__}: {exc}"
+        return "failed", {"error": error, "summary": {"model_error": True}}
+    return "done", {"summary": {"facts": facts}}
