@@ -74,7 +74,7 @@ def test_status_table_and_runs_list_say_it_too(tmp_path):
 
 
 def test_the_live_status_line_says_it():
-    from core.engine.trainer import StatusEvent
+    from core.engine.events import StatusEvent
 
     assert (
         phase_text(StatusEvent("compiled", "compile_failed", 0, 3, REASON))

@@ -120,7 +120,8 @@ def skipping_backend(gm, example_inputs):
 
 def test_a_race_whose_frames_were_skipped_says_compile_did_not_happen(monkeypatch):
     from core.engine import trainer
-    from core.engine.trainer import StatusEvent, run_race
+    from core.engine.events import StatusEvent
+    from core.engine.trainer import run_race
     from core.view.live import result_cards
 
     monkeypatch.setattr(trainer, "compile_model", lambda model, spec: torch.compile(model, backend=skipping_backend))
@@ -207,7 +208,8 @@ def test_the_compile_window_of_a_cuda_graph_mode_covers_three_steps():
 
 def test_a_cuda_graph_race_summary_uses_the_longer_window():
     from core.engine.compile_stats import CompileStats
-    from core.engine.trainer import StepEvent, VariantResult, summarize_variants
+    from core.engine.events import StepEvent, VariantResult
+    from core.engine.trainer import summarize_variants
 
     def variant(name, times):
         return VariantResult(name, steps=[StepEvent(name, "train", 1, i + 1, t, 1.0, 8) for i, t in enumerate(times)])
@@ -244,7 +246,7 @@ class FakeCudaMemory:
 
 def test_releasing_a_cuda_variant_records_reserved_memory_and_keeps_the_allocator_warm(monkeypatch):
     from core.engine import trainer
-    from core.engine.trainer import VariantResult
+    from core.engine.events import VariantResult
 
     fake = FakeCudaMemory()
     monkeypatch.setattr(torch, "cuda", fake)
@@ -256,7 +258,7 @@ def test_releasing_a_cuda_variant_records_reserved_memory_and_keeps_the_allocato
 
 def test_a_sticky_cuda_error_in_cleanup_is_reported_not_raised(monkeypatch):
     from core.engine import trainer
-    from core.engine.trainer import VariantResult
+    from core.engine.events import VariantResult
 
     monkeypatch.setattr(torch, "cuda", FakeCudaMemory(sticky=True))
     result = VariantResult("compiled")
@@ -286,7 +288,8 @@ def test_dataloader_workers_start_before_the_timed_steps_of_each_variant(monkeyp
     from torch.utils.data import dataloader
 
     from core.engine import data
-    from core.engine.trainer import StepEvent, run_race
+    from core.engine.events import StepEvent
+    from core.engine.trainer import run_race
 
     log = []
     original = dataloader._MultiProcessingDataLoaderIter.__init__

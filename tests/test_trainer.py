@@ -11,8 +11,9 @@ import torch
 from conftest import CPU, ROOT, quick_spec
 
 from core.engine import trainer
+from core.engine.events import EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.engine.spec import RunSpec, SpecError
-from core.engine.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent, explain_failure, run_race
+from core.engine.trainer import explain_failure, run_race
 
 
 def record(spec, caps=CPU):

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.engine.spec import RunSpec, SpecError
-from core.engine.trainer import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.runs import jobs
 from core.runs.store import Store
 
