@@ -11,7 +11,9 @@ from core.engine.compile_stats import read_compile_stats, reset_compile_state
 from core.engine.models import build_model
 from core.engine.regions import REGIONAL_BLOCKS, compile_regions, region_problem, repeated_blocks
 from core.engine.spec import RunSpec, validate
-from core.engine.trainer import compile_model, loss_fn, run_race
+from core.engine.trainer import run_race
+from core.engine.variant import compile_model
+from core.engine.workload import loss_fn
 from core.engine.zoo import MODELS
 
 

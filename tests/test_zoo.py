@@ -9,7 +9,7 @@ from conftest import ROOT
 
 from core.engine.data import random_batch
 from core.engine.models import build_model, parameter_count
-from core.engine.trainer import loss_fn
+from core.engine.workload import loss_fn
 from core.engine.zoo import MODELS, get_model_info
 
 
