@@ -29,8 +29,8 @@ import torch  # noqa: E402
 from core.engine import analysis, planning  # noqa: E402
 from core.engine.data import BatchSource  # noqa: E402
 from core.engine.models.networks import build_model  # noqa: E402
+from core.engine.models.workload import loss_fn  # noqa: E402
 from core.engine.spec import RunSpec  # noqa: E402
-from core.engine.trainer import loss_fn  # noqa: E402
 
 SIZES = {"pointwise_mlp": (64, 256, 1024, 4096), "resnet18": (16, 32, 64, 128)}
 

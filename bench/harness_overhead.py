@@ -1,6 +1,6 @@
 """Harness overhead: the trainer's steady-state eager step time against a minimal hand-written loop.
 
-Why: every number Compile Lab shows is measured through its trainer (core.engine.trainer._VariantRun),
+Why: every number Compile Lab shows is measured through its trainer (core.engine.variant.VariantRun),
 which wraps each step in a Stopwatch, builds a StepEvent and emits it. If that machinery costs a
 noticeable share of a small model's step, eager looks slower than it is and the measured compile
 speedup is skewed. This script runs both side by side in one process on CPU, eager only, and prints
@@ -33,10 +33,11 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from core.engine.data import Batch, BatchSource  # noqa: E402
+from core.engine.device_state import precision_settings  # noqa: E402
 from core.engine.models.networks import build_model  # noqa: E402
 from core.engine.models.zoo import FEATURES, MODELS, NUM_CLASSES  # noqa: E402
 from core.engine.spec import DeviceCaps, RunSpec, check  # noqa: E402
-from core.engine.trainer import _VariantRun, precision_settings  # noqa: E402
+from core.engine.variant import VariantRun  # noqa: E402
 
 GOAL = 1.03
 BOOTSTRAP_RESAMPLES = 2000
@@ -110,7 +111,7 @@ def machinery_cost_us(spec: RunSpec, device: torch.device, steps: int, reps: int
     torch.manual_seed(spec.seed)
     tiny = nn.Linear(FEATURES, NUM_CLASSES).to(device)
     mlp_state = build_model("mlp").state_dict()
-    run = _VariantRun("eager", micro, device, mlp_state, lambda event: None)
+    run = VariantRun("eager", micro, device, mlp_state, lambda event: None)
     run.model = run.runner = copy.deepcopy(tiny).train()  # swap in the tiny model, keep the machinery
     run.optimizer = torch.optim.Adam(run.model.parameters(), lr=micro.lr)
     hand = HandLoop(copy.deepcopy(tiny), micro.lr)
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.manual_seed(spec.seed)
         init_state = {k: v.clone() for k, v in build_model(spec.model, spec.input_size).state_dict().items()}
 
-        trainer = _VariantRun("eager", spec, device, init_state, lambda event: None)
+        trainer = VariantRun("eager", spec, device, init_state, lambda event: None)
         source = BatchSource(spec, device)
         hand_model = build_model(spec.model, spec.input_size).to(device)
         hand_model.load_state_dict(init_state)
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         def run_hand() -> None:
             hand.run(hand_batches)
 
-        t_trainer: list[float] = []  # wall time around _VariantRun.run: the whole harness
+        t_trainer: list[float] = []  # wall time around VariantRun.run: the whole harness
         t_steps: list[float] = []  # sum of the trainer's per-step Stopwatch times (what it reports)
         t_hand: list[float] = []
         loss_gap = 0.0
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         return f"median {statistics.median(per_step):8.3f} ms  min {min(per_step):7.3f}  max {max(per_step):8.3f}"
 
     print(f"per-step time, whole blocks of {n} steps, {len(ratios)} timed rounds:")
-    print(f"  trainer (wall around _VariantRun.run)  {ms(t_trainer)}")
+    print(f"  trainer (wall around VariantRun.run)   {ms(t_trainer)}")
     print(f"  trainer (sum of its own step times)    {ms(t_steps)}")
     print(f"  hand loop (wall)                       {ms(t_hand)}")
     print(

@@ -216,7 +216,7 @@ class ProgressPrinter:
         self._compile_started: float | None = None
 
     def __call__(self, event) -> None:
-        from core.engine.trainer import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
+        from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
         from core.view.report import environment_header
 
         if isinstance(event, StartEvent):

@@ -9,7 +9,7 @@ import torch
 from conftest import QUICK_CLI, ROOT
 
 from core.__main__ import main
-from core.engine import trainer
+from core.engine import variant
 
 
 def cli(*args):
@@ -92,14 +92,14 @@ def test_race_prints_a_summary_table(capsys):
 
 
 def test_a_run_that_fails_midway_reports_what_it_measured_and_exits_1(monkeypatch, capsys):
-    original = trainer._VariantRun.train_step
+    original = variant.VariantRun.train_step
 
     def oom_on_compiled(self, x, y):
         if self.name == "compiled":
             raise torch.OutOfMemoryError("CUDA out of memory")
         return original(self, x, y)
 
-    monkeypatch.setattr(trainer._VariantRun, "train_step", oom_on_compiled)
+    monkeypatch.setattr(variant.VariantRun, "train_step", oom_on_compiled)
     code = main(["race", *QUICK_CLI, "--epochs", "1", "--json", "--quiet"])
     out = capsys.readouterr()
     assert code == 1

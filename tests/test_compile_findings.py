@@ -74,7 +74,7 @@ def test_status_table_and_runs_list_say_it_too(tmp_path):
 
 
 def test_the_live_status_line_says_it():
-    from core.engine.trainer import StatusEvent
+    from core.engine.events import StatusEvent
 
     assert (
         phase_text(StatusEvent("compiled", "compile_failed", 0, 3, REASON))
@@ -99,8 +99,8 @@ def test_only_the_compilers_own_errors_count_as_compile_failures():
     import torch
     import torch._dynamo.exc
 
+    from core.engine.failures import compile_failure
     from core.engine.spec import RunSpec
-    from core.engine.trainer import compile_failure
 
     spec, cpu = RunSpec(backend="inductor"), torch.device("cpu")
     unsupported = compile_failure(torch._dynamo.exc.Unsupported("data-dependent branching"), spec, cpu)

@@ -119,11 +119,12 @@ def skipping_backend(gm, example_inputs):
 
 
 def test_a_race_whose_frames_were_skipped_says_compile_did_not_happen(monkeypatch):
-    from core.engine import trainer
-    from core.engine.trainer import StatusEvent, run_race
+    from core.engine import variant
+    from core.engine.events import StatusEvent
+    from core.engine.trainer import run_race
     from core.view.run_screen.cards import result_cards
 
-    monkeypatch.setattr(trainer, "compile_model", lambda model, spec: torch.compile(model, backend=skipping_backend))
+    monkeypatch.setattr(variant, "compile_model", lambda model, spec: torch.compile(model, backend=skipping_backend))
     events = []
     result = run_race(quick_spec(epochs=2, steps_per_epoch=3), on_event=events.append, caps=CPU)
     assert result.status == "done"
@@ -207,7 +208,8 @@ def test_the_compile_window_of_a_cuda_graph_mode_covers_three_steps():
 
 def test_a_cuda_graph_race_summary_uses_the_longer_window():
     from core.engine.compile_stats import CompileStats
-    from core.engine.trainer import StepEvent, VariantResult, summarize_variants
+    from core.engine.events import StepEvent, VariantResult
+    from core.engine.trainer import summarize_variants
 
     def variant(name, times):
         return VariantResult(name, steps=[StepEvent(name, "train", 1, i + 1, t, 1.0, 8) for i, t in enumerate(times)])
@@ -243,24 +245,24 @@ class FakeCudaMemory:
 
 
 def test_releasing_a_cuda_variant_records_reserved_memory_and_keeps_the_allocator_warm(monkeypatch):
-    from core.engine import trainer
-    from core.engine.trainer import VariantResult
+    from core.engine.device_state import release_variant
+    from core.engine.events import VariantResult
 
     fake = FakeCudaMemory()
     monkeypatch.setattr(torch, "cuda", fake)
     result = VariantResult("eager")
-    assert trainer._release_variant(result, torch.device("cuda")) is None
+    assert release_variant(result, torch.device("cuda")) is None
     assert result.peak_memory_bytes == 3 * 2**30 and result.peak_reserved_bytes == 5 * 2**30
     assert not fake.emptied  # emptying would make the compiled run re-pay allocator growth as compile time
 
 
 def test_a_sticky_cuda_error_in_cleanup_is_reported_not_raised(monkeypatch):
-    from core.engine import trainer
-    from core.engine.trainer import VariantResult
+    from core.engine.device_state import release_variant
+    from core.engine.events import VariantResult
 
     monkeypatch.setattr(torch, "cuda", FakeCudaMemory(sticky=True))
     result = VariantResult("compiled")
-    reason = trainer._release_variant(result, torch.device("cuda"))
+    reason = release_variant(result, torch.device("cuda"))
     assert "illegal memory access" in reason and result.memory_kind.startswith("unavailable")
 
 
@@ -270,7 +272,7 @@ def test_a_sticky_cuda_error_in_cleanup_is_reported_not_raised(monkeypatch):
 def test_cold_cache_points_triton_inside_it_and_restores_the_hosts_setting(monkeypatch, tmp_path):
     import os
 
-    from core.engine.trainer import inductor_cache
+    from core.engine.device_state import inductor_cache
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "host-triton"))
     with inductor_cache(quick_spec(cache="cold"), torch.device("cpu")) as path:
@@ -286,7 +288,8 @@ def test_dataloader_workers_start_before_the_timed_steps_of_each_variant(monkeyp
     from torch.utils.data import dataloader
 
     from core.engine import data
-    from core.engine.trainer import StepEvent, run_race
+    from core.engine.events import StepEvent
+    from core.engine.trainer import run_race
 
     log = []
     original = dataloader._MultiProcessingDataLoaderIter.__init__
@@ -318,7 +321,7 @@ def test_dataloader_workers_start_before_the_timed_steps_of_each_variant(monkeyp
 
 
 def test_out_of_memory_is_recognised_on_a_torch_without_torch_OutOfMemoryError(monkeypatch):
-    from core.engine.trainer import explain_failure, out_of_memory_errors
+    from core.engine.failures import explain_failure, out_of_memory_errors
 
     monkeypatch.delattr(torch, "OutOfMemoryError", raising=False)
     assert out_of_memory_errors() == (torch.cuda.OutOfMemoryError,)
@@ -328,11 +331,11 @@ def test_out_of_memory_is_recognised_on_a_torch_without_torch_OutOfMemoryError(m
 
 
 def test_a_sticky_device_error_keeps_the_first_error_and_what_was_measured(monkeypatch):
-    from core.engine import trainer
+    from core.engine import device_state, variant
     from core.engine.trainer import run_race
 
     failed = {"yes": False}
-    original_step = trainer._VariantRun.train_step
+    original_step = variant.VariantRun.train_step
 
     def failing_step(self, x, y):
         if self.name == "compiled" and self.counts["train"] == 2:
@@ -344,8 +347,8 @@ def test_a_sticky_device_error_keeps_the_first_error_and_what_was_measured(monke
         if failed["yes"]:
             raise RuntimeError("CUDA error: unspecified launch failure (raised again in cleanup)")
 
-    monkeypatch.setattr(trainer._VariantRun, "train_step", failing_step)
-    monkeypatch.setattr(trainer, "device_sync", sticky_sync)
+    monkeypatch.setattr(variant.VariantRun, "train_step", failing_step)
+    monkeypatch.setattr(device_state, "device_sync", sticky_sync)
     result = run_race(quick_spec(epochs=2, steps_per_epoch=3), caps=CPU)
     assert result.status == "failed"
     assert "illegal memory access" in result.error and "raised again" not in result.error

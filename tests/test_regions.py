@@ -10,9 +10,11 @@ from conftest import CPU, quick_spec
 from core.engine.compile_stats import read_compile_stats, reset_compile_state
 from core.engine.models.networks import build_model
 from core.engine.models.regions import REGIONAL_BLOCKS, compile_regions, region_problem, repeated_blocks
+from core.engine.models.workload import loss_fn
 from core.engine.models.zoo import MODELS
 from core.engine.spec import RunSpec, validate
-from core.engine.trainer import compile_model, loss_fn, run_race
+from core.engine.trainer import run_race
+from core.engine.variant import compile_model
 
 
 def counting_backend(calls: list[int]):

@@ -170,7 +170,7 @@ def test_race_progress_lines_print_a_models_text_and_obey_none_of_it():
     import io
 
     from core.__main__ import ProgressPrinter
-    from core.engine.trainer import CompileEvent, StartEvent, StatusEvent
+    from core.engine.events import CompileEvent, StartEvent, StatusEvent
 
     out = io.StringIO()
     printer = ProgressPrinter(out)

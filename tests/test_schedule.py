@@ -5,8 +5,9 @@ peak memory said to be of both models together."""
 import pytest
 from conftest import CPU, quick_spec
 
+from core.engine.events import EpochEvent, StepEvent
 from core.engine.spec import validate
-from core.engine.trainer import ALTERNATING_MEMORY, EpochEvent, StepEvent, run_race
+from core.engine.trainer import ALTERNATING_MEMORY, run_race
 
 
 def race(spec):

@@ -10,9 +10,12 @@ import pytest
 import torch
 from conftest import CPU, ROOT, quick_spec
 
-from core.engine import trainer
+from core.engine import device_state
+from core.engine.events import EpochEvent, StartEvent, StatusEvent, StepEvent
+from core.engine.failures import explain_failure
 from core.engine.spec import RunSpec, SpecError
-from core.engine.trainer import EpochEvent, StartEvent, StatusEvent, StepEvent, explain_failure, run_race
+from core.engine.trainer import run_race
+from core.engine.variant import VariantRun
 
 
 def record(spec, caps=CPU):
@@ -73,7 +76,7 @@ def test_invalid_spec_raises_before_any_work():
 
 
 def fail_after(monkeypatch, variant, calls, exc):
-    original = trainer._VariantRun.train_step
+    original = VariantRun.train_step
     count = {"n": 0}
 
     def flaky(self, x, y):
@@ -83,7 +86,7 @@ def fail_after(monkeypatch, variant, calls, exc):
                 raise exc
         return original(self, x, y)
 
-    monkeypatch.setattr(trainer._VariantRun, "train_step", flaky)
+    monkeypatch.setattr(VariantRun, "train_step", flaky)
 
 
 def test_out_of_memory_mid_run_keeps_what_was_measured(monkeypatch):
@@ -147,22 +150,22 @@ def test_explain_failure_is_short_and_human():
 
 def test_precision_flags_are_restored_after_a_tf32_run():
     before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
-    with trainer.precision_settings(RunSpec(precision="tf32")):
+    with device_state.precision_settings(RunSpec(precision="tf32")):
         assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
-    with trainer.precision_settings(RunSpec(precision="fp32")):
+    with device_state.precision_settings(RunSpec(precision="fp32")):
         assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
     assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
 
 
 def test_cold_cache_is_fresh_and_removed_warm_cache_persists(tmp_path):
     device = torch.device("cpu")
-    with trainer.inductor_cache(RunSpec(cache="cold"), device) as cold:
+    with device_state.inductor_cache(RunSpec(cache="cold"), device) as cold:
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == cold and os.listdir(cold) == []
     assert not os.path.exists(cold)
-    with trainer.inductor_cache(RunSpec(cache="warm"), device) as warm:
+    with device_state.inductor_cache(RunSpec(cache="warm"), device) as warm:
         assert warm.startswith(os.environ["COMPILE_LAB_DATA"])
     assert os.path.isdir(warm)
-    with trainer.inductor_cache(RunSpec(cache="warm"), device) as again:
+    with device_state.inductor_cache(RunSpec(cache="warm"), device) as again:
         assert again == warm
 
 

@@ -12,9 +12,10 @@ from conftest import CPU, TORCH_RECORDS_RECOMPILE_REASONS, quick_spec
 from core.engine.compile_phases import phase_of
 from core.engine.compile_stats import AOT, CODEGEN, DYNAMO, KERNELS, LOWERING, compile_breakdown, compile_note
 from core.engine.data import varying_lengths
+from core.engine.events import CompileEvent, StatusEvent
 from core.engine.profiling import summarize_profile
 from core.engine.spec import RunSpec, validate
-from core.engine.trainer import CompileEvent, StatusEvent, run_race
+from core.engine.trainer import run_race
 
 
 def race(spec, caps=CPU):

@@ -4,17 +4,19 @@ Fairness is the point. Both variants start from the same initial weights, see th
 in the same order, use the same optimizer, loss and precision; only torch.compile differs.
 Every step is timed device-correctly (core.engine.timing); epochs are timed between synchronizations.
 Events go to a callback as they happen, so the CLI and the background worker share this code.
+
+This file is the race and its two schedules; one variant's training is core.engine.variant, the
+records it emits core.engine.events, what it sets on the device core.engine.device_state, and
+what its failures mean core.engine.failures. Both schedules give every turn the same guard
+(`_take_turn`): watch it, play it, catch its failure, release its variants, report them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
-import gc
+import functools
 import os
-import shutil
-import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,497 +26,27 @@ import torch
 
 from core.engine import analysis
 from core.engine.compile_phases import PhaseWatcher
-from core.engine.compile_stats import (
-    CompileStats,
-    CompileWatch,
-    compile_skipped_reason,
-    read_compile_stats,
-    reset_compile_state,
-)
+from core.engine.compile_stats import CompileStats, compile_skipped_reason, read_compile_stats, reset_compile_state
 from core.engine.cpu_probe import probe_cpu_vector_isa
 from core.engine.data import BatchSource
-from core.engine.environment import environment_record
-from core.engine.models.regions import compile_regions
-from core.engine.models.resolve import workload_for
-from core.engine.models.workload import ModelError, Workload, batch_samples, is_out_of_memory, loss_fn, stage
-from core.engine.profiling import kernel_profiling, profile_reading, profile_steps
-from core.engine.spec import (
-    CUDA_GRAPH_MODES,
-    DeviceCaps,
-    Problem,
-    RunSpec,
-    SpecError,
-    check,
-    data_home,
-    detect_device_caps,
-    resolve_device,
+from core.engine.device_state import (
+    inductor_cache,
+    precision_settings,
+    random_state,
+    release_variant,
+    reset_peak_memory,
+    set_random_state,
 )
-from core.engine.timing import Stopwatch, device_sync
-
-VARIANTS = ("eager", "compiled")
-
-
-@dataclass
-class StepEvent:
-    """One timed step of one variant. `step` counts from 1 within the variant and phase."""
-
-    variant: str
-    phase: str  # "train" | "eval"
-    epoch: int
-    step: int
-    time_s: float
-    loss: float
-    samples: int
-
-
-@dataclass
-class EpochEvent:
-    """An epoch boundary: wall times measured between device synchronizations."""
-
-    variant: str
-    epoch: int
-    train_time_s: float
-    eval_time_s: float | None
-
-
-@dataclass
-class StatusEvent:
-    """Where the race is: starting, compiling, epoch k/n, done, failed."""
-
-    variant: str
-    # "starting" | "compiling" | "compile_phase" | "training" | "evaluating" | "compile_skipped"
-    # | "compile_failed" | "done" | "failed"
-    state: str
-    epoch: int
-    epochs: int
-    message: str = ""
-
-
-@dataclass
-class StartEvent:
-    """The race begins: what it runs on, with the precision flags actually in force."""
-
-    environment: dict[str, Any]
-
-
-@dataclass
-class CompileEvent:
-    """A compile or recompile that happened during a step (its time is in that step's time)."""
-
-    variant: str
-    phase: str
-    epoch: int
-    step: int
-    note: str  # "compiled forward", "recompile: <the guard that failed>", ...
-
-
-Event = StepEvent | EpochEvent | StatusEvent | StartEvent | CompileEvent
-EventCallback = Callable[[Event], None]
-
-
-@dataclass
-class VariantResult:
-    name: str
-    steps: list[StepEvent] = field(default_factory=list)
-    epochs: list[EpochEvent] = field(default_factory=list)
-    peak_memory_bytes: int | None = None
-    peak_reserved_bytes: int | None = None  # CUDA: what the caching allocator holds (CUDA-graph pools live here)
-    memory_kind: str = ""
-    error: str | None = None
-    compiles: list[CompileEvent] = field(default_factory=list)
-    profile: dict[str, Any] | None = None  # per-step anatomy, profiled after the timed epochs
-
-    def times(self, phase: str = "train") -> list[float]:
-        return [s.time_s for s in self.steps if s.phase == phase]
-
-    @property
-    def final_loss(self) -> float | None:
-        train = [s.loss for s in self.steps if s.phase == "train"]
-        return train[-1] if train else None
-
-
-@dataclass
-class RaceResult:
-    """Everything measured, including a partial run that stopped on an error."""
-
-    spec: RunSpec
-    environment: dict[str, Any]
-    eager: VariantResult
-    compiled: VariantResult
-    compile_stats: CompileStats
-    summary: dict[str, Any]
-    error: str | None = None
-
-    @property
-    def status(self) -> str:
-        return "failed" if self.error else "done"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "error": self.error,
-            "spec": self.spec.to_dict(),
-            "environment": self.environment,
-            "summary": self.summary,
-            "compile": self.compile_stats.to_dict(),
-            "variants": {v.name: _variant_dict(v) for v in (self.eager, self.compiled)},
-        }
-
-
-def _variant_dict(v: VariantResult) -> dict[str, Any]:
-    return {
-        "peak_memory_bytes": v.peak_memory_bytes,
-        "peak_reserved_bytes": v.peak_reserved_bytes,
-        "memory_kind": v.memory_kind,
-        "final_loss": v.final_loss,
-        "error": v.error,
-        "profile": v.profile,
-        "compiles": [dataclasses.asdict(c) for c in v.compiles],
-        "epochs": [dataclasses.asdict(e) for e in v.epochs],
-        "steps": [dataclasses.asdict(s) for s in v.steps],
-    }
-
-
-def out_of_memory_errors() -> tuple[type[BaseException], ...]:
-    """torch's out-of-memory exception classes: torch.OutOfMemoryError exists only from torch 2.5;
-    before it, CUDA raised torch.cuda.OutOfMemoryError."""
-    classes = [getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)]
-    return tuple(c for c in classes if isinstance(c, type))
-
-
-def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> str:
-    """A reason a person understands, with what to try next."""
-    text = str(exc)
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    if isinstance(exc, KeyboardInterrupt):
-        return "cancelled"
-    if isinstance(exc, out_of_memory_errors()) or is_out_of_memory(exc):
-        return f"out of memory at batch size {spec.batch_size} on {device}: try a smaller batch size or amp-bf16"
-    if "stance is 'fail_on_recompile'" in text:
-        guard = next((line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")), None)
-        why = f" ({guard})" if guard else ""
-        return (
-            f"stance fail_on_recompile stopped a recompile{why}: the input shapes changed after the first compile; "
-            "stance eager_on_recompile would run them eagerly, dynamic=true would compile once for all shapes"
-        )
-    if spec.fullgraph and "graph break" in text.lower():
-        return f"fullgraph=True but the model has a graph break ({first}): turn fullgraph off to allow breaks"
-    if type(exc).__module__.startswith(("torch._dynamo", "torch._inductor")):
-        hint = "; try backend aot_eager to isolate Inductor" if spec.backend == "inductor" else ""
-        return f"torch.compile failed ({type(exc).__name__}: {first}){hint}"
-    if isinstance(exc, ModelError):
-        return text
-    return f"{type(exc).__name__}: {first}"
-
-
-# Where torch.compile's own errors come from: Dynamo tracing (graph breaks under fullgraph,
-# unsupported code), AOT autograd and functionalization, fake-tensor propagation, Inductor.
-_COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch", "torch._subclasses", "torch.fx")
-
-
-def compile_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> str | None:
-    """The reason, if the compiled variant failed because torch.compile could not handle the model
-    (eager ran the same model, weights and batches without error): a finding about the model, not
-    a crash. Out of memory, a cancel and device errors are not compile failures."""
-    if isinstance(exc, KeyboardInterrupt) or isinstance(exc, out_of_memory_errors()) or is_out_of_memory(exc):
-        return None
-    if not type(exc).__module__.startswith(_COMPILER_MODULES):
-        return None
-    if "stance is 'fail_on_recompile'" in str(exc):  # a stop the run asked for, not the model's failing
-        return None
-    return explain_failure(exc, spec, device)
-
-
-@contextlib.contextmanager
-def precision_settings(spec: RunSpec):
-    """TF32 on only when asked; restored afterwards so one run never leaks into the next."""
-    saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
-    tf32 = spec.precision == "tf32"
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    torch.backends.cudnn.allow_tf32 = tf32
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(saved[0])
-        torch.backends.cudnn.allow_tf32 = saved[1]
-
-
-def autocast_context(spec: RunSpec, device: torch.device):
-    if spec.precision == "amp-fp16":
-        return torch.autocast(device.type, dtype=torch.float16)
-    if spec.precision == "amp-bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
-
-
-@contextlib.contextmanager
-def inductor_cache(spec: RunSpec, device: torch.device):
-    """Cold: a fresh, private Inductor cache (what a new user pays). Warm: a persistent one.
-
-    Triton keeps its own cache of compiled GPU kernels (TRITON_CACHE_DIR, default ~/.triton); a
-    host that sets it, or a warm ~/.triton, would make a "cold" run partly warm. So both caches
-    point inside the run's directory. Both variables are read when a cache is looked up, so
-    setting them before this process compiles anything is enough.
-    """
-    saved = {name: os.environ.get(name) for name in CACHE_VARIABLES}
-    if spec.cache == "warm":
-        path = os.path.join(data_home(), "inductor-cache", f"{device.type}-torch{torch.__version__}")
-        os.makedirs(path, exist_ok=True)
-    else:
-        path = tempfile.mkdtemp(prefix="compile-lab-cold-cache-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
-    try:
-        yield path
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        if spec.cache == "cold":
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def reset_peak_memory(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return
-    with contextlib.suppress(OSError):  # Linux: writing 5 resets the process's peak RSS
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-
-
-def peak_reserved_memory(device: torch.device) -> int | None:
-    """CUDA: the most the caching allocator held since reset_peak_memory. CUDA graphs keep their
-    memory pool reserved, not allocated, so reduce-overhead's cost shows here and not in the peak."""
-    return int(torch.cuda.max_memory_reserved(device)) if device.type == "cuda" else None
-
-
-def peak_memory(device: torch.device) -> tuple[int | None, str]:
-    """Peak memory since reset_peak_memory and what it measures."""
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device)), "CUDA allocator peak"
-    if device.type == "mps":
-        return int(torch.mps.driver_allocated_memory()), "MPS driver allocation (current)"
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024, "process peak RSS (CPU)"
-    except OSError:
-        pass
-    return None, "unavailable"
-
-
-__all__ = ["loss_fn", "run_race"]  # loss_fn lives with the workloads; kept importable from here
-
-
-def set_stance(stance: str) -> None:
-    """torch.compiler.set_stance (torch 2.6+); run_race refuses a stance where it is missing."""
-    torch.compiler.set_stance(stance)
-
-
-def stance_problem(spec: RunSpec) -> Problem | None:
-    if spec.stance != "default" and not hasattr(torch.compiler, "set_stance"):
-        return Problem(
-            "stance", f"torch {torch.__version__} has no torch.compiler.set_stance (torch 2.6+): use stance default"
-        )
-    return None
-
-
-def compile_model(model: torch.nn.Module, spec: RunSpec) -> torch.nn.Module:
-    """torch.compile with exactly the spec's options (mode only where the backend takes one), of
-    the whole model or, with compile_scope "regional", of each repeated block in place (the
-    model returned is then the model itself, its blocks compiled)."""
-    kwargs: dict[str, Any] = {"backend": spec.backend, "dynamic": spec.dynamic, "fullgraph": spec.fullgraph}
-    if spec.backend == "inductor":
-        kwargs["mode"] = spec.mode
-    if spec.compile_scope == "regional":
-        compile_regions(model, spec.model, **kwargs)
-        return model
-    return torch.compile(model, **kwargs)
-
-
-class _VariantRun:
-    """Trains one variant for the spec's epochs, emitting events as it goes."""
-
-    def __init__(
-        self,
-        name: str,
-        spec: RunSpec,
-        device: torch.device,
-        init_state: dict,
-        emit: EventCallback,
-        workload: Workload | None = None,
-    ):
-        self.name, self.spec, self.device, self.emit = name, spec, device, emit
-        self.workload = workload or workload_for(spec)
-        torch.manual_seed(spec.seed)
-        model = self.workload.build().to(device)
-        model.load_state_dict(init_state)
-        self.model = model
-        self.runner = compile_model(model, spec) if name == "compiled" else model
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
-        self.scaler = torch.amp.GradScaler(device.type) if spec.precision == "amp-fp16" else None
-        self.autocast = lambda: autocast_context(spec, device)
-        self.cudagraphs = name == "compiled" and spec.backend == "inductor" and spec.mode in CUDA_GRAPH_MODES
-        self.stopwatch = Stopwatch(device)
-        self.result = VariantResult(name)
-        self.counts = {"train": 0, "eval": 0}
-        self.compile_watch = CompileWatch() if name == "compiled" else None
-        self.epoch = 0
-
-    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if self.cudagraphs:  # tell CUDA-graph trees a new iteration starts (outputs are reused)
-            torch.compiler.cudagraph_mark_step_begin()
-        self.optimizer.zero_grad(set_to_none=True)
-        with self.autocast():
-            loss = self.workload.step_loss(self.runner, (x, y))
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            loss.backward()
-            self.optimizer.step()
-        return loss
-
-    def checked_train_step(self, x: Any, y: Any) -> None:
-        """One untimed train step whose every failure says what failed (the model on its input,
-        the loss on its output, backward): the first step a model ever takes in a race."""
-        self.optimizer.zero_grad(set_to_none=True)
-        with self.autocast():
-            loss = self.workload.checked_step_loss(self.runner, (x, y))
-        with stage(f"backward through the loss of {self.spec.model} failed"):
-            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-
-    def eval_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if self.cudagraphs:
-            torch.compiler.cudagraph_mark_step_begin()
-        with torch.no_grad(), self.autocast():
-            return self.workload.step_loss(self.runner, (x, y))
-
-    def _timed(self, phase: str, epoch: int, batches, step_fn) -> float:
-        """Run one phase of one epoch; returns its synchronized wall time."""
-        epoch_clock = Stopwatch(self.device)
-        epoch_clock.start()
-        batches = iter(batches)
-        while True:
-            if self.counts[phase] == 0 and self.name == "compiled":
-                self._status("compiling", epoch, f"compiling the {phase} graph (the first compiled step pays for it)")
-            # The clock includes fetching the batch: with fakedata/cifar10 that is the input cost a
-            # real training loop pays; with synthetic data it is a list lookup.
-            self.stopwatch.start()
-            try:
-                x, y = next(batches)
-            except StopIteration:
-                break
-            loss = step_fn(x, y)
-            elapsed = self.stopwatch.stop()
-            self.counts[phase] += 1
-            event = StepEvent(
-                self.name, phase, epoch, self.counts[phase], elapsed, float(loss.item()), batch_samples(x)
-            )
-            self.result.steps.append(event)
-            self.emit(event)
-            self._note_compiles(phase, epoch)
-            if self.counts[phase] == 1 and self.name == "compiled":
-                self._status("training" if phase == "train" else "evaluating", epoch)
-                if phase == "train":
-                    self._apply_stance()
-        return epoch_clock.stop()
-
-    def _note_compiles(self, phase: str, epoch: int) -> None:
-        """After a step (outside its clock): the compiles and recompiles it paid for, if any."""
-        if self.compile_watch is None:
-            return
-        for note in self.compile_watch.new_compiles():
-            event = CompileEvent(self.name, phase, epoch, self.counts[phase], note)
-            self.result.compiles.append(event)
-            self.emit(event)
-
-    def _apply_stance(self) -> None:
-        """torch.compiler.set_stance from the second compiled step on: the first compile is wanted,
-        later ones are what fail_on_recompile refuses and eager_on_recompile runs eagerly instead."""
-        if self.spec.stance != "default":
-            set_stance(self.spec.stance)
-
-    def _status(self, state: str, epoch: int, message: str = "") -> None:
-        self.emit(StatusEvent(self.name, state, epoch, self.spec.epochs, message))
-
-    def run(
-        self,
-        source: BatchSource,
-        after_first_epoch: Callable[[], None] | None = None,
-        trace_dir: str | None = None,
-    ) -> VariantResult:
-        """Train (and evaluate) every epoch; `after_first_epoch` runs once, untimed, after epoch 1;
-        then, untimed, profile a few more steady steps (their trace into trace_dir)."""
-        source.prepare()
-        reset_peak_memory(self.device)
-        self.model.train()
-        try:
-            for epoch in range(1, self.spec.epochs + 1):
-                self.run_epoch(source, epoch, after_first_epoch)
-        finally:
-            if self.spec.stance != "default":
-                set_stance("default")
-        self.profile(source, trace_dir)
-        return self.result
-
-    def run_epoch(self, source: BatchSource, epoch: int, after_first_epoch: Callable[[], None] | None = None) -> None:
-        """Train (and evaluate) one epoch, timed, emitting its events."""
-        self.epoch = epoch
-        self._status("training", epoch)
-        train_s = self._timed("train", epoch, source.train_epoch(epoch), self.train_step)
-        eval_s = None
-        if self.spec.eval_steps:
-            self.model.eval()
-            self._status("evaluating", epoch)
-            eval_s = self._timed("eval", epoch, source.eval_epoch(epoch), self.eval_step)
-            self.model.train()
-        event = EpochEvent(self.name, epoch, train_s, eval_s)
-        self.result.epochs.append(event)
-        self.emit(event)
-        if epoch == 1 and after_first_epoch is not None:
-            after_first_epoch()
-
-    def profile(self, source: BatchSource, trace_dir: str | None = None) -> None:
-        """Untimed, after the timed epochs: a few steady steps under torch.profiler."""
-        if self.spec.profile_steps:
-            trace = os.path.join(trace_dir, f"{self.name}.trace.json") if trace_dir else None
-            batches = source.train_epoch(self.spec.epochs + 1)
-            self.result.profile = profile_steps(self.train_step, batches, self.device, self.spec.profile_steps, trace)
-
-
-def warm_up_device(spec: RunSpec, device: torch.device, init_state: dict, workload: Workload | None = None) -> None:
-    """One untimed train (and eval) step on a throwaway eager copy of the model.
-
-    The first work in a process pays one-time costs (cuBLAS/cuDNN handles, oneDNN primitives,
-    allocator growth). Eager runs first, so without this its first steps would carry them and the
-    compiled run, reusing them, would look cheaper to compile than it is. It is also the model's
-    first step ever: a model that cannot train on its batch fails here, saying which part failed.
-    """
-    workload = workload or workload_for(spec)
-    spare = _VariantRun("warm-up", spec, device, init_state, lambda event: None, workload)
-    source = BatchSource(spec, device, workload)
-    x, y = next(iter(source.train_epoch(0)))
-    spare.checked_train_step(x, y)
-    if spec.eval_steps:
-        spare.model.eval()
-        spare.eval_step(x, y)
-    device_sync(device)
-    del spare
-    gc.collect()
+from core.engine.environment import environment_record
+from core.engine.events import VARIANTS, EventCallback, RaceResult, StartEvent, StatusEvent, VariantResult
+from core.engine.failures import build_failure, compile_failure, explain_failure
+from core.engine.models.resolve import workload_for
+from core.engine.models.workload import Workload
+from core.engine.profiling import kernel_profiling, profile_reading
+from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, detect_device_caps, resolve_device
+from core.engine.variant import VariantRun, set_stance, stance_problem, warm_up_device
+
+ALTERNATING_MEMORY = "peak of both variants together (alternating schedule: both models in memory)"
 
 
 def run_race(
@@ -537,217 +69,231 @@ def run_race(
     if trace_dir:
         os.makedirs(trace_dir, exist_ok=True)
     device = torch.device(resolve_device(spec.device, caps))
-    emit = on_event or (lambda event: None)
-    variants = {name: VariantResult(name) for name in VARIANTS}
-    stats, error, compile_failed = CompileStats(), None, None
+    race = _Race(spec, device, on_event or (lambda event: None), trace_dir)
     with precision_settings(spec), inductor_cache(spec, device):
         environment = environment_record(device)
         environment["precision"] = spec.precision
         environment["inductor_cache"] = spec.cache
-        emit(StartEvent(environment))
+        race.emit(StartEvent(environment))
         try:  # a model that cannot be built ends the race here, with the reason, before any timing
-            workload = workload_for(spec)
-            torch.manual_seed(spec.seed)
-            model = workload.build()
-            model_params = sum(p.numel() for p in model.parameters())
-            init_state = copy.deepcopy(model.state_dict())
-            del model
+            initial = _initial_model(spec)
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
-            error = explain_failure(exc, spec, device)
-            if not isinstance(exc, KeyboardInterrupt) and is_out_of_memory(exc):
-                error = f"{spec.model} does not fit in memory on {device}: building it failed ({_first_line(exc)})"
-            emit(StatusEvent("eager", "failed", 0, spec.epochs, error))
-            summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats)
-            return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
+            race.error = build_failure(exc, spec, device)
+            race.emit(StatusEvent("eager", "failed", 0, spec.epochs, race.error))
+            return race.result(environment)
         probe_s = probe_cpu_vector_isa(device, spec.backend)  # once per machine, not this model's compile
         if probe_s is not None:
             environment["cpu_isa_probe_s"] = round(probe_s, 3)
-        if spec.schedule == "alternating":
-            variants, stats, error, compile_failed = _race_alternating(
-                spec, device, emit, init_state, workload, model_params, trace_dir
-            )
-        for name in VARIANTS if spec.schedule == "sequential" else ():
-            emit(StatusEvent(name, "starting", 0, spec.epochs, f"{spec.model}, {model_params:,} parameters"))
-            if name == "compiled":
-                reset_compile_state()
-            run, current = None, {}
-            # On a CPU, compiled kernels show up in the per-step profile only if compiled to say so.
-            visible_kernels = name == "compiled" and spec.profile_steps > 0 and device.type == "cpu"
-            with (
-                warnings.catch_warnings(record=True) as caught,
-                kernel_profiling(visible_kernels),
-                PhaseWatcher(_phase_reporter(name, spec, emit, current)),
-            ):
-                warnings.simplefilter("default")  # once per place: a per-step warning must not pile up
-                try:
-                    if name == "eager":
-                        warm_up_device(spec, device, init_state, workload)
-                    run = current["run"] = _VariantRun(name, spec, device, init_state, emit, workload)
-                    after = (lambda: _report_compile_skipped(spec, emit, caught)) if name == "compiled" else None
-                    variants[name] = run.run(
-                        BatchSource(spec, device, workload), after_first_epoch=after, trace_dir=trace_dir
-                    )
-                except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
-                    if run is not None:
-                        variants[name] = run.result
-                    compile_failed = compile_failure(exc, spec, device) if name == "compiled" else None
-                    if compile_failed:  # a finding about the model: eager's results stand
-                        variants[name].error = compile_failed
-                        emit(StatusEvent(name, "compile_failed", 0, spec.epochs, compile_failed))
-                    else:
-                        error = variants[name].error = explain_failure(exc, spec, device)
-            current.clear()
-            _replay_warnings(caught)
-            if name == "compiled":
-                stats = read_compile_stats()
-                stats.warnings = torch_warnings(caught)
-            del run
-            cleanup_error = _release_variant(variants[name], device)
-            if cleanup_error and error is None:
-                error = variants[name].error = cleanup_error
-            emit(StatusEvent(name, "failed" if error else "done", spec.epochs, spec.epochs, error or ""))
-            if error:
-                break
-    summary = summarize_variants(spec, variants["eager"], variants["compiled"], stats, compile_failed)
-    summary["model_params"] = model_params
-    summary["cpu_isa_probe_s"] = environment.get("cpu_isa_probe_s")
-    return RaceResult(spec, environment, variants["eager"], variants["compiled"], stats, summary, error)
+        SCHEDULES[spec.schedule](race, initial)
+    return race.result(
+        environment, model_params=initial.model_params, cpu_isa_probe_s=environment.get("cpu_isa_probe_s")
+    )
 
 
-ALTERNATING_MEMORY = "peak of both variants together (alternating schedule: both models in memory)"
+@dataclass
+class _InitialModel:
+    """What both variants start from: the workload, the initial weights and how many there are."""
+
+    workload: Workload
+    init_state: dict
+    model_params: int
+
+    def starting(self, spec: RunSpec, name: str) -> StatusEvent:
+        return StatusEvent(name, "starting", 0, spec.epochs, f"{spec.model}, {self.model_params:,} parameters")
 
 
-def _race_alternating(
-    spec: RunSpec,
-    device: torch.device,
-    emit: EventCallback,
-    init_state: dict,
-    workload: Workload,
-    model_params: int,
-    trace_dir: str | None,
-) -> tuple[dict[str, VariantResult], CompileStats, str | None, str | None]:
+def _initial_model(spec: RunSpec) -> _InitialModel:
+    """Build the model once, seeded, and keep its weights for both variants."""
+    workload = workload_for(spec)
+    torch.manual_seed(spec.seed)
+    model = workload.build()
+    model_params = sum(p.numel() for p in model.parameters())
+    init_state = copy.deepcopy(model.state_dict())
+    del model
+    return _InitialModel(workload, init_state, model_params)
+
+
+@dataclass
+class _Race:
+    """What a race has so far, shared by its turns: each variant's result, torch's compile counters,
+    the error that ended the race and the finding that torch.compile could not handle the model."""
+
+    spec: RunSpec
+    device: torch.device
+    emit: EventCallback
+    trace_dir: str | None
+    variants: dict[str, VariantResult] = field(default_factory=lambda: {name: VariantResult(name) for name in VARIANTS})
+    stats: CompileStats = field(default_factory=CompileStats)
+    error: str | None = None
+    compile_failed: str | None = None
+
+    def result(self, environment: dict[str, Any], **extra: Any) -> RaceResult:
+        eager, compiled = self.variants["eager"], self.variants["compiled"]
+        summary = summarize_variants(self.spec, eager, compiled, self.stats, self.compile_failed)
+        summary.update(extra)
+        return RaceResult(self.spec, environment, eager, compiled, self.stats, summary, self.error)
+
+
+def _race_sequential(race: _Race, initial: _InitialModel) -> None:
+    """Eager runs all its epochs, then compiled runs all of its; a failure ends the race there."""
+    for name in VARIANTS:
+        race.emit(initial.starting(race.spec, name))
+        if name == "compiled":
+            reset_compile_state()
+        _take_turn(race, (name,), functools.partial(_whole_run, name=name, initial=initial))
+        if race.error:
+            break
+
+
+def _whole_run(turn: _Turn, name: str, initial: _InitialModel) -> None:
+    """Sequential: one variant's every epoch, then its profiled steps (eager after the warm-up)."""
+    race = turn.race
+    try:
+        if name == "eager":
+            warm_up_device(race.spec, race.device, initial.init_state, initial.workload)
+        after = turn.report_compile_skipped if name == "compiled" else None
+        turn.set_up(name, initial).run(
+            BatchSource(race.spec, race.device, initial.workload), after_first_epoch=after, trace_dir=race.trace_dir
+        )
+    except Exception as exc:
+        if not turn.compile_failed(name, exc):
+            raise
+
+
+def _race_alternating(race: _Race, initial: _InitialModel) -> None:
     """Eager and compiled take turns, epoch by epoch, so both lines grow together on the live charts
     and slow drift (heat, background load) falls on both alike, as PyTorch's harness interleaves its
     repeats. Both models and their optimizers are in memory the whole race, so peak memory is of
     both together (said so). Each variant keeps its own random stream (saved and restored around
     its turns), so its losses are the ones a sequential race gives for the same seed."""
     for name in VARIANTS:
-        emit(StatusEvent(name, "starting", 0, spec.epochs, f"{spec.model}, {model_params:,} parameters"))
+        race.emit(initial.starting(race.spec, name))
     reset_compile_state()
-    runs: dict[str, _VariantRun] = {}
+    _take_turn(race, VARIANTS, functools.partial(_epoch_by_epoch, initial=initial))
+    for result in race.variants.values():
+        if result.peak_memory_bytes is not None:
+            result.memory_kind = ALTERNATING_MEMORY
+
+
+def _epoch_by_epoch(turn: _Turn, initial: _InitialModel) -> None:
+    """Alternating: both variants set up, then one epoch each in turn, then their profiled steps.
+    A compile failure drops the compiled variant and eager goes on."""
+    spec, device = turn.race.spec, turn.race.device
     sources: dict[str, BatchSource] = {}
     streams: dict[str, Any] = {}
-    variants = {name: VariantResult(name) for name in VARIANTS}
-    error, compile_failed, current = None, None, {}
-    visible_kernels = spec.profile_steps > 0 and device.type == "cpu"
-    active = "eager"
+    try:
+        warm_up_device(spec, device, initial.init_state, initial.workload)
+        for name in VARIANTS:
+            turn.set_up(name, initial).model.train()
+            sources[name] = BatchSource(spec, device, initial.workload)
+            sources[name].prepare()
+            streams[name] = random_state(device)  # right after the variant's own seeding
+        reset_peak_memory(device)
+        # The stance (set after compiled's first step) stays for the whole race: eager's model is
+        # not compiled, so it never consults it.
+        for epoch in range(1, spec.epochs + 1):
+            for name in list(turn.runs):
+                turn.active = name
+                set_random_state(device, streams[name])
+                after = turn.report_compile_skipped if name == "compiled" else None
+                try:
+                    turn.runs[name].run_epoch(sources[name], epoch, after)
+                except Exception as exc:  # noqa: BLE001 - a compile failure is a finding; eager goes on
+                    if not turn.compile_failed(name, exc):
+                        raise
+                    del turn.runs[name]
+                    continue
+                streams[name] = random_state(device)
+        for name in list(turn.runs):
+            turn.active = name
+            turn.runs[name].profile(sources[name], turn.race.trace_dir)
+    finally:
+        if spec.stance != "default":
+            set_stance("default")
+
+
+SCHEDULES: dict[str, Callable[[_Race, _InitialModel], None]] = {
+    "sequential": _race_sequential,
+    "alternating": _race_alternating,
+}
+
+
+class _Turn:
+    """The variants of one turn (one in the sequential schedule, both in the alternating one), the
+    one running now (`active`: a failure is its) and the warnings torch gave while they ran."""
+
+    def __init__(self, race: _Race, names: tuple[str, ...]):
+        self.race = race
+        self.watched = "compiled" if "compiled" in names else names[0]  # compile phases are compiled's
+        self.active = names[0]
+        self.runs: dict[str, VariantRun] = {}
+        self.caught: list[warnings.WarningMessage] = []
+
+    def set_up(self, name: str, initial: _InitialModel) -> VariantRun:
+        """Build a variant from the initial model; what it measures is the race's from now on."""
+        self.active = name
+        spec, device = self.race.spec, self.race.device
+        run = self.runs[name] = VariantRun(name, spec, device, initial.init_state, self.race.emit, initial.workload)
+        self.race.variants[name] = run.result
+        return run
+
+    def compile_failed(self, name: str, exc: BaseException) -> bool:
+        """Whether the compiled variant failed because torch.compile could not handle the model: then
+        that is recorded as the race's finding and said (eager's results stand)."""
+        spec = self.race.spec
+        reason = compile_failure(exc, spec, self.race.device) if name == "compiled" else None
+        if not reason:
+            return False
+        self.race.compile_failed = self.race.variants[name].error = reason
+        self.race.emit(StatusEvent(name, "compile_failed", 0, spec.epochs, reason))
+        return True
+
+    def report_phase(self, phase: str | None, since: float) -> None:
+        """Compile phases as status events while they happen (from the phase watcher's thread)."""
+        run = self.runs.get(self.watched)
+        epoch = run.epoch if run is not None else 0
+        self.race.emit(StatusEvent(self.watched, "compile_phase", epoch, self.race.spec.epochs, phase or ""))
+
+    def report_compile_skipped(self) -> None:
+        """After compiled epoch 1 (untimed): if no compiled code ran, say so while the run goes on."""
+        spec = self.race.spec
+        stats = read_compile_stats()
+        stats.warnings = torch_warnings(self.caught)
+        reason = compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode)
+        if reason:
+            self.race.emit(StatusEvent("compiled", "compile_skipped", 1, spec.epochs, reason))
+
+
+def _take_turn(race: _Race, names: tuple[str, ...], play: Callable[[_Turn], None]) -> None:
+    """The guard every turn of both schedules runs under: watch it (torch's warnings, compiled kernels
+    named for the profile, compile phases), play it, catch its failure, release its variants, and
+    report each one done or failed."""
+    spec, device = race.spec, race.device
+    turn = _Turn(race, names)
+    # On a CPU, compiled kernels show up in the per-step profile only if compiled to say so.
+    visible_kernels = "compiled" in names and spec.profile_steps > 0 and device.type == "cpu"
     with (
         warnings.catch_warnings(record=True) as caught,
         kernel_profiling(visible_kernels),
-        PhaseWatcher(_phase_reporter("compiled", spec, emit, current)),
+        PhaseWatcher(turn.report_phase),
     ):
-        warnings.simplefilter("default")
+        warnings.simplefilter("default")  # once per place: a per-step warning must not pile up
+        turn.caught = caught
         try:
-            warm_up_device(spec, device, init_state, workload)
-            for name in VARIANTS:
-                active = name
-                runs[name] = _VariantRun(name, spec, device, init_state, emit, workload)
-                variants[name] = runs[name].result
-                sources[name] = BatchSource(spec, device, workload)
-                sources[name].prepare()
-                streams[name] = _random_state(device)  # right after the variant's own seeding
-                runs[name].model.train()
-            current["run"] = runs["compiled"]
-            reset_peak_memory(device)
-            # The stance (set after compiled's first step) stays for the whole race: eager's model is
-            # not compiled, so it never consults it.
-            skipped = lambda: _report_compile_skipped(spec, emit, caught)  # noqa: E731
-            for epoch in range(1, spec.epochs + 1):
-                for name in [n for n in VARIANTS if n in runs]:
-                    active = name
-                    _set_random_state(device, streams[name])
-                    try:
-                        runs[name].run_epoch(sources[name], epoch, skipped if name == "compiled" else None)
-                    except Exception as exc:  # noqa: BLE001 - a compile failure is a finding; eager goes on
-                        compile_failed = compile_failure(exc, spec, device) if name == "compiled" else None
-                        if not compile_failed:
-                            raise
-                        variants["compiled"].error = compile_failed
-                        emit(StatusEvent("compiled", "compile_failed", 0, spec.epochs, compile_failed))
-                        del runs["compiled"]
-                        current.clear()
-                        continue
-                    streams[name] = _random_state(device)
-            for name, run in runs.items():
-                active = name
-                run.profile(sources[name], trace_dir)
+            play(turn)
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
-            error = variants[active].error = explain_failure(exc, spec, device)
-        finally:
-            if spec.stance != "default":
-                set_stance("default")
-        current.clear()
+            race.error = race.variants[turn.active].error = explain_failure(exc, spec, device)
     _replay_warnings(caught)
-    stats = read_compile_stats()
-    stats.warnings = torch_warnings(caught)
-    runs.clear()
-    sources.clear()
-    for name in VARIANTS:
-        cleanup_error = _release_variant(variants[name], device)
-        if variants[name].peak_memory_bytes is not None:
-            variants[name].memory_kind = ALTERNATING_MEMORY
-        if cleanup_error and error is None:
-            error = variants[name].error = cleanup_error
-    for name in VARIANTS:
-        emit(StatusEvent(name, "failed" if error else "done", spec.epochs, spec.epochs, error or ""))
-    return variants, stats, error, compile_failed
-
-
-def _random_state(device: torch.device) -> tuple:
-    return (torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
-
-
-def _set_random_state(device: torch.device, state: tuple) -> None:
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state(state[1], device)
-
-
-def _phase_reporter(name: str, spec: RunSpec, emit: EventCallback, current: dict[str, Any]):
-    """Compile phases as status events while they happen (from the phase watcher's thread)."""
-
-    def report(phase: str | None, since: float) -> None:
-        run = current.get("run")
-        epoch = run.epoch if run is not None else 0
-        emit(StatusEvent(name, "compile_phase", epoch, spec.epochs, phase or ""))
-
-    return report
-
-
-def _release_variant(result: VariantResult, device: torch.device) -> str | None:
-    """Record the variant's memory peaks and let its model go. Returns the reason if this fails.
-
-    The CUDA cache is deliberately not emptied between the variants: the compiled run would then
-    pay the allocator's growth again (which the warm-up step removed for both) inside its compile
-    time. After a sticky CUDA error (an illegal access, a device-side assert) every CUDA call here
-    raises again; that second error must neither replace the first nor lose what was measured.
-    """
-    try:
-        result.peak_memory_bytes, result.memory_kind = peak_memory(device)
-        result.peak_reserved_bytes = peak_reserved_memory(device)
-    except Exception:  # noqa: BLE001 - a device in an error state: the figures stay unknown
-        result.memory_kind = "unavailable (the device reported an error)"
-    gc.collect()
-    try:
-        device_sync(device)
-    except Exception as exc:  # noqa: BLE001 - reported by the caller unless an earlier error explains it
-        return f"the device failed after the {result.name} run: {type(exc).__name__}: {_first_line(exc)}"
-    return None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    if "compiled" in names:
+        race.stats = read_compile_stats()
+        race.stats.warnings = torch_warnings(caught)
+    turn.runs.clear()  # the models go before their release collects them
+    for name in names:
+        cleanup_error = release_variant(race.variants[name], device)
+        if cleanup_error and race.error is None:
+            race.error = race.variants[name].error = cleanup_error
+    for name in names:
+        race.emit(StatusEvent(name, "failed" if race.error else "done", spec.epochs, spec.epochs, race.error or ""))
 
 
 def torch_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -761,15 +307,6 @@ def _replay_warnings(caught: list[warnings.WarningMessage]) -> None:
     """Show the recorded warnings as Python would have (they were captured to be stored)."""
     for w in caught:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-
-
-def _report_compile_skipped(spec: RunSpec, emit: EventCallback, caught: list[warnings.WarningMessage]) -> None:
-    """After compiled epoch 1 (untimed): if no compiled code ran, say so while the run goes on."""
-    stats = read_compile_stats()
-    stats.warnings = torch_warnings(caught)
-    reason = compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode)
-    if reason:
-        emit(StatusEvent("compiled", "compile_skipped", 1, spec.epochs, reason))
 
 
 def summarize_variants(

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 from core.engine import analysis
 from core.engine.compile_stats import compile_skipped_reason
+from core.engine.events import VARIANTS
 from core.engine.spec import MAX_EPOCHS, MAX_STEPS_PER_EPOCH, RunSpec, SpecError, validate
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 
@@ -30,7 +31,6 @@ MAX_COMPILE_EVENTS = 1000
 MAX_STRING = 20_000
 MAX_DEPTH = 8
 MAX_NUMBER = 1e15
-VARIANTS = ("eager", "compiled")
 PHASES = ("train", "eval")
 EVENT_KINDS = ("step", "epoch", "compile")
 MAX_NOTE = 2000

@@ -18,8 +18,8 @@ import threading
 import time
 from typing import Any
 
+from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.engine.spec import RunSpec, SpecError
-from core.engine.trainer import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.runs.devices import HOST
 from core.runs.job_kinds import JOB_KINDS, runner_of
 from core.runs.processes import launch_ticker

@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from core.engine.analysis import default_warmup
+from core.engine.events import VARIANTS
 
-VARIANTS = ("eager", "compiled")
 VARIANT_COLORS = {"eager": "#4C78A8", "compiled": "#EE4C2C"}
 VARIANT_DASHES = {"eager": [1, 0], "compiled": [6, 3]}
 NEUTRAL = "#444444"

@@ -1,0 +1,140 @@
+"""What a race sets on the device and reads back from it, so one run never leaks into the next.
+
+The precision flags and autocast in force, the Inductor and Triton cache directories (cold or
+warm), peak memory and its reset, the random streams the alternating schedule keeps per variant,
+and releasing a variant's model once it has run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import shutil
+import tempfile
+
+import torch
+
+from core.engine.events import VariantResult
+from core.engine.failures import first_line
+from core.engine.spec import RunSpec, data_home
+from core.engine.timing import device_sync
+
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+@contextlib.contextmanager
+def precision_settings(spec: RunSpec):
+    """TF32 on only when asked; restored afterwards so one run never leaks into the next."""
+    saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+    tf32 = spec.precision == "tf32"
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved[0])
+        torch.backends.cudnn.allow_tf32 = saved[1]
+
+
+def autocast_context(spec: RunSpec, device: torch.device):
+    """torch.autocast for the spec's amp precision; no autocast otherwise."""
+    if spec.precision == "amp-fp16":
+        return torch.autocast(device.type, dtype=torch.float16)
+    if spec.precision == "amp-bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def inductor_cache(spec: RunSpec, device: torch.device):
+    """Cold: a fresh, private Inductor cache (what a new user pays). Warm: a persistent one.
+
+    Triton keeps its own cache of compiled GPU kernels (TRITON_CACHE_DIR, default ~/.triton); a
+    host that sets it, or a warm ~/.triton, would make a "cold" run partly warm. So both caches
+    point inside the run's directory. Both variables are read when a cache is looked up, so
+    setting them before this process compiles anything is enough.
+    """
+    saved = {name: os.environ.get(name) for name in CACHE_VARIABLES}
+    if spec.cache == "warm":
+        path = os.path.join(data_home(), "inductor-cache", f"{device.type}-torch{torch.__version__}")
+        os.makedirs(path, exist_ok=True)
+    else:
+        path = tempfile.mkdtemp(prefix="compile-lab-cold-cache-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
+    try:
+        yield path
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if spec.cache == "cold":
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start counting peak memory afresh (the CUDA allocator's peak, or the process's peak RSS)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    with contextlib.suppress(OSError):  # Linux: writing 5 resets the process's peak RSS
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+
+
+def peak_reserved_memory(device: torch.device) -> int | None:
+    """CUDA: the most the caching allocator held since reset_peak_memory. CUDA graphs keep their
+    memory pool reserved, not allocated, so reduce-overhead's cost shows here and not in the peak."""
+    return int(torch.cuda.max_memory_reserved(device)) if device.type == "cuda" else None
+
+
+def peak_memory(device: torch.device) -> tuple[int | None, str]:
+    """Peak memory since reset_peak_memory and what it measures."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), "CUDA allocator peak"
+    if device.type == "mps":
+        return int(torch.mps.driver_allocated_memory()), "MPS driver allocation (current)"
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024, "process peak RSS (CPU)"
+    except OSError:
+        pass
+    return None, "unavailable"
+
+
+def random_state(device: torch.device) -> tuple:
+    """The CPU's (and the CUDA device's) random stream, to give a variant back its own later."""
+    return (torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+
+
+def set_random_state(device: torch.device, state: tuple) -> None:
+    """Restore a stream saved by random_state."""
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+def release_variant(result: VariantResult, device: torch.device) -> str | None:
+    """Record the variant's memory peaks and let its model go. Returns the reason if this fails.
+
+    The CUDA cache is deliberately not emptied between the variants: the compiled run would then
+    pay the allocator's growth again (which the warm-up step removed for both) inside its compile
+    time. After a sticky CUDA error (an illegal access, a device-side assert) every CUDA call here
+    raises again; that second error must neither replace the first nor lose what was measured.
+    """
+    try:
+        result.peak_memory_bytes, result.memory_kind = peak_memory(device)
+        result.peak_reserved_bytes = peak_reserved_memory(device)
+    except Exception:  # noqa: BLE001 - a device in an error state: the figures stay unknown
+        result.memory_kind = "unavailable (the device reported an error)"
+    gc.collect()
+    try:
+        device_sync(device)
+    except Exception as exc:  # noqa: BLE001 - reported by the caller unless an earlier error explains it
+        return f"the device failed after the {result.name} run: {type(exc).__name__}: {first_line(exc)}"
+    return None
