@@ -57,18 +57,19 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
     axis_errors = form.tidy_axes(st.session_state, caps, limits)
     swept = {st.session_state.get("sweep_axis1"), st.session_state.get("sweep_axis2")}
     columns = iter(st.columns(4) + st.columns(4))
-    choose("model", "Model", next(columns), fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)")
-    for field, label in (("precision", "Precision"), ("mode", "Compile mode"), ("backend", "Backend")):
-        if field not in swept:
-            choose(field, label, next(columns))
-    if "compile_scope" not in swept:
-        choose(
-            "compile_scope", "Compile scope", next(columns), lambda s, m=st.session_state.sweep_model: scope_label(s, m)
-        )
-    if "batch_size" not in swept:
-        next(columns).number_input("Batch size", 1, 65536, key="sweep_batch_size")
-    next(columns).number_input("Epochs", 1, 1000, key="sweep_epochs")
-    next(columns).number_input("Steps per epoch", 1, 100000, key="sweep_steps_per_epoch")
+    for option in form.base_options():  # an axis' own field is hidden while it is swept
+        if option.name in swept:
+            continue
+        if option.name == "model":
+            choose("model", option.label, next(columns), fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)")
+        elif option.name == "compile_scope":
+            choose(
+                option.name, option.label, next(columns), lambda s, m=st.session_state.sweep_model: scope_label(s, m)
+            )
+        elif option.offered is not None:
+            choose(option.name, option.label, next(columns), option.choice_labels.get if option.choice_labels else str)
+        else:
+            next(columns).number_input(option.label, int(option.min), int(option.max), key=f"sweep_{option.name}")
     for i in (1, 2):
         left, right = st.columns([1, 3])
         options = form.axis_choices() if i == 1 else [form.NO_AXIS, *form.axis_choices(st.session_state.sweep_axis1)]

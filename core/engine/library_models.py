@@ -26,7 +26,8 @@ from core.engine.model_sources import (
     ModelName,
     library_problem,
 )
-from core.engine.spec import MAX_INPUT_SIZE, RunSpec
+from core.engine.options import MAX_INPUT_SIZE
+from core.engine.spec import RunSpec
 from core.engine.workload import ModelError, Workload, logits_of, loss_fn, stage, to_device
 from core.engine.zoo import NUM_CLASSES
 

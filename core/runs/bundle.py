@@ -17,7 +17,8 @@ from typing import Any
 
 from core.engine import analysis
 from core.engine.compile_stats import compile_skipped_reason
-from core.engine.spec import MAX_EPOCHS, MAX_STEPS_PER_EPOCH, RunSpec, SpecError, validate
+from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
+from core.engine.spec import RunSpec, SpecError, validate
 from core.runs.store import FINAL_STATES, Store
 
 FORMAT = "compile-lab/run-bundle"

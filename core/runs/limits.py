@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine.model_sources import model_name_problem, source_of
-from core.engine.spec import MODES, Problem, RunSpec
+from core.engine.options import OPTIONS
+from core.engine.spec import Problem, RunSpec
 from core.engine.zoo import MODELS
 
 
@@ -156,7 +157,7 @@ def _model_names(value: Any) -> tuple[str, ...]:
 
 
 def _mode_names(value: Any) -> tuple[str, ...]:
-    return _names(value, MODES, "mode")
+    return _names(value, OPTIONS["mode"].choices, "mode")
 
 
 def _flag(value: Any) -> bool:

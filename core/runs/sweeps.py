@@ -1,5 +1,6 @@
-"""Sweeps: one model, one or two axes (batch size, precision, compile mode, compile scope), a few
-values each; every point an ordinary race job grouped under a sweep id.
+"""Sweeps: one model, one or two axes (the options table's sweep axes: batch size, precision,
+compile mode, compile scope), a few values each; every point an ordinary race job grouped under a
+sweep id.
 
 Because the points are races, everything the queue does for a race holds for them unchanged: one
 job per lane, host limits (each point is checked against them, and their number against the
@@ -15,19 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.regions import COMPILE_SCOPES
-from core.engine.spec import MODES, PRECISIONS, DeviceCaps, Problem, RunSpec, SpecError
+from core.engine.options import sweep_axes
+from core.engine.spec import DeviceCaps, Problem, RunSpec, SpecError
 from core.runs import jobs
 from core.runs.limits import HostLimits, load_host_limits
 from core.runs.store import ACTIVE_STATES, Run, Store
 
-# axis -> (what a person calls it, the values it may take; None: whole numbers, checked per point)
-AXES: dict[str, tuple[str, tuple | None]] = {
-    "batch_size": ("batch size", None),
-    "precision": ("precision", PRECISIONS),
-    "mode": ("compile mode", MODES),
-    "compile_scope": ("compile scope", COMPILE_SCOPES),
-}
+# axis -> (what a person calls it, the values it may take; None: whole numbers, checked per point),
+# from the options table's sweep column.
+AXES: dict[str, tuple[str, tuple | None]] = {o.name: (o.label.lower(), o.choices) for o in sweep_axes()}
 MAX_AXES = 2
 MAX_VALUES = 8  # per axis
 MAX_POINTS = 24  # 8 batch sizes x 3 modes, say: what fits a chart and an afternoon

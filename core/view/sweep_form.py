@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from core.engine.options import OPTIONS, Option, on_form
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs.limits import HostLimits
 from core.runs.sweeps import AXES, Axis, SweepSpec, axis_from_text
@@ -18,8 +19,6 @@ from core.view.race_form import CHOICES, estimate_seconds, unavailable_options
 NO_AXIS = "none"
 CPU_BATCH_SIZES = (64, 256, 1024, 4096)
 GPU_BATCH_SIZES = (32, 64, 128, 256)
-# The base race's fields the form shows (an axis' own field is hidden while it is swept).
-BASE_FIELDS = ("model", "batch_size", "precision", "mode", "backend", "compile_scope", "epochs", "steps_per_epoch")
 
 
 def default_sweep(caps: DeviceCaps | None) -> SweepSpec:
@@ -37,6 +36,12 @@ def default_sweep(caps: DeviceCaps | None) -> SweepSpec:
         return SweepSpec(base, (Axis("batch_size", GPU_BATCH_SIZES),))
     base = RunSpec(model="pointwise_mlp", batch_size=CPU_BATCH_SIZES[0], epochs=2, steps_per_epoch=100, device="cpu")
     return SweepSpec(base, (Axis("batch_size", CPU_BATCH_SIZES),))
+
+
+def base_options() -> list[Option]:
+    """The base race's options the form shows, in the Race form's order (the options table's
+    sweep_form column)."""
+    return [o for o in on_form() if o.sweep_form]
 
 
 def default_values(axis: str, caps: DeviceCaps | None, base: RunSpec, limits: HostLimits | None = None) -> tuple:
@@ -65,7 +70,7 @@ def form_sweep(state: Any) -> SweepSpec:
         key = f"sweep_{f.name}"
         if key in state:
             values[f.name] = state[key]
-    for name in ("batch_size", "epochs", "steps_per_epoch"):
+    for name in (o.name for o in OPTIONS.values() if o.type is int):
         if isinstance(values.get(name), float) and values[name].is_integer():
             values[name] = int(values[name])
     axes = []
