@@ -76,8 +76,8 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
         left.selectbox(f"Axis {i}", options, key=f"sweep_axis{i}", on_change=form.reset_axis_values,
                        args=(st.session_state, i, caps, limits))  # fmt: skip
         name = st.session_state[f"sweep_axis{i}"]
-        if name == "batch_size":
-            right.text_input("Batch sizes (comma-separated)", key=f"sweep_text{i}")
+        if sweeps.whole_numbers(name):
+            right.text_input(f"{sweeps.AXES[name][0].capitalize()}s (comma-separated)", key=f"sweep_text{i}")
         elif name != form.NO_AXIS:
             allowed = form.axis_options(name, caps, form.form_sweep(st.session_state).base, limits)
             right.multiselect(f"{sweeps.AXES[name][0].capitalize()} values", allowed, key=f"sweep_values{i}")

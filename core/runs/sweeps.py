@@ -234,11 +234,16 @@ def sweep_progress(runs: list[Run]) -> float:
     return sum(1.0 if r.finished else (r.progress if r.status in ACTIVE_STATES else 0.0) for r in runs) / len(runs)
 
 
+def whole_numbers(name: str) -> bool:
+    """Whether the axis takes whole numbers (typed, checked per point) rather than choices."""
+    return name in AXES and AXES[name][1] is None
+
+
 def axis_from_text(name: str, text: str) -> Axis:
     """An axis from comma-separated values ('64, 256, 1024'), as the CLI and the form take them;
-    a batch size that is not a whole number is a SpecError naming it."""
+    a value of a whole-number axis (batch sizes) that is not a whole number is a SpecError naming it."""
     raw = [v.strip() for v in str(text).split(",") if v.strip()]
-    if name != "batch_size":
+    if not whole_numbers(name):
         return Axis(name, tuple(raw))
     values = []
     for value in raw:
@@ -246,6 +251,6 @@ def axis_from_text(name: str, text: str) -> Axis:
             values.append(int(value))
         except ValueError:
             raise SpecError(
-                [Problem(name, f"{value!r} is not a whole number (batch sizes: e.g. 64,256,1024)")]
+                [Problem(name, f"{value!r} is not a whole number ({AXES[name][0]}s: e.g. 64,256,1024)")]
             ) from None
     return Axis(name, tuple(values))

@@ -13,7 +13,7 @@ from typing import Any
 from core.engine.options import OPTIONS, Option, on_form
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs.limits import HostLimits
-from core.runs.sweeps import AXES, Axis, SweepSpec, axis_from_text
+from core.runs.sweeps import AXES, Axis, SweepSpec, axis_from_text, whole_numbers
 from core.view.race_form import CHOICES, estimate_seconds, unavailable_options
 
 NO_AXIS = "none"
@@ -48,6 +48,8 @@ def default_values(axis: str, caps: DeviceCaps | None, base: RunSpec, limits: Ho
     """What a newly chosen axis starts with: every value this device can run (batch sizes: the defaults)."""
     if axis == "batch_size":
         return GPU_BATCH_SIZES if caps is not None and caps.cuda else CPU_BATCH_SIZES
+    if whole_numbers(axis):
+        return ()  # typed by the visitor
     return axis_options(axis, caps, base, limits)
 
 
@@ -110,7 +112,7 @@ def tidy_axes(state: Any, caps: DeviceCaps | None, limits: HostLimits | None = N
     errors = {}
     for i in (1, 2):
         name = state.get(f"sweep_axis{i}", NO_AXIS)
-        if name == "batch_size":
+        if whole_numbers(name):
             try:
                 state[f"sweep_values{i}"] = list(axis_from_text(name, state.get(f"sweep_text{i}", "")).values)
             except SpecError as exc:
