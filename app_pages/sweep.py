@@ -56,10 +56,9 @@ def choose(field: str, label: str, column, fmt=str) -> None:
 with st.expander("Configure a sweep", expanded=followed_sweep() is None):
     axis_errors = form.tidy_axes(st.session_state, caps, limits)
     swept = {st.session_state.get("sweep_axis1"), st.session_state.get("sweep_axis2")}
-    columns = iter(st.columns(4) + st.columns(4))
-    for option in form.base_options():  # an axis' own field is hidden while it is swept
-        if option.name in swept:
-            continue
+    shown = [o for o in form.base_options() if o.name not in swept]  # an axis' own field is hidden while swept
+    columns = iter([column for _ in range(0, len(shown), 4) for column in st.columns(4)])
+    for option in shown:
         if option.name == "model":
             choose("model", option.label, next(columns), fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)")
         elif option.name == "compile_scope":
