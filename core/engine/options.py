@@ -83,7 +83,7 @@ class Option:
 
 
 def cli_word(value: Any) -> str:
-    """How a value is typed on the command line and in a link: true, false, auto (None)."""
+    """How a value is typed on the command line: true, false, auto (None)."""
     if value is None:
         return "auto"
     return str(value).lower() if isinstance(value, bool) else str(value)
