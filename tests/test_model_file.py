@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from conftest import CPU
 
-from core.cli import main
+from core.cli.main import main
 from core.engine.spec import RunSpec
 from core.engine.trainer import run_race
 from core.engine.workload import ModelError, describe_model

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
-from core.cli import build_parser
+from core.cli.main import build_parser
 from core.cli.race_flags import spec_from_args
 from core.cli.sweeps import sweep_from_args
 from core.engine.options import OPTIONS, Option, cli_word, in_link, on_form, sweep_axes
@@ -151,7 +151,7 @@ def test_the_race_form_and_the_sweep_form_show_every_option_their_rows_place_the
 
 def test_the_cli_loads_no_ui_library_and_no_torch_to_build_its_flags():
     code = (
-        "import sys; from core.cli import build_parser; build_parser(); "
+        "import sys; from core.cli.main import build_parser; build_parser(); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'streamlit', 'altair', 'pandas', 'torch'}))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
