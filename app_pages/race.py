@@ -19,6 +19,7 @@ from app_pages.model_picker import model_picker
 from app_pages.replay_panel import active_replay, replay_picker, show_replay
 from app_pages.run_screen.feed_view import show_live_feed, use_feed
 from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
+from core.engine.options import Option, on_form
 from core.engine.planning import duration_note
 from core.engine.spec import SpecError, validate
 from core.runs import devices, queue, shared_results
@@ -28,10 +29,6 @@ from core.view.race_form import (
     CPU_BREAK_EVEN_HELP,
     CPU_BREAK_EVEN_LABEL,
     CPU_BREAK_EVEN_PRESET,
-    DYNAMIC_LABELS,
-    SCHEDULE_LABELS,
-    SHAPE_LABELS,
-    STANCE_LABELS,
     default_spec,
     form_spec,
     link_configures,
@@ -51,11 +48,6 @@ from core.view.safe_text import markdown_text
 owner = visitor()
 caps = devices.known_caps(store())
 limits = host_limits()  # None (said on the page) when the host's configuration is broken
-NUMBERS = {
-    "batch_size": ("Batch size", 1, 65536),
-    "epochs": ("Epochs", 1, 1000),
-    "steps_per_epoch": ("Steps per epoch", 1, 100000),
-}
 
 
 def set_form(values: dict) -> None:
@@ -117,6 +109,23 @@ def choose(field: str, label: str, column, fmt=str, on_change=None) -> dict:
     return blocked
 
 
+def widget(option: Option, column):
+    """The option's widget in `column`, as its row in the options table says. Returns the choices
+    left out, with why (the model picker: the model's problems; a number or a checkbox: None)."""
+    name = option.name
+    if name == "model":
+        return model_picker(column, limits or HostLimits())  # a broken host configuration is said above
+    if name == "compile_scope":
+        return choose(name, option.label, column, fmt=lambda s, m=st.session_state.form_model: scope_label(s, m))
+    if option.offered is not None:
+        return choose(name, option.label, column, fmt=option.choice_labels.get if option.choice_labels else str)
+    if option.type is bool:
+        column.checkbox(option.label, key=f"form_{name}", help=option.form_help)
+    else:
+        column.number_input(option.label, int(option.min), int(option.max), key=f"form_{name}")
+    return None
+
+
 def fold_and_launch(preset: dict | None = None) -> None:
     """Launch (or the preset's button): enqueue the form's race and fold the form away, so the run's
     charts are on the first screen. Runs as the button's callback, before the page redraws. While
@@ -149,33 +158,14 @@ if not present:  # presenter mode: one run in focus, no configuration
     if "race_form" not in st.session_state:
         st.session_state.race_form = followed_run() is None or link_configures(dict(st.query_params))
     with st.expander("Configure a race", key="race_form", on_change="rerun"):
-        a, b, c, d, e = st.columns([3, 2, 2, 2, 2])
-        model_problems = model_picker(a, limits or HostLimits())  # a broken host configuration is said above
-        blocked = {
-            "precision": choose("precision", "Precision", b),
-            "mode": choose("mode", "Compile mode", c),
-            "backend": choose("backend", "Backend", d),
-            "compile_scope": choose(
-                "compile_scope", "Compile scope", e, fmt=lambda s, m=st.session_state.form_model: scope_label(s, m)
-            ),
-        }
-        columns = st.columns(5)
-        for column, (name, (label, low, high)) in zip(columns, NUMBERS.items()):
-            column.number_input(label, low, high, key=f"form_{name}")
-        blocked["data"] = choose("data", "Data", columns[3])
-        blocked["cache"] = choose("cache", "Inductor cache", columns[4])
-        # Why, per step: watch shapes cause recompiles, and what torch can do about them.
-        columns = st.columns(5)
-        blocked["schedule"] = choose("schedule", "Schedule", columns[0], fmt=SCHEDULE_LABELS.get)
-        blocked["shapes"] = choose("shapes", "Input shapes", columns[1], fmt=SHAPE_LABELS.get)
-        blocked["dynamic"] = choose("dynamic", "Dynamic shapes", columns[2], fmt=DYNAMIC_LABELS.get)
-        blocked["stance"] = choose("stance", "On a recompile (set_stance)", columns[3], fmt=STANCE_LABELS.get)
-        columns[4].checkbox(
-            "Keep the compile trace",
-            key="form_compile_trace",
-            help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "
-            "page. Off by default: a large model's trace can take tens of MB.",
-        )
+        blocked, columns = {}, {}
+        for option in on_form():  # row by row: the main choices, then why per step
+            row, place = option.form
+            if row not in columns:
+                columns[row] = st.columns([3, 2, 2, 2, 2] if row == 1 else 5)
+            blocked[option.name] = widget(option, columns[row][place])
+        model_problems = blocked.pop("model")
+        blocked = {name: why for name, why in blocked.items() if why is not None}
         spec = form_spec(st.session_state)
         kept = {k: st.query_params[k] for k in ("run", "replay", "speed", "present") if k in st.query_params}
         st.query_params.from_dict({**spec_to_query(spec), **kept})  # the form's fields, and what is shown

@@ -56,27 +56,27 @@ def choose(field: str, label: str, column, fmt=str) -> None:
 with st.expander("Configure a sweep", expanded=followed_sweep() is None):
     axis_errors = form.tidy_axes(st.session_state, caps, limits)
     swept = {st.session_state.get("sweep_axis1"), st.session_state.get("sweep_axis2")}
-    columns = iter(st.columns(4) + st.columns(4))
-    choose("model", "Model", next(columns), fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)")
-    for field, label in (("precision", "Precision"), ("mode", "Compile mode"), ("backend", "Backend")):
-        if field not in swept:
-            choose(field, label, next(columns))
-    if "compile_scope" not in swept:
-        choose(
-            "compile_scope", "Compile scope", next(columns), lambda s, m=st.session_state.sweep_model: scope_label(s, m)
-        )
-    if "batch_size" not in swept:
-        next(columns).number_input("Batch size", 1, 65536, key="sweep_batch_size")
-    next(columns).number_input("Epochs", 1, 1000, key="sweep_epochs")
-    next(columns).number_input("Steps per epoch", 1, 100000, key="sweep_steps_per_epoch")
+    shown = [o for o in form.base_options() if o.name not in swept]  # an axis' own field is hidden while swept
+    columns = iter([column for _ in range(0, len(shown), 4) for column in st.columns(4)])
+    for option in shown:
+        if option.name == "model":
+            choose("model", option.label, next(columns), fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)")
+        elif option.name == "compile_scope":
+            choose(
+                option.name, option.label, next(columns), lambda s, m=st.session_state.sweep_model: scope_label(s, m)
+            )
+        elif option.offered is not None:
+            choose(option.name, option.label, next(columns), option.choice_labels.get if option.choice_labels else str)
+        else:
+            next(columns).number_input(option.label, int(option.min), int(option.max), key=f"sweep_{option.name}")
     for i in (1, 2):
         left, right = st.columns([1, 3])
         options = form.axis_choices() if i == 1 else [form.NO_AXIS, *form.axis_choices(st.session_state.sweep_axis1)]
         left.selectbox(f"Axis {i}", options, key=f"sweep_axis{i}", on_change=form.reset_axis_values,
                        args=(st.session_state, i, caps, limits))  # fmt: skip
         name = st.session_state[f"sweep_axis{i}"]
-        if name == "batch_size":
-            right.text_input("Batch sizes (comma-separated)", key=f"sweep_text{i}")
+        if sweeps.whole_numbers(name):
+            right.text_input(f"{sweeps.AXES[name][0].capitalize()}s (comma-separated)", key=f"sweep_text{i}")
         elif name != form.NO_AXIS:
             allowed = form.axis_options(name, caps, form.form_sweep(st.session_state).base, limits)
             right.multiselect(f"{sweeps.AXES[name][0].capitalize()} values", allowed, key=f"sweep_values{i}")

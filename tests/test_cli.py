@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import QUICK_CLI, ROOT
 
-from core.__main__ import main
+from core.cli.main import main
 from core.engine import variant
 
 

@@ -13,12 +13,21 @@ from conftest import ROOT
 import core
 
 LAYERS = ("engine", "runs", "view")
-FORBIDDEN = {"engine": ("core.runs", "core.view"), "runs": ("core.view",), "view": ()}
-# The engine and the runs layer run on a bare GPU box (workers, `python -m core doctor`) that has only torch.
+# The command line sits above the three layers: it may import any of them, and none of them imports it.
+ENTRIES = (*LAYERS, "cli")
+FORBIDDEN = {
+    "engine": ("core.runs", "core.view", "core.cli"),
+    "runs": ("core.view", "core.cli"),
+    "view": ("core.cli",),
+    "cli": (),
+}
+# The engine and the runs layer run on a bare GPU box (workers, `python -m core doctor`) that has only torch;
+# the CLI runs there too (`race`, `doctor`), with pandas at most.
 NO_UI_LIBRARIES = {
     "engine": ("streamlit", "altair", "pandas"),
     "runs": ("streamlit", "altair", "pandas"),
     "view": ("streamlit",),
+    "cli": ("streamlit", "altair"),
 }
 
 
@@ -49,15 +58,15 @@ def imported_names(path: str) -> set[str]:
     return names
 
 
-def test_core_lists_its_three_layers_and_nothing_flat():
+def test_core_lists_its_three_layers_the_cli_and_nothing_flat():
     entries = sorted(e for e in os.listdir(os.path.join(ROOT, "core")) if not e.startswith("__pycache__"))
-    assert entries == ["__init__.py", "__main__.py", *LAYERS]
-    for layer in LAYERS:
+    assert entries == ["__init__.py", "__main__.py", *sorted(ENTRIES)]
+    for layer in ENTRIES:
         doc = __import__(f"core.{layer}", fromlist=["_"]).__doc__ or ""
         assert "never import" in doc.lower(), f"core.{layer} must say what it may never import"
 
 
-@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize("layer", ENTRIES)
 def test_imports_only_point_down(layer):
     offenders = []
     for module in modules_of(layer):

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from conftest import CPU
 
-from core.__main__ import main
+from core.cli.main import main
 from core.engine.models.resolve import describe_model
 from core.engine.models.workload import ModelError
 from core.engine.spec import RunSpec

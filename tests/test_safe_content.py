@@ -169,7 +169,7 @@ def test_race_progress_lines_print_a_models_text_and_obey_none_of_it():
     """ProgressPrinter's notes and errors carry a model's (or a model file's) own text."""
     import io
 
-    from core.__main__ import ProgressPrinter
+    from core.cli.races import ProgressPrinter
     from core.engine.events import CompileEvent, StartEvent, StatusEvent
 
     out = io.StringIO()
@@ -186,7 +186,7 @@ def test_race_progress_lines_print_a_models_text_and_obey_none_of_it():
 def test_models_describe_prints_a_models_error_without_its_control_characters(monkeypatch, capsys):
     import argparse
 
-    from core import __main__ as cli
+    from core.cli import common, models
     from core.engine.models import resolve
     from core.engine.models.workload import ModelError
 
@@ -194,7 +194,7 @@ def test_models_describe_prints_a_models_error_without_its_control_characters(mo
         raise ModelError(f"build_model() raised: {ESCAPES}gone")
 
     monkeypatch.setattr(resolve, "describe_model", broken)
-    status = cli.models_lookup(argparse.Namespace(describe="mlp", search=None, json=False))
+    status = models.models_lookup(argparse.Namespace(describe="mlp", search=None, json=False))
     err = capsys.readouterr().err
-    assert status == cli.EXIT_FAILED and "error: build_model() raised: [2J]0;pwnedgone" in err
+    assert status == common.EXIT_FAILED and "error: build_model() raised: [2J]0;pwnedgone" in err
     assert not any(c in err for c in "\x1b\x07\u202e")

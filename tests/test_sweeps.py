@@ -249,7 +249,8 @@ def follow_args(owner="ann", as_json=False):
 )
 def test_a_sweep_deleted_while_followed_ends_the_follow_with_one_line(store, sleepers, monkeypatch, capsys, remove,
                                                                       said):  # fmt: skip
-    import core.__main__ as cli_main
+    from core.cli import common
+    from core.cli import sweeps as cli_sweeps
 
     sweep_id = sweeps.enqueue_sweep(store, batch_sweep(8, 16), "ann", limits=NO_LIMITS, caps=CPU)
     polls = []
@@ -258,10 +259,10 @@ def test_a_sweep_deleted_while_followed_ends_the_follow_with_one_line(store, sle
         polls.append(seconds)
         remove(store, sweep_id)
 
-    monkeypatch.setattr(cli_main.time, "sleep", deleted_meanwhile)
-    code = cli_main.follow_sweep(store, sweep_id, follow_args())
+    monkeypatch.setattr(cli_sweeps.time, "sleep", deleted_meanwhile)
+    code = cli_sweeps.follow_sweep(store, sweep_id, follow_args())
     err = capsys.readouterr().err
-    assert code == cli_main.EXIT_FAILED and len(polls) == 1  # it stops, and does not poll forever
+    assert code == common.EXIT_FAILED and len(polls) == 1  # it stops, and does not poll forever
     assert err.strip().splitlines()[-1] == f"error: sweep {sweep_id} {said}"
     assert "Traceback" not in err
 

@@ -1,5 +1,9 @@
 """RunSpec: the validated description of one race, shared by the CLI, the UI and the worker.
 
+Its fields, defaults, choices and ranges are the rows of the options table (core.engine.options);
+this module builds the dataclass from them and adds what depends on the model or the machine
+(a model's input sizes, CUDA-only precisions and modes, combinations that cannot run).
+
 Validation is pure: it takes the spec and a description of what the device can do, and
 returns *every* problem at once, each naming the field and what is allowed, so a user fixes
 everything in one go and no work starts on a spec that cannot run.
@@ -13,27 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
-from core.engine.models.regions import COMPILE_SCOPES, REGIONAL_BLOCKS, region_problem
+from core.engine.models.regions import REGIONAL_BLOCKS, region_problem
 from core.engine.models.sources import library_problem, model_name_problem, source_of
 from core.engine.models.zoo import MODELS
+from core.engine.options import OPTIONS, Option
 
-PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # these capture CUDA graphs
-BACKENDS = ("inductor", "aot_eager", "eager")
-DATA_SOURCES = ("synthetic", "fakedata", "cifar10")
-CACHES = ("cold", "warm")
-SHAPES = ("fixed", "varying")  # varying: sequence length per batch (gpt), else a smaller last batch per epoch
-SCHEDULES = ("sequential", "alternating")  # alternating: eager and compiled take turns epoch by epoch
-STANCES = ("default", "fail_on_recompile", "eager_on_recompile")  # torch.compiler.set_stance, after the first compile
-MAX_PROFILE_STEPS = 50
-DEVICES = ("auto", "cuda", "cpu", "mps")
-DYNAMIC = (None, True, False)
-
-MAX_BATCH_SIZE = 65536
-MAX_EPOCHS = 1000
-MAX_STEPS_PER_EPOCH = 100_000
-MAX_INPUT_SIZE = 4096
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # these compile modes capture CUDA graphs
+# Checked in the model's branch of validate: a size is range-checked only for a model that exists.
+_CHECKED_WITH_THE_MODEL = ("image_size",)
 
 
 def data_home() -> str:
@@ -41,35 +32,8 @@ def data_home() -> str:
     return os.environ.get("COMPILE_LAB_DATA") or os.path.join(PROJECT_ROOT, "data")
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """One race: the same training run eager and compiled. Defaults are a quick CPU run."""
-
-    model: str = "pointwise_mlp"  # a zoo name, timm:<name>, hf:<name> or file:<name>.py (core.engine.models.sources)
-    model_file: str | None = None  # the Python file of a file: model (defines build_model)
-    batch_size: int = 256
-    precision: str = "fp32"
-    mode: str = "default"
-    backend: str = "inductor"
-    dynamic: bool | None = None  # torch.compile's own default: None = decide automatically
-    fullgraph: bool = False
-    compile_scope: str = "whole"  # "regional": compile each repeated block in place (core.engine.models.regions)
-    epochs: int = 3
-    steps_per_epoch: int = 20
-    eval_steps: int = 0
-    image_size: int | None = None  # input size; None = the model's default
-    data: str = "synthetic"
-    data_dir: str | None = None
-    download: bool = False
-    cache: str = "cold"
-    shapes: str = "fixed"
-    stance: str = "default"
-    schedule: str = "sequential"  # "alternating": eager and compiled take turns, epoch by epoch
-    profile_steps: int = 3  # steady steps profiled per variant after the timed epochs (0: none)
-    compile_trace: bool = False  # keep torch's structured compile trace (TORCH_TRACE, what tlparse reads)
-    seed: int = 0
-    device: str = "auto"
-    lr: float = 1e-3
+class _RunSpecMethods:
+    """What every RunSpec can do besides hold its fields (the fields come from core.engine.options)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -97,6 +61,17 @@ class RunSpec:
     @property
     def total_steps(self) -> int:
         return self.epochs * self.steps_per_epoch
+
+
+RunSpec = dataclasses.make_dataclass(
+    "RunSpec",
+    [(o.name, o.type | None if o.optional else o.type, field(default=o.default)) for o in OPTIONS.values()],
+    bases=(_RunSpecMethods,),
+    frozen=True,
+)
+RunSpec.__module__ = __name__  # where pickle and reprs find it
+RunSpec.__doc__ = """One race: the same training run eager and compiled. Its fields, their defaults and
+what each allows are the rows of core.engine.options.OPTIONS; the defaults are a quick CPU run."""
 
 
 @dataclass(frozen=True)
@@ -248,6 +223,23 @@ def _int_range(problems: list[Problem], name: str, value: Any, low: int, high: i
     return True
 
 
+def _option_ok(problems: list[Problem], option: Option, value: Any) -> bool:
+    """The option's own rule, from its row: one of its choices, or a number in its range."""
+    if option.optional and value is None:
+        return True
+    if option.allowed is not None:
+        return _choice(problems, option.name, value, option.allowed)
+    if option.type is int and option.min is not None:
+        return _int_range(problems, option.name, value, int(option.min), int(option.max))
+    if option.type is float and option.min is not None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not option.min < value < option.max:
+            problems.append(
+                Problem(option.name, f"must be a number between {option.min} and {option.max} (got {value!r})")
+            )
+            return False
+    return True
+
+
 def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
     """Every problem with `spec` on a machine with `caps` (None: check the spec alone)."""
     p: list[Problem] = []
@@ -256,24 +248,12 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
         p.append(Problem("model", model_problem))
     model_ok = model_problem is None
     p.extend(_model_file_problems(spec, caps))
-    _int_range(p, "batch_size", spec.batch_size, 1, MAX_BATCH_SIZE)
-    _choice(p, "precision", spec.precision, PRECISIONS)
-    _choice(p, "mode", spec.mode, MODES)
-    _choice(p, "backend", spec.backend, BACKENDS)
-    _choice(p, "dynamic", spec.dynamic, DYNAMIC)
-    _choice(p, "fullgraph", spec.fullgraph, (True, False))
-    scope_ok = _choice(p, "compile_scope", spec.compile_scope, COMPILE_SCOPES)
-    _int_range(p, "epochs", spec.epochs, 1, MAX_EPOCHS)
-    _int_range(p, "steps_per_epoch", spec.steps_per_epoch, 1, MAX_STEPS_PER_EPOCH)
-    _int_range(p, "eval_steps", spec.eval_steps, 0, MAX_STEPS_PER_EPOCH)
-    _choice(p, "data", spec.data, DATA_SOURCES)
-    _choice(p, "cache", spec.cache, CACHES)
-    _choice(p, "shapes", spec.shapes, SHAPES)
-    _choice(p, "schedule", spec.schedule, SCHEDULES)
-    stance_ok = _choice(p, "stance", spec.stance, STANCES)
-    _int_range(p, "profile_steps", spec.profile_steps, 0, MAX_PROFILE_STEPS)
-    _choice(p, "compile_trace", spec.compile_trace, (True, False))
-    if stance_ok and spec.stance != "default" and isinstance(spec.eval_steps, int) and spec.eval_steps > 0:
+    ok = {
+        name: _option_ok(p, option, getattr(spec, name))
+        for name, option in OPTIONS.items()
+        if name not in _CHECKED_WITH_THE_MODEL
+    }
+    if ok["stance"] and spec.stance != "default" and isinstance(spec.eval_steps, int) and spec.eval_steps > 0:
         p.append(
             Problem(
                 "stance",
@@ -281,12 +261,9 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
                 "compiles a graph of its own: use eval_steps 0 with it",
             )
         )
-    _int_range(p, "seed", spec.seed, 0, 2**31 - 1)
-    device_ok = _choice(p, "device", spec.device, DEVICES)
-    if isinstance(spec.lr, bool) or not isinstance(spec.lr, (int, float)) or not 0 < spec.lr < 10:
-        p.append(Problem("lr", f"must be a number between 0 and 10 (got {spec.lr!r})"))
+    scope_ok, device_ok = ok["compile_scope"], ok["device"]
 
-    if spec.mode != "default" and spec.backend != "inductor" and spec.mode in MODES:
+    if spec.mode != "default" and spec.backend != "inductor" and spec.mode in OPTIONS["mode"].choices:
         p.append(
             Problem("mode", f"{spec.mode!r} is an Inductor mode; with backend {spec.backend!r} use mode 'default'")
         )
@@ -305,7 +282,7 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
         info = MODELS[spec.model]
         if scope_ok and spec.compile_scope == "regional" and region_problem(spec.model):
             p.append(Problem("compile_scope", region_problem(spec.model)))
-        if spec.image_size is not None and _int_range(p, "image_size", spec.image_size, 1, MAX_INPUT_SIZE):
+        if spec.image_size is not None and _option_ok(p, OPTIONS["image_size"], spec.image_size):
             problem = info.size_problem(spec.image_size)
             if problem:
                 p.append(Problem("image_size", problem))
@@ -350,7 +327,7 @@ def _library_model_problems(spec: RunSpec, caps: DeviceCaps | None) -> list[Prob
     p: list[Problem] = []
     source = source_of(spec.model)
     if spec.image_size is not None:
-        _int_range(p, "image_size", spec.image_size, 1, MAX_INPUT_SIZE)
+        _option_ok(p, OPTIONS["image_size"], spec.image_size)
     if spec.data in ("fakedata", "cifar10") and source != "timm":
         p.append(Problem("data", f"{spec.data!r} provides images for zoo and timm image models; use 'synthetic'"))
     if spec.shapes == "varying" and source == "file":

@@ -18,7 +18,8 @@ from typing import Any, BinaryIO
 from core.engine import analysis
 from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
-from core.engine.spec import MAX_EPOCHS, MAX_STEPS_PER_EPOCH, RunSpec, SpecError, validate
+from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
+from core.engine.spec import RunSpec, SpecError, validate
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 
 FORMAT = "compile-lab/run-bundle"

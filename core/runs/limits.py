@@ -18,7 +18,8 @@ from typing import Any
 
 from core.engine.models.sources import model_name_problem, source_of
 from core.engine.models.zoo import MODELS
-from core.engine.spec import MODES, Problem, RunSpec
+from core.engine.options import OPTIONS
+from core.engine.spec import Problem, RunSpec
 
 
 class ConfigError(ValueError):
@@ -157,7 +158,7 @@ def _model_names(value: Any) -> tuple[str, ...]:
 
 
 def _mode_names(value: Any) -> tuple[str, ...]:
-    return _names(value, MODES, "mode")
+    return _names(value, OPTIONS["mode"].choices, "mode")
 
 
 def _flag(value: Any) -> bool:

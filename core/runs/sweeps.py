@@ -1,5 +1,6 @@
-"""Sweeps: one model, one or two axes (batch size, precision, compile mode, compile scope), a few
-values each; every point an ordinary race job grouped under a sweep id.
+"""Sweeps: one model, one or two axes (the options table's sweep axes: batch size, precision,
+compile mode, compile scope), a few values each; every point an ordinary race job grouped under a
+sweep id.
 
 Because the points are races, everything the queue does for a race holds for them unchanged: one
 job per lane, host limits (each point is checked against them, and their number against the
@@ -14,19 +15,15 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.models.regions import COMPILE_SCOPES
-from core.engine.spec import MODES, PRECISIONS, DeviceCaps, Problem, RunSpec, SpecError
+from core.engine.options import sweep_axes
+from core.engine.spec import DeviceCaps, Problem, RunSpec, SpecError
 from core.runs import devices, job_kinds, queue
 from core.runs.limits import HostLimits, load_host_limits
 from core.runs.store import ACTIVE_STATES, Run, Store
 
-# axis -> (what a person calls it, the values it may take; None: whole numbers, checked per point)
-AXES: dict[str, tuple[str, tuple | None]] = {
-    "batch_size": ("batch size", None),
-    "precision": ("precision", PRECISIONS),
-    "mode": ("compile mode", MODES),
-    "compile_scope": ("compile scope", COMPILE_SCOPES),
-}
+# axis -> (what a person calls it, the values it may take; None: whole numbers, checked per point),
+# from the options table's sweep column.
+AXES: dict[str, tuple[str, tuple | None]] = {o.name: (o.label.lower(), o.choices) for o in sweep_axes()}
 MAX_AXES = 2
 MAX_VALUES = 8  # per axis
 MAX_POINTS = 24  # 8 batch sizes x 3 modes, say: what fits a chart and an afternoon
@@ -212,11 +209,16 @@ def sweep_progress(runs: list[Run]) -> float:
     return sum(1.0 if r.finished else (r.progress if r.status in ACTIVE_STATES else 0.0) for r in runs) / len(runs)
 
 
+def whole_numbers(name: str) -> bool:
+    """Whether the axis takes whole numbers (typed, checked per point) rather than choices."""
+    return name in AXES and AXES[name][1] is None
+
+
 def axis_from_text(name: str, text: str) -> Axis:
     """An axis from comma-separated values ('64, 256, 1024'), as the CLI and the form take them;
-    a batch size that is not a whole number is a SpecError naming it."""
+    a value of a whole-number axis (batch sizes) that is not a whole number is a SpecError naming it."""
     raw = [v.strip() for v in str(text).split(",") if v.strip()]
-    if name != "batch_size":
+    if not whole_numbers(name):
         return Axis(name, tuple(raw))
     values = []
     for value in raw:
@@ -224,6 +226,6 @@ def axis_from_text(name: str, text: str) -> Axis:
             values.append(int(value))
         except ValueError:
             raise SpecError(
-                [Problem(name, f"{value!r} is not a whole number (batch sizes: e.g. 64,256,1024)")]
+                [Problem(name, f"{value!r} is not a whole number ({AXES[name][0]}s: e.g. 64,256,1024)")]
             ) from None
     return Axis(name, tuple(values))

@@ -10,25 +10,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from core.engine.options import OPTIONS
 from core.runs.store import Run
 
-# Settings a person compares runs by, in the order they read them, with the word for each.
-SETTING_WORDS = {
-    "model": "",
-    "batch_size": "batch",
-    "precision": "",
-    "mode": "mode",
-    "backend": "backend",
-    "epochs": "epochs",
-    "steps_per_epoch": "steps/epoch",
-    "data": "data",
-    "cache": "cache",
-    "image_size": "size",
-    "dynamic": "dynamic",
-    "fullgraph": "fullgraph",
-    "seed": "seed",
-    "lr": "lr",
-}
+# Settings a person compares runs by, in the options table's order, with the word for each.
+SETTING_WORDS = {name: o.compare for name, o in OPTIONS.items() if o.compare is not None}
 
 # The table's columns: (key, heading), results first.
 TABLE_COLUMNS = (
@@ -38,11 +24,11 @@ TABLE_COLUMNS = (
     ("overhead_s", "First-epoch overhead (s)"),
     ("compile_s", "Compile time (s)"),
     ("break_even", "Break-even step"),
-    ("model", "Model"),
-    ("batch_size", "Batch size"),
-    ("precision", "Precision"),
-    ("mode", "Compile mode"),
-    ("backend", "Backend"),
+    ("model", OPTIONS["model"].label),
+    ("batch_size", OPTIONS["batch_size"].label),
+    ("precision", OPTIONS["precision"].label),
+    ("mode", OPTIONS["mode"].label),
+    ("backend", OPTIONS["backend"].label),
     ("steps", "Steps"),
     ("device", "Device"),
     ("created", "Created"),

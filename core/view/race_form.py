@@ -12,71 +12,17 @@ from typing import Any
 from core.engine.models.regions import region_description
 from core.engine.models.sources import model_name_problem, source_of
 from core.engine.models.zoo import MODELS
+from core.engine.options import OPTIONS, in_link, on_form
 from core.engine.planning import estimate_seconds
-from core.engine.spec import (
-    BACKENDS,
-    CACHES,
-    COMPILE_SCOPES,
-    DATA_SOURCES,
-    DYNAMIC,
-    MAX_BATCH_SIZE,
-    MAX_EPOCHS,
-    MAX_INPUT_SIZE,
-    MAX_STEPS_PER_EPOCH,
-    MODES,
-    PRECISIONS,
-    SCHEDULES,
-    SHAPES,
-    STANCES,
-    DeviceCaps,
-    RunSpec,
-    validate,
-)
+from core.engine.spec import DeviceCaps, RunSpec, validate
 from core.runs.limits import HostLimits
 from core.runs.store import Run
 
-# The fields the form shows, in the order a person decides them.
-FORM_FIELDS = (
-    "model",
-    "batch_size",
-    "precision",
-    "mode",
-    "backend",
-    "compile_scope",
-    "epochs",
-    "steps_per_epoch",
-    "data",
-    "cache",
-)
+# What the form offers for each select box (the model: the zoo), in the order the form shows them;
+# the options table says which options are on the form, where, and how each choice is worded.
 CHOICES: dict[str, tuple] = {
     "model": tuple(MODELS),
-    "precision": PRECISIONS,
-    "mode": MODES,
-    "backend": BACKENDS,
-    "compile_scope": COMPILE_SCOPES,
-    "data": tuple(d for d in DATA_SOURCES if d != "cifar10"),  # cifar10 needs a local folder: CLI only
-    "cache": CACHES,
-    # Why, per step (folded under the main fields): shapes that change, torch's dynamic shapes, and
-    # what a recompile does under torch.compiler.set_stance.
-    "schedule": SCHEDULES,
-    "shapes": SHAPES,
-    "dynamic": DYNAMIC,
-    "stance": STANCES,
-}
-SCHEDULE_LABELS = {
-    "sequential": "sequential (eager, then compiled)",
-    "alternating": "side by side (turns, epoch by epoch)",
-}
-SHAPE_LABELS = {"fixed": "fixed", "varying": "varying (new shapes during the run)"}
-STANCE_LABELS = {
-    "default": "recompile (default)",
-    "fail_on_recompile": "fail (fail_on_recompile)",
-    "eager_on_recompile": "run eager (eager_on_recompile)",
-}
-DYNAMIC_LABELS = {
-    None: "auto (torch decides)",
-    True: "true (dynamic from the start)",
-    False: "false (every new shape recompiles)",
+    **{o.name: o.offered for o in on_form() if o.offered is not None},
 }
 # The break-even demo for a CPU, sized from runs of bench/stage_preset.py on a 2-core Xeon with the
 # page open in a browser (README, "On stage"): small_cnn compiles in 11-14 s, then runs 1.36-1.73x
@@ -159,17 +105,9 @@ def unavailable_summary(blocked: dict[str, dict[Any, str]]) -> str | None:
     return f"Not offered here: {'; '.join(parts)}." if parts else None
 
 
-_QUERY_FIELDS = (
-    *FORM_FIELDS,
-    "schedule",
-    "shapes",
-    "stance",
-    "eval_steps",
-    "image_size",
-    "seed",
-    "dynamic",
-    "fullgraph",
-)
+_QUERY_FIELDS = in_link()
+# The fields the form shows that travel in its link, in the order a person decides them.
+FORM_FIELDS = tuple(o.name for o in on_form() if o.link)
 
 
 def spec_to_query(spec: RunSpec) -> dict[str, str]:
@@ -191,12 +129,7 @@ def link_configures(query: dict) -> bool:
 
 # The whole numbers a link may set, and the range the form accepts for each.
 NUMBER_RANGES: dict[str, tuple[int, int]] = {
-    "batch_size": (1, MAX_BATCH_SIZE),
-    "epochs": (1, MAX_EPOCHS),
-    "steps_per_epoch": (1, MAX_STEPS_PER_EPOCH),
-    "eval_steps": (0, MAX_STEPS_PER_EPOCH),
-    "image_size": (1, MAX_INPUT_SIZE),
-    "seed": (0, 2**31 - 1),
+    name: (int(OPTIONS[name].min), int(OPTIONS[name].max)) for name in _QUERY_FIELDS if OPTIONS[name].type is int
 }
 
 
@@ -230,12 +163,11 @@ def spec_from_query(
     for name in _QUERY_FIELDS:
         if name not in query:
             continue
-        raw = str(query[name])
+        raw, option = str(query[name]), OPTIONS[name]
         try:
-            if name == "dynamic":
-                values[name] = {"true": True, "false": False, "none": None}[raw.lower()]
-            elif name == "fullgraph":
-                values[name] = {"true": True, "false": False}[raw.lower()]
+            if option.type is bool:
+                words = {"true": True, "false": False, **({"none": None} if option.optional else {})}
+                values[name] = words[raw.lower()]
             elif name in NUMBER_RANGES:
                 number = int(raw)
                 low, high, by_host = number_range(name, limits)
@@ -245,9 +177,11 @@ def spec_from_query(
                     side = f"above {limit}" if number > high else "below the smallest allowed"
                     text = f"{name}={raw} from the link is {side} ({values[name]}): using {values[name]}"
                     notes.append(LinkNote(name, values[name], text))
+            elif option.type is float:
+                values[name] = float(raw)
             elif name == "model" and (model_name_problem(raw) or source_of(raw) == "file"):
                 raise ValueError(raw)  # a zoo, timm or Hugging Face name; a file cannot come from a link
-            elif name in CHOICES and name != "model" and raw not in CHOICES[name]:
+            elif name != "model" and option.offered is not None and raw not in option.offered:
                 raise ValueError(raw)
             else:
                 values[name] = raw
@@ -270,7 +204,7 @@ def form_spec(state: Any) -> RunSpec:
         key = f"form_{f.name}"
         if key in state:
             values[f.name] = state[key]
-    for name in ("batch_size", "epochs", "steps_per_epoch", "eval_steps", "seed"):
+    for name in (o.name for o in OPTIONS.values() if o.type is int):
         if isinstance(values.get(name), float) and values[name].is_integer():
             values[name] = int(values[name])
     return RunSpec(**values)

@@ -10,17 +10,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from core.engine.options import OPTIONS, Option, on_form
 from core.engine.planning import estimate_seconds
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs.limits import HostLimits
-from core.runs.sweeps import AXES, Axis, SweepSpec, axis_from_text
+from core.runs.sweeps import AXES, Axis, SweepSpec, axis_from_text, whole_numbers
 from core.view.race_form import CHOICES, unavailable_options
 
 NO_AXIS = "none"
 CPU_BATCH_SIZES = (64, 256, 1024, 4096)
 GPU_BATCH_SIZES = (32, 64, 128, 256)
-# The base race's fields the form shows (an axis' own field is hidden while it is swept).
-BASE_FIELDS = ("model", "batch_size", "precision", "mode", "backend", "compile_scope", "epochs", "steps_per_epoch")
 
 
 def default_sweep(caps: DeviceCaps | None) -> SweepSpec:
@@ -40,10 +39,18 @@ def default_sweep(caps: DeviceCaps | None) -> SweepSpec:
     return SweepSpec(base, (Axis("batch_size", CPU_BATCH_SIZES),))
 
 
+def base_options() -> list[Option]:
+    """The base race's options the form shows, in the Race form's order (the options table's
+    sweep_form column)."""
+    return [o for o in on_form() if o.sweep_form]
+
+
 def default_values(axis: str, caps: DeviceCaps | None, base: RunSpec, limits: HostLimits | None = None) -> tuple:
     """What a newly chosen axis starts with: every value this device can run (batch sizes: the defaults)."""
     if axis == "batch_size":
         return GPU_BATCH_SIZES if caps is not None and caps.cuda else CPU_BATCH_SIZES
+    if whole_numbers(axis):
+        return ()  # typed by the visitor
     return axis_options(axis, caps, base, limits)
 
 
@@ -66,7 +73,7 @@ def form_sweep(state: Any) -> SweepSpec:
         key = f"sweep_{f.name}"
         if key in state:
             values[f.name] = state[key]
-    for name in ("batch_size", "epochs", "steps_per_epoch"):
+    for name in (o.name for o in OPTIONS.values() if o.type is int):
         if isinstance(values.get(name), float) and values[name].is_integer():
             values[name] = int(values[name])
     axes = []
@@ -106,7 +113,7 @@ def tidy_axes(state: Any, caps: DeviceCaps | None, limits: HostLimits | None = N
     errors = {}
     for i in (1, 2):
         name = state.get(f"sweep_axis{i}", NO_AXIS)
-        if name == "batch_size":
+        if whole_numbers(name):
             try:
                 state[f"sweep_values{i}"] = list(axis_from_text(name, state.get(f"sweep_text{i}", "")).values)
             except SpecError as exc:

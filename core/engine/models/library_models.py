@@ -28,7 +28,8 @@ from core.engine.models.sources import (
 )
 from core.engine.models.workload import ModelError, Workload, logits_of, loss_fn, stage, to_device
 from core.engine.models.zoo import NUM_CLASSES
-from core.engine.spec import MAX_INPUT_SIZE, RunSpec
+from core.engine.options import MAX_INPUT_SIZE
+from core.engine.spec import RunSpec
 
 MASKED_FRACTION = 0.15  # BERT's share of predicted tokens
 # Models whose position ids start after the padding index, so two positions are never used.

@@ -1,0 +1,26 @@
+"""`doctor`: on a GPU box, every CUDA path checked (precisions, modes, out of memory, demos) and
+printed as one table (core.runs.doctor does the checking)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from core.runs.doctor import doctor
+
+    return doctor(args.store, args.out, cpu_smoke=args.cpu_smoke)
+
+
+def add_commands(sub) -> None:
+    """`doctor`."""
+    doc = sub.add_parser(
+        "doctor",
+        help="on a GPU box: check every CUDA path (precisions, modes, out of memory, demos) and print one table",
+    )
+    doc.add_argument("--store", default=None, help="store to run the checks in (default: a fresh temporary one)")
+    doc.add_argument(
+        "--out", default=None, help="folder for the table (doctor.txt, doctor.json) and the ResNet-50 bundle"
+    )
+    doc.add_argument("--cpu-smoke", action="store_true", help=argparse.SUPPRESS)  # the machinery at toy size, for tests
+    doc.set_defaults(func=cmd_doctor)

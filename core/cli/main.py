@@ -1,0 +1,38 @@
+"""The parser of `python -m core`, gathered from the subcommand modules in the order `--help`
+lists them, and `main`, which runs one command and turns a store error or a closed pipe into its
+exit status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from core.cli import doctor, models, queue, races, stored, sweeps
+from core.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, OneLineParser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="python -m core", description="Compile Lab: eager vs torch.compile, measured.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    for group in (models, races, queue, stored, doctor, sweeps):  # the order `--help` lists them in
+        group.add_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from core.runs.store import StoreError
+
+    args = build_parser().parse_args(argv)
+    try:
+        code = args.func(args)
+        sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # `python -m core status | head -1`: the reader has what it wanted. Point stdout at
+        # /dev/null so the interpreter's own flush at exit does not complain, and stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    return code

@@ -1,0 +1,149 @@
+"""`submit`, `status`, `cancel`, `delete`: races queued for a background worker, followed, and
+stopped or removed by their owner."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from core.cli.common import (
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    open_store,
+    progress_bar,
+    queued_or_refused,
+    run_id_arg,
+    say,
+    store_parser,
+    stored_result,
+)
+from core.cli.race_flags import add_spec_arguments, spec_from_args
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from core.runs import queue
+    from core.runs.limits import load_host_limits
+    from core.view.queue import describe
+
+    store = open_store(args)
+
+    def enqueue() -> int:
+        limits = load_host_limits()  # before anything runs: a broken configuration is said at once
+        spec = spec_from_args(args)
+        caps = queue.ensure_probe(store, owner=args.owner, wait_s=60)
+        return queue.enqueue(store, spec, args.owner, limits=limits, caps=caps)
+
+    run_id = queued_or_refused(enqueue)
+    if run_id is None:
+        return EXIT_USAGE
+    run = store.get_run(run_id)
+    print(f"run {run_id}: {describe(store, run)} on {run.device_key}")
+    if not args.wait:
+        return EXIT_OK
+    return follow(store, run_id, args)
+
+
+def follow(store, run_id: int, args: argparse.Namespace) -> int:
+    """Follow a run to its end with a progress bar on stderr, ticking the queue meanwhile."""
+    from core.runs import queue
+    from core.view.queue import describe
+    from core.view.report import summary_table
+    from core.view.safe_text import terminal_text
+
+    stream = sys.stderr
+    last = ""
+    while True:
+        queue.tick(store)
+        run = store.get_run(run_id)
+        line = f"run {run_id} {progress_bar(run.progress)} {terminal_text(describe(store, run))}"
+        if line != last:
+            stream.write(("\r\033[K" + line) if stream.isatty() else line + "\n")
+            stream.flush()
+            last = line
+        if run.finished:
+            break
+        time.sleep(0.5)
+    if stream.isatty():
+        stream.write("\n")
+    if run.summary and args.json:
+        print(json.dumps(stored_result(run), default=float))
+    elif run.summary:
+        say(summary_table(stored_result(run)))
+    if run.status == "failed":
+        say(f"error: run {run_id} failed: {run.error}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_CANCELLED if run.status == "cancelled" else EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from core.runs import queue
+    from core.runs.identity import shown_owner
+    from core.view.queue import describe
+
+    store = open_store(args)
+    queue.tick(store)
+    if args.run_id is not None:
+        run = store.get_run(args.run_id)
+        if run is None:
+            print(f"error: there is no run {args.run_id}", file=sys.stderr)
+            return EXIT_USAGE
+        # An owner's whole token would let anyone with a shell cancel or delete that visitor's runs.
+        say(f"run {run.id} ({run.kind}, owner {shown_owner(run.owner)}, {run.device_key}): {describe(store, run)}")
+        if run.summary and run.summary.get("reading"):
+            say(run.summary["reading"])
+        return EXIT_OK
+    active = store.list_runs(status=("queued", "starting", "running"))
+    if not active:
+        print("nothing queued or running")
+    if store.queue_paused():
+        print("the queue is paused by the host: queued jobs wait")
+    for run in reversed(active):
+        say(f"run {run.id:>5}  {run.device_key:<8} {shown_owner(run.owner):<16} {describe(store, run)}")
+    return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from core.runs import queue
+
+    try:
+        status = queue.cancel(open_store(args), args.run_id, args.owner)
+    except queue.JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"run {args.run_id}: {status}")
+    return EXIT_OK
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    from core.runs import queue
+
+    try:
+        queue.delete(open_store(args), args.run_id, args.owner)
+    except queue.JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"run {args.run_id}: deleted")
+    return EXIT_OK
+
+
+def add_commands(sub) -> None:
+    """`submit`, `status`, `cancel`, `delete`."""
+    submit = store_parser(sub, "submit", "queue a race for a background worker", owner=True)
+    add_spec_arguments(submit)
+    submit.add_argument("--wait", action="store_true", help="follow the run with a progress bar until it ends")
+    submit.add_argument("--json", action="store_true", help="with --wait: print the result as JSON")
+    submit.set_defaults(func=cmd_submit)
+    status = store_parser(sub, "status", "the state of one run, or of the queue")
+    status.add_argument("run_id", nargs="?", type=run_id_arg)
+    status.set_defaults(func=cmd_status)
+    for name, func, text in (
+        ("cancel", cmd_cancel, "cancel your queued or running run"),
+        ("delete", cmd_delete, "delete your run and its events"),
+    ):
+        p = store_parser(sub, name, text, owner=True)
+        p.add_argument("run_id", type=run_id_arg)
+        p.set_defaults(func=func)

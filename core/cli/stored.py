@@ -1,0 +1,98 @@
+"""`runs`, `export`, `import`: the stored races as a table, and a run as a JSON bundle out of one
+store and into another."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from core.cli.common import EXIT_OK, EXIT_USAGE, open_store, row_limit, run_id_arg, say, store_parser
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from core.view.report import fmt_seconds, fmt_speedup, run_row
+    from core.view.safe_text import terminal_text
+
+    runs = open_store(args).list_runs(kind="race", limit=args.limit)
+    if args.json:
+        print(json.dumps([run_row(r) for r in runs], default=float))
+        return EXIT_OK
+    from core.view.report import text_table
+
+    headers = ["id", "status", "created", "device", "model", "batch", "precision", "mode", "overhead", "speedup"]
+    headers.append("break-even")
+    rows = []
+    for r in runs:
+        row, s = run_row(r), r.summary or {}
+        row = {k: terminal_text(v) if isinstance(v, str) else v for k, v in row.items()}  # a bundle's text
+        be = f"step {s['break_even_step']}" if s.get("break_even_step") else (s.get("break_even_reason") or "-")
+        rows.append(
+            [
+                str(row["id"]),
+                row["status"] + ("*" if r.imported else ""),
+                row["created"],
+                row["device"],
+                row["model"],
+                str(row["batch_size"]),
+                row["precision"],
+                row["mode"],
+                fmt_seconds(s.get("first_epoch_overhead_s"), signed=True),
+                fmt_speedup(row["steady_state_speedup"]),
+                terminal_text(be),
+            ]
+        )
+    for line in text_table(headers, rows, right={"id", "batch", "overhead", "speedup"}):
+        say(line)
+    if any(r.imported for r in runs):
+        print("* imported")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from core.runs.bundle import BundleError, export_bundle
+
+    try:
+        bundle = export_bundle(open_store(args), args.run_id)
+    except BundleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    text = json.dumps(bundle, indent=1)
+    if args.output:
+        try:
+            with open(args.output, "w") as fh:
+                fh.write(text)
+        except OSError as exc:
+            print(f"error: cannot write {args.output}: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"run {args.run_id} exported to {args.output}")
+    else:
+        print(text)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from core.runs.bundle import BundleError, import_bundle, load_bundle_file
+
+    try:
+        run_id = import_bundle(open_store(args), load_bundle_file(args.file), args.owner)
+    except BundleError as exc:
+        print(f"error: {args.file}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"imported as run {run_id}")
+    return EXIT_OK
+
+
+def add_commands(sub) -> None:
+    """`runs`, `export`, `import`."""
+    runs = store_parser(sub, "runs", "table of stored races")
+    runs.add_argument("--limit", type=row_limit, default=50, help="how many of the newest runs (50)")
+    runs.add_argument("--json", action="store_true")
+    runs.set_defaults(func=cmd_runs)
+    export = store_parser(sub, "export", "write a run as a JSON bundle (spec, environment, events, summary)")
+    export.add_argument("run_id", type=run_id_arg)
+    export.add_argument("-o", "--output", help="file to write (default: stdout)")
+    export.set_defaults(func=cmd_export)
+    imp = store_parser(sub, "import", "add a bundle from another machine as an imported run", owner=True)
+    imp.add_argument("file")
+    imp.set_defaults(func=cmd_import)

@@ -1,0 +1,230 @@
+"""The race options: one row per option, and every surface of a race reads its row.
+
+A row holds an option's name, type, default, the values it may take (choices, or a range), what a
+person calls it, its help, and the surfaces it appears on: the command line (every option has a
+flag), the Race page's form, the form's link, the Runs page's comparisons, and sweeps (an axis,
+and the Sweep page's form). `RunSpec` (core.engine.spec) is built from these rows, so are its
+validation, the CLI's flags (core.cli.race_flags), the forms and links (core.view.race_form,
+core.view.sweep_form), the sweep axes (core.runs.sweeps.AXES) and the comparison words
+(core.view.compare). Adding an option is one row here plus its use in the trainer; what depends on
+the machine (CUDA-only precisions, a model's input sizes) stays logic in core.engine.spec.
+
+Torch-free: the app's process reads this table too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.engine.models.regions import COMPILE_SCOPES
+
+# Ranges other modules need by name (a bundle's step numbers, a library model's input sizes).
+MAX_BATCH_SIZE = 65536
+MAX_EPOCHS = 1000
+MAX_STEPS_PER_EPOCH = 100_000
+MAX_INPUT_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Option:
+    """One race option and where it appears. `help` is the CLI flag's help; in it (and in `sweep`)
+    {choices} stands for the choices comma-separated, {typed} for them as typed in a list
+    (a,b,c) and {default} for the default."""
+
+    name: str
+    type: type  # int, float, str or bool
+    default: Any
+    label: str  # what a person calls it: the form's widget, a sweep axis ("batch size"), a heading
+    help: str | None = None
+    choices: tuple | None = None  # the values allowed; None: a range, or any value of the type
+    min: float | None = None  # ints: from min to max; floats: strictly between them
+    max: float | None = None
+    optional: bool = False  # None is allowed too (the model's own, torch's automatic)
+    # The command line: every option is a flag, --name-with-dashes.
+    metavar: str | None = None
+    flag_unset: bool = False  # the flag defaults to None, decided when the spec is built (from the model)
+    # The Race page's form: (row, column) where its widget sits; None: not on the form.
+    form: tuple[int, int] | None = None
+    form_choices: tuple | None = None  # what the form and its link offer, when fewer than `choices`
+    choice_labels: dict | None = None  # how the form's select box words each choice
+    form_help: str | None = None
+    sweep_form: bool = False  # the Sweep page's form shows it for the base race (at its Race-form place)
+    link: bool = False  # it travels in the Race page's link (a shared configuration)
+    compare: str | None = None  # its word in a comparison's labels ("batch 1,024"); None: not compared
+    sweep: str | None = None  # the help of its sweep-axis flag (--<flag>s); None: not a sweep axis
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def axis_flag(self) -> str:
+        return self.flag + "s"
+
+    @property
+    def allowed(self) -> tuple | None:
+        """The values validation accepts, where they can be listed (a bool's are True and False)."""
+        if self.choices is not None:
+            return self.choices
+        return (True, False) if self.type is bool else None
+
+    @property
+    def offered(self) -> tuple | None:
+        """The values the form (and a link) offers."""
+        return self.form_choices if self.form_choices is not None else self.choices
+
+    def text(self, template: str | None) -> str | None:
+        """A help template with this option's facts filled in."""
+        if template is None:
+            return None
+        names = [cli_word(c) for c in self.choices or ()]
+        return template.format(choices=", ".join(names), typed=",".join(names), default=self.default)
+
+
+def cli_word(value: Any) -> str:
+    """How a value is typed on the command line: true, false, auto (None)."""
+    if value is None:
+        return "auto"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+_ROWS = (
+    Option(
+        "model", str, "pointwise_mlp", "Model",
+        "a zoo model (see `python -m core models`), timm:<name> or hf:<name> (default: {default})",
+        flag_unset=True, form=(1, 0), sweep_form=True, link=True, compare="",
+    ),  # a zoo name, timm:<name>, hf:<name> or file:<name>.py (core.engine.model_sources)
+    Option(
+        "model_file", str, None, "Model file",
+        "your own model: a Python file defining build_model() (and optionally example_batch, loss)",
+        optional=True, metavar="PATH",
+    ),  # the Python file of a file: model (defines build_model)
+    Option(
+        "batch_size", int, 256, "Batch size", "samples per step (default: the model's)",
+        min=1, max=MAX_BATCH_SIZE, flag_unset=True, form=(2, 0), sweep_form=True, link=True, compare="batch",
+        sweep="batch sizes, e.g. 64,256,1024,4096 (shown on a log-2 axis)",
+    ),
+    Option(
+        "precision", str, "fp32", "Precision", "one of {choices}",
+        choices=("fp32", "tf32", "amp-fp16", "amp-bf16"),
+        form=(1, 1), sweep_form=True, link=True, compare="",
+        sweep="precisions, e.g. fp32,amp-bf16 (of {choices})",
+    ),
+    Option(
+        "mode", str, "default", "Compile mode", "torch.compile mode: {choices}",
+        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+        form=(1, 2), sweep_form=True, link=True, compare="mode", sweep="compile modes (of {choices})",
+    ),
+    Option(
+        "backend", str, "inductor", "Backend", "torch.compile backend: {choices}",
+        choices=("inductor", "aot_eager", "eager"), form=(1, 3), sweep_form=True, link=True, compare="backend",
+    ),
+    Option(
+        "dynamic", bool, None, "Dynamic shapes", "dynamic shapes: auto (default), true, false",
+        choices=(None, True, False), optional=True, form=(3, 2), link=True, compare="dynamic",
+        choice_labels={
+            None: "auto (torch decides)",
+            True: "true (dynamic from the start)",
+            False: "false (every new shape recompiles)",
+        },
+    ),  # torch.compile's own default: None = decide automatically
+    Option(
+        "fullgraph", bool, False, "Full graph", "fail on any graph break instead of splitting the graph",
+        link=True, compare="fullgraph",
+    ),
+    Option(
+        "compile_scope", str, "whole", "Compile scope",
+        "what torch.compile compiles: {choices} (regional: each repeated block, in place)",
+        choices=COMPILE_SCOPES, form=(1, 4), sweep_form=True, link=True, sweep="compile scopes: {typed}",
+    ),  # "regional": compile each repeated block in place (core.engine.regions)
+    Option(
+        "epochs", int, 3, "Epochs",
+        min=1, max=MAX_EPOCHS, form=(2, 1), sweep_form=True, link=True, compare="epochs",
+    ),
+    Option(
+        "steps_per_epoch", int, 20, "Steps per epoch",
+        min=1, max=MAX_STEPS_PER_EPOCH, form=(2, 2), sweep_form=True, link=True, compare="steps/epoch",
+    ),
+    Option(
+        "eval_steps", int, 0, "Evaluation steps", "evaluation steps after each epoch (0: none)",
+        min=0, max=MAX_STEPS_PER_EPOCH, link=True,
+    ),
+    Option(
+        "image_size", int, None, "Input size", "input size: image side, sequence length (default: the model's)",
+        min=1, max=MAX_INPUT_SIZE, optional=True, link=True, compare="size",
+    ),  # None: the model's default
+    Option(
+        "data", str, "synthetic", "Data", "one of {choices}",
+        choices=("synthetic", "fakedata", "cifar10"), form=(2, 3), link=True, compare="data",
+        form_choices=("synthetic", "fakedata"),  # cifar10 needs a local folder: CLI only
+    ),
+    Option(
+        "data_dir", str, None, "Data folder", "for cifar10: the folder holding cifar-10-batches-py", optional=True
+    ),
+    Option(
+        "download", bool, False, "Download",
+        "cifar10: download it if missing; hf: fetch the model's config.json (never weights); needs network",
+    ),
+    Option(
+        "cache", str, "cold", "Inductor cache", "Inductor cache: {choices} (cold: a fresh cache, what a new user pays)",
+        choices=("cold", "warm"), form=(2, 4), link=True, compare="cache",
+    ),
+    Option(
+        "schedule", str, "sequential", "Schedule",
+        "sequential (eager, then compiled), or alternating (they take turns epoch by epoch; both models in memory)",
+        choices=("sequential", "alternating"), form=(3, 0), link=True,
+        choice_labels={
+            "sequential": "sequential (eager, then compiled)",
+            "alternating": "side by side (turns, epoch by epoch)",
+        },
+    ),  # "alternating": eager and compiled take turns, epoch by epoch
+    Option(
+        "shapes", str, "fixed", "Input shapes",
+        "fixed, or varying: sequence length per batch (gpt), a smaller last batch",
+        choices=("fixed", "varying"), form=(3, 1), link=True,
+        choice_labels={"fixed": "fixed", "varying": "varying (new shapes during the run)"},
+    ),  # varying: sequence length per batch (gpt), else a smaller last batch per epoch
+    Option(
+        "stance", str, "default", "On a recompile (set_stance)",
+        "torch.compiler.set_stance after the first compile: {choices}",
+        choices=("default", "fail_on_recompile", "eager_on_recompile"), form=(3, 3), link=True,
+        choice_labels={
+            "default": "recompile (default)",
+            "fail_on_recompile": "fail (fail_on_recompile)",
+            "eager_on_recompile": "run eager (eager_on_recompile)",
+        },
+    ),  # torch.compiler.set_stance, after the first compile
+    Option(
+        "profile_steps", int, 3, "Profiled steps", "steady steps profiled per variant afterwards (0: none)",
+        min=0, max=50,
+    ),  # steady steps profiled per variant after the timed epochs
+    Option(
+        "compile_trace", bool, False, "Keep the compile trace",
+        "keep torch's structured compile trace (TORCH_TRACE; tlparse reads it)",
+        form=(3, 4),
+        form_help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "
+        "page. Off by default: a large model's trace can take tens of MB.",
+    ),
+    Option("seed", int, 0, "Seed", min=0, max=2**31 - 1, link=True, compare="seed"),
+    Option("device", str, "auto", "Device", "one of {choices}", choices=("auto", "cuda", "cpu", "mps")),
+    Option("lr", float, 1e-3, "Learning rate", "Adam learning rate", min=0, max=10, compare="lr"),
+)  # fmt: skip
+
+# name -> row, in the order the command line's help lists them (RunSpec's fields follow it too).
+OPTIONS: dict[str, Option] = {row.name: row for row in _ROWS}
+
+
+def on_form() -> list[Option]:
+    """The Race page form's options, row by row, left to right."""
+    return sorted((o for o in OPTIONS.values() if o.form is not None), key=lambda o: o.form)
+
+
+def in_link() -> tuple[str, ...]:
+    """The options a Race page link carries."""
+    return tuple(name for name, o in OPTIONS.items() if o.link)
+
+
+def sweep_axes() -> list[Option]:
+    """The options a sweep can vary."""
+    return [o for o in OPTIONS.values() if o.sweep is not None]
