@@ -28,8 +28,37 @@ def compilation_metric_fields() -> set[str]:
     return {f.name for f in dataclasses.fields(du.CompilationMetrics)}
 
 
-TORCH_RECORDS_RECOMPILE_REASONS = "recompile_reason" in compilation_metric_fields()
-TORCH_RECORDS_CACHE_HITS = "inductor_fx_local_cache_hit_count" in compilation_metric_fields()
+# The torch CI runs (requirements.txt: "CI runs the newest this machine has"). From it on, what the
+# tests below check is known to be there: a field or behaviour gone missing is a rename to fix in
+# the app, never a reason to drop an assertion quietly.
+CI_TORCH = (2, 14)
+
+
+def torch_version() -> tuple[int, int]:
+    import torch
+
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def on_ci_torch() -> bool:
+    """Whether this torch is the one CI runs, or newer: there a missing feature fails the test."""
+    return torch_version() >= CI_TORCH
+
+
+def torch_records(field: str) -> bool:
+    """Whether this torch records `field` per compile (torch._dynamo.utils.CompilationMetrics).
+    Older versions lack some (recompile reasons, cache counters) and the app then says "not
+    available" instead of 0, so a test checks what torch offers; on CI's torch a missing field
+    fails the test instead of skipping the check."""
+    present = field in compilation_metric_fields()
+    if not present and on_ci_torch():
+        pytest.fail(f"torch {'.'.join(map(str, torch_version()))} has no CompilationMetrics.{field}: renamed?")
+    return present
+
+
+RECOMPILE_REASONS = "recompile_reason"
+CACHE_HITS = "inductor_fx_local_cache_hit_count"
 
 
 # Nothing in the tests may reach the network: Hugging Face libraries read these when imported.
