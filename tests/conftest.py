@@ -129,8 +129,9 @@ def machine_seconds(seconds: float) -> float:
 # Every test's processes carry this variable (with a value of their own test): a worker started by a
 # CLI that has exited is no child of pytest any more, but it still has the environment it was given.
 TEST_ID_VARIABLE = "COMPILE_LAB_TEST_ID"
-# torch's compile-worker pool, once started in pytest's process, serves it to the end: no leak.
-LONG_LIVED = (b"torch._inductor.compile_worker",)
+# Helpers that, once started in pytest's process, serve it to the end (no leak): torch's
+# compile-worker pool, and multiprocessing's resource tracker and fork server.
+LONG_LIVED = (b"torch._inductor.compile_worker", b"multiprocessing.resource_tracker", b"multiprocessing.forkserver")
 LEFT_RUNNING_GRACE_S = 3.0  # a worker recording its last event, a ticker starting the next job
 _test_ids = itertools.count(1)
 
