@@ -1,7 +1,10 @@
-"""Shared fixtures: machine descriptions for validation, and quick race specs."""
+"""Shared fixtures: machine descriptions for validation, quick race specs, stand-in workers, and the
+guard that fails any test leaving a process running."""
 
 import importlib.util
+import itertools
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,8 +28,37 @@ def compilation_metric_fields() -> set[str]:
     return {f.name for f in dataclasses.fields(du.CompilationMetrics)}
 
 
-TORCH_RECORDS_RECOMPILE_REASONS = "recompile_reason" in compilation_metric_fields()
-TORCH_RECORDS_CACHE_HITS = "inductor_fx_local_cache_hit_count" in compilation_metric_fields()
+# The torch CI runs (requirements.txt: "CI runs the newest this machine has"). From it on, what the
+# tests below check is known to be there: a field or behaviour gone missing is a rename to fix in
+# the app, never a reason to drop an assertion quietly.
+CI_TORCH = (2, 14)
+
+
+def torch_version() -> tuple[int, int]:
+    import torch
+
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def on_ci_torch() -> bool:
+    """Whether this torch is the one CI runs, or newer: there a missing feature fails the test."""
+    return torch_version() >= CI_TORCH
+
+
+def torch_records(field: str) -> bool:
+    """Whether this torch records `field` per compile (torch._dynamo.utils.CompilationMetrics).
+    Older versions lack some (recompile reasons, cache counters) and the app then says "not
+    available" instead of 0, so a test checks what torch offers; on CI's torch a missing field
+    fails the test instead of skipping the check."""
+    present = field in compilation_metric_fields()
+    if not present and on_ci_torch():
+        pytest.fail(f"torch {'.'.join(map(str, torch_version()))} has no CompilationMetrics.{field}: renamed?")
+    return present
+
+
+RECOMPILE_REASONS = "recompile_reason"
+CACHE_HITS = "inductor_fx_local_cache_hit_count"
 
 
 # Nothing in the tests may reach the network: Hugging Face libraries read these when imported.
@@ -79,15 +111,144 @@ def quick_spec(**overrides) -> RunSpec:
     return RunSpec(**base)
 
 
+def load_factor() -> float:
+    """How much busier than one runnable task per core this machine is now (1.0 = not busy)."""
+    try:
+        return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    except OSError:
+        return 1.0
+
+
+def machine_seconds(seconds: float) -> float:
+    """A wall-clock bound for this machine as loaded now: `seconds` when it is idle, stretched by its
+    load, so a promise like "within 3 s" is checked as strictly as the machine allows, not flaked."""
+    return seconds * load_factor()
+
+
+# -- nothing left running ----------------------------------------------------------------------
+# Every test's processes carry this variable (with a value of their own test): a worker started by a
+# CLI that has exited is no child of pytest any more, but it still has the environment it was given.
+TEST_ID_VARIABLE = "COMPILE_LAB_TEST_ID"
+# Helpers that, once started in pytest's process, serve it to the end (no leak): torch's
+# compile-worker pool, and multiprocessing's resource tracker and fork server.
+LONG_LIVED = (b"torch._inductor.compile_worker", b"multiprocessing.resource_tracker", b"multiprocessing.forkserver")
+LEFT_RUNNING_GRACE_S = 3.0  # a worker recording its last event, a ticker starting the next job
+_test_ids = itertools.count(1)
+
+
+def _process_table() -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, state) of every process this machine shows, from /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+                table[int(entry)] = (int(fields[1]), fields[0])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+    return table
+
+
+def _read_proc(pid: int, name: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def command_line(pid: int) -> str:
+    return _read_proc(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def processes_of_this_test(before: set[int], test_id: str) -> list[int]:
+    """Live processes the running test started: pytest's new descendants, and any new process with
+    this test's id in its environment (a worker a finished CLI left behind). Zombies are dead."""
+    table = _process_table()
+    me = os.getpid()
+    marker = f"{TEST_ID_VARIABLE}={test_id}".encode() + b"\0"
+
+    def descends_from_pytest(pid: int) -> bool:
+        seen = set()
+        while pid in table and pid not in seen:
+            seen.add(pid)
+            pid = table[pid][0]
+            if pid == me:
+                return True
+        return False
+
+    def long_lived(pid: int) -> bool:
+        while pid in table and pid != me:
+            if any(name in _read_proc(pid, "cmdline") for name in LONG_LIVED):
+                return True
+            pid = table[pid][0]
+        return False
+
+    found = []
+    for pid, (_, state) in table.items():
+        if pid in before or pid == me or state in (b"Z", b"X"):
+            continue
+        if (descends_from_pytest(pid) or marker in _read_proc(pid, "environ")) and not long_lived(pid):
+            found.append(pid)
+    return found
+
+
+def kill_processes(pids: list[int]) -> None:
+    """SIGKILL each (its whole group when it leads one: a worker's own children), then reap our own."""
+    for pid in pids:
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 5
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+            except ChildProcessError:  # not our child: gone, or a zombie its parent will reap
+                if _process_table().get(pid, (0, b"Z"))[1] in (b"Z", b"X"):
+                    break
+            time.sleep(0.02)
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_running(request, monkeypatch):
+    """Fail any test that leaves a worker, server or other child process alive, naming it; and kill
+    what it left, so one test's leak cannot load the machine (or flake the timings) of the next."""
+    if not os.path.isdir("/proc/self"):
+        yield  # no /proc here (macOS): nothing to compare
+        return
+    test_id = f"{os.getpid()}-{next(_test_ids)}"
+    monkeypatch.setenv(TEST_ID_VARIABLE, test_id)
+    before = set(_process_table())
+    yield
+    deadline = time.monotonic() + machine_seconds(LEFT_RUNNING_GRACE_S)
+    left = processes_of_this_test(before, test_id)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = processes_of_this_test(before, test_id)
+    if left:
+        names = [f"pid {pid}: {command_line(pid)[:200] or '?'}" for pid in left]
+        kill_processes(left)
+        pytest.fail(f"{request.node.nodeid} left {len(left)} process(es) running (now killed):\n" + "\n".join(names))
+
+
 @pytest.fixture
 def sleepers(monkeypatch):
     """A stand-in worker launcher: a sleeping process that looks like a worker, so dispatch
-    logic can be tested without training anything."""
+    logic can be tested without training anything. It holds in subprocesses too (a CLI that ticks
+    the queue): COMPILE_LAB_TEST_LAUNCHER=sleep makes core.runs.processes.launch_worker start the same
+    sleeper; those are killed here too, found by this test's id."""
     procs = []
 
     def launch(store_path, run_id, device_key="cpu"):
         proc = subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(120)", "core.runs.worker", str(run_id)],
+            [sys.executable, "-c", SLEEPER, "core.runs.worker", str(run_id)],
             start_new_session=True,
         )
         procs.append(proc)
@@ -106,8 +267,16 @@ def sleepers(monkeypatch):
 
     from core.runs import processes
 
+    before = set(_process_table()) if os.path.isdir("/proc/self") else set()
     monkeypatch.setattr(processes, "launch_worker", launch)
+    monkeypatch.setenv("COMPILE_LAB_TEST_LAUNCHER", "sleep")
     yield procs
     for proc in procs:
         proc.kill()
         proc.wait()
+    test_id = os.environ.get(TEST_ID_VARIABLE)
+    if test_id and before:
+        kill_processes([pid for pid in processes_of_this_test(before, test_id) if SLEEPER in command_line(pid)])
+
+
+SLEEPER = "import time; time.sleep(120)"  # as core.runs.processes.launch_worker's stand-in

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import TORCH_RECORDS_CACHE_HITS, TORCH_RECORDS_RECOMPILE_REASONS
+from conftest import CACHE_HITS, RECOMPILE_REASONS, torch_records
 
 from core.engine.explain import DEMOS, caches, demo_problems
 from core.runs import queue
@@ -33,7 +33,7 @@ def test_cold_compile_misses_the_cache_warm_compile_hits_it_and_dynamic_shapes_a
     result = caches.run({"model": "mlp", "batch_size": 8, "shapes": [8, 16, 32], "recompile_backend": "eager"})
     json.dumps(result)
     cold, warm = result["cold"], result["warm"]
-    if TORCH_RECORDS_CACHE_HITS:
+    if torch_records(CACHE_HITS):
         assert cold["cache_hits"] == 0 and cold["cache_misses"] >= 1
         assert warm["cache_hits"] >= 1 and warm["cache_misses"] == 0
     else:  # this torch keeps no cache counters: "not available", never 0
@@ -43,5 +43,5 @@ def test_cold_compile_misses_the_cache_warm_compile_hits_it_and_dynamic_shapes_a
     assert by_setting["False"]["recompiles"] == 2 and by_setting["False"]["graphs"] == 3
     assert by_setting["None (automatic)"]["recompiles"] == 1  # the second shape marks the size dynamic
     assert by_setting["True"]["recompiles"] == 0 and by_setting["True"]["graphs"] == 1
-    if TORCH_RECORDS_RECOMPILE_REASONS:
+    if torch_records(RECOMPILE_REASONS):
         assert "size mismatch" in by_setting["False"]["recompile_reasons"][0]

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from conftest import on_ci_torch
 
 from core.engine.explain import codegen, graphs
 
@@ -80,7 +81,8 @@ def test_clean_has_no_fixed_counterpart(by_name):
 def test_fullgraph_reports_an_error_for_examples_that_cannot_be_one_graph(by_name, name):
     strict = by_name[name]["fullgraph"]
     if name == "item" and not strict["ok"]:
-        # Older torch (2.6) refuses .item() under fullgraph; newer ones compile it as one graph.
+        # Older torch (2.6) refuses .item() under fullgraph; newer ones (CI's) compile it as one graph.
+        assert not on_ci_torch(), strict
         assert strict["headline"] == "Tensor.item" and "note" not in by_name[name]
         return
     assert strict["ok"] is FULLGRAPH_OK[name]
@@ -96,7 +98,7 @@ def test_fullgraph_messages_name_the_cause(by_name):
 
 
 def test_a_break_that_fullgraph_accepts_carries_a_note(by_name):
-    if by_name["item"]["fullgraph"]["ok"]:
+    if by_name["item"]["fullgraph"]["ok"] or on_ci_torch():  # on CI's torch it must be one graph, with the note
         assert "fullgraph=True compiled it as one graph" in by_name["item"]["note"]
     assert "note" not in by_name["prints"]
 

@@ -558,15 +558,24 @@ def test_the_explainer_page_says_why_instead_of_offering_to_measure(store, sleep
 
 
 def test_the_caches_demo_measures_recompiles_on_the_chosen_device(monkeypatch):
+    """The real recompile measurement, on a device named other than its default ("cpu:0", the
+    CPU by index: what a CPU machine can offer), so the name must travel to every input it makes."""
     from core.engine.explain import caches
 
-    seen, real_recompiles = {}, caches.recompiles
+    made_on, real_randn = [], torch.randn
+
+    def randn(*args, device=None, **kwargs):
+        made_on.append(None if device is None else str(device))
+        return real_randn(*args, device=device, **kwargs)
+
+    # The cold and warm compiles run in fresh processes (their own test): only the recompiles here.
     monkeypatch.setattr(caches, "compile_in_fresh_process", lambda *a: {"compile_s": 1.0})
-    monkeypatch.setattr(caches, "recompiles", lambda shapes, backend, device="cpu": seen.setdefault("device", device))
-    caches.run({"shapes": [8, 16]}, device="cuda")
-    assert seen["device"] == "cuda"
-    rows = real_recompiles([8, 16], "eager", "cpu")  # the real thing, on the CPU
-    assert [c["length"] for c in rows[0]["calls"]] == [8, 16]
+    monkeypatch.setattr(torch, "randn", randn)
+    result = caches.run({"shapes": [8, 16], "recompile_backend": "eager"}, device="cpu:0")
+    assert result["device"] == "cpu:0"
+    rows = {row["dynamic"]: row for row in result["recompiles"]}
+    assert [c["length"] for c in rows["False"]["calls"]] == [8, 16] and rows["False"]["recompiles"] == 1
+    assert made_on == ["cpu:0"] * 6  # two lengths under each of three `dynamic` settings
 
 
 def test_a_fresh_process_compile_takes_an_untimed_eager_step_first(monkeypatch):

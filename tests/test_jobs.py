@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from conftest import AMPERE, CPU, ROOT, quick_spec
+from conftest import AMPERE, CPU, ROOT, machine_seconds, quick_spec
 
 from core.engine.spec import SpecError
 from core.runs import devices, processes, queue
@@ -198,10 +198,11 @@ def test_kill_9_mid_run_fails_the_run_keeps_its_events_and_the_queue_moves_on(st
     nxt = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(lambda: len(step_events(store, long)) >= 5)
     before = len(step_events(store, long))
-    os.kill(store.get_run(long).pid, signal.SIGKILL)
-    killed_at = time.monotonic()
-    wait_for(finished(store, long), timeout=10, store=store)
-    assert time.monotonic() - killed_at < 10
+    pid = store.get_run(long).pid
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not processes.pid_alive(pid), timeout=machine_seconds(10))
+    # Order, not seconds: the first tick after the worker is gone ends its run and starts the next.
+    assert queue.tick(store) == [nxt]
     run = store.get_run(long)
     assert run.status == "failed" and run.error == "worker stopped unexpectedly"
     assert len(step_events(store, long)) >= before
@@ -217,21 +218,21 @@ def test_cancel_a_running_job_stops_its_process_group_within_3_s(store):
         queue.cancel(store, run_id, "bob")
     started = time.monotonic()
     assert queue.cancel(store, run_id, "ann") == "cancelled"
-    assert time.monotonic() - started < 3
-    assert not processes.pid_alive(pid)
+    assert time.monotonic() - started < machine_seconds(3)  # README: "the whole worker group stops within 3 s"
+    assert not processes.pid_alive(pid)  # and it has stopped when cancel returns
     assert len(step_events(store, run_id)) >= 3
 
 
 def test_a_job_past_its_time_limit_is_stopped(store):
     limits = HostLimits(job_time_limit_s=6)
     run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=100000), "ann", limits=limits, caps=CPU)
-    wait_for(lambda: store.get_run(run_id).pid, timeout=10)
+    wait_for(lambda: store.get_run(run_id).pid, timeout=machine_seconds(10))
     pid = store.get_run(run_id).pid
-    wait_for(finished(store, run_id), timeout=30)
+    wait_for(finished(store, run_id), timeout=machine_seconds(30))
     run = store.get_run(run_id)
     assert run.status == "failed" and run.error == "timed out after 6 s"
-    wait_for(lambda: not processes.pid_alive(pid), timeout=5)
-    assert run.finished_at - run.started_at < 12
+    wait_for(lambda: not processes.pid_alive(pid), timeout=machine_seconds(5))
+    assert 6 <= run.finished_at - run.started_at < 6 + machine_seconds(6)  # not before its limit, soon after
 
 
 def test_a_corrupt_spec_row_fails_that_job_not_the_dispatcher(store):

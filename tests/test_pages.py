@@ -237,9 +237,17 @@ def test_a_selection_that_outlives_its_rows_is_ignored(store, sleepers):
     record_race(store, "done")
     at = app()
     at.switch_page("app_pages/runs.py").run()
-    at.session_state["runs_table"] = {"selection": {"rows": [5], "columns": [], "cells": []}}
-    at.run()
-    assert not at.exception
+
+    def select(rows):
+        at.session_state["runs_table"] = {"selection": {"rows": rows, "columns": [], "cells": []}}
+        at.run()
+        assert not at.exception, at.exception
+        return [b.label for b in at.get("download_button") if b.label.startswith("Bundle of")]
+
+    assert select([0, 5]) == ["Bundle of race 1 (JSON)"]  # the row still there is shown, alone
+    assert [h.value for h in at.subheader if h.value.startswith("Race 1")]
+    assert select([5]) == []  # a row gone: nothing is shown for it
+    assert not [h.value for h in at.subheader if h.value.startswith("Race 1")]
 
 
 def chart_specs(at) -> list[dict]:

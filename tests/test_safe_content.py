@@ -72,6 +72,17 @@ def test_terminal_text_removes_escape_sequences_and_bidi_overrides():
     assert terminal_text(raw, one_line=False) == "cpu[2J]0;pwnedevil31m    ok\nnext"
 
 
+# Every Unicode control that reorders how text reads: the embeddings and overrides (U+202A-202E)
+# and the isolates (U+2066-2069), which "Trojan Source" code uses just the same.
+BIDI_CONTROLS = [chr(c) for c in range(0x202A, 0x202F)] + [chr(c) for c in range(0x2066, 0x206A)]
+
+
+@pytest.mark.parametrize("control", BIDI_CONTROLS, ids=lambda c: f"U+{ord(c):04X}")
+def test_every_bidirectional_control_is_dropped_for_a_page_and_a_terminal(control):
+    raw = f"cuda{control}0 evil{control}"
+    assert markdown_text(raw) == terminal_text(raw) == terminal_text(raw, one_line=False) == "cuda0 evil"
+
+
 def hostile_bundle_run(store, tmp_path, **environment):
     """A failed race whose error (and environment) carry markdown, imported from a bundle."""
     original = record_race(store, "failed", error=HOSTILE)
@@ -163,6 +174,20 @@ def test_a_compile_failure_reason_from_a_bundle_is_text_in_the_reading_and_the_c
 
 
 ESCAPES = "\x1b[2J\x1b]0;pwned\x07\u202e"
+
+
+def test_a_replays_banner_shows_an_imported_runs_device_name_as_text(store, sleepers):
+    record_probe(store)
+    original = record_race(store, "done")
+    bundle = export_bundle(store, original)
+    store.delete_run(original)
+    bundle["run"]["environment"] = {"device_type": "cpu", "device_name": HOSTILE, "torch": "2.x"}
+    run_id = import_bundle(store, bundle, "someone")
+    at = app(replay=f"run:{run_id}", speed="instant")
+    assert not at.exception, at.exception
+    [banner] = [i.value for i in at.info if i.value.startswith("Replay at instant of a race")]
+    assert "recorded on" in banner and "click me" in banner  # the name is there ...
+    assert not LIVE_MARKDOWN.search(banner), banner  # ... as text: no image fetched, no link
 
 
 def test_race_progress_lines_print_a_models_text_and_obey_none_of_it():

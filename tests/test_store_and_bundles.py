@@ -8,7 +8,7 @@ import time
 import pytest
 from conftest import quick_spec
 
-from core.runs.bundle import BundleError, export_bundle, import_bundle, load_bundle_file, parse_bundle
+from core.runs.bundle import MAX_NOTE, BundleError, export_bundle, import_bundle, load_bundle_file, parse_bundle
 from core.runs.store import SCHEMA_VERSION, Store
 
 
@@ -200,6 +200,36 @@ def test_a_malformed_or_hostile_bundle_is_rejected_and_writes_nothing(store, nam
     with pytest.raises(BundleError) as info:
         import_bundle(store, bundle, "mallory")
     assert str(info.value)  # a message a person can read
+    assert len(store.list_runs()) == runs_before
+    assert store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == events_before
+
+
+def test_an_event_note_is_kept_up_to_its_cap_and_a_longer_one_refuses_the_bundle(store):
+    bundle = good_bundle(store)
+    bundle["events"][0]["note"] = "n" * MAX_NOTE
+    run_id = import_bundle(store, bundle, "bob")
+    assert store.events_after(run_id)[0]["note"] == "n" * MAX_NOTE
+    runs_before = len(store.list_runs())
+    bundle["events"][0]["note"] = "n" * (MAX_NOTE + 1)
+    with pytest.raises(BundleError, match=rf"events\[0\]\.note must be text of at most {MAX_NOTE} characters"):
+        import_bundle(store, bundle, "mallory")
+    assert len(store.list_runs()) == runs_before
+
+
+def test_a_bundle_the_store_refuses_midway_lands_not_at_all(store):
+    """One transaction or nothing: a store that refuses the third event (here a trigger; in life a
+    full disk, a constraint) keeps neither the run nor its first two events."""
+    bundle = good_bundle(store)
+    runs_before, events_before = (
+        len(store.list_runs()),
+        store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0],
+    )
+    store._conn.execute(
+        f"CREATE TRIGGER refuse_third BEFORE INSERT ON events WHEN (SELECT COUNT(*) FROM events) >= {events_before + 2} "
+        "BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    )
+    with pytest.raises(BundleError, match="nothing was imported"):
+        import_bundle(store, bundle, "bob")
     assert len(store.list_runs()) == runs_before
     assert store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == events_before
 

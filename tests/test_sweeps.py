@@ -138,7 +138,7 @@ CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id INTEGER NOT NU
 """
 
 
-def test_a_version_2_store_gains_sweeps_and_keeps_its_runs(tmp_path):
+def test_a_version_2_store_gains_sweeps_and_keeps_its_runs(tmp_path, sleepers):
     path = str(tmp_path / "old.sqlite3")
     conn = sqlite3.connect(path)
     conn.executescript(VERSION_2)

@@ -68,6 +68,29 @@ def test_summary_has_the_headline_keys_with_finite_values():
     assert s["memory_kind"] == "process peak RSS (CPU)" and s["eager_peak_memory_bytes"] > 0
 
 
+def peak_rss_bytes() -> int | None:
+    with open("/proc/self/status") as fh:
+        return next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:")), None)
+
+
+@pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux's resettable peak RSS")
+def test_each_variants_peak_memory_is_its_own_not_what_came_before_it():
+    """Sequential schedule: the compiled peak is reset when compiled starts, so memory used before it
+    (eager's run; here a 384 MiB spike right after eager ends) is not charged to compiled."""
+    spike = {}
+
+    def on_event(event):
+        if isinstance(event, StatusEvent) and (event.variant, event.state) == ("eager", "done"):
+            block = torch.ones(96 * 2**20)  # 384 MiB, every page touched
+            spike["peak"] = peak_rss_bytes()
+            del block
+
+    result = run_race(quick_spec(epochs=1, steps_per_epoch=3, backend="eager", profile_steps=0), on_event, CPU)
+    assert result.status == "done", result.error
+    assert result.compiled.memory_kind == "process peak RSS (CPU)"
+    assert 0 < result.compiled.peak_memory_bytes < spike["peak"] - 192 * 2**20, (result.compiled, spike)
+
+
 def test_invalid_spec_raises_before_any_work():
     events = []
     with pytest.raises(SpecError):

@@ -182,7 +182,7 @@ def test_the_runs_page_offers_the_runs_files(store, tmp_path):  # noqa: F811
     assert any(label.startswith("Compile trace (TORCH_TRACE), 2 kB") for label in labels), labels
 
 
-def test_the_forms_shape_stance_and_trace_options_reach_the_queued_race(store):  # noqa: F811
+def test_the_forms_shape_stance_and_trace_options_reach_the_queued_race(store, sleepers):  # noqa: F811
     record_probe(store)
     at = app()
     at.selectbox(key="pick_zoo").set_value("mlp").run()

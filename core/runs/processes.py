@@ -47,9 +47,12 @@ def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
     if run is not None and run.kind == "race" and (run.params or {}).get("compile_trace") is True:
         # torch reads TORCH_TRACE when it is imported: it must be in the worker's environment.
         env["TORCH_TRACE"] = compile_trace_dir(store_path, run_id)
+    command = [sys.executable, "-m", "core.runs.worker", "--store", store_path, "--run-id", str(run_id)]
+    if os.environ.get("COMPILE_LAB_TEST_LAUNCHER") == "sleep":  # the tests' stand-in, in every process
+        command = [sys.executable, "-c", "import time; time.sleep(120)", "core.runs.worker", str(run_id)]
     with open(os.path.join(log_dir, f"run-{run_id}.log"), "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "core.runs.worker", "--store", store_path, "--run-id", str(run_id)],
+            command,
             cwd=PROJECT_ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
