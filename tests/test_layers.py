@@ -166,3 +166,95 @@ def test_every_demo_module_offers_defaults_validate_and_run():
         module = demo_module(name)
         assert module.DEFAULTS == params.DEFAULTS[name]
         assert module.validate is params.VALIDATORS[name] and callable(module.run)
+
+
+# The house's shape, kept: no two modules of the app import each other (at any depth, function-level
+# imports included: an import inside a function hides a circle, it does not remove it), and no file
+# grows past what one reading holds.
+MAX_LINES = 500
+CHECKED_TREES = ("core", "app_pages")
+
+
+def python_files_of(tree: str) -> list[str]:
+    out = []
+    for folder, dirs, files in os.walk(os.path.join(ROOT, tree)):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        out += [os.path.join(folder, f) for f in files if f.endswith(".py")]
+    return sorted(out)
+
+
+def module_name(path: str) -> str:
+    name = os.path.relpath(path, ROOT)[: -len(".py")].replace(os.sep, ".")
+    return name.removesuffix(".__init__")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the modules of this tree it imports (a `from package import name` counts the
+    submodule when `name` is one)."""
+    paths = {module_name(p): p for tree in CHECKED_TREES for p in python_files_of(tree)}
+    return {
+        module: {name for name in imported_names(path) if name in paths and name != module}
+        for module, path in paths.items()
+    }
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    circles.append(sorted(group))
+    return circles
+
+
+def test_the_circle_finder_finds_a_circle_and_only_circles():
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": set(), "c": {"b"}}) == []
+
+
+def test_no_import_circle_in_the_app():
+    assert import_circles(import_graph()) == []
+
+
+def test_no_file_of_the_app_passes_500_lines():
+    long = {}
+    for tree in CHECKED_TREES:
+        for path in python_files_of(tree):
+            with open(path) as fh:
+                lines = sum(1 for _ in fh)
+            if lines > MAX_LINES:
+                long[os.path.relpath(path, ROOT)] = lines
+    assert long == {}
