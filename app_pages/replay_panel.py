@@ -61,7 +61,9 @@ def replay_picker() -> None:
     """The 'Replay a recorded run' panel."""
     choices = recording_choices()
     if not choices:
-        st.caption("No recordings yet: finish a race, or add a bundle to assets/recordings (see the README).")
+        st.caption(
+            "No recordings yet: finish a race, or add a bundle to assets/recordings (docs/app.md, 'Recordings shipped with the app')."
+        )
         return
     pick, speed, play = st.columns([4, 2, 1], vertical_alignment="bottom")
     key = pick.selectbox("Recording", list(choices), format_func=lambda k: markdown_text(choices[k]), key="replay_pick")

@@ -25,7 +25,7 @@ CHOICES: dict[str, tuple] = {
     **{o.name: o.offered for o in on_form() if o.offered is not None},
 }
 # The break-even demo for a CPU, sized from runs of bench/stage_preset.py on a 2-core Xeon with the
-# page open in a browser (README, "On stage"): small_cnn compiles in 11-14 s, then runs 1.36-1.73x
+# page open in a browser (docs/benchmarks.md, stage_preset.py): small_cnn compiles in 11-14 s, then runs 1.36-1.73x
 # faster (the spread between runs on that machine), and paid for itself at step 204, 305 and 357 of
 # 600. Eager and compiled take turns, so both lines grow together, as a race looks.
 CPU_BREAK_EVEN_PRESET = {

@@ -49,7 +49,7 @@ AUDIENCE_REFRESHES_PER_S = 35.0
 
 # A viewer's refresh runs at this niceness (Linux: per thread; Streamlit runs each script run on a
 # new thread, so it lasts one refresh): on a CPU box the race being measured gets the CPU first, and
-# an audience's refreshes wait (measured with bench/viewers.py, README "Benchmarks").
+# an audience's refreshes wait (measured with bench/viewers.py, docs/benchmarks.md).
 VIEWER_NICE = 10
 
 
