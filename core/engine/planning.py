@@ -22,7 +22,7 @@ from statistics import median
 
 import numpy as np
 
-from core.engine.analysis import bootstrap_medians, default_warmup, steady
+from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, bootstrap_medians, default_warmup, steady
 from core.engine.models.zoo import MODELS
 from core.engine.spec import DeviceCaps, RunSpec, resolve_device
 
@@ -163,6 +163,11 @@ THROUGHPUT_BOUND = "bandwidth- or compute-bound"
 CHANGES = "changes with batch size"
 OVERHEAD_ADVICE = "reduce-overhead / CUDA graphs help most here"
 THROUGHPUT_ADVICE = "fusion helps; bigger batches amortise compile"
+# The same advice where the measured points do not bear it out (most read no clear gain).
+HEDGED_ADVICE = {
+    OVERHEAD_ADVICE: "reduce-overhead / CUDA graphs are what could help most here",
+    THROUGHPUT_ADVICE: "fusion is what could help; bigger batches amortise compile",
+}
 MIN_BATCH_SIZES = 3
 MAX_FIT_ERROR = 0.35  # a fit worse than this (relative error) is no pattern to read
 
@@ -179,9 +184,13 @@ class Regime:
     text: str
 
 
-def regime(batch_sizes: Sequence[int], eager_step_s: Sequence[float]) -> Regime | None:
+def regime(
+    batch_sizes: Sequence[int], eager_step_s: Sequence[float], verdicts: Sequence[str | None] = ()
+) -> Regime | None:
     """Read the regime from eager step times at 3 or more batch sizes; None when the points do not
-    allow a reading (fewer sizes, or times that no overhead-plus-linear model fits)."""
+    allow a reading (fewer sizes, or times that no overhead-plus-linear model fits). `verdicts`, the
+    points' speedup verdicts: unless most are "faster", the advice is hedged and the count said
+    (never "fusion helps" beside points that read no clear difference)."""
     points = sorted((int(b), float(t)) for b, t in zip(batch_sizes, eager_step_s) if t and t > 0 and b and b > 0)
     if len({b for b, _ in points}) < MIN_BATCH_SIZES:
         return None
@@ -196,26 +205,45 @@ def regime(batch_sizes: Sequence[int], eager_step_s: Sequence[float]) -> Regime 
     # Overhead's share of the step at the smallest and largest batch decides the reading.
     share_lo = overhead / (overhead + per_sample * lo)
     share_hi = overhead / (overhead + per_sample * hi)
+    doubt = _doubt(verdicts)
+    overhead_advice, throughput_advice = (
+        HEDGED_ADVICE[a] if doubt else a for a in (OVERHEAD_ADVICE, THROUGHPUT_ADVICE)
+    )
     if share_hi >= 0.5:
         kind = OVERHEAD_BOUND
         text = (
             f"Overhead-bound from batch {lo:,.0f} to {hi:,.0f}: the eager step barely grows with the batch "
-            f"({_ms(overhead)} fixed per step, {_per_sample(per_sample)}), so {OVERHEAD_ADVICE}."
+            f"({_ms(overhead)} fixed per step, {_per_sample(per_sample)}), so {overhead_advice}."
         )
     elif share_lo <= 0.5:
         kind = THROUGHPUT_BOUND
         text = (
             f"Bandwidth- or compute-bound from batch {lo:,.0f} to {hi:,.0f}: the eager step grows in "
-            f"proportion to the batch ({_per_sample(per_sample)}, {_ms(overhead)} fixed), so {THROUGHPUT_ADVICE}."
+            f"proportion to the batch ({_per_sample(per_sample)}, {_ms(overhead)} fixed), so {throughput_advice}."
         )
     else:
         kind = CHANGES
         text = (
             f"Overhead-bound below about batch {crossover:,.0f}, bandwidth- or compute-bound above it: the eager "
-            f"step is {_ms(overhead)} fixed plus {_per_sample(per_sample)}. Below it, {OVERHEAD_ADVICE}; above "
-            f"it, {THROUGHPUT_ADVICE}."
+            f"step is {_ms(overhead)} fixed plus {_per_sample(per_sample)}. Below it, {overhead_advice}; above "
+            f"it, {throughput_advice}."
         )
+    if doubt:
+        text += f" {doubt}"
     return Regime(kind, overhead, per_sample, crossover, fit_error, text)
+
+
+def _doubt(verdicts: Sequence[str | None]) -> str | None:
+    """What the measured points say against the advice, unless most of them read "faster"."""
+    counted = [v for v in verdicts if v]
+    faster = sum(v == FASTER for v in counted)
+    if not counted or faster * 2 > len(counted):
+        return None
+    tally = ", ".join(f"{n} {v}" for v in (NO_CLEAR_DIFFERENCE, SLOWER) if (n := counted.count(v)))
+    return (
+        f"But compiled steps were clearly faster at only {faster} of {len(counted)} batch sizes ({tally}): "
+        "the measurements here do not bear that out."
+    )
 
 
 def _fit_relative(b: np.ndarray, t: np.ndarray) -> tuple[float, float]:
