@@ -311,8 +311,9 @@ def plan_section(run: Run, key: str) -> None:
     """Plan your training: a finished race's steady rates and compile time over the user's run length."""
     st.subheader("Plan your training")
     st.caption(
-        "Predicted from this race: eager = steps x its steady step; compiled = compile time + steps x its steady "
-        "step. Intervals come from the measured step times (95%); the compile time is one measurement."
+        "Predicted from this race: its own steps as measured (compile included), then each variant's steady step "
+        "for the rest, so it breaks even where the race's card says. Intervals come from the measured step times "
+        "(95%); the compile time is one measurement."
     )
     steps = training_run_length(key)
     plan = plan_from_summary(run.summary or {}, steps) if run.status == "done" else None

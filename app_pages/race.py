@@ -30,9 +30,13 @@ from core.view.race_form import (
     CPU_BREAK_EVEN_LABEL,
     CPU_BREAK_EVEN_PRESET,
     default_spec,
+    fit_to_device,
     form_spec,
     link_configures,
+    missing_run_text,
     notes_still_true,
+    number_help,
+    number_range,
     race_promise,
     scope_label,
     shared_result_text,
@@ -60,6 +64,10 @@ def set_form(values: dict) -> None:
 if "form_batch_size" not in st.session_state:
     initial, st.session_state.link_notes = spec_from_query(dict(st.query_params), default_spec(caps), limits)
     set_form(initial.to_dict())
+moved, device_notes = fit_to_device(form_spec(st.session_state), caps, limits)  # what this device cannot run
+if moved:
+    set_form(moved)
+    st.session_state.link_notes = [*st.session_state.get("link_notes", []), *device_notes]
 for note in notes_still_true(st.session_state.get("link_notes", []), st.session_state):  # until the field changes
     st.warning(markdown_text(note.text))
 
@@ -121,8 +129,9 @@ def widget(option: Option, column):
         return choose(name, option.label, column, fmt=option.choice_labels.get if option.choice_labels else str)
     if option.type is bool:
         column.checkbox(option.label, key=f"form_{name}", help=option.form_help)
-    else:
-        column.number_input(option.label, int(option.min), int(option.max), key=f"form_{name}")
+    else:  # no bounds in the browser: it would keep the last value in range and say nothing
+        low, high, by_host = number_range(name, limits)
+        column.number_input(option.label, step=1, key=f"form_{name}", help=number_help(option, low, high, by_host))
     return None
 
 
@@ -207,6 +216,8 @@ if "launch_error" in st.session_state:
 
 run = followed_run()
 polling = run is not None and not run.finished
+if run is None and "run" in st.query_params:  # a link to a run this page cannot show: say so
+    st.warning(markdown_text(missing_run_text(st.query_params["run"], id_in_link(st.query_params["run"]))))
 
 
 def refresh_every(run_id: int, run_owner: str, me: str) -> float:

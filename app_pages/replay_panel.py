@@ -12,7 +12,7 @@ from app_pages.common import store
 from app_pages.run_screen.show import show_run
 from core.runs.bundle import BundleError
 from core.view import replay
-from core.view.safe_text import markdown_text
+from core.view.safe_text import markdown_text, terminal_text
 
 
 @st.cache_data(show_spinner=False)
@@ -65,8 +65,9 @@ def replay_picker() -> None:
             "No recordings yet: finish a race, or add a bundle to assets/recordings (docs/app.md, 'Recordings shipped with the app')."
         )
         return
-    pick, speed, play = st.columns([4, 2, 1], vertical_alignment="bottom")
-    key = pick.selectbox("Recording", list(choices), format_func=lambda k: markdown_text(choices[k]), key="replay_pick")
+    pick, speed, play = st.columns([4, 3, 1], vertical_alignment="bottom")  # room for every speed's name
+    # A select box shows its options as plain text: markdown escapes would show as backslashes.
+    key = pick.selectbox("Recording", list(choices), format_func=lambda k: terminal_text(choices[k]), key="replay_pick")
     rate = speed.segmented_control("Speed", list(replay.SPEEDS), default="2x", key="replay_speed") or "2x"
     play.button("Play", on_click=start, args=(key, rate), key="replay_play", width="stretch")
     st.caption("A replay plays recorded events through the live view at their recorded pace: nothing is measured.")

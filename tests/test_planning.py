@@ -52,8 +52,9 @@ def test_when_compiled_steps_are_slower_compile_never_pays_off():
     slower = StepRates(0.050, 0.060, (0.049, 0.051), (0.059, 0.061), (-0.012, -0.008))
     plan = plan_training(slower, compile_s=10.0, steps=10_000)
     assert plan.break_even_step is None and plan.saved_s == pytest.approx(-110.0)
-    assert plan_sentence(plan) == (
-        "Over 10,000 steps compile costs about 1.8 min: compiled steps are no faster here, so it never pays off."
+    assert plan_sentence(plan) == (  # what costs is the slower steps, not the 10 s compile
+        "Over 10,000 steps compiled takes about 1.8 min longer: its slower steps (60.00 ms against 50.00 ms) "
+        "cost about 1.7 min and the 10 s compile is paid once; it never pays off."
     )
 
 
@@ -79,7 +80,7 @@ def test_step_rates_come_from_the_steady_steps_with_intervals_around_the_medians
     assert step_rates([], compiled) is None
 
 
-def test_plan_from_a_stored_summary_uses_its_warmup_and_compile_time():
+def test_plan_from_a_stored_summary_follows_the_race_s_own_steps_then_its_steady_rates():
     summary = {
         "eager_step_times_s": [0.1] * 50,
         "compiled_step_times_s": [10.0] + [0.05] * 49,
@@ -87,7 +88,8 @@ def test_plan_from_a_stored_summary_uses_its_warmup_and_compile_time():
         "warmup_steps": 1,
     }
     plan = plan_from_summary(summary, 1_000)
-    assert plan.compiled_total_s == pytest.approx(9.9 + 50.0) and plan.eager_total_s == pytest.approx(100.0)
+    # The race's 50 steps as measured (its 10 s first step included), then 950 more at 50 ms.
+    assert plan.compiled_total_s == pytest.approx(10.0 + 999 * 0.05) and plan.eager_total_s == pytest.approx(100.0)
     assert plan_from_summary({**summary, "compile_skipped": "no graph was compiled"}, 1_000) is None
     assert plan_from_summary({**summary, "compile_time_s": None}, 1_000) is None
 

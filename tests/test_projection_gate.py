@@ -1,22 +1,25 @@
 """A break-even is projected only from a speedup whose 95% interval lies above 1 (verdict "faster"):
 from a gain in doubt the app draws no dashed crossing and names no projected step, on every surface
-that shows one (the run's charts, its cards, the command line, a sweep)."""
+that shows one (the run's charts, its cards, its words, the command line, a sweep). The rule lives in
+one place, core.engine.analysis.projection_stands; a sweep's regime advice follows the same verdicts."""
 
 import json
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from core.engine import analysis
+from core.engine import analysis, planning
 from core.engine.spec import RunSpec
 from core.runs.store import Run, Store
 from core.runs.sweeps import Axis, SweepSpec
 from core.view.report import break_even_text
 from core.view.run_screen import layout as live_layout
 from core.view.run_screen.cards import result_cards
+from core.view.run_screen.sentences import race_reading
 from core.view.run_screen.shared_board import LiveBoard
-from core.view.sweep import EXTRAPOLATED, sweep_frame
+from core.view.sweep import EXTRAPOLATED, regime_readings, sweep_frame
 
 PROJECTED = "projected break-even"  # the tooltip of the dashed crossing on the race and lead charts
 
@@ -89,7 +92,6 @@ def test_the_break_even_card_projects_no_step_from_a_gain_in_doubt():
     assert clear.value.startswith("≈ step")
 
 
-@pytest.mark.xfail(strict=True, reason="the CLI projects from any faster median today: the story issue fixes it")
 def test_the_command_line_projects_no_step_from_a_gain_in_doubt():
     assert "about step" in break_even_text(summary_of(*clear_times()))
     assert "about step" not in break_even_text(summary_of(*doubtful_times()))
@@ -100,13 +102,55 @@ def sweep_run(run_id: int, spec: RunSpec, summary: dict) -> Run:
                None, None, 0, None, summary, None, None, 0, 1)  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a sweep plots a projection from any faster median today: the story issue fixes it"
-)
 def test_a_sweep_plots_no_projected_break_even_from_a_gain_in_doubt():
     sweep = SweepSpec(RunSpec(model="mlp", device="cpu"), (Axis("batch_size", (16, 32)),))
     clear, doubtful = (summary_of(*clear_times()), summary_of(*doubtful_times()))
     runs = [sweep_run(i, point, s) for i, (point, s) in enumerate(zip(sweep.points(), (clear, doubtful)), start=1)]
     frame = sweep_frame(sweep, runs)
     assert frame["break_even_kind"].tolist()[0] == EXTRAPOLATED
-    assert frame["break_even_kind"].tolist()[1] is None and np.isnan(frame["break_even_at"].tolist()[1])
+    assert pd.isna(frame["break_even_kind"].tolist()[1]) and np.isnan(frame["break_even_at"].tolist()[1])
+
+
+def test_a_summary_records_no_projection_from_a_gain_in_doubt():
+    doubtful, clear = summary_of(*doubtful_times()), summary_of(*clear_times())
+    assert doubtful["break_even_extrapolated_step"] is None and doubtful["break_even_projected_wall_s"] is None
+    assert analysis.projected_position(doubtful) is None
+    assert analysis.projected_position(clear) == pytest.approx(clear["break_even_extrapolated_step"])
+
+
+def test_a_summary_stored_before_the_rule_still_shows_no_projection_from_a_gain_in_doubt():
+    old = {**summary_of(*doubtful_times()), "break_even_extrapolated_step": 662.0, "break_even_projected_wall_s": 60.0}
+    assert analysis.projected_position(old) is None
+    assert "about step" not in break_even_text(old)
+    assert "step 662" not in analysis.plain_reading(old)
+    card = next(c for c in result_cards(old, total=60, running=True) if c.label == "Break-even")
+    assert "662" not in card.help and not card.delta
+    assert "projected" not in race_reading(old, running=True, total=60, counts={"compiled": 60})
+
+
+def test_the_words_project_only_from_a_clear_gain():
+    clear = summary_of(*clear_times())
+    assert "projected ≈ step" in race_reading(clear, running=True, total=60, counts={"compiled": 60})
+    assert "about step" in analysis.plain_reading(clear)
+
+
+BATCHES = [64, 128, 256]
+LINEAR = [1e-5 * b for b in BATCHES]
+
+
+def test_the_regime_reading_does_not_say_fusion_helps_when_most_points_read_no_clear_difference():
+    reading = planning.regime(BATCHES, LINEAR, ["faster", "no clear difference", "no clear difference"])
+    assert planning.THROUGHPUT_ADVICE not in reading.text and "fusion helps" not in reading.text
+    assert "clearly faster at only 1 of 3 batch sizes (2 no clear difference)" in reading.text
+    firm = planning.regime(BATCHES, LINEAR, ["faster", "faster", "no clear difference"])
+    assert planning.THROUGHPUT_ADVICE in firm.text and "only" not in firm.text
+
+
+def test_the_sweep_regime_reading_reads_the_points_verdicts():
+    sweep = SweepSpec(RunSpec(model="mlp", device="cpu"), (Axis("batch_size", tuple(BATCHES)),))
+    runs = []
+    for i, (point, step_s) in enumerate(zip(sweep.points(), LINEAR), start=1):
+        summary = {**summary_of(*doubtful_times()), "eager_median_step_s": step_s}
+        runs.append(sweep_run(i, point, summary))
+    (reading,) = regime_readings(sweep, sweep_frame(sweep, runs))
+    assert "fusion helps" not in reading and "clearly faster at only 0 of 3" in reading

@@ -211,6 +211,26 @@ def projected_break_even(eager: Sequence[float], compiled: Sequence[float]) -> P
     return Projection(position, start + (position - n_c) * m_c, m_e, m_c)
 
 
+def projection_stands(summary: dict[str, Any]) -> bool:
+    """The one rule for a projected break-even, which every view follows: project only from a steady
+    speedup whose 95% interval lies above 1 (verdict "faster"), with compiled code having run and
+    compile not yet paid off. From a gain in doubt there is no crossing to name."""
+    return (
+        summary.get("verdict") == FASTER
+        and summary.get("break_even_step") is None
+        and not summary.get("compile_skipped")
+        and not summary.get("compile_failed")
+    )
+
+
+def projected_position(summary: dict[str, Any]) -> float | None:
+    """The summary's projected break-even (fractional steps), where projection_stands allows one: what
+    the cards, the words, the command line and a sweep show (a summary stored before the rule held
+    may carry a projection from a gain in doubt; it is not shown)."""
+    extra = summary.get("break_even_extrapolated_step")
+    return float(extra) if isinstance(extra, int | float) and extra > 0 and projection_stands(summary) else None
+
+
 def whole_run_speedup(eager_total_s: float, compiled_total_s: float) -> float | None:
     """Eager total / compiled total, compile included (>1: the compiled run finished sooner)."""
     if compiled_total_s <= 0:
@@ -244,6 +264,7 @@ def summarize(
     speed = steady_state_speedup(eager_steps, compiled_steps, warmup=w)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
+    projects = speed is not None and projection_stands({"verdict": speed.verdict, "break_even_step": be and be.step})
     return {
         "warmup_steps": w,
         "compile_time_s": compile_overhead(eager_steps, compiled_steps, w) if n > w else None,
@@ -259,8 +280,8 @@ def summarize(
         "break_even_step": be.step if be else None,
         "break_even_wall_s": be.wall_s if be else None,
         "break_even_reason": _break_even_reason(be, speed),
-        "break_even_extrapolated_step": be.extrapolated_position if be else None,
-        "break_even_projected_wall_s": _projected_wall(be, eager_steps, compiled_steps),
+        "break_even_extrapolated_step": be.extrapolated_position if be and projects else None,
+        "break_even_projected_wall_s": _projected_wall(be, eager_steps, compiled_steps) if projects else None,
         "whole_run_speedup": (
             whole_run_speedup(sum(eager_epochs[:epochs_done]), sum(compiled_epochs[:epochs_done]))
             if epochs_done
@@ -369,6 +390,6 @@ def _headline_reading(summary: dict[str, Any]) -> str:
             f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}; compile paid for itself "
             f"at step {summary['break_even_step']:,} ({summary['break_even_wall_s']:.1f} s in)."
         )
-    extra = summary.get("break_even_extrapolated_step")
+    extra = projected_position(summary)
     later = f"; at these rates it would at about step {math.floor(extra) + 1:,}" if extra else ""
     return f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}, but compile did not pay off within this run{later}."

@@ -22,7 +22,7 @@ from statistics import median
 
 import numpy as np
 
-from core.engine.analysis import bootstrap_medians, default_warmup, steady
+from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, bootstrap_medians, default_warmup, steady
 from core.engine.models.zoo import MODELS
 from core.engine.spec import DeviceCaps, RunSpec, resolve_device
 
@@ -59,6 +59,15 @@ def _interval(samples: np.ndarray) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
+class RaceStart:
+    """A race's own steps, cumulative: a plan follows them as far as they go, then the steady rates,
+    so its break-even is the race's (the one its card shows), not a second one from the medians."""
+
+    eager_cum: tuple[float, ...]
+    compiled_cum: tuple[float, ...]  # compile included: it lands in the first compiled steps
+
+
+@dataclass(frozen=True)
 class TrainingPlan:
     """A run of `steps` steps, eager and compiled (compile included), in seconds, with intervals."""
 
@@ -70,40 +79,81 @@ class TrainingPlan:
     compiled_ci: tuple[float, float]
     saved_s: float  # > 0: compile saves this much; < 0: it costs this much
     saved_ci: tuple[float, float]
-    break_even_step: float | None  # None: compiled steps are no faster, compile never pays off
+    break_even_step: float | None  # None: no clear per-step gain (or slower): no break-even to count on
+    eager_step_s: float = 0.0  # the steady rates the plan extends with
+    compiled_step_s: float = 0.0
+    break_even_measured: bool = False  # the race itself crossed there (not a projection)
 
     @property
     def shorter_than_break_even(self) -> bool:
         return self.break_even_step is not None and self.steps < self.break_even_step
 
+    @property
+    def slower_steps_cost_s(self) -> float:
+        """What compiled's slower steady steps cost over the run (0 when they are not slower)."""
+        return max(self.compiled_step_s - self.eager_step_s, 0.0) * self.steps
 
-def plan_training(rates: StepRates, compile_s: float, steps: int) -> TrainingPlan:
-    """Eager = steps x eager step; compiled = compile time + steps x compiled step."""
+
+def plan_training(rates: StepRates, compile_s: float, steps: int, start: RaceStart | None = None) -> TrainingPlan:
+    """Eager = steps x eager step; compiled = compile time + steps x compiled step. With the race's
+    own steps (`start`), the first of them are the measured ones (compile included) and the rest the
+    steady rates: the plan then breaks even where the race does, or where its projection does.
+
+    A break-even is named only from a per-step saving whose 95% interval lies above 0: the same
+    resamples as the speedup's interval, so the same rule as analysis.projection_stands."""
     if steps < 1:
         raise ValueError(f"a run has at least one step (got {steps})")
     compile_s = max(compile_s, 0.0)
+    n = min(len(start.eager_cum), len(start.compiled_cum)) if start else 0
+    k = min(steps, n)
+    e0 = start.eager_cum[k - 1] if start and k else 0.0
+    c0 = start.compiled_cum[k - 1] if start and k else compile_s
+    rest = steps - k
     saving = rates.eager_s - rates.compiled_s
+    measured, break_even = False, None
+    if start and n and start.compiled_cum[n - 1] <= start.eager_cum[n - 1]:
+        measured, break_even = True, float(_crossed_at(start))
+    elif rates.saving_ci[0] > 0:  # a clear gain: where the steady rates earn the head start back
+        head_start = (start.compiled_cum[n - 1] - start.eager_cum[n - 1]) if start and n else compile_s
+        break_even = n + head_start / saving
     return TrainingPlan(
         steps=steps,
         compile_s=compile_s,
-        eager_total_s=steps * rates.eager_s,
-        eager_ci=(steps * rates.eager_ci[0], steps * rates.eager_ci[1]),
-        compiled_total_s=compile_s + steps * rates.compiled_s,
-        compiled_ci=(compile_s + steps * rates.compiled_ci[0], compile_s + steps * rates.compiled_ci[1]),
-        saved_s=steps * saving - compile_s,
-        saved_ci=(steps * rates.saving_ci[0] - compile_s, steps * rates.saving_ci[1] - compile_s),
-        break_even_step=compile_s / saving if saving > 0 else None,
+        eager_total_s=e0 + rest * rates.eager_s,
+        eager_ci=(e0 + rest * rates.eager_ci[0], e0 + rest * rates.eager_ci[1]),
+        compiled_total_s=c0 + rest * rates.compiled_s,
+        compiled_ci=(c0 + rest * rates.compiled_ci[0], c0 + rest * rates.compiled_ci[1]),
+        saved_s=e0 - c0 + rest * saving,
+        saved_ci=(e0 - c0 + rest * rates.saving_ci[0], e0 - c0 + rest * rates.saving_ci[1]),
+        break_even_step=break_even,
+        eager_step_s=rates.eager_s,
+        compiled_step_s=rates.compiled_s,
+        break_even_measured=measured,
     )
 
 
+def _crossed_at(start: RaceStart) -> int:
+    """The step from which the race's compiled run stayed ahead (analysis.break_even's step)."""
+    n = min(len(start.eager_cum), len(start.compiled_cum))
+    k = n
+    while k > 0 and start.compiled_cum[k - 1] <= start.eager_cum[k - 1]:
+        k -= 1
+    return k + 1
+
+
 def plan_from_summary(summary: dict, steps: int) -> TrainingPlan | None:
-    """The plan for a stored race's summary (None when it lacks the steps or the compile time)."""
+    """The plan for a stored race's summary (None when it lacks the steps or the compile time): the
+    race's own steps, then its steady rates, so the plan's break-even is the card's."""
     eager, compiled = summary.get("eager_step_times_s") or [], summary.get("compiled_step_times_s") or []
     compile_s = summary.get("compile_time_s")
     if summary.get("compile_skipped") or compile_s is None:
         return None
     rates = step_rates(eager, compiled, summary.get("warmup_steps"))
-    return plan_training(rates, compile_s, steps) if rates else None
+    if rates is None:
+        return None
+    n = min(len(eager), len(compiled))
+    start = RaceStart(tuple(np.cumsum(eager[:n]).tolist()), tuple(np.cumsum(compiled[:n]).tolist()))
+    return plan_training(rates, compile_s, steps, start)
 
 
 def _unit(seconds: float) -> tuple[float, str, int]:
@@ -133,18 +183,31 @@ def fmt_range(low: float, high: float, like: float) -> str:
 
 
 def plan_sentence(plan: TrainingPlan) -> str:
-    """One sentence: what compile saves or costs over the user's run, and why."""
+    """One sentence: what compile saves or costs over the user's run, and what the cost is (the
+    compile, or slower steps), with the break-even the race's card shows."""
     over = f"Over {plan.steps:,} steps"
     low, high = plan.saved_ci
-    if plan.break_even_step is None:
+    compile_words = f"the {fmt_duration(plan.compile_s)} compile"
+    if plan.saved_s < 0 and plan.slower_steps_cost_s > 0 and not plan.shorter_than_break_even:
+        ends = (
+            "it never pays off"
+            if plan.break_even_step is None
+            else f"ahead from {break_even_words(plan)} of the race, it falls behind again over a longer run"
+        )
         return (
-            f"{over} compile costs about {fmt_duration(plan.saved_s)}: compiled steps are no faster here, "
-            "so it never pays off."
+            f"{over} compiled takes about {fmt_duration(plan.saved_s)} longer: its slower steps "
+            f"({_ms(plan.compiled_step_s)} against {_ms(plan.eager_step_s)}) cost about "
+            f"{fmt_duration(plan.slower_steps_cost_s)} and {compile_words} is paid once; {ends}."
+        )
+    if plan.break_even_step is None and plan.saved_s <= 0:
+        return (
+            f"{over} compile costs about {fmt_duration(plan.saved_s)}: compiled steps are not clearly faster "
+            f"here, so nothing earns {compile_words} back."
         )
     if plan.shorter_than_break_even:
         return (
             f"{over} compile costs about {fmt_duration(plan.saved_s)}: your run is shorter than the "
-            f"break-even (about step {plan.break_even_step:,.0f})."
+            f"break-even ({break_even_words(plan)})."
         )
     if low <= 0:  # the interval reaches a loss: no saving to stand behind
         return (
@@ -152,6 +215,14 @@ def plan_sentence(plan: TrainingPlan) -> str:
             f"interval runs from a loss to a gain ({_signed(low)} to {_signed(high)}): no clear saving."
         )
     return f"{over} compile saves about {fmt_duration(plan.saved_s)} ({fmt_range(low, high, plan.saved_s)})."
+
+
+def break_even_words(plan: TrainingPlan) -> str:
+    """'step 344' where the race crossed, 'about step 400' where it is projected (as the card counts)."""
+    if plan.break_even_step is None:
+        return "none"
+    step = max(math.ceil(plan.break_even_step), 1)
+    return f"step {step:,}" if plan.break_even_measured else f"about step {step:,}"
 
 
 def _signed(seconds: float) -> str:
@@ -163,6 +234,11 @@ THROUGHPUT_BOUND = "bandwidth- or compute-bound"
 CHANGES = "changes with batch size"
 OVERHEAD_ADVICE = "reduce-overhead / CUDA graphs help most here"
 THROUGHPUT_ADVICE = "fusion helps; bigger batches amortise compile"
+# The same advice where the measured points do not bear it out (most read no clear gain).
+HEDGED_ADVICE = {
+    OVERHEAD_ADVICE: "reduce-overhead / CUDA graphs are what could help most here",
+    THROUGHPUT_ADVICE: "fusion is what could help; bigger batches amortise compile",
+}
 MIN_BATCH_SIZES = 3
 MAX_FIT_ERROR = 0.35  # a fit worse than this (relative error) is no pattern to read
 
@@ -179,9 +255,13 @@ class Regime:
     text: str
 
 
-def regime(batch_sizes: Sequence[int], eager_step_s: Sequence[float]) -> Regime | None:
+def regime(
+    batch_sizes: Sequence[int], eager_step_s: Sequence[float], verdicts: Sequence[str | None] = ()
+) -> Regime | None:
     """Read the regime from eager step times at 3 or more batch sizes; None when the points do not
-    allow a reading (fewer sizes, or times that no overhead-plus-linear model fits)."""
+    allow a reading (fewer sizes, or times that no overhead-plus-linear model fits). `verdicts`, the
+    points' speedup verdicts: unless most are "faster", the advice is hedged and the count said
+    (never "fusion helps" beside points that read no clear difference)."""
     points = sorted((int(b), float(t)) for b, t in zip(batch_sizes, eager_step_s) if t and t > 0 and b and b > 0)
     if len({b for b, _ in points}) < MIN_BATCH_SIZES:
         return None
@@ -196,26 +276,45 @@ def regime(batch_sizes: Sequence[int], eager_step_s: Sequence[float]) -> Regime 
     # Overhead's share of the step at the smallest and largest batch decides the reading.
     share_lo = overhead / (overhead + per_sample * lo)
     share_hi = overhead / (overhead + per_sample * hi)
+    doubt = _doubt(verdicts)
+    overhead_advice, throughput_advice = (
+        HEDGED_ADVICE[a] if doubt else a for a in (OVERHEAD_ADVICE, THROUGHPUT_ADVICE)
+    )
     if share_hi >= 0.5:
         kind = OVERHEAD_BOUND
         text = (
             f"Overhead-bound from batch {lo:,.0f} to {hi:,.0f}: the eager step barely grows with the batch "
-            f"({_ms(overhead)} fixed per step, {_per_sample(per_sample)}), so {OVERHEAD_ADVICE}."
+            f"({_ms(overhead)} fixed per step, {_per_sample(per_sample)}), so {overhead_advice}."
         )
     elif share_lo <= 0.5:
         kind = THROUGHPUT_BOUND
         text = (
             f"Bandwidth- or compute-bound from batch {lo:,.0f} to {hi:,.0f}: the eager step grows in "
-            f"proportion to the batch ({_per_sample(per_sample)}, {_ms(overhead)} fixed), so {THROUGHPUT_ADVICE}."
+            f"proportion to the batch ({_per_sample(per_sample)}, {_ms(overhead)} fixed), so {throughput_advice}."
         )
     else:
         kind = CHANGES
         text = (
             f"Overhead-bound below about batch {crossover:,.0f}, bandwidth- or compute-bound above it: the eager "
-            f"step is {_ms(overhead)} fixed plus {_per_sample(per_sample)}. Below it, {OVERHEAD_ADVICE}; above "
-            f"it, {THROUGHPUT_ADVICE}."
+            f"step is {_ms(overhead)} fixed plus {_per_sample(per_sample)}. Below it, {overhead_advice}; above "
+            f"it, {throughput_advice}."
         )
+    if doubt:
+        text += f" {doubt}"
     return Regime(kind, overhead, per_sample, crossover, fit_error, text)
+
+
+def _doubt(verdicts: Sequence[str | None]) -> str | None:
+    """What the measured points say against the advice, unless most of them read "faster"."""
+    counted = [v for v in verdicts if v]
+    faster = sum(v == FASTER for v in counted)
+    if not counted or faster * 2 > len(counted):
+        return None
+    tally = ", ".join(f"{n} {v}" for v in (NO_CLEAR_DIFFERENCE, SLOWER) if (n := counted.count(v)))
+    return (
+        f"But compiled steps were clearly faster at only {faster} of {len(counted)} batch sizes ({tally}): "
+        "the measurements here do not bear that out."
+    )
 
 
 def _fit_relative(b: np.ndarray, t: np.ndarray) -> tuple[float, float]:

@@ -153,6 +153,13 @@ def number_range(name: str, limits: HostLimits | None = None) -> tuple[int, int,
     return low, high, False
 
 
+def number_help(option: Any, low: int, high: int, by_host: bool) -> str:
+    """A whole-number field's help: its own help, and the range the page accepts ("1 to 64 (this
+    host's limit)"); a value outside it is said under the form and keeps Launch disabled."""
+    limit = " (this host's limit)" if by_host else ""
+    return " ".join(p for p in (option.form_help, f"From {low} to {high}{limit}.") if p)
+
+
 def spec_from_query(
     query: dict[str, str], base: RunSpec, limits: HostLimits | None = None
 ) -> tuple[RunSpec, list[LinkNote]]:
@@ -188,6 +195,34 @@ def spec_from_query(
         except (KeyError, ValueError):
             notes.append(LinkNote(name, getattr(base, name), f"ignored {name}={raw!r} from the link"))
     return dataclasses.replace(base, **values), notes
+
+
+def fit_to_device(
+    spec: RunSpec, caps: DeviceCaps | None, limits: HostLimits | None = None
+) -> tuple[dict[str, Any], list[LinkNote]]:
+    """The form's choices this device cannot run (or this host does not allow), each moved to the
+    first one it can, with a note: `?mode=reduce-overhead` on a CPU is said, not silently dropped."""
+    changed: dict[str, Any] = {}
+    notes: list[LinkNote] = []
+    for field in (f for f in CHOICES if f != "model"):  # the model picker says its own problems
+        blocked = unavailable_options(spec, field, caps, limits)
+        value = getattr(spec, field)
+        allowed = [o for o in CHOICES[field] if o not in blocked]
+        if value not in blocked or not allowed:
+            continue
+        spec = dataclasses.replace(spec, **{field: allowed[0]})
+        changed[field] = allowed[0]
+        label = OPTIONS[field].label
+        text = f"{label} {value} is not offered here, so the form uses {allowed[0]}: {blocked[value].split(';')[0]}"
+        notes.append(LinkNote(field, allowed[0], text))
+    return changed, notes
+
+
+def missing_run_text(raw: str, run_id: int | None) -> str:
+    """What the page says for a link's `run` it cannot show: not a run number, or no such run here."""
+    if run_id is None:
+        return f"ignored run={raw!r} from the link: not a run number"
+    return f"There is no run {run_id} here (deleted, or recorded in another store): nothing to show for run={raw}."
 
 
 def notes_still_true(notes: list[LinkNote], state: Any) -> list[LinkNote]:

@@ -11,6 +11,8 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from core.engine import analysis
+
 if TYPE_CHECKING:
     from core.runs.store import Run
 
@@ -104,7 +106,7 @@ def break_even_text(summary: dict[str, Any]) -> str:
     if summary.get("break_even_step") is not None:
         return f"step {summary['break_even_step']} ({summary['break_even_wall_s']:.2f} s of compiled run)"
     reason = summary.get("break_even_reason") or "not within this run"
-    extra = summary.get("break_even_extrapolated_step")
+    extra = analysis.projected_position(summary)  # the one projection rule: only from a clear gain
     return f"{reason} (about step {math.floor(extra) + 1:,} at steady rates)" if extra else reason
 
 

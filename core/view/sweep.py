@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from core.engine import planning
+from core.engine import analysis, planning
 from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
 from core.view.queue import compile_skipped, describe
@@ -67,7 +67,7 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
         measured = run.status == "done" and s.get("steady_state_speedup") is not None and not skipped
         ci = s.get("speedup_ci95") or [math.nan, math.nan]
         observed = s.get("break_even_step")
-        extrapolated = s.get("break_even_extrapolated_step")
+        extrapolated = analysis.projected_position(s)  # the one projection rule: only from a clear gain
         rows.append(
             {
                 "point": i,
@@ -170,7 +170,9 @@ def regime_readings(sweep: SweepSpec, frame: pd.DataFrame) -> list[str]:
     for series in series_values:
         part = done[done["series"] == series]
         prefix = f"{series}: " if series_axis else ""
-        reading = planning.regime(part["x"].astype(int).tolist(), part["eager_step_s"].tolist())
+        reading = planning.regime(
+            part["x"].astype(int).tolist(), part["eager_step_s"].tolist(), part["verdict"].tolist()
+        )
         if reading is not None:
             out.append(prefix + reading.text)
         elif part["x"].nunique() < planning.MIN_BATCH_SIZES:

@@ -53,7 +53,7 @@ def break_even_card(summary: dict[str, Any], total: int | None, running: bool) -
     """Break-even: the step (of how many) and when; projected (and marked so) when not reached."""
     about = "When the compiled run's total time drops below eager's for good. "
     step, reason = summary.get("break_even_step"), summary.get("break_even_reason") or ""
-    extra = summary.get("break_even_extrapolated_step")
+    extra = analysis.projected_position(summary)  # the one projection rule: only from a clear gain
     if step is not None:
         wall = summary.get("break_even_wall_s")
         when = f"{wall:.0f} s in" if wall is not None else None
@@ -77,11 +77,12 @@ def break_even_card(summary: dict[str, Any], total: int | None, running: bool) -
                 delta_arrow="off",
             )
         return Card("Break-even", "never", about + f"{reason}.")
-    if extra is None or summary.get("verdict") != analysis.FASTER:  # no projection from a gain in doubt
+    if extra is None:
         value = "not yet" if running and summary.get("steady_state_speedup") is not None else "-"
         if not running and summary.get("steady_state_speedup") is not None:
             value = "not reached"
-        why = "" if extra is None else " No clear per-step gain to project a break-even from."
+        in_doubt = summary.get("verdict") == analysis.NO_CLEAR_DIFFERENCE
+        why = " No clear per-step gain to project a break-even from." if in_doubt else ""
         off_course = running and summary.get("verdict") == analysis.SLOWER
         return Card(
             "Break-even",

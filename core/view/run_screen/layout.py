@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.engine import analysis
 from core.engine.planning import expected_compile_estimate
 from core.runs.store import Run, Store
 from core.view import race_charts
@@ -106,9 +107,8 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
         if summary.get("break_even_step")
         else None
     )
-    # A crossing is projected only from a speedup the interval stands behind (verdict "faster").
-    faster = summary.get("verdict") == "faster" and not summary.get("compile_skipped")
-    projection = view.projection() if faster and not be else None
+    # The one projection rule (analysis.projection_stands): a dashed crossing only from a clear gain.
+    projection = view.projection() if analysis.projection_stands(summary) and not be else None
     if projection:
         projection["label"] = sentences.projection_label(projection, running=not run.finished)
     marks = view.derive("compile_marks", lambda: why_per_step.compile_marks(view.compiles()))

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, plain_reading
+from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, plain_reading, projected_position
 from core.view.report import fmt_about, fmt_seconds
 
 # Losses of the two variants closer than this (relative) are the same curve to the eye.
@@ -76,7 +76,7 @@ def race_reading(
     faster = f"{where}: compiled steps are {speedup:.2f}x faster ({interval})"
     if summary.get("break_even_step") is not None:
         return f"{faster}; compiled has been ahead since step {summary['break_even_step']:,}."
-    projected = projected_words(summary.get("break_even_extrapolated_step"), total, running=True)
+    projected = projected_words(projected_position(dict(summary)), total, running=True)
     return f"{faster}; compile has not paid off yet" + (f", {projected}." if projected else ".")
 
 

@@ -34,7 +34,7 @@ from core.engine.spec import DeviceCaps
 from core.runs import devices
 from core.runs.store import Run, Store
 from core.view.queue import describe
-from core.view.run_screen.store_reader import RunView, run_label, run_summary
+from core.view.run_screen.store_reader import RunView, held_events, run_label, run_summary
 
 VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
 QUEUE_MAX_AGE_S = 1.0  # the sidebar's device card and queue
@@ -149,7 +149,7 @@ class _Events:
 
     def summary(self, batch_size: int, min_warmup: int = 1) -> dict[str, Any]:
         batch = batch_size if isinstance(batch_size, int) and batch_size > 0 else 1
-        return analysis.summarize_events(self._events, batch, min_warmup)
+        return analysis.summarize_events(held_events(self._events), batch, min_warmup)
 
 
 def snapshot_of(run: Run, view: RunView, state: str = "", race_number: int | None = None) -> LiveSnapshot:

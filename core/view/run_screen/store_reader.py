@@ -24,6 +24,19 @@ def run_label(run: Run) -> str:
     return f"#{run.id} {params.get('model', '?')} bs{params.get('batch_size', '?')} {params.get('precision', '')}"
 
 
+def held_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events the live numbers stand on: all but the eager steps measured after the compiled
+    run's latest step. Those (eager's next epoch, when the two take turns) wait for compiled steps
+    to meet them: with no new compiled data the speedup and the projection hold still, as the words
+    "after 200 of 600 compiled steps" say they do. Step events keep their stored order in `events`."""
+    steps = [e for e in events if e["kind"] == "step"]
+    last = next((i for i in range(len(steps) - 1, -1, -1) if steps[i]["variant"] == "compiled"), None)
+    if last is None or last == len(steps) - 1:
+        return list(events)
+    late = {id(e) for e in steps[last + 1 :] if e["variant"] == "eager"}
+    return [e for e in events if id(e) not in late]
+
+
 class RunView:
     """Events of one run, accumulated incrementally."""
 
@@ -85,8 +98,9 @@ class RunView:
         return self._frames
 
     def summary(self, batch_size: int, min_warmup: int = 1) -> dict[str, Any]:
-        """Headline numbers from what has been measured so far (same definitions as the CLI)."""
-        return analysis.summarize_events([*self._steps, *self._epochs, *self._compiles], batch_size, min_warmup)
+        """Headline numbers from what has been measured so far (same definitions as the CLI), as of
+        the compiled run's latest step (held_events)."""
+        return analysis.summarize_events(held_events(self.events()), batch_size, min_warmup)
 
     def compiles(self) -> pd.DataFrame:
         """Every compile and recompile so far: variant, phase, epoch, step and what happened."""
@@ -95,7 +109,9 @@ class RunView:
         ).assign(run=self.label)
 
     def train_times(self, variant: str) -> list[float]:
-        return [e["time_s"] for e in self._steps if e["phase"] == "train" and e["variant"] == variant]
+        """A variant's train step times as the live numbers use them (held_events)."""
+        held = held_events(self._steps)
+        return [e["time_s"] for e in held if e["phase"] == "train" and e["variant"] == variant]
 
     def projection(self) -> dict[str, Any] | None:
         """Where compile would pay for itself at the steady rates (analysis.projected_break_even),
