@@ -4,14 +4,17 @@ and links serve races only, the queue shares the device fairly, and a worker's l
 import time
 
 import pytest
+from conftest import CPU, quick_spec
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from test_pages import app, record_probe, record_race, texts
 
 from app_pages.run_screen import feed_routes
-from core.runs import devices, model_catalog, processes
+from core.runs import devices, model_catalog, processes, queue
+from core.runs.limits import HostLimits
 from core.runs.lookups import model_params
 from core.runs.store import Store
+from core.view.queue import describe
 from core.view.run_screen.feed import LiveFeeds
 from core.view.run_screen.shared_board import LiveBoard
 
@@ -95,3 +98,44 @@ def test_a_lookups_error_text_reaches_only_its_asker(store, monkeypatch):
     theirs = model_catalog.lookup_model(store, model, path, asker="visitor:someone-else")
     assert mine.state == theirs.state == "failed"
     assert SECRET in mine.message and SECRET not in theirs.message
+
+
+# -- fair share by design ------------------------------------------------------------------------
+
+FAIR = HostLimits(job_time_limit_s=None)
+
+
+def test_a_visitor_who_queues_five_races_delays_only_themselves(store, sleepers):
+    a = [queue.enqueue(store, quick_spec(), "visitor:a", limits=FAIR, caps=CPU) for _ in range(5)]
+    (b,) = [queue.enqueue(store, quick_spec(), "visitor:b", limits=FAIR, caps=CPU)]
+    assert store.get_run(a[0]).status == "starting"
+    assert queue.queue_position(store, b) == 1 and describe(store, store.get_run(b)) == "queued (position 1)"
+    assert [queue.queue_position(store, i) for i in a[1:]] == [2, 3, 4, 5]
+    store.finish_run(a[0], "done")
+    queue.tick(store)
+    assert store.get_run(b).status == "starting"  # B's race runs second, not sixth
+    assert [store.get_run(i).status for i in a[1:]] == ["queued"] * 4
+
+
+def test_many_identities_from_one_address_are_one_visitor_in_the_queue(store, sleepers):
+    flood = [
+        queue.enqueue(store, quick_spec(), f"visitor:fake{i}", limits=FAIR, caps=CPU, address="address:10.0.0.9")
+        for i in range(5)
+    ]
+    other = queue.enqueue(store, quick_spec(), "visitor:b", limits=FAIR, caps=CPU, address="address:10.0.0.7")
+    assert store.get_run(flood[0]).status == "starting" and queue.queue_position(store, other) == 1
+    store.finish_run(flood[0], "done")
+    queue.tick(store)
+    assert store.get_run(other).status == "starting"
+
+
+def test_turns_alternate_between_visitors_who_both_queued_many(store, sleepers):
+    a = [queue.enqueue(store, quick_spec(), "visitor:a", limits=FAIR, caps=CPU) for _ in range(3)]
+    b = [queue.enqueue(store, quick_spec(), "visitor:b", limits=FAIR, caps=CPU) for _ in range(3)]
+    started = [a[0]]
+    for _ in range(5):
+        store.finish_run(started[-1], "done")
+        queue.tick(store)
+        (now,) = [r.id for r in store.list_runs(status=("starting",))]
+        started.append(now)
+    assert started == [a[0], b[0], a[1], b[1], a[2], b[2]]

@@ -450,13 +450,6 @@ class Store:
                 return events
             last = rows[-1]["id"]
 
-    def queued_ahead(self, run: Run) -> int:
-        """Queued runs on the same device that were queued before `run`."""
-        row = self._conn.execute(
-            "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND device_key = ? AND id < ?", (run.device_key, run.id)
-        ).fetchone()
-        return int(row[0])
-
     def imported_count(self, owner: str) -> int:
         """How many imported runs `owner` keeps (the host's per-visitor import limit counts them)."""
         row = self._conn.execute("SELECT COUNT(*) FROM runs WHERE imported = 1 AND owner = ?", (owner,)).fetchone()
