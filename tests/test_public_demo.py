@@ -1,10 +1,15 @@
 """A public demo that no visitor can read into or take over: secrets stay with the server, the feed
 and links serve races only, the queue shares the device fairly, and a worker's leftovers are swept."""
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
-from conftest import CPU, quick_spec
+import torch
+from conftest import CPU, ROOT, quick_spec
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from test_pages import app, record_probe, record_race, texts
@@ -139,3 +144,29 @@ def test_turns_alternate_between_visitors_who_both_queued_many(store, sleepers):
         (now,) = [r.id for r in store.list_runs(status=("starting",))]
         started.append(now)
     assert started == [a[0], b[0], a[1], b[1], a[2], b[2]]
+
+
+# -- cold-cache folders under the data dir, swept ------------------------------------------------
+
+LEAK = (
+    "import os, signal, sys; sys.path.insert(0, {root!r}); from core.engine.cold_caches import make_cold_cache; "
+    "path = make_cold_cache(); open(os.path.join(path, 'kernel.so'), 'w').write('x'); print(path, flush=True); "
+    "os.kill(os.getpid(), signal.SIGKILL)"
+)
+
+
+def test_a_killed_workers_cold_cache_is_swept_by_the_next_cold_compile(tmp_path):
+    from core.engine.cold_caches import cold_cache_root, make_cold_cache
+    from core.engine.device_state import inductor_cache
+
+    root = cold_cache_root()
+    assert root.startswith(str(tmp_path / "data") + os.sep)  # the data dir, not the system temp folder
+    killed = subprocess.run([sys.executable, "-c", LEAK.format(root=ROOT)], capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL
+    leaked = killed.stdout.strip()
+    assert os.path.dirname(leaked) == root and os.path.exists(os.path.join(leaked, "kernel.so"))
+    mine = make_cold_cache()  # a live process's folder (this one's) is never swept
+    with inductor_cache(quick_spec(cache="cold"), torch.device("cpu")) as path:
+        assert os.path.dirname(path) == root and os.environ["TORCHINDUCTOR_CACHE_DIR"] == path
+        assert not os.path.exists(leaked) and os.path.isdir(mine)
+    assert not os.path.exists(path) and os.listdir(root) == [os.path.basename(mine)]
