@@ -1,8 +1,10 @@
 """A public demo that no visitor can read into or take over: secrets stay with the server, the feed
 and links serve races only, the queue shares the device fairly, and a worker's leftovers are swept."""
 
+import errno
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,7 +17,7 @@ from starlette.testclient import TestClient
 from test_pages import app, record_probe, record_race, texts
 
 from app_pages.run_screen import feed_routes
-from core.runs import devices, model_catalog, processes, queue
+from core.runs import devices, disk_space, model_catalog, processes, queue
 from core.runs.limits import HostLimits
 from core.runs.lookups import model_params
 from core.runs.store import Store
@@ -170,3 +172,97 @@ def test_a_killed_workers_cold_cache_is_swept_by_the_next_cold_compile(tmp_path)
         assert os.path.dirname(path) == root and os.environ["TORCHINDUCTOR_CACHE_DIR"] == path
         assert not os.path.exists(leaked) and os.path.isdir(mine)
     assert not os.path.exists(path) and os.listdir(root) == [os.path.basename(mine)]
+
+
+# -- nothing measured is lost on a full disk -----------------------------------------------------
+
+# A real worker whose every write of events fails as SQLite fails on a full disk while the flag file
+# exists, after `full_after` writes that got through; it marks when the race is over (its sink closing).
+FULL_DISK_WORKER = """
+import os, sqlite3, sys
+sys.path.insert(0, {root!r})
+from core.runs import disk_space, worker
+from core.runs.store import Store
+store, run_id, flag, wait_s, full_after = sys.argv[1:6]
+disk_space.DISK_FULL_WAIT_S = float(wait_s)
+written = []
+append_events, close = Store.append_events, worker.EventSink.close
+
+def full_disk(self, run_id, rows, run_fields=None):
+    if os.path.exists(flag) and len(written) >= int(full_after):
+        raise sqlite3.OperationalError("database or disk is full")
+    written.append(len(rows)) if rows else None
+    return append_events(self, run_id, rows, run_fields)
+
+def closing(self):
+    open(flag + ".closing", "w").close()
+    return close(self)
+
+Store.append_events, worker.EventSink.close = full_disk, closing
+sys.exit(worker.main(["--store", store, "--run-id", run_id]))
+"""
+QUICK = dict(epochs=2, steps_per_epoch=3, eval_steps=1)
+QUICK_STEPS = 2 * 2 * (3 + 1)  # both variants, two epochs of 3 training steps and 1 eval step
+
+
+def full_disk_worker(store, tmp_path, wait_s, full_after=0):
+    run_id = store.create_run(
+        "race", quick_spec(**QUICK).to_dict(), "ann", "cpu", status="starting", started_at=time.time(),
+        host=devices.HOST,
+    )  # fmt: skip
+    flag = tmp_path / "disk-is-full"
+    flag.touch()
+    script = FULL_DISK_WORKER.format(root=ROOT)
+    args = [store.path, str(run_id), str(flag), str(wait_s), str(full_after)]
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stderr=subprocess.PIPE, text=True)
+    return run_id, flag, proc
+
+
+def wait_until(predicate, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.1)
+
+
+def test_a_run_on_a_full_disk_keeps_every_event_once_space_returns(store, tmp_path):
+    run_id, flag, proc = full_disk_worker(store, tmp_path, wait_s=60)
+    try:
+        wait_until(lambda: os.path.exists(f"{flag}.closing") or proc.poll() is not None)
+        time.sleep(1.5)  # the race is over, nothing of it stored: the worker holds it and retries
+        assert store.events_after(run_id) == [] and proc.poll() is None
+        flag.unlink()  # space comes back
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    run = store.get_run(run_id)
+    assert proc.returncode == 0 and run.status == "done", (run.error, err[-2000:])
+    assert len([e for e in store.events_after(run_id) if e["kind"] == "step"]) == QUICK_STEPS
+    assert "Traceback" not in err
+
+
+def test_a_disk_that_stays_full_fails_the_run_with_disk_full_and_keeps_what_it_could(store, tmp_path):
+    run_id, _, proc = full_disk_worker(store, tmp_path, wait_s=1, full_after=1)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    run = store.get_run(run_id)
+    kept = store.events_after(run_id)
+    assert run.status == "failed" and run.error.startswith("disk full: "), (run.error, err[-2000:])
+    assert 0 < len(kept) < QUICK_STEPS and f"the {len(kept)} before them are kept" in run.error
+    assert run.summary and "Traceback" not in err  # the summary, measured in memory, is kept too
+
+
+def test_submit_on_a_full_disk_says_disk_full_in_one_line(store, sleepers, monkeypatch, capsys):
+    from core.cli.main import main
+
+    def full(*_args, **_kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Store, "_insert_run", full)
+    code = main(["submit", "--store", store.path, "--model", "mlp", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "disk full" in err and "Traceback" not in err
+    assert disk_space.is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert not disk_space.is_disk_full(sqlite3.OperationalError("database is locked"))
