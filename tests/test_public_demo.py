@@ -16,9 +16,11 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from test_pages import app, record_probe, record_race, texts
 
+from app_pages import common
 from app_pages.run_screen import feed_routes
 from core.runs import devices, disk_space, model_catalog, processes, queue
-from core.runs.limits import HostLimits
+from core.runs.identity import client_address
+from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.lookups import model_params
 from core.runs.store import Store
 from core.view.queue import describe
@@ -266,3 +268,41 @@ def test_submit_on_a_full_disk_says_disk_full_in_one_line(store, sleepers, monke
     assert code == 1 and err.count("\n") == 1 and "disk full" in err and "Traceback" not in err
     assert disk_space.is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
     assert not disk_space.is_disk_full(sqlite3.OperationalError("database is locked"))
+
+
+# -- per-address limits on by default where an address is known ---------------------------------
+
+
+def test_by_default_an_address_counts_where_it_is_known():
+    auto = load_host_limits({})
+    assert auto.limit_by_address is None  # auto, unless the host says true or false
+    assert client_address(auto, "8.8.4.4") == "address:8.8.4.4"  # a public address: one person's
+    assert client_address(auto, "::ffff:8.8.4.4") == "address:::ffff:8.8.4.4"
+    for shared in ("127.0.0.1", "::1", "10.0.0.5", "172.17.0.1", "192.168.1.20", None, "not an ip"):
+        assert client_address(auto, shared) is None, shared  # a proxy or a NAT: many people behind it
+    proxy = load_host_limits({"COMPILE_LAB_ADDRESS_HEADER": "X-Real-IP"})
+    assert client_address(proxy, "127.0.0.1", [("x-real-ip", "192.168.7.7")]) == "address:192.168.7.7"
+    assert client_address(proxy, "127.0.0.1", []) is None  # no header from the proxy: not known
+    off = load_host_limits({"COMPILE_LAB_LIMIT_BY_ADDRESS": "false"})
+    assert client_address(off, "8.8.4.4") is None
+    on = load_host_limits({"COMPILE_LAB_LIMIT_BY_ADDRESS": "true"})
+    assert client_address(on, "127.0.0.1") == "address:127.0.0.1"
+    with pytest.raises(ConfigError, match="must be true or false, or auto"):
+        load_host_limits({"COMPILE_LAB_LIMIT_BY_ADDRESS": "maybe"})
+
+
+def test_the_shipped_host_config_counts_known_addresses(tmp_path):
+    shipped = load_host_limits({"COMPILE_LAB_CONFIG": os.path.join(ROOT, "deploy", "host-limits.toml")})
+    assert shipped.limit_by_address is None and client_address(shipped, "8.8.4.4") == "address:8.8.4.4"
+
+
+def test_fresh_identities_from_one_public_address_share_its_limit_by_default(store, sleepers, monkeypatch):
+    from test_identity_and_links import launch_small_race, tab
+
+    record_probe(store)
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_OWNER", "1")
+    monkeypatch.setattr(common, "connection_address", lambda: ("8.8.4.4", []))
+    launch_small_race(tab("a" * 16))
+    refused = launch_small_race(tab("b" * 16))  # cookie cleared: a new identity, the same address
+    assert "(counting every browser at your address)" in texts(refused)
+    assert [r.client for r in store.list_runs(kind="race")] == ["address:8.8.4.4"]
