@@ -85,8 +85,9 @@ def _ask(
 def _answer(run: Run | Lookup, what: str, asker: str) -> Lookup | Run:
     if isinstance(run, Lookup):
         return run
-    if run.status == "failed" and run.owner != asker:
-        # The error text may carry whatever a model file's code put in it: it is its asker's alone.
+    if run.status == "failed" and run.owner != asker and (run.params or {}).get("model_file"):
+        # A model file's code wrote this error (whatever it could read): it is its asker's alone. A
+        # library's own error (no such timm model) is shared like its answers.
         return Lookup("failed", message="the lookup failed (its error is shown only to whoever asked it)")
     if run.status == "failed":
         return Lookup("failed", message=run.error or "the lookup failed")
