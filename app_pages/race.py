@@ -104,7 +104,8 @@ def followed_run():
     run_id = id_in_link(followed)
     if run_id is None:
         return None  # not a run id (a hand-edited link): show the form alone
-    return store().get_run(run_id)
+    run = store().get_run(run_id)
+    return run if run is not None and run.kind == "race" else None  # a lookup's error is its asker's alone
 
 
 def choose(field: str, label: str, column, fmt=str, on_change=None) -> dict:

@@ -163,9 +163,10 @@ def test_where_the_host_says_so_every_browser_at_one_address_shares_the_limit(st
     assert len(store.list_runs(kind="race")) == 2
 
 
-def test_without_the_hosts_say_so_addresses_are_neither_used_nor_kept(store, sleepers, monkeypatch):
+def test_where_the_host_turns_it_off_addresses_are_neither_used_nor_kept(store, sleepers, monkeypatch):
     record_probe(store)
     monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_OWNER", "1")
+    monkeypatch.setenv("COMPILE_LAB_LIMIT_BY_ADDRESS", "false")  # the default (auto) counts a known address
     monkeypatch.setattr(common, "connection_address", lambda: ("203.0.113.7", []))
     launch_small_race(tab(TOKEN))
     launch_small_race(tab(OTHER))
@@ -186,7 +187,7 @@ def test_enqueue_counts_a_visitors_jobs_by_owner_or_address(tmp_path, sleepers):
 
 
 def test_client_address_follows_the_hosts_setting():
-    off = HostLimits()
+    off = HostLimits(limit_by_address=False)
     on = HostLimits(limit_by_address=True)
     behind_proxy = HostLimits(limit_by_address=True, address_header="X-Forwarded-For")
     assert client_address(off, "203.0.113.7") is None

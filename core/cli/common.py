@@ -96,6 +96,7 @@ def queued_or_refused(enqueue: Callable[[], int]) -> int | None:
     """What `enqueue` queued (a run or sweep id), or None once it was refused, with one line per
     reason on stderr: bad input, a full queue, an unreadable host configuration."""
     from core.runs import queue
+    from core.runs.disk_space import is_disk_full
 
     try:
         return enqueue()
@@ -105,6 +106,8 @@ def queued_or_refused(enqueue: Callable[[], int]) -> int | None:
     except queue.JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
     except (ValueError, OSError) as exc:  # the host's limits configuration is unreadable
+        if is_disk_full(exc):
+            raise  # said by main in one line
         print(f"error: configuration: {exc}", file=sys.stderr)
     return None
 

@@ -1,15 +1,16 @@
 """The parser of `python -m core`, gathered from the subcommand modules in the order `--help`
-lists them, and `main`, which runs one command and turns a store error or a closed pipe into its
-exit status."""
+lists them, and `main`, which runs one command and turns a store error, a full disk or a closed pipe
+into its exit status."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 
 from core.cli import doctor, models, queue, races, stored, sweeps
-from core.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, OneLineParser
+from core.cli.common import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_USAGE, OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.runs.store import StoreError
+    from core.runs.disk_space import disk_full_message, is_disk_full
+    from core.runs.store import StoreError, default_store_path
 
     args = build_parser().parse_args(argv)
     try:
@@ -35,4 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         # /dev/null so the interpreter's own flush at exit does not complain, and stop quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except (sqlite3.OperationalError, OSError) as exc:  # a write to a full disk: one line, no traceback
+        if not is_disk_full(exc):
+            raise
+        print(f"error: {disk_full_message(getattr(args, 'store', None) or default_store_path())}", file=sys.stderr)
+        return EXIT_FAILED
     return code

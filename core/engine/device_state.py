@@ -11,10 +11,10 @@ import contextlib
 import gc
 import os
 import shutil
-import tempfile
 
 import torch
 
+from core.engine.cold_caches import make_cold_cache
 from core.engine.events import VariantResult
 from core.engine.failures import first_line
 from core.engine.spec import RunSpec, data_home
@@ -60,7 +60,7 @@ def inductor_cache(spec: RunSpec, device: torch.device):
         path = os.path.join(data_home(), "inductor-cache", f"{device.type}-torch{torch.__version__}")
         os.makedirs(path, exist_ok=True)
     else:
-        path = tempfile.mkdtemp(prefix="compile-lab-cold-cache-")
+        path = make_cold_cache()  # under the data dir; a killed worker's is swept by the next one
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
     os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
     try:

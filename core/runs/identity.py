@@ -4,9 +4,9 @@ A visitor is a browser, not a tab: the app keeps a random token in the browser (
 and a cookie that each new tab's connection brings, so the tab knows its visitor from its first
 script run). Every tab of one browser is one owner (one limit, and each tab may cancel the
 others' runs), while a link shared with someone else never carries it (the receiver is not an
-owner). Where the host says so (limit_by_address), the per-person limit also counts every browser
-from one client address together: the connection's address, or the header the host's reverse
-proxy sets.
+owner). Where the visitor's address is known (limit_by_address: auto by default), the per-person
+limit also counts every browser from one client address together: the header the host's reverse
+proxy sets, or a connection's public address.
 
 Owner tokens are secrets (anyone holding one may cancel or delete that visitor's runs), so
 whatever shows an owner to other people uses `shown_owner`.
@@ -14,6 +14,7 @@ whatever shows an owner to other people uses `shown_owner`.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable
 
@@ -38,12 +39,15 @@ def owner_of(token: str) -> str:
 def client_address(
     limits: HostLimits, connection_ip: str | None, headers: Iterable[tuple[str, str]] | None = None
 ) -> str | None:
-    """The address host limits count this visitor by, or None where the host does not limit by address.
+    """The address host limits count this visitor by, or None where they count by browser alone.
 
     With address_header (set by the host's proxy, e.g. X-Forwarded-For), its last entry: the
-    address the proxy itself saw (earlier entries come from the client and prove nothing).
+    address the proxy itself saw (earlier entries come from the client and prove nothing). By
+    default (limit_by_address unset: auto) an address counts where it is known: from that header,
+    or a connection from a public address. A loopback or private one may be a proxy or a NAT in
+    front of many people, so it counts only where the host says limit_by_address = true.
     """
-    if not limits.limit_by_address:
+    if limits.limit_by_address is False:
         return None
     if limits.address_header:
         wanted = limits.address_header.lower()
@@ -51,7 +55,21 @@ def client_address(
         entries = [e.strip() for e in ",".join(values).split(",") if e.strip()]
         if entries:
             return f"address:{entries[-1][:100]}"
+    if limits.limit_by_address is None and not is_public_address(connection_ip):
+        return None
     return f"address:{connection_ip or LOCAL_ADDRESS}"
+
+
+def is_public_address(ip: str | None) -> bool:
+    """Whether a connection's address is one person's on the internet (not loopback, private, a
+    proxy's on the same network): an IPv4 address mapped into IPv6 is judged as itself."""
+    try:
+        address = ipaddress.ip_address((ip or "").strip())
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_global
 
 
 def shown_owner(owner: str | None) -> str:

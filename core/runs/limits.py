@@ -61,7 +61,8 @@ class HostLimits:
     job_time_limit_s: float | None = 3600.0
     # Per visitor means per browser; with limit_by_address, also every browser from one client
     # address together (the connection's address, or address_header set by the host's proxy).
-    limit_by_address: bool = False
+    # None ("auto"): on where an address is known (core.runs.identity.client_address).
+    limit_by_address: bool | None = None
     address_header: str | None = None
     # Shared results: a race this device finished within reuse_within_s is offered instead of a new
     # measurement (None: any age; 0: never); with auto_reuse_queue_length jobs or more waiting, it is
@@ -170,6 +171,16 @@ def _flag(value: Any) -> bool:
     raise ValueError("must be true or false")
 
 
+def _switch(value: Any) -> bool | None:
+    """true, false, or auto (None): on where the visitor's address is known."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
+    try:
+        return _flag(value)
+    except ValueError:
+        raise ValueError("must be true or false, or auto") from None
+
+
 def _header_name(value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9-]{1,64}", value.strip()):
         raise ValueError("must be an HTTP header name, like X-Forwarded-For")
@@ -188,12 +199,12 @@ _LIMIT_PARSERS = {
     "max_sweep_points": _whole_number,
     "max_imports_per_owner": _whole_number,
     "job_time_limit_s": _seconds,
-    "limit_by_address": _flag,
+    "limit_by_address": _switch,
     "address_header": _header_name,
     "reuse_within_s": lambda v: _seconds(v, inclusive=True),
     "auto_reuse_queue_length": _whole_number,
 }
-_NOT_REMOVABLE = ("limit_by_address",)  # a switch, not a limit: true or false
+_NOT_REMOVABLE = ("limit_by_address",)  # a switch, not a limit: true, false or auto
 CONFIG_TABLES = ("limits",)
 
 

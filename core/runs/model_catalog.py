@@ -82,9 +82,13 @@ def _ask(
     return store.get_run(run_id) or Lookup("pending", message="queued")
 
 
-def _answer(run: Run | Lookup, what: str) -> Lookup | Run:
+def _answer(run: Run | Lookup, what: str, asker: str) -> Lookup | Run:
     if isinstance(run, Lookup):
         return run
+    if run.status == "failed" and run.owner != asker and (run.params or {}).get("model_file"):
+        # A model file's code wrote this error (whatever it could read): it is its asker's alone. A
+        # library's own error (no such timm model) is shared like its answers.
+        return Lookup("failed", message="the lookup failed (its error is shown only to whoever asked it)")
     if run.status == "failed":
         return Lookup("failed", message=run.error or "the lookup failed")
     if run.status != "done":
@@ -106,7 +110,7 @@ def lookup_model(
     if missing:
         return Lookup("unavailable", message=missing)
     question = _ask(store, model_params(model, model_file), limits, asker, address)
-    answer = _answer(question, f"looking up {model}")
+    answer = _answer(question, f"looking up {model}", asker)
     if isinstance(answer, Lookup):
         return answer
     facts = (answer.summary or {}).get("facts")
@@ -125,7 +129,7 @@ def model_names(
     if missing:
         return Lookup("unavailable", message=missing)
     question = _ask(store, list_params(source), limits, asker, address)
-    answer = _answer(question, f"reading {source}'s model list")
+    answer = _answer(question, f"reading {source}'s model list", asker)
     if isinstance(answer, Lookup):
         return answer
     names = (answer.summary or {}).get("names")

@@ -22,11 +22,43 @@ from core.runs.store import Store
 TERMINATE_WAIT_S = 2.0  # SIGTERM, then SIGKILL after this: cancel completes within 3 s
 
 
+# What a worker inherits from the server's environment, and nothing else: a worker runs model code
+# (a host that allows model files runs a visitor's), so the admin token, a cloud key or a library
+# token never reaches it. Names: exact ones, then prefixes (torch, CUDA, the thread pools, locale).
+WORKER_VARIABLES = frozenset(
+    (
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+        "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS",
+        "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "CC", "CXX", "XDG_CACHE_HOME",
+        "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE",
+        "TRANSFORMERS_CACHE", "HF_HUB_DISABLE_TELEMETRY",
+        # the Compile Lab settings a worker reads (its store comes on its command line)
+        "COMPILE_LAB_DATA", "COMPILE_LAB_STORE", "COMPILE_LAB_WORKER_THREADS",
+    )
+)  # fmt: skip
+WORKER_PREFIXES = (
+    "LC_", "CUDA_", "NVIDIA_", "CUBLAS_", "CUDNN_", "NCCL_", "TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_",
+    "INDUCTOR_", "TRITON_", "PYTORCH_", "OMP_", "KMP_", "MKL_", "GOMP_", "OPENBLAS_",
+    "COMPILE_LAB_TEST_",  # the tests' own: their stand-in launcher, their process guard's marker
+)  # fmt: skip
+
+
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")  # never inherited, whatever the prefix
+
+
+def inherited(name: str) -> bool:
+    """Whether a worker inherits this variable of the server's environment."""
+    if any(word in name.upper() for word in SECRET_WORDS):
+        return False
+    return name in WORKER_VARIABLES or name.startswith(WORKER_PREFIXES)
+
+
 def worker_environment(device_key: str, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a worker for one lane: a GPU lane's worker sees only its own GPU (as
-    cuda:0), so two races never share a GPU and a job cannot wander to another one. Indices are
-    positions in the host's own CUDA_VISIBLE_DEVICES when it sets one."""
-    env = dict(os.environ if environ is None else environ)
+    """The environment of a worker for one lane: the allowlisted part of the server's (`inherited`:
+    no secrets). A GPU lane's worker sees only its own GPU (as cuda:0), so two races never share a
+    GPU and a job cannot wander to another one. Indices are positions in the host's own
+    CUDA_VISIBLE_DEVICES when it sets one."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if inherited(k)}
     if device_key == LOOKUP_DEVICE_KEY:
         env["CUDA_VISIBLE_DEVICES"] = ""  # a lookup builds on the meta device: it must not touch a GPU
         env["COMPILE_LAB_LANE"] = device_key

@@ -160,7 +160,8 @@ def job_row(
 
 
 def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> list[int]:
-    """Reconcile, then start the oldest queued job on every idle lane. Safe to call anywhere.
+    """Reconcile, then start the next queued job (fair_order: round-robin across visitors) on every
+    idle lane. Safe to call anywhere.
 
     Lanes: the CPU, and each GPU by index; a CUDA job waits for any idle GPU lane and is pinned to
     it. The device probe never runs beside a job on a device (a second CUDA context during a
@@ -181,7 +182,7 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
         busy = {
             row[0] for row in c.execute("SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running')")
         }
-        for row in c.execute("SELECT id, kind, device_key FROM runs WHERE status = 'queued' ORDER BY id").fetchall():
+        for row in fair_order(c):
             key = row["device_key"]
             if key == PROBE_DEVICE_KEY:
                 if key in busy or (caps is not None and busy):
@@ -212,6 +213,42 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
         with store.transaction() as c:
             c.execute("UPDATE runs SET pid = ? WHERE id = ? AND pid IS NULL", (pid, run_id))
     return [run_id for run_id, _ in started]
+
+
+def fair_order(conn: Any) -> list[Any]:
+    """The queued jobs in the order they start: round-robin across visitors, not first come first
+    served, so a visitor who queues many delays only themselves. A job's turn is how many jobs of
+    its visitor were ahead of it when it was queued (still waiting, running, or finishing later):
+    first by client address where the host keeps one (a flood of browser identities from one
+    address is one visitor), then by owner; among equal turns, the older job first. The app's own
+    lookups and probes keep their queue order."""
+    oldest = conn.execute("SELECT MIN(created_at) FROM runs WHERE status = 'queued'").fetchone()[0]
+    if oldest is None:
+        return []
+    rows = conn.execute(  # what can have been ahead of a waiting job: unfinished then, or since
+        "SELECT id, kind, device_key, owner, client, status, created_at, finished_at FROM runs "
+        "WHERE (status IN ('queued', 'starting', 'running') OR finished_at > ?) AND COALESCE(imported, 0) = 0 "
+        "ORDER BY id",
+        (oldest,),
+    ).fetchall()
+    counted = [row for row in rows if row["kind"] not in UNCOUNTED_KINDS]
+    turns = []
+    for row in rows:
+        if row["status"] != "queued":
+            continue
+        turn = (0, 0)
+        if row["kind"] not in UNCOUNTED_KINDS:
+            ahead = [
+                i for i in counted
+                if i["id"] < row["id"] and (i["finished_at"] is None or i["finished_at"] > row["created_at"])
+            ]  # fmt: skip
+            address = row["client"] or row["owner"]
+            turn = (
+                sum(1 for i in ahead if (i["client"] or i["owner"]) == address),
+                sum(1 for i in ahead if i["owner"] == row["owner"]),
+            )
+        turns.append((turn, row["id"], row))
+    return [row for _, _, row in sorted(turns, key=lambda t: (t[0], t[1]))]
 
 
 def reconcile(store: Store, now: float | None = None) -> list[int]:
@@ -279,8 +316,11 @@ def delete(store: Store, run_id: int, owner: str) -> None:
 
 
 def queue_position(store: Store, run_id: int) -> int | None:
-    """1 = next to start on its device; None when the run is not waiting."""
+    """1 = next to start on its device (in fair_order: a visitor who queued many later may find
+    another's job ahead of theirs); None when the run is not waiting."""
     run = store.get_run(run_id)
     if run is None or run.status != "queued":
         return None
-    return store.queued_ahead(run) + 1
+    with store.transaction() as c:
+        waiting = [row["id"] for row in fair_order(c) if row["device_key"] == run.device_key]
+    return waiting.index(run_id) + 1 if run_id in waiting else None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine.spec import data_home
+from core.runs.disk_space import disk_full_message, is_disk_full
 
 SCHEMA_VERSION = 5
 MAX_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY: a larger number names no run
@@ -202,7 +203,9 @@ class Store:
             raise
         except (OSError, sqlite3.OperationalError) as exc:  # permissions, a missing drive, a locked file
             self._close_quietly()
-            raise StoreError(f"cannot use the store {self.path}: {exc}") from None
+            raise StoreError(
+                disk_full_message(self.path) if is_disk_full(exc) else f"cannot use the store {self.path}: {exc}"
+            ) from None
         except sqlite3.DatabaseError as exc:  # "file is not a database"
             self._close_quietly()
             raise StoreError(f"{self.path} is not a Compile Lab store ({exc})") from None
@@ -449,13 +452,6 @@ class Store:
             if len(rows) < want or (limit and len(events) >= limit):
                 return events
             last = rows[-1]["id"]
-
-    def queued_ahead(self, run: Run) -> int:
-        """Queued runs on the same device that were queued before `run`."""
-        row = self._conn.execute(
-            "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND device_key = ? AND id < ?", (run.device_key, run.id)
-        ).fetchone()
-        return int(row[0])
 
     def imported_count(self, owner: str) -> int:
         """How many imported runs `owner` keeps (the host's per-visitor import limit counts them)."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.engine.spec import RunSpec, SpecError
+from core.runs import disk_space
 from core.runs.devices import HOST
 from core.runs.job_kinds import JOB_KINDS, runner_of
 from core.runs.processes import launch_ticker
@@ -50,6 +51,7 @@ class EventSink:
         self._last_write = 0.0
         self._live: dict[str, Any] = {}  # what the page shows beside the phase while the run goes on
         self._where: Any = None
+        self.stored = 0  # events written to the store so far
         self._stop = threading.Event()
         self._flush_lock = threading.Lock()  # the writer thread and the watchdog both flush
         self._thread = threading.Thread(target=self._loop, name="event-writer", daemon=True)
@@ -128,6 +130,7 @@ class EventSink:
                 return
             try:
                 self._store.append_events(self.run_id, rows, {**fields, "heartbeat_at": now})
+                self.stored += len(rows)
             except Exception:
                 with self._lock:  # keep what was measured for the next attempt
                     self._rows[:0] = rows
@@ -142,11 +145,25 @@ class EventSink:
             except Exception as exc:  # noqa: BLE001 - keep the writer alive; the next flush retries
                 print(f"event writer: {exc}", file=sys.stderr)
 
-    def close(self) -> None:
+    def close(self) -> int:
+        """Write what is left. On a full disk, keep it and retry for up to DISK_FULL_WAIT_S (space
+        may come back: then nothing measured is lost). Returns how many events could not be stored."""
         self._stop.set()
         self._thread.join(timeout=5)
-        self.flush()
+        deadline = time.monotonic() + disk_space.DISK_FULL_WAIT_S
+        while True:
+            try:
+                self.flush()
+                break
+            except Exception as exc:
+                if not disk_space.is_disk_full(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    print(f"event writer: disk full, {len(self._rows)} events not stored", file=sys.stderr)
+                    break
+                time.sleep(disk_space.DISK_FULL_RETRY_EVERY_S)
         self._store.close()
+        return len(self._rows)
 
 
 def phase_text(event: Any) -> str:
@@ -225,16 +242,45 @@ def run_job(store_path: str, run_id: int) -> int:
     finally:
         done.set()  # no timeout and no SIGTERM may interrupt the recording below
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        sink.close()
-    # What was measured is stored whatever the final status: a run that reconcile or a cancel
-    # already ended keeps its summary too.
-    measured = {k: v for k, v in fields.items() if k in ("summary", "details", "environment") and v is not None}
-    if measured:
-        store.update_run(run_id, **measured)
-    phase = {"done": "done", "cancelled": "cancelled"}.get(status, f"failed: {fields.get('error')}")
-    store.finish_run(run_id, status, phase=phase, error=None if status == "cancelled" else fields.get("error"))
-    tick(store)
+        lost = sink.close()
+    if lost:
+        status, fields = (
+            "failed",
+            {
+                **fields,
+                "error": f"disk full: {lost} measured events could not be stored (the {sink.stored} before them are kept)",
+            },
+        )
+    try:
+        _record_end(store, run_id, status, fields)
+        tick(store)
+    except Exception as exc:
+        if not disk_space.is_disk_full(exc):
+            raise
+        print(f"run {run_id}: {disk_space.disk_full_message(store_path)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _record_end(store: Store, run_id: int, status: str, fields: dict[str, Any]) -> None:
+    """The run's outcome, retried while the disk is full (for up to DISK_FULL_WAIT_S). What was
+    measured is stored whatever the final status: a run that reconcile or a cancel already ended
+    keeps its summary too."""
+    measured = {k: v for k, v in fields.items() if k in ("summary", "details", "environment") and v is not None}
+    phase = {"done": "done", "cancelled": "cancelled"}.get(status, f"failed: {fields.get('error')}")
+    deadline = time.monotonic() + disk_space.DISK_FULL_WAIT_S
+    while True:
+        try:
+            with store.transaction() as conn:
+                if measured:
+                    store.update_run(run_id, conn=conn, **measured)
+                error = None if status == "cancelled" else fields.get("error")
+                store.finish_run(run_id, status, conn=conn, phase=phase, error=error)
+            return
+        except Exception as exc:
+            if not disk_space.is_disk_full(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(disk_space.DISK_FULL_RETRY_EVERY_S)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,11 +12,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
 from core import PROJECT_ROOT
+from core.engine.cold_caches import make_cold_cache
 from core.engine.explain.params import CACHES_DEFAULTS as DEFAULTS
 from core.engine.explain.params import caches_problems as validate  # noqa: F401 - a demo module's API: DEFAULTS, validate, run
 
@@ -79,7 +79,7 @@ def recompiles(shapes: list[int], backend: str, device: str = "cpu") -> list[dic
 
 def run(params: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
     p = {**DEFAULTS, **params}
-    cache_dir = tempfile.mkdtemp(prefix="compile-lab-cache-demo-")
+    cache_dir = make_cold_cache("demo")
     try:
         cold = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device)
         warm = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device)

@@ -160,7 +160,7 @@ class LiveFeeds:
         """The run's document now (None: no such run). Built at most once per snapshot, and once a
         second while the compile runs (its elapsed time is in the sentence)."""
         snap = self.board.snapshot(run_id, max_age_s=self.max_age_s)
-        if snap is None:
+        if snap is None or snap.run.kind != "race":  # a lookup's or a demo's error text is not for viewers
             return None
         now = time.time()
         tick = int(now) if sentences.is_compiling(snap.run.phase) and not snap.run.finished else None
