@@ -23,18 +23,63 @@ from core.engine.timing import device_sync
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
+# The new per-backend float32 API (torch 2.9+), parents before children: a child left at "none"
+# reads its parent's value, so putting them back in this order gives back what each read before.
+# Inductor's conv templates read `cudnn.fp32_precision` (torch/_inductor/kernel/conv.py), its
+# matmuls `cuda.matmul`; the legacy `cudnn.allow_tf32 = True` leaves the first at "none".
+FP32_PRECISION_SETTINGS = ("cudnn", "cuda.matmul", "cudnn.conv")
+
+
+def _backend(dotted: str):
+    root = torch.backends
+    for part in dotted.split("."):
+        root = getattr(root, part)
+    return root
+
+
+def has_fp32_precision_api() -> bool:
+    """Whether this torch has the per-backend `fp32_precision` settings (torch 2.9+)."""
+    try:
+        return all(isinstance(_backend(name).fp32_precision, str) for name in FP32_PRECISION_SETTINGS)
+    except (AttributeError, RuntimeError):
+        return False
+
+
 @contextlib.contextmanager
 def precision_settings(spec: RunSpec):
-    """TF32 on only when asked; restored afterwards so one run never leaks into the next."""
-    saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+    """TF32 on only when asked; restored afterwards so one run never leaks into the next.
+
+    Where torch has the new per-backend API it is set too (it is what Inductor reads), and the
+    legacy flags are set to agree with it: torch's legacy `get_float32_matmul_precision()` raises
+    when the two disagree, and Inductor's max-autotune calls it (codecache.py, select_algorithm.py).
+    Nothing here raises when a model file set the new API: a legacy flag that torch refuses to
+    read is left as it is, and the new settings are put back exactly.
+    """
     tf32 = spec.precision == "tf32"
+    new_api = has_fp32_precision_api()
+    saved = [(name, _backend(name).fp32_precision) for name in FP32_PRECISION_SETTINGS] if new_api else []
+    saved_legacy = (_legacy(torch.get_float32_matmul_precision), _legacy(lambda: torch.backends.cudnn.allow_tf32))
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = tf32
+    for name, _ in saved:
+        _backend(name).fp32_precision = "tf32" if tf32 else "ieee"
     try:
         yield
     finally:
-        torch.set_float32_matmul_precision(saved[0])
-        torch.backends.cudnn.allow_tf32 = saved[1]
+        if saved_legacy[0] is not None:
+            torch.set_float32_matmul_precision(saved_legacy[0])
+        if saved_legacy[1] is not None:
+            torch.backends.cudnn.allow_tf32 = saved_legacy[1]
+        for name, value in saved:
+            _backend(name).fp32_precision = value
+
+
+def _legacy(read):
+    """A legacy precision flag, or None where torch refuses to read it (the new API disagrees)."""
+    try:
+        return read()
+    except RuntimeError:
+        return None
 
 
 def autocast_context(spec: RunSpec, device: torch.device):
