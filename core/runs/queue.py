@@ -181,6 +181,7 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
         busy = {
             row[0] for row in c.execute("SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running')")
         }
+        busy |= _lanes_held_by_exiting_workers(c, now)
         for row in c.execute("SELECT id, kind, device_key FROM runs WHERE status = 'queued' ORDER BY id").fetchall():
             key = row["device_key"]
             if key == PROBE_DEVICE_KEY:
@@ -212,6 +213,22 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
         with store.transaction() as c:
             c.execute("UPDATE runs SET pid = ? WHERE id = ? AND pid IS NULL", (pid, run_id))
     return [run_id for run_id, _ in started]
+
+
+EXITING_WORKER_WINDOW_S = 600.0  # a worker still alive this long after its job ended is hung: not looked for
+
+
+def _lanes_held_by_exiting_workers(c: Any, now: float) -> set[str]:
+    """Lanes whose last job has ended but whose worker process on this host is still alive. A job's
+    end is recorded before its process exits (and a cancelled or timed-out worker takes a moment to
+    die), and until it has, it holds its device's memory: after an out-of-memory, most of the GPU.
+    So a lane is free only when its process is gone."""
+    rows = c.execute(
+        "SELECT device_key, pid FROM runs WHERE status IN ('done', 'failed', 'cancelled') AND host = ? "
+        "AND pid IS NOT NULL AND finished_at >= ?",
+        (HOST, now - EXITING_WORKER_WINDOW_S),
+    ).fetchall()
+    return {row[0] for row in rows if processes.pid_alive(int(row[1]))}
 
 
 def reconcile(store: Store, now: float | None = None) -> list[int]:

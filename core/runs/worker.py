@@ -182,7 +182,7 @@ def _watchdog(
     finally:
         store = Store(store_path)
         store.finish_run(run_id, "failed", error=f"timed out after {limit_s:.0f} s", phase="timed out")
-        launch_ticker(store_path)
+        launch_ticker(store_path, after_pid=os.getpid())
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
@@ -233,7 +233,8 @@ def run_job(store_path: str, run_id: int) -> int:
         store.update_run(run_id, **measured)
     phase = {"done": "done", "cancelled": "cancelled"}.get(status, f"failed: {fields.get('error')}")
     store.finish_run(run_id, status, phase=phase, error=None if status == "cancelled" else fields.get("error"))
-    tick(store)
+    tick(store)  # other lanes' jobs start now; this lane's next one once this process is gone:
+    launch_ticker(store_path, after_pid=os.getpid())
     return 0
 
 
