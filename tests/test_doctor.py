@@ -44,10 +44,14 @@ def test_judging_a_race():
         "steady_state_speedup": 1.42,
         "verdict": "faster",
         "compile_time_s": 21.3,
-        "compiled_peak_reserved_bytes": 3 * 2**30,
+        "compiled_peak_reserved_bytes": 5 * 2**30,  # eager's leftover cache included
+        "compiled_reserved_growth_bytes": 3 * 2**30,
     }
     assert judge(check, run(summary=good)) == Outcome(
-        "race", OK, "1.42x steady (faster), compile 21.3 s, compiled peak reserved 3.0 GiB", 7
+        "race",
+        OK,
+        "1.42x steady (faster), compile 21.3 s, compiled added 3.0 GiB to the CUDA cache (CUDA-graph pool included)",
+        7,
     )
     skipped = judge(check, run(summary={**good, "compile_skipped": "no graph was compiled (BF16 is not supported)"}))
     assert skipped.outcome == FAILED and "compile did not happen" in skipped.figure

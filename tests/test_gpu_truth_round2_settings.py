@@ -4,9 +4,14 @@ fails on the code as it was before the fix."""
 
 import pytest
 import torch
+from conftest import CPU, quick_spec
 
-from core.engine import device_state
+from core.engine import device_state, variant
+from core.engine.compile_stats import CompileStats
+from core.engine.events import StepEvent, VariantResult
 from core.engine.spec import RunSpec
+from core.engine.trainer import run_race, summarize_variants
+from core.view.report import _reserved_rows, fmt_bytes
 
 BACKENDS = {
     "cudnn": lambda: torch.backends.cudnn,
@@ -66,3 +71,67 @@ def test_precision_settings_restore_the_untouched_defaults_exactly(restore_preci
         with device_state.precision_settings(RunSpec(precision=precision)):
             pass
         assert (_new_api(), torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "alternating"])
+def test_both_variants_are_profiled_after_both_timed_runs(monkeypatch, schedule):
+    # For CUDA-graph modes below CUDA 12.6 torch leaves CUPTI attached after a profile
+    # (TEARDOWN_CUPTI=0), slowing later launches: a profile between the timed runs taxes compiled only.
+    timeline: list[str] = []
+    real_profile = variant.profile_steps
+
+    def recording_profile(step, batches, device, steps, trace_path=None):
+        timeline.append("profile")
+        return real_profile(step, batches, device, steps, trace_path)
+
+    monkeypatch.setattr(variant, "profile_steps", recording_profile)
+
+    def on_event(event):
+        if isinstance(event, StepEvent):
+            timeline.append(f"{event.variant} step")
+
+    profiled = run_race(quick_spec(schedule=schedule, profile_steps=2), on_event, CPU)
+    assert profiled.status == "done", profiled.error
+    assert timeline.count("profile") == 2
+    assert timeline.index("profile") > max(i for i, e in enumerate(timeline) if e != "profile")
+    assert profiled.summary["profile"]["eager"]["steps"] == profiled.summary["profile"]["compiled"]["steps"] == 2
+    plain = run_race(quick_spec(schedule=schedule, profile_steps=0), None, CPU)
+    for name in ("eager", "compiled"):  # the timed runs are the same ones, profiled or not
+        assert [s.loss for s in getattr(profiled, name).steps] == [s.loss for s in getattr(plain, name).steps]
+
+
+class FakeCudaCache:
+    """torch.cuda's memory counters as a CUDA box shows them to the compiled variant: eager left
+    4 GiB in the cache (it is not emptied between variants), compiled's graph pool adds 1.5 GiB."""
+
+    def __init__(self):
+        self.reserved = 4 * 2**30
+
+    def reset_peak_memory_stats(self, device=None):
+        pass  # torch sets the reserved peak to what is reserved now
+
+    def memory_reserved(self, device=None):
+        return self.reserved
+
+    def max_memory_reserved(self, device=None):
+        return self.reserved + 3 * 2**29
+
+    def max_memory_allocated(self, device=None):
+        return 2**30
+
+    def synchronize(self, device=None):
+        pass
+
+
+def test_each_variant_reports_what_it_added_to_the_cuda_cache_not_eagers_leftovers(monkeypatch):
+    monkeypatch.setattr(torch, "cuda", FakeCudaCache())
+    device = torch.device("cuda")
+    result = VariantResult("compiled")
+    result.reserved_at_start_bytes = device_state.reset_peak_memory(device)
+    assert device_state.release_variant(result, device) is None
+    assert result.peak_reserved_bytes == 4 * 2**30 + 3 * 2**29  # the whole cache, eager's part included
+    assert result.reserved_growth_bytes == 3 * 2**29  # what compiled added: its graph pool
+    summary = summarize_variants(quick_spec(), VariantResult("eager"), result, CompileStats())
+    assert summary["compiled_reserved_growth_bytes"] == 3 * 2**29
+    rows = _reserved_rows(summary)
+    assert rows[0] == ("CUDA cache added (reserved growth)", "-", fmt_bytes(3 * 2**29))

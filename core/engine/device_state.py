@@ -120,14 +120,28 @@ def inductor_cache(spec: RunSpec, device: torch.device):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def reset_peak_memory(device: torch.device) -> None:
-    """Start counting peak memory afresh (the CUDA allocator's peak, or the process's peak RSS)."""
+def reset_peak_memory(device: torch.device) -> int | None:
+    """Start counting peak memory afresh (the CUDA allocator's peak, or the process's peak RSS).
+
+    CUDA: returns what the caching allocator holds now. The cache is not emptied between the
+    variants, and reset_peak_memory_stats starts the reserved peak at what is reserved now, so the
+    compiled variant's reserved peak includes eager's leftover cache; what a variant *added*
+    (reserved_growth, below) is measured from this figure."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-        return
+        return int(torch.cuda.memory_reserved(device))
     with contextlib.suppress(OSError):  # Linux: writing 5 resets the process's peak RSS
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
+    return None
+
+
+def reserved_growth(peak_reserved: int | None, reserved_at_start: int | None) -> int | None:
+    """What a variant added to the CUDA cache: its reserved peak minus what was reserved when its
+    count started (a CUDA-graph pool shows here). None off CUDA or when either is unknown."""
+    if peak_reserved is None or reserved_at_start is None:
+        return None
+    return max(0, peak_reserved - reserved_at_start)
 
 
 def peak_reserved_memory(device: torch.device) -> int | None:
@@ -175,6 +189,7 @@ def release_variant(result: VariantResult, device: torch.device) -> str | None:
     try:
         result.peak_memory_bytes, result.memory_kind = peak_memory(device)
         result.peak_reserved_bytes = peak_reserved_memory(device)
+        result.reserved_growth_bytes = reserved_growth(result.peak_reserved_bytes, result.reserved_at_start_bytes)
     except Exception:  # noqa: BLE001 - a device in an error state: the figures stay unknown
         result.memory_kind = "unavailable (the device reported an error)"
     gc.collect()

@@ -112,9 +112,9 @@ def judge(check: Check, run: Run | None) -> Outcome:
         return Outcome(check.name, FAILED, "too few steps finished to compare the variants", run.id)
     compiled = f"compile {compile_s:.1f} s" if compile_s is not None else "compile time not measured"
     figure = f"{speedup:.2f}x steady ({summary.get('verdict')}), {compiled}"
-    reserved = summary.get("compiled_peak_reserved_bytes")
-    if reserved:
-        figure += f", compiled peak reserved {reserved / 2**30:.1f} GiB"
+    added = summary.get("compiled_reserved_growth_bytes")
+    if added:
+        figure += f", compiled added {added / 2**30:.1f} GiB to the CUDA cache (CUDA-graph pool included)"
     return Outcome(check.name, OK, figure, run.id)
 
 
