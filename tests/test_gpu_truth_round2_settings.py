@@ -2,6 +2,9 @@
 each simulated on a CPU: the state torch creates on a GPU box is built here by hand, and each test
 fails on the code as it was before the fix."""
 
+import os
+import subprocess
+
 import pytest
 import torch
 from conftest import CPU, quick_spec
@@ -135,3 +138,23 @@ def test_each_variant_reports_what_it_added_to_the_cuda_cache_not_eagers_leftove
     assert summary["compiled_reserved_growth_bytes"] == 3 * 2**29
     rows = _reserved_rows(summary)
     assert rows[0] == ("CUDA cache added (reserved growth)", "-", fmt_bytes(3 * 2**29))
+
+
+def test_the_caches_demos_cold_compile_cannot_use_a_hosts_triton_cache(monkeypatch, tmp_path):
+    # Triton reads TRITON_CACHE_DIR before anything Inductor sets (torch/_inductor/runtime/
+    # cache_dir_utils.py): a host that sets it would serve the "cold" compile its GPU kernels.
+    from core.engine.explain import caches
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "host-triton"))
+    seen = {}
+
+    def fake_run(command, env, **kwargs):
+        seen.update(env)
+        return subprocess.CompletedProcess(command, 0, stdout='{"compile_s": 1.0}\n', stderr="")
+
+    monkeypatch.setattr(caches.subprocess, "run", fake_run)
+    cache_dir = str(tmp_path / "cold")
+    assert caches.compile_in_fresh_process(cache_dir, "mlp", 8, "cpu")["compile_s"] == 1.0
+    assert seen["TORCHINDUCTOR_CACHE_DIR"] == cache_dir
+    assert seen["TRITON_CACHE_DIR"].startswith(cache_dir + os.sep)
+    assert {name: seen[name] for name in device_state.CACHE_VARIABLES} == device_state.cache_environment(cache_dir)

@@ -23,6 +23,13 @@ from core.engine.timing import device_sync
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
+def cache_environment(path: str) -> dict[str, str]:
+    """The variables that put both compile caches inside `path`: Inductor's, and Triton's (its
+    GPU kernels), which otherwise a host's TRITON_CACHE_DIR or a warm ~/.triton would serve (Triton
+    reads TRITON_CACHE_DIR first: torch/_inductor/runtime/cache_dir_utils.py)."""
+    return dict(zip(CACHE_VARIABLES, (path, os.path.join(path, "triton")), strict=True))
+
+
 # The new per-backend float32 API (torch 2.9+), parents before children: a child left at "none"
 # reads its parent's value, so putting them back in this order gives back what each read before.
 # Inductor's conv templates read `cudnn.fp32_precision` (torch/_inductor/kernel/conv.py), its
@@ -106,8 +113,7 @@ def inductor_cache(spec: RunSpec, device: torch.device):
         os.makedirs(path, exist_ok=True)
     else:
         path = tempfile.mkdtemp(prefix="compile-lab-cold-cache-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
+    os.environ.update(cache_environment(path))
     try:
         yield path
     finally:
