@@ -53,3 +53,12 @@ def test_wait_for_exit_returns_once_the_worker_is_gone():
     finally:
         worker.wait()
     assert not processes.wait_for_exit(os.getpid(), 0.1)  # pytest itself: never gone
+
+
+def test_a_cuda_job_can_be_pinned_to_one_gpu_lane(store, sleepers, monkeypatch):
+    two = AMPERE.__class__(**{**AMPERE.__dict__, "gpu_count": 2})
+    monkeypatch.setattr(queue, "known_caps", lambda store: two)
+    pinned = queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=two, lane="cuda:1")
+    assert (store.get_run(pinned).device_key, store.get_run(pinned).status) == ("cuda:1", "starting")
+    with pytest.raises(queue.JobError):
+        queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=two, lane="cuda:0")  # a CPU job

@@ -61,11 +61,13 @@ def enqueue(
     limits: HostLimits | None = None,
     caps: DeviceCaps | None = None,
     address: str | None = None,
+    lane: str | None = None,
 ) -> int:
     """Validate and queue a job; returns its run id. Raises SpecError (bad input, over a host
     limit) or JobError (queue full) without writing anything. `address`: the visitor's client
     address where the host limits by it (core.runs.identity); the per-person limit then counts
-    every job from that address too."""
+    every job from that address too. `lane`: one GPU lane (cuda:N) for a CUDA job instead of the
+    next idle one (the doctor's recovery check runs on the GPU that ran out of memory)."""
     if kind not in JOB_KINDS:
         raise JobError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}")
     job = JOB_KINDS[kind]
@@ -83,7 +85,12 @@ def enqueue(
             check_room(c, owner, limits, address=address)
         elif job.max_waiting_per_asker is not None:
             check_asker_room(c, job, owner, address)
-        run_id = store._insert_run(c, job_row(kind, params, owner, caps, limits, client=address))
+        row = job_row(kind, params, owner, caps, limits, client=address)
+        if lane is not None:
+            if row["device_key"] != ANY_GPU or not lane.startswith("cuda:"):
+                raise JobError(f"lane {lane} is not a GPU lane for a job on {row['device_key']}")
+            row["device_key"] = lane
+        run_id = store._insert_run(c, row)
     tick(store)
     return run_id
 
