@@ -280,3 +280,12 @@ def sleepers(monkeypatch):
 
 
 SLEEPER = "import time; time.sleep(120)"  # as core.runs.processes.launch_worker's stand-in
+
+
+def end_run(store, sleepers, run_id, status="done", **fields) -> None:
+    """A stand-in worker records its job's end and exits: its lane is free only once it is gone."""
+    store.finish_run(run_id, status, **fields)
+    for proc in sleepers:
+        if proc.args[-1] == str(run_id):
+            proc.kill()
+            proc.wait()

@@ -8,7 +8,8 @@ from conftest import quick_spec
 
 from core.engine import analysis
 from core.runs.bundle import export_bundle, import_bundle
-from core.runs.doctor import FAILED, Check, judge
+from core.runs.doctor import FAILED, judge
+from core.runs.doctor_plan import Check
 from core.runs.store import Store
 from core.runs.worker import phase_text
 from core.view.queue import describe

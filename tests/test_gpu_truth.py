@@ -3,7 +3,7 @@ attribute removed, a counter set), so the fix is checked in CI where no GPU exis
 
 import pytest
 import torch
-from conftest import AMPERE, CPU, quick_spec
+from conftest import AMPERE, CPU, end_run, quick_spec
 
 from core.engine import spec as spec_module
 from core.engine.spec import DeviceCaps, RunSpec, inductor_problem, native_bf16, validate
@@ -420,7 +420,7 @@ def test_each_gpu_is_a_lane_and_a_cuda_job_takes_any_idle_one(store, sleepers, m
     assert runs[3].device_key == "cuda" and queue.queue_position(store, ids[3]) == 1
     cpu = queue.enqueue(store, quick_spec(device="cpu"), "ann", limits=limits)  # the CPU is a lane of its own
     assert store.get_run(cpu).status == "starting"
-    store.finish_run(ids[1], "done")
+    end_run(store, sleepers, ids[1])  # its worker exits too: a lane is free once its process is gone
     queue.tick(store)
     assert store.get_run(ids[3]).status == "starting" and store.get_run(ids[3]).device_key == "cuda:1"
 
@@ -444,12 +444,12 @@ def test_a_new_probe_waits_while_a_gpu_measures_and_nothing_starts_while_it_prob
     race = queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits)
     probe = queue.enqueue(store, {}, "system", kind="probe")
     assert store.get_run(race).status == "starting" and store.get_run(probe).status == "queued"
-    store.finish_run(race, "done")
+    end_run(store, sleepers, race)
     queue.tick(store)
     assert store.get_run(probe).status == "starting"
     waiting = queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=limits)
     assert store.get_run(waiting).status == "queued"  # no measurement beside the probe's CUDA context
-    store.finish_run(probe, "done", summary={"caps": EIGHT_GPUS.to_dict()})
+    end_run(store, sleepers, probe, summary={"caps": EIGHT_GPUS.to_dict()})
     queue.tick(store)
     assert store.get_run(waiting).status == "starting"
 

@@ -11,7 +11,8 @@ import torch._dynamo.utils as du
 
 from core.engine import compile_stats, environment
 from core.engine.compile_stats import CompileWatch
-from core.runs.doctor import OK, Check, judge
+from core.runs.doctor import OK, judge
+from core.runs.doctor_plan import Check
 from core.runs.store import Run
 from core.view.report import tf32_in_force
 

@@ -96,6 +96,8 @@ def test_one_job_per_device_in_fifo_order_with_queue_positions(store, sleepers):
     gpu = queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=AMPERE)
     assert store.get_run(gpu).device_key == "cuda:0" and store.get_run(gpu).status == "starting"
     store.finish_run(ids[0], "done")
+    sleepers[0].kill()  # a lane is free once its worker process is gone (tests/test_lanes.py)
+    sleepers[0].wait()
     queue.tick(store)
     assert [store.get_run(i).status for i in ids] == ["done", "starting", "queued"]
 

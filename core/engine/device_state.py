@@ -23,18 +23,70 @@ from core.engine.timing import device_sync
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
+def cache_environment(path: str) -> dict[str, str]:
+    """The variables that put both compile caches inside `path`: Inductor's, and Triton's (its
+    GPU kernels), which otherwise a host's TRITON_CACHE_DIR or a warm ~/.triton would serve (Triton
+    reads TRITON_CACHE_DIR first: torch/_inductor/runtime/cache_dir_utils.py)."""
+    return dict(zip(CACHE_VARIABLES, (path, os.path.join(path, "triton")), strict=True))
+
+
+# The new per-backend float32 API (torch 2.9+), parents before children: a child left at "none"
+# reads its parent's value, so putting them back in this order gives back what each read before.
+# Inductor's conv templates read `cudnn.fp32_precision` (torch/_inductor/kernel/conv.py), its
+# matmuls `cuda.matmul`; the legacy `cudnn.allow_tf32 = True` leaves the first at "none".
+FP32_PRECISION_SETTINGS = ("cudnn", "cuda.matmul", "cudnn.conv")
+
+
+def _backend(dotted: str):
+    root = torch.backends
+    for part in dotted.split("."):
+        root = getattr(root, part)
+    return root
+
+
+def has_fp32_precision_api() -> bool:
+    """Whether this torch has the per-backend `fp32_precision` settings (torch 2.9+)."""
+    try:
+        return all(isinstance(_backend(name).fp32_precision, str) for name in FP32_PRECISION_SETTINGS)
+    except (AttributeError, RuntimeError):
+        return False
+
+
 @contextlib.contextmanager
 def precision_settings(spec: RunSpec):
-    """TF32 on only when asked; restored afterwards so one run never leaks into the next."""
-    saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+    """TF32 on only when asked; restored afterwards so one run never leaks into the next.
+
+    Where torch has the new per-backend API it is set too (it is what Inductor reads), and the
+    legacy flags are set to agree with it: torch's legacy `get_float32_matmul_precision()` raises
+    when the two disagree, and Inductor's max-autotune calls it (codecache.py, select_algorithm.py).
+    Nothing here raises when a model file set the new API: a legacy flag that torch refuses to
+    read is left as it is, and the new settings are put back exactly.
+    """
     tf32 = spec.precision == "tf32"
+    new_api = has_fp32_precision_api()
+    saved = [(name, _backend(name).fp32_precision) for name in FP32_PRECISION_SETTINGS] if new_api else []
+    saved_legacy = (_legacy(torch.get_float32_matmul_precision), _legacy(lambda: torch.backends.cudnn.allow_tf32))
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = tf32
+    for name, _ in saved:
+        _backend(name).fp32_precision = "tf32" if tf32 else "ieee"
     try:
         yield
     finally:
-        torch.set_float32_matmul_precision(saved[0])
-        torch.backends.cudnn.allow_tf32 = saved[1]
+        if saved_legacy[0] is not None:
+            torch.set_float32_matmul_precision(saved_legacy[0])
+        if saved_legacy[1] is not None:
+            torch.backends.cudnn.allow_tf32 = saved_legacy[1]
+        for name, value in saved:
+            _backend(name).fp32_precision = value
+
+
+def _legacy(read):
+    """A legacy precision flag, or None where torch refuses to read it (the new API disagrees)."""
+    try:
+        return read()
+    except RuntimeError:
+        return None
 
 
 def autocast_context(spec: RunSpec, device: torch.device):
@@ -61,8 +113,7 @@ def inductor_cache(spec: RunSpec, device: torch.device):
         os.makedirs(path, exist_ok=True)
     else:
         path = make_cold_cache()  # under the data dir; a killed worker's is swept by the next one
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
+    os.environ.update(cache_environment(path))
     try:
         yield path
     finally:
@@ -75,14 +126,28 @@ def inductor_cache(spec: RunSpec, device: torch.device):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def reset_peak_memory(device: torch.device) -> None:
-    """Start counting peak memory afresh (the CUDA allocator's peak, or the process's peak RSS)."""
+def reset_peak_memory(device: torch.device) -> int | None:
+    """Start counting peak memory afresh (the CUDA allocator's peak, or the process's peak RSS).
+
+    CUDA: returns what the caching allocator holds now. The cache is not emptied between the
+    variants, and reset_peak_memory_stats starts the reserved peak at what is reserved now, so the
+    compiled variant's reserved peak includes eager's leftover cache; what a variant *added*
+    (reserved_growth, below) is measured from this figure."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-        return
+        return int(torch.cuda.memory_reserved(device))
     with contextlib.suppress(OSError):  # Linux: writing 5 resets the process's peak RSS
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
+    return None
+
+
+def reserved_growth(peak_reserved: int | None, reserved_at_start: int | None) -> int | None:
+    """What a variant added to the CUDA cache: its reserved peak minus what was reserved when its
+    count started (a CUDA-graph pool shows here). None off CUDA or when either is unknown."""
+    if peak_reserved is None or reserved_at_start is None:
+        return None
+    return max(0, peak_reserved - reserved_at_start)
 
 
 def peak_reserved_memory(device: torch.device) -> int | None:
@@ -130,6 +195,7 @@ def release_variant(result: VariantResult, device: torch.device) -> str | None:
     try:
         result.peak_memory_bytes, result.memory_kind = peak_memory(device)
         result.peak_reserved_bytes = peak_reserved_memory(device)
+        result.reserved_growth_bytes = reserved_growth(result.peak_reserved_bytes, result.reserved_at_start_bytes)
     except Exception:  # noqa: BLE001 - a device in an error state: the figures stay unknown
         result.memory_kind = "unavailable (the device reported an error)"
     gc.collect()

@@ -84,7 +84,9 @@ class VariantResult:
     steps: list[StepEvent] = field(default_factory=list)
     epochs: list[EpochEvent] = field(default_factory=list)
     peak_memory_bytes: int | None = None
-    peak_reserved_bytes: int | None = None  # CUDA: what the caching allocator holds (CUDA-graph pools live here)
+    peak_reserved_bytes: int | None = None  # CUDA: the caching allocator's peak, eager's leftover cache included
+    reserved_at_start_bytes: int | None = None  # CUDA: reserved when the variant's memory count started
+    reserved_growth_bytes: int | None = None  # CUDA: what the variant added to the cache (CUDA-graph pools live here)
     memory_kind: str = ""
     error: str | None = None
     compiles: list[CompileEvent] = field(default_factory=list)
@@ -131,6 +133,7 @@ def _variant_dict(v: VariantResult) -> dict[str, Any]:
     return {
         "peak_memory_bytes": v.peak_memory_bytes,
         "peak_reserved_bytes": v.peak_reserved_bytes,
+        "reserved_growth_bytes": v.reserved_growth_bytes,
         "memory_kind": v.memory_kind,
         "final_loss": v.final_loss,
         "error": v.error,

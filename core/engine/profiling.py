@@ -97,8 +97,11 @@ def summarize_profile(events: list[Any], device_type: str, steps: int) -> dict[s
     for e in kernels:
         by_name[e.name].append(kernel_us[id(e)])
     top = sorted(by_name.items(), key=lambda item: -sum(item[1]))[:TOP_KERNELS]
+    # A CUDA graph replayed is one cudaGraphLaunch call on the host (its kernels follow on the device).
+    graph_launches = sum(1 for e in events if e.name.startswith(GRAPH_LAUNCH) and not _on_cuda(e))
     return {
         "steps": steps,
+        "graph_launches_per_step": graph_launches / steps,
         "operators_per_step": len(operators) / steps,
         "kernels_per_step": len(kernels) / steps,
         "host_s_per_step": host_us / steps / 1e6,
@@ -109,6 +112,9 @@ def summarize_profile(events: list[Any], device_type: str, steps: int) -> dict[s
             for name, times in top
         ],
     }
+
+
+GRAPH_LAUNCH = "cudaGraphLaunch"  # the CUDA runtime call (cudaGraphLaunch, or _v10000 with a version)
 
 
 def _elapsed_us(event: Any) -> float:

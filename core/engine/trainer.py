@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import gc
 import os
 import warnings
 from collections.abc import Callable
@@ -126,6 +127,7 @@ class _Race:
     stats: CompileStats = field(default_factory=CompileStats)
     error: str | None = None
     compile_failed: str | None = None
+    trained: dict[str, tuple] = field(default_factory=dict)  # a variant's state and batches, to profile it later
 
     def result(self, environment: dict[str, Any], **extra: Any) -> RaceResult:
         eager, compiled = self.variants["eager"], self.variants["compiled"]
@@ -135,29 +137,58 @@ class _Race:
 
 
 def _race_sequential(race: _Race, initial: _InitialModel) -> None:
-    """Eager runs all its epochs, then compiled runs all of its; a failure ends the race there."""
+    """Eager runs all its epochs, then compiled runs all of its; a failure ends the race there.
+
+    No profiling happens between the two timed runs: the profiler can leave CUPTI attached (torch
+    keeps it for CUDA-graph modes below CUDA 12.6, TEARDOWN_CUPTI=0), which slows every later
+    launch, so only compiled would pay. Compiled is profiled after its timed epochs, and eager,
+    rebuilt as it ended training, after that."""
     for name in VARIANTS:
         race.emit(initial.starting(race.spec, name))
         if name == "compiled":
             reset_compile_state()
         _take_turn(race, (name,), functools.partial(_whole_run, name=name, initial=initial))
         if race.error:
-            break
+            return
+    if "eager" in race.trained:
+        _profile_later(race, "eager", *race.trained.pop("eager"), initial)
 
 
 def _whole_run(turn: _Turn, name: str, initial: _InitialModel) -> None:
-    """Sequential: one variant's every epoch, then its profiled steps (eager after the warm-up)."""
+    """Sequential: one variant's every epoch (eager after the warm-up); compiled's profiled steps
+    follow its own, eager's trained state is kept (off the device) to be profiled after compiled."""
     race = turn.race
     try:
         if name == "eager":
             warm_up_device(race.spec, race.device, initial.init_state, initial.workload)
         after = turn.report_compile_skipped if name == "compiled" else None
-        turn.set_up(name, initial).run(
-            BatchSource(race.spec, race.device, initial.workload), after_first_epoch=after, trace_dir=race.trace_dir
-        )
+        run = turn.set_up(name, initial)
+        source = BatchSource(race.spec, race.device, initial.workload)
+        profile_now = name == "compiled" or not race.spec.profile_steps
+        run.run(source, after_first_epoch=after, trace_dir=race.trace_dir, profile=profile_now)
+        if not profile_now:  # its batches too: DataLoader workers (idle meanwhile) are not started twice
+            race.trained[name] = (run.trained_state(), source)
     except Exception as exc:
         if not turn.compile_failed(name, exc):
             raise
+
+
+def _profile_later(race: _Race, name: str, state: dict[str, Any], source: BatchSource, initial: _InitialModel) -> None:
+    """Profile a variant after both timed runs, rebuilt from the state it ended training with. Its
+    memory peaks were recorded at its release; a failure here fails the race, said as usual."""
+    spec, device = race.spec, race.device
+    run = VariantRun(name, spec, device, initial.init_state, lambda event: None, initial.workload)
+    try:
+        run.restore_trained_state(state)
+        run.result = race.variants[name]
+        run.model.train()
+        run.profile(source, race.trace_dir)
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
+        race.error = race.variants[name].error = explain_failure(exc, spec, device)
+        race.emit(StatusEvent(name, "failed", spec.epochs, spec.epochs, race.error))
+    finally:
+        del run
+        gc.collect()
 
 
 def _race_alternating(race: _Race, initial: _InitialModel) -> None:
@@ -188,7 +219,9 @@ def _epoch_by_epoch(turn: _Turn, initial: _InitialModel) -> None:
             sources[name] = BatchSource(spec, device, initial.workload)
             sources[name].prepare()
             streams[name] = random_state(device)  # right after the variant's own seeding
-        reset_peak_memory(device)
+        reserved_at_start = reset_peak_memory(device)
+        for run in turn.runs.values():
+            run.result.reserved_at_start_bytes = reserved_at_start
         # The stance (set after compiled's first step) stays for the whole race: eager's model is
         # not compiled, so it never consults it.
         for epoch in range(1, spec.epochs + 1):
@@ -332,6 +365,8 @@ def summarize_variants(
         compiled_peak_memory_bytes=compiled.peak_memory_bytes,
         eager_peak_reserved_bytes=eager.peak_reserved_bytes,
         compiled_peak_reserved_bytes=compiled.peak_reserved_bytes,
+        eager_reserved_growth_bytes=eager.reserved_growth_bytes,
+        compiled_reserved_growth_bytes=compiled.reserved_growth_bytes,
         memory_kind=compiled.memory_kind or eager.memory_kind,
         eager_final_loss=eager.final_loss,
         compiled_final_loss=compiled.final_loss,

@@ -176,11 +176,13 @@ class VariantRun:
         source: BatchSource,
         after_first_epoch: Callable[[], None] | None = None,
         trace_dir: str | None = None,
+        profile: bool = True,
     ) -> VariantResult:
         """Train (and evaluate) every epoch; `after_first_epoch` runs once, untimed, after epoch 1;
-        then, untimed, profile a few more steady steps (their trace into trace_dir)."""
+        then, untimed and unless `profile` is False, profile a few more steady steps (their trace
+        into trace_dir)."""
         source.prepare()
-        reset_peak_memory(self.device)
+        self.result.reserved_at_start_bytes = reset_peak_memory(self.device)
         self.model.train()
         try:
             for epoch in range(1, self.spec.epochs + 1):
@@ -188,7 +190,8 @@ class VariantRun:
         finally:
             if self.spec.stance != "default":
                 set_stance("default")
-        self.profile(source, trace_dir)
+        if profile:
+            self.profile(source, trace_dir)
         return self.result
 
     def run_epoch(self, source: BatchSource, epoch: int, after_first_epoch: Callable[[], None] | None = None) -> None:
@@ -214,6 +217,31 @@ class VariantRun:
             trace = os.path.join(trace_dir, f"{self.name}.trace.json") if trace_dir else None
             batches = source.train_epoch(self.spec.epochs + 1)
             self.result.profile = profile_steps(self.train_step, batches, self.device, self.spec.profile_steps, trace)
+
+    def trained_state(self) -> dict[str, Any]:
+        """The weights and optimizer (and grad scaler) state after training, copied off the device,
+        so the variant can be rebuilt as it ended (to profile it later) once its model is gone."""
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        if self.scaler is not None:
+            state["scaler"] = self.scaler.state_dict()
+        return _to_cpu(state)
+
+    def restore_trained_state(self, state: dict[str, Any]) -> None:
+        """Give the variant back the state trained_state copied (the optimizer moves it to the device)."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler is not None and "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])
+
+
+def _to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {key: _to_cpu(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_to_cpu(item) for item in value)
+    return value
 
 
 def warm_up_device(spec: RunSpec, device: torch.device, init_state: dict, workload: Workload | None = None) -> None:

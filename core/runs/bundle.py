@@ -199,6 +199,8 @@ MEMORY_KEYS = (
     "compiled_peak_memory_bytes",
     "eager_peak_reserved_bytes",
     "compiled_peak_reserved_bytes",
+    "eager_reserved_growth_bytes",
+    "compiled_reserved_growth_bytes",
 )
 
 

@@ -1,10 +1,12 @@
-"""`python -m core doctor`: the whole GPU story checked in one command on a bare GPU machine.
+"""`python -m core doctor`: the whole GPU story checked in one command on a bare GPU machine,
+within a time budget (what is checked, and what it costs, is core.runs.doctor_plan).
 
 Every check is an ordinary job through the real queue and worker (so lanes, the probe, failure
-handling and the store are exercised exactly as the app uses them): the probe; a short race per
-precision; the tutorial's ResNet-50 with amp-bf16 at batch 128; the CUDA-graph and autotune
-modes; an out-of-memory on purpose (it must fail with the clear reason, and the job after it must
-still run); every explainer demo as the page asks for it. Then one table: check, outcome, figure.
+handling and the store are exercised exactly as the app uses them), each with its own deadline:
+the probe; the tutorial's ResNet-50 with amp-bf16 at batch 128, cold; a race per precision (TF32
+in force, losses agreeing); the CUDA-graph (replayed) and autotune modes; regional compile; the
+alternating schedule; a warm-cache race; an out-of-memory on purpose and a race after it on the
+same GPU; with --full, every explainer demo. Then one table: check, outcome, figure.
 
 Needs only torch and torchvision: nothing here (or in what it imports) needs Streamlit, Altair or
 pandas. Judging a finished job is a pure function, so it is tested on a CPU machine.
@@ -20,27 +22,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.engine.explain import DEMOS, PAGE_PARAMS
-from core.engine.spec import RunSpec, SpecError
-from core.runs import devices, processes, queue
+from core.engine.spec import SpecError
+from core.runs import devices, queue
 from core.runs.bundle import export_bundle
+from core.runs.doctor_plan import BUNDLE_CHECK, DEFAULT_BUDGET_S, Check, cpu_smoke_plan, fit_budget, gpu_plan, plan_text
 from core.runs.limits import HostLimits
 from core.runs.store import Run, Store
 
 OWNER = "doctor"
-OK, FAILED, SKIPPED = "ok", "FAILED", "skipped"
+OK, FAILED, SKIPPED, NOT_RUN = "ok", "FAILED", "skipped", "not run"
 NEEDS_CUDA = "doctor needs a CUDA GPU: torch finds none on this machine (torch.cuda.is_available() is False)"
-BUNDLE_CHECK = "resnet50 amp-bf16, batch 128"  # exported as a recording the app can replay
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the doctor's table: a job to run and what its outcome must be."""
-
-    name: str
-    kind: str  # "race" | "demo"
-    params: dict[str, Any]
-    expect_error: str | None = None  # a race that must fail, with this text in its reason
+BUDGET = "not run: budget"
 
 
 @dataclass
@@ -50,39 +42,6 @@ class Outcome:
     figure: str
     run_id: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
-
-
-def _race(name: str, **spec: Any) -> Check:
-    base = {"model": "mlp", "batch_size": 256, "epochs": 2, "steps_per_epoch": 10, "device": "cuda"}
-    return Check(name, "race", RunSpec(**{**base, **spec}).to_dict())
-
-
-def gpu_plan() -> list[Check]:
-    """What a GPU box must get right, small enough to finish in minutes on one GPU."""
-    checks = [_race(f"race mlp {precision}", precision=precision) for precision in ("fp32", "tf32", "amp-fp16")]
-    checks.append(_race("race mlp amp-bf16", precision="amp-bf16"))
-    checks.append(
-        _race(BUNDLE_CHECK, model="resnet50", batch_size=128, precision="amp-bf16", epochs=2, steps_per_epoch=15)
-    )
-    checks.append(_race("mode reduce-overhead (CUDA graphs)", mode="reduce-overhead", precision="amp-bf16"))
-    checks.append(_race("mode max-autotune-no-cudagraphs", mode="max-autotune-no-cudagraphs", steps_per_epoch=5))
-    checks.append(_race("regional compile (gpt blocks)", model="gpt", batch_size=32, compile_scope="regional"))
-    # 65,536 sequences of 4,096 tokens: the embedding alone wants 128 GiB, its sum with the positions as
-    # much again, more than any GPU has; the batch itself is only 2 GiB, made in a second or two.
-    oom = RunSpec(model="gpt", batch_size=65536, image_size=4096, epochs=1, steps_per_epoch=1, device="cuda")
-    checks.append(Check("out of memory on purpose", "race", oom.to_dict(), expect_error="out of memory at batch size"))
-    checks.append(_race("a race after the out-of-memory", precision="amp-bf16", epochs=1, steps_per_epoch=5))
-    checks += [Check(f"demo {name}", "demo", {"demo": name, "params": dict(PAGE_PARAMS[name])}) for name in DEMOS]
-    return checks
-
-
-def cpu_smoke_plan() -> list[Check]:
-    """The same machinery on a CPU at toy sizes: what CI can check of the doctor itself."""
-    race = RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=3, backend="aot_eager", device="cpu")
-    return [
-        Check("race mlp fp32 (aot_eager)", "race", race.to_dict()),
-        Check("demo graphs", "demo", {"demo": "graphs", "params": {"examples": ["clean", "prints"]}}),
-    ]
 
 
 def judge(check: Check, run: Run | None) -> Outcome:
@@ -112,10 +71,52 @@ def judge(check: Check, run: Run | None) -> Outcome:
         return Outcome(check.name, FAILED, "too few steps finished to compare the variants", run.id)
     compiled = f"compile {compile_s:.1f} s" if compile_s is not None else "compile time not measured"
     figure = f"{speedup:.2f}x steady ({summary.get('verdict')}), {compiled}"
-    reserved = summary.get("compiled_peak_reserved_bytes")
-    if reserved:
-        figure += f", compiled peak reserved {reserved / 2**30:.1f} GiB"
+    added = summary.get("compiled_reserved_growth_bytes")
+    if added:
+        figure += f", compiled added {added / 2**30:.1f} GiB to the CUDA cache (CUDA-graph pool included)"
+    for problem, note in (_tf32(check, run), _graphs_replayed(check, summary), _losses_agree(check, summary)):
+        if problem:
+            return Outcome(check.name, FAILED, f"{note}; {figure}", run.id)
+        if note:
+            figure += f", {note}"
     return Outcome(check.name, OK, figure, run.id)
+
+
+def _tf32(check: Check, run: Run) -> tuple[bool, str]:
+    """(failed, note): TF32 in force where Inductor reads it, from the flags the race recorded."""
+    if not check.tf32:
+        return False, ""
+    flags = (run.environment or {}).get("precision_flags") or {}
+    if "cuda_matmul_fp32_precision" in flags or "cudnn_fp32_precision" in flags:
+        on = flags.get("cuda_matmul_fp32_precision") == "tf32" and flags.get("cudnn_fp32_precision") == "tf32"
+        seen = f"matmul {flags.get('cuda_matmul_fp32_precision')}, cudnn {flags.get('cudnn_fp32_precision')}"
+    else:  # a torch before the per-backend API
+        on = flags.get("float32_matmul_precision") == "high" and bool(flags.get("cudnn_allow_tf32"))
+        seen = f"matmul {flags.get('float32_matmul_precision')}, cudnn tf32 {flags.get('cudnn_allow_tf32')}"
+    return (False, f"TF32 in force ({seen})") if on else (True, f"TF32 not in force ({seen})")
+
+
+def _graphs_replayed(check: Check, summary: dict[str, Any]) -> tuple[bool, str]:
+    """(failed, note): CUDA graphs replayed in compiled's profiled steps (cudaGraphLaunch calls)."""
+    if not check.cudagraphs:
+        return False, ""
+    profile = ((summary.get("profile") or {}).get("compiled")) or {}
+    launches = profile.get("graph_launches_per_step")
+    if not launches:
+        return True, "no CUDA graph replayed in the profiled steps"
+    return False, f"CUDA graphs replayed ({launches:.0f} launches per step)"
+
+
+def _losses_agree(check: Check, summary: dict[str, Any]) -> tuple[bool, str]:
+    """(failed, note): eager's and compiled's final losses within the check's relative tolerance."""
+    if check.loss_tolerance is None:
+        return False, ""
+    eager, compiled = summary.get("eager_final_loss"), summary.get("compiled_final_loss")
+    if eager is None or compiled is None:
+        return True, "final losses not recorded"
+    gap = abs(eager - compiled) / max(abs(eager), 1e-12)
+    words = f"final losses {eager:.4g} vs {compiled:.4g} (gap {gap:.1e}, tolerance {check.loss_tolerance:.0e})"
+    return gap > check.loss_tolerance, ("losses agree: " if gap <= check.loss_tolerance else "losses differ: ") + words
 
 
 def _unavailable(result: Any, depth: int = 0) -> str | None:
@@ -140,29 +141,37 @@ def _unavailable(result: Any, depth: int = 0) -> str | None:
 
 
 def run_checks(
-    store: Store, checks: list[Check], timeout_s: float = 900.0, on_progress: Callable[[str], None] | None = None
+    store: Store,
+    checks: list[Check],
+    budget_s: float | None = DEFAULT_BUDGET_S,
+    on_progress: Callable[[str], None] | None = None,
 ) -> list[Outcome]:
-    """Queue every check at once (FIFO per lane, so a failure must not stop the next), wait for all
-    of them, and judge each."""
+    """Queue every check that fits the budget at once (FIFO per lane, so a failure must not stop
+    the next), each with its own deadline, wait for them, and judge each. What does not fit the
+    budget, beforehand or when it runs out, is "not run: budget", never a pass."""
     say = on_progress or (lambda text: None)
-    limits = HostLimits(job_time_limit_s=timeout_s)
+    started = time.monotonic()
     caps = queue.ensure_probe(store, owner=OWNER, wait_s=120)
     if caps is None:
         probe = store.list_runs(kind="probe", limit=1)
         reason = probe[0].error if probe and probe[0].error else "no answer within 120 s"
         return [Outcome("device probe", FAILED, reason)]
     outcomes = [Outcome("device probe", OK, _probe_figure(store))]
+    plan = fit_budget(checks, budget_s)
     queued: list[tuple[Check, int | None, str | None]] = []
-    for check in checks:
+    for check in plan.checks:
+        limits = HostLimits(job_time_limit_s=check.deadline_s)
         try:
-            queued.append(
-                (check, queue.enqueue(store, check.params, OWNER, kind=check.kind, limits=limits, caps=caps), None)
+            run_id = queue.enqueue(
+                store, check.params, OWNER, kind=check.kind, limits=limits, caps=caps, lane=check.lane
             )
+            queued.append((check, run_id, None))
         except (SpecError, queue.JobError) as exc:
             queued.append((check, None, str(exc)))
-    deadline = time.monotonic() + timeout_s
+    # Past the budget, what has not started is not run; what runs stops at its own deadline.
+    deadline = None if budget_s is None else started + budget_s
     pending = {run_id for _, run_id, _ in queued if run_id is not None}
-    while pending and time.monotonic() < deadline:
+    while pending:
         queue.tick(store)
         for run_id in list(pending):
             run = store.get_run(run_id)
@@ -170,18 +179,20 @@ def run_checks(
                 pending.discard(run_id)
                 ended = f"failed: {run.error}" if run.status == "failed" else run.status  # the table says more
                 say(f"{len(queued) - len(pending)}/{len(queued)} {run.kind} #{run_id}: {ended}")
+            elif run is not None and run.status == "queued" and deadline is not None and time.monotonic() > deadline:
+                if store.finish_run(run_id, "cancelled", error=BUDGET, phase=BUDGET):
+                    pending.discard(run_id)
         time.sleep(0.5)
-    for run_id in pending:  # past the doctor's own time limit: stop it, and say so
-        queue.reconcile(store)
-        run = store.get_run(run_id)
-        if run is not None and not run.finished and run.pid:
-            processes.terminate_group(run.pid)
-        store.finish_run(run_id, "failed", error=f"the doctor gave up after {timeout_s:.0f} s")
     for check, run_id, refused in queued:
         if refused is not None:
             outcomes.append(Outcome(check.name, FAILED, f"refused: {refused}"))
+            continue
+        run = store.get_run(run_id)
+        if run is not None and run.error == BUDGET:
+            outcomes.append(Outcome(check.name, NOT_RUN, BUDGET, run_id))
         else:
-            outcomes.append(judge(check, store.get_run(run_id)))
+            outcomes.append(judge(check, run))
+    outcomes += [Outcome(check.name, NOT_RUN, BUDGET) for check in plan.over_budget]
     return outcomes
 
 
@@ -207,8 +218,12 @@ def table(outcomes: list[Outcome]) -> str:
     lines = [f"{'check':<{width}}{'outcome':<9}figure"]
     lines += [f"{o.name:<{width}}{o.outcome:<9}{o.figure}" for o in outcomes]
     failed = sum(o.outcome == FAILED for o in outcomes)
+    not_run = sum(o.outcome == NOT_RUN for o in outcomes)
+    passed = sum(o.outcome == OK for o in outcomes)
     lines.append(
-        f"\n{len(outcomes) - failed} of {len(outcomes)} checks passed" + (f"; {failed} FAILED" if failed else "")
+        f"\n{passed} of {len(outcomes)} checks passed"
+        + (f"; {failed} FAILED" if failed else "")
+        + (f"; {not_run} {BUDGET}" if not_run else "")
     )
     return "\n".join(lines)
 
@@ -234,9 +249,23 @@ def write_results(store: Store, outcomes: list[Outcome], out_dir: str) -> list[s
     return written
 
 
-def doctor(store_path: str | None, out_dir: str | None, cpu_smoke: bool = False, say=print) -> int:
-    """Run the doctor; returns the exit status (0: every check passed, 1: something failed, 2:
-    no CUDA GPU here)."""
+def doctor(
+    store_path: str | None,
+    out_dir: str | None,
+    cpu_smoke: bool = False,
+    say=print,
+    budget_s: float | None = None,
+    full: bool = False,
+    plan_only: bool = False,
+) -> int:
+    """Run the doctor; returns the exit status (0: every check passed, 1: something failed or did
+    not fit the budget, 2: no CUDA GPU here). `plan_only`: print the plan, on any machine, and run
+    nothing. The budget is `budget_s`, else DEFAULT_BUDGET_S, or none with `full`."""
+    budget = budget_s if budget_s is not None else (None if full else DEFAULT_BUDGET_S)
+    checks = cpu_smoke_plan() if cpu_smoke else gpu_plan(full=full)
+    if plan_only:
+        say(plan_text(fit_budget(checks, budget)))
+        return 0
     import torch
 
     if not cpu_smoke and not torch.cuda.is_available():
@@ -244,11 +273,10 @@ def doctor(store_path: str | None, out_dir: str | None, cpu_smoke: bool = False,
         return 2
     workdir = tempfile.mkdtemp(prefix="compile-lab-doctor-")
     store = Store(store_path or os.path.join(workdir, "doctor.sqlite3"))
-    checks = cpu_smoke_plan() if cpu_smoke else gpu_plan()
     started = time.monotonic()
-    outcomes = run_checks(store, checks, on_progress=lambda text: say(text))
+    outcomes = run_checks(store, checks, budget_s=budget, on_progress=lambda text: say(text))
     say(table(outcomes) + f"\n(took {time.monotonic() - started:.0f} s; store: {store.path})")
     if out_dir:
         for path in write_results(store, outcomes, out_dir):
             say(f"wrote {path}")
-    return 1 if any(o.outcome == FAILED for o in outcomes) else 0
+    return 1 if any(o.outcome in (FAILED, NOT_RUN) for o in outcomes) else 0

@@ -95,20 +95,34 @@ def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
     return proc.pid
 
 
-def launch_ticker(store_path: str) -> None:
-    """A short-lived detached process that ticks once: used by a worker that is about to die."""
+TICKER_WAIT_S = 120.0  # how long a ticker waits for the worker it follows to exit
+
+
+def launch_ticker(store_path: str, after_pid: int | None = None) -> None:
+    """A short-lived detached process that ticks once: used by a worker that is about to die. With
+    `after_pid` it first waits for that worker to exit: its lane is free only when it is gone."""
+    code = (
+        "from core.runs import processes; from core.runs.queue import tick; from core.runs.store import Store; "
+        f"processes.wait_for_exit({after_pid!r}, {TICKER_WAIT_S!r}); tick(Store({store_path!r}))"
+    )
     subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            f"from core.runs.queue import tick; from core.runs.store import Store; tick(Store({store_path!r}))",
-        ],
+        [sys.executable, "-c", code],
         cwd=PROJECT_ROOT,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+def wait_for_exit(pid: int | None, timeout_s: float) -> bool:
+    """Wait until worker `pid` is gone (True) or `timeout_s` passed (False)."""
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def thread_deprioritized() -> bool:

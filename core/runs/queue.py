@@ -61,11 +61,13 @@ def enqueue(
     limits: HostLimits | None = None,
     caps: DeviceCaps | None = None,
     address: str | None = None,
+    lane: str | None = None,
 ) -> int:
     """Validate and queue a job; returns its run id. Raises SpecError (bad input, over a host
     limit) or JobError (queue full) without writing anything. `address`: the visitor's client
     address where the host limits by it (core.runs.identity); the per-person limit then counts
-    every job from that address too."""
+    every job from that address too. `lane`: one GPU lane (cuda:N) for a CUDA job instead of the
+    next idle one (the doctor's recovery check runs on the GPU that ran out of memory)."""
     if kind not in JOB_KINDS:
         raise JobError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}")
     job = JOB_KINDS[kind]
@@ -83,7 +85,12 @@ def enqueue(
             check_room(c, owner, limits, address=address)
         elif job.max_waiting_per_asker is not None:
             check_asker_room(c, job, owner, address)
-        run_id = store._insert_run(c, job_row(kind, params, owner, caps, limits, client=address))
+        row = job_row(kind, params, owner, caps, limits, client=address)
+        if lane is not None:
+            if row["device_key"] != ANY_GPU or not lane.startswith("cuda:"):
+                raise JobError(f"lane {lane} is not a GPU lane for a job on {row['device_key']}")
+            row["device_key"] = lane
+        run_id = store._insert_run(c, row)
     tick(store)
     return run_id
 
@@ -182,6 +189,7 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
         busy = {
             row[0] for row in c.execute("SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running')")
         }
+        busy |= _lanes_held_by_exiting_workers(c, now)
         for row in fair_order(c):
             key = row["device_key"]
             if key == PROBE_DEVICE_KEY:
@@ -249,6 +257,22 @@ def fair_order(conn: Any) -> list[Any]:
             )
         turns.append((turn, row["id"], row))
     return [row for _, _, row in sorted(turns, key=lambda t: (t[0], t[1]))]
+
+
+EXITING_WORKER_WINDOW_S = 600.0  # a worker still alive this long after its job ended is hung: not looked for
+
+
+def _lanes_held_by_exiting_workers(c: Any, now: float) -> set[str]:
+    """Lanes whose last job has ended but whose worker process on this host is still alive. A job's
+    end is recorded before its process exits (and a cancelled or timed-out worker takes a moment to
+    die), and until it has, it holds its device's memory: after an out-of-memory, most of the GPU.
+    So a lane is free only when its process is gone."""
+    rows = c.execute(
+        "SELECT device_key, pid FROM runs WHERE status IN ('done', 'failed', 'cancelled') AND host = ? "
+        "AND pid IS NOT NULL AND finished_at >= ?",
+        (HOST, now - EXITING_WORKER_WINDOW_S),
+    ).fetchall()
+    return {row[0] for row in rows if processes.pid_alive(int(row[1]))}
 
 
 def reconcile(store: Store, now: float | None = None) -> list[int]:

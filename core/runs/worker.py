@@ -199,7 +199,7 @@ def _watchdog(
     finally:
         store = Store(store_path)
         store.finish_run(run_id, "failed", error=f"timed out after {limit_s:.0f} s", phase="timed out")
-        launch_ticker(store_path)
+        launch_ticker(store_path, after_pid=os.getpid())
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
@@ -253,7 +253,8 @@ def run_job(store_path: str, run_id: int) -> int:
         )
     try:
         _record_end(store, run_id, status, fields)
-        tick(store)
+        tick(store)  # other lanes' jobs start now; this lane's next one once this process is gone:
+        launch_ticker(store_path, after_pid=os.getpid())
     except Exception as exc:
         if not disk_space.is_disk_full(exc):
             raise

@@ -91,6 +91,29 @@ def environment_header(env: dict[str, Any]) -> str:
     return "\n".join([device, versions, precision])
 
 
+def _reserved_rows(s: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """CUDA: what each variant added to the caching allocator (the CUDA-graph pool shows in
+    compiled's), and the reserved peak, which for compiled includes eager's leftover cache."""
+    rows = []
+    if s.get("eager_reserved_growth_bytes") is not None or s.get("compiled_reserved_growth_bytes") is not None:
+        rows.append(
+            (
+                "CUDA cache added (reserved growth)",
+                fmt_bytes(s.get("eager_reserved_growth_bytes")),
+                fmt_bytes(s.get("compiled_reserved_growth_bytes")),
+            )
+        )
+    if s.get("eager_peak_reserved_bytes") is not None or s.get("compiled_peak_reserved_bytes") is not None:
+        rows.append(
+            (
+                "peak reserved (whole CUDA cache)",
+                fmt_bytes(s.get("eager_peak_reserved_bytes")),
+                fmt_bytes(s.get("compiled_peak_reserved_bytes")),
+            )
+        )
+    return rows
+
+
 def tf32_in_force(flags: dict[str, Any]) -> str:
     """What float32 math ran as, from the recorded flags: the new per-backend API where the run's
     torch has it (what Inductor reads), else the legacy flags."""
@@ -136,17 +159,7 @@ def summary_table(result: dict[str, Any]) -> str:
             fmt_bytes(s.get("eager_peak_memory_bytes")),
             fmt_bytes(s.get("compiled_peak_memory_bytes")),
         ),
-        *(
-            [
-                (
-                    "peak reserved (CUDA cache)",
-                    fmt_bytes(s["eager_peak_reserved_bytes"]),
-                    fmt_bytes(s["compiled_peak_reserved_bytes"]),
-                )
-            ]
-            if s.get("compiled_peak_reserved_bytes") is not None or s.get("eager_peak_reserved_bytes") is not None
-            else []
-        ),
+        *_reserved_rows(s),
         ("final loss", _num(variants["eager"]["final_loss"], 4), _num(variants["compiled"]["final_loss"], 4)),
     ]
     width = max(len(r[0]) for r in rows) + 2

@@ -17,13 +17,16 @@ from typing import Any
 
 from core import PROJECT_ROOT
 from core.engine.cold_caches import make_cold_cache
+from core.engine.device_state import cache_environment
 from core.engine.explain.params import CACHES_DEFAULTS as DEFAULTS
 from core.engine.explain.params import caches_problems as validate  # noqa: F401 - a demo module's API: DEFAULTS, validate, run
 
 
 def compile_in_fresh_process(cache_dir: str, model: str, batch_size: int, device: str) -> dict[str, Any]:
-    """Run core.engine.explain.compile_once in a new process with TORCHINDUCTOR_CACHE_DIR=cache_dir."""
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir, "PYTHONPATH": PROJECT_ROOT}
+    """Run core.engine.explain.compile_once in a new process whose Inductor and Triton caches are
+    both inside cache_dir (as a race's: core.engine.device_state), so a host's TRITON_CACHE_DIR
+    cannot make the cold compile warm."""
+    env = {**os.environ, **cache_environment(cache_dir), "PYTHONPATH": PROJECT_ROOT}
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "core.engine.explain.compile_once", model, str(batch_size), device],
