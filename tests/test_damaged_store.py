@@ -83,3 +83,23 @@ def test_a_locked_store_is_not_called_damaged(tmp_path, monkeypatch):
     with pytest.raises(sqlite3.OperationalError):
         store.events_after(run)
     assert os.path.exists(store.path)
+
+
+def test_the_race_page_shows_a_damaged_run_with_what_can_be_read(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from test_pages import APP, record_probe, record_race
+
+    path = str(tmp_path / "store.sqlite3")
+    monkeypatch.setenv("COMPILE_LAB_STORE", path)
+    store = Store(path)
+    record_probe(store)
+    run_id = record_race(store, "done", steps=STEPS // 2)
+    store._conn.close()
+    damage_a_page_of_events(path)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["run"] = str(run_id)
+    at.run()
+    assert not at.exception, at.exception
+    warnings = [w.value for w in at.warning]
+    assert any("events are damaged" in w and f"run {run_id}" in w for w in warnings)
+    assert any("Part of this run cannot be read" in w for w in warnings)

@@ -105,6 +105,8 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     summary = view.summary()  # the stored one when finished; else from the events so far
     if run.status == "failed":
         st.error(f"Run failed: {markdown_text(run.error)}. What was measured before it is kept below.")
+    if view.damaged:
+        st.warning(f"Part of this run cannot be read: {markdown_text(view.damaged)}. Shown: what can.")
     show_words(run, view, summary, total)
     log = bool(st.session_state.get(f"log_{key}")) and not present  # the toggle below, as last drawn
     built = layout.chart_builders(run, view, summary, present, log_scale=log)

@@ -100,6 +100,7 @@ class LiveSnapshot:
         self._memo: dict[Any, Any] = {}
         same_events = previous is not None and previous.version[0] == version[0] and previous.run.id == run.id
         self.race_number = race_number  # the race's number for people (Store.race_numbers), if a race
+        self.damaged = view.damaged  # why some of its events cannot be read, if the store is damaged
         if same_events:  # only the run row moved (phase, progress): keep what the events gave
             self._frames, self._counts, self._events = previous._frames, previous._counts, previous._events
             self._projection, self.last_recorded_at = previous._projection, previous.last_recorded_at

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from core.engine import analysis
-from core.runs.store import Run, Store
+from core.runs.store import DamagedEvents, Run, Store
 
 STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
 EPOCH_COLUMNS = ["run", "variant", "epoch", "train_time_s", "eval_time_s"]
@@ -49,10 +49,16 @@ class RunView:
         self._compiles: list[dict[str, Any]] = []  # compiles and recompiles, at the step that paid for them
         self._frames: tuple[pd.DataFrame, pd.DataFrame] | None = None
         self.last_recorded_at: dict[str, float] = {}  # per variant: when its latest event was stored
+        self.damaged: str | None = None  # why some of the run's events cannot be read (DamagedEvents)
 
     def poll(self, store: Store) -> int:
-        """Read events newer than the last one seen; returns how many arrived."""
-        return self.feed(store.events_after(self.run_id, self.last_id))
+        """Read events newer than the last one seen; returns how many arrived. Where the store's
+        file is damaged, what lies before the damage is still taken, and `damaged` says so."""
+        try:
+            return self.feed(store.events_after(self.run_id, self.last_id))
+        except DamagedEvents as exc:
+            self.damaged = str(exc)
+            return self.feed(exc.readable)
 
     def feed(self, new: list[dict[str, Any]]) -> int:
         """Take events in stored order (each with its `id`): the store's, or a replay's."""
