@@ -11,7 +11,7 @@ import time
 
 import pytest
 import torch
-from conftest import CPU, ROOT, quick_spec
+from conftest import CPU, ROOT, end_run, quick_spec
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from test_pages import app, record_probe, record_race, texts
@@ -120,7 +120,7 @@ def test_a_visitor_who_queues_five_races_delays_only_themselves(store, sleepers)
     assert store.get_run(a[0]).status == "starting"
     assert queue.queue_position(store, b) == 1 and describe(store, store.get_run(b)) == "queued (position 1)"
     assert [queue.queue_position(store, i) for i in a[1:]] == [2, 3, 4, 5]
-    store.finish_run(a[0], "done")
+    end_run(store, sleepers, a[0])
     queue.tick(store)
     assert store.get_run(b).status == "starting"  # B's race runs second, not sixth
     assert [store.get_run(i).status for i in a[1:]] == ["queued"] * 4
@@ -133,7 +133,7 @@ def test_many_identities_from_one_address_are_one_visitor_in_the_queue(store, sl
     ]
     other = queue.enqueue(store, quick_spec(), "visitor:b", limits=FAIR, caps=CPU, address="address:10.0.0.7")
     assert store.get_run(flood[0]).status == "starting" and queue.queue_position(store, other) == 1
-    store.finish_run(flood[0], "done")
+    end_run(store, sleepers, flood[0])
     queue.tick(store)
     assert store.get_run(other).status == "starting"
 
@@ -143,7 +143,7 @@ def test_turns_alternate_between_visitors_who_both_queued_many(store, sleepers):
     b = [queue.enqueue(store, quick_spec(), "visitor:b", limits=FAIR, caps=CPU) for _ in range(3)]
     started = [a[0]]
     for _ in range(5):
-        store.finish_run(started[-1], "done")
+        end_run(store, sleepers, started[-1])
         queue.tick(store)
         (now,) = [r.id for r in store.list_runs(status=("starting",))]
         started.append(now)
