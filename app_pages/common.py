@@ -18,7 +18,7 @@ from core.engine.planning import fmt_duration, fmt_range, plan_from_summary, pla
 from core.runs import admin, devices, queue, shared_results
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
-from core.runs.store import Run, Store, StoreError, id_from_text
+from core.runs.store import Run, Store, StoreError
 from core.view.queue import describe
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
 from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
@@ -146,12 +146,6 @@ def cookie_token() -> str | None:
 def visitor() -> str:
     """The owner name of this browser's runs (every tab of it)."""
     return owner_of(_visitor_token())
-
-
-def id_in_link(value: object) -> int | None:
-    """A run's or sweep's id as a link (or this tab) gives it; None for anything else (a hand-edited
-    link), including numbers past SQLite's integer range."""
-    return id_from_text(value)
 
 
 def session_id() -> str:

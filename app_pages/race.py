@@ -5,7 +5,6 @@ import streamlit as st
 from app_pages.common import (
     board,
     host_limits,
-    id_in_link,
     plan_section,
     session_id,
     show_reference,
@@ -24,6 +23,7 @@ from core.engine.planning import duration_note
 from core.engine.spec import SpecError, validate
 from core.runs import devices, queue, shared_results
 from core.runs.limits import HostLimits
+from core.runs.store import id_from_text
 from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_HELP,
@@ -101,7 +101,7 @@ def followed_run():
     if followed is None:
         mine = store().list_runs(kind="race", owner=owner, limit=1)
         followed = mine[0].id if mine else None
-    run_id = id_in_link(followed)
+    run_id = id_from_text(followed)
     if run_id is None:
         return None  # not a run id (a hand-edited link): show the form alone
     run = store().get_run(run_id)
@@ -218,7 +218,7 @@ if "launch_error" in st.session_state:
 run = followed_run()
 polling = run is not None and not run.finished
 if run is None and "run" in st.query_params:  # a link to a run this page cannot show: say so
-    st.warning(markdown_text(missing_run_text(st.query_params["run"], id_in_link(st.query_params["run"]))))
+    st.warning(markdown_text(missing_run_text(st.query_params["run"], id_from_text(st.query_params["run"]))))
 
 
 def refresh_every(run_id: int, run_owner: str, me: str) -> float:

@@ -4,7 +4,6 @@ import streamlit as st
 
 from app_pages.common import (
     host_limits,
-    id_in_link,
     store,
     tick,
     training_run_length,
@@ -15,6 +14,7 @@ from app_pages.common import (
 from core.engine.models.zoo import MODELS
 from core.engine.spec import SpecError
 from core.runs import devices, queue, sweeps
+from core.runs.store import id_from_text
 from core.view import sweep as view
 from core.view import sweep_charts
 from core.view import sweep_form as form
@@ -40,7 +40,7 @@ def followed_sweep() -> int | None:
     if wanted is None:
         mine = store().list_sweeps(owner=owner, limit=1)
         return mine[0].id if mine else None
-    return id_in_link(wanted)
+    return id_from_text(wanted)
 
 
 def choose(field: str, label: str, column, fmt=str) -> None:

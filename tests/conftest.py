@@ -282,6 +282,16 @@ def sleepers(monkeypatch):
 SLEEPER = "import time; time.sleep(120)"  # as core.runs.processes.launch_worker's stand-in
 
 
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A fresh store in the test's folder, named by COMPILE_LAB_STORE so the app and the CLI open it too."""
+    from core.runs.store import Store
+
+    path = str(tmp_path / "store.sqlite3")
+    monkeypatch.setenv("COMPILE_LAB_STORE", path)
+    return Store(path)
+
+
 def end_run(store, sleepers, run_id, status="done", **fields) -> None:
     """A stand-in worker records its job's end and exits: its lane is free only once it is gone."""
     store.finish_run(run_id, status, **fields)

@@ -10,17 +10,9 @@ from test_pages import APP, record_probe, record_race
 
 from core.runs import admin, devices, queue
 from core.runs.limits import ConfigError, HostLimits
-from core.runs.store import Store
 from core.view.queue import describe
 
 TOKEN = "correct-horse-battery-staple-42"
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
 
 
 def test_the_token_comes_from_the_environment_and_must_be_a_secret():

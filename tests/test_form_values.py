@@ -6,15 +6,6 @@ started at the last value the browser had accepted)."""
 import pytest
 from test_pages import app, record_probe
 
-from core.runs.store import Store
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
-
 
 def launch(at):
     return next(b for b in at.button if b.label == "Launch")

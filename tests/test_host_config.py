@@ -10,14 +10,6 @@ from conftest import QUICK_CLI, ROOT
 from test_pages import app, record_probe
 
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
-from core.runs.store import Store
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
 
 
 @pytest.mark.parametrize(

@@ -12,18 +12,11 @@ from test_pages import APP, record_probe
 
 from app_pages.run_screen import feed_routes
 from core.runs.bundle import BundleError
-from core.runs.store import MAX_ID, Store, id_from_text
+from core.runs.store import MAX_ID, id_from_text
 from core.view.replay import load_recording
 from core.view.safe_text import csv_cell, csv_text
 
 IMPOSSIBLE_IDS = ["²", "١٢", "0", "-1", "+3", " 7", "1e3", str(MAX_ID + 1), "9" * 20, "9" * 5000, ""]
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
 
 
 @pytest.mark.parametrize("text", IMPOSSIBLE_IDS, ids=lambda t: repr(t[:24]))

@@ -16,13 +16,6 @@ TOKEN = "0123456789abcdef0123456789abcdef"
 OTHER = "fedcba9876543210fedcba9876543210"
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
-
-
 def tab(token: str, **query) -> AppTest:
     """A browser tab whose browser holds `token` (what the visitor component reads from localStorage)."""
     at = AppTest.from_file(APP, default_timeout=60)

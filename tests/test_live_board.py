@@ -5,11 +5,9 @@ what a session's own chart would."""
 import threading
 import time
 
-import pytest
 from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe, record_race
 
-from core.runs.store import Store
 from core.view import race_charts
 from core.view.run_screen import sentences, why_per_step
 from core.view.run_screen.shared_board import (
@@ -20,13 +18,6 @@ from core.view.run_screen.shared_board import (
     board_for,
     viewer_refresh_s,
 )
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
 
 
 def more_steps(store, run_id, n=3, start=100):

@@ -23,13 +23,6 @@ OWNER_TOKEN = "0123456789abcdef"
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
-
-
-@pytest.fixture
 def served(monkeypatch):
     """The feed's routes mounted, as app.py mounts them (module state: undone after the test)."""
     monkeypatch.setattr(feed_routes, "_served", type(feed_routes._served)())

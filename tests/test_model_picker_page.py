@@ -5,24 +5,14 @@ worker stores them (test_model_catalog runs the real workers)."""
 
 import time
 
-import pytest
 from conftest import require_model_libraries
 from test_pages import app, record_probe, texts
 
 from core.engine.models import sources as model_sources
 from core.runs import devices
 from core.runs.lookups import list_params, model_params
-from core.runs.store import Store
 from core.view import model_choice
 from core.view.safe_text import markdown_text
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
-
 
 TIMM_NAMES = ["convnext_small", "resnet18", "efficientnet_b0"]
 CONVNEXT = {

@@ -4,24 +4,15 @@ and running runs; launching enqueues a run owned by the visitor; invalid input e
 import json
 import time
 
-import pytest
 from conftest import ROOT, quick_spec
 from streamlit.testing.v1 import AppTest
 
 from core.engine import analysis
 from core.engine.spec import DeviceCaps
 from core.runs import devices, queue
-from core.runs.store import Store
 from core.view.safe_text import markdown_text
 
 APP = f"{ROOT}/streamlit_app.py"
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
 
 
 def record_probe(store):

@@ -30,13 +30,6 @@ from core.view.run_screen.shared_board import LiveBoard
 SECRET = "s3cr3tAdminTokenValue42"  # no markdown-special characters: shown text stays findable
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
-
-
 def failed_lookup(store, owner="visitor:attacker"):
     """A lookup whose model file's code raised with whatever it could read."""
     params = model_params("file:net.py", "/data/model-files/abc.py")

@@ -7,7 +7,7 @@ import glob
 import os
 
 import pytest
-from test_pages import app, record_probe, record_race, store  # noqa: F401 - store is a fixture
+from test_pages import app, record_probe, record_race
 
 from core.runs.bundle import BundleError, export_bundle
 from core.view import replay

@@ -2,7 +2,7 @@
 carry no markdown escapes ("Recorded\\: small\\_cnn" was what the screen said), and no control
 characters from a bundle either."""
 
-from test_pages import app, record_probe, record_race, store  # noqa: F401 - store is a fixture
+from test_pages import app, record_probe, record_race
 
 
 def test_the_replay_picker_labels_carry_no_markdown_escapes(store, sleepers):  # noqa: F811

@@ -13,19 +13,11 @@ from core.engine.spec import DeviceCaps
 from core.runs import devices, queue
 from core.runs.limits import HostLimits
 from core.runs.shared_results import recent_result, reuse_automatically
-from core.runs.store import Store
 from core.view.race_form import shared_result_text
 from core.view.safe_text import markdown_text
 
 SUMMARY = analysis.summarize([0.02] * 6, [0.5] + [0.01] * 5, [0.06, 0.06], [0.52, 0.03], 16)
 HERE = {"device_type": "cpu", "device_name": "Test CPU", "cpu_name": "Test CPU", "torch": "2.x", "cuda": None}
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
 
 
 def finished_race(store, spec=None, age_s=60.0, host=devices.HOST, device_key="cpu", **environment):

@@ -12,20 +12,12 @@ from streamlit.testing.v1 import AppTest
 from core.engine import analysis
 from core.engine.spec import DeviceCaps, RunSpec
 from core.runs import devices
-from core.runs.store import Store
 from core.runs.sweeps import Axis, SweepSpec
 from core.view.safe_text import markdown_text
 
 APP = f"{ROOT}/streamlit_app.py"
 PAGE = "app_pages/sweep.py"
 CHART_TITLES = ("Steady-state speedup", "Compile time", "Break-even step", "Throughput, eager vs compiled")
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
 
 
 def record_probe(store):

@@ -7,7 +7,7 @@ import json
 import os
 
 import pandas as pd
-from test_pages import app, record_probe, record_race, store  # noqa: F401 - store is a fixture
+from test_pages import app, record_probe, record_race
 
 from core.runs import run_files
 from core.view import race_charts

@@ -8,8 +8,9 @@ import os
 
 import streamlit as st
 
-from app_pages.common import board, id_in_link, visitor
+from app_pages.common import board, visitor
 from app_pages.run_screen import feed_routes
+from core.runs.store import id_from_text
 
 GIVE_UP_AFTER = 5  # failed reads in a row before the page falls back to refreshing through Streamlit
 # The sidebar (device card, queue) of a tab following a run through the feed refreshes this often:
@@ -68,7 +69,7 @@ def follows_link_through_feed(on_race_page: bool) -> bool:
     someone else's, no replay)."""
     if not (on_race_page and feed_routes.served()) or "replay" in st.query_params:
         return False
-    run_id = id_in_link(st.query_params.get("run"))
+    run_id = id_from_text(st.query_params.get("run"))
     if run_id is None:
         return False
     snap = board().snapshot(run_id)  # the shared one: no store read of its own

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from core.engine.spec import SpecError
+from core.runs.store import MAX_ID
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a program stopped by SIGPIPE (`... | head -1`)
@@ -27,8 +28,8 @@ def run_id_arg(value: str) -> int:
         number = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a run id (a whole number)") from None
-    if not 1 <= number < 2**63:
-        raise argparse.ArgumentTypeError(f"{value} is not a run id (from 1 to {2**63 - 1})")
+    if not 1 <= number <= MAX_ID:
+        raise argparse.ArgumentTypeError(f"{value} is not a run id (from 1 to {MAX_ID})")
     return number
 
 
