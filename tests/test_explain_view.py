@@ -5,7 +5,7 @@ with its spread and the level it measures, and words that follow from the number
 import pytest
 
 from core.view.chart_style import VARIANT_COLORS
-from core.view.explain import caches, codegen, fusion, overhead
+from core.view.explain import caches, codegen, fusion, graphs, overhead
 
 
 def fusion_row(k, eager_ms, compiled_ms, spread=0.05, numel=1_000_000):
@@ -242,3 +242,42 @@ def test_an_excerpt_is_numbered_as_in_its_module():
     assert codegen.numbered_source("a\nb\nc", 34) == "34  a\n35  b\n36  c"
     assert codegen.numbered_source("x\n" * 9 + "y", 95).splitlines()[-1] == "104  y"
     assert codegen.numbered_source("a", None) == "a"
+
+
+def test_fullgraph_text_names_the_graph_it_compiled_and_why_there_was_no_error():
+    ok = {"fullgraph": {"ok": True, "graphs": 1, "ops": 4, "recompiled": False}, "note": "So there is no break."}
+    assert (
+        graphs.fullgraph_text(ok) == "`fullgraph=True`: compiles as one graph of 4 ops, no error. So there is no break."
+    )
+    older = {"fullgraph": {"ok": True}}  # stored before the graphs were counted
+    assert graphs.fullgraph_text(older) == "`fullgraph=True`: compiles as one graph, no error."
+    refused = {"fullgraph": {"ok": False, "error_type": "Unsupported", "headline": "Data-dependent branching"}}
+    assert graphs.fullgraph_text(refused).startswith("`fullgraph=True` refuses it: **Unsupported**")
+
+
+def recompile_result(cache):
+    row = {"calls": [{"length": 8, "time_s": 0.1}], "graphs": 1, "recompiles": 0, "total_s": 0.1}
+    rows = [dict(row, dynamic=d, **({"cache": cache} if cache else {})) for d in ("False", "None (automatic)", "True")]
+    return {"recompiles": rows}
+
+
+def test_each_recompile_row_says_which_cache_it_compiled_with():
+    own = recompile_result("own")
+    assert [r["cache"] for r in caches.recompile_rows(own)] == ["its own, empty"] * 3
+    assert "no row read code another row wrote" in caches.recompile_note(own)
+    old = recompile_result(None)  # measured when the rows shared the worker's cache
+    assert all("shared with the rows above" in r["cache"] for r in caches.recompile_rows(old))
+    assert "may have read a graph a row above wrote" in caches.recompile_note(old)
+    assert caches.recompile_note({"recompiles": {"unavailable": "x"}}) is None
+
+
+def test_a_phase_the_warm_compile_skipped_reads_as_a_word_not_none():
+    cold = {"forward": {"phases": {"Dynamo tracing": 0.8, "Inductor lowering": 0.2}, "total_s": 1.0}, "total_s": 1.0}
+    warm = {"forward": {"phases": {"Dynamo tracing": 0.9}, "total_s": 0.9}, "total_s": 0.9}
+    result = {"cold": {"phases": cold, "cache_hits": 0}, "warm": {"phases": warm, "cache_hits": 2}}
+    rows = {r["phase"]: r for r in caches.cache_phase_rows(result)}
+    assert rows["Dynamo tracing"]["warm (s)"] == "0.900"
+    assert rows["Inductor lowering"]["warm (s)"] == "not run: read from the cache"
+    assert "None" not in str(caches.cache_phase_rows(result))
+    result["warm"]["cache_hits"] = None  # no cache counters: nothing is claimed about why
+    assert {r["phase"]: r for r in caches.cache_phase_rows(result)}["Inductor lowering"]["warm (s)"] == "not timed"
