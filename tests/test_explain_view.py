@@ -182,6 +182,18 @@ def test_a_gap_larger_than_the_measured_fixed_cost_is_not_blamed_on_it():
     assert "too few to earn" not in text
 
 
+def test_a_fixed_cost_whose_repeats_scattered_is_not_used_as_a_cause():
+    rows = [spread_row({"batch": 1, "eager_us": 15.0, "compiled_us": 30.0})]
+    tiny = [spread_row({"k": 1, "eager_us": 2.0, "compiled_us": 9.0, "eager_us_per_op": 2.0, "speedup": 0.2})]
+    tiny[0]["compiled_us_low"], tiny[0]["compiled_us_high"] = 8.0, 251.0  # a busy machine's spike
+    text = overhead.overhead_readings(overhead_result(rows, tiny))["batch"]
+    assert (
+        "the gap is a median 15 µs, but the fixed cost a compiled call showed at k = 1 above (8-251 µs) scattered"
+        in text
+    )
+    assert "too few to earn" not in text and "does not explain" not in text
+
+
 def test_points_whose_repeats_overlap_are_not_called_slower_or_given_a_cause():
     rows = [
         spread_row({"batch": 1, "eager_us": 100.0, "compiled_us": 104.0}, spread=0.2),

@@ -165,7 +165,12 @@ def batch_reading(sweep: list[dict[str, Any]], fixed: dict[str, float] | None) -
         gaps = [r["compiled_us"] - r["eager_us"] for r in slower]
         gap = statistics.median(gaps)
         cost = f"the fixed cost a compiled call showed at k = {fixed['k']} above ({_us_range(fixed['low'], fixed['high'])})"
-        if gap <= fixed["high"]:
+        if fixed["low"] > 0 and fixed["high"] / fixed["low"] > WIDE_SCATTER:
+            text += (
+                f" Where it is slower, the gap is a median {gap:.0f} µs, but {cost} scattered too widely across "
+                "its repeats to say whether it explains that."
+            )
+        elif gap <= fixed["high"]:
             text += (
                 f" Where it is slower, the gap (median {gap:.0f} µs) is within {cost}: the forward is only three "
                 "ops, too few to earn that cost back."
