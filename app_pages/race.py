@@ -19,9 +19,9 @@ from app_pages.replay_panel import active_replay, replay_picker, show_replay
 from app_pages.run_screen.feed_view import show_live_feed, use_feed
 from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
 from core.engine.options import Option, on_form
-from core.engine.planning import duration_note
+from core.engine.race_estimates import duration_note
 from core.engine.spec import SpecError, validate
-from core.runs import devices, queue, shared_results
+from core.runs import devices, estimates, queue, shared_results
 from core.runs.limits import HostLimits
 from core.runs.store import id_from_text
 from core.view.race_form import (
@@ -197,7 +197,7 @@ if not present:  # presenter mode: one run in focus, no configuration
         if offer is not None:
             st.info(f"{markdown_text(shared_result_text(offer))}: show it, or measure again with Launch.")
             st.button("Show it", key="show_shared", on_click=follow, args=(offer.id,))
-        st.markdown(race_promise(spec, caps))
+        st.markdown(race_promise(spec, caps, estimates.race_estimate(store(), spec, caps)))
         if duration_note(spec):
             st.caption(duration_note(spec))
         blocked_launch = bool(problems) or caps is None or limits is None
