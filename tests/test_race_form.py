@@ -313,7 +313,7 @@ def test_unavailable_options_are_said_once_in_one_line():
     spec = default_spec(CPU)
     blocked = {field: unavailable_options(spec, field, CPU) for field in CHOICES}
     line = unavailable_summary(blocked)
-    assert line.startswith("Not offered here: tf32, amp-fp16, reduce-overhead and max-autotune need a CUDA GPU")
+    assert line.startswith("Not offered here: reduce-overhead, max-autotune, tf32 and amp-fp16 need a CUDA GPU")
     assert line.count("CUDA") == 1 and "\n" not in line
     assert "fakedata: pointwise_mlp takes vectors, not images: choose synthetic data" in line  # reasons stay
     assert (
