@@ -48,12 +48,12 @@ from core.view.race_form import (
 from core.view.race_form_layout import (
     DEMO_LEAD,
     MORE_SETTINGS,
-    OWN_RACE_LEAD,
     STORY,
     first_screen,
     form_help,
     more_settings,
     row_widths,
+    split_unavailable,
 )
 from core.view.race_form_layout import rows as layout_rows
 from core.view.run_screen import layout
@@ -125,7 +125,9 @@ def choose(field: str, label: str, column, fmt=str, on_change=None, help_text: s
     options = [o for o in CHOICES[field] if o not in blocked] or list(CHOICES[field])
     if st.session_state.get(f"form_{field}") not in options:
         st.session_state[f"form_{field}"] = options[0]
-    column.selectbox(label, options, format_func=fmt, key=f"form_{field}", on_change=on_change, help=help_text)
+    # A None choice (auto) reads as "no selection" to Streamlit: its words are the placeholder then.
+    extra = {"placeholder": fmt(None)} if None in options else {}
+    column.selectbox(label, options, format_func=fmt, key=f"form_{field}", on_change=on_change, help=help_text, **extra)
     return blocked
 
 
@@ -203,19 +205,21 @@ if not present:  # presenter mode: one run in focus, no configuration
                     help=CPU_BREAK_EVEN_HELP,
                     key="demo",
                 )
-            st.markdown(OWN_RACE_LEAD)
         blocked = {}
         draw_rows(first_screen(), blocked)
         launch_area = st.container()  # drawn once every field is known, above More settings
         with st.expander(MORE_SETTINGS):
             draw_rows(more_settings(), blocked)
+            more_note = st.empty()
+    model_problems = blocked.pop("model")
+    first_blocked, more_blocked = split_unavailable({name: why for name, why in blocked.items() if why is not None})
+    if unavailable_summary(more_blocked):
+        more_note.caption(unavailable_summary(more_blocked))
     with launch_area:
-        model_problems = blocked.pop("model")
-        blocked = {name: why for name, why in blocked.items() if why is not None}
         spec = form_spec(st.session_state)
         kept = {k: st.query_params[k] for k in ("run", "replay", "speed", "present") if k in st.query_params}
         st.query_params.from_dict({**spec_to_query(spec), **kept})  # the form's fields, and what is shown
-        not_here = unavailable_summary(blocked)
+        not_here = unavailable_summary(first_blocked)
         if not_here:
             st.caption(not_here)
 

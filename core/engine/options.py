@@ -130,13 +130,13 @@ _ROWS = (
     ),
     Option(
         "dynamic", bool, None, "Dynamic shapes", "dynamic shapes: auto (default), true, false",
-        choices=(None, True, False), optional=True, form=(4, 0), link=True, compare="dynamic",
+        choices=(None, True, False), optional=True, form=(4, 2), link=True, compare="dynamic",
         form_help="What compile does when a new input shape arrives: torch decides (auto), compile for any "
         "shape from the start, or compile again for every new shape.",
         choice_labels={
             None: "auto (torch decides)",
-            True: "true (dynamic from the start)",
-            False: "false (every new shape recompiles)",
+            True: "true (any shape)",
+            False: "false (one per shape)",
         },
     ),  # torch.compile's own default: None = decide automatically
     Option(
@@ -152,12 +152,12 @@ _ROWS = (
     ),  # "regional": compile each repeated block in place (core.engine.regions)
     Option(
         "epochs", int, 3, "Epochs",
-        min=1, max=MAX_EPOCHS, form=(2, 2), sweep_form=True, link=True, compare="epochs",
+        min=1, max=MAX_EPOCHS, form=(3, 0), sweep_form=True, link=True, compare="epochs",
         form_help="How many passes each variant makes; the first compiled one pays the compile.",
     ),
     Option(
         "steps_per_epoch", int, 20, "Steps per epoch",
-        min=1, max=MAX_STEPS_PER_EPOCH, form=(2, 3), sweep_form=True, link=True, compare="steps/epoch",
+        min=1, max=MAX_STEPS_PER_EPOCH, form=(3, 1), sweep_form=True, link=True, compare="steps/epoch",
         form_help="Training steps per epoch: more steps give compile more time to win back what it cost.",
     ),
     Option(
@@ -170,7 +170,7 @@ _ROWS = (
     ),  # None: the model's default
     Option(
         "data", str, "synthetic", "Data", "one of {choices}",
-        choices=("synthetic", "fakedata", "cifar10"), form=(3, 0), link=True, compare="data",
+        choices=("synthetic", "fakedata", "cifar10"), form=(4, 0), link=True, compare="data",
         form_help="Random tensors made on the device (synthetic), or torchvision's FakeData images through a "
         "DataLoader, for image models.",
         form_choices=("synthetic", "fakedata"),  # cifar10 needs a local folder: CLI only
@@ -184,7 +184,7 @@ _ROWS = (
     ),
     Option(
         "cache", str, "cold", "Inductor cache", "Inductor cache: {choices} (cold: a fresh cache, what a new user pays)",
-        choices=("cold", "warm"), form=(3, 1), link=True, compare="cache",
+        choices=("cold", "warm"), form=(2, 2), link=True, compare="cache",
         form_help="Cold: a fresh Inductor cache, the full compile a new user pays. Warm: reuse what earlier "
         "races here compiled, as a second run of the same model does.",
     ),
@@ -195,22 +195,22 @@ _ROWS = (
         form_help="Eager first, then compiled; or the two taking turns epoch by epoch, so both lines grow "
         "together (both models in memory).",
         choice_labels={
-            "sequential": "sequential (eager, then compiled)",
-            "alternating": "side by side (turns, epoch by epoch)",
+            "sequential": "eager, then compiled",
+            "alternating": "taking turns",
         },
     ),  # "alternating": eager and compiled take turns, epoch by epoch
     Option(
         "shapes", str, "fixed", "Input shapes",
         "fixed, or varying: sequence length per batch (gpt), a smaller last batch",
-        choices=("fixed", "varying"), form=(3, 3), link=True,
+        choices=("fixed", "varying"), form=(4, 1), link=True,
         form_help="Fixed: every batch the same shape. Varying: a smaller last batch (or a new sequence length "
         "per batch for gpt), which makes compile decide what to do with a new shape.",
-        choice_labels={"fixed": "fixed", "varying": "varying (new shapes during the run)"},
+        choice_labels={"fixed": "fixed", "varying": "varying (new shapes)"},
     ),  # varying: sequence length per batch (gpt), else a smaller last batch per epoch
     Option(
         "stance", str, "default", "On a recompile",
         "torch.compiler.set_stance after the first compile: {choices}",
-        choices=("default", "fail_on_recompile", "eager_on_recompile"), form=(4, 1), link=True,
+        choices=("default", "fail_on_recompile", "eager_on_recompile"), form=(5, 0), link=True,
         form_help="What happens when a new shape would need another compile (torch.compiler.set_stance): "
         "compile again, stop with an error, or run that step eagerly.",
         choice_labels={
@@ -226,7 +226,7 @@ _ROWS = (
     Option(
         "compile_trace", bool, False, "Compile trace",
         "keep torch's structured compile trace (TORCH_TRACE; tlparse reads it)",
-        form=(4, 2),
+        form=(5, 1),
         form_help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "
         "page. Off by default: a large model's trace can take tens of MB.",
     ),

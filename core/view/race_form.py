@@ -318,6 +318,8 @@ def shared_result_text(run: Run, now: float | None = None) -> str:
 
 
 def scope_label(scope: str, model: str) -> str:
-    """'regional (each transformer block)': what a compile scope compiles for this model."""
-    what = region_description(model) if scope == "regional" else "the whole model"
-    return f"{scope} ({what})" if what else scope
+    """'each transformer block' or 'whole model': what a compile scope compiles for this model, short
+    enough for the form's select box (the option's help says the rest)."""
+    if scope == "regional":
+        return region_description(model) or scope
+    return "whole model" if scope == "whole" else scope

@@ -11,16 +11,14 @@ from __future__ import annotations
 from core.engine.options import Option, on_form
 
 # The one line a first-time visitor reads before anything else.
-STORY = (
-    "torch.compile spends time up front compiling your model so that every training step runs faster. "
-    "A race trains the same model both ways and shows when that time is won back."
-)
-DEMO_LEAD = "New here? Watch compile pay for itself on this CPU:"
-OWN_RACE_LEAD = "Or race your own model:"
+STORY = "torch.compile compiles up front so every step runs faster. A race shows when that has paid off."
+DEMO_LEAD = "New here? Watch compile pay for itself on this CPU, or race your own model below:"
 MORE_SETTINGS = "More settings"
 FIRST_ROW = 1  # the options table's form row that is on the first screen; the rest are More settings
 # Column widths per row: the model picker needs room for its source and its facts line.
+# More settings' rows have three places each, so a choice's words fit its box at 1280x720.
 ROW_WIDTHS = {FIRST_ROW: [3, 2, 2, 2]}
+MORE_SETTINGS_COLUMNS = 3
 
 
 def first_screen() -> list[Option]:
@@ -43,7 +41,14 @@ def rows(options: list[Option]) -> dict[int, list[Option]]:
 
 def row_widths(row: int, options: list[Option]) -> list[int]:
     """The columns of one form row: as wide as ROW_WIDTHS says, else one per place, evenly."""
-    return ROW_WIDTHS.get(row) or [1] * (max(o.form[1] for o in options) + 1)
+    return ROW_WIDTHS.get(row) or [1] * max(MORE_SETTINGS_COLUMNS, max(o.form[1] for o in options) + 1)
+
+
+def split_unavailable(blocked: dict[str, dict]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """What this device cannot run, split into the first screen's options and More settings', so
+    each reason is said beside the controls it is about."""
+    first = {o.name for o in first_screen()}
+    return ({k: v for k, v in blocked.items() if k in first}, {k: v for k, v in blocked.items() if k not in first})
 
 
 def form_help(option: Option) -> str:
