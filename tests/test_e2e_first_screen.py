@@ -34,5 +34,7 @@ def test_the_first_screen_shows_the_demo_and_launch_above_the_fold_with_nothing_
     page.get_by_text("Compile trace").wait_for()
     assert page.evaluate(CUT_SHORT) == []
     # The check can fail: a value too long for its box is seen as cut.
-    page.get_by_role("spinbutton", name="Steps per epoch").evaluate("e => { e.type = 'text'; e.value = '1'.repeat(200); }")
+    page.get_by_role("spinbutton", name="Steps per epoch").evaluate(
+        "e => { e.type = 'text'; e.value = '1'.repeat(200); }"
+    )
     assert page.evaluate(CUT_SHORT) != []
