@@ -44,7 +44,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"error: no shipped recording named {unknown[0]!r} (known: {', '.join(BY_NAME)})", file=sys.stderr)
         return EXIT_USAGE
     out_dir = args.out_dir or RECORDINGS_DIR
-    store = Store(os.path.join(tempfile.mkdtemp(prefix="compile-lab-record-"), "store.sqlite3"))
+    store = None
     for name in names:
         busy = wait_for_quiet(args.wait_quiet)
         if busy and not args.anyway:
@@ -54,6 +54,8 @@ def cmd_record(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
+        if store is None:  # a store of its own: the recording is race 1 of a clean queue
+            store = Store(os.path.join(tempfile.mkdtemp(prefix="compile-lab-record-"), "store.sqlite3"))
         caps = queue.ensure_probe(store, owner="recording", wait_s=120)
         run_id = queued_or_refused(lambda n=name, c=caps: queue.enqueue(store, BY_NAME[n].params, "recording", caps=c))
         if run_id is None:

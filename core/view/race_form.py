@@ -77,6 +77,11 @@ def _fmt_s(s: float) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
 
 
+def _fmt_measured(s: float) -> str:
+    """A measured wall time, to the second under ten minutes: '108 s', '12.5 min'."""
+    return f"{s:.0f} s" if s < 600 else f"{s / 60:.1f} min"
+
+
 def describe_duration(low: float, high: float) -> str:
     if high <= 0:  # a timm, Hugging Face or file model: no measured step time to scale from
         return "unknown for this model"
@@ -95,16 +100,16 @@ def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
         name = race_name(base.race_number, base.run_id)
         same_steps = _steps_of(base.params) == _steps_of(spec.to_dict())
         if same_steps:
-            return f"measured: {_fmt_s(base.wall_s)} as {name}"
+            return f"measured: {_fmt_measured(base.wall_s)} as {name}"
         text = (
             f"about {_fmt_s(estimate.total_s)} ({_fmt_s(estimate.low_s)} to {_fmt_s(estimate.high_s)}), from {name}: "
-            f"the same race with {_steps_of(base.params):,} steps took {_fmt_s(base.wall_s)}"
+            f"the same race with {_race_steps(base.params):,} steps took {_fmt_measured(base.wall_s)}"
         )
     elif base is not None:
         text = (
             f"about {_fmt_s(estimate.total_s)} ({_fmt_s(estimate.low_s)} to {_fmt_s(estimate.high_s)}), scaled "
             f"from {race_name(base.race_number, base.run_id)} ({base.params.get('model')}, batch "
-            f"{int(base.params.get('batch_size') or 0):,}: {_fmt_s(base.wall_s)})"
+            f"{int(base.params.get('batch_size') or 0):,}: {_fmt_measured(base.wall_s)})"
         )
     else:
         text = (
@@ -115,6 +120,15 @@ def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
         low, high, n = estimate.past
         text += f". Past estimates on this device were within {low:+.0%}/{high:+.0%} of what was measured ({n} races)"
     return text
+
+
+def _race_steps(params: dict) -> int:
+    """Steps of both variants, as the estimate counts them."""
+    return (
+        2
+        * int(params.get("epochs") or 1)
+        * (int(params.get("steps_per_epoch") or 1) + int(params.get("eval_steps") or 0))
+    )
 
 
 def _steps_of(params: dict) -> tuple:
