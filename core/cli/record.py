@@ -57,7 +57,9 @@ def cmd_record(args: argparse.Namespace) -> int:
         if store is None:  # a store of its own: the recording is race 1 of a clean queue
             store = Store(os.path.join(tempfile.mkdtemp(prefix="compile-lab-record-"), "store.sqlite3"))
         caps = queue.ensure_probe(store, owner="recording", wait_s=120)
-        run_id = queued_or_refused(lambda n=name, c=caps: queue.enqueue(store, BY_NAME[n].params, "recording", caps=c))
+        run_id = queued_or_refused(
+            lambda n=name, c=caps, s=store: queue.enqueue(s, BY_NAME[n].params, "recording", caps=c)
+        )
         if run_id is None:
             return EXIT_USAGE
         print(f"{name}: recording as run {run_id}", file=sys.stderr)
