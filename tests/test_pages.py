@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from core.engine import analysis
 from core.engine.spec import DeviceCaps
 from core.runs import devices, queue
+from core.runs.identity import owner_of
 from core.view.safe_text import markdown_text
 
 APP = f"{ROOT}/streamlit_app.py"
@@ -142,7 +143,7 @@ def test_launch_enqueues_a_run_owned_by_this_visitor(store, sleepers):
     assert not at.exception
     runs = store.list_runs(kind="race")
     assert len(runs) == 1
-    assert runs[0].owner == f"visitor:{at.session_state['visitor']}"
+    assert runs[0].owner == owner_of(at.session_state["visitor"])
     assert runs[0].params["model"] == "mlp" and runs[0].params["steps_per_epoch"] == 3
     assert at.query_params["run"] == str(runs[0].id)
     assert "visitor" not in " ".join(f"{k}={v}" for k, v in at.query_params.items())

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from core.engine import analysis
 from core.engine.spec import DeviceCaps, RunSpec
 from core.runs import devices
+from core.runs.identity import owner_of
 from core.runs.sweeps import Axis, SweepSpec
 from core.view.safe_text import markdown_text
 
@@ -195,7 +196,7 @@ def test_launch_queues_every_point_under_one_sweep_owned_by_this_visitor(store, 
     points = store.sweep_runs(sweep.id)
     assert [p.params["batch_size"] for p in points] == [8, 16]
     assert all(p.params["model"] == "mlp" and p.params["steps_per_epoch"] == 3 for p in points)
-    assert sweep.owner == f"visitor:{at.session_state['visitor']}" and all(p.owner == sweep.owner for p in points)
+    assert sweep.owner == owner_of(at.session_state["visitor"]) and all(p.owner == sweep.owner for p in points)
     assert at.query_params["sweep"] == str(sweep.id)
 
 
