@@ -185,6 +185,8 @@ def run_view(run: Run) -> LiveSnapshot:
     if run.id not in views:
         views[run.id] = RunView(run.id, run_label(run))
     view = views[run.id]
+    if run.finished and run.summary:  # its numbers are the stored summary: its steps are drawn thinned
+        view.thin_steps()
     view.poll(store())
     return snapshot_of(run, view)
 
