@@ -99,6 +99,7 @@ def feed_document(
         "progress": layout.progress_fraction(run),
         "progress_text": layout.progress_line(snap),
         "error": run.error if run.status == "failed" else None,
+        "damaged": bool(snap.damaged),  # the page's warning names the store's file: the feed says only that
         "words": None if words is None else {"text": words.text, "compiling": words.compiling},
         "cards": [dataclasses.asdict(card) for card in cards],
         "charts": [
