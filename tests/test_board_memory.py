@@ -14,7 +14,8 @@ import pytest
 from conftest import ROOT
 
 from core.engine.spec import RunSpec
-from core.runs.bundle import MAX_BUNDLE_BYTES, events_allowed, import_bundle, read_bundle
+from core.runs.bundle import MAX_BUNDLE_BYTES, BundleError, events_allowed, import_bundle, read_bundle
+from core.view import replay
 from core.view.run_screen import shared_board
 from core.view.run_screen.feed import LiveFeeds
 from core.view.run_screen.shared_board import LiveBoard
@@ -160,3 +161,13 @@ def test_the_board_keeps_a_bounded_number_of_runs_and_lets_idle_ones_go(store, m
     monkeypatch.setattr(shared_board, "IDLE_EVICT_S", 0.0)
     feeds.board.snapshot(ids[0])
     assert sorted(feeds.board._entries) == [ids[0]]  # nobody asked for the others since: let go
+
+
+def test_a_stored_race_too_long_to_replay_is_a_message_not_a_gigabyte_per_tab(store, monkeypatch):
+    from test_pages import record_race
+
+    run_id = record_race(store, "done", steps=30)  # 62 events
+    assert len(replay.load_recording(f"run:{run_id}", store).events) == 62
+    monkeypatch.setattr(replay, "MAX_REPLAY_EVENTS", 61)
+    with pytest.raises(BundleError, match=f"run {run_id} recorded more than 61 events, too many to replay"):
+        replay.load_recording(f"run:{run_id}", store)
