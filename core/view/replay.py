@@ -30,7 +30,7 @@ RECORDINGS_DIR = os.path.join(PROJECT_ROOT, "assets", "recordings")
 SPEEDS: dict[str, float | None] = {"1x": 1.0, "2x": 2.0, "5x": 5.0, "instant": None}
 # A replay redraws its live view from every event shown so far, twice a second, in the session of
 # each tab that plays it: a stored race of more events than this is not replayed (one at the bundle
-# cap, 560,000 events, held about a gigabyte per tab and a core while it played).
+# cap, 560,000 events, held 0.7 GB per tab, 1 GB at the peak of its first frame).
 MAX_REPLAY_EVENTS = 20_000
 
 

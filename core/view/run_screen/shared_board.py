@@ -34,7 +34,7 @@ from core.engine.spec import DeviceCaps
 from core.runs import devices
 from core.runs.store import Run, Store
 from core.view.queue import describe
-from core.view.run_screen.store_reader import RunView, held_events, run_label, run_summary
+from core.view.run_screen.store_reader import RunView, expected_steps, held_events, run_label, run_summary
 
 VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
 QUEUE_MAX_AGE_S = 1.0  # the sidebar's device card and queue
@@ -280,7 +280,7 @@ class LiveBoard:
                 return
             entry.view.label = run_label(run)
             if run.finished and run.summary:  # its numbers are the stored summary: draw from thinned steps
-                entry.view.thin_steps()
+                entry.view.thin_steps(expected=expected_steps(run.params))
             entry.view.poll(db)
             state = describe(db, run)
             number = db.race_numbers([run.id]).get(run.id) if run.kind == "race" else None

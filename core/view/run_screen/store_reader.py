@@ -75,14 +75,15 @@ class RunView:
             if limit is None or len(new) < limit:
                 return arrived
 
-    def thin_steps(self, max_steps: int = MAX_VIEW_STEPS) -> None:
-        """From now on hold at most about `max_steps` step rows: consecutive steps of one variant and
-        phase are merged, `bucket` at a time (the slowest step time of them, the last one's step,
-        loss and cumulative time). For a finished run whose numbers are its stored summary: what the
-        view still counts exactly is counts() and the projection's step times; events() and
-        summary() then hold the merged rows."""
+    def thin_steps(self, max_steps: int = MAX_VIEW_STEPS, expected: int | None = None) -> None:
+        """From now on hold at most about `max_steps` step rows: of each `bucket` consecutive steps
+        of one variant and phase, the median one's row, and the slowest one's where it stands out
+        (_Thinned). `expected`: how many step events the run records at most (expected_steps), so
+        that the bucket is right from the start. For a finished run whose numbers are its stored
+        summary: counts() and the projection's step times stay exact; events() and summary() then
+        hold the kept rows."""
         if self._thin is None:
-            self._thin = _Thinned(max_steps)
+            self._thin = _Thinned(max_steps, expected)
             steps, self._steps = self._steps, []
             self._add_steps(steps)
             self._frames = None
@@ -104,9 +105,9 @@ class RunView:
     def _add_steps(self, steps) -> None:
         thin = self._thin
         for e in steps:
-            row = thin.add(e)
-            if row is not None:
-                self._steps.append(row)
+            rows = thin.add(e)
+            if rows:
+                self._steps.extend(rows)
                 if len(self._steps) > thin.max_steps:
                     self._steps = thin.merge_pairs(self._steps)
         self.bucket = thin.bucket
@@ -195,22 +196,24 @@ class RunView:
 
 class _Thinned:
     """A thinned view's state (RunView.thin_steps): the exact counts, sums and train step times
-    (8 bytes a step, for the projection), and each variant and phase's bucket being filled: its
-    latest event, slowest step time and cumulative time (a row is made once a bucket is full)."""
+    (8 bytes a step, for the projection), and each variant and phase's bucket being filled. A full
+    bucket becomes the row of its median step (that step's own time, step, loss and cumulative
+    time: a real step, so medians and the steady level read as they do unthinned) and, where its
+    slowest step took over twice that (a compile, a recompile, a stall), that step's row too."""
 
-    def __init__(self, max_steps: int):
-        self.max_steps = max(2, max_steps)
-        self.bucket = 1
+    def __init__(self, max_steps: int, expected: int | None = None):
+        self.max_steps = max(4, max_steps)
+        self.bucket = max(1, -(-expected // self.max_steps)) if expected else 1
         self.counts = {"eager": 0, "compiled": 0}
         self.cumulative = {"eager": 0.0, "compiled": 0.0}
         self.times = {"eager": array("d"), "compiled": array("d")}  # train step times, in order
         self.eager_at = array("q")  # each eager train step's place among all steps
         self.steps_seen = 0
         self.last_compiled_at: int | None = None
-        self.pending: dict[tuple[str, str], list] = {}  # (variant, phase) -> [latest, slowest, cumulative, filled]
+        self.pending: dict[tuple[str, str], list] = {}  # (variant, phase) -> its open bucket's steps
 
-    def add(self, e: dict[str, Any]) -> dict[str, Any] | None:
-        """Count one step event into its bucket; the bucket's row when that fills it."""
+    def add(self, e: dict[str, Any]) -> list[dict[str, Any]]:
+        """Count one step event into its bucket; the bucket's rows when that fills it."""
         variant, phase = e["variant"], e["phase"]
         time_s = float(e["time_s"])
         cumulative = None
@@ -223,42 +226,31 @@ class _Thinned:
         if variant == "compiled":
             self.last_compiled_at = self.steps_seen
         self.steps_seen += 1
-        held = self.pending.get((variant, phase))
-        if held is None:
-            held = self.pending[(variant, phase)] = [e, time_s, cumulative, 1]
-        else:
-            held[0], held[2], held[3] = e, cumulative, held[3] + 1
-            if time_s > held[1]:
-                held[1] = time_s
-        if held[3] >= self.bucket:
+        steps = self.pending.setdefault((variant, phase), [])
+        steps.append((time_s, cumulative, e))
+        if len(steps) >= self.bucket:
             del self.pending[(variant, phase)]
-            return _row(held)
-        return None
+            return _bucket_rows(steps)
+        return []
 
     def open_rows(self) -> list[dict[str, Any]]:
-        return [_row(held) for held in self.pending.values()]
+        return [row for steps in self.pending.values() for row in _bucket_rows(steps)]
 
     def merge_pairs(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Every two consecutive full buckets of a variant and phase as one: the bucket doubles."""
+        """Double the bucket: of every two consecutive median rows of a variant and phase the later
+        stays; slow steps stay (the slowest max_steps // 4 of them)."""
         self.bucket *= 2
-        open_rows: dict[tuple[str, str], dict[str, Any]] = {}
-        out = []
+        spikes = sorted((r for r in rows if r["spike"]), key=lambda r: r["time_s"])[-(self.max_steps // 4) :]
+        kept, waiting = {id(r) for r in spikes}, set()
         for row in rows:
-            key = (row["variant"], row["phase"])
-            first = open_rows.pop(key, None)
-            if first is None:
-                open_rows[key] = row
-            elif first["time_s"] > row["time_s"]:
-                out.append({**row, "time_s": first["time_s"]})
-            else:
-                out.append(row)
-        for key, row in open_rows.items():  # half a bucket: it becomes the open one, filled further
-            held = self.pending.get(key)
-            if held is None:
-                self.pending[key] = [row, row["time_s"], row["cumulative_s"], self.bucket // 2]
-            else:
-                held[1], held[3] = max(held[1], row["time_s"]), held[3] + self.bucket // 2
-        return out
+            if not row["spike"]:
+                key = (row["variant"], row["phase"])
+                if key in waiting:
+                    waiting.discard(key)
+                    kept.add(id(row))
+                else:
+                    waiting.add(key)
+        return [r for r in rows if id(r) in kept]
 
     def held_train_times(self, variant: str) -> list[float]:
         """store_reader.held_events's train step times: eager's measured after compiled's last step wait."""
@@ -267,11 +259,32 @@ class _Thinned:
         return [t for t, at in zip(self.times["eager"], self.eager_at) if at < self.last_compiled_at]
 
 
-def _row(held: list) -> dict[str, Any]:
-    latest, slowest, cumulative, _ = held
-    row = {k: latest.get(k) for k in ("id", "kind", "variant", "phase", "epoch", "step", "loss", "recorded_at")}
-    row.update(time_s=slowest, cumulative_s=cumulative)
+SPIKE_FACTOR = 2.0  # a step over this many times its bucket's median keeps a row of its own
+
+
+def _bucket_rows(steps: list[tuple[float, float | None, dict[str, Any]]]) -> list[dict[str, Any]]:
+    ranked = sorted(range(len(steps)), key=lambda i: steps[i][0])
+    median, slowest = ranked[(len(ranked) - 1) // 2], ranked[-1]
+    chosen = [median]
+    if slowest != median and steps[slowest][0] > SPIKE_FACTOR * steps[median][0]:
+        chosen = sorted((median, slowest))
+    return [_row(*steps[i], spike=i != median) for i in chosen]
+
+
+def _row(time_s: float, cumulative: float | None, e: dict[str, Any], spike: bool) -> dict[str, Any]:
+    row = {k: e.get(k) for k in ("id", "kind", "variant", "phase", "epoch", "step", "loss", "recorded_at")}
+    row.update(time_s=time_s, cumulative_s=cumulative, spike=spike)
     return row
+
+
+def expected_steps(params: Any) -> int | None:
+    """The most step events a race of these params records (both variants, training and
+    evaluation), None where the params cannot say."""
+    try:
+        epochs, per_epoch = int(params["epochs"]), int(params["steps_per_epoch"]) + int(params.get("eval_steps") or 0)
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return None
+    return 2 * epochs * per_epoch if epochs > 0 and per_epoch > 0 else None
 
 
 def run_summary(run: Run, view: RunView) -> dict[str, Any]:
