@@ -144,9 +144,11 @@ def test_turns_alternate_between_visitors_who_both_queued_many(store, sleepers):
 
 
 def page_text(at) -> str:
-    """Everything a visitor can read on a page: its text, the sidebar's, and its tables' cells."""
+    """Everything a visitor can read on a page: its text, the sidebar's, its progress bars' and its
+    tables' cells."""
     parts = [texts(at), *(str(e.value) for e in [*at.info, *at.warning, *at.success, *at.sidebar.markdown])]
-    parts += [e.value.to_string() for e in at.dataframe]
+    parts += [e.value.to_string() for e in at.dataframe] + [str(e.value) for e in at.text]
+    parts += [e.proto.text.replace("\\", "") for e in at.get("progress")]  # markdown text, unescaped
     return "\n".join(parts)
 
 
