@@ -109,7 +109,8 @@ export default function (component) {
     }
     slots.progressText.textContent = doc.progress_text;
     slots.progress.firstChild.style.width = Math.round(100 * doc.progress) + "%";
-    slots.error.textContent = doc.error ? "Run failed: " + doc.error : "";
+    slots.error.textContent = (doc.error ? "Run failed: " + doc.error + " " : "") +
+      (doc.damaged ? "Part of this run cannot be read (the store's file is damaged): shown is what can be." : "");
     slots.words.replaceChildren();
     if (doc.words) {
       slots.words.appendChild(el(doc.words.compiling ? "div" : "p", doc.words.compiling ? "cl-info" : "cl-bold", doc.words.text));

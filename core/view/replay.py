@@ -21,13 +21,17 @@ from typing import Any
 
 from core import PROJECT_ROOT
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
-from core.runs.store import Run, Store, id_from_text
+from core.runs.store import DamagedEvents, Run, Store, id_from_text
 from core.view.compare import race_name
 from core.view.run_screen.shared_board import LiveSnapshot, snapshot_of
 from core.view.run_screen.store_reader import RunView
 
 RECORDINGS_DIR = os.path.join(PROJECT_ROOT, "assets", "recordings")
 SPEEDS: dict[str, float | None] = {"1x": 1.0, "2x": 2.0, "5x": 5.0, "instant": None}
+# A replay redraws its live view from every event shown so far, twice a second, in the session of
+# each tab that plays it: a stored race of more events than this is not replayed (one at the bundle
+# cap, 560,000 events, held 0.7 GB per tab, 1 GB at the peak of its first frame).
+MAX_REPLAY_EVENTS = 20_000
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,15 @@ def load_recording(key: str, store: Store | None = None, folder: str = RECORDING
         run = store.get_run(run_id)
         if run is None or run.kind != "race" or not run.finished:
             raise BundleError(f"run {run_id} is not a finished race")
+        try:
+            too_long = len(store.events_after(run_id, limit=MAX_REPLAY_EVENTS + 1)) > MAX_REPLAY_EVENTS
+        except DamagedEvents:
+            too_long = False  # export says why it cannot be replayed
+        if too_long:
+            raise BundleError(
+                f"run {run_id} recorded more than {MAX_REPLAY_EVENTS:,} events, too many to replay: "
+                "open it on the Runs page instead"
+            )
         return recording_from_run(store, run_id)
     raise BundleError(f"not a recording: {key!r}")
 

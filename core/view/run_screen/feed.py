@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from core.runs.store import Run
-from core.view.run_screen import layout, sentences
+from core.view.run_screen import layout, sentences, shared_board
 from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot
 
 # A viewer's browser asks every FEED_POLL_S; the server rebuilds a run's document at most once a
@@ -99,6 +99,7 @@ def feed_document(
         "progress": layout.progress_fraction(run),
         "progress_text": layout.progress_line(snap),
         "error": run.error if run.status == "failed" else None,
+        "damaged": bool(snap.damaged),  # the page's warning names the store's file: the feed says only that
         "words": None if words is None else {"text": words.text, "compiling": words.compiling},
         "cards": [dataclasses.asdict(card) for card in cards],
         "charts": [
@@ -172,8 +173,12 @@ class LiveFeeds:
             feed = encode(feed_document(snap, present, lambda: self._expected_compile(snap.run), now))
             self.builds += 1
             self._cache[(run_id, present)] = _Cached(snap, tick, feed, now)
-            for key, other in list(self._cache.items()):
-                if now - other.asked_at > IDLE_EVICT_S:
+            # A cached document holds its snapshot: as many as the board keeps runs, no more.
+            by_age = sorted(self._cache, key=lambda k: self._cache[k].asked_at)
+            for key in by_age[: max(0, len(by_age) - 2 * shared_board.MAX_BOARD_RUNS)]:
+                del self._cache[key]
+            for key in by_age:
+                if key in self._cache and now - self._cache[key].asked_at > IDLE_EVICT_S:
                     del self._cache[key]
             return feed
 

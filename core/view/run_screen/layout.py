@@ -60,8 +60,12 @@ def expected_compile(store: Store, run: Run) -> tuple[float | None, bool]:
 
 def progress_line(view: Any, quote: Callable[[str], str] = str) -> str:
     """The progress bar's text: 'Race 3: compiled epoch 2/3'. `quote`: how the state is written (it
-    can hold a failed run's error)."""
-    return f"{race_name(view.race_number, view.run.id).capitalize()}: {quote(view.state)}"
+    can hold a failed run's error). A long finished race's thinned steps are said (RunView.thin_steps)."""
+    line = f"{race_name(view.race_number, view.run.id).capitalize()}: {quote(view.state)}"
+    bucket = getattr(view, "bucket", 1)
+    if bucket > 1:
+        line += f" (a long race: its charts draw one point per {bucket} steps, its numbers stand on every step)"
+    return line
 
 
 def progress_fraction(run: Run) -> float:
