@@ -192,7 +192,7 @@ def test_runs_page_overlays_several_runs_reopens_one_and_deletes_only_your_own(s
     record_probe(store)
     theirs = record_race(store, "done")
     mine = record_race(store, "done")
-    store.update_run(mine, owner="visitor:0123456789abcdef")
+    store.update_run(mine, owner=owner_of("0123456789abcdef"))
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["visitor"] = "0123456789abcdef"
     at.run()
