@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import random
+import re
 import shutil
 import statistics
 import sys
@@ -57,8 +58,14 @@ from core.engine import analysis  # noqa: E402
 from core.engine.models.zoo import MODELS  # noqa: E402
 from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
 from core.runs import devices, processes, queue  # noqa: E402
+from core.runs.identity import owner_of  # noqa: E402
 from core.runs.store import Store  # noqa: E402
-from core.view.run_screen import cadence, layout, sentences  # noqa: E402
+from core.view.run_screen import (  # noqa: E402
+    cadence,
+    layout,
+    sentences,
+    shared_board,  # noqa: E402
+)
 from core.view.run_screen.feed import encode, feed_document  # noqa: E402
 from core.view.run_screen.shared_board import LiveBoard  # noqa: E402
 
@@ -72,6 +79,7 @@ APPTEST_REPEATS = 3
 STORED_RUNS = 200
 RUN_STEPS = 100  # per variant, for the stored runs' summaries
 REFRESH_GOAL_MS, RUNS_GOAL_MS = 150.0, 1000.0
+OWNER_TOKEN = "0123456789abcdef0123456789abcdef"  # the AppTest session is the run's owner: its refresh reads the store
 ELSEWHERE = "bench-worker-host"  # the race's worker "runs" on another host: judged by its heartbeat only
 
 LAUNCHES: list[tuple] = []
@@ -262,10 +270,14 @@ def feed_refresh(store: Store, board: LiveBoard, run_id: int, lap: Callable[[str
     """One new live-feed document, as core.view.run_screen.feed.LiveFeeds.get builds it."""
     snap = board.snapshot(run_id, max_age_s=0)
     lap("snapshot: store read, frames")
-    snap.summary()
+    summary = snap.summary()
     lap("summary (the interval)")
+    built = layout.chart_builders(snap.run, snap, summary, False)
+    for build in built.values():
+        build()  # memoised on the snapshot: the document below takes them from there
+    lap(f"{len(built)} Altair charts built")
     document = feed_document(snap, present=False, expected=never)
-    lap(f"words, cards, {len(document['charts'])} chart specs")
+    lap("words, cards, charts as specs")
     body = encode(document).body
     lap("JSON + gzip")
     return body
@@ -288,8 +300,10 @@ def streamlit_refresh(store: Store, board: LiveBoard, run_id: int, lap: Callable
     layout.loss_words(snap)
     lap("words + cards")
     built = layout.chart_builders(run, snap, summary, False)
-    specs = [snap.derive(name, lambda b=build: vega_spec(b())) for name, build in built.items()]
-    lap(f"{len(specs)} charts for st.vega_lite_chart")
+    charts = {name: build() for name, build in built.items()}
+    lap(f"{len(charts)} Altair charts built")
+    specs = [snap.derive(name, lambda c=chart: vega_spec(c)) for name, chart in charts.items()]
+    lap(f"{len(specs)} converted for st.vega_lite_chart")
     return specs
 
 
@@ -346,15 +360,30 @@ def check(at: AppTest, notes: set[str], cards: int | None = None, charts_drawn: 
         notes.add(f"{drawn} charts drawn, expected {charts_drawn}")
 
 
+def shown_steps(at: AppTest) -> str | None:
+    """The step chart's description as the page last drew it ('Step time per step: 5000 eager ...')."""
+    for element in at.get("vega_lite_chart"):
+        found = re.search(r"Step time per step: \d+ eager steps, \d+ compiled steps", element.proto.spec)
+        if found:
+            return found.group(0)
+    return None
+
+
 def race_apptest(store: Store, run_id: int, boundary: int, tail: list[dict]) -> dict:
-    """Fresh sessions on the Race page following the run: first render at 4,990 steps per variant,
-    then a re-run after 10 more per variant arrived (the session's RunView reads only those)."""
+    """Fresh sessions of the run's owner on the Race page following the run (AppTest serves no feed:
+    the Streamlit path): first render at 4,990 steps per variant in a fresh process's board, then a
+    re-run after 10 more per variant arrived (the owner's refresh reads the store; the board only the
+    new events). Checks that the re-run drew them."""
     firsts, reruns, notes = [], [], set()
     cold = None
     snap = LiveBoard(store.path).snapshot(run_id)  # as many charts as the page's plan holds
     charts = len(layout.chart_builders(snap.run, snap, snap.summary(), False))
+    expected = f"Step time per step: {EPOCHS * STEPS_PER_EPOCH} eager steps, {EPOCHS * STEPS_PER_EPOCH} compiled steps"
+    store.update_run(run_id, owner=owner_of(OWNER_TOKEN))
     for i in range(APPTEST_REPEATS + 1):  # the first pays the imports: reported apart
+        shared_board._BOARDS.clear()  # a fresh process's board: nothing read yet
         at = AppTest.from_file(APP, default_timeout=60)
+        at.session_state["visitor"] = OWNER_TOKEN
         at.query_params["run"] = str(run_id)
         t = time.perf_counter()
         at.run()
@@ -365,12 +394,15 @@ def race_apptest(store: Store, run_id: int, boundary: int, tail: list[dict]) -> 
         at.run()
         rerun = (time.perf_counter() - t) * 1000
         check(at, notes, cards=6, charts_drawn=charts)
+        if shown_steps(at) != expected:
+            notes.add(f"the re-run drew {shown_steps(at)!r}, not the new steps ({expected!r})")
         rewind(store, run_id, boundary)
         if i == 0:
             cold = first
         else:
             firsts.append(first)
             reruns.append(rerun)
+    store.update_run(run_id, owner="visitor:someone-else")
     return {"cold": cold, "first": firsts, "rerun": reruns, "notes": notes}
 
 
@@ -466,7 +498,7 @@ def main() -> None:
         print("   end to end, AppTest of the Race page (whole script: entry, sidebar, form, live view):")
         print(f"   first render, new session reading every event: median {first:7.0f} ms of {len(race['first'])}")
         print(
-            f"   re-run after {TAIL} new steps per variant:            median {rerun:7.0f} ms   "
+            f"   the owner's re-run after {TAIL} new steps per variant: median {rerun:7.0f} ms   "
             f"(vs {REFRESH_GOAL_MS:.0f} ms: {verdict(rerun, REFRESH_GOAL_MS)})"
         )
         print(f"   (the first AppTest in this process, imports included: {race['cold']:.0f} ms){noted(race['notes'])}")
@@ -486,7 +518,7 @@ def main() -> None:
         print(
             f"\ngoals: live refresh < {REFRESH_GOAL_MS:.0f} ms: the feed {verdict(med, REFRESH_GOAL_MS)} "
             f"(median {med:.0f} ms, p95 {p95:.0f} ms), through Streamlit {verdict(st_med, REFRESH_GOAL_MS)} "
-            f"(median {st_med:.0f} ms; the whole page's AppTest rerun {rerun:.0f} ms); "
+            f"(median {st_med:.0f} ms; the whole page's AppTest re-run {rerun:.0f} ms: {verdict(rerun, REFRESH_GOAL_MS)}); "
             f"Runs page first render < {RUNS_GOAL_MS:.0f} ms: {verdict(first_runs, RUNS_GOAL_MS)} ({first_runs:.0f} ms)"
         )
         print(
