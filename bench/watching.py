@@ -64,6 +64,7 @@ class Race:
     window_s: float = 0.0
     torch_threads: int | None = None
     worker_cpus: str = "?"
+    view: str = ""  # how the page drew the live race: the live feed, or Streamlit's reruns
     note: str = ""
 
 
@@ -182,21 +183,22 @@ def race_once(arm: str, spec: RunSpec, url: str, store: Store, server_pid: int, 
     worker_pid, t0 = None, None
     while True:
         run = store.get_run(run_id)
+        if page is not None and not race.view and run.status == "running":
+            race.view = "feed" if page.locator(".cl-feed").count() else "streamlit"
         if worker_pid is None and run.pid:
             worker_pid = run.pid
         if t0 is None and run.status == "running":
             meter.sample(worker_pid)
             t0 = time.monotonic()
-            race.worker_cpus = cpus_allowed(worker_pid) if worker_pid else "?"
         elif t0 is not None:
             meter.sample(worker_pid)
+        if worker_pid and not run.finished and cpus_allowed(worker_pid) != "?":
+            race.worker_cpus = cpus_allowed(worker_pid)  # as the race left it pinned (it pins itself first)
         if run.finished:
             break
         time.sleep(1.0)
     race.window_s = time.monotonic() - (t0 or time.monotonic())
     if page is not None:
-        if arm == "owner" and page.locator(".cl-feed").count():
-            race.note = "the owner's page showed the feed"
         context.close()
     race.status = run.status
     race.cores = meter.cores(race.window_s) if race.window_s > 0 else {}
@@ -234,7 +236,7 @@ def report(races: list[Race]) -> None:
             f"{r.arm:<7} {r.run_id:>4}  {_ms(r.eager_s):>10} {ratio(r.eager_s, base['eager']):>7}  "
             f"{_ms(r.compiled_s):>9} {ratio(r.compiled_s, base['compiled']):>7}  "
             f"{c.get('server', 0):>6.2f} {c.get('chromium', 0):>8.2f} {c.get('renderer', 0):>8.2f} "
-            f"{c.get('worker', 0):>6.2f}  {r.torch_threads or '?':>7} {r.worker_cpus:>5}  {r.window_s:>6.0f}"
+            f"{c.get('worker', 0):>6.2f}  {r.torch_threads or '?':>7} {r.worker_cpus:>5}  {r.window_s:>6.0f}  {r.view or '-'}"
             + (f"  ! {r.note}" if r.note else "")
         )
     print()
