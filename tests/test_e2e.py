@@ -247,7 +247,10 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     screenshot(phone, "race-midrun-phone.png")
 
     wait_until(lambda: "done" in status(page), timeout=300)
+    # The run ended: the feed told the page, which draws the final result through Streamlit.
+    wait_until(lambda: page.locator(".cl-feed").count() == 0 and "done" in status(page), timeout=30)
     wait_until(lambda: step_counts(page) == (240, 240), timeout=30)
+    wait_until(lambda: page.locator("[data-testid='stMetric']").count() >= 6, timeout=30)
     cards = page.eval_on_selector_all("[data-testid='stMetric']", "els => els.map(e => e.innerText)")
     text = "\n".join(cards)
     assert re.search(r"Steady-state speedup\s+\d+\.\d\dx", text), text
