@@ -56,7 +56,7 @@ from core.view.race_form_layout import (
     split_unavailable,
 )
 from core.view.race_form_layout import rows as layout_rows
-from core.view.run_screen import layout
+from core.view.run_screen import cadence, layout
 from core.view.run_screen.shared_board import VIEWER_REFRESH_S, viewer_refresh_s, yield_to_measurements
 from core.view.safe_text import markdown_text
 
@@ -258,16 +258,17 @@ if run is None and "run" in st.query_params:  # a link to a run this page cannot
     st.warning(markdown_text(missing_run_text(st.query_params["run"], id_from_text(st.query_params["run"]))))
 
 
-def refresh_every(run_id: int, run_owner: str, me: str) -> float:
+def refresh_every(run, me: str) -> float:
     """How often this tab's live view refreshes: every second for the run's owner; for a viewer the
     same, until the audience is large enough that the server would fall behind
-    (core.view.run_screen.shared_board.viewer_refresh_s: 50 viewers, every 1.5 s)."""
-    if run_owner == me:
-        return VIEWER_REFRESH_S
-    return viewer_refresh_s(board().audience(run_id), st.session_state.get("live_every"))
+    (core.view.run_screen.shared_board.viewer_refresh_s: 50 viewers, every 1.5 s). While steps are
+    timed, every 3 s at the most for everyone (core.view.run_screen.cadence: watching costs the race)."""
+    if run.owner == me:
+        return max(VIEWER_REFRESH_S, cadence.refresh_s(run))
+    return max(viewer_refresh_s(board().audience(run.id), st.session_state.get("live_every")), cadence.refresh_s(run))
 
 
-every = refresh_every(run.id, run.owner, owner) if polling else VIEWER_REFRESH_S
+every = refresh_every(run, owner) if polling else VIEWER_REFRESH_S
 st.session_state.live_every = every
 
 
@@ -284,10 +285,10 @@ def live(run_id: int) -> None:
     run = snap.run
     if polling and run.finished:
         st.rerun()  # stop polling: redraw the page once with the final result
-    if polling and refresh_every(run_id, run.owner, me) != every:
-        st.rerun()  # the audience grew or shrank past a step: redraw the page at the new interval
-    if polling and run.owner != me:
-        yield_to_measurements()  # the rest of this refresh runs after the race being measured
+    if polling and refresh_every(run, me) != every:
+        st.rerun()  # the audience or the race's phase moved past a step: redraw the page at the new interval
+    if polling:
+        yield_to_measurements()  # the rest of this refresh (the owner's too) runs after the race being measured
     note = st.session_state.get("reuse_note")
     if note and note[0] == run.id:
         st.info(f"The queue is long, so this host shows the same race: {markdown_text(note[1])}.")
@@ -306,6 +307,13 @@ def live(run_id: int) -> None:
         show_reference()
 
 
+def cancel_run_button(run_id: int) -> None:
+    """Cancel, for the run's owner following it through the feed (a click reruns the page)."""
+    if st.button("Cancel", key=f"cancel_{run_id}"):
+        queue.cancel(store(), run_id, visitor())
+        st.rerun()
+
+
 if not present:
     replay_col, present_col = st.columns([4, 1])
     with replay_col.expander("Replay a recorded run", expanded=False):
@@ -322,8 +330,10 @@ if not present:
 replaying = active_replay()
 if replaying is not None:
     show_replay(replaying, present)
-elif run is not None and polling and use_feed(run.owner, owner):
-    show_live_feed(run.id, present)  # a viewer: the browser draws the shared document (core.view.run_screen.feed)
+elif run is not None and polling and use_feed():
+    if run.owner == owner:  # the owner's Cancel, drawn once: the live view below is the browser's
+        cancel_run_button(run.id)
+    show_live_feed(run.id, present)  # the browser draws the shared document (core.view.run_screen.feed)
 elif run is not None:
     live(run.id)
 elif not present:

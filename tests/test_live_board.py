@@ -185,6 +185,7 @@ def test_the_audience_is_the_sessions_that_asked_recently(store, monkeypatch):
 def test_a_viewer_in_a_large_audience_refreshes_less_often_and_the_owner_does_not(store, sleepers):
     record_probe(store)
     run_id = record_race(store, "running")
+    store.update_run(run_id, phase="compiling (compiled epoch 1/2)")  # no steps timed: the lively cadence
     board = board_for(store.path)
     for i in range(49):  # 49 other tabs following the run
         board.snapshot(run_id, follower=f"tab-{i}")

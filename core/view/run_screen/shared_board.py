@@ -31,7 +31,7 @@ import pandas as pd
 
 from core.engine import analysis
 from core.engine.spec import DeviceCaps
-from core.runs import devices
+from core.runs import devices, worker_cores
 from core.runs.store import Run, Store
 from core.view.queue import describe
 from core.view.run_screen.store_reader import RunView, expected_steps, held_events, run_label, run_summary
@@ -58,17 +58,35 @@ VIEWER_NICE = 10
 
 
 def yield_to_measurements() -> bool:
-    """Lower this thread's CPU priority to VIEWER_NICE, for the rest of this script run. Raising a
-    thread's niceness needs no privilege. False where the system does not allow it per thread."""
+    """Lower this thread's CPU priority to VIEWER_NICE, for the rest of this script run, and keep it
+    off the cores a CPU race's worker has to itself (core.runs.worker_cores). Raising a thread's
+    niceness needs no privilege. False where the system does not allow it per thread."""
     tid = threading.get_native_id()
     if not sys.platform.startswith("linux") or tid == os.getpid():
         return False  # elsewhere a thread id is no process id; and never the process's main thread
     try:
         if os.getpriority(os.PRIO_PROCESS, tid) < VIEWER_NICE:
             os.setpriority(os.PRIO_PROCESS, tid, VIEWER_NICE)
-        return True
     except OSError:
         return False
+    share = _app_share()
+    if share is not None:
+        worker_cores.keep_thread_to_app_cores(share)
+    return True
+
+
+_SHARE: list[worker_cores.CoreShare | None] = []
+
+
+def _app_share() -> worker_cores.CoreShare | None:
+    """This host's core share, read once per process (None: a setting that cannot be read; the race
+    that reads it says why)."""
+    if not _SHARE:
+        try:
+            _SHARE.append(worker_cores.this_host())
+        except worker_cores.CoreSettingError:
+            _SHARE.append(None)
+    return _SHARE[0]
 
 
 def viewer_refresh_s(audience: int, current: float | None = None) -> float:
