@@ -18,6 +18,7 @@ from test_live_feed import OWNER_TOKEN, feeds_mounted, open_run, served  # noqa:
 from test_pages import APP, record_probe, record_race
 
 from core.runs import queue, worker_cores
+from core.runs.identity import owner_of
 from core.runs.worker_cores import CoreSettingError, CoreShare, core_share
 from core.view.run_screen import cadence
 from core.view.run_screen.feed import TIMED_POLL_S, LiveFeeds
@@ -149,7 +150,7 @@ def test_the_feed_carries_the_one_core_note(store):
 def test_the_owner_follows_the_feed_with_a_cancel_button_that_cancels(store, served):  # noqa: F811
     record_probe(store)
     run_id = record_race(store, "running")
-    store.update_run(run_id, owner=f"visitor:{OWNER_TOKEN}")
+    store.update_run(run_id, owner=owner_of(OWNER_TOKEN))
     owner = open_run(run_id, visitor=OWNER_TOKEN)
     assert not owner.exception and len(feeds_mounted(owner)) == 1 and len(owner.metric) == 0
     viewer = open_run(run_id)
@@ -163,7 +164,7 @@ def test_the_owner_follows_the_feed_with_a_cancel_button_that_cancels(store, ser
 def test_without_the_feed_the_owners_page_refreshes_less_often_while_steps_are_timed(store, sleepers):
     record_probe(store)
     run_id = record_race(store, "running")  # timed
-    store.update_run(run_id, owner=f"visitor:{OWNER_TOKEN}")
+    store.update_run(run_id, owner=owner_of(OWNER_TOKEN))
     owner = AppTest.from_file(APP, default_timeout=60)
     owner.session_state["visitor"] = OWNER_TOKEN
     owner.query_params["run"] = str(run_id)
