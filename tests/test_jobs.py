@@ -19,9 +19,12 @@ from core.view.queue import describe
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 
 
+BOTH_BACKENDS = True  # each test using `store` runs on SQLite and on PostgreSQL (tests/conftest.py)
+
+
 @pytest.fixture
-def store(tmp_path):
-    s = Store(str(tmp_path / "store.sqlite3"))
+def store(store):
+    s = store
     yield s
     for run in s.list_runs(status=("starting", "running")):
         if run.pid:
@@ -239,7 +242,7 @@ def test_a_job_past_its_time_limit_is_stopped(store):
 
 def test_a_corrupt_spec_row_fails_that_job_not_the_dispatcher(store):
     bad = store.create_run("race", {}, "ann", "cpu")
-    store._conn.execute("UPDATE runs SET params = '{not json' WHERE id = ?", (bad,))
+    store._write("UPDATE runs SET params = '{not json' WHERE id = ?", (bad,))
     wrong = store.create_run("race", {"model": "mlp", "batch_size": "many"}, "ann", "cpu")
     good = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(finished(store, good), store=store)

@@ -100,7 +100,7 @@ def check_asker_room(conn: Any, job: JobKind, owner: str, address: str | None = 
     has the kind's max_waiting_per_asker jobs of it waiting. Call inside the enqueuing transaction."""
     waiting = conn.execute(
         "SELECT COUNT(*) FROM runs WHERE kind = ? AND status = 'queued' "
-        "AND (owner = ? OR (? IS NOT NULL AND client = ?))",
+        "AND (owner = ? OR (CAST(? AS TEXT) IS NOT NULL AND client = ?))",
         (job.name, owner, address, address),
     ).fetchone()[0]
     if job.max_waiting_per_asker is not None and waiting >= job.max_waiting_per_asker:
@@ -131,7 +131,7 @@ def check_room(
             f"the queue has room for {limits.max_queue_length - waiting} more jobs, not {what}: try fewer points or later"
         )
     mine = conn.execute(
-        "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (? IS NOT NULL AND client = ?)) "
+        "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (CAST(? AS TEXT) IS NOT NULL AND client = ?)) "
         f"AND status IN ('queued', 'starting', 'running') AND kind NOT IN ({uncounted})",
         (owner, address, address, *UNCOUNTED_KINDS),
     ).fetchone()[0]
