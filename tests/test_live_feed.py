@@ -15,6 +15,7 @@ from test_live_board import more_steps
 from test_pages import APP, record_probe, record_race
 
 from app_pages.run_screen import feed_routes
+from core.runs.identity import owner_of
 from core.runs.store import Store
 from core.view.run_screen.feed import LiveFeeds, encode, feed_document
 from core.view.run_screen.shared_board import LiveBoard, board_for
@@ -185,7 +186,7 @@ def test_the_page_gives_a_viewer_the_feed_and_the_owner_streamlits_view(store, s
     assert not viewer.exception and len(mounted) == 1 and len(viewer.metric) == 0  # the browser draws them
     data = json.loads(mounted[0].proto.json)
     assert data["url"] == f"/api/live/{run_id}" and data["every_ms"] == 500
-    store.update_run(run_id, owner=f"visitor:{OWNER_TOKEN}")
+    store.update_run(run_id, owner=owner_of(OWNER_TOKEN))
     owner = open_run(run_id, visitor=OWNER_TOKEN)
     assert not owner.exception and len(owner.metric) == 6  # fresh every second, through Streamlit
     assert not feeds_mounted(owner)
@@ -230,7 +231,7 @@ def test_a_tab_following_a_run_through_the_feed_refreshes_its_sidebar_less_often
     owner = AppTest.from_function(_sidebar_interval, default_timeout=60)
     owner.session_state["visitor"] = OWNER_TOKEN
     own = record_race(store, "running")
-    store.update_run(own, owner=f"visitor:{OWNER_TOKEN}")
+    store.update_run(own, owner=owner_of(OWNER_TOKEN))
     owner.query_params["run"] = str(own)
     assert owner.run().text[0].value == "5.0 5.0"
     viewer.query_params["run"] = str(record_race(store, "done"))

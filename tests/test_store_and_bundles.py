@@ -315,7 +315,7 @@ def test_a_version_4_store_keeps_the_numbers_its_races_were_shown_with(tmp_path)
     conn.commit()
     conn.close()
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 5
+    assert store.schema_version() == SCHEMA_VERSION == 6
     assert store.race_numbers() == {2: 1, 4: 2}
     new = store.create_run("race", {}, "a", "cpu")
     assert (new, store.race_numbers([new])) == (7, {7: 4})  # the number the old count gave it; 3 is not reused

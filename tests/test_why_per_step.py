@@ -203,8 +203,8 @@ def test_a_version_1_store_gains_the_compile_note_column_and_keeps_its_events(tm
     conn.close()
     store = Store(str(path))
     assert (
-        store.schema_version() == SCHEMA_VERSION == 5
-    )  # every migration in order (2: note, 3: client, 4: sweeps, 5: race numbers)
+        store.schema_version() == SCHEMA_VERSION == 6
+    )  # every migration in order (2: note, 3: client, 4: sweeps, 5: race numbers, 6: owner hashes)
     assert store.get_run(1).client is None and store.get_run(1).status == "done"
     assert store.events_after(1)[0]["time_s"] == 0.5 and store.events_after(1)[0]["note"] is None
     store.append_events(1, [{"kind": "compile", "variant": "compiled", "phase": "train", "epoch": 1, "step": 3,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-SCHEMA_VERSION = 5
-FIRST_SERVER_VERSION = 5  # the version PostgreSQL stores begin at
+SCHEMA_VERSION = 6
+FIRST_SERVER_VERSION = 6  # the version PostgreSQL stores begin at
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -88,6 +88,7 @@ RUN_COLUMNS = (
     "pid host time_limit_s cancel_requested environment summary details error imported client sweep_id race_number"
 ).split()
 EVENT_COLUMNS = "id run_id kind variant phase epoch step time_s eval_time_s loss samples recorded_at note".split()
+_HASH_OWNERS = "UPDATE {} SET owner = 'visitor:' || owner_hash(substr(owner, 9)) WHERE owner LIKE 'visitor:%'"
 # Each version's change to a store written by the one before it (additive only, so a store keeps
 # every run it holds).
 MIGRATIONS = {
@@ -104,6 +105,8 @@ MIGRATIONS = {
         "INSERT OR REPLACE INTO meta (key, value) SELECT 'last_race_number', "
         "COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0) - (SELECT COUNT(*) FROM runs WHERE kind != 'race')",
     ),
+    # Owners were browser tokens, readable by whatever reads this file: now their hashes (identity.owner_of).
+    6: tuple(_HASH_OWNERS.format(table) for table in ("runs", "sweeps")),
 }
 # Indexes on columns a migration adds: created once every store has the column.
 AFTER_MIGRATIONS = ("CREATE INDEX IF NOT EXISTS runs_by_sweep ON runs (sweep_id, id)",)

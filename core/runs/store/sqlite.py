@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from core.runs.identity import owner_hash
 from core.runs.store.records import StoreError
 from core.runs.store.schema import schema_statements
 
@@ -43,6 +44,8 @@ class SqliteBackend:
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; safe with WAL
             self._conn.execute("PRAGMA foreign_keys = ON")
+            self._conn.execute("PRAGMA secure_delete = ON")  # a value changed or deleted (an old owner) leaves no copy
+            self._conn.create_function("owner_hash", 1, owner_hash, deterministic=True)  # migration 6
         except BaseException:
             self._conn.close()
             raise
