@@ -34,6 +34,7 @@ WORKER_VARIABLES = frozenset(
         "TRANSFORMERS_CACHE", "HF_HUB_DISABLE_TELEMETRY",
         # the Compile Lab settings a worker reads (its store comes on its command line)
         "COMPILE_LAB_DATA", "COMPILE_LAB_STORE", "COMPILE_LAB_WORKER_THREADS",
+        "COMPILE_LAB_AGENT", "COMPILE_LAB_AGENT_PID", "COMPILE_LAB_AGENT_TIMEOUT_S",  # a fleet agent's workers
     )
 )  # fmt: skip
 WORKER_PREFIXES = (

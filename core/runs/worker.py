@@ -21,6 +21,7 @@ from typing import Any
 from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.engine.spec import RunSpec, SpecError
 from core.runs import disk_space
+from core.runs.agent import watch_agent
 from core.runs.devices import HOST
 from core.runs.job_kinds import JOB_KINDS, runner_of
 from core.runs.processes import launch_ticker
@@ -203,6 +204,15 @@ def _watchdog(
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
+def _agent_gone(sink: EventSink) -> None:
+    """The agent that started this worker is gone: keep what was measured and stop. The fleet fails
+    the run after the agent's heartbeat timeout ("agent <name> stopped")."""
+    try:
+        sink.flush()
+    finally:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
 def _raise_interrupt(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt
 
@@ -219,6 +229,7 @@ def run_job(store_path: str, run_id: int) -> int:
         return 1
     signal.signal(signal.SIGTERM, _raise_interrupt)
     sink = EventSink(store_path, run_id, _total_steps(run.params))
+    watch_agent(lambda: _agent_gone(sink))  # started by a fleet agent: not to outlive it
     done = threading.Event()
     if run.time_limit_s:
         remaining = max(run.time_limit_s - (time.time() - (run.started_at or time.time())), 0.0)
