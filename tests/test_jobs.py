@@ -117,6 +117,30 @@ def test_concurrent_ticks_never_start_two_jobs_on_one_device(store, sleepers):
     assert [r.status for r in store.list_runs()].count("starting") == 1
 
 
+def test_dispatchers_of_many_hosts_at_once_start_one_job_per_lane_and_none_twice(store):
+    """A fleet's agents dispatch at once (queue.dispatch: FOR UPDATE SKIP LOCKED on PostgreSQL):
+    each host's lane gets one job, and no job is started by two of them."""
+    jobs = [store.create_run("race", quick_spec().to_dict(), "ann", "cpu") for _ in range(6)]
+    started, lock = [], threading.Lock()
+
+    def dispatcher(host):
+        ids = queue.dispatch(Store(store.path), host, ["cpu"], CPU, lambda *_: os.getpid(), side_lanes=False)
+        with lock:
+            started.extend(ids)
+
+    threads = [threading.Thread(target=dispatcher, args=(f"box-{i % 3}",)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(started) == len(set(started)) == 3
+    runs = [store.get_run(i) for i in jobs]
+    assert sorted(r.host for r in runs if r.status == "starting") == ["box-0", "box-1", "box-2"]
+    assert [r.status for r in runs].count("queued") == 3
+    for run_id in jobs:  # (no worker stands behind the pids given: nothing for the fixture to stop)
+        store.finish_run(run_id, "cancelled")
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priorities are Linux's")
 def test_a_viewers_low_priority_refresh_never_starts_a_worker(store, sleepers):
     """A worker inherits the priority of the thread that starts it, and a thread cannot raise its

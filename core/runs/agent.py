@@ -27,6 +27,7 @@ from core.runs.queue import dispatch, reconcile
 from core.runs.store import Store
 
 POLL_S = 0.5  # how often an agent looks for work (and heartbeats): the fleet's dispatch latency
+CANCEL_WINDOW_S = 600.0  # a cancelled run's worker still alive this long after is looked for no more
 AGENT_VARIABLE, AGENT_PID_VARIABLE = "COMPILE_LAB_AGENT", "COMPILE_LAB_AGENT_PID"
 
 
@@ -123,7 +124,17 @@ class Agent:
             self._stop.set()
             return []
         reconcile(self.store, host=self.name)
+        self.stop_cancelled()
         return dispatch(self.store, self.name, self.lanes, self.caps, worker_launcher(self.name), side_lanes=False)
+
+    def stop_cancelled(self) -> None:
+        """Stop the workers of this box's runs cancelled elsewhere (a page or CLI on another box
+        cannot signal a process here)."""
+        since = time.time() - CANCEL_WINDOW_S
+        for run in self.store.list_runs(status=("cancelled",), limit=50):
+            if run.host == self.name and run.cancel_requested and run.pid and (run.finished_at or 0) > since:
+                if processes.pid_alive(run.pid):
+                    processes.terminate_group(run.pid)
 
     def run(self) -> int:
         self.join()

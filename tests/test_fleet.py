@@ -1,0 +1,107 @@
+"""A fleet on PostgreSQL: two agents (`box-a`, `box-b`) on this machine, each with one CPU lane,
+claim races from one store; a race on each finishes; `kill -9` of one agent mid-run fails only its
+run ("agent <name> stopped", after the heartbeat timeout) and the other box goes on; a second live
+agent of a name is refused. Also what dispatch promises on any backend: one job per lane of each
+host, hosts apart."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, machine_seconds, quick_spec
+
+from core.runs import fleet, processes, queue
+from core.runs.limits import HostLimits
+
+NO_LIMITS = HostLimits(job_time_limit_s=None)
+AGENT_TIMEOUT_S = 3
+
+
+def start_agent(name):
+    return subprocess.Popen(
+        [sys.executable, "-m", "core", "agent", "--name", name],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for(what, check, seconds):
+    deadline = time.monotonic() + machine_seconds(seconds)
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.stdout.read() if proc.stdout else ""
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_two_agents_run_a_race_each_and_a_killed_one_fails_only_its_run(store, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_AGENT_TIMEOUT_S", str(AGENT_TIMEOUT_S))
+    agents = {name: start_agent(name) for name in ("box-a", "box-b")}
+    try:
+        wait_for("both agents to join", lambda: len(fleet.live_hosts(store)) == 2, 120)
+        assert {(h.name, tuple(lane.lane for lane in h.lanes)) for h in fleet.live_hosts(store)} == {
+            ("box-a", ("cpu",)),
+            ("box-b", ("cpu",)),
+        }
+        twin = subprocess.run(
+            [sys.executable, "-m", "core", "agent", "--name", "box-b"], cwd=ROOT, capture_output=True, text=True
+        )
+        assert twin.returncode == 2 and "an agent named 'box-b' is already running" in twin.stderr
+
+        # A tiny race on each box: both finish, one per host (a lane runs one job at a time).
+        tiny = [queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS) for _ in range(2)]
+        wait_for("the tiny races", lambda: all(store.get_run(i).finished for i in tiny), 300)
+        runs = [store.get_run(i) for i in tiny]
+        assert [r.status for r in runs] == ["done", "done"], [r.error for r in runs]
+        assert {r.host for r in runs} == {"box-a", "box-b"}
+        assert all(store.events_after(r.id) for r in runs)
+
+        # Two long races, one per box; kill -9 the agent of the first.
+        long = [
+            queue.enqueue(store, quick_spec(epochs=3, steps_per_epoch=4000), "bob", limits=NO_LIMITS) for _ in range(2)
+        ]
+
+        def both_measuring():
+            runs = [store.get_run(i) for i in long]
+            return all(r.status == "running" and store.events_after(r.id, limit=1) for r in runs) and runs
+
+        victim, survivor = both_measuring_runs = wait_for("both long races to measure", both_measuring, 300)
+        assert {r.host for r in both_measuring_runs} == {"box-a", "box-b"}
+        os.killpg(agents[victim.host].pid, signal.SIGKILL)
+        agents[victim.host].wait()
+        failed = wait_for(
+            "the killed agent's run to fail",
+            lambda: (r := store.get_run(victim.id)).finished and r,
+            60 + AGENT_TIMEOUT_S,
+        )
+        assert failed.status == "failed" and failed.error == f"agent {victim.host} stopped"
+        assert store.events_after(victim.id)  # what it measured before is kept
+        assert store.get_run(survivor.id).status == "running"  # the other box goes on
+        queue.cancel(store, survivor.id, "bob")  # from this process, not the survivor's box: its agent stops the worker
+        assert store.get_run(survivor.id).status == "cancelled"
+        pid = store.get_run(survivor.id).pid
+        wait_for("the cancelled worker to stop", lambda: not processes.pid_alive(pid), 30)
+        assert agents[survivor.host].poll() is None
+    finally:
+        for proc in agents.values():
+            stop(proc)
+    assert not fleet.live_hosts(store)
