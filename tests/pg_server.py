@@ -63,6 +63,31 @@ def start(folder: str | None = None) -> tuple[str, str]:
     return f"postgresql://postgres@127.0.0.1:{port}/postgres", folder
 
 
+def restart(folder: str) -> None:
+    """Restart the server in `folder` (fast: its clients' connections are cut), as a fault."""
+    done = subprocess.run(
+        _as_server_user(
+            [
+                "pg_ctl",
+                "-D",
+                os.path.join(folder, "data"),
+                "-l",
+                os.path.join(folder, "server.log"),
+                "-m",
+                "fast",
+                "-w",
+                "restart",
+            ]
+        ),  # (-l again: without it the new server would write to, and hold open, our pipes)
+        env=_environment(),
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        raise RuntimeError(f"pg_ctl restart failed: {done.stderr.strip()}")
+
+
 def stop(folder: str) -> None:
     """Stop the server in `folder` (at once: it holds only test data) and remove the folder."""
     subprocess.run(

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, machine_seconds, quick_spec
+from conftest import CPU, ROOT, machine_seconds, quick_spec
 
 from core.runs import fleet, processes, queue
 from core.runs.limits import HostLimits
@@ -105,3 +105,31 @@ def test_two_agents_run_a_race_each_and_a_killed_one_fails_only_its_run(store, m
         for proc in agents.values():
             stop(proc)
     assert not fleet.live_hosts(store)
+
+
+def test_a_postgresql_restart_mid_run_loses_no_event(monkeypatch, postgresql_server):
+    """The server restarts while a worker records a race: the worker keeps its events and writes
+    them once the server is back (the pool replaces the cut connections); every step is stored once."""
+    import pg_server
+
+    from core.runs.store import Store
+
+    del postgresql_server  # (only for its rule: under CI a missing PostgreSQL fails, never skips)
+    url, folder = pg_server.start()  # a server of its own, to restart
+    try:
+        monkeypatch.setenv("COMPILE_LAB_STORE", url)
+        store = Store(url)
+        spec = quick_spec(epochs=2, steps_per_epoch=500)
+        run_id = queue.enqueue(store, spec, "ann", limits=NO_LIMITS, caps=CPU)
+        wait_for("the race to measure", lambda: store.events_after(run_id, limit=1), 300)
+        pg_server.restart(folder)
+        run = wait_for("the race to end", lambda: (r := Store(url).get_run(run_id)).finished and r, 600)
+        assert run.status == "done", run.error
+        steps = [e for e in Store(url).events_after(run_id) if e["kind"] == "step" and e["phase"] == "train"]
+        keys = [(e["variant"], e["epoch"], e["step"]) for e in steps]
+        assert len(keys) == len(set(keys)) == 2 * spec.epochs * spec.steps_per_epoch
+    finally:
+        from core.runs.store.postgresql import close_pool
+
+        close_pool(url)
+        pg_server.stop(folder)
