@@ -1,10 +1,14 @@
 """Compile Lab: the entry point builds navigation and the sidebar every page shares."""
 
+import time
+
 import streamlit as st
 
 from app_pages.common import admin_configured, adopt_visitor_token, board, identify_visitor, store, tick
 from app_pages.run_screen.feed_view import sidebar_every
+from core.runs import fleet
 from core.runs.queue import ensure_probe
+from core.view.fleet import fleet_summary
 from core.view.queue import gpu_lines, lane_lines
 from core.view.safe_text import markdown_text
 
@@ -55,6 +59,9 @@ def sidebar_status() -> None:
         st.text(line)
     if queue.paused:
         st.warning("The host has paused the queue: new jobs wait until it resumes.")
+    hosts = fleet.hosts(store())  # a fleet's store: its boxes (core.view.fleet)
+    if hosts:
+        st.text(fleet_summary(hosts, list(queue.active), time.time()))
 
 
 adopt_visitor_token()  # first: the sidebar's interval depends on who this tab is

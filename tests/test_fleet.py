@@ -133,3 +133,26 @@ def test_a_postgresql_restart_mid_run_loses_no_event(monkeypatch, postgresql_ser
 
         close_pool(url)
         pg_server.stop(folder)
+
+
+def test_status_lists_the_fleets_hosts_and_lanes_with_their_names_made_inert(store, capsys):
+    from core.cli.main import main
+    from core.view.fleet import fleet_rows, fleet_summary
+
+    gpu = {"lane": "cuda:0", "device_name": "NVIDIA H100 80GB HBM3\x1b[2J", "memory_bytes": 80 * 2**30, "caps": {}}
+    fleet.register(store, "h100-box", 1, "lab-7", "2.14.1", [{"lane": "cpu", "device_name": "CPU"}, gpu])
+    fleet.register(store, "old-box", 2, "lab-8", "2.6.0", [{"lane": "cpu", "device_name": "CPU"}])
+    store._write("UPDATE hosts SET heartbeat_at = heartbeat_at - 3600 WHERE name = 'old-box'")
+    run_id = store.create_run("race", quick_spec().to_dict(), "ann", "cuda:0", status="running", host="h100-box")
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "h100-box  live" in out and "old-box  stopped" in out
+    assert f"cuda:0   NVIDIA H100 80GB HBM3[2J, 80 GiB: run {run_id}" in out and "\x1b" not in out
+    hosts, runs = fleet.hosts(store), store.list_runs(status=("running",))
+    assert fleet_summary(hosts, runs, time.time()) == "Fleet: 1 of 2 hosts live, 2 lanes (1 busy)"
+    rows = {(r["host"], r["lane"]): r for r in fleet_rows(hosts, runs, time.time())}
+    assert rows[("h100-box", "cuda:0")]["memory (GiB)"] == 80 and rows[("old-box", "cpu")]["state"] == "stopped"
+    with pytest.raises(fleet.AgentRefused, match="an agent named 'h100-box' is already running"):
+        fleet.register(store, "h100-box", 3, "lab-9", "2.14.1", [])
+    fleet.register(store, "old-box", 4, "lab-8", "2.14.1", [])  # a stopped agent's name is free again
+    store.finish_run(run_id, "cancelled")

@@ -1,5 +1,5 @@
-"""`python -m core agent`: this box joins the fleet of a shared store (core.runs.agent); and the
-fleet's hosts and lanes as `python -m core status` lists them."""
+"""`python -m core agent`: this box joins the fleet of a shared store (core.runs.agent). The
+fleet's hosts and lanes are listed by `python -m core status` (core.view.fleet)."""
 
 from __future__ import annotations
 
@@ -39,23 +39,3 @@ def cmd_agent(args) -> int:
     except fleet.AgentRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
-
-def fleet_lines(hosts, runs, now: float) -> list[str]:
-    """One line per host, then one per lane: its device, state, heartbeat, and the run on it."""
-    if not hosts:
-        return ["no agents: this store's jobs run on the box that queued them (python -m core agent joins one)"]
-    on_lane = {(r.host, r.device_key): r for r in runs}
-    lines = []
-    for host in hosts:
-        state = "live" if host.live(now) else "stopped"
-        lines.append(
-            f"{terminal_text(host.name)}  {state}  heartbeat {now - host.heartbeat_at:.0f} s ago  "
-            f"torch {terminal_text(host.torch or '?')}  on {terminal_text(host.machine or '?')}"
-        )
-        for lane in host.lanes:
-            memory = f", {lane.memory_bytes / 2**30:.0f} GiB" if lane.memory_bytes else ""
-            run = on_lane.get((host.name, lane.lane))
-            doing = f"run {run.id} ({terminal_text(run.phase)})" if run else ("idle" if state == "live" else "-")
-            lines.append(f"  {lane.lane:<8} {terminal_text(lane.device_name)}{memory}: {doing}")
-    return lines

@@ -103,8 +103,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("the queue is paused by the host: queued jobs wait")
     for run in reversed(active):
         say(f"run {run.id:>5}  {run.device_key:<8} {shown_owner(run.owner):<16} {describe(store, run)}")
-    from core.cli.agent import fleet_lines
     from core.runs import fleet
+    from core.view.fleet import fleet_lines
 
     hosts = fleet.hosts(store)
     if hosts:  # a fleet: its hosts and lanes (python -m core agent)
