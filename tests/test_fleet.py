@@ -156,3 +156,21 @@ def test_status_lists_the_fleets_hosts_and_lanes_with_their_names_made_inert(sto
         fleet.register(store, "h100-box", 3, "lab-9", "2.14.1", [])
     fleet.register(store, "old-box", 4, "lab-8", "2.14.1", [])  # a stopped agent's name is free again
     store.finish_run(run_id, "cancelled")
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_the_app_on_a_fleets_store_shows_a_run_and_the_fleet(store):
+    """The app opens a PostgreSQL store as it opens a file: a finished race on the Race page, the
+    fleet's line in the sidebar (its boxes registered by their agents)."""
+    from streamlit.testing.v1 import AppTest
+    from test_pages import APP, record_probe, record_race
+
+    record_probe(store)
+    run_id = record_race(store, "done")
+    fleet.register(store, "box-a", 1, "lab", "2.14.1", [{"lane": "cpu", "device_name": "CPU"}])
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["run"] = str(run_id)
+    at.run()
+    assert not at.exception, at.exception
+    assert "Fleet: 1 of 1 hosts live, 1 lanes (0 busy)" in [t.value for t in at.sidebar.text]
+    assert at.metric, "the finished race's cards"

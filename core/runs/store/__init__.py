@@ -31,6 +31,7 @@ from core.runs.store.records import (
     run_of,
     shown_location,
     store_files_dir,
+    store_location,
     sweep_of,
 )
 from core.runs.store.schema import (
@@ -44,7 +45,7 @@ from core.runs.store.schema import (
 
 __all__ = [
     "ACTIVE_STATES", "EVENT_CHUNK", "FINAL_STATES", "MAX_ID", "SCHEMA_VERSION", "DamagedEvents", "Run", "Store",
-    "StoreError", "Sweep", "default_store_path", "id_from_text", "is_server_url", "store_files_dir",
+    "StoreError", "Sweep", "default_store_path", "id_from_text", "is_server_url", "store_files_dir", "store_location",
 ]  # fmt: skip
 
 EVENT_CHUNK = 5_000  # events read per query: a damaged page loses only what lies after it

@@ -38,6 +38,11 @@ def default_store_path() -> str:
     return os.environ.get("COMPILE_LAB_STORE") or os.path.join(data_home(), "compile_lab.sqlite3")
 
 
+def store_location(location: str) -> str:
+    """A store's location as a Store names it (Store.path): a file's absolute path, a URL as given."""
+    return location if is_server_url(location) else os.path.abspath(location)
+
+
 def store_files_dir(location: str) -> str:
     """Where a store's files (worker logs, traces) live: beside a SQLite file; for a server, in
     this box's data directory (each box keeps the files of the runs it ran)."""
