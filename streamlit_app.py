@@ -41,11 +41,12 @@ def sidebar_status() -> None:
     tick()
     queue = board().queue()  # read once a second for every session of this process
     env = queue.environment
-    if env is None:
+    hosts = fleet.hosts(store())  # a fleet's store: its boxes run the races (core.view.fleet)
+    if env is None and not hosts:
         ensure_probe(store())  # a queued job: this process never touches the GPU itself
     st.subheader("Device")
     if env is None:
-        st.info("Probing the device…")
+        st.info("Races run on the fleet's boxes (below)." if hosts else "Probing the device…")
     elif queue.cuda:
         for line in gpu_lines(queue.probe_summary):
             st.text(line)
@@ -59,7 +60,6 @@ def sidebar_status() -> None:
         st.text(line)
     if queue.paused:
         st.warning("The host has paused the queue: new jobs wait until it resumes.")
-    hosts = fleet.hosts(store())  # a fleet's store: its boxes (core.view.fleet)
     if hosts:
         st.text(fleet_summary(hosts, list(queue.active), time.time()))
 

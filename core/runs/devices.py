@@ -53,11 +53,13 @@ def latest_probe(store: Store) -> Run | None:
 
 
 def known_caps(store: Store) -> DeviceCaps | None:
-    """What the latest device probe recorded; before any probe has finished, what the fleet's live
-    agents offer (core.runs.fleet.fleet_caps: the app's server of a fleet needs no GPU), else None."""
-    probe = latest_probe(store)
-    if probe:
-        return DeviceCaps.from_dict(probe.summary["caps"])
+    """What jobs queued here can run on: in a fleet (live agents: core.runs.fleet.fleet_caps), what
+    its lanes offer, so the app's server needs no GPU; else what this box's latest device probe
+    recorded (None before any probe has finished)."""
     from core.runs.fleet import fleet_caps  # (fleet reads the store, as this module does)
 
-    return fleet_caps(store)
+    caps = fleet_caps(store)
+    if caps is not None:
+        return caps
+    probe = latest_probe(store)
+    return DeviceCaps.from_dict(probe.summary["caps"]) if probe else None
