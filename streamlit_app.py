@@ -8,7 +8,7 @@ from app_pages.common import admin_configured, adopt_visitor_token, board, ident
 from app_pages.run_screen.feed_view import sidebar_every
 from core.runs import fleet
 from core.runs.queue import ensure_probe
-from core.view.fleet import fleet_summary
+from core.view.fleet import device_type_lines, fleet_summary
 from core.view.queue import gpu_lines, lane_lines
 from core.view.safe_text import markdown_text
 
@@ -62,6 +62,8 @@ def sidebar_status() -> None:
         st.warning("The host has paused the queue: new jobs wait until it resumes.")
     if hosts:
         st.text(fleet_summary(hosts, list(queue.active), time.time()))
+        for line in device_type_lines(hosts, list(queue.active), time.time()):
+            st.text(line)
 
 
 adopt_visitor_token()  # first: the sidebar's interval depends on who this tab is

@@ -1,4 +1,5 @@
-"""A fleet's queue on PostgreSQL vs SQLite, side by side in one run: enqueue-to-claimed latency,
+"""A fleet's queue on PostgreSQL vs SQLite, side by side in one run: enqueue-to-claimed latency (of
+the first wave of races, one per idle lane),
 event-to-readable latency (p50/p95), queue throughput with N agents of one CPU lane each (tiny
 aot_eager races), and whether any job was claimed twice.
 
@@ -75,7 +76,8 @@ def measure(location: str, data: str, agents: int, races: int, steps: int) -> di
             proc.send_signal(signal.SIGTERM)
         logs = [proc.communicate(timeout=60)[0] for proc in procs]
     started = [int(n) for log in logs for n in re.findall(r"started run (\d+)", log)]
-    claimed = [r.started_at - r.created_at for r in runs if r.started_at]
+    # The first wave found an idle lane each: its wait is the dispatch itself, not the queue.
+    claimed = [r.started_at - r.created_at for r in runs[:agents] if r.started_at]
     return {
         "done": sum(r.status == "done" for r in runs),
         "claimed twice": len(started) - len(set(started)),

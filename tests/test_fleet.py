@@ -137,7 +137,7 @@ def test_a_postgresql_restart_mid_run_loses_no_event(monkeypatch, postgresql_ser
 
 def test_status_lists_the_fleets_hosts_and_lanes_with_their_names_made_inert(store, capsys):
     from core.cli.main import main
-    from core.view.fleet import fleet_rows, fleet_summary
+    from core.view.fleet import device_type_lines, fleet_rows, fleet_summary
 
     gpu = {"lane": "cuda:0", "device_name": "NVIDIA H100 80GB HBM3\x1b[2J", "memory_bytes": 80 * 2**30, "caps": {}}
     fleet.register(store, "h100-box", 1, "lab-7", "2.14.1", [{"lane": "cpu", "device_name": "CPU"}, gpu])
@@ -150,6 +150,10 @@ def test_status_lists_the_fleets_hosts_and_lanes_with_their_names_made_inert(sto
     assert f"cuda:0   NVIDIA H100 80GB HBM3[2J, 80 GiB: run {run_id}" in out and "\x1b" not in out
     hosts, runs = fleet.hosts(store), store.list_runs(status=("running",))
     assert fleet_summary(hosts, runs, time.time()) == "Fleet: 1 of 2 hosts live, 2 lanes (1 busy)"
+    assert device_type_lines(hosts, runs, time.time()) == [
+        "NVIDIA H100 80GB HBM3[2J: 0 free, 1 busy",
+        "CPU: 1 free, 0 busy",
+    ]
     rows = {(r["host"], r["lane"]): r for r in fleet_rows(hosts, runs, time.time())}
     assert rows[("h100-box", "cuda:0")]["memory (GiB)"] == 80 and rows[("old-box", "cpu")]["state"] == "stopped"
     with pytest.raises(fleet.AgentRefused, match="an agent named 'h100-box' is already running"):

@@ -65,3 +65,16 @@ def fleet_summary(hosts: list[Host], runs: list[Run], now: float) -> str | None:
     lanes = [(h.name, lane.lane) for h in live for lane in h.lanes]
     busy = sum(1 for r in runs if (r.host, r.device_key) in set(lanes))
     return f"Fleet: {len(live)} of {len(hosts)} hosts live, {len(lanes)} lanes ({busy} busy)"
+
+
+def device_type_lines(hosts: list[Host], runs: list[Run], now: float) -> list[str]:
+    """The fleet's live lanes by device type: 'NVIDIA H100 80GB HBM3: 2 free, 1 busy', GPUs first."""
+    busy_lanes = {(r.host, r.device_key) for r in runs}
+    counts: dict[str, list[int]] = {}
+    for host in hosts:
+        if host.live(now):
+            for lane in host.lanes:
+                free_busy = counts.setdefault(terminal_text(lane.device_name), [0, 0])
+                free_busy[(host.name, lane.lane) in busy_lanes] += 1
+    order = sorted(counts, key=lambda name: (name.startswith("CPU"), name))
+    return [f"{name}: {counts[name][0]} free, {counts[name][1]} busy" for name in order]
