@@ -155,7 +155,7 @@ def show_why(summary: dict, view: LiveSnapshot) -> None:
         return
     st.subheader("Why, per step")
     if anatomy:
-        reading = (summary.get("profile") or {}).get("reading")
+        reading = why_per_step.profile_words(summary.get("profile"))
         if reading:
             st.markdown(f"**{markdown_text(reading)}**")
         st.dataframe(anatomy, hide_index=True, width="stretch")

@@ -42,7 +42,10 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
         threads = cpu_threads_for_worker(os.cpu_count(), os.environ.get("COMPILE_LAB_WORKER_THREADS"))
         if threads:
             torch.set_num_threads(threads)
+    from core.engine.environment import machine_load
+
     result = run_race(spec, on_event=sink, caps=caps, trace_dir=run_files_dir(sink.store_path, sink.run_id))
+    result.environment["load_at_end"] = machine_load()  # the race's own threads included
     data = result.to_dict()
     details = {
         "compile": data["compile"],

@@ -44,15 +44,51 @@ class Recording:
 
     @property
     def label(self) -> str:
-        """'pointwise_mlp, batch 4,096, 3 x 500 steps: recorded on Intel Xeon (cpu), torch 2.14.1, 2026-11-30'."""
+        """'pointwise_mlp, batch 4,096, 3 x 500 steps: recorded on Intel Xeon (cpu) with load 0.1 at the start
+        and 1.2 at the end on 2 cores, torch 2.14.1, 2026-11-30' (the load: load_reading)."""
         p, env = self.run.params or {}, self.run.environment or {}
         when = time.strftime("%Y-%m-%d", time.localtime(self.run.finished_at or self.run.created_at))
         device = env.get("device_name") or env.get("cpu_name") or "an unnamed device"
         return (
             f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
-            f"{p.get('steps_per_epoch', '?')} steps: recorded on {device} ({env.get('device_type', '?')}), "
-            f"torch {env.get('torch', '?')}, {when}"
+            f"{p.get('steps_per_epoch', '?')} steps: recorded on {device} ({env.get('device_type', '?')}) "
+            f"{recorded_load(env)}, torch {env.get('torch', '?')}, {when}"
         )
+
+
+# A 1-minute load average above this share of the cores, beyond the race's own threads, means other
+# work was running: the recorded times (a compile above all) are slower than this device's on a
+# quiet day.
+BUSY_LOAD_PER_CORE = 0.5
+
+
+def load_reading(environment: dict[str, Any] | None) -> tuple[str, bool]:
+    """How busy the machine was while a race was recorded, and whether that was busy: ('with load
+    0.1 at the start and 1.2 at the end on 2 cores', False). The loads are 1-minute averages: at
+    the start, before the race's own work counts; at the end, with its torch threads in it (so
+    those are allowed for). ('load not recorded', False) for a recording older than the load record."""
+    env = environment or {}
+    try:
+        start = float(env["load_at_start"]["load_average"][0])
+        cores = int(env["load_at_start"].get("cpu_count") or 0)
+    except (TypeError, KeyError, IndexError, ValueError):
+        return "(load not recorded)", False
+    try:
+        end = float(env["load_at_end"]["load_average"][0])
+    except (TypeError, KeyError, IndexError, ValueError):
+        end = None
+    own = int(env.get("torch_threads") or 1)
+    on = f" on {cores} core{'s' if cores != 1 else ''}" if cores else ""
+    text = f"with load {start:.1f}" + (f" at the start and {end:.1f} at the end" if end is not None else "") + on
+    busy = bool(cores) and (start > BUSY_LOAD_PER_CORE * cores or (end or 0.0) - own > BUSY_LOAD_PER_CORE * cores)
+    return text, busy
+
+
+def recorded_load(environment: dict[str, Any] | None) -> str:
+    """The load reading for a page, with a warning when the machine was busy ('..., busy: its
+    times are slower than on a quiet machine')."""
+    text, busy = load_reading(environment)
+    return text + (" (busy: its times are slower than on a quiet machine)" if busy else "")
 
 
 def recording_from_bundle(data: dict[str, Any], key: str) -> Recording:
