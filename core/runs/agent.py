@@ -22,11 +22,12 @@ from collections.abc import Callable
 from typing import Any
 
 from core import PROJECT_ROOT
-from core.runs import fleet, processes
+from core.runs import disk_space, fleet, processes
 from core.runs.queue import dispatch, reconcile
 from core.runs.store import Store
 
 POLL_S = 0.5  # how often an agent looks for work (and heartbeats): the fleet's dispatch latency
+LOST_STORE_RETRY_S = 2.0  # a store server gone (a restart): the agent waits and tries again
 CANCEL_WINDOW_S = 600.0  # a cancelled run's worker still alive this long after is looked for no more
 AGENT_VARIABLE, AGENT_PID_VARIABLE = "COMPILE_LAB_AGENT", "COMPILE_LAB_AGENT_PID"
 
@@ -143,8 +144,14 @@ class Agent:
             signal.signal(sig, self.stop)
         try:
             while not self._stop.is_set():
-                for run_id in self.step():
-                    self.say(f"agent {self.name}: started run {run_id}")
+                try:
+                    for run_id in self.step():
+                        self.say(f"agent {self.name}: started run {run_id}")
+                except Exception as exc:
+                    if not disk_space.is_store_lost(exc):
+                        raise
+                    self.say(f"agent {self.name}: the store is unreachable, retrying ({type(exc).__name__})")
+                    self._stop.wait(LOST_STORE_RETRY_S)
                 self._stop.wait(POLL_S)
         finally:
             self.leave()
