@@ -178,3 +178,52 @@ def test_the_app_on_a_fleets_store_shows_a_run_and_the_fleet(store):
     assert not at.exception, at.exception
     assert "Fleet: 1 of 1 hosts live, 1 lanes (0 busy)" in [t.value for t in at.sidebar.text]
     assert at.metric, "the finished race's cards"
+
+
+def test_race_on_every_gpu_type_queues_one_race_per_device_type_pinned_to_its_box(store, capsys):
+    from conftest import AMPERE
+
+    from core.cli.main import main
+    from core.runs.fleet_races import enqueue_on_every_gpu_type
+
+    def gpu(index, name):
+        return {"lane": f"cuda:{index}", "device_name": name, "memory_bytes": 80 * 2**30, "caps": AMPERE.to_dict()}
+
+    with pytest.raises(queue.JobError, match="no live GPU lane in this fleet"):
+        enqueue_on_every_gpu_type(store, quick_spec(), "ann", NO_LIMITS)
+    fleet.register(store, "a100-box", 1, "lab-1", "2.14.1", [{"lane": "cpu", "device_name": "CPU"}, gpu(0, "A100")])
+    fleet.register(store, "h100-box", 2, "lab-2", "2.14.1", [gpu(0, "H100"), gpu(1, "H100")])
+    runs = enqueue_on_every_gpu_type(store, quick_spec(), "ann", NO_LIMITS)
+    assert list(runs) == ["A100", "H100"]
+    assert [(store.get_run(i).host, store.get_run(i).device_key) for i in runs.values()] == [
+        ("a100-box", "cuda:0"),
+        ("h100-box", "cuda:0"),
+    ]
+    launched = []
+
+    def launch(path, run_id, lane):
+        launched.append(run_id)
+        return 999_999_999  # no such process: nothing to stop
+
+    queue.dispatch(store, "other-box", ["cuda:0"], AMPERE, launch, side_lanes=False)
+    assert launched == []  # pinned to its own box
+    queue.dispatch(store, "h100-box", ["cuda:0", "cuda:1"], AMPERE, launch, side_lanes=False)
+    assert launched == [runs["H100"]] and store.get_run(runs["H100"]).status == "starting"
+    assert main(["submit", "--every-gpu-type", *QUICK_CLI_ON_ANY_DEVICE]) == 0
+    assert capsys.readouterr().out.count("run ") == 2
+    for run in store.list_runs():
+        store.finish_run(run.id, "cancelled")
+
+
+QUICK_CLI_ON_ANY_DEVICE = [
+    "--model",
+    "mlp",
+    "--batch-size",
+    "8",
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "3",
+    "--backend",
+    "aot_eager",
+]

@@ -63,12 +63,14 @@ def enqueue(
     caps: DeviceCaps | None = None,
     address: str | None = None,
     lane: str | None = None,
+    host: str | None = None,
 ) -> int:
     """Validate and queue a job; returns its run id. Raises SpecError (bad input, over a host
     limit) or JobError (queue full) without writing anything. `address`: the visitor's client
     address where the host limits by it (core.runs.identity); the per-person limit then counts
     every job from that address too. `lane`: one GPU lane (cuda:N) for a CUDA job instead of the
-    next idle one (the doctor's recovery check runs on the GPU that ran out of memory)."""
+    next idle one (the doctor's recovery check runs on the GPU that ran out of memory); with `host`,
+    that lane of one box of a fleet."""
     if kind not in JOB_KINDS:
         raise JobError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}")
     job = JOB_KINDS[kind]
@@ -95,6 +97,8 @@ def enqueue(
             if row["device_key"] != ANY_GPU or not lane.startswith("cuda:"):
                 raise JobError(f"lane {lane} is not a GPU lane for a job on {row['device_key']}")
             row["device_key"] = lane
+        if host is not None:  # one box of a fleet (core.runs.fleet_races): only its agent takes it
+            row["host"] = host
         run_id = store._insert_run(c, row)
     tick(store)
     return run_id
