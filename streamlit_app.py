@@ -1,10 +1,14 @@
 """Compile Lab: the entry point builds navigation and the sidebar every page shares."""
 
+import time
+
 import streamlit as st
 
 from app_pages.common import admin_configured, adopt_visitor_token, board, identify_visitor, store, tick
 from app_pages.run_screen.feed_view import sidebar_every
+from core.runs import fleet
 from core.runs.queue import ensure_probe
+from core.view.fleet import device_type_lines, fleet_summary
 from core.view.queue import gpu_lines, lane_lines
 from core.view.safe_text import markdown_text
 
@@ -37,11 +41,12 @@ def sidebar_status() -> None:
     tick()
     queue = board().queue()  # read once a second for every session of this process
     env = queue.environment
-    if env is None:
+    hosts = fleet.hosts(store())  # a fleet's store: its boxes run the races (core.view.fleet)
+    if env is None and not hosts:
         ensure_probe(store())  # a queued job: this process never touches the GPU itself
     st.subheader("Device")
     if env is None:
-        st.info("Probing the device…")
+        st.info("Races run on the fleet's boxes (below)." if hosts else "Probing the device…")
     elif queue.cuda:
         for line in gpu_lines(queue.probe_summary):
             st.text(line)
@@ -55,6 +60,10 @@ def sidebar_status() -> None:
         st.text(line)
     if queue.paused:
         st.warning("The host has paused the queue: new jobs wait until it resumes.")
+    if hosts:
+        st.text(fleet_summary(hosts, list(queue.active), time.time()))
+        for line in device_type_lines(hosts, list(queue.active), time.time()):
+            st.text(line)
 
 
 adopt_visitor_token()  # first: the sidebar's interval depends on who this tab is

@@ -8,8 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import store, tick
-from core.runs import admin, queue
+from core.runs import admin, fleet, queue
 from core.view.admin_tables import lane_rows, run_rows
+from core.view.fleet import fleet_rows
 from core.view.safe_text import markdown_text
 
 MAX_ATTEMPTS = 5  # wrong tokens per session; each also costs a second
@@ -53,6 +54,12 @@ if lanes:
     st.dataframe(pd.DataFrame(lanes), hide_index=True, width="stretch")
 else:
     st.caption("Nothing running or waiting.")
+
+fleet_hosts = fleet.hosts(db)
+if fleet_hosts:  # a fleet's store: every box's agent and lanes
+    st.subheader("Fleet")
+    active_runs = db.list_runs(status=("starting", "running"))
+    st.dataframe(pd.DataFrame(fleet_rows(fleet_hosts, active_runs, time.time())), hide_index=True, width="stretch")
 
 st.subheader("Every run")
 runs = db.list_runs(limit=2000)

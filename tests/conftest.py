@@ -282,14 +282,87 @@ def sleepers(monkeypatch):
 SLEEPER = "import time; time.sleep(120)"  # as core.runs.processes.launch_worker's stand-in
 
 
+# -- the store's two backends ----------------------------------------------------------------
+# A test module that sets BOTH_BACKENDS = True runs each test using `store` (or `store_location`)
+# once on SQLite and once on PostgreSQL; elsewhere, and for a test marked `sqlite_only` (it checks
+# the file itself: WAL, a trigger, a damaged page), the store is SQLite. PostgreSQL is the server
+# COMPILE_LAB_TEST_PG names (.ci/run starts one), else a throwaway one started here when initdb is
+# on the PATH; under CI a missing server fails the tests, never skips them.
+BACKENDS = ("sqlite", "postgresql")
+_schemas = itertools.count(1)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "sqlite_only: checks SQLite's file itself; not run on PostgreSQL")
+
+
+def pytest_generate_tests(metafunc):
+    if (
+        "backend" in metafunc.fixturenames
+        and getattr(metafunc.module, "BOTH_BACKENDS", False)
+        and not metafunc.definition.get_closest_marker("sqlite_only")
+    ):
+        metafunc.parametrize("backend", BACKENDS)
+
+
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    """A fresh store in the test's folder, named by COMPILE_LAB_STORE so the app and the CLI open it too."""
+def backend():
+    return "sqlite"
+
+
+@pytest.fixture(scope="session")
+def postgresql_server():
+    """A PostgreSQL server's URL for the tests (see above)."""
+    import pg_server
+
+    url = os.environ.get(pg_server.URL_VARIABLE)
+    if url:
+        yield url
+        return
+    if not pg_server.available():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must test the PostgreSQL store: set {pg_server.URL_VARIABLE} or put initdb on the PATH")
+        pytest.skip(f"needs PostgreSQL: initdb on the PATH, or a server in {pg_server.URL_VARIABLE}")
+    try:
+        url, folder = pg_server.start()
+    except (OSError, RuntimeError) as exc:
+        pytest.fail(f"could not start a PostgreSQL server for the tests: {exc}")
+    yield url
+    pg_server.stop(folder)
+
+
+@pytest.fixture
+def store_location(backend, tmp_path, request):
+    """Where the test's fresh store is: a file in its folder, or a schema of its own on the server."""
+    if backend == "sqlite":
+        yield str(tmp_path / "store.sqlite3")
+        return
+    import psycopg
+
+    from core.runs.store.postgresql import close_pool
+
+    server = request.getfixturevalue("postgresql_server")
+    schema = f"test_{os.getpid()}_{next(_schemas)}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    url = f"{server}{'&' if '?' in server else '?'}options=-csearch_path%3D{schema}"
+    yield url
+    close_pool(url)
+    try:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute("SET lock_timeout = '5s'")
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    except psycopg.Error:
+        pass  # a straggler still holds it: the throwaway server goes with its schemas
+
+
+@pytest.fixture
+def store(store_location, monkeypatch):
+    """A fresh store (see store_location), named by COMPILE_LAB_STORE so the app and the CLI open it too."""
     from core.runs.store import Store
 
-    path = str(tmp_path / "store.sqlite3")
-    monkeypatch.setenv("COMPILE_LAB_STORE", path)
-    return Store(path)
+    monkeypatch.setenv("COMPILE_LAB_STORE", store_location)
+    return Store(store_location)
 
 
 def end_run(store, sleepers, run_id, status="done", **fields) -> None:

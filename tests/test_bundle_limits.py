@@ -14,14 +14,11 @@ from conftest import ROOT
 from core.engine.spec import RunSpec
 from core.runs.bundle import MAX_BUNDLE_BYTES, BundleError, events_allowed, import_bundle, read_bundle
 from core.runs.limits import load_host_limits
-from core.runs.store import Store
 
 RECORDINGS = sorted(glob.glob(os.path.join(ROOT, "assets", "recordings", "*.json")))
 
 
-@pytest.fixture
-def store(tmp_path):
-    return Store(str(tmp_path / "store.sqlite3"))
+BOTH_BACKENDS = True  # each test using `store` runs on SQLite and on PostgreSQL (tests/conftest.py)
 
 
 def recording() -> dict:

@@ -38,7 +38,7 @@ def damaged(tmp_path):
     store = Store(path)
     hit = store.create_run("race", {}, "someone", "cpu", status="done")
     store.append_events(hit, steps(STEPS))
-    store._conn.close()
+    store.close()
     damage_a_page_of_events(path)
     return Store(path), hit
 
@@ -79,7 +79,7 @@ def test_a_locked_store_is_not_called_damaged(tmp_path, monkeypatch):
         def execute(self, *_):
             raise sqlite3.OperationalError("database is locked")
 
-    monkeypatch.setattr(store, "_conn", Locked())
+    monkeypatch.setattr(store._db, "_conn", Locked())
     with pytest.raises(sqlite3.OperationalError):
         store.events_after(run)
     assert os.path.exists(store.path)
@@ -94,7 +94,7 @@ def test_the_race_page_shows_a_damaged_run_with_what_can_be_read(tmp_path, monke
     store = Store(path)
     record_probe(store)
     run_id = record_race(store, "done", steps=STEPS // 2)
-    store._conn.close()
+    store.close()
     damage_a_page_of_events(path)
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["run"] = str(run_id)

@@ -19,9 +19,12 @@ from core.view.queue import describe
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 
 
+BOTH_BACKENDS = True  # each test using `store` runs on SQLite and on PostgreSQL (tests/conftest.py)
+
+
 @pytest.fixture
-def store(tmp_path):
-    s = Store(str(tmp_path / "store.sqlite3"))
+def store(store):
+    s = store
     yield s
     for run in s.list_runs(status=("starting", "running")):
         if run.pid:
@@ -112,6 +115,30 @@ def test_concurrent_ticks_never_start_two_jobs_on_one_device(store, sleepers):
         t.join()
     assert len(sleepers) == 1
     assert [r.status for r in store.list_runs()].count("starting") == 1
+
+
+def test_dispatchers_of_many_hosts_at_once_start_one_job_per_lane_and_none_twice(store):
+    """A fleet's agents dispatch at once (queue.dispatch: FOR UPDATE SKIP LOCKED on PostgreSQL):
+    each host's lane gets one job, and no job is started by two of them."""
+    jobs = [store.create_run("race", quick_spec().to_dict(), "ann", "cpu") for _ in range(6)]
+    started, lock = [], threading.Lock()
+
+    def dispatcher(host):
+        ids = queue.dispatch(Store(store.path), host, ["cpu"], CPU, lambda *_: os.getpid(), side_lanes=False)
+        with lock:
+            started.extend(ids)
+
+    threads = [threading.Thread(target=dispatcher, args=(f"box-{i % 3}",)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(started) == len(set(started)) == 3
+    runs = [store.get_run(i) for i in jobs]
+    assert sorted(r.host for r in runs if r.status == "starting") == ["box-0", "box-1", "box-2"]
+    assert [r.status for r in runs].count("queued") == 3
+    for run_id in jobs:  # (no worker stands behind the pids given: nothing for the fixture to stop)
+        store.finish_run(run_id, "cancelled")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priorities are Linux's")
@@ -239,7 +266,7 @@ def test_a_job_past_its_time_limit_is_stopped(store):
 
 def test_a_corrupt_spec_row_fails_that_job_not_the_dispatcher(store):
     bad = store.create_run("race", {}, "ann", "cpu")
-    store._conn.execute("UPDATE runs SET params = '{not json' WHERE id = ?", (bad,))
+    store._write("UPDATE runs SET params = '{not json' WHERE id = ?", (bad,))
     wrong = store.create_run("race", {"model": "mlp", "batch_size": "many"}, "ann", "cpu")
     good = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=2), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(finished(store, good), store=store)

@@ -11,14 +11,11 @@ from conftest import AMPERE, CPU, quick_spec
 
 from core.runs import processes, queue
 from core.runs.limits import HostLimits
-from core.runs.store import Store
 
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 
 
-@pytest.fixture
-def store(tmp_path):
-    return Store(str(tmp_path / "store.sqlite3"))
+BOTH_BACKENDS = True  # each test using `store` runs on SQLite and on PostgreSQL (tests/conftest.py)
 
 
 @pytest.mark.parametrize("status", ["done", "failed", "cancelled"])

@@ -32,8 +32,8 @@ def served(monkeypatch):
 
 
 def no_compiled_steps(store, run_id):
-    with store._conn:  # before the compiled run's first step
-        store._conn.execute("DELETE FROM events WHERE run_id = ? AND variant = 'compiled'", (run_id,))
+    with store._db._conn:  # before the compiled run's first step
+        store._db._conn.execute("DELETE FROM events WHERE run_id = ? AND variant = 'compiled'", (run_id,))
 
 
 def never(*_):

@@ -11,10 +11,7 @@ from conftest import quick_spec
 from core.runs.bundle import MAX_NOTE, BundleError, export_bundle, import_bundle, load_bundle_file, parse_bundle
 from core.runs.store import SCHEMA_VERSION, Store
 
-
-@pytest.fixture
-def store(tmp_path):
-    return Store(str(tmp_path / "store.sqlite3"))
+BOTH_BACKENDS = True  # each test using `store` runs on SQLite and on PostgreSQL (tests/conftest.py)
 
 
 def step(variant="eager", n=1, time_s=0.01, **extra):
@@ -68,8 +65,9 @@ def test_the_store_records_its_schema_version_and_refuses_a_newer_one(tmp_path):
         Store(path)
 
 
+@pytest.mark.sqlite_only  # SQLite's file itself
 def test_the_store_uses_wal_so_readers_do_not_block_writers(store):
-    assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store._db._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_events_after_returns_only_new_events_in_order(store):
@@ -196,14 +194,15 @@ HOSTILE = {
 def test_a_malformed_or_hostile_bundle_is_rejected_and_writes_nothing(store, name):
     bundle = HOSTILE[name](good_bundle(store))
     runs_before = len(store.list_runs())
-    events_before = store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+    events_before = store._one("SELECT COUNT(*) FROM events")[0]
     with pytest.raises(BundleError) as info:
         import_bundle(store, bundle, "mallory")
     assert str(info.value)  # a message a person can read
     assert len(store.list_runs()) == runs_before
-    assert store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == events_before
+    assert store._one("SELECT COUNT(*) FROM events")[0] == events_before
 
 
+@pytest.mark.sqlite_only  # SQLite's file itself
 def test_an_event_note_is_kept_up_to_its_cap_and_a_longer_one_refuses_the_bundle(store):
     bundle = good_bundle(store)
     bundle["events"][0]["note"] = "n" * MAX_NOTE
@@ -216,22 +215,23 @@ def test_an_event_note_is_kept_up_to_its_cap_and_a_longer_one_refuses_the_bundle
     assert len(store.list_runs()) == runs_before
 
 
+@pytest.mark.sqlite_only  # a SQLite trigger stands in for the refusal
 def test_a_bundle_the_store_refuses_midway_lands_not_at_all(store):
     """One transaction or nothing: a store that refuses the third event (here a trigger; in life a
     full disk, a constraint) keeps neither the run nor its first two events."""
     bundle = good_bundle(store)
     runs_before, events_before = (
         len(store.list_runs()),
-        store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0],
+        store._one("SELECT COUNT(*) FROM events")[0],
     )
-    store._conn.execute(
+    store._db._conn.execute(
         f"CREATE TRIGGER refuse_third BEFORE INSERT ON events WHEN (SELECT COUNT(*) FROM events) >= {events_before + 2} "
         "BEGIN SELECT RAISE(ABORT, 'refused'); END"
     )
     with pytest.raises(BundleError, match="nothing was imported"):
         import_bundle(store, bundle, "bob")
     assert len(store.list_runs()) == runs_before
-    assert store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == events_before
+    assert store._one("SELECT COUNT(*) FROM events")[0] == events_before
 
 
 @pytest.mark.parametrize(

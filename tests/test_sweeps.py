@@ -19,9 +19,7 @@ from core.view.sweep import sweep_state
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 
 
-@pytest.fixture
-def store(tmp_path):
-    return Store(str(tmp_path / "store.sqlite3"))
+BOTH_BACKENDS = True  # each test using `store` runs on SQLite and on PostgreSQL (tests/conftest.py)
 
 
 def batch_sweep(*sizes, **base) -> SweepSpec:
@@ -118,7 +116,7 @@ def test_delete_a_sweep_removes_its_points_and_their_events_only_for_its_owner(s
     sweeps.delete_sweep(store, sweep_id, "ann")
     assert store.get_sweep(sweep_id) is None and store.sweep_runs(sweep_id) == []
     assert [r.id for r in store.list_runs()] == [lone]
-    assert store._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
+    assert store._one("SELECT COUNT(*) FROM events")[0] == 0
     with pytest.raises(queue.JobError, match="there is no sweep"):
         sweeps.cancel_sweep(store, sweep_id, "ann")
 
@@ -155,12 +153,13 @@ def test_a_version_2_store_gains_sweeps_and_keeps_its_runs(tmp_path, sleepers):
     assert Store(path).schema_version() == SCHEMA_VERSION  # opening again changes nothing
     assert sweeps.enqueue_sweep(store, batch_sweep(8, 16), "ann", limits=NO_LIMITS, caps=CPU) == 1
     assert [r.sweep_id for r in store.list_runs()] == [1, 1, None]
-    indexes = {row[1] for row in store._conn.execute("PRAGMA index_list(runs)")}
+    indexes = {row[1] for row in store._db._conn.execute("PRAGMA index_list(runs)")}
     assert "runs_by_sweep" in indexes
 
 
+@pytest.mark.sqlite_only  # asks SQLite's own index list
 def test_a_new_store_has_the_sweeps_index_too(store):
-    assert "runs_by_sweep" in {row[1] for row in store._conn.execute("PRAGMA index_list(runs)")}
+    assert "runs_by_sweep" in {row[1] for row in store._db._conn.execute("PRAGMA index_list(runs)")}
 
 
 def test_a_sweep_whose_stored_definition_is_damaged_reads_as_none(store):

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from core import PROJECT_ROOT
-from core.runs.store import StoreError, default_store_path, id_from_text
+from core.runs.store import StoreError, default_store_path, id_from_text, store_location
 from core.view.run_screen.feed import FEED_POLL_S, feeds_for
 from core.view.run_screen.shared_board import board_for, yield_to_measurements
 
@@ -79,7 +79,7 @@ async def feed(request: Request) -> Response:
     if run_id is None:  # not a possible id (a crafted path): no traceback, no echo of it
         return JSONResponse({"error": "No such run."}, status_code=404)
     try:
-        board = board_for(os.path.abspath(default_store_path()))
+        board = board_for(store_location(default_store_path()))
         document = await asyncio.get_running_loop().run_in_executor(_executor, feeds_for(board).get, run_id, present)
     except StoreError as exc:
         return JSONResponse({"error": f"Compile Lab cannot open its store: {exc}"}, status_code=503)

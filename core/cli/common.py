@@ -115,7 +115,11 @@ def queued_or_refused(enqueue: Callable[[], int]) -> int | None:
 def store_parser(sub, name: str, help_text: str, owner: bool = False) -> argparse.ArgumentParser:
     """A subcommand that opens the store (--store), and with `owner` acts as someone (--owner)."""
     p = sub.add_parser(name, help=help_text)
-    p.add_argument("--store", default=None, help="store file (default: $COMPILE_LAB_STORE or data/compile_lab.sqlite3)")
+    p.add_argument(
+        "--store",
+        default=None,
+        help="store: a file, or a postgresql:// URL for a fleet (default: $COMPILE_LAB_STORE or data/compile_lab.sqlite3)",
+    )
     if owner:
         p.add_argument("--owner", default=default_owner(), help="who you are to the queue (default: cli:<user>)")
     return p

@@ -30,6 +30,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from core.view.queue import describe
 
     store = open_store(args)
+    if args.every_gpu_type:
+        return submit_on_every_gpu_type(store, args)
 
     def enqueue() -> int:
         limits = load_host_limits()  # before anything runs: a broken configuration is said at once
@@ -45,6 +47,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if not args.wait:
         return EXIT_OK
     return follow(store, run_id, args)
+
+
+def submit_on_every_gpu_type(store, args: argparse.Namespace) -> int:
+    """`submit --every-gpu-type`: the race once per GPU type of the fleet, one line per run."""
+    from core.runs.fleet_races import enqueue_on_every_gpu_type
+    from core.runs.limits import load_host_limits
+    from core.view.safe_text import terminal_text
+
+    runs = queued_or_refused(
+        lambda: enqueue_on_every_gpu_type(store, spec_from_args(args), args.owner, load_host_limits())
+    )
+    if runs is None:
+        return EXIT_USAGE
+    for name, run_id in runs.items():
+        run = store.get_run(run_id)
+        print(f"run {run_id}: {terminal_text(name)} ({terminal_text(run.host)} {run.device_key})")
+    return EXIT_OK
 
 
 def follow(store, run_id: int, args: argparse.Namespace) -> int:
@@ -103,6 +122,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("the queue is paused by the host: queued jobs wait")
     for run in reversed(active):
         say(f"run {run.id:>5}  {run.device_key:<8} {shown_owner(run.owner):<16} {describe(store, run)}")
+    from core.runs import fleet
+    from core.view.fleet import fleet_lines
+
+    hosts = fleet.hosts(store)
+    if hosts:  # a fleet: its hosts and lanes (python -m core agent)
+        print("\nfleet:")
+        print("\n".join(fleet_lines(hosts, active, time.time())))
     return EXIT_OK
 
 
@@ -136,6 +162,9 @@ def add_commands(sub) -> None:
     add_spec_arguments(submit)
     submit.add_argument("--wait", action="store_true", help="follow the run with a progress bar until it ends")
     submit.add_argument("--json", action="store_true", help="with --wait: print the result as JSON")
+    submit.add_argument(
+        "--every-gpu-type", action="store_true", help="in a fleet: the race once on each GPU type its boxes have"
+    )
     submit.set_defaults(func=cmd_submit)
     status = store_parser(sub, "status", "the state of one run, or of the queue")
     status.add_argument("run_id", nargs="?", type=run_id_arg)

@@ -8,13 +8,16 @@ them: the probe only asks what the device is, a lookup builds a model on the met
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
 from core.engine.spec import DeviceCaps, resolve_device
 from core.runs.store import Run, Store
 
-HOST = socket.gethostname()  # lanes are per box: a job's host says whose lane (and pid) it is
+# Lanes are per box: a job's host says whose lane (and pid) it is. A worker an agent started is on
+# the agent's host (its name: core.runs.agent), which need not be the machine's name.
+HOST = os.environ.get("COMPILE_LAB_AGENT") or socket.gethostname()
 PROBE_DEVICE_KEY = "probe"  # the probe only asks what the device is; it times nothing
 LOOKUP_DEVICE_KEY = "lookup"  # model lookups: a lane of their own, beside measurements
 ANY_GPU = "cuda"  # a queued CUDA job's key until dispatch picks an idle GPU lane: cuda:0 .. cuda:N-1
@@ -50,6 +53,13 @@ def latest_probe(store: Store) -> Run | None:
 
 
 def known_caps(store: Store) -> DeviceCaps | None:
-    """What the latest device probe recorded (None before any probe has finished)."""
+    """What jobs queued here can run on: in a fleet (live agents: core.runs.fleet.fleet_caps), what
+    its lanes offer, so the app's server needs no GPU; else what this box's latest device probe
+    recorded (None before any probe has finished)."""
+    from core.runs.fleet import fleet_caps  # (fleet reads the store, as this module does)
+
+    caps = fleet_caps(store)
+    if caps is not None:
+        return caps
     probe = latest_probe(store)
     return DeviceCaps.from_dict(probe.summary["caps"]) if probe else None

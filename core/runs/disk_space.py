@@ -1,10 +1,12 @@
-"""A full disk, recognised wherever the store is written: the worker keeps what it measured in
-memory and waits (a while) for space to return; the CLI says "disk full" in one line. No torch."""
+"""A full disk (or a store server gone for a moment), recognised wherever the store is written: the
+worker keeps what it measured in memory and waits (a while) for space or the server to return; the
+CLI says "disk full" in one line. No torch."""
 
 from __future__ import annotations
 
 import errno
 import sqlite3
+import sys
 
 # How long a worker waits for space at the end of a run before it gives up on the events it holds.
 # Under the queue's HEARTBEAT_STALE_S (60 s), so the app does not take a waiting worker for hung.
@@ -17,6 +19,22 @@ def is_disk_full(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc).lower()
+
+
+def is_store_lost(exc: BaseException) -> bool:
+    """Whether a write failed because the store's server cannot be reached now (PostgreSQL down,
+    restarting, the network gone): like a full disk, worth keeping the events and waiting for."""
+    psycopg = sys.modules.get("psycopg")
+    pool = sys.modules.get("psycopg_pool")
+    return bool(
+        (psycopg is not None and isinstance(exc, psycopg.OperationalError))
+        or (pool is not None and isinstance(exc, pool.PoolTimeout))
+    )
+
+
+def worth_waiting(exc: BaseException) -> bool:
+    """A full disk or a lost server: the worker keeps what it measured and retries for a while."""
+    return is_disk_full(exc) or is_store_lost(exc)
 
 
 def disk_full_message(store_path: str) -> str:

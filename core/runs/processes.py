@@ -17,7 +17,7 @@ import time
 from core import PROJECT_ROOT
 from core.runs.devices import LOOKUP_DEVICE_KEY
 from core.runs.run_files import compile_trace_dir
-from core.runs.store import Store
+from core.runs.store import Store, store_files_dir
 
 TERMINATE_WAIT_S = 2.0  # SIGTERM, then SIGKILL after this: cancel completes within 3 s
 
@@ -34,6 +34,7 @@ WORKER_VARIABLES = frozenset(
         "TRANSFORMERS_CACHE", "HF_HUB_DISABLE_TELEMETRY",
         # the Compile Lab settings a worker reads (its store comes on its command line)
         "COMPILE_LAB_DATA", "COMPILE_LAB_STORE", "COMPILE_LAB_WORKER_THREADS", "COMPILE_LAB_WORKER_CPUS",
+        "COMPILE_LAB_AGENT", "COMPILE_LAB_AGENT_PID", "COMPILE_LAB_AGENT_TIMEOUT_S",  # a fleet agent's workers
     )
 )  # fmt: skip
 WORKER_PREFIXES = (
@@ -72,7 +73,7 @@ def worker_environment(device_key: str, environ: dict[str, str] | None = None) -
 
 def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
     """Start `python -m core.runs.worker` for one job in its own session, so it outlives its parent."""
-    log_dir = os.path.join(os.path.dirname(store_path), "logs")
+    log_dir = os.path.join(store_files_dir(store_path), "logs")
     os.makedirs(log_dir, exist_ok=True)
     env = worker_environment(device_key)
     run = Store(store_path).get_run(run_id)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
-from core.runs import processes
-from core.runs.devices import ANY_GPU, HOST, PROBE_DEVICE_KEY, device_lanes, known_caps
+from core.runs import fleet, processes
+from core.runs.devices import ANY_GPU, HOST, LOOKUP_DEVICE_KEY, PROBE_DEVICE_KEY, device_lanes, known_caps
 from core.runs.estimates import estimate_details
 from core.runs.job_kinds import JOB_KINDS, UNCOUNTED_KINDS, JobKind
 from core.runs.limits import HostLimits, load_host_limits
@@ -63,12 +63,14 @@ def enqueue(
     caps: DeviceCaps | None = None,
     address: str | None = None,
     lane: str | None = None,
+    host: str | None = None,
 ) -> int:
     """Validate and queue a job; returns its run id. Raises SpecError (bad input, over a host
     limit) or JobError (queue full) without writing anything. `address`: the visitor's client
     address where the host limits by it (core.runs.identity); the per-person limit then counts
     every job from that address too. `lane`: one GPU lane (cuda:N) for a CUDA job instead of the
-    next idle one (the doctor's recovery check runs on the GPU that ran out of memory)."""
+    next idle one (the doctor's recovery check runs on the GPU that ran out of memory); with `host`,
+    that lane of one box of a fleet."""
     if kind not in JOB_KINDS:
         raise JobError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}")
     job = JOB_KINDS[kind]
@@ -95,6 +97,8 @@ def enqueue(
             if row["device_key"] != ANY_GPU or not lane.startswith("cuda:"):
                 raise JobError(f"lane {lane} is not a GPU lane for a job on {row['device_key']}")
             row["device_key"] = lane
+        if host is not None:  # one box of a fleet (core.runs.fleet_races): only its agent takes it
+            row["host"] = host
         run_id = store._insert_run(c, row)
     tick(store)
     return run_id
@@ -105,7 +109,7 @@ def check_asker_room(conn: Any, job: JobKind, owner: str, address: str | None = 
     has the kind's max_waiting_per_asker jobs of it waiting. Call inside the enqueuing transaction."""
     waiting = conn.execute(
         "SELECT COUNT(*) FROM runs WHERE kind = ? AND status = 'queued' "
-        "AND (owner = ? OR (? IS NOT NULL AND client = ?))",
+        "AND (owner = ? OR (CAST(? AS TEXT) IS NOT NULL AND client = ?))",
         (job.name, owner, address, address),
     ).fetchone()[0]
     if job.max_waiting_per_asker is not None and waiting >= job.max_waiting_per_asker:
@@ -136,7 +140,7 @@ def check_room(
             f"the queue has room for {limits.max_queue_length - waiting} more jobs, not {what}: try fewer points or later"
         )
     mine = conn.execute(
-        "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (? IS NOT NULL AND client = ?)) "
+        "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (CAST(? AS TEXT) IS NOT NULL AND client = ?)) "
         f"AND status IN ('queued', 'starting', 'running') AND kind NOT IN ({uncounted})",
         (owner, address, address, *UNCOUNTED_KINDS),
     ).fetchone()[0]
@@ -173,30 +177,57 @@ def job_row(
 
 def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> list[int]:
     """Reconcile, then start the next queued job (fair_order: round-robin across visitors) on every
-    idle lane. Safe to call anywhere.
+    idle lane of this box. Safe to call anywhere.
 
     Lanes: the CPU, and each GPU by index; a CUDA job waits for any idle GPU lane and is pinned to
     it. The device probe never runs beside a job on a device (a second CUDA context during a
     measurement), except when there is no probe result yet, and no job starts while it runs.
+    In a fleet (live agents in the store: core.runs.fleet) the agents start the measurements; this
+    box starts only its own device probe and model lookups (lanes that measure nothing).
     From a deprioritized thread it does nothing: the next tick of any other (a page's next refresh,
     the sidebar, a worker finishing, the CLI) starts what waits.
     """
     if processes.thread_deprioritized():
         return []
-    launch = launch or processes.launch_worker
     reconcile(store)
     caps = known_caps(store)
-    gpu_lanes = [lane for lane in device_lanes(caps) if lane.startswith("cuda:")] or ["cuda:0"]
+    launch = launch or processes.launch_worker
+    if fleet.live_hosts(store):  # the agents measure; this box answers only for itself
+        return dispatch(store, HOST, [], caps, launch)
+    lanes = [lane for lane in device_lanes(caps) if not lane.startswith("cuda:")]
+    gpus = [lane for lane in device_lanes(caps) if lane.startswith("cuda:")] or ["cuda:0"]  # before the probe too
+    return dispatch(store, HOST, lanes + gpus, caps, launch, any_device=True)
+
+
+def dispatch(
+    store: Store,
+    host: str,
+    lanes: list[str],
+    caps: DeviceCaps | None,
+    launch: Callable[[str, int, str], int],
+    any_device: bool = False,
+    side_lanes: bool = True,
+) -> list[int]:
+    """Start queued jobs on `host`'s idle lanes (fair_order). Each lane and each job is taken under
+    a lock (the write lock on SQLite; on PostgreSQL the lane's advisory lock and the job's row,
+    FOR UPDATE SKIP LOCKED), and the lane is checked idle again once held: any number of
+    dispatchers, on any number of boxes, never start one job twice or two jobs on one lane.
+    `lanes`: the measuring lanes this host offers (cpu, cuda:N, mps): a single box (`any_device`)
+    also starts a job for a device it did not list (a lane named on enqueue), an agent only its
+    own. `side_lanes`: whether it also starts its own device probe and model lookups (an agent
+    leaves those to the app's box)."""
+    gpu_lanes = [lane for lane in lanes if lane.startswith("cuda:")]
     now = time.time()
     started: list[tuple[int, str]] = []
     paused = store.queue_paused()  # the host's admin paused it: only the device probe may start
-    with store.transaction(immediate=True) as c:
-        busy = {
-            row[0] for row in c.execute("SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running')")
-        }
-        busy |= _lanes_held_by_exiting_workers(c, now)
+    with store.dispatch_transaction() as c:
+        busy = _busy_lanes(c, host) | _lanes_held_by_exiting_workers(c, host, now)
         for row in fair_order(c):
+            if row["host"] not in (None, host):
+                continue  # pinned to another box (its device probe)
             key = row["device_key"]
+            if key in (PROBE_DEVICE_KEY, LOOKUP_DEVICE_KEY) and not side_lanes:
+                continue
             if key == PROBE_DEVICE_KEY:
                 if key in busy or (caps is not None and busy):
                     continue
@@ -207,15 +238,19 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
                 if not free:
                     continue
                 key = free[0]
-            elif key in busy:
+            elif key in busy or (key != LOOKUP_DEVICE_KEY and key not in lanes and not any_device):
+                continue
+            if not (store.lock_lane(c, host, key) and store.lock_queued(c, row["id"])) or key in _busy_lanes(c, host):
+                busy.add(key)
                 continue
             busy.add(key)
-            c.execute(
+            changed = c.execute(
                 "UPDATE runs SET status = 'starting', phase = 'starting', started_at = ?, heartbeat_at = ?, host = ?, "
                 "device_key = ? WHERE id = ? AND status = 'queued'",
-                (now, now, HOST, key, row["id"]),
-            )
-            started.append((int(row["id"]), key))
+                (now, now, host, key, row["id"]),
+            ).rowcount
+            if changed == 1:
+                started.append((int(row["id"]), key))
     for run_id, key in started:
         try:
             pid = launch(store.path, run_id, key)
@@ -226,6 +261,15 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
         with store.transaction() as c:
             c.execute("UPDATE runs SET pid = ? WHERE id = ? AND pid IS NULL", (pid, run_id))
     return [run_id for run_id, _ in started]
+
+
+def _busy_lanes(c: Any, host: str) -> set[str]:
+    """The lanes of `host` with a job starting or running."""
+    rows = c.execute(
+        "SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running') AND (host = ? OR host IS NULL)",
+        (host,),
+    )
+    return {row[0] for row in rows}
 
 
 def fair_order(conn: Any) -> list[Any]:
@@ -239,7 +283,7 @@ def fair_order(conn: Any) -> list[Any]:
     if oldest is None:
         return []
     rows = conn.execute(  # what can have been ahead of a waiting job: unfinished then, or since
-        "SELECT id, kind, device_key, owner, client, status, created_at, finished_at FROM runs "
+        "SELECT id, kind, device_key, owner, client, status, created_at, finished_at, host FROM runs "
         "WHERE (status IN ('queued', 'starting', 'running') OR finished_at > ?) AND COALESCE(imported, 0) = 0 "
         "ORDER BY id",
         (oldest,),
@@ -267,7 +311,7 @@ def fair_order(conn: Any) -> list[Any]:
 EXITING_WORKER_WINDOW_S = 600.0  # a worker still alive this long after its job ended is hung: not looked for
 
 
-def _lanes_held_by_exiting_workers(c: Any, now: float) -> set[str]:
+def _lanes_held_by_exiting_workers(c: Any, host: str, now: float) -> set[str]:
     """Lanes whose last job has ended but whose worker process on this host is still alive. A job's
     end is recorded before its process exits (and a cancelled or timed-out worker takes a moment to
     die), and until it has, it holds its device's memory: after an out-of-memory, most of the GPU.
@@ -275,23 +319,28 @@ def _lanes_held_by_exiting_workers(c: Any, now: float) -> set[str]:
     rows = c.execute(
         "SELECT device_key, pid FROM runs WHERE status IN ('done', 'failed', 'cancelled') AND host = ? "
         "AND pid IS NOT NULL AND finished_at >= ?",
-        (HOST, now - EXITING_WORKER_WINDOW_S),
+        (host, now - EXITING_WORKER_WINDOW_S),
     ).fetchall()
     return {row[0] for row in rows if processes.pid_alive(int(row[1]))}
 
 
-def reconcile(store: Store, now: float | None = None) -> list[int]:
-    """Find active jobs whose worker died, hung, overran its limit or was asked to cancel; end them.
+def reconcile(store: Store, now: float | None = None, host: str = HOST) -> list[int]:
+    """Find active jobs whose worker died, hung, overran its limit or was asked to cancel, or whose
+    agent stopped (core.runs.fleet); end them.
 
-    Returns the ids it ended. A job on another host is judged by its heartbeat alone.
+    Returns the ids it ended. A job on another host is judged by its heartbeat (and its agent's) alone.
     """
     now = time.time() if now is None else now
     ended: list[int] = []
-    for run in store.list_runs(status=ACTIVE_STATES):
-        local = run.host == HOST
+    active = store.list_runs(status=ACTIVE_STATES)
+    stopped = fleet.stopped_agents(store) if any(run.host not in (None, host) for run in active) else {}
+    for run in active:
+        local = run.host == host
         alive = processes.pid_alive(run.pid) if (local and run.pid) else None
         if run.cancel_requested:
             outcome = ("cancelled", "cancelled")
+        elif not local and run.host in stopped:
+            outcome = ("failed", f"agent {run.host} stopped")
         elif alive is False:
             outcome = ("failed", "worker stopped unexpectedly")
         elif run.pid is None and run.started_at and now - run.started_at > START_GRACE_S:

@@ -14,12 +14,14 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 
+from core.runs.store.records import store_files_dir
+
 TLPARSE_TIMEOUT_S = 120
 
 
 def run_files_dir(store_path: str, run_id: int) -> str:
     """Where a run's files live (profiler traces, torch's compile trace): beside the store."""
-    return os.path.join(os.path.dirname(os.path.abspath(store_path)), "traces", f"run-{run_id}")
+    return os.path.join(store_files_dir(store_path), "traces", f"run-{run_id}")
 
 
 def compile_trace_dir(store_path: str, run_id: int) -> str:

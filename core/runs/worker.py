@@ -21,6 +21,7 @@ from typing import Any
 from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.engine.spec import RunSpec, SpecError
 from core.runs import disk_space
+from core.runs.agent import watch_agent
 from core.runs.devices import HOST
 from core.runs.estimates import keep_estimate
 from core.runs.job_kinds import JOB_KINDS, runner_of
@@ -53,6 +54,7 @@ class EventSink:
         self._live: dict[str, Any] = {}  # what the page shows beside the phase while the run goes on
         self._where: Any = None
         self.stored = 0  # events written to the store so far
+        self.why_unstored = "disk full"  # what kept the last events out of the store, if any
         self._stop = threading.Event()
         self._flush_lock = threading.Lock()  # the writer thread and the watchdog both flush
         self._thread = threading.Thread(target=self._loop, name="event-writer", daemon=True)
@@ -147,8 +149,8 @@ class EventSink:
                 print(f"event writer: {exc}", file=sys.stderr)
 
     def close(self) -> int:
-        """Write what is left. On a full disk, keep it and retry for up to DISK_FULL_WAIT_S (space
-        may come back: then nothing measured is lost). Returns how many events could not be stored."""
+        """Write what is left. On a full disk or a lost store server, keep it and retry for up to
+        DISK_FULL_WAIT_S (space or the server may come back: then nothing measured is lost). Returns how many events could not be stored."""
         self._stop.set()
         self._thread.join(timeout=5)
         deadline = time.monotonic() + disk_space.DISK_FULL_WAIT_S
@@ -157,14 +159,19 @@ class EventSink:
                 self.flush()
                 break
             except Exception as exc:
-                if not disk_space.is_disk_full(exc):
+                if not disk_space.worth_waiting(exc):
                     raise
                 if time.monotonic() >= deadline:
-                    print(f"event writer: disk full, {len(self._rows)} events not stored", file=sys.stderr)
+                    self.why_unstored = _why_unstored(exc)
+                    print(f"event writer: {self.why_unstored}, {len(self._rows)} events not stored", file=sys.stderr)
                     break
                 time.sleep(disk_space.DISK_FULL_RETRY_EVERY_S)
         self._store.close()
         return len(self._rows)
+
+
+def _why_unstored(exc: BaseException) -> str:
+    return "store unreachable" if disk_space.is_store_lost(exc) else "disk full"
 
 
 def phase_text(event: Any) -> str:
@@ -204,6 +211,15 @@ def _watchdog(
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
+def _agent_gone(sink: EventSink) -> None:
+    """The agent that started this worker is gone: keep what was measured and stop. The fleet fails
+    the run after the agent's heartbeat timeout ("agent <name> stopped")."""
+    try:
+        sink.flush()
+    finally:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
 def _raise_interrupt(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt
 
@@ -220,6 +236,7 @@ def run_job(store_path: str, run_id: int) -> int:
         return 1
     signal.signal(signal.SIGTERM, _raise_interrupt)
     sink = EventSink(store_path, run_id, _total_steps(run.params))
+    watch_agent(lambda: _agent_gone(sink))  # started by a fleet agent: not to outlive it
     if (run.details or {}).get("estimate") is not None:  # kept in every details the sink writes
         sink._live["estimate"] = run.details["estimate"]
     done = threading.Event()
@@ -253,7 +270,8 @@ def run_job(store_path: str, run_id: int) -> int:
             "failed",
             {
                 **fields,
-                "error": f"disk full: {lost} measured events could not be stored (the {sink.stored} before them are kept)",
+                "error": f"{sink.why_unstored}: {lost} measured events could not be stored "
+                f"(the {sink.stored} before them are kept)",
             },
         )
     try:
@@ -261,9 +279,13 @@ def run_job(store_path: str, run_id: int) -> int:
         tick(store)  # other lanes' jobs start now; this lane's next one once this process is gone:
         launch_ticker(store_path, after_pid=os.getpid())
     except Exception as exc:
-        if not disk_space.is_disk_full(exc):
+        if not disk_space.worth_waiting(exc):
             raise
-        print(f"run {run_id}: {disk_space.disk_full_message(store_path)}", file=sys.stderr)
+        lost = disk_space.is_store_lost(exc)
+        print(
+            f"run {run_id}: {'the store is unreachable' if lost else disk_space.disk_full_message(store_path)}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -284,7 +306,7 @@ def _record_end(store: Store, run_id: int, status: str, fields: dict[str, Any]) 
                 store.finish_run(run_id, status, conn=conn, phase=phase, error=error)
             return
         except Exception as exc:
-            if not disk_space.is_disk_full(exc) or time.monotonic() >= deadline:
+            if not disk_space.worth_waiting(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(disk_space.DISK_FULL_RETRY_EVERY_S)
 

@@ -1,0 +1,145 @@
+"""The fleet: the boxes (hosts) whose agents run jobs from one shared store, and their lanes. No torch.
+
+An agent (core.runs.agent) registers its host and lanes here and heartbeats; everyone else reads
+them: the queue leaves dispatch to live agents and fails the runs of an agent that stopped, the
+CLI's status and the pages list them. A host's name is its agent's name (a job's `host`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from core.engine.spec import DeviceCaps
+from core.runs.store import Store
+
+AGENT_TIMEOUT_S = 30.0  # an agent silent this long has stopped: its runs fail, its name is free again
+
+
+def agent_timeout_s() -> float:
+    """AGENT_TIMEOUT_S, or COMPILE_LAB_AGENT_TIMEOUT_S (the tests shorten it)."""
+    try:
+        return float(os.environ.get("COMPILE_LAB_AGENT_TIMEOUT_S") or AGENT_TIMEOUT_S)
+    except ValueError:
+        return AGENT_TIMEOUT_S
+
+
+class AgentRefused(Exception):
+    """An agent cannot join: another live agent has its name. A message for a person."""
+
+
+@dataclass(frozen=True)
+class Lane:
+    host: str
+    lane: str
+    device_name: str
+    memory_bytes: int | None
+    caps: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    state: str  # live | stopped (as recorded; `live` also needs a fresh heartbeat)
+    pid: int | None
+    machine: str | None
+    torch: str | None
+    started_at: float
+    heartbeat_at: float
+    lanes: tuple[Lane, ...] = ()
+
+    def live(self, now: float | None = None) -> bool:
+        now = time.time() if now is None else now
+        return self.state == "live" and now - self.heartbeat_at <= agent_timeout_s()
+
+
+def register(store: Store, name: str, pid: int, machine: str, torch: str, lanes: list[dict[str, Any]]) -> None:
+    """Join the fleet as `name` with these lanes; AgentRefused while another live agent has the name."""
+    now = time.time()
+    with store.transaction(immediate=True) as c:
+        row = c.execute("SELECT state, pid, machine, heartbeat_at FROM hosts WHERE name = ?", (name,)).fetchone()
+        if row is not None and row["state"] == "live" and now - row["heartbeat_at"] <= agent_timeout_s():
+            raise AgentRefused(
+                f"an agent named {name!r} is already running (pid {row['pid']} on {row['machine']}, "
+                f"heartbeat {now - row['heartbeat_at']:.0f} s ago): give this one another --name"
+            )
+        c.execute("DELETE FROM hosts WHERE name = ?", (name,))
+        c.execute("DELETE FROM lanes WHERE host = ?", (name,))
+        c.execute(
+            "INSERT INTO hosts (name, state, pid, machine, torch, started_at, heartbeat_at) VALUES (?, 'live', ?, ?, ?, ?, ?)",
+            (name, pid, machine, torch, now, now),
+        )
+        for lane in lanes:
+            c.execute(
+                "INSERT INTO lanes (host, lane, device_name, memory_bytes, caps) VALUES (?, ?, ?, ?, ?)",
+                (name, lane["lane"], lane["device_name"], lane.get("memory_bytes"), json.dumps(lane.get("caps") or {})),
+            )
+
+
+def heartbeat(store: Store, name: str, pid: int) -> bool:
+    """Say this agent is alive; False when its row is gone or taken by another agent of the name."""
+    with store.transaction() as c:
+        changed = c.execute(
+            "UPDATE hosts SET heartbeat_at = ? WHERE name = ? AND pid = ? AND state = 'live'", (time.time(), name, pid)
+        ).rowcount
+    return changed == 1
+
+
+def leave(store: Store, name: str, pid: int) -> None:
+    """This agent stops: its name is free at once."""
+    with store.transaction() as c:
+        c.execute("UPDATE hosts SET state = 'stopped' WHERE name = ? AND pid = ?", (name, pid))
+
+
+def hosts(store: Store) -> list[Host]:
+    """Every registered host with its lanes, by name."""
+    with store.transaction() as c:
+        host_rows = c.execute("SELECT * FROM hosts ORDER BY name").fetchall()
+        lane_rows = c.execute("SELECT * FROM lanes ORDER BY host, lane").fetchall()
+    lanes: dict[str, list[Lane]] = {}
+    for r in lane_rows:
+        try:
+            caps = json.loads(r["caps"] or "{}")
+        except ValueError:
+            caps = {}
+        lanes.setdefault(r["host"], []).append(Lane(r["host"], r["lane"], r["device_name"], r["memory_bytes"], caps))
+    return [
+        Host(
+            r["name"],
+            r["state"],
+            r["pid"],
+            r["machine"],
+            r["torch"],
+            r["started_at"],
+            r["heartbeat_at"],
+            tuple(lanes.get(r["name"], ())),
+        )  # fmt: skip
+        for r in host_rows
+    ]
+
+
+def live_hosts(store: Store) -> list[Host]:
+    now = time.time()
+    return [h for h in hosts(store) if h.live(now)]
+
+
+def stopped_agents(store: Store) -> dict[str, Host]:
+    """Hosts whose agent stopped or went silent: their unfinished runs will never end by themselves."""
+    now = time.time()
+    return {h.name: h for h in hosts(store) if not h.live(now)}
+
+
+def fleet_caps(store: Store) -> DeviceCaps | None:
+    """What the fleet can run, for a box that has no probe of its own (the app's server with no GPU):
+    a live GPU lane's device facts if any, else a CPU lane's; None with no live agent."""
+    found = [lane for host in live_hosts(store) for lane in host.lanes if lane.caps]
+    gpu = [lane for lane in found if lane.lane.startswith("cuda")]
+    for lane in gpu or found:
+        try:
+            return DeviceCaps.from_dict(lane.caps)
+        except (TypeError, ValueError, KeyError):
+            continue
+    return None

@@ -1,0 +1,389 @@
+"""The store: the single source of truth for runs and their events, on one of two backends with
+one schema (core.runs.store.schema) and one set of queries. SQLite (core.runs.store.sqlite) is the
+default: one file, no set-up. PostgreSQL (core.runs.store.postgresql) when the location is a
+postgresql:// URL (COMPILE_LAB_STORE or --store): one store for a fleet of boxes, each running an
+agent (core.runs.agent).
+
+Workers write, everyone else reads. The schema has a version, so a later release can migrate it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from core.runs.disk_space import disk_full_message, is_disk_full
+from core.runs.store.records import (
+    ACTIVE_STATES,
+    FINAL_STATES,
+    MAX_ID,
+    DamagedEvents,
+    Run,
+    StoreError,
+    Sweep,
+    default_store_path,
+    encode,
+    id_from_text,
+    is_server_url,
+    run_of,
+    shown_location,
+    store_files_dir,
+    store_location,
+    sweep_of,
+)
+from core.runs.store.schema import (
+    AFTER_MIGRATIONS,
+    EVENT_COLUMNS,
+    FIRST_SERVER_VERSION,
+    MIGRATIONS,
+    RUN_COLUMNS,
+    SCHEMA_VERSION,
+)
+
+__all__ = [
+    "ACTIVE_STATES", "EVENT_CHUNK", "FINAL_STATES", "MAX_ID", "SCHEMA_VERSION", "DamagedEvents", "Run", "Store",
+    "StoreError", "Sweep", "default_store_path", "id_from_text", "is_server_url", "store_files_dir", "store_location",
+]  # fmt: skip
+
+EVENT_CHUNK = 5_000  # events read per query: a damaged page loses only what lies after it
+
+
+class Store:
+    """A handle on one store: a SQLite file or a PostgreSQL URL. Cheap to create; each
+    thread/process opens its own (on PostgreSQL they share the process's connection pool)."""
+
+    def __init__(self, path: str | None = None):
+        location = path or default_store_path()
+        self.server = is_server_url(location)
+        self._db: Any = None
+        try:
+            if self.server:
+                from core.runs.store.postgresql import PostgresBackend
+
+                self._db = PostgresBackend(location)
+            else:
+                from core.runs.store.sqlite import SqliteBackend
+
+                self._db = SqliteBackend(location)
+            self.path = self._db.path
+            self._migrate()
+        except StoreError:
+            self._close_quietly()
+            raise
+        except Exception as exc:
+            self._close_quietly()
+            raise self._opening_error(location, exc) from None
+        self.files_dir = store_files_dir(self.path)
+
+    def _opening_error(self, location: str, exc: Exception) -> Exception:
+        """A person's message for a store that cannot be opened; anything else as it was."""
+        import sqlite3
+
+        shown = shown_location(location)
+        if isinstance(exc, (OSError, sqlite3.OperationalError)):  # permissions, a missing drive, a locked file
+            return StoreError(disk_full_message(shown) if is_disk_full(exc) else f"cannot use the store {shown}: {exc}")
+        if isinstance(exc, sqlite3.DatabaseError):  # "file is not a database"
+            return StoreError(f"{shown} is not a Compile Lab store ({exc})")
+        if self.server:
+            import psycopg
+
+            if isinstance(exc, (psycopg.Error, OSError)):
+                return StoreError(f"cannot use the store {shown}: {str(exc).strip() or type(exc).__name__}")
+        return exc
+
+    def _close_quietly(self) -> None:
+        if self._db is not None:
+            self._db.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+    @property
+    def backend(self) -> str:
+        """'sqlite' or 'postgresql'."""
+        return self._db.kind
+
+    @contextmanager
+    def transaction(self, immediate: bool = False) -> Iterator[Any]:
+        """One atomic unit. `immediate` takes the write lock up front (SQLite's BEGIN IMMEDIATE,
+        one advisory lock on PostgreSQL): used where counts are checked before a write."""
+        with self._db.transaction(immediate) as conn:
+            yield conn
+
+    def dispatch_transaction(self) -> Any:
+        """The transaction dispatch fills lanes in (core.runs.queue.dispatch): with lock_lane and
+        lock_queued, two dispatchers at once never start one job twice or two jobs on a lane."""
+        return self._db.dispatch_transaction()
+
+    def lock_lane(self, conn: Any, host: str, lane: str) -> bool:
+        return self._db.lock_lane(conn, host, lane)
+
+    def lock_queued(self, conn: Any, run_id: int) -> bool:
+        return self._db.lock_queued(conn, run_id)
+
+    def _one(self, sql: str, params: Any = (), conn: Any = None) -> Any:
+        if conn is not None:
+            return conn.execute(sql, params).fetchone()
+        with self._db.connection() as c:
+            return c.execute(sql, params).fetchone()
+
+    def _all(self, sql: str, params: Any = (), conn: Any = None) -> list[Any]:
+        if conn is not None:
+            return conn.execute(sql, params).fetchall()
+        with self._db.connection() as c:
+            return c.execute(sql, params).fetchall()
+
+    def _write(self, sql: str, params: Any = (), conn: Any = None) -> int:
+        """Run one write; how many rows it changed."""
+        if conn is not None:
+            return conn.execute(sql, params).rowcount
+        with self._db.connection() as c:
+            return c.execute(sql, params).rowcount
+
+    def _migrate(self) -> None:
+        self._db.create_tables()  # idempotent: every statement is IF NOT EXISTS
+        with self.transaction(immediate=True) as c:
+            row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:  # a new store: SCHEMA made it current
+                c.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            version = SCHEMA_VERSION if row is None else int(row["value"])
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"store {shown_location(self.path)} has schema version {version}, newer than this Compile Lab "
+                    f"({SCHEMA_VERSION}): upgrade Compile Lab or use another store"
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                if self.server and target <= FIRST_SERVER_VERSION:
+                    continue  # SQLite's history: a server store never had those versions
+                for statement in MIGRATIONS.get(target, ()):
+                    c.execute(statement)
+            if version < SCHEMA_VERSION:
+                c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            if version < SCHEMA_VERSION or row is None:  # (an index build locks its table: not on every open)
+                for statement in AFTER_MIGRATIONS:
+                    c.execute(statement)
+
+    # -- settings the host changes at run time ------------------------------------------------
+
+    def queue_paused(self) -> bool:
+        """Whether the host paused the queue (jobs wait; nothing new starts)."""
+        row = self._one("SELECT value FROM meta WHERE key = 'queue_paused'")
+        return row is not None and row[0] == "1"
+
+    def set_queue_paused(self, paused: bool) -> None:
+        self._write(
+            "INSERT INTO meta (key, value) VALUES ('queue_paused', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            ("1" if paused else "0",),
+        )
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def create_run(self, kind: str, params: dict[str, Any], owner: str, device_key: str, **fields: Any) -> int:
+        values = {
+            "kind": kind,
+            "params": params,
+            "owner": owner,
+            "device_key": device_key,
+            "status": fields.pop("status", "queued"),
+            "created_at": fields.pop("created_at", time.time()),
+            **fields,
+        }
+        with self.transaction(immediate=True) as c:  # the race's number and its row, both or neither
+            return self._insert_run(c, values)
+
+    @staticmethod
+    def _insert_run(conn: Any, values: dict[str, Any]) -> int:
+        """Insert one run row inside the caller's transaction; a race gets the next race number."""
+        values = {k: encode(k, v) for k, v in values.items() if k != "race_number"}
+        if values.get("kind") == "race":
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('last_race_number', '1') "
+                "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)"
+            )
+            values["race_number"] = int(
+                conn.execute("SELECT value FROM meta WHERE key = 'last_race_number'").fetchone()[0]
+            )
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        row = conn.execute(
+            f"INSERT INTO runs ({cols}) VALUES ({marks}) RETURNING id", tuple(values.values())
+        ).fetchone()
+        return int(row[0])
+
+    def update_run(self, run_id: int, conn: Any = None, **fields: Any) -> None:
+        if not fields:
+            return
+        unknown = set(fields) - set(RUN_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown run columns: {sorted(unknown)}")
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        values = tuple(encode(k, v) for k, v in fields.items())
+        self._write(f"UPDATE runs SET {sets} WHERE id = ?", (*values, run_id), conn)
+
+    def finish_run(self, run_id: int, status: str, conn: Any = None, **fields: Any) -> bool:
+        """Move a run to a final state unless it already is in one. True if this call did it."""
+        sets = {"status": status, "finished_at": time.time(), **fields}
+        clause = ", ".join(f"{k} = ?" for k in sets)
+        changed = self._write(
+            f"UPDATE runs SET {clause} WHERE id = ? AND status NOT IN ('done', 'failed', 'cancelled')",
+            (*(encode(k, v) for k, v in sets.items()), run_id),
+            conn,
+        )
+        return changed == 1
+
+    def claim_run(self, run_id: int, pid: int, host: str) -> bool:
+        """A worker takes a dispatched job; False if it was cancelled or reconciled meanwhile."""
+        changed = self._write(
+            "UPDATE runs SET status = 'running', pid = ?, host = ?, heartbeat_at = ? WHERE id = ? AND status = 'starting'",
+            (pid, host, time.time(), run_id),
+        )
+        return changed == 1
+
+    def get_run(self, run_id: int, conn: Any = None) -> Run | None:
+        row = self._one("SELECT * FROM runs WHERE id = ?", (run_id,), conn)
+        return run_of(row) if row else None
+
+    def list_runs(
+        self, kind: str | None = None, status: Iterable[str] | None = None, owner: str | None = None, limit: int = 1000
+    ) -> list[Run]:
+        where, args = [], []
+        if kind:
+            where.append("kind = ?")
+            args.append(kind)
+        if status is not None:
+            status = list(status)
+            where.append(f"status IN ({', '.join('?' for _ in status)})")
+            args.extend(status)
+        if owner:
+            where.append("owner = ?")
+            args.append(owner)
+        sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC LIMIT ?"
+        return [run_of(r) for r in self._all(sql, (*args, limit))]
+
+    def race_numbers(self, run_ids: Iterable[int] | None = None) -> dict[int, int]:
+        """Races numbered for people: 1, 2, 3... in the order they were created. Run ids also count
+        probes and demos (a first race can be id 2, an import id 9), so each race is given the next
+        number when it is created and keeps it: deleting a race, or purging old probes and demos,
+        leaves every other race's number alone, and a number is never given twice. Ids that are not
+        races (or no longer stored) are left out."""
+        if run_ids is None:
+            rows = self._all("SELECT id, race_number FROM runs WHERE kind = 'race'")
+        else:
+            ids = sorted({int(i) for i in run_ids})
+            rows = []
+            for start in range(0, len(ids), 500):  # SQLite's limit on bound parameters
+                chunk = ids[start : start + 500]
+                rows += self._all(
+                    f"SELECT id, race_number FROM runs WHERE kind = 'race' AND id IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                )
+        return {int(r[0]): int(r[1]) for r in rows if r[1] is not None}
+
+    # -- sweeps -------------------------------------------------------------------------------
+
+    @staticmethod
+    def insert_sweep(conn: Any, owner: str, params: dict[str, Any]) -> int:
+        """A new sweep row, inside the caller's transaction (its points are inserted in the same one)."""
+        row = conn.execute(
+            "INSERT INTO sweeps (owner, params, created_at) VALUES (?, ?, ?) RETURNING id",
+            (owner, json.dumps(params), time.time()),
+        ).fetchone()
+        return int(row[0])
+
+    def get_sweep(self, sweep_id: int) -> Sweep | None:
+        row = self._one("SELECT * FROM sweeps WHERE id = ?", (sweep_id,))
+        return sweep_of(row) if row else None
+
+    def list_sweeps(self, owner: str | None = None, limit: int = 100) -> list[Sweep]:
+        """Newest first."""
+        sql = "SELECT * FROM sweeps" + (" WHERE owner = ?" if owner else "") + " ORDER BY id DESC LIMIT ?"
+        return [sweep_of(r) for r in self._all(sql, ((owner,) if owner else ()) + (limit,))]
+
+    def sweep_runs(self, sweep_id: int) -> list[Run]:
+        """A sweep's points, in the order they were queued."""
+        rows = self._all("SELECT * FROM runs WHERE sweep_id = ? ORDER BY id", (sweep_id,))
+        return [run_of(r) for r in rows]
+
+    def delete_sweep(self, sweep_id: int) -> None:
+        """The sweep, its points and their events, in one transaction."""
+        with self.transaction() as c:
+            c.execute("DELETE FROM events WHERE run_id IN (SELECT id FROM runs WHERE sweep_id = ?)", (sweep_id,))
+            c.execute("DELETE FROM runs WHERE sweep_id = ?", (sweep_id,))
+            c.execute("DELETE FROM sweeps WHERE id = ?", (sweep_id,))
+
+    def delete_run(self, run_id: int) -> None:
+        with self.transaction() as c:
+            c.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+            c.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+
+    # -- events -------------------------------------------------------------------------------
+
+    def append_events(self, run_id: int, rows: list[dict[str, Any]], run_fields: dict[str, Any] | None = None) -> None:
+        """Write a batch of events (and optionally update the run row) in one transaction."""
+        if not rows and not run_fields:
+            return
+        now = time.time()
+        with self.transaction() as c:
+            self._db.lock_events(c, run_id)
+            self._insert_events(c, run_id, rows, now)
+            if run_fields:
+                self.update_run(run_id, conn=c, **run_fields)
+
+    @staticmethod
+    def _insert_events(conn: Any, run_id: int, rows: list[dict[str, Any]], now: float) -> None:
+        cols = EVENT_COLUMNS[2:]  # everything but id and run_id
+        conn.executemany(
+            f"INSERT INTO events (run_id, {', '.join(cols)}) VALUES (?, {', '.join('?' for _ in cols)})",
+            [(run_id, *(r.get(k, now if k == "recorded_at" else None) for k in cols)) for r in rows],
+        )
+
+    def events_after(self, run_id: int, after_id: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """Events of a run with id > after_id, oldest first: what a live view has not seen yet.
+
+        Read in chunks, so a damaged page of the file costs only the events after it: DamagedEvents
+        then carries those before it."""
+        events: list[dict[str, Any]] = []
+        last = after_id
+        while True:
+            want = EVENT_CHUNK if not limit else min(EVENT_CHUNK, limit - len(events))
+            try:
+                rows = self._all(
+                    "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?", (run_id, last, want)
+                )
+            except Exception as exc:
+                if not self._damaged(exc):  # locked past the busy timeout, an I/O error, a server gone: not damage
+                    raise
+                raise DamagedEvents(self.path, run_id, events, exc) from None
+            events.extend(dict(r) for r in rows)
+            if len(rows) < want or (limit and len(events) >= limit):
+                return events
+            last = rows[-1]["id"]
+
+    def imported_count(self, owner: str) -> int:
+        """How many imported runs `owner` keeps (the host's per-visitor import limit counts them)."""
+        row = self._one("SELECT COUNT(*) FROM runs WHERE imported = 1 AND owner = ?", (owner,))
+        return int(row[0])
+
+    def import_run(self, run_fields: dict[str, Any], events: list[dict[str, Any]]) -> int:
+        """Insert a finished run and its events atomically (both or nothing)."""
+        with self.transaction(immediate=True) as c:
+            run_id = self._insert_run(c, run_fields)
+            self._db.lock_events(c, run_id)
+            self._insert_events(c, run_id, events, time.time())
+        return run_id
+
+    def schema_version(self) -> int:
+        return int(self._one("SELECT value FROM meta WHERE key = 'schema_version'")[0])
+
+    def _damaged(self, exc: Exception) -> bool:
+        """SQLITE_CORRUPT ("database disk image is malformed"): a damaged page of the file. A
+        server's errors never mean that here."""
+        import sqlite3
+
+        return (
+            not self.server and isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+        )

@@ -1,0 +1,146 @@
+"""What the store holds, as Python sees it: a run, a sweep, their limits and the errors a person
+reads. Shared by both backends (core.runs.store.sqlite, core.runs.store.postgresql)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from core.engine.spec import data_home
+
+MAX_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY, PostgreSQL's BIGINT: a larger number names no run
+FINAL_STATES = ("done", "failed", "cancelled")
+ACTIVE_STATES = ("starting", "running")
+URL_PREFIXES = ("postgresql://", "postgres://")
+
+
+def id_from_text(text: object) -> int | None:
+    """A run's or sweep's id from outside (a link, a route, a replay key): ASCII decimal digits
+    naming a possible row, else None. `str.isdigit` alone admits '²' (which int() refuses), and
+    Python refuses to read numbers of more than 4,300 digits: both are checked before int()."""
+    text = str(text)
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_ID)):
+        return None
+    value = int(text)
+    return value if 0 < value <= MAX_ID else None
+
+
+def is_server_url(location: str) -> bool:
+    """Whether a store location names a PostgreSQL server (else it is a SQLite file)."""
+    return location.startswith(URL_PREFIXES)
+
+
+def default_store_path() -> str:
+    """$COMPILE_LAB_STORE (a file, or a postgresql:// URL), else compile_lab.sqlite3 in the data directory."""
+    return os.environ.get("COMPILE_LAB_STORE") or os.path.join(data_home(), "compile_lab.sqlite3")
+
+
+def store_location(location: str) -> str:
+    """A store's location as a Store names it (Store.path): a file's absolute path, a URL as given."""
+    return location if is_server_url(location) else os.path.abspath(location)
+
+
+def store_files_dir(location: str) -> str:
+    """Where a store's files (worker logs, traces) live: beside a SQLite file; for a server, in
+    this box's data directory (each box keeps the files of the runs it ran)."""
+    return data_home() if is_server_url(location) else os.path.dirname(os.path.abspath(location))
+
+
+def shown_location(location: str) -> str:
+    """A store's location as a message may show it: a URL's password hidden."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", location)
+
+
+@dataclass
+class Run:
+    """One stored run (a job of any kind), with its JSON columns decoded."""
+
+    id: int
+    kind: str
+    params: dict[str, Any]
+    owner: str
+    device_key: str
+    status: str
+    phase: str
+    progress: float
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    heartbeat_at: float | None
+    pid: int | None
+    host: str | None
+    time_limit_s: float | None
+    cancel_requested: int
+    environment: dict[str, Any] | None
+    summary: dict[str, Any] | None
+    details: dict[str, Any] | None
+    error: str | None
+    imported: int
+    client: str | None = None
+    sweep_id: int | None = None
+    race_number: int | None = None  # given when a race is created (Store.race_numbers)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL_STATES
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened (a folder, not a database, unreadable): a message for a person."""
+
+
+class DamagedEvents(StoreError):
+    """Part of a run's events cannot be read: a page of the store's file is damaged (a disk fault,
+    a copy taken mid-write). The message names the run and what can still be read; `readable`
+    holds those events, oldest first, so a view can still show them."""
+
+    def __init__(self, path: str, run_id: int, readable: list[dict[str, Any]], cause: Exception):
+        self.run_id, self.readable = run_id, readable
+        super().__init__(
+            f"run {run_id}'s events are damaged in the store ({cause}): the {len(readable):,} recorded before "
+            f"the damage can still be read; the rest is lost unless the file is recovered "
+            f"(sqlite3 {path} .recover)"
+        )
+
+
+@dataclass
+class Sweep:
+    """One stored sweep: its owner and what it varies (its points are runs with its sweep_id)."""
+
+    id: int
+    owner: str
+    params: dict[str, Any]
+    created_at: float
+
+
+JSON_COLUMNS = ("params", "environment", "summary", "details")
+
+
+def encode(column: str, value: Any) -> Any:
+    if column in JSON_COLUMNS and value is not None:
+        return json.dumps(value)
+    return int(value) if isinstance(value, bool) else value  # PostgreSQL keeps flags as integers too
+
+
+def sweep_of(row: Any) -> Sweep:
+    data = dict(row)
+    try:
+        data["params"] = json.loads(data["params"])
+    except (TypeError, ValueError):
+        data["params"] = {"__corrupt__": str(data["params"])[:200]}
+    return Sweep(**data)
+
+
+def run_of(row: Any) -> Run:
+    data = dict(row)
+    for key in JSON_COLUMNS:
+        if data.get(key) is not None:
+            try:
+                data[key] = json.loads(data[key])
+            except (TypeError, ValueError):
+                # A damaged row must not take the dispatcher down: the worker fails this job.
+                data[key] = {"__corrupt__": str(data[key])[:200]}
+    return Run(**data)
