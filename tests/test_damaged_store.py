@@ -117,7 +117,7 @@ def test_the_live_feed_of_a_damaged_run_serves_what_can_be_read(tmp_path, monkey
     monkeypatch.setattr(feed_routes, "_served", type(feed_routes._served)())
     store = Store(path)
     run_id = record_race(store, "done", steps=STEPS // 2)
-    store._conn.close()
+    store.close()
     damage_a_page_of_events(path)
     http = TestClient(Starlette(routes=feed_routes.routes()), raise_server_exceptions=True)
     response = http.get(f"/api/live/{run_id}")

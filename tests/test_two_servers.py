@@ -54,8 +54,7 @@ while time.monotonic() < deadline:
         store.create_run("race", json.loads(params), f"{name}-visitor{queued % 3}", lanes[queued % 2])
         queued += 1
     queue.tick(store, launch=launch)
-    done = store._conn.execute("SELECT COUNT(*) FROM runs WHERE status IN ('done', 'failed', 'cancelled')")
-    if done.fetchone()[0] >= int(total):
+    if len(store.list_runs(status=("done", "failed", "cancelled"))) >= int(total):
         break
     time.sleep(random.uniform(0, 0.03))
 """
@@ -75,9 +74,11 @@ def test_two_servers_on_one_data_dir_never_run_two_jobs_on_a_lane_and_lose_none(
     most_active: dict[str, int] = {}
     try:
         while any(s.poll() is None for s in servers):  # watch the store all along
-            for lane, active in store._conn.execute(
-                "SELECT device_key, COUNT(*) FROM runs WHERE status IN ('starting', 'running') GROUP BY device_key"
-            ):
+            with store.transaction() as conn:
+                rows = conn.execute(
+                    "SELECT device_key, COUNT(*) FROM runs WHERE status IN ('starting', 'running') GROUP BY device_key"
+                ).fetchall()
+            for lane, active in rows:
                 most_active[lane] = max(most_active.get(lane, 0), active)
             time.sleep(0.005)
     finally:
