@@ -171,14 +171,30 @@ _ROWS = (
         choices=("cold", "warm"), form=(2, 4), link=True, compare="cache",
     ),
     Option(
-        "schedule", str, "sequential", "Schedule",
-        "sequential (eager, then compiled), or alternating (they take turns epoch by epoch; both models in memory)",
-        choices=("sequential", "alternating"), form=(3, 0), link=True,
+        "schedule", str, "blocks", "Schedule",
+        "blocks (default: eager and compiled take turns every few steps), sequential (eager, then compiled) "
+        "or alternating (turns epoch by epoch); blocks and alternating keep both models in memory",
+        choices=("blocks", "sequential", "alternating"), form=(3, 0), link=True,
         choice_labels={
+            "blocks": "side by side (turns every 5 steps)",
             "sequential": "sequential (eager, then compiled)",
             "alternating": "side by side (turns, epoch by epoch)",
         },
-    ),  # "alternating": eager and compiled take turns, epoch by epoch
+    ),  # "blocks": turns every BLOCK_STEPS steps (core.engine.intervals), so drift falls on both alike
+    Option(
+        "target_interval", float, None, "Run until the speedup is known",
+        "stop each variant's timed steps once the steady speedup's interval is within ±FRACTION of it "
+        "(e.g. 0.03), looked at on fixed steps from 40 on; epochs x steps per epoch is then the maximum",
+        min=0, max=0.5, optional=True, metavar="FRACTION", form=(4, 0), link=True,
+        form_choices=(None, 0.02, 0.03, 0.05, 0.1),
+        choice_labels={
+            None: "no: the steps asked for",
+            0.02: "to ±2%", 0.03: "to ±3%", 0.05: "to ±5%", 0.1: "to ±10%",
+        },
+        form_help="Stop once the steady speedup's 95% interval is within this much of it (checked at fixed "
+        "points from 40 steps, the 5% shared among the looks, so the interval still holds); epochs x steps per "
+        "epoch is then the maximum. A noisy machine needs more steps, a steady one fewer.",
+    ),  # core.engine.stopping
     Option(
         "shapes", str, "fixed", "Input shapes",
         "fixed, or varying: sequence length per batch (gpt), a smaller last batch",
