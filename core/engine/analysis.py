@@ -98,7 +98,9 @@ def per_step_bootstrap(
     """The interval this app reported before it resampled blocks: single steps resampled as if
     independent. Kept to show (tests/test_intervals.py) how much too narrow it is under drift."""
     rng = np.random.default_rng(seed)
-    ratios = np.sort(bootstrap_medians(eager, resamples, rng) / np.maximum(bootstrap_medians(compiled, resamples, rng), 1e-12))
+    ratios = np.sort(
+        bootstrap_medians(eager, resamples, rng) / np.maximum(bootstrap_medians(compiled, resamples, rng), 1e-12)
+    )
     return float(ratios[int(0.025 * (resamples - 1))]), float(ratios[int(math.ceil(0.975 * (resamples - 1)))])
 
 

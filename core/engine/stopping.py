@@ -61,8 +61,10 @@ class StopRule:
             return False
         w = default_warmup(min(len(eager), len(compiled)), self.min_warmup)
         speed = steady_state_speedup(eager, compiled, warmup=w, paired=self.paired, alpha=self.alpha)
-        return speed is not None and speed.ci_low > 0 and intervals.known_within(
-            math.log(speed.ci_high / speed.speedup), self.target
+        return (
+            speed is not None
+            and speed.ci_low > 0
+            and intervals.known_within(math.log(speed.ci_high / speed.speedup), self.target)
         )
 
     def eager_known(self, eager: Sequence[float]) -> bool:
