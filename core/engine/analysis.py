@@ -397,8 +397,10 @@ def caveats(summary: dict[str, Any]) -> str:
     """What the reading adds after the verdict: why the race stopped when it did (a race with a
     target interval) and the drift or load that may make its interval too narrow (core.engine.noise)."""
     out = ""
+    if summary.get("steady_state_speedup") is None or summary.get("compile_failed") or summary.get("compile_skipped"):
+        return out  # no verdict on a speedup to qualify
     stop = summary.get("stop_reason")
-    if isinstance(stop, str) and stop and summary.get("steady_state_speedup") is not None:
+    if isinstance(stop, str) and stop:
         out += " " + stop
     for warning in summary.get("noise_warnings") or []:
         if isinstance(warning, str) and warning:

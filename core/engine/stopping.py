@@ -86,6 +86,8 @@ def stop_reading(summary: dict[str, Any], target: float | None, max_steps: int) 
     if not speedup or not ci or not ci[0]:
         return f"Stopped at {steps:,} steps: too few to know the speedup to ±{target:.0%}."
     reached = intervals.relative_half_width(math.log(ci[1] / speedup))
-    if reached <= target + 1e-9 and steps < max_steps:
+    if steps >= max_steps:
+        return f"Stopped at the maximum of {max_steps:,} steps per variant: known to ±{reached:.0%}."
+    if reached <= target + 1e-9:
         return f"Known to ±{target:.0%} after {steps:,} steps per variant (the race stopped there)."
-    return f"Stopped at the maximum of {max_steps:,} steps per variant: known to ±{reached:.0%}."
+    return f"Stopped after {steps:,} steps per variant: known to ±{reached:.0%}."
