@@ -92,3 +92,38 @@ def test_a_target_interval_ends_the_timed_steps_at_a_look_once_the_rule_says_kno
 def test_a_race_without_a_target_says_nothing_of_stopping_and_runs_every_step():
     result, _ = race(quick_spec(epochs=1, steps_per_epoch=7, profile_steps=0))
     assert result.summary["stop_reason"] is None and len(result.compiled.times()) == 7
+
+
+def test_the_charts_draw_a_blocks_race_per_variant_with_compile_in_compiled_epoch_one():
+    """Stored in blocks order (eager 5, compiled 5, ...): each variant's cumulative line is its own
+    steps' running sum in its own step order, and the epoch chart's compiled epoch 1 carries the compile."""
+    from core.view.race_charts import cumulative_chart, epoch_chart
+    from core.view.run_screen.store_reader import RunView
+
+    rows, ids, counts = [], itertools.count(1), {"eager": 0, "compiled": 0}
+    for epoch in (1, 2):
+        for _block in range(4):
+            for variant, base in (("eager", 0.10), ("compiled", 0.08)):
+                for _ in range(5):
+                    counts[variant] += 1
+                    slow = variant == "compiled" and counts[variant] == 1
+                    rows.append({"id": next(ids), "kind": "step", "variant": variant, "phase": "train", "epoch": epoch,
+                                 "step": counts[variant], "time_s": 3.0 if slow else base, "loss": 1.0})  # fmt: skip
+        for variant in ("eager", "compiled"):
+            total = sum(r["time_s"] for r in rows if r["variant"] == variant and r["epoch"] == epoch)
+            rows.append({"id": next(ids), "kind": "epoch", "variant": variant, "epoch": epoch, "time_s": total,
+                         "eval_time_s": None})  # fmt: skip
+    view = RunView(1)
+    view.feed(rows)
+    steps, epochs = view.frames()
+    for variant in ("eager", "compiled"):
+        mine = steps[steps["variant"] == variant].sort_values("step")
+        assert list(mine["step"]) == list(range(1, 41))
+        assert mine["cumulative_s"].is_monotonic_increasing
+        assert mine["cumulative_s"].iloc[-1] == pytest.approx(mine["time_s"].sum())
+    by = {(r.variant, r.epoch): r.train_time_s for r in epochs.itertuples()}
+    assert by[("compiled", 1)] > by[("eager", 1)] > by[("compiled", 2)]
+    summary = view.summary(16)
+    assert summary["interval_paired"] is True and summary["verdict"] == "faster"
+    for chart in (cumulative_chart(steps), epoch_chart(epochs)):
+        assert "eager" in str(chart.to_dict(validate=False)) and "compiled" in str(chart.to_dict(validate=False))
