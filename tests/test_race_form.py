@@ -161,7 +161,9 @@ def test_duration_reads_in_seconds_below_a_minute_and_a_half_and_in_minutes_abov
 
 
 def test_the_link_holds_only_form_fields_never_the_visitor_or_local_paths():
-    spec = RunSpec(data_dir="/home/alice/datasets", download=True, device="cuda", dynamic=True, image_size=64)
+    spec = RunSpec(
+        data_dir="/home/alice/datasets", download=True, device="cuda", dynamic=True, image_size=64, target_interval=0.03
+    )  # the optional fields set: a link leaves out what is None
     query = spec_to_query(spec)
     assert set(query) <= SPEC_FIELDS
     assert set(FORM_FIELDS) <= set(query)

@@ -4,7 +4,8 @@ The definitions follow PyTorch's own compiler benchmark harness where it has one
 - compile overhead = compiled warm-up time - eager warm-up time (first-step costs that both
   variants pay, like allocator growth, cancel out);
 - steady-state speedup = median(eager) / median(compiled) over the steps after warm-up, with a
-  bootstrap 95% interval so that noise is not sold as a speedup;
+  95% interval over blocks of steps (core.engine.intervals: drift and load last many steps, so
+  single steps are not independent) so that noise is not sold as a speedup;
 - break-even = the point after which cumulative compiled time stays below cumulative eager time.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from core.engine import intervals, noise
 from core.engine.spec import CUDA_GRAPH_MODES
 
 FASTER, NO_CLEAR_DIFFERENCE, SLOWER = "faster", "no clear difference", "slower"
@@ -64,13 +66,15 @@ def steady_state_speedup(
     eager: Sequence[float],
     compiled: Sequence[float],
     warmup: int | None = None,
-    resamples: int = 2000,
-    seed: int = 0,
+    paired: bool = False,
+    alpha: float = intervals.ALPHA,
 ) -> Speedup | None:
-    """Ratio of steady-state medians with a bootstrap 95% interval and a verdict.
+    """Ratio of steady-state medians with a (1 - alpha) interval from blocks of steps and a verdict.
 
-    None when either series is empty. The verdict is "faster"/"slower" only when the whole
-    interval lies on one side of 1.
+    `paired`: the variants took turns (their block i ran side by side), so the interval is over
+    pair ratios (core.engine.intervals); else over each variant's blocks apart. None when either
+    series is empty. The verdict is "faster"/"slower" only when the whole interval lies on one side
+    of 1; with too few steps for two blocks there is no interval to stand behind, so no verdict.
     """
     if not eager or not compiled:
         return None
@@ -79,11 +83,25 @@ def steady_state_speedup(
     e_med, c_med = median(e), median(c)
     if c_med <= 0:
         return None
-    rng = np.random.default_rng(seed)
-    ratios = np.sort(bootstrap_medians(e, resamples, rng) / np.maximum(bootstrap_medians(c, resamples, rng), 1e-12))
-    low, high = float(ratios[int(0.025 * (resamples - 1))]), float(ratios[int(math.ceil(0.975 * (resamples - 1)))])
+    point = e_med / c_med
+    half = intervals.log_half_width(e, c, paired, alpha)
+    if half is None:
+        return Speedup(point, point, point, NO_CLEAR_DIFFERENCE, e_med, c_med)
+    low, high = intervals.interval(point, half)
     verdict = FASTER if low > 1 else SLOWER if high < 1 else NO_CLEAR_DIFFERENCE
-    return Speedup(e_med / c_med, low, high, verdict, e_med, c_med)
+    return Speedup(point, low, high, verdict, e_med, c_med)
+
+
+def per_step_bootstrap(
+    eager: Sequence[float], compiled: Sequence[float], resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """The interval this app reported before it resampled blocks: single steps resampled as if
+    independent. Kept to show (tests/test_intervals.py) how much too narrow it is under drift."""
+    rng = np.random.default_rng(seed)
+    ratios = np.sort(
+        bootstrap_medians(eager, resamples, rng) / np.maximum(bootstrap_medians(compiled, resamples, rng), 1e-12)
+    )
+    return float(ratios[int(0.025 * (resamples - 1))]), float(ratios[int(math.ceil(0.975 * (resamples - 1)))])
 
 
 def bootstrap_medians(values: Sequence[float], resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -253,15 +271,19 @@ def summarize(
     warmup: int | None = None,
     min_warmup: int = 1,
     compile_events: Sequence[dict[str, Any]] = (),
+    paired: bool = False,
+    alpha: float = intervals.ALPHA,
 ) -> dict[str, Any]:
     """The race's headline numbers from per-step and per-epoch train times of both variants.
 
     Any figure that the data cannot support (a variant that failed early, a single step) is None.
-    `min_warmup` is the shortest compile window (warmup_floor: 3 for CUDA-graph modes).
+    `min_warmup` is the shortest compile window (warmup_floor: 3 for CUDA-graph modes). `paired`:
+    the variants took turns (steady_state_speedup); `alpha`: the interval's error rate (smaller than
+    5% for a race that stopped on its interval: core.engine.intervals.look_alpha).
     """
     n = min(len(eager_steps), len(compiled_steps))
     w = default_warmup(n, min_warmup) if warmup is None else warmup
-    speed = steady_state_speedup(eager_steps, compiled_steps, warmup=w)
+    speed = steady_state_speedup(eager_steps, compiled_steps, warmup=w, paired=paired, alpha=alpha)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
     projects = speed is not None and projection_stands({"verdict": speed.verdict, "break_even_step": be and be.step})
@@ -294,6 +316,10 @@ def summarize(
         "eager_eval_epoch_times_s": list(eager_eval_epochs),
         "compiled_eval_epoch_times_s": list(compiled_eval_epochs),
         "compile_events": list(compile_events),  # compiles and recompiles, at the step that paid for them
+        "interval_paired": paired,
+        "noise_warnings": noise.drift_warnings(steady(eager_steps, w), steady(compiled_steps, w), paired)
+        if n > w
+        else [],
     }
 
 
@@ -314,14 +340,20 @@ def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | Non
     return be.reason
 
 
-def summarize_events(events: Iterable[dict[str, Any]], batch_size: int, min_warmup: int = 1) -> dict[str, Any]:
-    """`summarize` over stored event rows (kind "step" or "epoch", as core.runs.store keeps them): what
-    a live view and an imported bundle both compute from the events alone."""
+def summarize_events(
+    events: Iterable[dict[str, Any]], batch_size: int, min_warmup: int = 1, alpha: float = intervals.ALPHA
+) -> dict[str, Any]:
+    """`summarize` over stored event rows (kind "step" or "epoch", as core.runs.store keeps them, in
+    stored order): what a live view and an imported bundle both compute from the events alone.
+    Whether the variants took turns is read from that order."""
     steps: dict[str, list[float]] = {"eager": [], "compiled": []}
     epochs: dict[str, list[float]] = {"eager": [], "compiled": []}
     evals: dict[str, list[float]] = {"eager": [], "compiled": []}
     compiles: list[dict[str, Any]] = []
+    paired = False  # a compiled train step before an eager one: the variants took turns
     for e in events:
+        if e["kind"] == "step" and e["phase"] == "train" and e["variant"] == "eager" and steps["compiled"]:
+            paired = True
         if e["kind"] == "compile":
             compiles.append({k: e.get(k) for k in ("variant", "phase", "epoch", "step", "note")})
         elif e["kind"] == "step" and e["phase"] == "train":
@@ -340,6 +372,8 @@ def summarize_events(events: Iterable[dict[str, Any]], batch_size: int, min_warm
         evals["compiled"],
         min_warmup=min_warmup,
         compile_events=compiles,
+        paired=paired,
+        alpha=alpha,
     )
 
 
@@ -356,7 +390,22 @@ def plain_reading(summary: dict[str, Any]) -> str:
     if isinstance(breaks, int) and breaks > 0 and not summary.get("compile_failed"):
         pieces = f" into {graphs} graphs" if isinstance(graphs, int) and graphs > 1 else ""
         reading += f" torch.compile split this model{pieces} at {breaks} graph break{'s' if breaks > 1 else ''}."
-    return reading
+    return reading + caveats(summary)
+
+
+def caveats(summary: dict[str, Any]) -> str:
+    """What the reading adds after the verdict: why the race stopped when it did (a race with a
+    target interval) and the drift or load that may make its interval too narrow (core.engine.noise)."""
+    out = ""
+    if summary.get("steady_state_speedup") is None or summary.get("compile_failed") or summary.get("compile_skipped"):
+        return out  # no verdict on a speedup to qualify
+    stop = summary.get("stop_reason")
+    if isinstance(stop, str) and stop:
+        out += " " + stop
+    for warning in summary.get("noise_warnings") or []:
+        if isinstance(warning, str) and warning:
+            out += f" Note: {warning}."
+    return out
 
 
 def _headline_reading(summary: dict[str, Any]) -> str:

@@ -91,6 +91,7 @@ class VariantResult:
     error: str | None = None
     compiles: list[CompileEvent] = field(default_factory=list)
     profile: dict[str, Any] | None = None  # per-step anatomy, profiled after the timed epochs
+    load: list[dict[str, Any]] = field(default_factory=list)  # per epoch: the machine's load (core.engine.noise)
 
     def times(self, phase: str = "train") -> list[float]:
         return [s.time_s for s in self.steps if s.phase == phase]

@@ -189,16 +189,32 @@ _ROWS = (
         "races here compiled, as a second run of the same model does.",
     ),
     Option(
-        "schedule", str, "sequential", "Schedule",
-        "sequential (eager, then compiled), or alternating (they take turns epoch by epoch; both models in memory)",
-        choices=("sequential", "alternating"), form=(3, 2), link=True,
-        form_help="Eager first, then compiled; or the two taking turns epoch by epoch, so both lines grow "
-        "together (both models in memory).",
+        "schedule", str, "blocks", "Schedule",
+        "blocks (default: eager and compiled take turns every few steps), sequential (eager, then compiled) "
+        "or alternating (turns epoch by epoch); blocks and alternating keep both models in memory",
+        choices=("blocks", "sequential", "alternating"), form=(3, 2), link=True,
+        form_help="Turns every 5 steps (the default: load and drift fall on both alike, so the interval holds "
+        "from run to run); eager first, then compiled; or turns epoch by epoch. Turns keep both models in memory.",
         choice_labels={
+            "blocks": "turns every 5 steps",
             "sequential": "eager, then compiled",
-            "alternating": "taking turns",
+            "alternating": "turns, epoch by epoch",
         },
-    ),  # "alternating": eager and compiled take turns, epoch by epoch
+    ),  # "blocks": turns every BLOCK_STEPS steps (core.engine.intervals), so drift falls on both alike
+    Option(
+        "target_interval", float, None, "Run until the speedup is known",
+        "stop each variant's timed steps once the steady speedup's interval is within ±FRACTION of it "
+        "(e.g. 0.03), looked at on fixed steps from 40 on; epochs x steps per epoch is then the maximum",
+        min=0, max=0.5, optional=True, metavar="FRACTION", form=(5, 2), link=True,
+        form_choices=(None, 0.02, 0.03, 0.05, 0.1),
+        choice_labels={
+            None: "no: the steps asked for",
+            0.02: "to ±2%", 0.03: "to ±3%", 0.05: "to ±5%", 0.1: "to ±10%",
+        },
+        form_help="Stop once the steady speedup's 95% interval is within this much of it (checked at fixed "
+        "points from 40 steps, the 5% shared among the looks, so the interval still holds); epochs x steps per "
+        "epoch is then the maximum. A noisy machine needs more steps, a steady one fewer.",
+    ),  # core.engine.stopping
     Option(
         "shapes", str, "fixed", "Input shapes",
         "fixed, or varying: sequence length per batch (gpt), a smaller last batch",

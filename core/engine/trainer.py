@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from core.engine import analysis
+from core.engine import analysis, noise
 from core.engine.compile_phases import PhaseWatcher
 from core.engine.compile_stats import CompileStats, compile_skipped_reason, read_compile_stats, reset_compile_state
 from core.engine.cpu_probe import probe_cpu_vector_isa
@@ -41,14 +41,16 @@ from core.engine.device_state import (
 from core.engine.environment import environment_record
 from core.engine.events import VARIANTS, EventCallback, RaceResult, StartEvent, StatusEvent, VariantResult
 from core.engine.failures import build_failure, compile_failure, explain_failure
+from core.engine.intervals import BLOCK_STEPS
 from core.engine.models.resolve import workload_for
 from core.engine.models.workload import Workload
 from core.engine.profile_reading import profile_reading
 from core.engine.profiling import kernel_profiling
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, detect_device_caps, resolve_device
+from core.engine.stopping import StopRule, race_alpha, race_steps, stop_reading
 from core.engine.variant import VariantRun, set_stance, stance_problem, warm_up_device
 
-ALTERNATING_MEMORY = "peak of both variants together (alternating schedule: both models in memory)"
+ALTERNATING_MEMORY = "peak of both variants together (they take turns: both models in memory)"
 
 
 def run_race(
@@ -72,6 +74,9 @@ def run_race(
         os.makedirs(trace_dir, exist_ok=True)
     device = torch.device(resolve_device(spec.device, caps))
     race = _Race(spec, device, on_event or (lambda event: None), trace_dir)
+    if spec.target_interval:
+        floor = analysis.warmup_floor(spec.mode, spec.backend)
+        race.stop_rule = StopRule(spec.target_interval, race_steps(spec), spec.schedule, floor)
     with precision_settings(spec), inductor_cache(spec, device):
         environment = environment_record(device)
         environment["precision"] = spec.precision
@@ -129,6 +134,7 @@ class _Race:
     error: str | None = None
     compile_failed: str | None = None
     trained: dict[str, tuple] = field(default_factory=dict)  # a variant's state and batches, to profile it later
+    stop_rule: StopRule | None = None  # a race that stops once its speedup is known (core.engine.stopping)
 
     def result(self, environment: dict[str, Any], **extra: Any) -> RaceResult:
         eager, compiled = self.variants["eager"], self.variants["compiled"]
@@ -166,7 +172,14 @@ def _whole_run(turn: _Turn, name: str, initial: _InitialModel) -> None:
         run = turn.set_up(name, initial)
         source = BatchSource(race.spec, race.device, initial.workload)
         profile_now = name == "compiled" or not race.spec.profile_steps
-        run.run(source, after_first_epoch=after, trace_dir=race.trace_dir, profile=profile_now)
+        rule = race.stop_rule
+        should_stop = None
+        if rule is not None and name == "eager":
+            should_stop = lambda: rule.eager_known(run.result.times("train"))  # noqa: E731
+        elif rule is not None:
+            eager_times = race.variants["eager"].times("train")
+            should_stop = lambda: rule.ratio_known(eager_times, run.result.times("train"))  # noqa: E731
+        run.run(source, after_first_epoch=after, trace_dir=race.trace_dir, profile=profile_now, should_stop=should_stop)
         if not profile_now:  # its batches too: DataLoader workers (idle meanwhile) are not started twice
             race.trained[name] = (run.trained_state(), source)
     except Exception as exc:
@@ -211,18 +224,9 @@ def _epoch_by_epoch(turn: _Turn, initial: _InitialModel) -> None:
     """Alternating: both variants set up, then one epoch each in turn, then their profiled steps.
     A compile failure drops the compiled variant and eager goes on."""
     spec, device = turn.race.spec, turn.race.device
-    sources: dict[str, BatchSource] = {}
-    streams: dict[str, Any] = {}
+    sources, streams = _set_up_both(turn, initial)
+    rule = turn.race.stop_rule
     try:
-        warm_up_device(spec, device, initial.init_state, initial.workload)
-        for name in VARIANTS:
-            turn.set_up(name, initial).model.train()
-            sources[name] = BatchSource(spec, device, initial.workload)
-            sources[name].prepare()
-            streams[name] = random_state(device)  # right after the variant's own seeding
-        reserved_at_start = reset_peak_memory(device)
-        for run in turn.runs.values():
-            run.result.reserved_at_start_bytes = reserved_at_start
         # The stance (set after compiled's first step) stays for the whole race: eager's model is
         # not compiled, so it never consults it.
         for epoch in range(1, spec.epochs + 1):
@@ -238,6 +242,87 @@ def _epoch_by_epoch(turn: _Turn, initial: _InitialModel) -> None:
                     del turn.runs[name]
                     continue
                 streams[name] = random_state(device)
+            if rule is not None and len(turn.runs) == 2 and rule.ratio_known(*_train_times(turn)):
+                break
+        for name in list(turn.runs):
+            turn.active = name
+            turn.runs[name].profile(sources[name], turn.race.trace_dir)
+    finally:
+        if spec.stance != "default":
+            set_stance("default")
+
+
+def _set_up_both(turn: _Turn, initial: _InitialModel) -> tuple[dict[str, BatchSource], dict[str, Any]]:
+    """Both variants built, their batches ready and their random streams kept (right after each
+    variant's own seeding, so each keeps the losses a sequential race gives), memory counted from here."""
+    spec, device = turn.race.spec, turn.race.device
+    sources: dict[str, BatchSource] = {}
+    streams: dict[str, Any] = {}
+    warm_up_device(spec, device, initial.init_state, initial.workload)
+    for name in VARIANTS:
+        turn.set_up(name, initial).model.train()
+        sources[name] = BatchSource(spec, device, initial.workload)
+        sources[name].prepare()
+        streams[name] = random_state(device)
+    reserved_at_start = reset_peak_memory(device)
+    for run in turn.runs.values():
+        run.result.reserved_at_start_bytes = reserved_at_start
+    return sources, streams
+
+
+def _train_times(turn: _Turn) -> tuple[list[float], list[float]]:
+    return turn.race.variants["eager"].times("train"), turn.race.variants["compiled"].times("train")
+
+
+def _race_blocks(race: _Race, initial: _InitialModel) -> None:
+    """The default: eager and compiled take turns every BLOCK_STEPS steps, within each epoch, so
+    drift and load fall on both alike and each pair of blocks ran side by side (the interval is
+    over those pairs: core.engine.intervals). Compiled's first block still pays its compile, so
+    compiled's epoch 1 still carries it. Both models in memory, said so, as in alternating."""
+    for name in VARIANTS:
+        race.emit(initial.starting(race.spec, name))
+    reset_compile_state()
+    _take_turn(race, VARIANTS, functools.partial(_block_by_block, initial=initial))
+    for result in race.variants.values():
+        if result.peak_memory_bytes is not None:
+            result.memory_kind = ALTERNATING_MEMORY
+
+
+def _block_by_block(turn: _Turn, initial: _InitialModel) -> None:
+    """Blocks: each epoch, a block of each variant in turn until both have run the epoch's steps;
+    then each variant's evaluation and epoch event; with a target interval, a look after each pair
+    of blocks (the rule decides which are its looks). A compile failure drops compiled; eager goes on."""
+    spec, device = turn.race.spec, turn.race.device
+    sources, streams = _set_up_both(turn, initial)
+    rule = turn.race.stop_rule
+    try:
+        for epoch in range(1, spec.epochs + 1):
+            for name, run in turn.runs.items():
+                run.start_epoch(sources[name], epoch)
+            running, known = list(turn.runs), False
+            while running and not known:
+                for name in list(running):
+                    turn.active = name
+                    set_random_state(device, streams[name])
+                    try:
+                        ran = turn.runs[name].run_block(BLOCK_STEPS)
+                    except Exception as exc:  # noqa: BLE001 - a compile failure is a finding; eager goes on
+                        if not turn.compile_failed(name, exc):
+                            raise
+                        del turn.runs[name]
+                        running.remove(name)
+                        continue
+                    streams[name] = random_state(device)
+                    if ran < BLOCK_STEPS:
+                        running.remove(name)
+                known = rule is not None and len(turn.runs) == 2 and rule.ratio_known(*_train_times(turn))
+            for name in list(turn.runs):
+                turn.active = name
+                set_random_state(device, streams[name])
+                turn.runs[name].end_epoch(sources[name], turn.report_compile_skipped if name == "compiled" else None)
+                streams[name] = random_state(device)
+            if known:
+                break
         for name in list(turn.runs):
             turn.active = name
             turn.runs[name].profile(sources[name], turn.race.trace_dir)
@@ -247,6 +332,7 @@ def _epoch_by_epoch(turn: _Turn, initial: _InitialModel) -> None:
 
 
 SCHEDULES: dict[str, Callable[[_Race, _InitialModel], None]] = {
+    "blocks": _race_blocks,
     "sequential": _race_sequential,
     "alternating": _race_alternating,
 }
@@ -358,7 +444,12 @@ def summarize_variants(
         [e.eval_time_s for e in compiled.epochs if e.eval_time_s is not None],
         min_warmup=analysis.warmup_floor(spec.mode, spec.backend),
         compile_events=[dataclasses.asdict(c) for c in compiled.compiles],
+        paired=spec.schedule != "sequential",
+        alpha=race_alpha(spec),
     )
+    summary["noise_warnings"] = summary["noise_warnings"] + noise.load_warnings(eager.load + compiled.load)
+    summary["machine_load"] = eager.load + compiled.load
+    summary["stop_reason"] = stop_reading(summary, spec.target_interval, race_steps(spec))
     summary.update(
         eager_eval_step_times_s=eager.times("eval"),
         compiled_eval_step_times_s=compiled.times("eval"),

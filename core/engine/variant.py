@@ -8,7 +8,9 @@ pays a process's one-time costs before eager's first timed step.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,9 +20,11 @@ from core.engine.compile_stats import CompileWatch
 from core.engine.data import BatchSource
 from core.engine.device_state import autocast_context, reset_peak_memory
 from core.engine.events import CompileEvent, EpochEvent, EventCallback, StatusEvent, StepEvent, VariantResult
+from core.engine.intervals import BLOCK_STEPS
 from core.engine.models.regions import compile_regions
 from core.engine.models.resolve import workload_for
 from core.engine.models.workload import Workload, batch_samples, stage
+from core.engine.noise import load_sample
 from core.engine.profiling import profile_steps
 from core.engine.spec import CUDA_GRAPH_MODES, Problem, RunSpec
 from core.engine.timing import Stopwatch, device_sync
@@ -177,16 +181,26 @@ class VariantRun:
         after_first_epoch: Callable[[], None] | None = None,
         trace_dir: str | None = None,
         profile: bool = True,
+        should_stop: Callable[[], bool] | None = None,
     ) -> VariantResult:
         """Train (and evaluate) every epoch; `after_first_epoch` runs once, untimed, after epoch 1;
         then, untimed and unless `profile` is False, profile a few more steady steps (their trace
-        into trace_dir)."""
+        into trace_dir). With `should_stop`, asked after every block of steps, the timed phase ends
+        mid-epoch once it says so (a race that stops when its speedup is known)."""
         source.prepare()
         self.result.reserved_at_start_bytes = reset_peak_memory(self.device)
         self.model.train()
         try:
             for epoch in range(1, self.spec.epochs + 1):
-                self.run_epoch(source, epoch, after_first_epoch)
+                self.start_epoch(source, epoch)
+                stopped = False
+                while self.run_block(BLOCK_STEPS if should_stop else None) == BLOCK_STEPS:
+                    if should_stop is not None and should_stop():
+                        stopped = True
+                        break
+                self.end_epoch(source, after_first_epoch)
+                if stopped:
+                    break
         finally:
             if self.spec.stance != "default":
                 set_stance("default")
@@ -196,16 +210,38 @@ class VariantRun:
 
     def run_epoch(self, source: BatchSource, epoch: int, after_first_epoch: Callable[[], None] | None = None) -> None:
         """Train (and evaluate) one epoch, timed, emitting its events."""
+        self.start_epoch(source, epoch)
+        self.run_block(None)
+        self.end_epoch(source, after_first_epoch)
+
+    def start_epoch(self, source: BatchSource, epoch: int) -> None:
+        """Begin an epoch whose train steps run_block then takes, a block at a time (the blocks
+        schedule interleaves the two variants' blocks); end_epoch closes it."""
         self.epoch = epoch
         self._status("training", epoch)
-        train_s = self._timed("train", epoch, source.train_epoch(epoch), self.train_step)
+        self._batches = iter(source.train_epoch(epoch))
+        self._epoch_train_s = 0.0
+        self._epoch_started = (time.perf_counter(), time.process_time())
+
+    def run_block(self, steps: int | None) -> int:
+        """Up to `steps` more timed train steps of this epoch (None: the rest of it); how many ran."""
+        before = self.counts["train"]
+        batches = self._batches if steps is None else itertools.islice(self._batches, steps)
+        self._epoch_train_s += self._timed("train", self.epoch, batches, self.train_step)
+        return self.counts["train"] - before
+
+    def end_epoch(self, source: BatchSource, after_first_epoch: Callable[[], None] | None = None) -> None:
+        """The epoch's evaluation (timed), its event with the train time of its blocks, and what the
+        machine was doing meanwhile (core.engine.noise)."""
+        epoch = self.epoch
         eval_s = None
         if self.spec.eval_steps:
             self.model.eval()
             self._status("evaluating", epoch)
             eval_s = self._timed("eval", epoch, source.eval_epoch(epoch), self.eval_step)
             self.model.train()
-        event = EpochEvent(self.name, epoch, train_s, eval_s)
+        self.result.load.append({"variant": self.name, "epoch": epoch, **load_sample(*self._epoch_started)})
+        event = EpochEvent(self.name, epoch, self._epoch_train_s, eval_s)
         self.result.epochs.append(event)
         self.emit(event)
         if epoch == 1 and after_first_epoch is not None:

@@ -20,6 +20,7 @@ from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
 from core.engine.spec import RunSpec, SpecError, validate
+from core.engine.stopping import race_alpha, race_steps, stop_reading
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 
 FORMAT = "compile-lab/run-bundle"
@@ -229,7 +230,9 @@ def summary_from_events(
     memory figures, which events do not carry, are taken from the bundle, when they are numbers;
     whether compile happened is judged again from the bundle's compile counters."""
 
-    summary = analysis.summarize_events(events, spec.batch_size, analysis.warmup_floor(spec.mode, spec.backend))
+    floor = analysis.warmup_floor(spec.mode, spec.backend)
+    summary = analysis.summarize_events(events, spec.batch_size, floor, alpha=race_alpha(spec))  # spent over its looks
+    summary["stop_reason"] = stop_reading(summary, spec.target_interval, race_steps(spec))
     for key in MEMORY_KEYS:
         value = claimed.get(key)
         summary[key] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None

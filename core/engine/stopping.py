@@ -1,0 +1,93 @@
+"""Stop when the answer is known: a race with a target interval ends each variant's timed phase once
+the steady speedup's 95% interval is within ±target of it.
+
+The looks are fixed before the race (core.engine.intervals.looks: from ADAPTIVE_MIN_STEPS steps per
+variant, each half as many again, up to the race's epochs x steps per epoch, which is the maximum),
+and the 5% is spent across them (Bonferroni), so the interval reported at the stop keeps its 95%
+coverage however many times it was looked at. Paired schedules (blocks, alternating) stop both
+variants together on the pair interval. The sequential one stops eager on its own precision
+(±target/√2 of its median: if compiled is as steady, the ratio is then known to about ±target) and
+compiled on the ratio; its looks are counted for both variants. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from core.engine import intervals
+from core.engine.analysis import default_warmup, steady, steady_state_speedup
+
+
+def race_steps(spec: Any) -> int:
+    """The most train steps per variant a race takes: its epochs x steps per epoch."""
+    return int(spec.epochs) * int(spec.steps_per_epoch)
+
+
+def race_alpha(spec: Any) -> float:
+    """The error rate of each look's interval for this race (5% for a fixed-length race)."""
+    target = getattr(spec, "target_interval", None)
+    if not target:
+        return intervals.ALPHA
+    looks = intervals.looks(race_steps(spec))
+    return intervals.look_alpha(len(looks) * (2 if spec.schedule == "sequential" else 1))
+
+
+class StopRule:
+    """The looks of one race and the decision at each. Stateful: a look is taken once, when the
+    variant's steps first reach it (a short last block of an epoch may step past it)."""
+
+    def __init__(self, target: float, max_steps: int, schedule: str, min_warmup: int = 1):
+        self.target, self.max_steps, self.min_warmup = target, max_steps, min_warmup
+        self.looks = intervals.looks(max_steps)
+        self.paired = schedule != "sequential"
+        self.alpha = intervals.look_alpha(len(self.looks) * (1 if self.paired else 2))
+        self._taken: dict[str, int] = {}  # looks taken so far, by who looks
+
+    def _due(self, who: str, n: int) -> bool:
+        taken = self._taken.get(who, 0)
+        if taken < len(self.looks) and n >= self.looks[taken]:
+            while taken < len(self.looks) and n >= self.looks[taken]:
+                taken += 1
+            self._taken[who] = taken
+            return n < self.max_steps  # at the maximum the race ends anyway
+        return False
+
+    def ratio_known(self, eager: Sequence[float], compiled: Sequence[float]) -> bool:
+        """At a look of the compiled variant (both variants, when they take turns): is the ratio known?"""
+        n = min(len(eager), len(compiled)) if self.paired else len(compiled)
+        if not self._due("ratio", n):
+            return False
+        w = default_warmup(min(len(eager), len(compiled)), self.min_warmup)
+        speed = steady_state_speedup(eager, compiled, warmup=w, paired=self.paired, alpha=self.alpha)
+        return (
+            speed is not None
+            and speed.ci_low > 0
+            and intervals.known_within(math.log(speed.ci_high / speed.speedup), self.target)
+        )
+
+    def eager_known(self, eager: Sequence[float]) -> bool:
+        """Sequential: at a look of eager's, is eager's own median known to ±target/√2?"""
+        if not self._due("eager", len(eager)):
+            return False
+        times = steady(eager, default_warmup(len(eager), self.min_warmup))
+        half = intervals.own_log_half_width(times, self.alpha)
+        return half is not None and intervals.known_within(half, self.target / math.sqrt(2))
+
+
+def stop_reading(summary: dict[str, Any], target: float | None, max_steps: int) -> str | None:
+    """Why the race ended when it did, in the words the reading adds: "Known to ±3% after 240 steps."
+    or "Stopped at the maximum of 600 steps: known to ±5%."; None for a fixed-length race."""
+    if not target:
+        return None
+    steps = min(len(summary.get("eager_step_times_s") or []), len(summary.get("compiled_step_times_s") or []))
+    speedup, ci = summary.get("steady_state_speedup"), summary.get("speedup_ci95")
+    if not speedup or not ci or not ci[0]:
+        return f"Stopped at {steps:,} steps: too few to know the speedup to ±{target:.0%}."
+    reached = intervals.relative_half_width(math.log(ci[1] / speedup))
+    if steps >= max_steps:
+        return f"Stopped at the maximum of {max_steps:,} steps per variant: known to ±{reached:.0%}."
+    if reached <= target + 1e-9:
+        return f"Known to ±{target:.0%} after {steps:,} steps per variant (the race stopped there)."
+    return f"Stopped after {steps:,} steps per variant: known to ±{reached:.0%}."
