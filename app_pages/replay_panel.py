@@ -32,9 +32,8 @@ def recording_choices() -> dict[str, str]:
     shipped = replay.shipped_recordings()
     choices = {key: f"Recorded: {label}" for key, label in _shipped_labels(tuple(shipped.values())).items()}
     races = store().list_runs(kind="race", status=["done"], limit=20)
-    numbers = store().race_numbers([r.id for r in races])
     for run in races:
-        choices[f"run:{run.id}"] = replay.stored_race_label(run, numbers.get(run.id))
+        choices[f"run:{run.id}"] = replay.stored_race_label(run)
     return choices
 
 

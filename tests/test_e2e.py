@@ -198,7 +198,7 @@ SECOND_RACE = "model=pointwise_mlp&batch_size=1024&epochs=2&steps_per_epoch=100"
 def launch(page, app_url, config: str) -> str:
     page.goto(f"{app_url}/?{config}")
     page.get_by_role("button", name="Launch").click()
-    wait_until(lambda: re.match(r"Race \d+: ", status(page)), timeout=30)
+    wait_until(lambda: re.match(r"Run \d+: ", status(page)), timeout=30)
     return run_id_of(page)
 
 
@@ -227,7 +227,7 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     # A reload mid-run keeps following the same run (its id is in the link).
     before = sum(step_counts(page))
     page.reload()
-    wait_until(lambda: run_id_of(page) == run_id and status(page).startswith("Race "), timeout=30)
+    wait_until(lambda: run_id_of(page) == run_id and status(page).startswith(f"Run {run_id}: "), timeout=30)
     wait_until(lambda: step_counts(page) is not None and sum(step_counts(page)) >= before, timeout=30)
 
     # Mid-run (compiled epoch 2 of 3): words that say "not yet", never a final verdict.
@@ -323,7 +323,7 @@ def test_a_bundle_with_markdown_in_its_error_shows_it_as_text(app_url, e2e_data,
     alert = page.get_by_text("Run failed:", exact=False).first.inner_text().replace("\u2060", "")
     assert hostile in alert  # the characters themselves (word joiners, invisible, keep GFM from linking URLs)
     assert page.locator("a[href*='phish']").count() == 0 and page.locator("img[src*='pixel']").count() == 0
-    wait_until(lambda: re.fullmatch(r"Race \d+: failed: " + re.escape(hostile), status(page).replace("\u2060", "")), 30)
+    wait_until(lambda: re.fullmatch(r"Run \d+: failed: " + re.escape(hostile), status(page).replace("\u2060", "")), 30)
     assert not [url for url in requested if "pixel" in url or "phish" in url]
 
 
@@ -345,7 +345,7 @@ def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_ur
             first = visitor.new_page()
             first.goto(f"{app_url}/?{config}")
             first.get_by_role("button", name="Launch").click()
-            wait_until(lambda: re.match(r"Race \d+: ", status(first)), timeout=30)
+            wait_until(lambda: re.match(r"Run \d+: ", status(first)), timeout=30)
             race, run_id = status(first).split(":")[0], run_id_of(first)
             token = first.evaluate("localStorage.getItem('compile_lab_visitor')")
             # The browser keeps the token as a cookie too, which every later tab's connection brings.

@@ -110,7 +110,7 @@ def test_counts_are_train_steps_per_variant_and_leave_out_eval_steps(store, run_
 
 
 def test_run_label_names_id_model_batch_and_precision(store, run_id):
-    assert run_label(store.get_run(run_id)) == f"#{run_id} mlp bs64 fp32"
+    assert run_label(store.get_run(run_id)) == f"run {run_id} mlp bs64 fp32"
 
 
 # -- frames ------------------------------------------------------------------------------------

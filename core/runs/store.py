@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS runs (
     imported INTEGER NOT NULL DEFAULT 0,
     client TEXT,                        -- a visitor's address, kept only where host limits count by it
     sweep_id INTEGER,                   -- the sweep this race is a point of (sweeps.id), or NULL
-    race_number INTEGER                 -- a race's number for people (1, 2, 3...), given once; NULL otherwise
+    race_number INTEGER                 -- retired: races were once numbered apart from run ids; NULL now
 );
 CREATE INDEX IF NOT EXISTS runs_queue ON runs (status, device_key, id);
 CREATE TABLE IF NOT EXISTS events (
@@ -151,7 +151,7 @@ class Run:
     imported: int
     client: str | None = None
     sweep_id: int | None = None
-    race_number: int | None = None  # given when a race is created (Store.race_numbers)
+    race_number: int | None = None  # retired: the run id is the one number people see (issue 26)
 
     @property
     def finished(self) -> bool:
@@ -287,21 +287,13 @@ class Store:
             "created_at": fields.pop("created_at", time.time()),
             **fields,
         }
-        with self.transaction(immediate=True) as c:  # the race's number and its row, both or neither
+        with self.transaction(immediate=True) as c:
             return self._insert_run(c, values)
 
     @staticmethod
     def _insert_run(conn: sqlite3.Connection, values: dict[str, Any]) -> int:
-        """Insert one run row inside the caller's transaction; a race gets the next race number."""
+        """Insert one run row inside the caller's transaction."""
         values = {k: _encode(k, v) for k, v in values.items() if k != "race_number"}
-        if values.get("kind") == "race":
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('last_race_number', '1') "
-                "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
-            )
-            values["race_number"] = int(
-                conn.execute("SELECT value FROM meta WHERE key = 'last_race_number'").fetchone()[0]
-            )
         cols = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         cur = conn.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", tuple(values.values()))
@@ -355,25 +347,6 @@ class Store:
             args.append(owner)
         sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC LIMIT ?"
         return [_run(r) for r in self._conn.execute(sql, (*args, limit)).fetchall()]
-
-    def race_numbers(self, run_ids: Iterable[int] | None = None) -> dict[int, int]:
-        """Races numbered for people: 1, 2, 3... in the order they were created. Run ids also count
-        probes and demos (a first race can be id 2, an import id 9), so each race is given the next
-        number when it is created and keeps it: deleting a race, or purging old probes and demos,
-        leaves every other race's number alone, and a number is never given twice. Ids that are not
-        races (or no longer stored) are left out."""
-        if run_ids is None:
-            rows = self._conn.execute("SELECT id, race_number FROM runs WHERE kind = 'race'").fetchall()
-        else:
-            ids = sorted({int(i) for i in run_ids})
-            rows = []
-            for start in range(0, len(ids), 500):  # SQLite's limit on bound parameters
-                chunk = ids[start : start + 500]
-                rows += self._conn.execute(
-                    f"SELECT id, race_number FROM runs WHERE kind = 'race' AND id IN ({', '.join('?' * len(chunk))})",
-                    chunk,
-                ).fetchall()
-        return {int(r[0]): int(r[1]) for r in rows if r[1] is not None}
 
     # -- sweeps -------------------------------------------------------------------------------
 

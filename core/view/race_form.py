@@ -272,7 +272,7 @@ def shared_result_text(run: Run, now: float | None = None) -> str:
     finished = run.finished_at or run.created_at
     age = ago((time.time() if now is None else now) - finished)
     return (
-        f"Measured {age} on this {kind} ({env.get('device_name', '?')}, torch {env.get('torch', '?')}) as run #{run.id}"
+        f"Measured {age} on this {kind} ({env.get('device_name', '?')}, torch {env.get('torch', '?')}) as run {run.id}"
     )
 
 

@@ -146,7 +146,7 @@ def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
                 "",
             )
             figures["verdict"] = why
-        out.append({"#": str(row.point), "point": row.label, "state": row.state, **figures, "run": f"#{row.run_id}"})
+        out.append({"#": str(row.point), "point": row.label, "state": row.state, **figures, "run": str(row.run_id)})
     return out
 
 

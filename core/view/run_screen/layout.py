@@ -18,7 +18,7 @@ from core.engine import analysis
 from core.engine.planning import expected_compile_estimate
 from core.runs.store import Run, Store
 from core.view import race_charts
-from core.view.compare import race_name
+from core.view.compare import run_name
 from core.view.run_screen import sentences, why_per_step
 from core.view.run_screen.cards import Card, memory_of, result_cards
 
@@ -55,9 +55,9 @@ def expected_compile(store: Store, run: Run) -> tuple[float | None, bool]:
 
 
 def progress_line(view: Any, quote: Callable[[str], str] = str) -> str:
-    """The progress bar's text: 'Race 3: compiled epoch 2/3'. `quote`: how the state is written (it
+    """The progress bar's text: 'Run 3: compiled epoch 2/3'. `quote`: how the state is written (it
     can hold a failed run's error)."""
-    return f"{race_name(view.race_number, view.run.id).capitalize()}: {quote(view.state)}"
+    return f"{run_name(view.run.id).capitalize()}: {quote(view.state)}"
 
 
 def progress_fraction(run: Run) -> float:
