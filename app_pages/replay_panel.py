@@ -99,10 +99,8 @@ def show_replay(state: dict, present: bool) -> None:
         now = time.time()
         snap = replay.replay_view(recording, clock, now)
         speed = "instant" if clock.speed is None else f"{clock.speed:g}x"
-        st.info(
-            f"Replay at {speed} of a race {markdown_text(recording.label)}. Nothing is measured now.",
-            icon=":material/replay:",
-        )
+        # Presenter mode: under the run (its state line says "Replay: ..."), so the cards stay above the fold.
+        note = st.container(key="replay_note") if not present else None
         bar, pause, again, leave = st.columns([6, 1, 1, 1], vertical_alignment="center")
         bar.progress(snap.run.progress, text=f"Replay: {markdown_text(snap.state)}")
         if clock.paused_at is None:
@@ -117,6 +115,10 @@ def show_replay(state: dict, present: bool) -> None:
             st.rerun()
         leave.button("Stop", key="replay_stop", on_click=stop)
         show_run(snap.run, snap, key="replay", present=present)
+        (note or st.container(key="replay_note")).info(
+            f"Replay at {speed} of a race {markdown_text(recording.label)}. Nothing is measured now.",
+            icon=":material/replay:",
+        )
         if playing and snap.run.finished:
             st.rerun()  # stop refreshing: draw the finished replay once
 

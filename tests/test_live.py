@@ -333,6 +333,13 @@ def test_memory_card_delta_is_the_signed_change_coloured_lower_is_better():
     assert unknown.delta is None
 
 
+def test_a_change_that_rounds_to_zero_has_no_sign_no_arrow_and_no_colour():
+    same = card(result_cards({}, {"eager": 1000 * MIB, "compiled": 1003 * MIB}), "Peak memory (compiled)")
+    assert (same.delta, same.delta_color, same.delta_arrow) == ("same as eager", "off", "off")
+    more = card(result_cards({}, {"eager": 100 * MIB, "compiled": 125 * MIB}), "Peak memory (compiled)")
+    assert (more.delta_color, more.delta_arrow) == ("inverse", "auto")  # red and up: more memory
+
+
 def test_throughput_delta_is_a_signed_percentage_against_eager():
     faster = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 1250.0})
     assert card(faster, "Throughput (compiled)").value == "1,250 samples/s"

@@ -18,11 +18,12 @@ from core.engine import analysis
 from core.engine.planning import expected_compile_estimate
 from core.runs.store import Run, Store
 from core.view import race_charts
+from core.view.chart_style import for_projector
 from core.view.compare import run_name
 from core.view.run_screen import sentences, why_per_step
 from core.view.run_screen.cards import Card, memory_of, result_cards
 
-PRESENT_CHART_HEIGHT = 380  # presenter mode: the race and step charts side by side at 1280x720
+PRESENT_CHART_HEIGHT = 330  # presenter mode: the race and step charts side by side at 1280x720, cards below
 
 
 @dataclass(frozen=True)
@@ -120,11 +121,11 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
 def _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale) -> dict[Any, Callable]:
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         return {
-            "present_cumulative": lambda: race_charts.cumulative_chart(
-                steps, break_even=be, projection=projection
-            ).properties(height=PRESENT_CHART_HEIGHT),
-            "present_steps": lambda: race_charts.step_time_chart(steps, marks=marks).properties(
-                height=PRESENT_CHART_HEIGHT
+            "present_cumulative": lambda: for_projector(
+                race_charts.cumulative_chart(steps, break_even=be, projection=projection), PRESENT_CHART_HEIGHT
+            ),
+            "present_steps": lambda: for_projector(
+                race_charts.step_time_chart(steps, marks=marks), PRESENT_CHART_HEIGHT
             ),
         }
     built: dict[Any, Callable] = {
