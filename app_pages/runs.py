@@ -10,7 +10,7 @@ from app_pages.run_screen.show import run_file_downloads, show_run
 from core.runs import queue
 from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
 from core.view import overlay_charts
-from core.view.compare import column_headings, comparison_labels, run_name, table_row
+from core.view.compare import column_headings, comparison_labels, run_name, shown_columns, table_row
 from core.view.queue import describe
 from core.view.safe_text import csv_text, markdown_text
 
@@ -40,6 +40,7 @@ if not table.empty:
         selection_mode="multi-row",
         key="runs_table",
         placeholder="–",
+        column_order=shown_columns(shown.to_dict("records")),
         column_config={
             **{key: heading for key, heading in headings.items()},
             "speedup": st.column_config.NumberColumn(headings["speedup"], format="%.2fx"),

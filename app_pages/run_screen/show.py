@@ -119,6 +119,10 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     def chart(name):
         return view.derive(name, lambda: vega_spec(built[name]()))  # converted once per snapshot
 
+    if not built:
+        st.caption(layout.WAITING_FOR_STEPS)
+        return
+
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         left, right = st.columns(2)
         draw_chart(left, chart("present_cumulative"))

@@ -104,5 +104,24 @@ def table_row(run: Run) -> dict[str, Any]:
     return {key: row[key] for key, _ in TABLE_COLUMNS}
 
 
+# Always on the page: the results, which model, where and when. The other settings are shown only
+# where the runs listed differ in them (the CSV keeps every column): a column that repeats one
+# value says nothing, and the table then fits the page instead of running off its right edge.
+ALWAYS_SHOWN = ("id", "status", "speedup", "overhead_s", "compile_s", "break_even", "model")
+ALWAYS_SHOWN_LAST = ("device", "created")
+
+
+def shown_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The TABLE_COLUMNS keys the Runs page shows for these rows (table_row's)."""
+    varying = [
+        key
+        for key, _ in TABLE_COLUMNS
+        if key not in ALWAYS_SHOWN + ALWAYS_SHOWN_LAST and len({repr(r.get(key)) for r in rows}) > 1
+    ]
+    if any(r.get("imported") for r in rows) and "imported" not in varying:
+        varying.append("imported")
+    return [*ALWAYS_SHOWN, *varying, *ALWAYS_SHOWN_LAST]
+
+
 def column_headings() -> dict[str, str]:
     return dict(TABLE_COLUMNS)

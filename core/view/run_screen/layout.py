@@ -23,6 +23,9 @@ from core.view.compare import run_name
 from core.view.run_screen import sentences, why_per_step
 from core.view.run_screen.cards import Card, memory_of, result_cards
 
+# Before the first step there is nothing to chart: empty axes (a lone "0.000000" tick) read as a
+# broken chart, so the page says this instead.
+WAITING_FOR_STEPS = "Waiting for the first steps: the charts start with eager's first measured step."
 PRESENT_CHART_HEIGHT = 330  # presenter mode: the race and step charts side by side at 1280x720, cards below
 
 
@@ -102,6 +105,8 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
     """The charts of this view, in the order they are shown, by the key a snapshot memoises them
     under. Presenter mode: the race and the step times only, tall. Otherwise the race, the lead
     (once both variants have steps), the step times, the epochs and the loss."""
+    if not any(view.counts().values()):
+        return {}  # nothing measured yet: WAITING_FOR_STEPS, not empty axes
     steps, epochs = view.frames()
     be = (
         {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
