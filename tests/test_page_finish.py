@@ -8,6 +8,7 @@ from conftest import ROOT, quick_spec
 from test_pages import app, record_probe
 
 from core.view.compare import shown_columns, table_row
+from core.view.queue import lane_lines
 from core.view.report import duration_interval
 from core.view.run_screen import layout
 from core.view.run_screen.feed import feed_document
@@ -53,3 +54,15 @@ def test_the_runs_table_shows_a_setting_only_where_the_runs_differ(store):
     assert "batch_size" in columns and "model" in columns  # the model is always named
     assert not {"precision", "mode", "backend", "imported"} & set(columns)  # the same in both: left out
     assert shown_columns(rows[:1]) == columns[:6] + ["model", "device", "created"]
+
+
+def test_the_sidebar_never_calls_a_lane_idle_while_a_job_waits_to_start_there(store):
+    first = store.create_run("race", {"model": "mlp"}, "ann", "cpu", status="queued")
+    second = store.create_run("race", {"model": "cnn"}, "bob", "cpu", status="queued")
+    queued = store.list_runs(status=("queued",))
+    assert lane_lines(None, [], queued) == [f"cpu: run {first} mlp, starting (1 waiting)"]
+    assert lane_lines(None, [], queued, paused=True) == [f"cpu: run {first} mlp, waiting (queue paused) (1 waiting)"]
+    store.update_run(first, status="starting", phase="starting")
+    active, queued = store.list_runs(status=("starting", "running")), store.list_runs(status=("queued",))
+    assert lane_lines(None, active, queued) == [f"cpu: run {first} mlp, starting (1 waiting)"]
+    assert second not in [r.id for r in active] and lane_lines(None, [], []) == ["cpu: idle"]

@@ -33,16 +33,23 @@ def gpu_lines(probe_summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def lane_lines(caps: DeviceCaps | None, active: list[Run], queued: list[Run]) -> list[str]:
-    """'cuda:1: run 12 resnet50, compiled epoch 2/3', 'cuda:2: idle', then what waits for a GPU."""
+def lane_lines(caps: DeviceCaps | None, active: list[Run], queued: list[Run], paused: bool = False) -> list[str]:
+    """'cuda:1: run 12 resnet50, compiled epoch 2/3', 'cuda:2: idle', then what waits for a GPU.
+    A lane with nothing running but a job waiting is never 'idle': the job is starting there (the
+    next dispatch takes it: a worker still exiting, or the device probe, holds it for a moment),
+    unless the host paused the queue."""
     lines = []
     for lane in device_lanes(caps):
         here = [r for r in active if r.device_key == lane]
-        waiting = sum(1 for r in queued if r.device_key == lane)
-        if not here and not waiting and lane != "cpu" and not lane.startswith("cuda:"):
+        mine = sorted((r for r in queued if r.device_key == lane), key=lambda r: r.id)
+        if not here and not mine and lane != "cpu" and not lane.startswith("cuda:"):
             continue
-        what = "; ".join(f"{_name(r)}, {r.phase}" for r in here) or "idle"
-        lines.append(f"{lane}: {what}" + (f" ({waiting} waiting)" if waiting else ""))
+        what = "; ".join(f"{_name(r)}, {r.phase}" for r in here)
+        waiting = len(mine)
+        if not what and mine:
+            what = f"{_name(mine[0])}, {'waiting (queue paused)' if paused else 'starting'}"
+            waiting -= 1
+        lines.append(f"{lane}: {what or 'idle'}" + (f" ({waiting} waiting)" if waiting else ""))
     any_gpu = sum(1 for r in queued if r.device_key == ANY_GPU)
     if any_gpu:
         lines.append(f"{any_gpu} waiting for the next free GPU")
