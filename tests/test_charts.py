@@ -344,7 +344,7 @@ def test_cumulative_chart_marks_break_even_with_a_rule_a_point_and_a_label():
     marks = [mark_of(layer) for layer in spec["layer"]]
     assert marks[:2] == ["line", "line"] and {"rule", "point", "text"} <= set(marks[2:])
     rule = spec["layer"][marks.index("rule")]
-    assert rows_of(spec, rule) == [{"step": 826, "cumulative_s": 39.71, "label": "break-even: step 826 (39.7 s)"}]
+    assert rows_of(spec, rule) == [{"step": 826, "cumulative_s": 39.71, "label": "break-even: step 826\n(39.7 s)"}]
     assert rule["encoding"]["x"]["field"] == "step"
     text = spec["layer"][marks.index("text")]
     assert text["encoding"]["text"]["field"] == "label"

@@ -52,7 +52,7 @@ div.st-key-result_cards [data-testid="stColumn"] {
   flex: 1 1 calc(16.6% - 0.6rem) !important; min-width: calc(16.6% - 0.6rem) !important;
 }
 .st-key-result_cards [data-testid="stMetricValue"] { font-size: 2.1rem !important; line-height: 1.2; }
-.st-key-result_cards [data-testid="stMetricValue"] > div { white-space: normal; overflow: visible; }
+.st-key-result_cards [data-testid="stMetricValue"] * { white-space: normal !important; text-overflow: clip !important; }
 .st-key-result_cards [data-testid="stMetricLabel"] p { font-size: 1.1rem !important; line-height: 1.25; }
 .st-key-result_cards [data-testid="stMetricDelta"] p { font-size: 1.05rem !important; }
 </style>"""

@@ -407,7 +407,8 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
         return []
     wall_s = (break_even or {}).get("wall_s")
     has_wall = wall_s is not None and math.isfinite(float(wall_s))
-    label = f"break-even: step {int(step):,}" + (f" ({float(wall_s):.1f} s)" if has_wall else "")
+    # Two lines: at a projector's 20 px one line ran past the plot's edge from a mid-run break-even.
+    label = f"break-even: step {int(step):,}" + (f"\n({float(wall_s):.1f} s)" if has_wall else "")
     point = pd.DataFrame({"step": [int(step)], "cumulative_s": [float(wall_s) if has_wall else 0.0], "label": [label]})
     base = alt.Chart(point).encode(x=alt.X("step:Q", title="step"))
     late = last_step > 0 and int(step) > last_step / 2
@@ -419,5 +420,6 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
         return [rule.encode(tooltip=tooltip), text]
     at_wall = base.encode(y=alt.Y("cumulative_s:Q", title=y_title), tooltip=tooltip)
     dot = at_wall.mark_point(filled=True, size=90, color="#222222")
-    text = at_wall.mark_text(align=align, dx=8 * side, dy=-10, fontWeight="bold").encode(text="label:N")
+    text = at_wall.mark_text(align=align, dx=8 * side, dy=-10, baseline="bottom", lineBreak="\n", fontWeight="bold")
+    text = text.encode(text="label:N")
     return [rule.encode(tooltip=tooltip), dot, text]

@@ -193,10 +193,24 @@ def race_pages(page, url: str, out: str, suffix: str) -> None:
 
 
 def other_pages(page, url: str, out: str, suffix: str, sweep: bool) -> None:
+    from playwright.sync_api import Error as PlaywrightError
+
     page.goto(f"{url}/runs")
     wait_until(lambda: page.locator("[data-testid='stDataFrame']").count() > 0, timeout=60)
     settle(page)
     shoot(page, out, f"runs{suffix}.png")
+    # Two rows ticked (the grid's checkbox column, rows 35 px under a 35 px header): the comparison.
+    box = page.locator("[data-testid='stDataFrame']").first.bounding_box()
+    for row in (0, 1):
+        page.mouse.click(box["x"] + 16, box["y"] + 35 + 17 + 35 * row)
+        time.sleep(1.5)
+    try:
+        wait_until(lambda: page.get_by_text("Colour tells the runs apart").count() > 0, timeout=30)
+        page.eval_on_selector("[aria-label^='Cumulative training time, by run']", SCROLL_UNDER_HEADER)
+        settle(page, 1.5)
+        shoot(page, out, f"runs-compare{suffix}.png")
+    except (SystemExit, PlaywrightError):
+        print(f"runs-compare{suffix}.png: not taken (the rows could not be ticked)")
     if sweep:
         page.goto(f"{url}/sweep?sweep=1")
         wait_until(lambda: page.get_by_text("Sweep #1").count() > 0, timeout=60)
