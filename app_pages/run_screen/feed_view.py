@@ -45,7 +45,7 @@ _CSS = """
 .cl-present .cl-words, .cl-present .cl-info { font-size: 1.6rem; line-height: 1.3; }
 .cl-present .cl-progress-text { font-size: 1.4rem; }
 .cl-present .cl-value { font-size: 2.6rem; }
-.cl-present .cl-card { flex: 1 1 calc(16.6% - 0.6rem); min-width: calc(16.6% - 0.6rem); }
+@media (min-width: 641px) { .cl-present .cl-card { flex: 1 1 calc(16.6% - 0.6rem); min-width: calc(16.6% - 0.6rem); } }
 .cl-present .cl-label { font-size: 1.15rem; }
 .cl-present .cl-delta { font-size: 1.05rem; }
 @media (max-width: 640px) {

@@ -48,9 +48,9 @@ PRESENTER_CSS = """<style>
 [data-testid="stMarkdownContainer"] p, [data-testid="stAlertContainer"] p { font-size: 1.6rem; line-height: 1.3; }
 [data-testid="stProgress"] p { font-size: 1.4rem; }
 .st-key-replay_note [data-testid="stAlertContainer"] p { font-size: 1.2rem; }
-div.st-key-result_cards [data-testid="stColumn"] {
+@media (min-width: 641px) { div.st-key-result_cards [data-testid="stColumn"] {
   flex: 1 1 calc(16.6% - 0.6rem) !important; min-width: calc(16.6% - 0.6rem) !important;
-}
+} }
 .st-key-result_cards [data-testid="stMetricValue"] { font-size: 2.1rem !important; line-height: 1.2; }
 .st-key-result_cards [data-testid="stMetricValue"] * { white-space: normal !important; text-overflow: clip !important; }
 .st-key-result_cards [data-testid="stMetricLabel"] p { font-size: 1.1rem !important; line-height: 1.25; }

@@ -148,7 +148,8 @@ def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
                 "",
             )
             figures["verdict"] = why
-        out.append({"#": str(row.point), "point": row.label, "state": row.state, **figures, "run": str(row.run_id)})
+        # The run id early: on a narrow page the last columns are the ones scrolled out of view.
+        out.append({"#": str(row.point), "point": row.label, "run": str(row.run_id), "state": row.state, **figures})
     return out
 
 
