@@ -25,6 +25,7 @@ CARD_CSS = """<style>
 }
 .st-key-result_cards [data-testid="stMetric"] { padding: 0.1rem 0.2rem; }
 .st-key-result_cards [data-testid="stMetricValue"] { font-size: 1.6rem; }
+.st-key-result_cards [data-testid="stMetricValue"] * { white-space: normal; text-overflow: clip; }
 .st-key-result_cards [data-testid="stMetricLabel"] p,
 .st-key-result_cards [data-testid="stMetricDelta"] p { white-space: normal; overflow: visible; text-overflow: clip; }
 .st-key-result_cards [data-testid="stMetricDelta"] { height: auto; }
