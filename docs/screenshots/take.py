@@ -223,7 +223,11 @@ def other_pages(page, url: str, out: str, suffix: str, sweep: bool) -> None:
     measure = panel.get_by_role("button", name="Measure on this device")
     if measure.count():
         measure.click()
-    wait_until(lambda: panel.get_by_role("button", name="Measure again").count() == 1, timeout=300, every=1)
+    try:  # a measurement on this machine: slow when the machine is busy
+        wait_until(lambda: panel.get_by_role("button", name="Measure again").count() == 1, timeout=600, every=1)
+    except SystemExit:
+        print(f"under-the-hood-graphs{suffix}.png: not taken (the demo did not finish in 600 s)")
+        return
     settle(page)
     shoot(page, out, f"under-the-hood-graphs{suffix}.png")
 
