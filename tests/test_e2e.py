@@ -198,7 +198,8 @@ SECOND_RACE = "model=pointwise_mlp&batch_size=1024&epochs=2&steps_per_epoch=100"
 def launch(page, app_url, config: str) -> str:
     page.goto(f"{app_url}/?{config}")
     page.get_by_role("button", name="Launch").click()
-    wait_until(lambda: re.match(r"Run \d+: ", status(page)), timeout=30)
+    # The new run's id reaches the link a moment after the click (a rerun): wait for both.
+    wait_until(lambda: re.search(r"[?&]run=\d+", page.url) and re.match(r"Run \d+: ", status(page)), timeout=30)
     return run_id_of(page)
 
 
