@@ -23,7 +23,7 @@ from core.view.queue import describe
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
 from core.view.report import duration_interval
 from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
-from core.view.run_screen.store_reader import RunView, run_label
+from core.view.run_screen.store_reader import RunView, expected_steps, run_label
 from core.view.safe_text import markdown_text
 
 # A per-browser identity: kept in the browser (localStorage, and a cookie of the same name), so every
@@ -186,6 +186,8 @@ def run_view(run: Run) -> LiveSnapshot:
     if run.id not in views:
         views[run.id] = RunView(run.id, run_label(run))
     view = views[run.id]
+    if run.finished and run.summary:  # its numbers are the stored summary: its steps are drawn thinned
+        view.thin_steps(expected=expected_steps(run.params))
     view.poll(store())
     return snapshot_of(run, view)
 

@@ -41,14 +41,21 @@ def _set(key: str, value) -> None:
         st.session_state[key] = value
 
 
-def model_picker(column, limits: HostLimits) -> list[Problem]:
-    """Draw the selector in `column`; returns problems that must block launch (a failed lookup)."""
-    problems = _picker(column, limits)
+SOURCE_HELP = (
+    "Where the model comes from: the zoo's small models (quick on a CPU), timm's image models, a Hugging Face "
+    "name, or your own Python file where this host allows it."
+)
+
+
+def model_picker(column, limits: HostLimits, help_text: str | None = None) -> list[Problem]:
+    """Draw the selector in `column` (`help_text`: the model select's help); returns problems that
+    must block launch (a failed lookup)."""
+    problems = _picker(column, limits, help_text)
     st.session_state.picker_model = st.session_state.get("form_model")
     return problems
 
 
-def _picker(column, limits: HostLimits) -> list[Problem]:
+def _picker(column, limits: HostLimits, help_text: str | None = None) -> list[Problem]:
     model = st.session_state.get("form_model", "pointwise_mlp")
     # The widgets follow form_model when something else set it (first render, a link, a preset, a
     # callback); otherwise they keep what the visitor typed, even a name that is not valid yet.
@@ -63,6 +70,7 @@ def _picker(column, limits: HostLimits) -> list[Problem]:
         format_func=model_choice.SOURCE_LABELS.get,
         key="pick_source",
         horizontal=True,
+        help=SOURCE_HELP,
         on_change=_switch_source,
         args=(limits,),
     )
@@ -80,6 +88,7 @@ def _picker(column, limits: HostLimits) -> list[Problem]:
             options,
             format_func=model_choice.zoo_label,
             key="pick_zoo",
+            help=help_text,
             on_change=lambda: _choose(st.session_state.pick_zoo),
         )
         _choose_quietly(st.session_state.pick_zoo)
@@ -103,6 +112,7 @@ def _picker(column, limits: HostLimits) -> list[Problem]:
             f"timm model ({len(options):,}; type to search)",
             options,
             key="pick_timm",
+            help=help_text,
             on_change=lambda: _choose(st.session_state.pick_timm),
         )
         _choose_quietly(st.session_state.pick_timm)
@@ -117,7 +127,7 @@ def _picker(column, limits: HostLimits) -> list[Problem]:
         _choose_quietly(typed)
     else:
         column.caption("Runs your file's code in the worker: build_model(), optionally example_batch() and loss().")
-        upload = column.file_uploader("Model file (.py)", type=["py"], key="pick_file")
+        upload = column.file_uploader("Model file (.py)", type=["py"], key="pick_file", help=help_text)
         if upload is not None:
             try:
                 chosen = save_model_file(upload.getvalue(), upload.name)

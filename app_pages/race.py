@@ -18,10 +18,10 @@ from app_pages.model_picker import model_picker
 from app_pages.replay_panel import active_replay, replay_picker, show_replay
 from app_pages.run_screen.feed_view import show_live_feed, use_feed
 from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
-from core.engine.options import Option, on_form
-from core.engine.planning import duration_note
+from core.engine.options import Option
+from core.engine.race_estimates import duration_note
 from core.engine.spec import SpecError, validate
-from core.runs import devices, queue, shared_results
+from core.runs import devices, estimates, queue, shared_results
 from core.runs.limits import HostLimits
 from core.runs.store import id_from_text
 from core.view.race_form import (
@@ -45,7 +45,18 @@ from core.view.race_form import (
     unavailable_options,
     unavailable_summary,
 )
-from core.view.run_screen import layout
+from core.view.race_form_layout import (
+    DEMO_LEAD,
+    MORE_SETTINGS,
+    STORY,
+    first_screen,
+    form_help,
+    more_settings,
+    row_widths,
+    split_unavailable,
+)
+from core.view.race_form_layout import rows as layout_rows
+from core.view.run_screen import cadence, layout
 from core.view.run_screen.shared_board import VIEWER_REFRESH_S, viewer_refresh_s, yield_to_measurements
 from core.view.safe_text import markdown_text
 
@@ -108,32 +119,44 @@ def followed_run():
     return run if run is not None and run.kind == "race" else None  # a lookup's error is its asker's alone
 
 
-def choose(field: str, label: str, column, fmt=str, on_change=None) -> dict:
+def choose(field: str, label: str, column, fmt=str, on_change=None, help_text: str | None = None) -> dict:
     """A selectbox offering only what this device can run; returns the options left out, with why."""
     blocked = unavailable_options(form_spec(st.session_state), field, caps, limits)
     options = [o for o in CHOICES[field] if o not in blocked] or list(CHOICES[field])
     if st.session_state.get(f"form_{field}") not in options:
         st.session_state[f"form_{field}"] = options[0]
-    column.selectbox(label, options, format_func=fmt, key=f"form_{field}", on_change=on_change)
+    # A None choice (auto) reads as "no selection" to Streamlit: its words are the placeholder then.
+    extra = {"placeholder": fmt(None)} if None in options else {}
+    column.selectbox(label, options, format_func=fmt, key=f"form_{field}", on_change=on_change, help=help_text, **extra)
     return blocked
 
 
 def widget(option: Option, column):
     """The option's widget in `column`, as its row in the options table says. Returns the choices
     left out, with why (the model picker: the model's problems; a number or a checkbox: None)."""
-    name = option.name
+    name, help_text = option.name, form_help(option)
     if name == "model":
-        return model_picker(column, limits or HostLimits())  # a broken host configuration is said above
+        return model_picker(column, limits or HostLimits(), help_text)  # a broken host configuration is said above
     if name == "compile_scope":
-        return choose(name, option.label, column, fmt=lambda s, m=st.session_state.form_model: scope_label(s, m))
+        scope = lambda s, m=st.session_state.form_model: scope_label(s, m)  # noqa: E731
+        return choose(name, option.label, column, fmt=scope, help_text=help_text)
     if option.offered is not None:
-        return choose(name, option.label, column, fmt=option.choice_labels.get if option.choice_labels else str)
+        words = option.choice_labels.get if option.choice_labels else str
+        return choose(name, option.label, column, fmt=words, help_text=help_text)
     if option.type is bool:
-        column.checkbox(option.label, key=f"form_{name}", help=option.form_help)
+        column.checkbox(option.label, key=f"form_{name}", help=help_text)
     else:  # no bounds in the browser: it would keep the last value in range and say nothing
         low, high, by_host = number_range(name, limits)
         column.number_input(option.label, step=1, key=f"form_{name}", help=number_help(option, low, high, by_host))
     return None
+
+
+def draw_rows(options: list[Option], blocked: dict) -> None:
+    """The options' widgets, row by row as their table rows place them (core.view.race_form_layout)."""
+    for row, placed in layout_rows(options).items():
+        columns = st.columns(row_widths(row, placed))
+        for option in placed:
+            blocked[option.name] = widget(option, columns[option.form[1]])
 
 
 def fold_and_launch(preset: dict | None = None) -> None:
@@ -168,18 +191,35 @@ if not present:  # presenter mode: one run in focus, no configuration
     if "race_form" not in st.session_state:
         st.session_state.race_form = followed_run() is None or link_configures(dict(st.query_params))
     with st.expander("Configure a race", key="race_form", on_change="rerun"):
-        blocked, columns = {}, {}
-        for option in on_form():  # row by row: the main choices, then why per step
-            row, place = option.form
-            if row not in columns:
-                columns[row] = st.columns([3, 2, 2, 2, 2] if row == 1 else 5)
-            blocked[option.name] = widget(option, columns[row][place])
-        model_problems = blocked.pop("model")
-        blocked = {name: why for name, why in blocked.items() if why is not None}
+        st.markdown(STORY)
+        on_cpu = not (caps and caps.cuda)
+        if on_cpu:  # the story first: the demo shows compile paying off; the default race may not
+            with st.container(horizontal=True, vertical_alignment="center"):
+                st.markdown(DEMO_LEAD)
+                st.button(
+                    CPU_BREAK_EVEN_LABEL,
+                    type="primary",
+                    on_click=fold_and_launch,
+                    args=(CPU_BREAK_EVEN_PRESET,),
+                    disabled=caps is None or limits is None,
+                    help=CPU_BREAK_EVEN_HELP,
+                    key="demo",
+                )
+        blocked = {}
+        draw_rows(first_screen(), blocked)
+        launch_area = st.container()  # drawn once every field is known, above More settings
+        with st.expander(MORE_SETTINGS):
+            draw_rows(more_settings(), blocked)
+            more_note = st.empty()
+    model_problems = blocked.pop("model")
+    first_blocked, more_blocked = split_unavailable({name: why for name, why in blocked.items() if why is not None})
+    if unavailable_summary(more_blocked):
+        more_note.caption(unavailable_summary(more_blocked))
+    with launch_area:
         spec = form_spec(st.session_state)
         kept = {k: st.query_params[k] for k in ("run", "replay", "speed", "present") if k in st.query_params}
         st.query_params.from_dict({**spec_to_query(spec), **kept})  # the form's fields, and what is shown
-        not_here = unavailable_summary(blocked)
+        not_here = unavailable_summary(first_blocked)
         if not_here:
             st.caption(not_here)
 
@@ -197,20 +237,17 @@ if not present:  # presenter mode: one run in focus, no configuration
         if offer is not None:
             st.info(f"{markdown_text(shared_result_text(offer))}: show it, or measure again with Launch.")
             st.button("Show it", key="show_shared", on_click=follow, args=(offer.id,))
-        st.markdown(race_promise(spec, caps))
+        st.markdown(race_promise(spec, caps, estimates.race_estimate(store(), spec, caps)))
         if duration_note(spec):
             st.caption(duration_note(spec))
         blocked_launch = bool(problems) or caps is None or limits is None
-        with st.container(horizontal=True):
-            st.button("Launch", type="primary", disabled=blocked_launch, on_click=fold_and_launch, key="launch")
-            if not (caps and caps.cuda):
-                st.button(
-                    CPU_BREAK_EVEN_LABEL,
-                    on_click=fold_and_launch,
-                    args=(CPU_BREAK_EVEN_PRESET,),
-                    disabled=caps is None or limits is None,
-                    help=CPU_BREAK_EVEN_HELP,
-                )
+        st.button(
+            "Launch",
+            type="secondary" if on_cpu else "primary",
+            disabled=blocked_launch,
+            on_click=fold_and_launch,
+            key="launch",
+        )
 
 if "launch_error" in st.session_state:
     st.error(st.session_state.pop("launch_error"))  # this app's own words, values from the checked form
@@ -221,16 +258,17 @@ if run is None and "run" in st.query_params:  # a link to a run this page cannot
     st.warning(markdown_text(missing_run_text(st.query_params["run"], id_from_text(st.query_params["run"]))))
 
 
-def refresh_every(run_id: int, run_owner: str, me: str) -> float:
+def refresh_every(run, me: str) -> float:
     """How often this tab's live view refreshes: every second for the run's owner; for a viewer the
     same, until the audience is large enough that the server would fall behind
-    (core.view.run_screen.shared_board.viewer_refresh_s: 50 viewers, every 1.5 s)."""
-    if run_owner == me:
-        return VIEWER_REFRESH_S
-    return viewer_refresh_s(board().audience(run_id), st.session_state.get("live_every"))
+    (core.view.run_screen.shared_board.viewer_refresh_s: 50 viewers, every 1.5 s). While steps are
+    timed, every 3 s at the most for everyone (core.view.run_screen.cadence: watching costs the race)."""
+    if run.owner == me:
+        return max(VIEWER_REFRESH_S, cadence.refresh_s(run))
+    return max(viewer_refresh_s(board().audience(run.id), st.session_state.get("live_every")), cadence.refresh_s(run))
 
 
-every = refresh_every(run.id, run.owner, owner) if polling else VIEWER_REFRESH_S
+every = refresh_every(run, owner) if polling else VIEWER_REFRESH_S
 st.session_state.live_every = every
 
 
@@ -247,10 +285,10 @@ def live(run_id: int) -> None:
     run = snap.run
     if polling and run.finished:
         st.rerun()  # stop polling: redraw the page once with the final result
-    if polling and refresh_every(run_id, run.owner, me) != every:
-        st.rerun()  # the audience grew or shrank past a step: redraw the page at the new interval
-    if polling and run.owner != me:
-        yield_to_measurements()  # the rest of this refresh runs after the race being measured
+    if polling and refresh_every(run, me) != every:
+        st.rerun()  # the audience or the race's phase moved past a step: redraw the page at the new interval
+    if polling:
+        yield_to_measurements()  # the rest of this refresh (the owner's too) runs after the race being measured
     note = st.session_state.get("reuse_note")
     if note and note[0] == run.id:
         st.info(f"The queue is long, so this host shows the same race: {markdown_text(note[1])}.")
@@ -269,8 +307,15 @@ def live(run_id: int) -> None:
         show_reference()
 
 
+def cancel_run_button(run_id: int) -> None:
+    """Cancel, for the run's owner following it through the feed (a click reruns the page)."""
+    if st.button("Cancel", key=f"cancel_{run_id}"):
+        queue.cancel(store(), run_id, visitor())
+        st.rerun()
+
+
 if not present:
-    replay_col, present_col = st.columns([5, 1])
+    replay_col, present_col = st.columns([4, 1])
     with replay_col.expander("Replay a recorded run", expanded=False):
         replay_picker()
     present_col.button(
@@ -285,8 +330,10 @@ if not present:
 replaying = active_replay()
 if replaying is not None:
     show_replay(replaying, present)
-elif run is not None and polling and use_feed(run.owner, owner):
-    show_live_feed(run.id, present)  # a viewer: the browser draws the shared document (core.view.run_screen.feed)
+elif run is not None and polling and use_feed():
+    if run.owner == owner:  # the owner's Cancel, drawn once: the live view below is the browser's
+        cancel_run_button(run.id)
+    show_live_feed(run.id, present)  # the browser draws the shared document (core.view.run_screen.feed)
 elif run is not None:
     live(run.id)
 elif not present:

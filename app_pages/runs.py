@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import host_limits, plan_section, run_view, store, tick, visitor
+from app_pages.common import host_limits, plan_section, run_view, store, tick, visitor, visitor_address
 from app_pages.run_screen.show import run_file_downloads, show_run
 from core.runs import queue
 from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
@@ -94,7 +94,7 @@ if upload is not None and st.session_state.get("imported_name") != upload.name:
     limits = host_limits()
     try:
         max_imports = limits.max_imports_per_owner if limits is not None else None
-        new_id = import_bundle(store(), read_bundle(upload), owner, max_imports)
+        new_id = import_bundle(store(), read_bundle(upload), owner, max_imports, visitor_address(limits))
         st.session_state.imported_name = upload.name
         st.success(f"Imported as {run_name(new_id)}.")
     except BundleError as exc:

@@ -63,7 +63,8 @@ with graphs_tab:
         "Dynamo reads your Python bytecode and records the tensor operations into a graph. When it meets something "
         "it cannot put in a graph (a print, a Python number taken out of a tensor, an `if` on a tensor's value) it "
         "**breaks**: it ends the graph, runs that bit in plain Python, and starts another. Each break is a "
-        "missed fusion and an extra round trip; `fullgraph=True` turns a break into an error so you find it."
+        "missed fusion and an extra round trip. `fullgraph=True` turns a break it cannot avoid into an error so "
+        "you find it; a break it can avoid, it avoids instead (the `.item()` example below says how)."
     )
     result = demo_section("graphs", PAGE_PARAMS["graphs"], key="graphs")
     if result:
@@ -115,3 +116,4 @@ with caches_tab:
         st.dataframe(caches.cache_phase_rows(result), hide_index=True, width="stretch")
         st.markdown("**Recompilation when shapes change**")
         st.dataframe(caches.recompile_rows(result), hide_index=True, width="stretch")
+        st.caption(caches.recompile_note(result) or "")

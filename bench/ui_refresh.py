@@ -1,19 +1,28 @@
-"""What the app's pages cost to draw: one live-fragment refresh of a race with 5,000 steps per variant,
-and the first render of the Runs page with 200 stored runs.
+"""What the app's pages cost to draw: one live refresh of a race with 5,000 steps per variant, along
+the paths the Race page takes, and the first render of the Runs page with 200 stored runs.
 
-1. Live refresh, in the page's own code path (app_pages/race.py `live` + app_pages/run_screen/show.py `show_run`, without
-   Streamlit): a RunView that has seen the first 4,990 steps of each variant, then ~10 new steps per
-   variant (and the last epoch rows) arrive; one refresh = queue tick + get_run, poll, frames, summary,
-   words, result cards, the projection, the five charts, and each chart's `.to_dict()` (the spec is serialized for the browser).
-   Each refresh starts from the same state (the new events are deleted again afterwards); 30 of them, or
-   fewer when they are slow (25 s budget, at least 5). A real race records eager before compiled; here
-   both variants stand at 4,990 steps, which changes which rows arrive, not what a refresh recomputes.
-   Then the same through Streamlit's AppTest (whole script: entry, sidebar, form and the live view).
+1. Live refresh, in the page's own code paths (without a browser): a board that has seen the first
+   4,990 steps of each variant (and drawn them on the previous refresh), then ~10 new steps per
+   variant (and the last epoch rows) arrive. Each refresh starts from the same state (a fresh
+   board, the new events deleted again afterwards); 30 of them, or fewer when they are slow (25 s
+   budget, at least 5). A real race records eager before compiled; here both variants stand at
+   4,990 steps, which changes which rows arrive, not what a refresh recomputes.
+   a. The live feed (the headline: `streamlit run app.py`, as the Dockerfile serves it; everyone
+      following a live race, its owner too): what core.view.run_screen.feed.LiveFeeds.get does
+      per new document: the snapshot (store read, frames), the summary, the words, cards and the
+      five charts as Vega-Lite specs, JSON + gzip. Built once per snapshot for every follower.
+   b. Through Streamlit (`streamlit run streamlit_app.py`, or a tab whose feed failed): what
+      app_pages/race.py `live` and app_pages/run_screen/show.py `show_run` do: queue tick, a fresh
+      snapshot, summary, words, cards, and the five charts converted as st.vega_lite_chart takes
+      them (app_pages.common.vega_spec), each once per snapshot.
+   Then the same page through Streamlit's AppTest (whole script: entry, sidebar, form, live view;
+   AppTest serves no feed, so path b, plus Streamlit's own drawing of every element).
 2. Runs page: a fresh AppTest of app_pages/runs.py (through the entry) on a store holding 200 finished races.
 
-Goals: a live refresh under 150 ms; the Runs page's first render under 1 s. Prints figures, never asserts.
-No worker process is launched (the launcher is replaced by one that refuses). Run from the repo root:
-python bench/ui_refresh.py
+Goals: a live refresh under 150 ms; the Runs page's first render under 1 s. While steps are timed
+the page refreshes every core.view.run_screen.cadence.TIMED_REFRESH_S, so the share of a core it
+takes then is also printed. Prints figures, never asserts. No worker process is launched (the
+launcher is replaced by one that refuses). Run from the repo root: python bench/ui_refresh.py
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import logging
 import math
 import os
 import random
+import re
 import shutil
 import statistics
 import sys
@@ -43,16 +53,21 @@ os.environ.pop("COMPILE_LAB_CONFIG", None)  # no host limits from the caller's e
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from app_pages.common import vega_spec  # noqa: E402
 from core.engine import analysis  # noqa: E402
 from core.engine.models.zoo import MODELS  # noqa: E402
 from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
 from core.runs import devices, processes, queue  # noqa: E402
+from core.runs.identity import owner_of  # noqa: E402
 from core.runs.store import Store  # noqa: E402
-from core.view import race_charts  # noqa: E402
-from core.view.queue import describe  # noqa: E402
-from core.view.run_screen import sentences  # noqa: E402
-from core.view.run_screen.cards import memory_of, result_cards  # noqa: E402
-from core.view.run_screen.store_reader import RunView, run_label  # noqa: E402
+from core.view.run_screen import (  # noqa: E402
+    cadence,
+    layout,
+    sentences,
+    shared_board,  # noqa: E402
+)
+from core.view.run_screen.feed import encode, feed_document  # noqa: E402
+from core.view.run_screen.shared_board import LiveBoard  # noqa: E402
 
 APP = os.path.join(ROOT, "streamlit_app.py")
 EPOCHS, STEPS_PER_EPOCH = 5, 1000  # 5,000 train steps per variant
@@ -64,6 +79,7 @@ APPTEST_REPEATS = 3
 STORED_RUNS = 200
 RUN_STEPS = 100  # per variant, for the stored runs' summaries
 REFRESH_GOAL_MS, RUNS_GOAL_MS = 150.0, 1000.0
+OWNER_TOKEN = "0123456789abcdef0123456789abcdef"  # the AppTest session is the run's owner: its refresh reads the store
 ELSEWHERE = "bench-worker-host"  # the race's worker "runs" on another host: judged by its heartbeat only
 
 LAUNCHES: list[tuple] = []
@@ -246,55 +262,60 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-def refresh(store: Store, view: RunView, run_id: int, lap: Callable[[str], None]) -> list[dict]:
-    """One live-fragment refresh, as app_pages/race.py `live` and app_pages/run_screen/show.py `show_run` do it."""
+def never() -> tuple[float | None, bool]:
+    raise AssertionError("the expected compile time is asked for only before the compile ends")
+
+
+def feed_refresh(store: Store, board: LiveBoard, run_id: int, lap: Callable[[str], None]) -> bytes:
+    """One new live-feed document, as core.view.run_screen.feed.LiveFeeds.get builds it."""
+    snap = board.snapshot(run_id, max_age_s=0)
+    lap("snapshot: store read, frames")
+    summary = snap.summary()
+    lap("summary (the interval)")
+    built = layout.chart_builders(snap.run, snap, summary, False)
+    for build in built.values():
+        build()  # memoised on the snapshot: the document below takes them from there
+    lap(f"{len(built)} Altair charts built")
+    document = feed_document(snap, present=False, expected=never)
+    lap("words, cards, charts as specs")
+    body = encode(document).body
+    lap("JSON + gzip")
+    return body
+
+
+def streamlit_refresh(store: Store, board: LiveBoard, run_id: int, lap: Callable[[str], None]) -> list:
+    """One refresh through Streamlit, as app_pages/race.py `live` and app_pages/run_screen/show.py
+    `show_run` compute it (the drawing itself is Streamlit's: the AppTest figure below holds it)."""
     queue.tick(store)
-    run = store.get_run(run_id)
-    describe(store, run)
-    lap("queue tick + get_run")
-    view.poll(store)
-    lap("poll new events")
-    steps, epochs = view.frames()
-    lap("frames")
-    summary = view.summary((run.params or {}).get("batch_size", 1))
-    total = sentences.total_steps(run.params)
-    sentences.race_reading(summary, running=True, total=total, counts=view.counts())
-    sentences.loss_agreement(steps)
-    lap("summary + words")
-    result_cards(summary, memory_of(run), total=total, running=True)
-    lap("result cards")
-    be = (
-        {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
-        if summary.get("break_even_step")
-        else None
-    )
-    projection = None if be else view.projection()
-    lap("projection")
-    built = [
-        race_charts.cumulative_chart(steps, break_even=be, projection=projection),
-        race_charts.lead_chart(steps, break_even=be, projection=projection),
-        race_charts.step_time_chart(steps, log_scale=False),
-        race_charts.epoch_chart(epochs),
-        race_charts.loss_chart(steps),
-    ]
-    lap("build 5 charts")
-    specs = [c.to_dict() for c in built]
-    lap("5 x chart.to_dict()")
+    lap("queue tick")
+    snap = board.snapshot(run_id, fresh=True)  # the owner's read; a viewer's is shared
+    run = snap.run
+    lap("snapshot: store read, frames")
+    summary = snap.summary()
+    lap("summary (the interval)")
+    total = sentences.total_steps(run.params or {})
+    snap.derive("progress_text", lambda: layout.progress_line(snap))
+    layout.live_words(run, snap, summary, total, never)
+    layout.cards(run, snap, summary, total)
+    layout.loss_words(snap)
+    lap("words + cards")
+    built = layout.chart_builders(run, snap, summary, False)
+    charts = {name: build() for name, build in built.items()}
+    lap(f"{len(charts)} Altair charts built")
+    specs = [snap.derive(name, lambda c=chart: vega_spec(c)) for name, chart in charts.items()]
+    lap(f"{len(specs)} converted for st.vega_lite_chart")
     return specs
 
 
-def live_refresh(store: Store, run_id: int, boundary: int, tail: list[dict]) -> dict:
-    run = store.get_run(run_id)
-    totals, stages = [], {}
-    streamlit_specs, spec_bytes = [], 0
-    convert = _streamlit_converter()
+def live_refresh(store: Store, run_id: int, boundary: int, tail: list[dict], path: Callable) -> dict:
+    """`path` (feed_refresh or streamlit_refresh) timed from the same state each time."""
+    totals, stages, counts, size = [], {}, None, 0
     loop_start = time.perf_counter()
     for i in range(REFRESHES + 1):  # the first is a warm-up
         if i > MIN_REFRESHES and time.perf_counter() - loop_start > REFRESH_BUDGET_S:
             break
-        view = RunView(run_id, run_label(run))
-        view.poll(store)  # what the session's view had already seen...
-        view.frames()  # ...and drawn on the previous refresh
+        board = LiveBoard(store.path)
+        path(store, board, run_id, lambda name: None)  # what the board had seen and drawn on the previous refresh
         arrive(store, run_id, tail)
         laps: dict[str, float] = {}
         mark = [time.perf_counter()]
@@ -305,51 +326,27 @@ def live_refresh(store: Store, run_id: int, boundary: int, tail: list[dict]) -> 
             mark[0] = now
 
         start = mark[0]
-        specs = refresh(store, view, run_id, lap)
+        out = path(store, board, run_id, lap)
         total = (time.perf_counter() - start) * 1000
         if i:
             totals.append(total)
             for name, ms in laps.items():
                 stages.setdefault(name, []).append(ms)
         else:
-            spec_bytes = sum(len(json.dumps(s)) for s in specs)
-            counts = view.counts()
-            train = view.frames()[0].query("phase == 'train'")
-            series = [train.loc[train["variant"] == v, "time_s"].tolist() for v in ("eager", "compiled")]
-            t = time.perf_counter()
-            analysis.steady_state_speedup(*series)
-            bootstrap_ms = (time.perf_counter() - t) * 1000
-        if convert is not None and 0 < i <= 5:  # Streamlit's own spec conversion (arrow datasets), for comparison
-            steps, epochs = view.frames()
-            built = [
-                race_charts.cumulative_chart(steps),
-                race_charts.lead_chart(steps),
-                race_charts.step_time_chart(steps),
-                race_charts.epoch_chart(epochs),
-                race_charts.loss_chart(steps),
-            ]
-            t = time.perf_counter()
-            for chart in built:
-                convert(chart)
-            streamlit_specs.append((time.perf_counter() - t) * 1000)
+            counts = board.snapshot(run_id).counts()
+            size = len(out) if isinstance(out, bytes) else sum(len(json.dumps(spec, default=str)) for spec in out)
         rewind(store, run_id, boundary)
-    return {
-        "totals": totals,
-        "stages": stages,
-        "counts": counts,
-        "bootstrap_ms": bootstrap_ms,
-        "spec_bytes": spec_bytes,
-        "streamlit_convert": streamlit_specs,
-    }
+    return {"totals": totals, "stages": stages, "counts": counts, "bytes": size}
 
 
-def _streamlit_converter() -> Callable | None:
-    """Streamlit's altair -> Vega-Lite conversion (private; None if this Streamlit has no such function)."""
-    try:
-        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
-    except ImportError:
-        return None
-    return _convert_altair_to_vega_lite_spec
+def bootstrap_ms(store: Store, run_id: int) -> float:
+    """The interval alone (analysis.steady_state_speedup) on every step stored."""
+    steps, _ = LiveBoard(store.path).snapshot(run_id).frames()
+    train = steps.query("phase == 'train'")
+    series = [train.loc[train["variant"] == v, "time_s"].tolist() for v in ("eager", "compiled")]
+    t = time.perf_counter()
+    analysis.steady_state_speedup(*series)
+    return (time.perf_counter() - t) * 1000
 
 
 def check(at: AppTest, notes: set[str], cards: int | None = None, charts_drawn: int | None = None) -> None:
@@ -363,29 +360,49 @@ def check(at: AppTest, notes: set[str], cards: int | None = None, charts_drawn: 
         notes.add(f"{drawn} charts drawn, expected {charts_drawn}")
 
 
+def shown_steps(at: AppTest) -> str | None:
+    """The step chart's description as the page last drew it ('Step time per step: 5000 eager ...')."""
+    for element in at.get("vega_lite_chart"):
+        found = re.search(r"Step time per step: \d+ eager steps, \d+ compiled steps", element.proto.spec)
+        if found:
+            return found.group(0)
+    return None
+
+
 def race_apptest(store: Store, run_id: int, boundary: int, tail: list[dict]) -> dict:
-    """Fresh sessions on the Race page following the run: first render at 4,990 steps per variant,
-    then a re-run after 10 more per variant arrived (the session's RunView reads only those)."""
+    """Fresh sessions of the run's owner on the Race page following the run (AppTest serves no feed:
+    the Streamlit path): first render at 4,990 steps per variant in a fresh process's board, then a
+    re-run after 10 more per variant arrived (the owner's refresh reads the store; the board only the
+    new events). Checks that the re-run drew them."""
     firsts, reruns, notes = [], [], set()
     cold = None
+    snap = LiveBoard(store.path).snapshot(run_id)  # as many charts as the page's plan holds
+    charts = len(layout.chart_builders(snap.run, snap, snap.summary(), False))
+    expected = f"Step time per step: {EPOCHS * STEPS_PER_EPOCH} eager steps, {EPOCHS * STEPS_PER_EPOCH} compiled steps"
+    store.update_run(run_id, owner=owner_of(OWNER_TOKEN))
     for i in range(APPTEST_REPEATS + 1):  # the first pays the imports: reported apart
+        shared_board._BOARDS.clear()  # a fresh process's board: nothing read yet
         at = AppTest.from_file(APP, default_timeout=60)
+        at.session_state["visitor"] = OWNER_TOKEN
         at.query_params["run"] = str(run_id)
         t = time.perf_counter()
         at.run()
         first = (time.perf_counter() - t) * 1000
-        check(at, notes, cards=6, charts_drawn=4)
+        check(at, notes, cards=6, charts_drawn=charts)
         arrive(store, run_id, tail)
         t = time.perf_counter()
         at.run()
         rerun = (time.perf_counter() - t) * 1000
-        check(at, notes, cards=6, charts_drawn=4)
+        check(at, notes, cards=6, charts_drawn=charts)
+        if shown_steps(at) != expected:
+            notes.add(f"the re-run drew {shown_steps(at)!r}, not the new steps ({expected!r})")
         rewind(store, run_id, boundary)
         if i == 0:
             cold = first
         else:
             firsts.append(first)
             reruns.append(rerun)
+    store.update_run(run_id, owner="visitor:someone-else")
     return {"cold": cold, "first": firsts, "rerun": reruns, "notes": notes}
 
 
@@ -438,34 +455,50 @@ def main() -> None:
             f"({time.perf_counter() - started:.1f} s)"
         )
 
-        live = live_refresh(race_store, run_id, boundary, tail)
-        med, p95 = statistics.median(live["totals"]), pct(live["totals"], 0.95)
-        capped = f" (of {REFRESHES}: {REFRESH_BUDGET_S:.0f} s budget)" if len(live["totals"]) < REFRESHES else ""
+        feed = live_refresh(race_store, run_id, boundary, tail, feed_refresh)
+        page = live_refresh(race_store, run_id, boundary, tail, streamlit_refresh)
+        med, p95 = statistics.median(feed["totals"]), pct(feed["totals"], 0.95)
+        st_med, st_p95 = statistics.median(page["totals"]), pct(page["totals"], 0.95)
         print(
-            f"\n1. live-fragment refresh at {live['counts']['eager']:,} + {live['counts']['compiled']:,} steps, "
-            f"{len(tail)} new events, {len(live['totals'])} refreshes{capped} (the page's code path, no Streamlit):"
+            f"\n1. live refresh at {feed['counts']['eager']:,} + {feed['counts']['compiled']:,} steps, "
+            f"{len(tail)} new events (the page's code paths, no browser):"
         )
-        print(
-            f"   one refresh: median {med:7.1f} ms   p95 {p95:7.1f} ms   "
-            f"(goal < {REFRESH_GOAL_MS:.0f} ms: median {verdict(med, REFRESH_GOAL_MS)}, p95 {verdict(p95, REFRESH_GOAL_MS)})"
-        )
-        for name, samples in live["stages"].items():
-            stage = statistics.median(samples)
-            print(f"   {name:<22} median {stage:7.1f} ms   p95 {pct(samples, 0.95):7.1f} ms   ({stage / med:4.0%})")
-        print(f"   of which the bootstrap interval (analysis.steady_state_speedup): {live['bootstrap_ms']:.0f} ms")
-        print(f"   the four specs as JSON: {live['spec_bytes'] / 1024:,.0f} KiB")
-        if live["streamlit_convert"]:
+        for label, live, m, p in (
+            ("a. the live feed (app.py: the owner and every viewer), one new document", feed, med, p95),
+            (
+                "b. through Streamlit (streamlit_app.py, or a tab whose feed failed), one fragment rerun",
+                page,
+                st_med,
+                st_p95,
+            ),
+        ):
+            capped = f" (of {REFRESHES}: {REFRESH_BUDGET_S:.0f} s budget)" if len(live["totals"]) < REFRESHES else ""
+            print(f"   {label}, {len(live['totals'])} refreshes{capped}:")
             print(
-                "   for comparison, Streamlit's own conversion of the four charts (arrow datasets): "
-                f"median {statistics.median(live['streamlit_convert']):.1f} ms"
+                f"   one refresh: median {m:7.1f} ms   p95 {p:7.1f} ms   "
+                f"(goal < {REFRESH_GOAL_MS:.0f} ms: median {verdict(m, REFRESH_GOAL_MS)}, p95 {verdict(p, REFRESH_GOAL_MS)})"
             )
+            for name, samples in live["stages"].items():
+                stage = statistics.median(samples)
+                print(f"     {name:<32} median {stage:7.1f} ms   p95 {pct(samples, 0.95):7.1f} ms   ({stage / m:4.0%})")
+            print(
+                f"     while steps are timed: one every {cadence.TIMED_REFRESH_S:g} s, "
+                f"{m / 1000 / cadence.TIMED_REFRESH_S:.3f} of a core (every {cadence.LIVELY_REFRESH_S:g} s: "
+                f"{m / 1000 / cadence.LIVELY_REFRESH_S:.3f})"
+            )
+        print(
+            f"   the document, gzipped: {feed['bytes'] / 1024:,.0f} KiB; the specs for Streamlit: {page['bytes'] / 1024:,.0f} KiB"
+        )
+        print(
+            f"   the bootstrap interval alone (analysis.steady_state_speedup): {bootstrap_ms(race_store, run_id):.0f} ms"
+        )
 
         race = race_apptest(race_store, run_id, boundary, tail)
         first, rerun = statistics.median(race["first"]), statistics.median(race["rerun"])
         print("   end to end, AppTest of the Race page (whole script: entry, sidebar, form, live view):")
         print(f"   first render, new session reading every event: median {first:7.0f} ms of {len(race['first'])}")
         print(
-            f"   re-run after {TAIL} new steps per variant:            median {rerun:7.0f} ms   "
+            f"   the owner's re-run after {TAIL} new steps per variant: median {rerun:7.0f} ms   "
             f"(vs {REFRESH_GOAL_MS:.0f} ms: {verdict(rerun, REFRESH_GOAL_MS)})"
         )
         print(f"   (the first AppTest in this process, imports included: {race['cold']:.0f} ms){noted(race['notes'])}")
@@ -483,9 +516,10 @@ def main() -> None:
         )
 
         print(
-            f"\ngoals: live refresh < {REFRESH_GOAL_MS:.0f} ms: {verdict(med, REFRESH_GOAL_MS)} "
-            f"(median {med:.0f} ms, p95 {p95:.0f} ms); Runs page first render < {RUNS_GOAL_MS:.0f} ms: "
-            f"{verdict(first_runs, RUNS_GOAL_MS)} ({first_runs:.0f} ms)"
+            f"\ngoals: live refresh < {REFRESH_GOAL_MS:.0f} ms: the feed {verdict(med, REFRESH_GOAL_MS)} "
+            f"(median {med:.0f} ms, p95 {p95:.0f} ms), through Streamlit {verdict(st_med, REFRESH_GOAL_MS)} "
+            f"(median {st_med:.0f} ms; the whole page's AppTest re-run {rerun:.0f} ms: {verdict(rerun, REFRESH_GOAL_MS)}); "
+            f"Runs page first render < {RUNS_GOAL_MS:.0f} ms: {verdict(first_runs, RUNS_GOAL_MS)} ({first_runs:.0f} ms)"
         )
         print(
             f"worker launches attempted: {len(LAUNCHES)}; {time.perf_counter() - started:.0f} s in all "

@@ -88,6 +88,16 @@ def test_a_visitor_keeps_at_most_the_hosts_number_of_imports(store):
     assert import_bundle(store, data, "visitor:a", max_imports=2)  # deleting one makes room again
 
 
+def test_fresh_identities_at_one_address_share_one_import_allowance(store):
+    data, here = recording(), "address:8.8.4.4"
+    kept = [import_bundle(store, data, f"visitor:fresh{i}", max_imports=2, address=here) for i in range(2)]
+    with pytest.raises(BundleError, match=r"at most 2 imported runs per visitor \(counting every browser at your"):
+        import_bundle(store, data, "visitor:fresh3", max_imports=2, address=here)  # a cleared cookie
+    assert {r.id for r in store.list_runs()} == set(kept)
+    assert import_bundle(store, data, "visitor:fresh3", max_imports=2, address="address:8.8.8.8")
+    assert store.get_run(kept[0]).client == here
+
+
 def test_the_import_limit_is_a_host_setting():
     assert load_host_limits({"COMPILE_LAB_MAX_IMPORTS_PER_OWNER": "3"}).max_imports_per_owner == 3
     assert load_host_limits({}).max_imports_per_owner is None

@@ -103,3 +103,25 @@ def test_the_race_page_shows_a_damaged_run_with_what_can_be_read(tmp_path, monke
     warnings = [w.value for w in at.warning]
     assert any("events are damaged" in w and f"run {run_id}" in w for w in warnings)
     assert any("Part of this run cannot be read" in w for w in warnings)
+
+
+def test_the_live_feed_of_a_damaged_run_serves_what_can_be_read(tmp_path, monkeypatch):
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+    from test_pages import record_race
+
+    from app_pages.run_screen import feed_routes
+
+    path = str(tmp_path / "store.sqlite3")
+    monkeypatch.setenv("COMPILE_LAB_STORE", path)
+    monkeypatch.setattr(feed_routes, "_served", type(feed_routes._served)())
+    store = Store(path)
+    run_id = record_race(store, "done", steps=STEPS // 2)
+    store._conn.close()
+    damage_a_page_of_events(path)
+    http = TestClient(Starlette(routes=feed_routes.routes()), raise_server_exceptions=True)
+    response = http.get(f"/api/live/{run_id}")
+    assert response.status_code == 200  # not a 500 (and no traceback in the log)
+    assert response.json()["damaged"] is True  # the viewer's page says part of it cannot be read
+    counts = response.json()["counts"]
+    assert 0 < counts["eager"] + counts["compiled"] < 2 * (STEPS // 2)  # what lies before the damage

@@ -43,5 +43,22 @@ def test_cold_compile_misses_the_cache_warm_compile_hits_it_and_dynamic_shapes_a
     assert by_setting["False"]["recompiles"] == 2 and by_setting["False"]["graphs"] == 3
     assert by_setting["None (automatic)"]["recompiles"] == 1  # the second shape marks the size dynamic
     assert by_setting["True"]["recompiles"] == 0 and by_setting["True"]["graphs"] == 1
+    assert [row["cache"] for row in result["recompiles"]] == [caches.OWN_CACHE] * 3  # none reads another's
     if torch_records(RECOMPILE_REASONS):
         assert "size mismatch" in by_setting["False"]["recompile_reasons"][0]
+
+
+def test_each_recompile_row_gets_an_empty_cache_of_its_own_under_the_data_dir(tmp_path, monkeypatch):
+    import os
+
+    from core.engine.cold_caches import cold_cache_root
+
+    monkeypatch.setenv("COMPILE_LAB_DATA", str(tmp_path))
+    seen = []
+    for _ in range(2):
+        with caches.own_cache() as kind:
+            folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+            assert kind == caches.OWN_CACHE and folder.startswith(cold_cache_root()) and os.listdir(folder) == []
+            seen.append(folder)
+        assert not os.path.exists(folder)  # removed once the row is done
+    assert seen[0] != seen[1]

@@ -14,7 +14,7 @@ from core.engine.explain import fusion, overhead, working_set
 from core.engine.explain import params as demo_params
 
 SMALL_FUSION = {"ks": [1, 4], "numel": 65536, "repeats": 3, "warmup": 1, "calls_per_sample": 2}
-SMALL_OVERHEAD = {"ks": [1, 4], "batch_sizes": [1, 8], "repeats": 2, "warmup": 2, "calls_per_sample": 5}
+SMALL_OVERHEAD = {"ks": [1, 4], "batch_sizes": [1, 8], "repeats": 3, "warmup": 2, "calls_per_sample": 5}
 
 
 def numbers(value):
@@ -323,6 +323,16 @@ def test_overhead_batch_sweep_has_eager_and_compiled_times_per_batch(overhead_re
 
 
 @pytest.mark.slow
+def test_every_overhead_point_keeps_the_spread_of_its_repeats(overhead_result):
+    rows = overhead_result["tiny"]["rows"] + overhead_result["batch_sweep"]["rows"]
+    for row in rows:
+        assert row["samples"] == SMALL_OVERHEAD["repeats"] > 1
+        for variant in ("eager", "compiled"):
+            assert row[f"{variant}_us_low"] <= row[f"{variant}_us"] <= row[f"{variant}_us_high"], row
+        assert row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
+
+
+@pytest.mark.slow
 def test_overhead_result_is_json_and_says_cuda_graphs_are_unavailable_here(overhead_result):
     json.dumps(overhead_result, allow_nan=False)
     assert "unavailable" in overhead_result["cuda_graphs"]
@@ -334,6 +344,18 @@ def test_overhead_batch_sweep_can_skip_compiling():
     sweep = overhead.batch_sweep(p, "cpu")
     assert [row["compiled_us"] for row in sweep["rows"]] == [None, None]
     assert all(row["eager_us"] > 0 for row in sweep["rows"])
+    for row in sweep["rows"]:  # two real samples per point, and their range
+        assert row["samples"] == 2 and row["eager_us_low"] <= row["eager_us"] <= row["eager_us_high"]
+
+
+def test_paired_points_alternate_real_calls_and_keep_each_variants_range():
+    x = torch.randn(64, 64)
+    p = overhead.resolve_params({"repeats": 3, "warmup": 1, "calls_per_sample": 2})
+    row = overhead.paired_us(p, "cpu", lambda: x @ x, lambda: (x @ x).relu())
+    assert row["samples"] == 3
+    for variant in ("eager", "compiled"):
+        assert 0 < row[f"{variant}_us_low"] <= row[f"{variant}_us"] <= row[f"{variant}_us_high"]
+    assert row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
 
 
 # --- on a GPU ------------------------------------------------------------------------------

@@ -69,7 +69,8 @@ def test_fixed_versions_are_one_graph_without_breaks(by_name, name):
     assert fixed["function"] == f"{name}_fixed"
     assert (fixed["explain"]["graph_count"], fixed["explain"]["graph_break_count"]) == (1, 0)
     assert fixed["explain"]["break_reasons"] == []
-    assert fixed["fullgraph"] == {"ok": True}
+    assert fixed["fullgraph"]["ok"] is True and fixed["fullgraph"]["graphs"] == 1
+    assert fixed["fullgraph"]["recompiled"] is False  # another input value: the same graph
     assert f"def {name}_fixed" in fixed["source"]
 
 
@@ -97,10 +98,30 @@ def test_fullgraph_messages_name_the_cause(by_name):
     assert by_name["data_dependent"]["fullgraph"]["headline"] == "Data-dependent branching"
 
 
-def test_a_break_that_fullgraph_accepts_carries_a_note(by_name):
-    if by_name["item"]["fullgraph"]["ok"] or on_ci_torch():  # on CI's torch it must be one graph, with the note
-        assert "fullgraph=True compiled it as one graph" in by_name["item"]["note"]
+def test_a_break_that_fullgraph_accepts_carries_a_note_that_says_why(by_name):
+    """The intro says fullgraph=True turns a break into an error; the .item() case compiles under it.
+    The note says why, from what torch did: capture_scalar_outputs is on under fullgraph (off by
+    default: the break), the number stays symbolic, and a new value does not recompile."""
+    item = by_name["item"]
+    if item["fullgraph"]["ok"] or on_ci_torch():  # on CI's torch it must be one graph, with the note
+        assert item["fullgraph"]["graphs"] == 1 and item["fullgraph"]["recompiled"] is False
+        assert not torch._dynamo.config.capture_scalar_outputs  # off by default: why the default mode breaks
+        assert (
+            "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+            in item["explain"]["break_reasons"][0]["reason"]
+        )
+        note = item["note"]
+        assert note.startswith("So there is no break for fullgraph=True to refuse")
+        assert "turns on capture_scalar_outputs when asked for a full graph" in note
+        assert "ran without a recompile" in note
     assert "note" not in by_name["prints"]
+
+
+def test_the_avoided_break_note_says_only_what_torch_did():
+    explained = {"break_reasons": [{"reason": "some other break"}]}
+    note = graphs.avoided_break_note(explained, {"ok": True, "graphs": 1, "ops": 3, "recompiled": True})
+    assert "captured this function as one graph instead of breaking" in note
+    assert "capture_scalar_outputs" not in note and "without a recompile" not in note
 
 
 def test_captured_graphs_are_readable_code(by_name):

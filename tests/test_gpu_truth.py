@@ -504,7 +504,7 @@ def test_the_sidebar_shows_each_gpu_and_each_lane(store, sleepers, monkeypatch):
 
 
 def test_autotune_modes_raise_the_estimate_and_say_why():
-    from core.engine.planning import duration_note, estimate_seconds
+    from core.engine.race_estimates import duration_note, estimate_seconds
 
     base = RunSpec(model="resnet50", batch_size=128, precision="amp-bf16", device="cuda", steps_per_epoch=50)
     default = estimate_seconds(base, AMPERE)

@@ -96,7 +96,7 @@ def test_a_malformed_config_is_a_message_on_the_page_and_nothing_can_be_launched
     assert not at.exception
     errors = [e.value for e in at.error]
     assert any(e.startswith("This host's configuration has a problem") and "host\\.toml" in e for e in errors), errors
-    assert at.button[0].label == "Launch" and at.button[0].disabled
+    assert at.button(key="launch").label == "Launch" and at.button(key="launch").disabled
     at.switch_page("app_pages/under_the_hood.py").run()
     assert not at.exception
     at.button[0].click().run()  # "Measure on this device": refused with the reason, nothing queued
@@ -110,7 +110,7 @@ def test_nonsense_limits_in_the_environment_are_a_message_on_the_page(store, sle
     at = app()
     assert not at.exception
     assert any("COMPILE\\_LAB\\_JOB\\_TIME\\_LIMIT\\_S must be a finite number" in e.value for e in at.error)
-    assert at.button[0].disabled
+    assert at.button(key="launch").disabled
 
 
 @pytest.mark.parametrize(

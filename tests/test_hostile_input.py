@@ -1,6 +1,7 @@
 """What a hostile visitor can type into a link, a route or a bundle, and what they get back: a
 clear message or a 404, never a traceback with the server's paths, never a formula in a CSV."""
 
+import argparse
 import io
 
 import pandas as pd
@@ -11,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe
 
 from app_pages.run_screen import feed_routes
+from core.cli.common import run_id_arg
 from core.runs.bundle import BundleError
 from core.runs.store import MAX_ID, id_from_text
 from core.view.replay import load_recording
@@ -22,6 +24,14 @@ IMPOSSIBLE_IDS = ["²", "١٢", "0", "-1", "+3", " 7", "1e3", str(MAX_ID + 1), "
 @pytest.mark.parametrize("text", IMPOSSIBLE_IDS, ids=lambda t: repr(t[:24]))
 def test_an_id_is_ascii_digits_naming_a_possible_row(text):
     assert id_from_text(text) is None
+
+
+@pytest.mark.parametrize("text", [*IMPOSSIBLE_IDS, "1_000", "7\x1b[2J"], ids=lambda t: repr(t[:24]))
+def test_the_cli_reads_a_run_id_as_links_and_routes_do(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a run id") as refused:
+        run_id_arg(text)
+    assert len(str(refused.value)) < 160 and "\x1b" not in str(refused.value)  # one short line, no escapes
+    assert run_id_arg("42") == 42
 
 
 def test_a_possible_id_reads_as_its_number():

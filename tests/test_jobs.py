@@ -338,16 +338,6 @@ def test_cancelling_a_finished_run_changes_nothing(store):
     assert queue.cancel(store, run_id, "ann") == "done"
 
 
-@pytest.mark.parametrize(
-    "cores, setting, expected",
-    [(2, None, 1), (8, None, 7), (1, None, None), (None, None, None), (2, "2", 2), (8, "0", None), (8, "", 7)],
-)
-def test_a_cpu_race_leaves_a_core_for_the_page_watching_it(cores, setting, expected):
-    from core.runs.runners import cpu_threads_for_worker
-
-    assert cpu_threads_for_worker(cores, setting) == expected
-
-
 def test_a_worker_caught_in_its_exec_is_not_called_dead(monkeypatch):
     """While a just-launched worker is in execve, /proc shows an empty command line: another
     session's tick took that for a dead worker and failed the race 10 ms after it started (seen

@@ -8,6 +8,7 @@ import time
 from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe, record_race
 
+from core.runs.identity import owner_of
 from core.view import race_charts
 from core.view.run_screen import sentences, why_per_step
 from core.view.run_screen.shared_board import (
@@ -184,6 +185,7 @@ def test_the_audience_is_the_sessions_that_asked_recently(store, monkeypatch):
 def test_a_viewer_in_a_large_audience_refreshes_less_often_and_the_owner_does_not(store, sleepers):
     record_probe(store)
     run_id = record_race(store, "running")
+    store.update_run(run_id, phase="compiling (compiled epoch 1/2)")  # no steps timed: the lively cadence
     board = board_for(store.path)
     for i in range(49):  # 49 other tabs following the run
         board.snapshot(run_id, follower=f"tab-{i}")
@@ -194,7 +196,7 @@ def test_a_viewer_in_a_large_audience_refreshes_less_often_and_the_owner_does_no
     assert not viewer.exception and viewer.session_state["live_every"] == 1.5
     owner = AppTest.from_file(APP, default_timeout=60)
     owner.session_state["visitor"] = "0123456789abcdef"
-    store.update_run(run_id, owner="visitor:0123456789abcdef")
+    store.update_run(run_id, owner=owner_of("0123456789abcdef"))
     owner.query_params["run"] = str(run_id)
     owner.run()
     assert not owner.exception and owner.session_state["live_every"] == 1.0

@@ -1,6 +1,6 @@
 """The live feed: a run's live view as one document per snapshot for all of its viewers, served
-beside Streamlit with an ETag, and used by the Race page for viewers (not the owner) only where the
-feed's routes are mounted (app.py)."""
+beside Streamlit with an ETag, and used by the Race page for everyone following a live run (its
+owner too) only where the feed's routes are mounted (app.py)."""
 
 import json
 import math
@@ -15,6 +15,7 @@ from test_live_board import more_steps
 from test_pages import APP, record_probe, record_race
 
 from app_pages.run_screen import feed_routes
+from core.runs.identity import owner_of
 from core.runs.store import Store
 from core.view.run_screen.feed import LiveFeeds, encode, feed_document
 from core.view.run_screen.layout import PRESENT_CHART_HEIGHT
@@ -114,7 +115,7 @@ def test_one_build_per_snapshot_however_many_viewers_ask(store):
 
 def test_new_steps_make_a_new_document_and_nothing_new_keeps_its_tag(store):
     run_id = record_race(store, "running")
-    feeds = LiveFeeds(LiveBoard(store.path), max_age_s=0)  # every call reads the store
+    feeds = LiveFeeds(LiveBoard(store.path), max_age_s=0, timed_max_age_s=0)  # every call reads the store
     first = feeds.get(run_id)
     again = feeds.get(run_id)
     assert again.etag == first.etag and feeds.builds == 1  # read again, nothing changed: not rebuilt
@@ -183,7 +184,7 @@ def feeds_mounted(at: AppTest) -> list:
     return [el for el in at.get("bidi_component") if el.proto.component_name == "compile_lab.live_feed"]
 
 
-def test_the_page_gives_a_viewer_the_feed_and_the_owner_streamlits_view(store, served):
+def test_the_page_gives_a_viewer_and_the_owner_the_feed(store, served):
     record_probe(store)
     run_id = record_race(store, "running")
     viewer = open_run(run_id)
@@ -191,10 +192,9 @@ def test_the_page_gives_a_viewer_the_feed_and_the_owner_streamlits_view(store, s
     assert not viewer.exception and len(mounted) == 1 and len(viewer.metric) == 0  # the browser draws them
     data = json.loads(mounted[0].proto.json)
     assert data["url"] == f"/api/live/{run_id}" and data["every_ms"] == 500
-    store.update_run(run_id, owner=f"visitor:{OWNER_TOKEN}")
-    owner = open_run(run_id, visitor=OWNER_TOKEN)
-    assert not owner.exception and len(owner.metric) == 6  # fresh every second, through Streamlit
-    assert not feeds_mounted(owner)
+    store.update_run(run_id, owner=owner_of(OWNER_TOKEN))
+    owner = open_run(run_id, visitor=OWNER_TOKEN)  # its Cancel: tests/test_watching.py
+    assert not owner.exception and len(feeds_mounted(owner)) == 1 and len(owner.metric) == 0
 
 
 def test_without_the_routes_or_once_the_feed_failed_a_viewer_refreshes_through_streamlit(store, served):
@@ -236,9 +236,9 @@ def test_a_tab_following_a_run_through_the_feed_refreshes_its_sidebar_less_often
     owner = AppTest.from_function(_sidebar_interval, default_timeout=60)
     owner.session_state["visitor"] = OWNER_TOKEN
     own = record_race(store, "running")
-    store.update_run(own, owner=f"visitor:{OWNER_TOKEN}")
+    store.update_run(own, owner=owner_of(OWNER_TOKEN))
     owner.query_params["run"] = str(own)
-    assert owner.run().text[0].value == "5.0 5.0"
+    assert owner.run().text[0].value == "30.0 5.0"  # the owner follows its run through the feed too
     viewer.query_params["run"] = str(record_race(store, "done"))
     assert viewer.run().text[0].value == "5.0 5.0"  # a finished run is drawn once, by the page
 

@@ -46,7 +46,7 @@ def test_timm_names_are_searchable_and_facts_show_before_launch(store, sleepers)
     assert not at.exception
     assert markdown_text(CONVNEXT["summary"]) in texts(at)
     at.number_input(key="form_steps_per_epoch").set_value(3).run()
-    at.button[0].click().run()
+    at.button(key="launch").click().run()
     (race,) = store.list_runs(kind="race")
     assert race.params["model"] == "timm:convnext_small" and race.params["batch_size"] == 32
     assert at.query_params["model"] == "timm:convnext_small"  # the link carries it
@@ -62,8 +62,8 @@ def test_a_hugging_face_name_is_typed_and_looked_up_without_blocking_launch(stor
     (lookup,) = [r for r in store.list_runs(kind="lookup") if r.params["model"] == "hf:bert-base-uncased"]
     assert lookup.device_key == "lookup"
     at.number_input(key="form_steps_per_epoch").set_value(3).run()
-    assert not at.button[0].disabled
-    at.button[0].click().run()
+    assert not at.button(key="launch").disabled
+    at.button(key="launch").click().run()
     assert [r.params["model"] for r in store.list_runs(kind="race")] == ["hf:bert-base-uncased"]
 
 
@@ -72,7 +72,7 @@ def test_a_bad_hugging_face_name_or_failed_lookup_blocks_launch_with_the_reason(
     record_probe(store)
     at = choose_source(app(), "hf")
     at = at.text_input(key="pick_hf").set_value("../../etc").run()
-    assert "is not a hf model name" in texts(at) and at.button[0].disabled
+    assert "is not a hf model name" in texts(at) and at.button(key="launch").disabled
     failed = store.create_run(
         "lookup", model_params("hf:someone/secret"), "system", "lookup", status="running", host=devices.HOST
     )
@@ -84,7 +84,7 @@ def test_a_bad_hugging_face_name_or_failed_lookup_blocks_launch_with_the_reason(
     )
     at = at.text_input(key="pick_hf").set_value("someone/secret").run()
     shown = markdown_text("the configuration of hf:someone/secret is not on this machine")
-    assert shown in texts(at) and at.button[0].disabled
+    assert shown in texts(at) and at.button(key="launch").disabled
 
 
 def test_uploads_are_offered_only_where_the_host_allows_them(store, sleepers, monkeypatch):
@@ -100,7 +100,10 @@ def test_uploads_are_offered_only_where_the_host_allows_them(store, sleepers, mo
     assert at.radio(key="pick_source").options == ["Zoo", "timm", "Hugging Face", "Your file"]
     at = choose_source(at, "file")
     assert "Runs your file's code in the worker" in texts(at)
-    assert "model file: " + markdown_text("a file: model needs its Python file") in texts(at) and at.button[0].disabled
+    assert (
+        "model file: " + markdown_text("a file: model needs its Python file") in texts(at)
+        and at.button(key="launch").disabled
+    )
 
 
 def test_host_patterns_narrow_the_sources_and_names(store, sleepers, monkeypatch):
@@ -120,7 +123,7 @@ def test_a_missing_library_says_how_to_install_it(store, sleepers, monkeypatch):
     at = choose_source(app(), "timm")
     notes = "\n".join(i.value for i in at.info)
     assert "timm models need the timm package" in notes and "pip install -r requirements-models.txt" in notes
-    assert at.button[0].disabled
+    assert at.button(key="launch").disabled
 
 
 HOSTILE = "![x](http://host/pixel.png) [click me](http://host/phish)"

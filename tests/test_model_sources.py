@@ -86,7 +86,7 @@ def test_a_spec_takes_library_models_by_name_and_checks_their_syntax_only():
 def test_a_spec_checks_the_input_size_range_and_the_data_source_for_library_models():
     problems = validate(RunSpec(model="hf:gpt2", image_size=0, data="fakedata"), CPU)
     assert {p.field for p in problems} == {"image_size", "data"}
-    assert "use 'synthetic'" in [p.message for p in problems if p.field == "data"][0]
+    assert "choose synthetic data" in [p.message for p in problems if p.field == "data"][0]
     assert validate(RunSpec(model="timm:resnet18", data="fakedata"), CPU) == []  # timm models take images
 
 

@@ -15,7 +15,7 @@ from core.engine.models import networks
 from core.engine.models.regions import REGIONAL_BLOCKS
 from core.engine.models.sources import SOURCES, source_of
 from core.engine.models.zoo import MODELS
-from core.engine.planning import UNMEASURED_CPU_COMPILE_S, expected_compile_estimate
+from core.engine.race_estimates import UNMEASURED_CPU_COMPILE_S, expected_compile_estimate
 
 PACKAGE = os.path.join(ROOT, "core", "engine", "models")
 

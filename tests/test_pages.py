@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from core.engine import analysis
 from core.engine.spec import DeviceCaps
 from core.runs import devices, queue
+from core.runs.identity import owner_of
 from core.view.safe_text import markdown_text
 
 APP = f"{ROOT}/streamlit_app.py"
@@ -96,7 +97,7 @@ def test_race_and_runs_pages_render_on_an_empty_store(store, sleepers):
     at = app()
     assert not at.exception
     assert at.title[0].value.startswith("Eager vs torch.compile")
-    assert [b.label for b in at.button][0] == "Launch"
+    assert at.button(key="launch").label == "Launch"
     at.switch_page("app_pages/runs.py").run()
     assert not at.exception and at.title[0].value == "Runs"
 
@@ -138,11 +139,11 @@ def test_launch_enqueues_a_run_owned_by_this_visitor(store, sleepers):
     at.selectbox(key="pick_zoo").set_value("mlp").run()
     assert at.number_input(key="form_batch_size").value == 256  # the model's default batch size
     at.number_input(key="form_steps_per_epoch").set_value(3).run()
-    at.button[0].click().run()
+    at.button(key="launch").click().run()
     assert not at.exception
     runs = store.list_runs(kind="race")
     assert len(runs) == 1
-    assert runs[0].owner == f"visitor:{at.session_state['visitor']}"
+    assert runs[0].owner == owner_of(at.session_state["visitor"])
     assert runs[0].params["model"] == "mlp" and runs[0].params["steps_per_epoch"] == 3
     assert at.query_params["run"] == str(runs[0].id)
     assert "visitor" not in " ".join(f"{k}={v}" for k, v in at.query_params.items())
@@ -154,7 +155,7 @@ def test_invalid_configuration_shows_the_message_and_enqueues_nothing(store, sle
     at = app()
     at.selectbox(key="pick_zoo").set_value("mlp").run()
     assert markdown_text("this host allows at most 64 (got 256)") in texts(at)  # shown as text
-    assert at.button[0].label == "Launch" and at.button[0].disabled  # a browser cannot press it
+    assert at.button(key="launch").label == "Launch" and at.button(key="launch").disabled  # a browser cannot press it
     assert store.list_runs(kind="race") == []
 
 
@@ -167,7 +168,7 @@ def test_options_the_device_cannot_run_are_not_offered_but_explained(store, slee
     # Explained once, in one line, not a paragraph under every selectbox.
     explained = [c.value for c in at.caption if "CUDA" in c.value]
     assert len(explained) == 1
-    assert explained[0].startswith("Not offered here: tf32, amp-fp16, reduce-overhead and max-autotune need a CUDA GPU")
+    assert explained[0].startswith("Not offered here: reduce-overhead, max-autotune, tf32 and amp-fp16 need a CUDA GPU")
 
 
 def test_the_configuration_comes_from_the_link(store, sleepers):
@@ -191,7 +192,7 @@ def test_runs_page_overlays_several_runs_reopens_one_and_deletes_only_your_own(s
     record_probe(store)
     theirs = record_race(store, "done")
     mine = record_race(store, "done")
-    store.update_run(mine, owner="visitor:0123456789abcdef")
+    store.update_run(mine, owner=owner_of("0123456789abcdef"))
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["visitor"] = "0123456789abcdef"
     at.run()
@@ -214,12 +215,12 @@ def test_a_link_to_a_run_that_cannot_exist_shows_the_form(store, sleepers):
     record_probe(store)
     for bad in ("99999999999999999999", "abc", "424242"):
         at = app(run=bad)
-        assert not at.exception and at.button[0].label == "Launch"
+        assert not at.exception and at.button(key="launch").label == "Launch"
 
 
 def test_launch_waits_for_the_device_probe(store, sleepers):
     at = app()  # no probe recorded: the device is not known yet
-    assert at.button[0].label == "Launch" and at.button[0].disabled
+    assert at.button(key="launch").label == "Launch" and at.button(key="launch").disabled
     assert "Finding out which device" in "\n".join(i.value for i in at.info)
 
 

@@ -143,6 +143,38 @@ def test_turns_alternate_between_visitors_who_both_queued_many(store, sleepers):
     assert started == [a[0], b[0], a[1], b[1], a[2], b[2]]
 
 
+def page_text(at) -> str:
+    """Everything a visitor can read on a page: its text, the sidebar's, its progress bars' and its
+    tables' cells."""
+    parts = [texts(at), *(str(e.value) for e in [*at.info, *at.warning, *at.success, *at.sidebar.markdown])]
+    parts += [e.value.to_string() for e in at.dataframe] + [str(e.value) for e in at.text]
+    parts += [e.proto.text.replace("\\", "") for e in at.get("progress")]  # markdown text, unescaped
+    return "\n".join(parts)
+
+
+def test_a_visitor_sees_their_place_and_whats_ahead_only_as_counts(store, sleepers):
+    from test_identity_and_links import OTHER, TOKEN, tab
+
+    from core.runs.identity import owner_of
+
+    record_probe(store)
+    theirs = [
+        queue.enqueue(store, quick_spec(), owner_of(TOKEN), limits=FAIR, caps=CPU, address="address:8.8.4.4")
+        for _ in range(3)
+    ]
+    mine = queue.enqueue(store, quick_spec(steps_per_epoch=7), owner_of(OTHER), limits=FAIR, caps=CPU)
+    at = tab(OTHER, run=mine)
+    assert not at.exception
+    shown = page_text(at)
+    assert "queued (position 1)" in shown  # my place, as a number
+    assert f"cpu: run {theirs[0]} mlp, starting (3 waiting)" in shown  # what is ahead and waits: counts
+    at.switch_page("app_pages/runs.py").run()
+    shown += page_text(at)
+    for secret in (TOKEN, owner_of(TOKEN), "8.8.4.4", "visitor:"):  # who is behind them: never
+        assert secret not in shown, secret
+    assert store.get_run(theirs[0]).status == "starting"
+
+
 # -- cold-cache folders under the data dir, swept ------------------------------------------------
 
 LEAK = (

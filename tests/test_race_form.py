@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 from conftest import AMPERE, CPU, VOLTA
 
-from core.engine.planning import estimate_seconds, expected_compile_estimate
+from core.engine.race_estimates import estimate_seconds, expected_compile_estimate
 from core.engine.spec import DeviceCaps, RunSpec, validate
 from core.runs.limits import HostLimits
 from core.view.race_form import (
@@ -313,9 +313,9 @@ def test_unavailable_options_are_said_once_in_one_line():
     spec = default_spec(CPU)
     blocked = {field: unavailable_options(spec, field, CPU) for field in CHOICES}
     line = unavailable_summary(blocked)
-    assert line.startswith("Not offered here: tf32, amp-fp16, reduce-overhead and max-autotune need a CUDA GPU")
+    assert line.startswith("Not offered here: reduce-overhead, max-autotune, tf32 and amp-fp16 need a CUDA GPU")
     assert line.count("CUDA") == 1 and "\n" not in line
-    assert "fakedata provides images but pointwise_mlp takes vector" in line  # other reasons stay, once
+    assert "fakedata: pointwise_mlp takes vectors, not images: choose synthetic data" in line  # reasons stay
     assert (
         unavailable_summary({field: unavailable_options(default_spec(AMPERE), field, AMPERE) for field in ("mode",)})
         is None

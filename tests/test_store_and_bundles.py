@@ -277,7 +277,7 @@ def test_a_version_4_store_opens_with_its_runs_and_goes_on_from_their_ids(tmp_pa
     conn.commit()
     conn.close()
     store = Store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 5
+    assert store.schema_version() == SCHEMA_VERSION == 6
     assert [r.id for r in store.list_runs(kind="race")] == [4, 2]
     new = store.create_run("race", {}, "a", "cpu")
     assert new == 7 and store.get_run(new).race_number is None  # the run id is the one number; 5 is not reused

@@ -111,9 +111,34 @@ def test_loss_words_say_the_curves_coincide_and_give_the_largest_difference():
 
 def test_loss_words_say_when_the_curves_differ():
     eager = list(np.linspace(2.3, 0.5, 50))
-    compiled = [x + 0.2 for x in eager]
-    assert sentences.loss_agreement(loss_frame(eager, compiled)).startswith("The loss curves differ by up to 0.2")
+    compiled = [x + 0.2 for x in eager]  # apart from the first step, same weights and batch: not rounding
+    text = sentences.loss_agreement(loss_frame(eager, compiled))
+    assert text.startswith("The loss curves differ already at step 1 (by 0.2, more than the 0.1% of the loss")
+    assert text.endswith("compile changed the numerics of this model here.")
     assert sentences.loss_agreement(loss_frame(eager, [])) is None
+
+
+def test_a_late_drift_within_the_losss_own_scatter_is_rounding_carried_through_training():
+    # the race: 0.0078 apart late on, a loss near 2.3 that moves ~0.05 from step to step
+    rng = np.random.default_rng(0)
+    eager = list(2.3 + rng.normal(0, 0.05, 300))
+    compiled = [x + 0.0078 * (i / 299) ** 2 for i, x in enumerate(eager)]
+    text = sentences.loss_agreement(loss_frame(eager, compiled))
+    assert text.startswith("The loss curves agree to rounding over the first 3 steps (within 0.1% of the loss")
+    assert "then drift apart by up to 0.0078 (at step 300" in text
+    assert "less than the loss moves from one step to the next" in text
+    assert "not a change to the numerics" in text and "changed the numerics of this model" not in text
+    assert "Compile computed the same first steps to rounding" in text
+
+
+def test_a_late_drift_past_the_losss_scatter_is_not_called_a_change_of_numerics_either():
+    eager = list(np.linspace(2.3, 0.5, 50))  # moves 0.037 a step
+    compiled = [x + 0.2 * (i / 49) ** 3 for i, x in enumerate(eager)]
+    text = sentences.loss_agreement(loss_frame(eager, compiled))
+    assert "agree to rounding over the first 3 steps" in text and "more than the loss moves" in text
+    assert "another seed" in text and "changed the numerics" not in text
+    late = [x + (0.01 if i == 1 else 0.0) for i, x in enumerate(eager)]  # apart at step 2: after one update
+    assert sentences.loss_agreement(loss_frame(eager, late)).startswith("The loss curves differ already at step 2")
 
 
 def test_total_steps_and_the_projection_label():

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from core.engine import analysis
 from core.engine.spec import DeviceCaps, RunSpec
 from core.runs import devices
+from core.runs.identity import owner_of
 from core.runs.sweeps import Axis, SweepSpec
 from core.view.safe_text import markdown_text
 
@@ -107,7 +108,7 @@ def test_the_sweep_page_on_an_empty_store_offers_the_cpu_default(store, sleepers
 
 def test_a_running_sweep_shows_its_progress_finished_points_and_a_cancel_for_its_owner(store, sleepers):
     record_probe(store)
-    sweep_id = record_sweep(store, ["done", "done", "running", "queued"], owner="visitor:0123456789abcdef")
+    sweep_id = record_sweep(store, ["done", "done", "running", "queued"], owner=owner_of("0123456789abcdef"))
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["visitor"] = "0123456789abcdef"
     at.query_params["sweep"] = str(sweep_id)
@@ -195,7 +196,7 @@ def test_launch_queues_every_point_under_one_sweep_owned_by_this_visitor(store, 
     points = store.sweep_runs(sweep.id)
     assert [p.params["batch_size"] for p in points] == [8, 16]
     assert all(p.params["model"] == "mlp" and p.params["steps_per_epoch"] == 3 for p in points)
-    assert sweep.owner == f"visitor:{at.session_state['visitor']}" and all(p.owner == sweep.owner for p in points)
+    assert sweep.owner == owner_of(at.session_state["visitor"]) and all(p.owner == sweep.owner for p in points)
     assert at.query_params["sweep"] == str(sweep.id)
 
 
@@ -251,7 +252,7 @@ def test_a_stored_sweep_can_be_opened_from_the_list(store, sleepers):
 
 def test_text_from_the_visitor_or_the_store_reaches_the_page_inert(store, sleepers):
     record_probe(store)
-    sweep_id = record_sweep(store, ["done", "running", "queued", "queued"], owner="visitor:0123456789abcdef")
+    sweep_id = record_sweep(store, ["done", "running", "queued", "queued"], owner=owner_of("0123456789abcdef"))
     running = store.sweep_runs(sweep_id)[1]
     store.update_run(running.id, phase="[click me](http://evil.example/phish) ![x](http://evil.example/p.png)")
     at = sweep_page(sweep=sweep_id)
@@ -269,7 +270,7 @@ def test_text_from_the_visitor_or_the_store_reaches_the_page_inert(store, sleepe
 @pytest.mark.parametrize("what", ["sweep", "points"])
 def test_a_sweep_deleted_while_followed_says_so_and_stops_polling(store, sleepers, what):
     record_probe(store)
-    sweep_id = record_sweep(store, ["done", "running"], owner="visitor:0123456789abcdef",
+    sweep_id = record_sweep(store, ["done", "running"], owner=owner_of("0123456789abcdef"),
                             axes=(Axis("batch_size", (64, 256)),))  # fmt: skip
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["visitor"] = "0123456789abcdef"

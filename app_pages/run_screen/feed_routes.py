@@ -1,9 +1,9 @@
 """HTTP routes beside Streamlit's, mounted by app.py (st.App): a run's live feed
 (core.view.run_screen.feed) and the chart library that viewers' browsers draw it with.
 
-The Race page sends a viewer (not the run's owner) to the feed only where these routes are served
-(`served()`: the app was started with `streamlit run app.py`). Started as `streamlit run
-streamlit_app.py`, the routes do not exist and every viewer refreshes through Streamlit, as before.
+The Race page sends everyone following a live run (its owner too) to the feed only where these
+routes are served (`served()`: the app was started with `streamlit run app.py`). Started as
+`streamlit run streamlit_app.py`, the routes do not exist and every tab refreshes through Streamlit.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 // A viewer's live view of a run, drawn in the browser from the run's live feed
 // (core.view.run_screen.feed, served by app_pages/run_screen/feed_routes.py): the server builds one document per
 // refresh for every viewer, and this asks for it every data.every_ms with the ETag it has, so an
-// unchanged document costs a 304. Everything from the document is set as text, never as HTML.
+// unchanged document costs a 304; while steps are timed the document asks for fewer polls (its
+// poll_ms: core.view.run_screen.cadence), so that watching takes less CPU from the race. Everything from the document is set as text, never as HTML.
 // When the run ends (or the feed cannot be read) it tells the page, which redraws through Streamlit.
 
 function loadScript(src) {
@@ -64,6 +65,7 @@ export default function (component) {
   let timer = null;
   let etag = null;
   let failures = 0;
+  let every = data.every_ms;
 
   function build(names) {
     // The page's order (core.view.run_screen.layout.chart_builders): the race, the cards, then the rest.
@@ -75,8 +77,9 @@ export default function (component) {
     slots.progress = bar;
     slots.error = el("div", "cl-error");
     slots.words = el("div", "cl-words");
+    slots.note = el("p", "cl-note");
     slots.cards = el("div", "cl-cards");
-    root.append(slots.progressText, bar, slots.error, slots.words);
+    root.append(slots.progressText, bar, slots.error, slots.words, slots.note);
     const chart = (name) => (slots["chart:" + name] = el("div", "cl-chart"));
     if (data.present) {
       const row = el("div", "cl-row");
@@ -109,12 +112,14 @@ export default function (component) {
     }
     slots.progressText.textContent = doc.progress_text;
     slots.progress.firstChild.style.width = Math.round(100 * doc.progress) + "%";
-    slots.error.textContent = doc.error ? "Run failed: " + doc.error : "";
+    slots.error.textContent = (doc.error ? "Run failed: " + doc.error + " " : "") +
+      (doc.damaged ? "Part of this run cannot be read (the store's file is damaged): shown is what can be." : "");
     slots.words.replaceChildren();
     if (doc.words) {
       slots.words.appendChild(el(doc.words.compiling ? "div" : "p", doc.words.compiling ? "cl-info" : "cl-bold", doc.words.text));
     }
     if (doc.waiting) slots.words.appendChild(el("p", "cl-waiting", doc.waiting));
+    slots.note.textContent = doc.note || "";
     slots.cards.replaceChildren();
     for (const card of doc.cards) {
       const box = el("div", "cl-card");
@@ -154,6 +159,7 @@ export default function (component) {
         if (stopped) return;
         await draw(doc);
         etag = response.headers.get("ETag");
+        every = doc.poll_ms || data.every_ms;
         failures = 0;
         if (doc.finished) {
           setTriggerValue("ended", doc.status);  // the page redraws with the final result
@@ -171,7 +177,7 @@ export default function (component) {
       setTriggerValue("unreadable", true);  // the page falls back to refreshing through Streamlit
       return;
     }
-    timer = setTimeout(poll, data.every_ms);
+    timer = setTimeout(poll, every);
   }
 
   poll();

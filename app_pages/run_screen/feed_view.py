@@ -8,7 +8,7 @@ import os
 
 import streamlit as st
 
-from app_pages.common import board, visitor
+from app_pages.common import board
 from app_pages.run_screen import feed_routes
 from core.runs.store import id_from_text
 
@@ -28,7 +28,8 @@ _CSS = """
 .cl-progress-text { margin: 0 0 0.2rem 0; font-size: 0.9rem; }
 .cl-progress { height: 0.5rem; border-radius: 0.25rem; background: rgba(49, 51, 63, 0.1); overflow: hidden; }
 .cl-progress-fill { height: 100%; width: 0; background: var(--st-primary-color, #ee4c2c); transition: width 0.3s; }
-.cl-error:empty, .cl-words:empty, .cl-cards:empty { display: none; }
+.cl-error:empty, .cl-words:empty, .cl-cards:empty, .cl-note:empty { display: none; }
+.cl-note { margin: 0; font-size: 0.875rem; color: rgba(49, 51, 63, 0.6); }
 .cl-error { padding: 0.8rem 1rem; border-radius: 0.5rem; background: rgba(255, 43, 43, 0.09); color: #7d353b; }
 .cl-info { padding: 0.8rem 1rem; border-radius: 0.5rem; background: rgba(28, 131, 225, 0.1); color: #004280; }
 .cl-bold { font-weight: 600; margin: 0; }
@@ -58,24 +59,25 @@ _CSS = """
 _feed_component = st.components.v2.component("compile_lab.live_feed", js=_JS, css=_CSS, isolate_styles=False)
 
 
-def use_feed(run_owner: str, me: str) -> bool:
-    """Whether this tab follows a live run through the feed: a viewer (the owner keeps Streamlit's
-    view, fresh every second, with its Cancel button), where the feed is served, unless the feed
-    could not be read in this tab."""
-    return feed_routes.served() and run_owner != me and not st.session_state.get("feed_unreadable")
+def use_feed() -> bool:
+    """Whether this tab follows a live run through the feed: where the feed is served, unless the
+    feed could not be read in this tab. The owner too (its Cancel button drawn by the page): a
+    Streamlit rerun every second made the owner's browser and the server take about twice the CPU
+    of the feed's view from the race they watch (bench/watching.py)."""
+    return feed_routes.served() and not st.session_state.get("feed_unreadable")
 
 
 def follows_link_through_feed(on_race_page: bool) -> bool:
     """Whether this tab will follow the run in its link through the feed: the Race page's choice,
     made before the page runs so the sidebar can refresh less often meanwhile (the link's run, live,
-    someone else's, no replay)."""
+    no replay)."""
     if not (on_race_page and feed_routes.served()) or "replay" in st.query_params:
         return False
     run_id = id_from_text(st.query_params.get("run"))
     if run_id is None:
         return False
     snap = board().snapshot(run_id)  # the shared one: no store read of its own
-    return snap is not None and not snap.run.finished and use_feed(snap.run.owner, visitor())
+    return snap is not None and not snap.run.finished and use_feed()
 
 
 def sidebar_every(on_race_page: bool) -> float:

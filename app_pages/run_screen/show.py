@@ -11,7 +11,7 @@ import streamlit as st
 from app_pages.common import draw_chart, store, vega_spec
 from core.runs import run_files
 from core.runs.store import Run
-from core.view.run_screen import layout, sentences, why_per_step
+from core.view.run_screen import cadence, layout, sentences, why_per_step
 from core.view.run_screen.shared_board import LiveSnapshot
 from core.view.safe_text import markdown_text
 
@@ -114,6 +114,9 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     if view.damaged:
         st.warning(f"Part of this run cannot be read: {markdown_text(view.damaged)}. Shown: what can.")
     show_words(run, view, summary, total)
+    note = cadence.watching_note(run)
+    if note:
+        st.caption(note)  # one core: the open page is part of the measurement
     log = bool(st.session_state.get(f"log_{key}")) and not present  # the toggle below, as last drawn
     built = layout.chart_builders(run, view, summary, present, log_scale=log)
 
@@ -165,7 +168,7 @@ def show_why(summary: dict, view: LiveSnapshot) -> None:
         return
     st.subheader("Why, per step")
     if anatomy:
-        reading = (summary.get("profile") or {}).get("reading")
+        reading = why_per_step.profile_words(summary.get("profile"))
         if reading:
             st.markdown(f"**{markdown_text(reading)}**")
         st.dataframe(anatomy, hide_index=True, width="stretch")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from core.engine.spec import SpecError
-from core.runs.store import MAX_ID
+from core.runs.store import MAX_ID, id_from_text
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a program stopped by SIGPIPE (`... | head -1`)
@@ -23,13 +23,12 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def run_id_arg(value: str) -> int:
-    """A run id as the store can hold it (SQLite integers are 64-bit)."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a run id (a whole number)") from None
-    if not 1 <= number <= MAX_ID:
-        raise argparse.ArgumentTypeError(f"{value} is not a run id (from 1 to {MAX_ID})")
+    """A run id as the store can hold it (SQLite integers are 64-bit), in ASCII digits as links and
+    routes read it (store.id_from_text: int() alone takes ' 7', '+7', '1_0' and other scripts' digits)."""
+    number = id_from_text(value)
+    if number is None:
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a run id (a whole number from 1 to {MAX_ID}, digits 0-9)")
     return number
 
 

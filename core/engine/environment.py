@@ -31,6 +31,19 @@ def total_memory_bytes() -> int | None:
         return None
 
 
+def machine_load() -> dict[str, Any] | None:
+    """How busy the machine is now: the 1, 5 and 15 minute load averages and the cores they share.
+
+    Stored with every run (at its start, and at its end for a race), so a recording made on a busy
+    box says so: other work on 2 cores can make a compile take 15 times longer. None where the
+    platform has no load average (Windows)."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except (OSError, AttributeError):
+        return None
+    return {"load_average": [round(one, 2), round(five, 2), round(fifteen, 2)], "cpu_count": os.cpu_count()}
+
+
 def precision_flags() -> dict[str, Any]:
     """The float32 math settings actually in force (they silently change results and speed).
 
@@ -168,6 +181,7 @@ def environment_record(device: torch.device) -> dict[str, Any]:
         "precision_flags": precision_flags(),
         "lane": os.environ.get("COMPILE_LAB_LANE"),  # the queue lane (GPU) a worker was pinned to
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "load_at_start": machine_load(),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)

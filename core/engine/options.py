@@ -94,6 +94,7 @@ _ROWS = (
         "model", str, "pointwise_mlp", "Model",
         "a zoo model (see `python -m core models`), timm:<name> or hf:<name> (default: {default})",
         flag_unset=True, form=(1, 0), sweep_form=True, link=True, compare="",
+        form_help="What is trained: a small model from the zoo (quick on a CPU), or a timm or Hugging Face model.",
     ),  # a zoo name, timm:<name>, hf:<name> or file:<name>.py (core.engine.model_sources)
     Option(
         "model_file", str, None, "Model file",
@@ -102,31 +103,40 @@ _ROWS = (
     ),  # the Python file of a file: model (defines build_model)
     Option(
         "batch_size", int, 256, "Batch size", "samples per step (default: the model's)",
-        min=1, max=MAX_BATCH_SIZE, flag_unset=True, form=(2, 0), sweep_form=True, link=True, compare="batch",
+        min=1, max=MAX_BATCH_SIZE, flag_unset=True, form=(1, 1), sweep_form=True, link=True, compare="batch",
+        form_help="Samples per step. Bigger batches give compile more work per step to speed up.",
         sweep="batch sizes, e.g. 64,256,1024,4096 (shown on a log-2 axis)",
     ),
     Option(
         "precision", str, "fp32", "Precision", "one of {choices}",
         choices=("fp32", "tf32", "amp-fp16", "amp-bf16"),
-        form=(1, 1), sweep_form=True, link=True, compare="",
+        form=(1, 3), sweep_form=True, link=True, compare="",
         sweep="precisions, e.g. fp32,amp-bf16 (of {choices})",
+        form_help="The number format: fp32 everywhere, TF32 matrix multiplies, or mixed precision (amp) with "
+        "float16 or bfloat16, where a GPU supports it.",
     ),
     Option(
         "mode", str, "default", "Compile mode", "torch.compile mode: {choices}",
         choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
         form=(1, 2), sweep_form=True, link=True, compare="mode", sweep="compile modes (of {choices})",
+        form_help="torch.compile's mode: default; reduce-overhead (CUDA graphs: fewer launches per step); "
+        "max-autotune (tries many kernels while compiling: a much longer compile).",
     ),
     Option(
         "backend", str, "inductor", "Backend", "torch.compile backend: {choices}",
-        choices=("inductor", "aot_eager", "eager"), form=(1, 3), sweep_form=True, link=True, compare="backend",
+        choices=("inductor", "aot_eager", "eager"), form=(2, 0), sweep_form=True, link=True, compare="backend",
+        form_help="Who turns the captured graph into code: inductor generates fused kernels (the real thing); "
+        "aot_eager and eager only trace, to tell capture costs from code generation.",
     ),
     Option(
         "dynamic", bool, None, "Dynamic shapes", "dynamic shapes: auto (default), true, false",
-        choices=(None, True, False), optional=True, form=(3, 2), link=True, compare="dynamic",
+        choices=(None, True, False), optional=True, form=(4, 2), link=True, compare="dynamic",
+        form_help="What compile does when a new input shape arrives: torch decides (auto), compile for any "
+        "shape from the start, or compile again for every new shape.",
         choice_labels={
             None: "auto (torch decides)",
-            True: "true (dynamic from the start)",
-            False: "false (every new shape recompiles)",
+            True: "true (any shape)",
+            False: "false (one per shape)",
         },
     ),  # torch.compile's own default: None = decide automatically
     Option(
@@ -136,15 +146,19 @@ _ROWS = (
     Option(
         "compile_scope", str, "whole", "Compile scope",
         "what torch.compile compiles: {choices} (regional: each repeated block, in place)",
-        choices=COMPILE_SCOPES, form=(1, 4), sweep_form=True, link=True, sweep="compile scopes: {typed}",
+        choices=COMPILE_SCOPES, form=(2, 1), sweep_form=True, link=True, sweep="compile scopes: {typed}",
+        form_help="Compile the whole model at once, or only its repeated block (regional), compiled once and "
+        "reused: a shorter compile for deep models.",
     ),  # "regional": compile each repeated block in place (core.engine.regions)
     Option(
         "epochs", int, 3, "Epochs",
-        min=1, max=MAX_EPOCHS, form=(2, 1), sweep_form=True, link=True, compare="epochs",
+        min=1, max=MAX_EPOCHS, form=(3, 0), sweep_form=True, link=True, compare="epochs",
+        form_help="How many passes each variant makes; the first compiled one pays the compile.",
     ),
     Option(
         "steps_per_epoch", int, 20, "Steps per epoch",
-        min=1, max=MAX_STEPS_PER_EPOCH, form=(2, 2), sweep_form=True, link=True, compare="steps/epoch",
+        min=1, max=MAX_STEPS_PER_EPOCH, form=(3, 1), sweep_form=True, link=True, compare="steps/epoch",
+        form_help="Training steps per epoch: more steps give compile more time to win back what it cost.",
     ),
     Option(
         "eval_steps", int, 0, "Evaluation steps", "evaluation steps after each epoch (0: none)",
@@ -156,7 +170,9 @@ _ROWS = (
     ),  # None: the model's default
     Option(
         "data", str, "synthetic", "Data", "one of {choices}",
-        choices=("synthetic", "fakedata", "cifar10"), form=(2, 3), link=True, compare="data",
+        choices=("synthetic", "fakedata", "cifar10"), form=(4, 0), link=True, compare="data",
+        form_help="Random tensors made on the device (synthetic), or torchvision's FakeData images through a "
+        "DataLoader, for image models.",
         form_choices=("synthetic", "fakedata"),  # cifar10 needs a local folder: CLI only
     ),
     Option(
@@ -168,27 +184,35 @@ _ROWS = (
     ),
     Option(
         "cache", str, "cold", "Inductor cache", "Inductor cache: {choices} (cold: a fresh cache, what a new user pays)",
-        choices=("cold", "warm"), form=(2, 4), link=True, compare="cache",
+        choices=("cold", "warm"), form=(2, 2), link=True, compare="cache",
+        form_help="Cold: a fresh Inductor cache, the full compile a new user pays. Warm: reuse what earlier "
+        "races here compiled, as a second run of the same model does.",
     ),
     Option(
         "schedule", str, "sequential", "Schedule",
         "sequential (eager, then compiled), or alternating (they take turns epoch by epoch; both models in memory)",
-        choices=("sequential", "alternating"), form=(3, 0), link=True,
+        choices=("sequential", "alternating"), form=(3, 2), link=True,
+        form_help="Eager first, then compiled; or the two taking turns epoch by epoch, so both lines grow "
+        "together (both models in memory).",
         choice_labels={
-            "sequential": "sequential (eager, then compiled)",
-            "alternating": "side by side (turns, epoch by epoch)",
+            "sequential": "eager, then compiled",
+            "alternating": "taking turns",
         },
     ),  # "alternating": eager and compiled take turns, epoch by epoch
     Option(
         "shapes", str, "fixed", "Input shapes",
         "fixed, or varying: sequence length per batch (gpt), a smaller last batch",
-        choices=("fixed", "varying"), form=(3, 1), link=True,
-        choice_labels={"fixed": "fixed", "varying": "varying (new shapes during the run)"},
+        choices=("fixed", "varying"), form=(4, 1), link=True,
+        form_help="Fixed: every batch the same shape. Varying: a smaller last batch (or a new sequence length "
+        "per batch for gpt), which makes compile decide what to do with a new shape.",
+        choice_labels={"fixed": "fixed", "varying": "varying (new shapes)"},
     ),  # varying: sequence length per batch (gpt), else a smaller last batch per epoch
     Option(
-        "stance", str, "default", "On a recompile (set_stance)",
+        "stance", str, "default", "On a recompile",
         "torch.compiler.set_stance after the first compile: {choices}",
-        choices=("default", "fail_on_recompile", "eager_on_recompile"), form=(3, 3), link=True,
+        choices=("default", "fail_on_recompile", "eager_on_recompile"), form=(5, 0), link=True,
+        form_help="What happens when a new shape would need another compile (torch.compiler.set_stance): "
+        "compile again, stop with an error, or run that step eagerly.",
         choice_labels={
             "default": "recompile (default)",
             "fail_on_recompile": "fail (fail_on_recompile)",
@@ -200,9 +224,9 @@ _ROWS = (
         min=0, max=50,
     ),  # steady steps profiled per variant after the timed epochs
     Option(
-        "compile_trace", bool, False, "Keep the compile trace",
+        "compile_trace", bool, False, "Compile trace",
         "keep torch's structured compile trace (TORCH_TRACE; tlparse reads it)",
-        form=(3, 4),
+        form=(5, 1),
         form_help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "
         "page. Off by default: a large model's trace can take tens of MB.",
     ),

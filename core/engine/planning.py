@@ -8,9 +8,8 @@
   kernel launches and Python dominate and CUDA graphs (reduce-overhead) help most; where the
   per-sample cost dominates (linear), the step is bandwidth- or compute-bound, fusion helps, and a
   bigger batch amortises the one-time compile over more samples. They meet at b = overhead / cost.
-- `estimate_seconds`, `expected_compile_estimate`: before anything is measured, about how long a
-  race takes here, from the zoo rows' rough CPU figures (core.engine.models.zoo) or one rough GPU
-  figure; `duration_note` says what that estimate cannot know.
+
+How long a race takes before it is measured is core.engine.race_estimates.
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ from statistics import median
 import numpy as np
 
 from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, bootstrap_medians, default_warmup, steady
-from core.engine.models.zoo import MODELS
-from core.engine.spec import DeviceCaps, RunSpec, resolve_device
 
 
 @dataclass(frozen=True)
@@ -338,56 +335,3 @@ def _per_sample(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.2f} ms per sample"
     return f"{seconds * 1e6:.2f} µs per sample"
-
-
-# Before a race: rough figures, only for "about how long". A zoo row carries its CPU figures
-# (measured on a 2-core x86 CPU for the small models); the rest are order-of-magnitude guesses.
-UNMEASURED_CPU_STEP_S = 2.0
-UNMEASURED_CPU_COMPILE_S = 60
-GPU_STEP_S = 0.05
-GPU_COMPILE_S = 60
-AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
-AUTOTUNE_COMPILE_FACTOR = 10  # autotuning benchmarks candidate kernels: compiles of several times, often more
-NON_INDUCTOR_COMPILE_DIVISOR = 5  # aot_eager and eager trace but generate no kernels
-WORKER_START_S = 5
-
-
-def _compile_estimate(model: str, backend: str, mode: str | None, on_gpu: bool) -> float:
-    info = MODELS.get(model)
-    cpu = info.cpu_compile_s if info is not None and info.cpu_compile_s is not None else UNMEASURED_CPU_COMPILE_S
-    compile_s = float(GPU_COMPILE_S if on_gpu else cpu)
-    if backend != "inductor":
-        return compile_s / NON_INDUCTOR_COMPILE_DIVISOR
-    return compile_s * (AUTOTUNE_COMPILE_FACTOR if mode in AUTOTUNE_MODES else 1)
-
-
-def estimate_seconds(spec: RunSpec, caps: DeviceCaps | None) -> tuple[float, float]:
-    """A rough (low, high) wall time for the whole race: both variants plus the compile; (0, 0)
-    for a model that is not the zoo's (no step time to scale from)."""
-    info = MODELS.get(spec.model)
-    if info is None:
-        return (0.0, 0.0)
-    scale = spec.batch_size / info.default_batch_size
-    if info.input_kind == "image":
-        scale *= (spec.input_size / info.default_size) ** 2
-    on_gpu = caps is not None and resolve_device(spec.device, caps) == "cuda"
-    cpu_step = info.cpu_step_s if info.cpu_step_s is not None else UNMEASURED_CPU_STEP_S
-    step = (GPU_STEP_S if on_gpu else cpu_step) * scale
-    compile_s = _compile_estimate(spec.model, spec.backend, spec.mode, on_gpu)
-    total = 2 * spec.epochs * (spec.steps_per_epoch + spec.eval_steps) * step + compile_s + WORKER_START_S
-    return (total * 0.5, total * 2.0)
-
-
-def expected_compile_estimate(params: dict, on_gpu: bool) -> float:
-    """The rough compile time estimate_seconds assumes for a race with these settings (a run's params)."""
-    return _compile_estimate(str(params.get("model")), params.get("backend", "inductor"), params.get("mode"), on_gpu)
-
-
-def duration_note(spec: RunSpec) -> str | None:
-    """What the estimate cannot know, said beside it: autotuning's cost depends on the model."""
-    if spec.backend == "inductor" and spec.mode in AUTOTUNE_MODES:
-        return (
-            f"{spec.mode} benchmarks many kernel variants for every matrix multiply and convolution while it "
-            "compiles: the compile alone can take many minutes (the estimate assumes ten times the default mode's)."
-        )
-    return None

@@ -2,10 +2,17 @@
 
 Run after a variant's timed epochs, never inside them: a few extra steps under torch.profiler,
 counted, not assumed. Operators are the ATen calls the program made (what eager dispatches one
-by one); kernels are the device's units of work: CUDA kernels on a GPU, and on a CPU the leaf
-ATen kernels plus Inductor's generated C++ kernels. Host time is the step's wall time on the
-CPU thread; device time is the time the kernels themselves ran. A step whose host time exceeds
-its device time is overhead-bound: Python and dispatch, not arithmetic, set its pace.
+by one); kernels are the device's units of work: CUDA kernels on a GPU, and on a CPU every
+operator whose own body, not the operators it calls, takes most of its time (a oneDNN
+convolution, a matmul, their backward, an elementwise op), plus Inductor's generated C++
+kernels. A CPU kernel's time is its self time, so nothing is counted twice; views, allocations
+and wrappers that only call other operators (conv2d -> convolution -> mkldnn_convolution) are
+dispatch, not work. Host time is the step's wall time on the CPU thread; device time is the time
+the kernels themselves ran. What bounds a step is read from these in core.engine.profile_reading.
+
+(The CPU figure once counted only operators with no operator below them, and a convolution calls
+aten::empty for its output: every convolution and matmul was left out. Such profiles carry
+profile_reading.STALE_CPU_COUNTING and are not read for a bound.)
 
 On a CPU, Inductor's C++ kernels are invisible to the profiler unless they were compiled with
 `torch._inductor.config.cpp.enable_kernel_profile` (one RecordFunction per kernel call, tens of
@@ -16,6 +23,7 @@ bench/profile_overhead.py measures that it leaves the steady speedup unchanged.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -23,12 +31,18 @@ from typing import Any
 
 import torch
 
+from core.engine.profile_reading import CPU_COUNTING
 from core.engine.timing import device_sync
 
 STEP_MARK = "compile_lab::profiled_step"
 TOP_KERNELS = 6
 _CPP_KERNEL = re.compile(r"cpp_fused|^graph_\d+_")
 _NOT_KERNELS = ("Memcpy", "Memset", "cudaDeviceSynchronize")
+_OPERATOR = re.compile(r"^(aten|mkldnn|onednn|quantized|prims)::")
+# Operators that allocate, resize or restride a buffer and compute nothing (views are found from their schema).
+_ALLOCATIONS = frozenset(
+    {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "resize_", "set_", "as_strided_"}
+)
 
 
 @contextlib.contextmanager
@@ -84,15 +98,15 @@ def summarize_profile(events: list[Any], device_type: str, steps: int) -> dict[s
     steps = max(steps, 1)
     marks = [e for e in events if e.name == STEP_MARK]
     host_us = sum(_elapsed_us(e) for e in marks)
-    aten = [e for e in events if e.name.startswith("aten::")]
-    operators = [e for e in aten if not _parent_is_aten(e)]
+    ops = [e for e in events if _OPERATOR.match(e.name)]
+    operators = [e for e in ops if not _parent_is_operator(e)]
     if device_type == "cuda":
         kernels = [e for e in events if _on_cuda(e) and not e.name.startswith(_NOT_KERNELS)]
         kernel_us = {id(e): _elapsed_us(e) for e in kernels}
     else:
         kernels = [e for e in events if _CPP_KERNEL.search(e.name)]
-        kernels += [e for e in aten if not any(c.name.startswith("aten::") for c in _children(e))]
-        kernel_us = {id(e): float(getattr(e, "self_cpu_time_total", 0.0) or 0.0) for e in kernels}
+        kernels += [e for e in ops if _does_the_work(e)]
+        kernel_us = {id(e): _self_us(e) for e in kernels}
     by_name: dict[str, list[float]] = defaultdict(list)
     for e in kernels:
         by_name[e.name].append(kernel_us[id(e)])
@@ -106,7 +120,7 @@ def summarize_profile(events: list[Any], device_type: str, steps: int) -> dict[s
         "kernels_per_step": len(kernels) / steps,
         "host_s_per_step": host_us / steps / 1e6,
         "device_s_per_step": sum(kernel_us.values()) / steps / 1e6,
-        "kernel_counting": "CUDA kernels" if device_type == "cuda" else "leaf ATen kernels + Inductor C++ kernels",
+        "kernel_counting": "CUDA kernels" if device_type == "cuda" else CPU_COUNTING,
         "top_kernels": [
             {"name": name, "calls_per_step": len(times) / steps, "s_per_step": sum(times) / steps / 1e6}
             for name, times in top
@@ -128,28 +142,48 @@ def _children(event: Any) -> list[Any]:
     return list(getattr(event, "cpu_children", None) or [])
 
 
-def _parent_is_aten(event: Any) -> bool:
+def _parent_is_operator(event: Any) -> bool:
     parent = getattr(event, "cpu_parent", None)
-    return parent is not None and parent.name.startswith("aten::")
+    return parent is not None and bool(_OPERATOR.match(parent.name))
+
+
+def _self_us(event: Any) -> float:
+    return float(getattr(event, "self_cpu_time_total", 0.0) or 0.0)
+
+
+def _total_us(event: Any) -> float:
+    total = getattr(event, "cpu_time_total", None)
+    if total is not None:
+        return float(total)
+    return _self_us(event) + sum(_total_us(c) for c in _children(event))
+
+
+def _does_the_work(event: Any) -> bool:
+    """A CPU operator that computes: not a view or an allocation, and its own body takes at least
+    half its time (a wrapper's time is in the operators it calls; a convolution's allocations,
+    views and scalar conversions below it are small beside its own)."""
+    if _bookkeeping(event.name):
+        return False
+    return _self_us(event) >= 0.5 * _total_us(event)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bookkeeping(name: str) -> bool:
+    """An operator that only allocates, or returns a view of its input (its schema says the result
+    aliases an input without writing it: t, view, as_strided, expand, detach, to without a copy)."""
+    if name.split("::", 1)[-1] in _ALLOCATIONS:
+        return True
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(name)
+    except Exception:  # noqa: BLE001 - an operator torch cannot describe is taken to compute
+        return False
+    for schema in schemas:
+        for returned in schema.returns:
+            alias = returned.alias_info
+            if alias is not None and not alias.is_write:
+                return True
+    return False
 
 
 def _on_cuda(event: Any) -> bool:
     return str(getattr(event, "device_type", "")).endswith("CUDA")
-
-
-def profile_reading(eager: dict[str, Any] | None, compiled: dict[str, Any] | None) -> str | None:
-    """One sentence comparing the two anatomies: kernels launched, and what bounds each step."""
-    if not eager or not compiled:
-        return None
-    sentence = (
-        f"Per step, eager launches {eager['kernels_per_step']:.0f} kernels ({eager['operators_per_step']:.0f} "
-        f"operators), compiled {compiled['kernels_per_step']:.0f} ({compiled['operators_per_step']:.0f} operators)."
-    )
-    for name, part in (("eager", eager), ("compiled", compiled)):
-        host, device = part["host_s_per_step"], part["device_s_per_step"]
-        if host > 0 and device < 0.5 * host:
-            sentence += (
-                f" {name.capitalize()}'s kernels run for only {device / host:.0%} of its step: the rest is Python, "
-                "dispatch and launch overhead, so it is overhead-bound."
-            )
-    return sentence

@@ -287,11 +287,8 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
             if problem:
                 p.append(Problem("image_size", problem))
         if spec.data in ("fakedata", "cifar10") and info.input_kind != "image":
-            p.append(
-                Problem(
-                    "data", f"{spec.data!r} provides images but {spec.model} takes {info.input_kind}; use 'synthetic'"
-                )
-            )
+            takes = {"vector": "vectors", "tokens": "token sequences"}.get(info.input_kind, info.input_kind)
+            p.append(Problem("data", f"{spec.model} takes {takes}, not images: choose synthetic data"))
     if spec.data == "cifar10" and not spec.download:
         if not spec.data_dir:
             p.append(
@@ -329,7 +326,9 @@ def _library_model_problems(spec: RunSpec, caps: DeviceCaps | None) -> list[Prob
     if spec.image_size is not None:
         _option_ok(p, OPTIONS["image_size"], spec.image_size)
     if spec.data in ("fakedata", "cifar10") and source != "timm":
-        p.append(Problem("data", f"{spec.data!r} provides images for zoo and timm image models; use 'synthetic'"))
+        p.append(
+            Problem("data", f"{spec.data} data is images, for zoo and timm image models only: choose synthetic data")
+        )
     if spec.shapes == "varying" and source == "file":
         p.append(Problem("shapes", "varying shapes cut batches whose layout Compile Lab knows: not a model file's own"))
     missing = library_problem(source) if caps is not None else None

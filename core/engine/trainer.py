@@ -43,7 +43,8 @@ from core.engine.events import VARIANTS, EventCallback, RaceResult, StartEvent, 
 from core.engine.failures import build_failure, compile_failure, explain_failure
 from core.engine.models.resolve import workload_for
 from core.engine.models.workload import Workload
-from core.engine.profiling import kernel_profiling, profile_reading
+from core.engine.profile_reading import profile_reading
+from core.engine.profiling import kernel_profiling
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, detect_device_caps, resolve_device
 from core.engine.variant import VariantRun, set_stance, stance_problem, warm_up_device
 

@@ -124,19 +124,36 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a number")
 
 
-def import_bundle(store: Store, data: dict[str, Any], owner: str, max_imports: int | None = None) -> int:
+def import_bundle(
+    store: Store, data: dict[str, Any], owner: str, max_imports: int | None = None, address: str | None = None
+) -> int:
     """Validate and store a bundle as a new imported run; returns its id. Writes nothing on error.
-    `max_imports`: how many imported runs one owner may keep (the host's max_imports_per_owner)."""
-    if max_imports is not None and store.imported_count(owner) >= max_imports:
+    `max_imports`: how many imported runs one owner may keep (the host's max_imports_per_owner);
+    with `address` (core.runs.identity.client_address), every browser at that address counts as
+    one visitor, as in the queue: a cleared cookie is no new allowance."""
+    if max_imports is not None and _imports_kept(store, owner, address) >= max_imports:
         raise BundleError(
-            f"this host keeps at most {max_imports} imported runs per visitor: delete one on the Runs page first"
+            f"this host keeps at most {max_imports} imported runs per visitor"
+            + (" (counting every browser at your address)" if address else "")
+            + ": delete one on the Runs page first"
         )
     run_fields, events = validate_bundle(data)
-    run_fields.update(owner=owner, imported=1, device_key="imported", phase=run_fields["status"])
+    run_fields.update(owner=owner, imported=1, device_key="imported", phase=run_fields["status"], client=address)
     try:
         return store.import_run(run_fields, events)
     except sqlite3.IntegrityError as exc:  # validation should have caught it; still a message, not a traceback
         raise BundleError(f"the store refused the bundle ({exc}); nothing was imported") from None
+
+
+def _imports_kept(store: Store, owner: str, address: str | None) -> int:
+    if address is None:
+        return store.imported_count(owner)
+    with store.transaction() as c:  # as the queue's check_room counts a visitor's jobs
+        return int(
+            c.execute(
+                "SELECT COUNT(*) FROM runs WHERE imported = 1 AND (owner = ? OR client = ?)", (owner, address)
+            ).fetchone()[0]
+        )
 
 
 def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -8,12 +8,16 @@ owner). Where the visitor's address is known (limit_by_address: auto by default)
 limit also counts every browser from one client address together: the header the host's reverse
 proxy sets, or a connection's public address.
 
-Owner tokens are secrets (anyone holding one may cancel or delete that visitor's runs), so
-whatever shows an owner to other people uses `shown_owner`.
+Owner tokens are secrets (anyone holding one may cancel or delete that visitor's runs), so the
+store never holds one: an owner is a one-way hash of the browser's token (`owner_of`). A model
+file that reads the store's file learns owner hashes, and no browser can present a hash as its
+token (the page hashes whatever token it is given). Whatever shows an owner to other people
+still uses `shown_owner`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
 from collections.abc import Iterable
@@ -31,9 +35,19 @@ def is_browser_token(value: object) -> bool:
     return isinstance(value, str) and _TOKEN.fullmatch(value) is not None
 
 
+OWNER_HASH_SALT = "compile-lab-owner:"  # a fixed label: the token is already 64+ random bits
+OWNER_HASH_CHARS = 32
+
+
 def owner_of(token: str) -> str:
-    """The owner name of a browser's runs."""
-    return f"{VISITOR_PREFIX}{token}"
+    """The owner name of a browser's runs: a hash of its token, never the token itself."""
+    return f"{VISITOR_PREFIX}{owner_hash(token)}"
+
+
+def owner_hash(token: str) -> str:
+    """The one-way form of a visitor token that the store keeps (stores before schema 6 kept the
+    token itself; their migration hashes it with this, so a browser keeps its runs)."""
+    return hashlib.sha256((OWNER_HASH_SALT + token).encode()).hexdigest()[:OWNER_HASH_CHARS]
 
 
 def client_address(

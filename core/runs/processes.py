@@ -33,7 +33,7 @@ WORKER_VARIABLES = frozenset(
         "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE",
         "TRANSFORMERS_CACHE", "HF_HUB_DISABLE_TELEMETRY",
         # the Compile Lab settings a worker reads (its store comes on its command line)
-        "COMPILE_LAB_DATA", "COMPILE_LAB_STORE", "COMPILE_LAB_WORKER_THREADS",
+        "COMPILE_LAB_DATA", "COMPILE_LAB_STORE", "COMPILE_LAB_WORKER_THREADS", "COMPILE_LAB_WORKER_CPUS",
     )
 )  # fmt: skip
 WORKER_PREFIXES = (

@@ -17,6 +17,7 @@ from typing import Any
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs import processes
 from core.runs.devices import ANY_GPU, HOST, PROBE_DEVICE_KEY, device_lanes, known_caps
+from core.runs.estimates import estimate_details
 from core.runs.job_kinds import JOB_KINDS, UNCOUNTED_KINDS, JobKind
 from core.runs.limits import HostLimits, load_host_limits
 from core.runs.run_files import run_files_dir
@@ -80,12 +81,16 @@ def enqueue(
     if caps is None and job.counted and params.get("device", "auto") == "auto":
         # Without the probe's answer "auto" cannot be placed in the right device's queue.
         raise JobError("still finding out which device this machine has: try again in a few seconds")
+    # A race keeps the estimate it is launched with, so later ones can say how good estimates were.
+    details = estimate_details(store, params, caps) if kind == "race" else None
     with store.transaction(immediate=True) as c:
         if job.counted:
             check_room(c, owner, limits, address=address)
         elif job.max_waiting_per_asker is not None:
             check_asker_room(c, job, owner, address)
         row = job_row(kind, params, owner, caps, limits, client=address)
+        if details is not None:
+            row["details"] = details
         if lane is not None:
             if row["device_key"] != ANY_GPU or not lane.startswith("cuda:"):
                 raise JobError(f"lane {lane} is not a GPU lane for a job on {row['device_key']}")

@@ -13,20 +13,8 @@ import os
 from typing import Any
 
 from core.engine.spec import RunSpec
+from core.runs import worker_cores
 from core.runs.run_files import run_files_dir
-
-
-def cpu_threads_for_worker(cpu_count: int | None, setting: str | None) -> int | None:
-    """Torch threads for a race on the CPU: COMPILE_LAB_WORKER_THREADS if set ("0" = torch's
-    default), else all cores but one, so the app and the browser showing the race live have a core
-    of their own. On a 2-core machine a live page otherwise stalls torch's thread barrier and
-    slows both variants unevenly (measured: compiled 1.16x alone, 0.70x with the page open)."""
-    if setting is not None and setting.strip() != "":
-        threads = int(setting)
-        return threads if threads > 0 else None
-    if not cpu_count or cpu_count < 2:
-        return None
-    return cpu_count - 1
 
 
 def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]]:
@@ -38,12 +26,24 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
 
     spec = RunSpec.from_dict(params)
     caps = detect_device_caps()
+    pinned = None
     if resolve_device(spec.device, caps) == "cpu":
-        threads = cpu_threads_for_worker(os.cpu_count(), os.environ.get("COMPILE_LAB_WORKER_THREADS"))
-        if threads:
-            torch.set_num_threads(threads)
+        # Cores of its own where the machine has two or more, the app's work kept to the others, so
+        # that the page watching the race does not slow it (core.runs.worker_cores).
+        try:
+            share = worker_cores.this_host()
+        except worker_cores.CoreSettingError as exc:
+            return "failed", {"error": f"this host's configuration: {exc}"}
+        pinned = list(share.worker) if worker_cores.pin_worker(share) else None
+        if share.threads:
+            torch.set_num_threads(share.threads)
+    from core.engine.environment import machine_load
+
     result = run_race(spec, on_event=sink, caps=caps, trace_dir=run_files_dir(sink.store_path, sink.run_id))
+    result.environment["load_at_end"] = machine_load()  # the race's own threads included
     data = result.to_dict()
+    if pinned is not None and isinstance(result.environment, dict):
+        result.environment["worker_cpus"] = pinned  # the cores it had to itself, kept with the run
     details = {
         "compile": data["compile"],
         "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},

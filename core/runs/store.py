@@ -18,8 +18,9 @@ from typing import Any
 
 from core.engine.spec import data_home
 from core.runs.disk_space import disk_full_message, is_disk_full
+from core.runs.identity import owner_hash
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 MAX_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY: a larger number names no run
 BUSY_TIMEOUT_MS = 30_000
 EVENT_CHUNK = 5_000  # events read per query: a damaged page loses only what lies after it
@@ -98,6 +99,7 @@ RUN_COLUMNS = (
 ).split()
 JSON_COLUMNS = ("params", "environment", "summary", "details")
 EVENT_COLUMNS = "id run_id kind variant phase epoch step time_s eval_time_s loss samples recorded_at note".split()
+_HASH_OWNERS = "UPDATE {} SET owner = 'visitor:' || owner_hash(substr(owner, 9)) WHERE owner LIKE 'visitor:%'"
 # Each version's change to a store written by the one before it (additive only, so a store keeps
 # every run it holds).
 MIGRATIONS = {
@@ -114,6 +116,8 @@ MIGRATIONS = {
         "INSERT OR REPLACE INTO meta (key, value) SELECT 'last_race_number', "
         "COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0) - (SELECT COUNT(*) FROM runs WHERE kind != 'race')",
     ),
+    # Owners were browser tokens, readable by whatever reads this file: now their hashes (identity.owner_of).
+    6: tuple(_HASH_OWNERS.format(table) for table in ("runs", "sweeps")),
 }
 # Indexes on columns a migration adds: created once every store has the column.
 AFTER_MIGRATIONS = ("CREATE INDEX IF NOT EXISTS runs_by_sweep ON runs (sweep_id, id)",)
@@ -221,6 +225,8 @@ class Store:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; safe with WAL
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA secure_delete = ON")  # a value changed or deleted (an old owner) leaves no copy
+        conn.create_function("owner_hash", 1, owner_hash, deterministic=True)  # migration 6
         return conn
 
     def close(self) -> None:

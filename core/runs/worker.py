@@ -22,6 +22,7 @@ from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent
 from core.engine.spec import RunSpec, SpecError
 from core.runs import disk_space
 from core.runs.devices import HOST
+from core.runs.estimates import keep_estimate
 from core.runs.job_kinds import JOB_KINDS, runner_of
 from core.runs.processes import launch_ticker
 from core.runs.queue import tick
@@ -219,6 +220,8 @@ def run_job(store_path: str, run_id: int) -> int:
         return 1
     signal.signal(signal.SIGTERM, _raise_interrupt)
     sink = EventSink(store_path, run_id, _total_steps(run.params))
+    if (run.details or {}).get("estimate") is not None:  # kept in every details the sink writes
+        sink._live["estimate"] = run.details["estimate"]
     done = threading.Event()
     if run.time_limit_s:
         remaining = max(run.time_limit_s - (time.time() - (run.started_at or time.time())), 0.0)
@@ -233,6 +236,8 @@ def run_job(store_path: str, run_id: int) -> int:
             fields = {"error": "the stored job description is not valid JSON"}
         else:
             status, fields = runner_of(run.kind)(run.params, sink)
+            if "details" in fields:  # the estimate the race was queued with stays beside what it measured
+                fields["details"] = keep_estimate(run.details, fields["details"])
     except SpecError as exc:
         fields = {"error": f"invalid job: {exc}"}
     except KeyboardInterrupt:

@@ -13,10 +13,11 @@ from core.engine.models.regions import region_description
 from core.engine.models.sources import model_name_problem, source_of
 from core.engine.models.zoo import MODELS
 from core.engine.options import OPTIONS, in_link, on_form
-from core.engine.planning import estimate_seconds
+from core.engine.race_estimates import RaceEstimate, estimate_race
 from core.engine.spec import DeviceCaps, RunSpec, validate
 from core.runs.limits import HostLimits
 from core.runs.store import Run
+from core.view.compare import run_name
 
 # What the form offers for each select box (the model: the zoo), in the order the form shows them;
 # the options table says which options are on the form, where, and how each choice is worded.
@@ -72,23 +73,77 @@ def unavailable_options(
     return out
 
 
+def _fmt_s(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
+
+
+def _fmt_measured(s: float) -> str:
+    """A measured wall time, to the second under ten minutes: '108 s', '12.5 min'."""
+    return f"{s:.0f} s" if s < 600 else f"{s / 60:.1f} min"
+
+
 def describe_duration(low: float, high: float) -> str:
     if high <= 0:  # a timm, Hugging Face or file model: no measured step time to scale from
         return "unknown for this model"
-
-    def fmt(s: float) -> str:
-        return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
-
-    return f"roughly {fmt(low)} to {fmt(high)}"
+    return f"roughly {_fmt_s(low)} to {_fmt_s(high)}"
 
 
-def race_promise(spec: RunSpec, caps: DeviceCaps | None) -> str:
-    """The line above Launch: what a race gives you, and about how long it takes here."""
+def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
+    """How long the race will take here, and what that rests on. The same race measured here is
+    said as the measurement ('measured: 108 s as run 2'), never as an estimate beside
+    it; a scaled one names the race it comes from; the zoo's figures say nothing was measured yet.
+    Where past estimates of that kind were kept, how far they missed."""
+    if estimate is None:
+        return "how long is unknown for this model until it has run here once"
+    base = estimate.based_on
+    if base is not None and estimate.basis == "same race":
+        name = run_name(base.run_id)
+        same_steps = _steps_of(base.params) == _steps_of(spec.to_dict())
+        if same_steps:
+            return f"measured: {_fmt_measured(base.wall_s)} as {name}"
+        text = (
+            f"about {_fmt_s(estimate.total_s)} ({_fmt_s(estimate.low_s)} to {_fmt_s(estimate.high_s)}), from {name}: "
+            f"the same race with {_race_steps(base.params):,} steps took {_fmt_measured(base.wall_s)}"
+        )
+    elif base is not None:
+        text = (
+            f"about {_fmt_s(estimate.total_s)} ({_fmt_s(estimate.low_s)} to {_fmt_s(estimate.high_s)}), scaled "
+            f"from {run_name(base.run_id)} ({base.params.get('model')}, batch "
+            f"{int(base.params.get('batch_size') or 0):,}: {_fmt_measured(base.wall_s)})"
+        )
+    else:
+        text = (
+            f"{describe_duration(estimate.low_s, estimate.high_s)} (the zoo's figures for a 2-core CPU: "
+            "no race of this model was measured on this device yet)"
+        )
+    if estimate.past is not None:
+        low, high, n = estimate.past
+        text += f". Past estimates on this device were within {low:+.0%}/{high:+.0%} of what was measured ({n} races)"
+    return text
+
+
+def _race_steps(params: dict) -> int:
+    """Steps of both variants, as the estimate counts them."""
+    return (
+        2
+        * int(params.get("epochs") or 1)
+        * (int(params.get("steps_per_epoch") or 1) + int(params.get("eval_steps") or 0))
+    )
+
+
+def _steps_of(params: dict) -> tuple:
+    return tuple(params.get(k) for k in ("epochs", "steps_per_epoch", "eval_steps"))
+
+
+def race_promise(spec: RunSpec, caps: DeviceCaps | None, estimate: RaceEstimate | None = None) -> str:
+    """The line above Launch: what a race gives you, and about how long it takes here (`estimate`:
+    from this device's races, core.runs.estimates; without one, the zoo's rough figures)."""
     steps = spec.epochs * spec.steps_per_epoch
-    duration = describe_duration(*estimate_seconds(spec, caps))
+    if estimate is None:
+        estimate = estimate_race(spec, caps)
     return (
         f"You get the compile cost, the steady speedup and when compile pays off: {steps:,} steps eager, "
-        f"then compiled, {duration}."
+        f"then compiled, {estimate_text(spec, estimate)}."
     )
 
 
@@ -277,6 +332,8 @@ def shared_result_text(run: Run, now: float | None = None) -> str:
 
 
 def scope_label(scope: str, model: str) -> str:
-    """'regional (each transformer block)': what a compile scope compiles for this model."""
-    what = region_description(model) if scope == "regional" else "the whole model"
-    return f"{scope} ({what})" if what else scope
+    """'each transformer block' or 'whole model': what a compile scope compiles for this model, short
+    enough for the form's select box (the option's help says the rest)."""
+    if scope == "regional":
+        return region_description(model) or scope
+    return "whole model" if scope == "whole" else scope

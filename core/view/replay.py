@@ -21,13 +21,17 @@ from typing import Any
 
 from core import PROJECT_ROOT
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
-from core.runs.store import Run, Store, id_from_text
+from core.runs.store import DamagedEvents, Run, Store, id_from_text
 from core.view.compare import run_name
 from core.view.run_screen.shared_board import LiveSnapshot, snapshot_of
 from core.view.run_screen.store_reader import RunView
 
 RECORDINGS_DIR = os.path.join(PROJECT_ROOT, "assets", "recordings")
 SPEEDS: dict[str, float | None] = {"1x": 1.0, "2x": 2.0, "5x": 5.0, "instant": None}
+# A replay redraws its live view from every event shown so far, twice a second, in the session of
+# each tab that plays it: a stored race of more events than this is not replayed (one at the bundle
+# cap, 560,000 events, held 0.7 GB per tab, 1 GB at the peak of its first frame).
+MAX_REPLAY_EVENTS = 20_000
 
 
 @dataclass(frozen=True)
@@ -44,15 +48,51 @@ class Recording:
 
     @property
     def label(self) -> str:
-        """'pointwise_mlp, batch 4,096, 3 x 500 steps: recorded on Intel Xeon (cpu), torch 2.14.1, 2026-11-30'."""
+        """'pointwise_mlp, batch 4,096, 3 x 500 steps: recorded on Intel Xeon (cpu) with load 0.1 at the start
+        and 1.2 at the end on 2 cores, torch 2.14.1, 2026-11-30' (the load: load_reading)."""
         p, env = self.run.params or {}, self.run.environment or {}
         when = time.strftime("%Y-%m-%d", time.localtime(self.run.finished_at or self.run.created_at))
         device = env.get("device_name") or env.get("cpu_name") or "an unnamed device"
         return (
             f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
-            f"{p.get('steps_per_epoch', '?')} steps: recorded on {device} ({env.get('device_type', '?')}), "
-            f"torch {env.get('torch', '?')}, {when}"
+            f"{p.get('steps_per_epoch', '?')} steps: recorded on {device} ({env.get('device_type', '?')}) "
+            f"{recorded_load(env)}, torch {env.get('torch', '?')}, {when}"
         )
+
+
+# A 1-minute load average above this share of the cores, beyond the race's own threads, means other
+# work was running: the recorded times (a compile above all) are slower than this device's on a
+# quiet day.
+BUSY_LOAD_PER_CORE = 0.5
+
+
+def load_reading(environment: dict[str, Any] | None) -> tuple[str, bool]:
+    """How busy the machine was while a race was recorded, and whether that was busy: ('with load
+    0.1 at the start and 1.2 at the end on 2 cores', False). The loads are 1-minute averages: at
+    the start, before the race's own work counts; at the end, with its torch threads in it (so
+    those are allowed for). ('load not recorded', False) for a recording older than the load record."""
+    env = environment or {}
+    try:
+        start = float(env["load_at_start"]["load_average"][0])
+        cores = int(env["load_at_start"].get("cpu_count") or 0)
+    except (TypeError, KeyError, IndexError, ValueError):
+        return "(load not recorded)", False
+    try:
+        end = float(env["load_at_end"]["load_average"][0])
+    except (TypeError, KeyError, IndexError, ValueError):
+        end = None
+    own = int(env.get("torch_threads") or 1)
+    on = f" on {cores} core{'s' if cores != 1 else ''}" if cores else ""
+    text = f"with load {start:.1f}" + (f" at the start and {end:.1f} at the end" if end is not None else "") + on
+    busy = bool(cores) and (start > BUSY_LOAD_PER_CORE * cores or (end or 0.0) - own > BUSY_LOAD_PER_CORE * cores)
+    return text, busy
+
+
+def recorded_load(environment: dict[str, Any] | None) -> str:
+    """The load reading for a page, with a warning when the machine was busy ('..., busy: its
+    times are slower than on a quiet machine')."""
+    text, busy = load_reading(environment)
+    return text + (" (busy: its times are slower than on a quiet machine)" if busy else "")
 
 
 def recording_from_bundle(data: dict[str, Any], key: str) -> Recording:
@@ -118,6 +158,15 @@ def load_recording(key: str, store: Store | None = None, folder: str = RECORDING
         run = store.get_run(run_id)
         if run is None or run.kind != "race" or not run.finished:
             raise BundleError(f"run {run_id} is not a finished race")
+        try:
+            too_long = len(store.events_after(run_id, limit=MAX_REPLAY_EVENTS + 1)) > MAX_REPLAY_EVENTS
+        except DamagedEvents:
+            too_long = False  # export says why it cannot be replayed
+        if too_long:
+            raise BundleError(
+                f"run {run_id} recorded more than {MAX_REPLAY_EVENTS:,} events, too many to replay: "
+                "open it on the Runs page instead"
+            )
         return recording_from_run(store, run_id)
     raise BundleError(f"not a recording: {key!r}")
 

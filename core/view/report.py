@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from core.engine import analysis
+from core.engine.profile_reading import profile_reading
 
 if TYPE_CHECKING:
     from core.runs.store import Run
@@ -237,8 +238,9 @@ def _profile_lines(profile: dict[str, Any] | None) -> list[str]:
         top = ", ".join(f"{k['name']} {fmt_seconds(k['s_per_step'])}" for k in (part.get("top_kernels") or [])[:3])
         if top:
             lines.append(f"  top kernels, {name}: {top}")
-    if profile.get("reading"):
-        lines.append(profile["reading"])
+    reading = profile_reading(e or None, c or None) or profile.get("reading")
+    if reading:
+        lines.append(reading)
     return lines
 
 

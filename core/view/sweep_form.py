@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from core.engine.options import OPTIONS, Option, on_form
-from core.engine.planning import estimate_seconds
+from core.engine.race_estimates import estimate_seconds
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs.limits import HostLimits
 from core.runs.sweeps import AXES, Axis, SweepSpec, axis_from_text, whole_numbers

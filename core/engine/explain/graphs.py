@@ -115,11 +115,29 @@ def describe_function(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]
         "fullgraph": strict,
     }
     if explained.get("graph_break_count") and strict.get("ok"):
-        out["note"] = (
-            "The default mode breaks the graph here, yet fullgraph=True compiled it as one graph: "
-            "under fullgraph torch captures what it can (e.g. .item() as a symbolic scalar) instead of breaking."
-        )
+        out["note"] = avoided_break_note(explained, strict)
     return out
+
+
+def avoided_break_note(explained: dict[str, Any], strict: dict[str, Any]) -> str:
+    """Why fullgraph=True compiled a function the default mode breaks: the error the intro promises
+    comes only for a break torch cannot avoid, and this one it avoided (said from what it did)."""
+    reasons = " ".join(r.get("reason", "") for r in explained.get("break_reasons") or [])
+    again = (
+        " A second input with a different value ran without a recompile: the number stays symbolic, not a constant."
+        if strict.get("recompiled") is False
+        else ""
+    )
+    if "capture_scalar_outputs" in reasons:
+        return (
+            f"So there is no break for fullgraph=True to refuse: torch {torch.__version__} turns on "
+            "capture_scalar_outputs when asked for a full graph (it is off by default, which is why the default "
+            f"mode breaks at .item()), so the number becomes a symbolic scalar inside the one graph.{again}"
+        )
+    return (
+        f"So there is no break for fullgraph=True to refuse: asked for a full graph, torch {torch.__version__} "
+        f"captured this function as one graph instead of breaking.{again}"
+    )
 
 
 def explain(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]:
@@ -197,11 +215,21 @@ def break_reason(reason: Any, fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 def fullgraph_outcome(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]:
-    """What `torch.compile(fn, fullgraph=True, backend="eager")` says: ok, or the error it raises."""
+    """What `torch.compile(fn, fullgraph=True)` says (with an eager backend that counts the graphs
+    and ops it is handed): ok with the count and whether a new input value recompiled, or the error."""
     reset_compile_state()
+    graphs: list[int] = []
+
+    def counting(gm: Any, example_inputs: Any) -> Any:  # an eager backend that counts what it is given
+        graphs.append(sum(1 for node in gm.graph.nodes if node.op in ("call_function", "call_method")))
+        return gm.forward
+
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            torch.compile(fn, fullgraph=True, backend="eager")(x)
+            compiled = torch.compile(fn, fullgraph=True, backend=counting)
+            compiled(x)
+            first = len(graphs)
+            compiled(x * 2 + 1)  # another value: a baked-in constant would recompile here
     except Exception as exc:  # noqa: BLE001 - the error is the answer we show
         message = str(exc).strip()
         paragraph = message.split("\n\n", 1)[0].splitlines()
@@ -214,7 +242,7 @@ def fullgraph_outcome(fn: Callable[..., Any], x: torch.Tensor) -> dict[str, Any]
         }
     finally:
         reset_compile_state()
-    return {"ok": True}
+    return {"ok": True, "graphs": first, "ops": sum(graphs[:first]), "recompiled": len(graphs) > first}
 
 
 # Older torch versions word some of the same errors differently; the page shows today's words.

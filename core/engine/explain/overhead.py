@@ -7,6 +7,11 @@ k times; the compiled chain is one kernel behind one guard check, so it pays a f
 overhead dominates; only at larger batches does the arithmetic show.
 (c) On CUDA, `mode="reduce-overhead"` (CUDA graphs) against the default mode for the tiny chain:
 the recorded launch sequence is replayed with one call, removing most launch cost.
+
+Every eager-against-compiled point is `repeats` samples of each, taken alternately (so a busy
+stretch of the machine slows both, not the one measured then), and keeps its median with the
+lowest and highest sample: the page shows the spread, and its reading names a cause only where
+the gap is clear of it.
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ from core.engine.explain.fusion import (
     chain_description,
     device_info,
     median_seconds,
+    paired_samples,
     pointwise_chain,
     reset_dynamo,
+    sample_seconds,
+    spread,
 )
 from core.engine.explain.params import OVERHEAD_DEFAULTS as DEFAULTS
 from core.engine.explain.params import overhead_problems as validate
+from core.engine.timing import Stopwatch
 
 TITLE = "Overhead"
 
@@ -76,28 +85,41 @@ def _timer(p: dict, device: str):
     return per_call_seconds
 
 
+def paired_us(p: dict, device: str, eager, compiled) -> dict[str, Any]:
+    """Eager and compiled timed alternately, `repeats` samples of `calls_per_sample` calls each: per
+    variant its median, lowest and highest sample in µs per call, the paired speedup likewise."""
+    timed = paired_samples(eager, compiled, device, p["repeats"], p["warmup"], p["calls_per_sample"])
+    row: dict[str, Any] = {"samples": p["repeats"]}
+    for name in ("eager", "compiled"):
+        part = timed[name]
+        row.update({f"{name}_us": part["median"] * 1e6, f"{name}_us_low": part["low"] * 1e6,
+                    f"{name}_us_high": part["high"] * 1e6})  # fmt: skip
+    row.update(speedup=timed["speedup"]["median"], speedup_low=timed["speedup"]["low"])
+    row["speedup_high"] = timed["speedup"]["high"]
+    return row
+
+
+def spread_us(p: dict, device: str, fn) -> dict[str, float]:
+    """One variant alone: median, lowest and highest of `repeats` samples, µs per call."""
+    for _ in range(p["warmup"]):
+        fn()
+    stopwatch = Stopwatch(device)
+    samples = [sample_seconds(fn, stopwatch, p["calls_per_sample"]) for _ in range(p["repeats"])]
+    return {key: value * 1e6 for key, value in spread(samples).items()}
+
+
 def tiny_chains(p: dict, device: str) -> dict[str, Any]:
     """(a) eager vs compiled k-op chains on a tiny tensor, per call and per op."""
-    per_call_seconds = _timer(p, device)
     x = torch.randn(p["numel"], device=device)
     rows = []
     for k in p["ks"]:
         chain = pointwise_chain(k)
-        eager_s = per_call_seconds(lambda chain=chain: chain(x))
         reset_dynamo()
         compiled = torch.compile(chain)
         compiled(x)  # compile outside the timed region
-        compiled_s = per_call_seconds(lambda compiled=compiled: compiled(x))
-        rows.append(
-            {
-                "k": k,
-                "eager_us": eager_s * 1e6,
-                "compiled_us": compiled_s * 1e6,
-                "eager_us_per_op": eager_s * 1e6 / k,
-                "compiled_us_per_op": compiled_s * 1e6 / k,
-                "speedup": eager_s / compiled_s,
-            }
-        )
+        row = {"k": k, **paired_us(p, device, lambda chain=chain: chain(x), lambda compiled=compiled: compiled(x))}
+        row.update(eager_us_per_op=row["eager_us"] / k, compiled_us_per_op=row["compiled_us"] / k)
+        rows.append(row)
     reset_dynamo()
     fits = {}
     for variant in ("eager", "compiled"):
@@ -127,7 +149,6 @@ class TinyMLP(torch.nn.Module):
 
 def batch_sweep(p: dict, device: str) -> dict[str, Any]:
     """(b) MLP forward time per call across batch sizes: flat while overhead-bound."""
-    per_call_seconds = _timer(p, device)
     width = p["width"]
     torch.manual_seed(0)
     model = TinyMLP(width).to(device)
@@ -135,26 +156,20 @@ def batch_sweep(p: dict, device: str) -> dict[str, Any]:
     with torch.no_grad():
         for batch in p["batch_sizes"]:
             x = torch.randn(batch, width, device=device)
-            eager_s = per_call_seconds(lambda x=x: model(x))
             flops = 2 * 2 * batch * width * width  # two layers, a multiply and an add per weight
-            row: dict[str, Any] = {
-                "batch": batch,
-                "eager_us": eager_s * 1e6,
-                "eager_us_per_sample": eager_s * 1e6 / batch,
-                "flops": flops,
-                "eager_gflops": flops / eager_s / 1e9,
-                "compiled_us": None,
-                "compiled_gflops": None,
-                "speedup": None,
-            }
+            row: dict[str, Any] = {"batch": batch, "flops": flops, "compiled_us": None, "compiled_gflops": None}
+            row["speedup"] = None
             if p["compile_batches"]:
                 reset_dynamo()  # one static-shape graph per batch size, no recompile limit
                 compiled = torch.compile(model, dynamic=False)
                 compiled(x)
-                compiled_s = per_call_seconds(lambda x=x, compiled=compiled: compiled(x))
-                row.update(
-                    compiled_us=compiled_s * 1e6, compiled_gflops=flops / compiled_s / 1e9, speedup=eager_s / compiled_s
-                )
+                row.update(paired_us(p, device, lambda x=x: model(x), lambda x=x, compiled=compiled: compiled(x)))
+                row["compiled_gflops"] = flops / (row["compiled_us"] / 1e6) / 1e9
+            else:
+                eager = spread_us(p, device, lambda x=x: model(x))
+                row.update(samples=p["repeats"], eager_us=eager["median"], eager_us_low=eager["low"])
+                row["eager_us_high"] = eager["high"]
+            row.update(eager_us_per_sample=row["eager_us"] / batch, eager_gflops=flops / (row["eager_us"] / 1e6) / 1e9)
             rows.append(row)
     reset_dynamo()
     smallest = min(rows, key=lambda r: r["batch"])
@@ -207,8 +222,9 @@ def run(params: dict, device: str = "cpu") -> dict:
         "cuda_graphs": cuda_graphs(p, device),
         "units": UNITS,
         "notes": [
-            "Times are medians of repeats samples, each the mean of calls_per_sample back-to-back calls, "
-            "after warmup calls; the first compiled call (the compile) is never timed.",
+            "Times are medians of repeats samples (lowest and highest kept beside them), each the mean of "
+            "calls_per_sample back-to-back calls, eager and compiled samples taken alternately after warmup "
+            "calls; the first compiled call (the compile) is never timed.",
             f"{p['numel']} float32 values are {p['numel'] * 4} bytes: moving them takes nanoseconds, so "
             "the tiny chain's time is per-operation overhead (Python, dispatcher, kernel launch), not data.",
         ],

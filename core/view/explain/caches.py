@@ -44,12 +44,30 @@ def cache_phase_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Torch's own phase breakdown for the cold and warm compile, side by side (seconds): forward
     and backward graphs apart, each phase without the phases nested in it, so each part's rows add
     up to its total and the two totals to the whole."""
-    cold = (result.get("cold") or {}).get("phases") or {}
-    warm = (result.get("warm") or {}).get("phases") or {}
+    cold_run, warm_run = result.get("cold") or {}, result.get("warm") or {}
+    cold, warm = cold_run.get("phases") or {}, warm_run.get("phases") or {}
     return [
-        {"graph": graph, "phase": phase, "cold (s)": cold_s, "warm (s)": warm_s}
+        {
+            "graph": graph,
+            "phase": phase,
+            "cold (s)": seconds_cell(cold_s, cold_run),
+            "warm (s)": seconds_cell(warm_s, warm_run),
+        }
         for graph, phase, cold_s, warm_s in phase_table(cold, warm)
     ]
+
+
+NOT_RUN = "not run: read from the cache"
+NOT_TIMED = "not timed"
+
+
+def seconds_cell(seconds: float | None, compile_run: dict[str, Any]) -> str:
+    """A phase's seconds as the table shows them; where a phase has none, why: a compile that hit
+    the cache never ran it (its timer never started), else torch's timers did not record it."""
+    if seconds is not None:
+        return f"{seconds:.3f}"
+    hits = compile_run.get("cache_hits")
+    return NOT_RUN if isinstance(hits, int) and hits > 0 else NOT_TIMED
 
 
 def phase_total_s(breakdown: dict[str, Any]) -> float | None:
@@ -100,6 +118,31 @@ def recompile_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             "recompiles": r["recompiles"],
             "total time (s)": round(r["total_s"], 3),
             "first reason": (r.get("recompile_reasons") or ["-"])[0],
+            "cache": CACHE_WORDS.get(r.get("cache"), CACHE_WORDS[None]),
         }
         for r in rows
     ]
+
+
+CACHE_WORDS = {
+    "own": "its own, empty",
+    "shared": "shared with the rows above",
+    None: "shared with the rows above (measured before each row had its own)",
+}
+
+
+def recompile_note(result: dict[str, Any]) -> str | None:
+    """Which cache each row compiled with, so a fast row is read as a compile or as a cache read."""
+    rows = result.get("recompiles")
+    if not isinstance(rows, list) or not rows:
+        return None
+    if all(r.get("cache") == "own" for r in rows):
+        return (
+            "Each row compiled with its own empty Inductor cache, after an untimed warm-up compile had paid the "
+            "process's one-time costs: no row read code another row wrote, so the times compare the settings."
+        )
+    return (
+        "These rows shared one Inductor cache, filled in order from the top: a later row may have read a graph a "
+        "row above wrote (dynamic=True the dynamic graph the automatic row compiled), so its time can be a cache "
+        "read, not a compile. Measure again for rows with their own caches."
+    )

@@ -48,5 +48,8 @@ def break_texts(example: dict[str, Any]) -> list[str]:
 def fullgraph_text(example: dict[str, Any]) -> str:
     fg = example.get("fullgraph", {})
     if fg.get("ok"):
-        return "`fullgraph=True`: compiles without complaint." + (f" {example['note']}" if example.get("note") else "")
+        what = f"one graph of {fg['ops']} ops" if fg.get("ops") is not None else "one graph"
+        return f"`fullgraph=True`: compiles as {what}, no error." + (
+            f" {example['note']}" if example.get("note") else ""
+        )
     return f"`fullgraph=True` refuses it: **{fg.get('error_type', 'error')}**: {fg.get('headline', '')}"

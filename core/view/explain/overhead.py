@@ -12,17 +12,28 @@ from core.view.explain.figures import finish, variant_lines, variants_long
 
 
 def overhead_tiny_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Tiny tensors: time per call and per op, eager against compiled."""
+    """Tiny tensors: time per call and per op, eager against compiled, each with its repeats' range."""
     return [
         {
             "ops (k)": r["k"],
             "eager (µs/call)": round(r["eager_us"], 1),
+            "eager range (µs)": range_text(r, "eager_us"),
             "compiled (µs/call)": round(r["compiled_us"], 1),
+            "compiled range (µs)": range_text(r, "compiled_us"),
             "eager (µs/op)": round(r["eager_us_per_op"], 2),
             "speedup": f"{r['speedup']:.2f}x",
+            "repeats": r.get("samples"),
         }
         for r in result.get("tiny", {}).get("rows", [])
     ]
+
+
+def range_text(row: dict[str, Any], field: str) -> str:
+    """'23-26' from a row's lowest and highest repeat; 'not kept' for a result measured before they were."""
+    low, high = row.get(f"{field}_low"), row.get(f"{field}_high")
+    if low is None or high is None:
+        return "not kept"
+    return f"{low:,.0f}-{high:,.0f}" if high >= 100 else f"{low:.1f}-{high:.1f}"
 
 
 def overhead_batch_chart(result: dict[str, Any]) -> alt.LayerChart:
@@ -31,7 +42,11 @@ def overhead_batch_chart(result: dict[str, Any]) -> alt.LayerChart:
     fields = {"eager": "eager_us"} | ({"compiled": "compiled_us"} if rows and rows[0].get("compiled_us") else {})
     data = variants_long(rows, "batch", fields)
     chart = variant_lines(data, "batch", "batch size", "time per call (µs)", ".1f")
-    return finish(chart, "Time per call of a small MLP against batch size", "overhead batch sweep")
+    repeats = rows[0].get("samples") if rows else None
+    title = "Time per call of a small MLP against batch size" + (
+        f" (median of {repeats} repeats; bars: lowest to highest)" if repeats else ""
+    )
+    return finish(chart, title, "overhead batch sweep")
 
 
 def first_faster_k(rows: list[dict[str, Any]]) -> int | None:
@@ -43,13 +58,49 @@ def first_faster_k(rows: list[dict[str, Any]]) -> int | None:
     return None
 
 
+WIDE_SCATTER = 2.0  # a point whose highest repeat is over twice its lowest: its median says little
+
+
+def _range(row: dict[str, Any], field: str) -> tuple[float, float]:
+    return row.get(f"{field}_low", row[field]), row.get(f"{field}_high", row[field])
+
+
+def compare_point(row: dict[str, Any]) -> str:
+    """'slower', 'faster' or 'unclear': compiled against eager at one point, clear only when the two
+    ranges of repeats do not overlap."""
+    e_low, e_high = _range(row, "eager_us")
+    c_low, c_high = _range(row, "compiled_us")
+    if c_low > e_high:
+        return "slower"
+    if c_high < e_low:
+        return "faster"
+    return "unclear"
+
+
+def fixed_cost(result: dict[str, Any]) -> dict[str, float] | None:
+    """The compiled call's fixed cost as the tiny chain measured it: its time at the shortest chain
+    (guards, the wrapper, one tiny kernel), median with the repeats' range."""
+    rows = (result.get("tiny") or {}).get("rows") or []
+    if not rows:
+        return None
+    shortest = min(rows, key=lambda r: r["k"])
+    low, high = _range(shortest, "compiled_us")
+    return {"k": shortest["k"], "median": shortest["compiled_us"], "low": low, "high": high}
+
+
+def _us_range(low: float, high: float) -> str:
+    return f"{low:,.0f}-{high:,.0f} µs"
+
+
 def overhead_readings(result: dict[str, Any]) -> dict[str, str]:
     """A one-line reading for each overhead experiment, from its numbers: per-op cost against the
     compiled wrapper's fixed cost per call (guards, the wrapper, the call into generated code).
-    Medians and the shortest chain, not a fitted line, so one disturbed point does not skew it."""
+    Medians and the shortest chain, not a fitted line, so one disturbed point does not skew it; a
+    cause is named only where the gap is clear of the repeats' spread and fits the measured cost."""
     out: dict[str, str] = {}
     rows = sorted((result.get("tiny") or {}).get("rows") or [], key=lambda r: r["k"])
-    if rows:
+    fixed = fixed_cost(result)
+    if rows and fixed:
         per_op = statistics.median(r["eager_us_per_op"] for r in rows)
         shortest = rows[0]
         from_k = first_faster_k(rows)
@@ -60,43 +111,97 @@ def overhead_readings(result: dict[str, Any]) -> dict[str, str]:
             if from_k is not None
             else "so compiled does not win at any length measured here"
         )
+        spread_words = (
+            f" ({_us_range(fixed['low'], fixed['high'])} over {shortest['samples']} repeats)"
+            if shortest.get("samples") and "compiled_us_low" in shortest
+            else ""
+        )
         out["tiny"] = (
             f"Eager pays about {per_op:.1f} µs per op (the median over the chain lengths). A compiled call costs "
-            f"{shortest['compiled_us']:.0f} µs even at k = {shortest['k']}: a fixed cost per call (checking its "
-            f"guards, calling the generated kernel through its wrapper) that eager's per-op cost must add up to, "
-            f"{where}."
+            f"{shortest['compiled_us']:.0f} µs{spread_words} even at k = {shortest['k']}: a fixed cost per call "
+            f"(checking its guards, calling the generated kernel through its wrapper) that eager's per-op cost must "
+            f"add up to, {where}."
         )
     sweep = (result.get("batch_sweep") or {}).get("rows") or []
     if sweep:
-        small, large = min(sweep, key=lambda r: r["batch"]), max(sweep, key=lambda r: r["batch"])
-        moved = large["eager_us"] / small["eager_us"]
-        text = (
-            f"From batch {small['batch']} to {large['batch']} eager's time grows {moved:.1f}x for "
-            f"{large['batch'] / small['batch']:.0f}x the data: per-op cost, not arithmetic, sets the time."
-        )
-        compiled = [r for r in sweep if r.get("compiled_us")]
-        if compiled:
-            slower = [r for r in compiled if r["compiled_us"] > r["eager_us"]]
-            c_med = statistics.median(r["compiled_us"] for r in compiled)
-            e_med = statistics.median(r["eager_us"] for r in compiled)
-            which = (
-                "at every batch size"
-                if len(slower) == len(compiled)
-                else f"at {len(slower)} of {len(compiled)} batch sizes"
-            )
-            if len(slower) * 2 > len(compiled):
-                text += (
-                    f" Compiled is slower {which} (median {c_med:.0f} µs against {e_med:.0f} µs): the forward is "
-                    "only three ops, too few to earn back the compiled wrapper's fixed cost per call (the chain "
-                    "above needs several ops to)."
-                )
-            else:
-                text += (
-                    f" Compiled is faster at {len(compiled) - len(slower)} of {len(compiled)} batch sizes "
-                    f"(median {c_med:.0f} µs against {e_med:.0f} µs)."
-                )
-        out["batch"] = text
+        out["batch"] = batch_reading(sweep, fixed)
     return out
+
+
+def batch_reading(sweep: list[dict[str, Any]], fixed: dict[str, float] | None) -> str:
+    """The MLP sweep in words: how eager's time moves with the batch, where compiled is clearly
+    slower or faster, and a cause for the gap only where the measured fixed cost covers it."""
+    small, large = min(sweep, key=lambda r: r["batch"]), max(sweep, key=lambda r: r["batch"])
+    moved, data = large["eager_us"] / small["eager_us"], large["batch"] / small["batch"]
+    if moved < 2 or moved < data**0.5:
+        bound = "per-op cost, not arithmetic, sets the time"
+    elif moved >= data / 2:
+        bound = "about in proportion to the data: arithmetic sets the time here"
+    else:
+        bound = "per-op cost sets the time at the small batches, arithmetic at the large ones"
+    text = f"From batch {small['batch']} to {large['batch']} eager's time grows {moved:.1f}x for {data:.0f}x the data: {bound}."
+    compiled = [r for r in sweep if r.get("compiled_us")]
+    if not compiled:
+        return text
+    kept = all("compiled_us_low" in r and "eager_us_low" in r for r in compiled)
+    verdicts = [compare_point(r) for r in compiled]
+    slower = [r for r, v in zip(compiled, verdicts) if v == "slower"]
+    faster = [r for r, v in zip(compiled, verdicts) if v == "faster"]
+    c_med = statistics.median(r["compiled_us"] for r in compiled)
+    e_med = statistics.median(r["eager_us"] for r in compiled)
+    n = len(compiled)
+    if not kept:
+        return text + (
+            f" Compiled's median over the batch sizes is {c_med:.0f} µs against eager's {e_med:.0f} µs. This result "
+            "kept no spread of its repeats, so no point can be called clearly faster or slower: run the demo again."
+        )
+    unclear = n - len(slower) - len(faster)
+    text += (
+        f" Compiled is slower at {_count(len(slower))} of {n} batch sizes, faster at {_count(len(faster))}, and within "
+        f"eager's spread at {_count(unclear)} (a point counts only where all its repeats are clear of eager's; median "
+        f"over the batch sizes {c_med:.0f} µs against {e_med:.0f} µs)."
+    )
+    if slower and fixed:
+        gaps = [r["compiled_us"] - r["eager_us"] for r in slower]
+        gap = statistics.median(gaps)
+        cost = f"the fixed cost a compiled call showed at k = {fixed['k']} above ({_us_range(fixed['low'], fixed['high'])})"
+        if fixed["low"] > 0 and fixed["high"] / fixed["low"] > WIDE_SCATTER:
+            text += (
+                f" Where it is slower, the gap is a median {gap:.0f} µs, but {cost} scattered too widely across "
+                "its repeats to say whether it explains that."
+            )
+        elif gap <= fixed["high"]:
+            text += (
+                f" Where it is slower, the gap (median {gap:.0f} µs) is within {cost}: the forward is only three "
+                "ops, too few to earn that cost back."
+            )
+        else:
+            text += (
+                f" Where it is slower, the gap (median {gap:.0f} µs, up to {max(gaps):,.0f} µs) is larger than {cost}, "
+                "so that fixed cost does not explain it: the rest is spent inside the compiled call, which this demo "
+                "does not break down (a race's per-step profile does)."
+            )
+    scattered = [r for r in compiled if _scattered(r)]
+    if scattered:
+        worst = max(scattered, key=lambda r: _range(r, "compiled_us")[1] / max(_range(r, "compiled_us")[0], 1e-9))
+        low, high = _range(worst, "compiled_us")
+        text += (
+            f" Repeats scatter widely at batch {', '.join(str(r['batch']) for r in scattered)} (compiled "
+            f"{_us_range(low, high)} at batch {worst['batch']}): read those points with care."
+        )
+    return text
+
+
+def _count(n: int) -> str:
+    return "none" if n == 0 else str(n)
+
+
+def _scattered(row: dict[str, Any]) -> bool:
+    for field in ("eager_us", "compiled_us"):
+        low, high = _range(row, field)
+        if low > 0 and high / low > WIDE_SCATTER:
+            return True
+    return False
 
 
 def overhead_cuda_graphs_text(result: dict[str, Any]) -> str:

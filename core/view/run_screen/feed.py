@@ -30,13 +30,18 @@ from typing import Any
 import pandas as pd
 
 from core.runs.store import Run
-from core.view.run_screen import layout, sentences
+from core.view.run_screen import cadence, layout, sentences, shared_board
 from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot
 
 # A viewer's browser asks every FEED_POLL_S; the server rebuilds a run's document at most once a
 # FEED_MAX_AGE_S, however many ask. A viewer is then at most about 0.75 + build + 0.5 s behind the store.
+# While steps are timed (core.view.run_screen.cadence) the document tells the browser to ask every
+# TIMED_POLL_S instead, and is rebuilt at most once a TIMED_MAX_AGE_S: each build and each redraw
+# takes CPU from the race on a small machine.
 FEED_POLL_S = 0.5
 FEED_MAX_AGE_S = 0.75
+TIMED_POLL_S = cadence.TIMED_REFRESH_S
+TIMED_MAX_AGE_S = TIMED_POLL_S - FEED_POLL_S  # a poll a timed interval after the last finds a new one
 IDLE_EVICT_S = 300.0  # a document nobody asked for this long is dropped
 
 
@@ -99,6 +104,7 @@ def feed_document(
         "progress": layout.progress_fraction(run),
         "progress_text": layout.progress_line(snap),
         "error": run.error if run.status == "failed" else None,
+        "damaged": bool(snap.damaged),  # the page's warning names the store's file: the feed says only that
         "words": None if words is None else {"text": words.text, "compiling": words.compiling},
         "cards": [dataclasses.asdict(card) for card in cards],
         "charts": [
@@ -108,6 +114,8 @@ def feed_document(
         "waiting": None if built else layout.WAITING_FOR_STEPS,
         "loss": None if present else layout.loss_words(snap),
         "counts": snap.counts(),
+        "note": cadence.watching_note(run),  # one core: the open page is part of the measurement
+        "poll_ms": int(1000 * (TIMED_POLL_S if cadence.timed(run) else FEED_POLL_S)),
         "present": present,
         "built_at": time.time() if now is None else now,
     }
@@ -149,9 +157,10 @@ class _Cached:
 class LiveFeeds:
     """The documents of the runs being followed through the feed, for one live board."""
 
-    def __init__(self, board: LiveBoard, max_age_s: float = FEED_MAX_AGE_S):
+    def __init__(self, board: LiveBoard, max_age_s: float = FEED_MAX_AGE_S, timed_max_age_s: float = TIMED_MAX_AGE_S):
         self.board = board
         self.max_age_s = max_age_s
+        self.timed_max_age_s = timed_max_age_s
         self._lock = threading.Lock()  # builds are serialised: one at a time is all the CPU a box spares
         self._cache: dict[tuple[int, bool], _Cached] = {}
         self._expected: dict[int, tuple[float | None, bool]] = {}
@@ -160,7 +169,7 @@ class LiveFeeds:
     def get(self, run_id: int, present: bool = False) -> Feed | None:
         """The run's document now (None: no such run). Built at most once per snapshot, and once a
         second while the compile runs (its elapsed time is in the sentence)."""
-        snap = self.board.snapshot(run_id, max_age_s=self.max_age_s)
+        snap = self.board.snapshot(run_id, max_age_s=self.max_age(run_id, present))
         if snap is None or snap.run.kind != "race":  # a lookup's or a demo's error text is not for viewers
             return None
         now = time.time()
@@ -173,10 +182,22 @@ class LiveFeeds:
             feed = encode(feed_document(snap, present, lambda: self._expected_compile(snap.run), now))
             self.builds += 1
             self._cache[(run_id, present)] = _Cached(snap, tick, feed, now)
-            for key, other in list(self._cache.items()):
-                if now - other.asked_at > IDLE_EVICT_S:
+            # A cached document holds its snapshot: as many as the board keeps runs, no more.
+            by_age = sorted(self._cache, key=lambda k: self._cache[k].asked_at)
+            for key in by_age[: max(0, len(by_age) - 2 * shared_board.MAX_BOARD_RUNS)]:
+                del self._cache[key]
+            for key in by_age:
+                if key in self._cache and now - self._cache[key].asked_at > IDLE_EVICT_S:
                     del self._cache[key]
             return feed
+
+    def max_age(self, run_id: int, present: bool = False) -> float:
+        """How old a snapshot this run's document may be built from: longer while its steps are
+        timed (as of the document last built), so its viewers' redraws come less often too."""
+        cached = self._cache.get((run_id, present))
+        if cached is not None and cadence.timed(cached.snapshot.run):
+            return max(self.max_age_s, self.timed_max_age_s)
+        return self.max_age_s
 
     def _expected_compile(self, run: Run) -> tuple[float | None, bool]:
         if run.id not in self._expected:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import analysis
-from core.engine.planning import expected_compile_estimate
+from core.engine.race_estimates import expected_compile_estimate
 from core.runs.store import Run, Store
 from core.view import race_charts
 from core.view.chart_style import for_projector
@@ -44,7 +44,8 @@ def device_of(run: Run) -> str:
 
 def expected_compile(store: Store, run: Run) -> tuple[float | None, bool]:
     """About how long this run's compile takes here: the median of earlier finished races with the
-    same settings on this device, else the form's rough estimate (then marked as estimated). An
+    same settings on this device, else the estimate it was launched with (scaled from this device's
+    races of the same model, else the zoo's figures; then marked as estimated). An
     imported race was measured elsewhere, whatever device name its bundle claims: it never counts."""
     device = device_of(run)
     earlier = [
@@ -55,13 +56,20 @@ def expected_compile(store: Store, run: Run) -> tuple[float | None, bool]:
     measured = sentences.expected_compile_seconds(earlier, run.params or {})
     if measured:
         return measured, False
+    launched_with = (run.details or {}).get("estimate") or {}  # scaled from this device's races, where any
+    if isinstance(launched_with.get("compile_s"), (int, float)) and launched_with["compile_s"] > 0:
+        return float(launched_with["compile_s"]), True
     return expected_compile_estimate(run.params or {}, run.device_key.startswith("cuda")), True
 
 
 def progress_line(view: Any, quote: Callable[[str], str] = str) -> str:
     """The progress bar's text: 'Run 3: compiled epoch 2/3'. `quote`: how the state is written (it
-    can hold a failed run's error)."""
-    return f"{run_name(view.run.id).capitalize()}: {quote(view.state)}"
+    can hold a failed run's error). A long finished race's thinned steps are said (RunView.thin_steps)."""
+    line = f"{run_name(view.run.id).capitalize()}: {quote(view.state)}"
+    bucket = getattr(view, "bucket", 1)
+    if bucket > 1:
+        line += f" (a long race: its charts draw one point per {bucket} steps, its numbers stand on every step)"
+    return line
 
 
 def progress_fraction(run: Run) -> float:

@@ -31,14 +31,18 @@ import pandas as pd
 
 from core.engine import analysis
 from core.engine.spec import DeviceCaps
-from core.runs import devices
+from core.runs import devices, worker_cores
 from core.runs.store import Run, Store
 from core.view.queue import describe
-from core.view.run_screen.store_reader import RunView, held_events, run_label, run_summary
+from core.view.run_screen.store_reader import RunView, expected_steps, held_events, run_label, run_summary
 
 VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
 QUEUE_MAX_AGE_S = 1.0  # the sidebar's device card and queue
 IDLE_EVICT_S = 300.0  # a run nobody asked about for this long is dropped from the board
+# The board keeps at most this many runs (the least recently asked go first), and a finished run's
+# steps thinned to store_reader.MAX_VIEW_STEPS rows: what one process holds for viewers is bounded
+# by this, whatever runs a visitor asks for (a run at the bundle cap held about 450 MB unthinned).
+MAX_BOARD_RUNS = 32
 AUDIENCE_WINDOW_S = 5.0  # a session that asked about a run this recently is following it
 VIEWER_REFRESH_S = 1.0  # a viewer's live view refreshes this often, up to AUDIENCE_REFRESHES_PER_S viewers
 # All the viewers of one run together refresh about this often per second at most. Each refresh is a
@@ -54,17 +58,35 @@ VIEWER_NICE = 10
 
 
 def yield_to_measurements() -> bool:
-    """Lower this thread's CPU priority to VIEWER_NICE, for the rest of this script run. Raising a
-    thread's niceness needs no privilege. False where the system does not allow it per thread."""
+    """Lower this thread's CPU priority to VIEWER_NICE, for the rest of this script run, and keep it
+    off the cores a CPU race's worker has to itself (core.runs.worker_cores). Raising a thread's
+    niceness needs no privilege. False where the system does not allow it per thread."""
     tid = threading.get_native_id()
     if not sys.platform.startswith("linux") or tid == os.getpid():
         return False  # elsewhere a thread id is no process id; and never the process's main thread
     try:
         if os.getpriority(os.PRIO_PROCESS, tid) < VIEWER_NICE:
             os.setpriority(os.PRIO_PROCESS, tid, VIEWER_NICE)
-        return True
     except OSError:
         return False
+    share = _app_share()
+    if share is not None:
+        worker_cores.keep_thread_to_app_cores(share)
+    return True
+
+
+_SHARE: list[worker_cores.CoreShare | None] = []
+
+
+def _app_share() -> worker_cores.CoreShare | None:
+    """This host's core share, read once per process (None: a setting that cannot be read; the race
+    that reads it says why)."""
+    if not _SHARE:
+        try:
+            _SHARE.append(worker_cores.this_host())
+        except worker_cores.CoreSettingError:
+            _SHARE.append(None)
+    return _SHARE[0]
 
 
 def viewer_refresh_s(audience: int, current: float | None = None) -> float:
@@ -99,6 +121,7 @@ class LiveSnapshot:
         self._memo: dict[Any, Any] = {}
         same_events = previous is not None and previous.version[0] == version[0] and previous.run.id == run.id
         self.damaged = view.damaged  # why some of its events cannot be read, if the store is damaged
+        self.bucket = view.bucket  # steps per drawn row: more than 1 for a long finished run (RunView.thin_steps)
         if same_events:  # only the run row moved (phase, progress): keep what the events gave
             self._frames, self._counts, self._events = previous._frames, previous._counts, previous._events
             self._projection, self.last_recorded_at = previous._projection, previous.last_recorded_at
@@ -252,10 +275,14 @@ class LiveBoard:
             entry = self._entries.get(run_id)
             if entry is None:
                 entry = self._entries[run_id] = _Entry(RunView(run_id), threading.Lock())
-                for other_id, other in list(self._entries.items()):  # forget runs nobody follows any more
-                    if now - other.asked_at > IDLE_EVICT_S and other is not entry:
-                        del self._entries[other_id]
             entry.asked_at = now
+            # Forget runs nobody follows any more, and past MAX_BOARD_RUNS the least recently asked.
+            by_age = sorted(self._entries.items(), key=lambda item: item[1].asked_at)
+            for other_id, _ in by_age[: max(0, len(by_age) - MAX_BOARD_RUNS)]:
+                del self._entries[other_id]
+            for other_id, other in by_age:
+                if now - other.asked_at > IDLE_EVICT_S and other is not entry:
+                    self._entries.pop(other_id, None)
             return entry
 
     def _refresh(self, entry: _Entry, run_id: int) -> None:
@@ -267,6 +294,8 @@ class LiveBoard:
                 entry.snapshot, entry.read_at = None, read_at
                 return
             entry.view.label = run_label(run)
+            if run.finished and run.summary:  # its numbers are the stored summary: draw from thinned steps
+                entry.view.thin_steps(expected=expected_steps(run.params))
             entry.view.poll(db)
             state = describe(db, run)
             self.reads += 1

@@ -7,6 +7,7 @@ for the events after the last one seen, plus frame building only when something 
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import pandas as pd
@@ -15,6 +16,11 @@ from core.engine import analysis
 from core.runs.store import DamagedEvents, Run, Store
 
 STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
+# A finished run's view holds at most this many step rows (thin_steps): a 64 MiB bundle is about
+# 560,000 step events, which as rows read from the store held about 450 MB per view. Its charts draw
+# at most chart_style.MAX_POINTS_PER_VARIANT points per variant anyway.
+MAX_VIEW_STEPS = 8_000
+POLL_CHUNK = 20_000  # events read per query while thinning: a long run is never read whole at once
 EPOCH_COLUMNS = ["run", "variant", "epoch", "train_time_s", "eval_time_s"]
 COMPILE_COLUMNS = ["run", "variant", "phase", "epoch", "step", "note"]
 
@@ -50,20 +56,45 @@ class RunView:
         self._frames: tuple[pd.DataFrame, pd.DataFrame] | None = None
         self.last_recorded_at: dict[str, float] = {}  # per variant: when its latest event was stored
         self.damaged: str | None = None  # why some of the run's events cannot be read (DamagedEvents)
+        self.bucket = 1  # consecutive steps of a variant and phase per step row (thin_steps)
+        self._thin: _Thinned | None = None
 
     def poll(self, store: Store) -> int:
         """Read events newer than the last one seen; returns how many arrived. Where the store's
-        file is damaged, what lies before the damage is still taken, and `damaged` says so."""
-        try:
-            return self.feed(store.events_after(self.run_id, self.last_id))
-        except DamagedEvents as exc:
-            self.damaged = str(exc)
-            return self.feed(exc.readable)
+        file is damaged, what lies before the damage is still taken, and `damaged` says so. A thinned
+        view reads in chunks of POLL_CHUNK, so a long run is never held whole."""
+        arrived = 0
+        while True:
+            limit = POLL_CHUNK if self._thin is not None else None
+            try:
+                new = store.events_after(self.run_id, self.last_id, limit=limit)
+            except DamagedEvents as exc:
+                self.damaged = str(exc)
+                return arrived + self.feed(exc.readable)
+            arrived += self.feed(new)
+            if limit is None or len(new) < limit:
+                return arrived
+
+    def thin_steps(self, max_steps: int = MAX_VIEW_STEPS, expected: int | None = None) -> None:
+        """From now on hold at most about `max_steps` step rows: of each `bucket` consecutive steps
+        of one variant and phase, the median one's row, and the slowest one's where it stands out
+        (_Thinned). `expected`: how many step events the run records at most (expected_steps), so
+        that the bucket is right from the start. For a finished run whose numbers are its stored
+        summary: counts() and the projection's step times stay exact; events() and summary() then
+        hold the kept rows."""
+        if self._thin is None:
+            self._thin = _Thinned(max_steps, expected)
+            steps, self._steps = self._steps, []
+            self._add_steps(steps)
+            self._frames = None
 
     def feed(self, new: list[dict[str, Any]]) -> int:
         """Take events in stored order (each with its `id`): the store's, or a replay's."""
         for e in new:
-            {"step": self._steps, "compile": self._compiles}.get(e["kind"], self._epochs).append(e)
+            if e["kind"] == "step" and self._thin is not None:
+                self._add_steps((e,))
+            else:
+                {"step": self._steps, "compile": self._compiles}.get(e["kind"], self._epochs).append(e)
             if e.get("recorded_at") is not None:
                 self.last_recorded_at[e["variant"]] = float(e["recorded_at"])
         if new:
@@ -71,7 +102,25 @@ class RunView:
             self._frames = None
         return len(new)
 
+    def _add_steps(self, steps) -> None:
+        thin = self._thin
+        for e in steps:
+            rows = thin.add(e)
+            if rows:
+                self._steps.extend(rows)
+                if len(self._steps) > thin.max_steps:
+                    self._steps = thin.merge_pairs(self._steps)
+        self.bucket = thin.bucket
+
+    def _rows(self) -> list[dict[str, Any]]:
+        """The step rows, with a thinned view's partly filled buckets at their place."""
+        if self._thin is None or not self._thin.pending:
+            return self._steps
+        return sorted([*self._steps, *self._thin.open_rows()], key=lambda r: r["id"])
+
     def counts(self) -> dict[str, int]:
+        if self._thin is not None:
+            return dict(self._thin.counts)
         out = {"eager": 0, "compiled": 0}
         for e in self._steps:
             if e["phase"] == "train":
@@ -81,8 +130,13 @@ class RunView:
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(steps, epochs) DataFrames in the shape core.view.race_charts expects."""
         if self._frames is None:
-            steps = pd.DataFrame(self._steps, columns=[*STEP_COLUMNS[1:6], "loss"])
-            if not steps.empty:
+            thinned = self._thin is not None
+            columns = [*STEP_COLUMNS[1:6], "loss", *(["cumulative_s"] if thinned else [])]
+            steps = pd.DataFrame(self._rows(), columns=columns)
+            if thinned:  # each row carries the cumulative time of every step up to it
+                steps.loc[steps["phase"] != "train", "cumulative_s"] = float("nan")
+                steps["cumulative_s"] = steps["cumulative_s"].astype(float)
+            elif not steps.empty:
                 steps["cumulative_s"] = steps[steps["phase"] == "train"].groupby("variant")["time_s"].cumsum()
             else:
                 steps["cumulative_s"] = pd.Series(dtype=float)
@@ -116,6 +170,8 @@ class RunView:
 
     def train_times(self, variant: str) -> list[float]:
         """A variant's train step times as the live numbers use them (held_events)."""
+        if self._thin is not None:
+            return self._thin.held_train_times(variant)
         held = held_events(self._steps)
         return [e["time_s"] for e in held if e["phase"] == "train" and e["variant"] == variant]
 
@@ -135,7 +191,100 @@ class RunView:
 
     def events(self) -> list[dict[str, Any]]:
         """Every event read so far (a copy: later polls do not change it)."""
-        return [*self._steps, *self._epochs, *self._compiles]
+        return [*self._rows(), *self._epochs, *self._compiles]
+
+
+class _Thinned:
+    """A thinned view's state (RunView.thin_steps): the exact counts, sums and train step times
+    (8 bytes a step, for the projection), and each variant and phase's bucket being filled. A full
+    bucket becomes the row of its median step (that step's own time, step, loss and cumulative
+    time: a real step, so medians and the steady level read as they do unthinned) and, where its
+    slowest step took over twice that (a compile, a recompile, a stall), that step's row too."""
+
+    def __init__(self, max_steps: int, expected: int | None = None):
+        self.max_steps = max(4, max_steps)
+        self.bucket = max(1, -(-expected // self.max_steps)) if expected else 1
+        self.counts = {"eager": 0, "compiled": 0}
+        self.cumulative = {"eager": 0.0, "compiled": 0.0}
+        self.times = {"eager": array("d"), "compiled": array("d")}  # train step times, in order
+        self.eager_at = array("q")  # each eager train step's place among all steps
+        self.steps_seen = 0
+        self.last_compiled_at: int | None = None
+        self.pending: dict[tuple[str, str], list] = {}  # (variant, phase) -> its open bucket's steps
+
+    def add(self, e: dict[str, Any]) -> list[dict[str, Any]]:
+        """Count one step event into its bucket; the bucket's rows when that fills it."""
+        variant, phase = e["variant"], e["phase"]
+        time_s = float(e["time_s"])
+        cumulative = None
+        if phase == "train":
+            self.counts[variant] += 1
+            cumulative = self.cumulative[variant] = self.cumulative[variant] + time_s
+            self.times[variant].append(time_s)
+            if variant == "eager":
+                self.eager_at.append(self.steps_seen)
+        if variant == "compiled":
+            self.last_compiled_at = self.steps_seen
+        self.steps_seen += 1
+        steps = self.pending.setdefault((variant, phase), [])
+        steps.append((time_s, cumulative, e))
+        if len(steps) >= self.bucket:
+            del self.pending[(variant, phase)]
+            return _bucket_rows(steps)
+        return []
+
+    def open_rows(self) -> list[dict[str, Any]]:
+        return [row for steps in self.pending.values() for row in _bucket_rows(steps)]
+
+    def merge_pairs(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Double the bucket: of every two consecutive median rows of a variant and phase the later
+        stays; slow steps stay (the slowest max_steps // 4 of them)."""
+        self.bucket *= 2
+        spikes = sorted((r for r in rows if r["spike"]), key=lambda r: r["time_s"])[-(self.max_steps // 4) :]
+        kept, waiting = {id(r) for r in spikes}, set()
+        for row in rows:
+            if not row["spike"]:
+                key = (row["variant"], row["phase"])
+                if key in waiting:
+                    waiting.discard(key)
+                    kept.add(id(row))
+                else:
+                    waiting.add(key)
+        return [r for r in rows if id(r) in kept]
+
+    def held_train_times(self, variant: str) -> list[float]:
+        """store_reader.held_events's train step times: eager's measured after compiled's last step wait."""
+        if variant == "compiled" or self.last_compiled_at is None or self.last_compiled_at == self.steps_seen - 1:
+            return self.times[variant].tolist()
+        return [t for t, at in zip(self.times["eager"], self.eager_at) if at < self.last_compiled_at]
+
+
+SPIKE_FACTOR = 2.0  # a step over this many times its bucket's median keeps a row of its own
+
+
+def _bucket_rows(steps: list[tuple[float, float | None, dict[str, Any]]]) -> list[dict[str, Any]]:
+    ranked = sorted(range(len(steps)), key=lambda i: steps[i][0])
+    median, slowest = ranked[(len(ranked) - 1) // 2], ranked[-1]
+    chosen = [median]
+    if slowest != median and steps[slowest][0] > SPIKE_FACTOR * steps[median][0]:
+        chosen = sorted((median, slowest))
+    return [_row(*steps[i], spike=i != median) for i in chosen]
+
+
+def _row(time_s: float, cumulative: float | None, e: dict[str, Any], spike: bool) -> dict[str, Any]:
+    row = {k: e.get(k) for k in ("id", "kind", "variant", "phase", "epoch", "step", "loss", "recorded_at")}
+    row.update(time_s=time_s, cumulative_s=cumulative, spike=spike)
+    return row
+
+
+def expected_steps(params: Any) -> int | None:
+    """The most step events a race of these params records (both variants, training and
+    evaluation), None where the params cannot say."""
+    try:
+        epochs, per_epoch = int(params["epochs"]), int(params["steps_per_epoch"]) + int(params.get("eval_steps") or 0)
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return None
+    return 2 * epochs * per_epoch if epochs > 0 and per_epoch > 0 else None
 
 
 def run_summary(run: Run, view: RunView) -> dict[str, Any]:

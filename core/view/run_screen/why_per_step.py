@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from core.engine.profile_reading import profile_reading
+
 MAX_MARKS = 60  # compile marks drawn on the step chart; a run recompiling every step names the rest in words
 
 
@@ -97,6 +99,13 @@ def anatomy_rows(profile: dict[str, Any] | None) -> list[dict[str, Any]]:
         }
     )
     return out
+
+
+def profile_words(profile: dict[str, Any] | None) -> str | None:
+    """The anatomy's reading, worded again from the stored numbers (a profile recorded with the CPU
+    figure that missed convolutions is not read for a bound), else the reading stored with it."""
+    profile = profile or {}
+    return profile_reading(profile.get("eager"), profile.get("compiled")) or profile.get("reading")
 
 
 def kernels_counted(profile: dict[str, Any] | None) -> str | None:

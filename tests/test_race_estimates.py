@@ -1,0 +1,107 @@
+"""How long a race takes here, said before it runs (issue 26, point 6): from this device's own
+measured races (the same race first, then the same model scaled), the zoo's figures otherwise; a
+measurement of the same race said as the measurement; past estimates' misses as the range. A store
+holding constructed runs, and the estimate a race is queued with kept through its worker."""
+
+import dataclasses
+import time
+
+import pytest
+
+from core.engine.race_estimates import MeasuredRace, estimate_race, estimate_seconds, past_errors
+from core.engine.spec import DeviceCaps, RunSpec
+from core.runs import devices, estimates, queue
+from core.runs.limits import HostLimits
+from core.view.race_form import estimate_text, race_promise
+
+CPU = DeviceCaps()
+SPEC = RunSpec(model="pointwise_mlp", batch_size=4096, epochs=3, steps_per_epoch=100, device="cpu")
+
+
+def measured(run_id=2, wall_s=108.0, compile_s=16.4, estimate=None, **changes):
+    params = dataclasses.replace(SPEC, **changes).to_dict()
+    return MeasuredRace(run_id, params, wall_s, compile_s, estimate)
+
+
+def test_with_nothing_measured_the_zoo_figures_give_the_range_and_say_so():
+    est = estimate_race(SPEC, CPU)
+    assert est.basis == "table" and est.based_on is None
+    assert (est.low_s, est.high_s) == pytest.approx(estimate_seconds(SPEC, CPU))
+    assert "no race of this model was measured on this device yet" in estimate_text(SPEC, est)
+
+
+def test_the_same_race_measured_here_is_said_as_its_measurement_not_an_estimate():
+    est = estimate_race(SPEC, CPU, [measured(model="mlp", run_id=3), measured(run_id=2)])
+    assert est.basis == "same race" and est.based_on.run_id == 2
+    assert est.total_s == pytest.approx(108.0)  # same steps: what it took
+    text = estimate_text(SPEC, est)
+    assert text == "measured: 108 s as run 2"
+    assert "roughly" not in race_promise(SPEC, CPU, est)
+
+
+def test_the_same_race_with_more_steps_scales_its_step_time_not_its_compile():
+    longer = dataclasses.replace(SPEC, steps_per_epoch=200)
+    est = estimate_race(longer, CPU, [measured()])
+    # 108 s = 16.4 s compile + 5 s worker start + 600 steps: 200 s more for 600 more steps
+    per_step = (108.0 - 16.4 - 5) / 600
+    assert est.total_s == pytest.approx(16.4 + 5 + 1200 * per_step)
+    assert est.compile_s == pytest.approx(16.4)
+    assert est.low_s < est.total_s < est.high_s
+    assert "from run 2: the same race with 600 steps took 108 s" in estimate_text(longer, est)
+
+
+def test_the_same_model_at_another_batch_is_scaled_by_the_work_per_step():
+    est = estimate_race(SPEC, CPU, [measured(batch_size=1024)])
+    per_step = (108.0 - 16.4 - 5) / 600 * 4
+    assert est.basis == "same model" and est.total_s == pytest.approx(16.4 + 5 + 600 * per_step)
+    assert "scaled from run 2 (pointwise_mlp, batch 1,024: 108 s)" in estimate_text(SPEC, est)
+
+
+def test_the_range_comes_from_how_far_past_estimates_of_that_kind_missed():
+    history = [
+        measured(run_id=i, wall_s=100.0, estimate={"total_s": total, "basis": "same race"})
+        for i, total in ((1, 80.0), (2, 135.0), (3, 100.0))
+    ]
+    history.append(measured(run_id=4, wall_s=100.0, estimate={"total_s": 400.0, "basis": "table"}))
+    assert past_errors(history, "same race") == pytest.approx([-0.2, 0.35, 0.0])  # the table's is another kind
+    est = estimate_race(SPEC, CPU, history)
+    assert est.past == pytest.approx((-0.2, 0.35, 3))
+    assert (est.low_s, est.high_s) == pytest.approx((100.0 / 1.35, 100.0 / 0.8))
+    longer = dataclasses.replace(SPEC, epochs=6)
+    text = estimate_text(longer, estimate_race(longer, CPU, history))
+    assert "Past estimates on this device were within -20%/+35% of what was measured (3 races)" in text
+
+
+def stored_race(store, wall_s, compile_s, spec=SPEC, imported=0, host=devices.HOST, estimate=None):
+    now = time.time()
+    run_id = store.create_run(
+        "race", spec.to_dict(), "someone", "cpu", status="running", started_at=now - wall_s, host=host
+    )
+    store.update_run(run_id, imported=imported, details={"estimate": estimate} if estimate else None)
+    store.finish_run(run_id, "done", summary={"compile_time_s": compile_s}, finished_at=now)
+    return run_id
+
+
+def test_only_races_measured_on_this_device_count(store):
+    stored_race(store, 50.0, 5.0, imported=1)  # a bundle from another machine
+    stored_race(store, 70.0, 6.0, host="another-box")
+    assert estimate_race(SPEC, CPU, estimates.measured_here(store, SPEC, CPU)).basis == "table"
+    mine = stored_race(store, 108.0, 16.4, estimate={"total_s": 52.0, "basis": "table"})
+    (race,) = estimates.measured_here(store, SPEC, CPU)
+    assert race.run_id == mine and race.wall_s == pytest.approx(108.0, abs=0.01) and race.compile_s == 16.4
+    assert race.estimate == {"total_s": 52.0, "basis": "table"}
+    assert estimate_text(SPEC, estimates.race_estimate(store, SPEC, CPU)) == f"measured: 108 s as run {mine}"
+
+
+def test_a_queued_race_keeps_the_estimate_it_was_launched_with_through_its_worker(store, sleepers):
+    stored_race(store, 108.0, 16.4)
+    longer = dataclasses.replace(SPEC, epochs=6)
+    run_id = queue.enqueue(store, longer, "someone", limits=HostLimits(), caps=CPU)
+    kept = store.get_run(run_id).details["estimate"]
+    assert kept["basis"] == "same race" and kept["based_on_run"] == 1
+    assert kept["total_s"] == pytest.approx(
+        estimate_race(longer, CPU, estimates.measured_here(store, longer, CPU)).total_s, abs=0.01
+    )
+    # what the worker stores at the end keeps it beside what was measured
+    final = estimates.keep_estimate(store.get_run(run_id).details, {"compile": {"graphs": 1}})
+    assert final == {"compile": {"graphs": 1}, "estimate": kept}
