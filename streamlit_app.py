@@ -55,8 +55,7 @@ def sidebar_status() -> None:
             f"**CPU only**: {markdown_text(env['cpu_name'])}  \n{env['cpu_count']} cores, torch {markdown_text(env['torch'])}"
         )
     st.subheader("Queue")
-    numbers = queue.race_numbers
-    for line in lane_lines(queue.caps, list(queue.active), list(queue.queued), numbers):  # one lane per device
+    for line in lane_lines(queue.caps, list(queue.active), list(queue.queued), queue.paused):  # one lane per device
         st.text(line)
     if queue.paused:
         st.warning("The host has paused the queue: new jobs wait until it resumes.")

@@ -32,9 +32,8 @@ def recording_choices() -> dict[str, str]:
     shipped = replay.shipped_recordings()
     choices = {key: f"Recorded: {label}" for key, label in _shipped_labels(tuple(shipped.values())).items()}
     races = store().list_runs(kind="race", status=["done"], limit=20)
-    numbers = store().race_numbers([r.id for r in races])
     for run in races:
-        choices[f"run:{run.id}"] = replay.stored_race_label(run, numbers.get(run.id))
+        choices[f"run:{run.id}"] = replay.stored_race_label(run)
     return choices
 
 
@@ -100,10 +99,8 @@ def show_replay(state: dict, present: bool) -> None:
         now = time.time()
         snap = replay.replay_view(recording, clock, now)
         speed = "instant" if clock.speed is None else f"{clock.speed:g}x"
-        st.info(
-            f"Replay at {speed} of a race {markdown_text(recording.label)}. Nothing is measured now.",
-            icon=":material/replay:",
-        )
+        # Presenter mode: under the run (its state line says "Replay: ..."), so the cards stay above the fold.
+        note = st.container(key="replay_note") if not present else None
         bar, pause, again, leave = st.columns([6, 1, 1, 1], vertical_alignment="center")
         bar.progress(snap.run.progress, text=f"Replay: {markdown_text(snap.state)}")
         if clock.paused_at is None:
@@ -118,6 +115,10 @@ def show_replay(state: dict, present: bool) -> None:
             st.rerun()
         leave.button("Stop", key="replay_stop", on_click=stop)
         show_run(snap.run, snap, key="replay", present=present)
+        (note or st.container(key="replay_note")).info(
+            f"Replay at {speed} of a race {markdown_text(recording.label)}. Nothing is measured now.",
+            icon=":material/replay:",
+        )
         if playing and snap.run.finished:
             st.rerun()  # stop refreshing: draw the finished replay once
 

@@ -10,7 +10,7 @@ from app_pages.run_screen.show import run_file_downloads, show_run
 from core.runs import queue
 from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
 from core.view import overlay_charts
-from core.view.compare import column_headings, comparison_labels, race_name, table_row
+from core.view.compare import column_headings, comparison_labels, run_name, shown_columns, table_row
 from core.view.queue import describe
 from core.view.safe_text import csv_text, markdown_text
 
@@ -19,10 +19,9 @@ tick()
 st.title("Runs")
 
 runs = store().list_runs(kind="race", limit=1000)
-numbers = store().race_numbers([r.id for r in runs])
 if not runs:
     st.info("No runs yet. Launch one on the Race page, or import a bundle below.")
-table = pd.DataFrame([table_row(r, numbers.get(r.id)) for r in runs])
+table = pd.DataFrame([table_row(r) for r in runs])
 if not table.empty:
     f1, f2, f3 = st.columns(3)
     statuses = f1.multiselect("Status", sorted(table["status"].unique()))
@@ -41,9 +40,9 @@ if not table.empty:
         selection_mode="multi-row",
         key="runs_table",
         placeholder="–",
+        column_order=shown_columns(shown.to_dict("records")),
         column_config={
             **{key: heading for key, heading in headings.items()},
-            "race": st.column_config.NumberColumn(headings["race"], format="%d", width="small"),
             "speedup": st.column_config.NumberColumn(headings["speedup"], format="%.2fx"),
             "overhead_s": st.column_config.NumberColumn(headings["overhead_s"], format="%+.1f"),
             "compile_s": st.column_config.NumberColumn(headings["compile_s"], format="%.1f"),
@@ -58,13 +57,13 @@ if not table.empty:
     chosen = [r for r in runs if r.id in selected]
     if len(chosen) == 1:
         run = chosen[0]
-        st.subheader(f"{race_name(numbers.get(run.id), run.id).capitalize()}: {markdown_text(describe(store(), run))}")
+        st.subheader(f"{run_name(run.id).capitalize()}: {markdown_text(describe(store(), run))}")
         show_run(run, run_view(run), key=f"runs_{run.id}")
         run_file_downloads(run)
         if run.status == "done":
             plan_section(run, key=f"runs_{run.id}")
     elif len(chosen) > 1:
-        labels = comparison_labels(chosen, numbers)
+        labels = comparison_labels(chosen)
         frames = [run_view(r).frames()[0].assign(run=labels[r.id]) for r in chosen]
         steps = pd.concat(frames, ignore_index=True)
         st.caption("Colour tells the runs apart, the line style the variant: solid eager, dashed compiled.")
@@ -74,7 +73,7 @@ if not table.empty:
     for run in chosen:
         a, b, c = st.columns([2, 1, 1])
         a.download_button(
-            f"Bundle of {race_name(numbers.get(run.id), run.id)} (JSON)",
+            f"Bundle of {run_name(run.id)} (JSON)",
             json.dumps(export_bundle(store(), run.id)),
             f"compile_lab_run_{run.id}.json",
             "application/json",
@@ -97,7 +96,6 @@ if upload is not None and st.session_state.get("imported_name") != upload.name:
         max_imports = limits.max_imports_per_owner if limits is not None else None
         new_id = import_bundle(store(), read_bundle(upload), owner, max_imports, visitor_address(limits))
         st.session_state.imported_name = upload.name
-        number = store().race_numbers([new_id]).get(new_id)
-        st.success(f"Imported as {race_name(number, new_id)}.")
+        st.success(f"Imported as {run_name(new_id)}.")
     except BundleError as exc:
         st.error(f"Not imported: {markdown_text(exc)}")

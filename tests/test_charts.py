@@ -142,16 +142,50 @@ def test_y_scale_is_log_only_when_asked():
     assert spec_of(overlay_step_chart(make_steps(40, 12)))["encoding"]["y"]["scale"].get("type") != "log"
 
 
-def test_step_time_axis_is_cut_above_the_steady_steps_and_names_the_compile_step():
+def test_step_time_axis_is_cut_above_the_steady_steps_and_names_the_compile_step_outside_the_plot():
     spec = spec_of(step_time_chart(make_steps(40, 12, spike_s=11.3)))
     y = main_view(spec)["encoding"]["y"]
     top = y["scale"]["domain"][1]
     assert y["scale"]["domain"][0] == 0 and y["scale"]["clamp"] is True
     assert 10.0 < top < 20.0  # steady steps are 8 and 10 ms; the 11.3 s compile step is off the scale
-    assert "cut above the steady steps" in y["title"]
-    texts = [v for v in spec["layer"] if mark_of(v) == "text"]
-    assert [r["label"] for r in rows_of(spec, texts[0])] == ["compile step: 11.3 s"]
-    assert rows_of(spec, texts[0])[0]["time_ms"] == pytest.approx(top)  # at the top edge
+    assert y["title"] == "step time (ms)"  # short: it fits beside a phone's plot (no "cut above the ste")
+    assert y["axis"]["tickCount"] == race_charts.STEP_TIME_TICKS >= 4  # the steady range in several ticks
+    # The compile step is named in the subtitle, above the plot, and only marked on it (a triangle at
+    # the top edge): no words drawn over the steps.
+    assert spec["title"] == {
+        "text": race_charts.STEP_TIME_TITLE,
+        "subtitle": "\u25b2 compile step 11.3 s, above the axis (cut at 14 ms)",
+    }
+    assert not [v for v in spec["layer"] if mark_of(v) == "text"]
+    marker = [v for v in spec["layer"] if mark_of(v) == "point" and v["mark"].get("shape") == "triangle-up"]
+    assert [r["label"] for r in rows_of(spec, marker[0])] == ["compile step 11.3 s"]
+    assert rows_of(spec, marker[0])[0]["time_ms"] == pytest.approx(top)  # at the top edge
+    # Room for the plot: the chart is taller than the others, which have one legend and no subtitle.
+    assert spec["height"] == race_charts.STEP_TIME_HEIGHT > chart_style.CHART_HEIGHT
+
+
+def test_compile_marks_legend_sits_beside_the_variants_and_names_only_what_is_drawn():
+    steps = make_steps(40, 12, spike_s=11.3)
+    marks = pd.DataFrame({"variant": ["compiled"], "step": [1], "kind": ["compile"], "note": ["first compile"]})
+    spec = spec_of(step_time_chart(steps, marks=marks))
+    rule = [v for v in spec["layer"] if mark_of(v) == "rule"][0]
+    legend = rule["encoding"]["strokeDash"]["legend"]
+    assert legend["orient"] == "top" and legend["values"] == ["compile"]  # no "recompile" where none happened
+
+
+def test_presenter_mode_sizes_every_chart_text_for_a_projector():
+    from core.view.chart_style import PRESENTER_FONTS, for_projector
+
+    be = {"step": 30, "wall_s": 0.4}
+    for chart in (step_time_chart(make_steps(40, 12, spike_s=11.3)), cumulative_chart(make_steps(40, 40), be)):
+        spec = spec_of(for_projector(chart, 330))
+        assert spec["height"] == 330
+        assert spec["config"]["axis"] == PRESENTER_FONTS["axis"] and min(PRESENTER_FONTS["axis"].values()) >= 18
+        assert spec["config"]["title"]["fontSize"] >= 22 and spec["config"]["title"]["subtitleFontSize"] >= 18
+        assert spec["config"]["text"]["fontSize"] >= 20  # the break-even note
+        texts = [v for v in spec.get("layer", []) if mark_of(v) == "text"]
+        assert all("fontSize" not in v["mark"] for v in texts)  # a mark's own size would beat the config's
+    assert spec_of(step_time_chart(make_steps(40, 12)))["config"]["text"]["fontSize"] == chart_style.TEXT_FONT
 
 
 def test_step_time_axis_is_not_cut_when_nothing_stands_out_or_when_log_scale_shows_everything():
@@ -310,7 +344,7 @@ def test_cumulative_chart_marks_break_even_with_a_rule_a_point_and_a_label():
     marks = [mark_of(layer) for layer in spec["layer"]]
     assert marks[:2] == ["line", "line"] and {"rule", "point", "text"} <= set(marks[2:])
     rule = spec["layer"][marks.index("rule")]
-    assert rows_of(spec, rule) == [{"step": 826, "cumulative_s": 39.71, "label": "break-even: step 826 (39.7 s)"}]
+    assert rows_of(spec, rule) == [{"step": 826, "cumulative_s": 39.71, "label": "break-even: step 826\n(39.7 s)"}]
     assert rule["encoding"]["x"]["field"] == "step"
     text = spec["layer"][marks.index("text")]
     assert text["encoding"]["text"]["field"] == "label"

@@ -201,7 +201,8 @@ SECOND_RACE = "model=pointwise_mlp&batch_size=1024&epochs=2&steps_per_epoch=100"
 def launch(page, app_url, config: str) -> str:
     page.goto(f"{app_url}/?{config}")
     page.get_by_role("button", name="Launch").click()
-    wait_until(lambda: re.match(r"Race \d+: ", status(page)), timeout=30)
+    # The new run's id reaches the link a moment after the click (a rerun): wait for both.
+    wait_until(lambda: re.search(r"[?&]run=\d+", page.url) and re.match(r"Run \d+: ", status(page)), timeout=30)
     return run_id_of(page)
 
 
@@ -232,7 +233,7 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     # A reload mid-run keeps following the same run (its id is in the link).
     before = sum(step_counts(page))
     page.reload()
-    wait_until(lambda: run_id_of(page) == run_id and status(page).startswith("Race "), timeout=30)
+    wait_until(lambda: run_id_of(page) == run_id and status(page).startswith(f"Run {run_id}: "), timeout=30)
     wait_until(lambda: step_counts(page) is not None and sum(step_counts(page)) >= before, timeout=30)
 
     # Mid-run (compiled epoch 2 of 3): words that say "not yet", never a final verdict.
@@ -263,7 +264,7 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     screenshot(phone, "race-done-phone.png")
 
     # A second, smaller race, then the two side by side on the Runs page.
-    launch(page, app_url, SECOND_RACE)
+    second_id = launch(page, app_url, SECOND_RACE)
     wait_until(lambda: "done" in status(page), timeout=400)
     for view, name in ((page, "runs-compare.png"), (phone, "runs-compare-phone.png")):
         view.goto(f"{app_url}/runs")
@@ -274,7 +275,8 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
             view.mouse.click(box["x"] + 18, box["y"] + 35 + 35 * row + 17)
             time.sleep(2)
         wait_until(lambda view=view: view.get_by_text("Cumulative training time, by run").count() > 0, timeout=30)
-        assert "race 1: batch 4,096" in view.content() and "race 2: batch 1,024" in view.content()
+        # Each run by its run id, the number in its link and on the Runs table's Run column.
+        assert f"run {run_id}: batch 4,096" in view.content() and f"run {second_id}: batch 1,024" in view.content()
         time.sleep(2)
         screenshot(view, name, "[data-testid='stDataFrame']")
 
@@ -331,7 +333,7 @@ def test_a_bundle_with_markdown_in_its_error_shows_it_as_text(app_url, e2e_data,
     alert = page.get_by_text("Run failed:", exact=False).first.inner_text().replace("\u2060", "")
     assert hostile in alert  # the characters themselves (word joiners, invisible, keep GFM from linking URLs)
     assert page.locator("a[href*='phish']").count() == 0 and page.locator("img[src*='pixel']").count() == 0
-    wait_until(lambda: re.fullmatch(r"Race \d+: failed: " + re.escape(hostile), status(page).replace("\u2060", "")), 30)
+    wait_until(lambda: re.fullmatch(r"Run \d+: failed: " + re.escape(hostile), status(page).replace("\u2060", "")), 30)
     assert not [url for url in requested if "pixel" in url or "phish" in url]
 
 
@@ -353,7 +355,7 @@ def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_ur
             first = visitor.new_page()
             first.goto(f"{app_url}/?{config}")
             first.get_by_role("button", name="Launch").click()
-            wait_until(lambda: re.match(r"Race \d+: ", status(first)), timeout=30)
+            wait_until(lambda: re.match(r"Run \d+: ", status(first)), timeout=30)
             race, run_id = status(first).split(":")[0], run_id_of(first)
             token = first.evaluate("localStorage.getItem('compile_lab_visitor')")
             # The browser keeps the token as a cookie too, which every later tab's connection brings.
@@ -460,11 +462,15 @@ def test_a_shipped_recording_replays_in_presenter_mode_on_a_projector(app_url, p
     large = page.eval_on_selector(
         ".st-key-result_cards [data-testid='stMetricValue']", "e => parseFloat(getComputedStyle(e).fontSize)"
     )
-    assert large >= 36, large  # 2.6rem: readable from the back of the room
-    # The first screen, unscrolled, as the room sees it: the sentence and both charts.
-    page.eval_on_selector("[data-testid='stAlertContainer']", SCROLL_UNDER_HEADER)
+    assert large >= 32, large  # 2.1rem: readable from the back of the room, six cards to a row
+    # The first screen, unscrolled, as the room sees it: the sentence, both charts and the cards.
+    page.eval_on_selector("[data-testid='stProgress']", SCROLL_UNDER_HEADER)
     page.mouse.move(2, 2)
     time.sleep(1)
     first = page.locator("[aria-label*='eager steps,']").first.bounding_box()
     assert first["y"] + first["height"] <= 720, first  # the race chart is whole on the first screen
+    bottoms = page.eval_on_selector_all(
+        "[data-testid='stMetric']", "els => els.map(e => e.getBoundingClientRect().bottom)"
+    )
+    assert len(bottoms) == 6 and max(bottoms) <= 720, bottoms  # the cards above the fold too
     page.screenshot(path=os.path.join(ARTIFACTS, "presenter-replay.png"))

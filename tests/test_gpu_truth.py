@@ -496,8 +496,8 @@ def test_the_sidebar_shows_each_gpu_and_each_lane(store, sleepers, monkeypatch):
     assert not at.exception
     sidebar = [t.value for t in at.sidebar.text]
     assert "cuda:1 NVIDIA H100: 80.0 GiB, 132 SMs, compute capability 9.0" in sidebar
-    # Races by the number people know them by (race 1, 2, 3), not the store's id.
-    assert "1 waiting for the next free GPU" in sidebar and any(t.startswith("cuda:2: race ") for t in sidebar)
+    # Races by their run id, the number in their links too.
+    assert "1 waiting for the next free GPU" in sidebar and any(t.startswith("cuda:2: run ") for t in sidebar)
 
 
 # -- 8. max-autotune: an estimate that says so, and a host limit ---------------------------------------

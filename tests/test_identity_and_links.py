@@ -72,15 +72,14 @@ def test_a_new_tab_is_its_browser_s_visitor_from_its_first_run_by_the_cookie(sto
     assert second.session_state["visitor"] == TOKEN
     assert any(b.label == "Cancel" for b in second.button)
     run_id = int(first.query_params["run"])
-    race = store.race_numbers([run_id])[run_id]
-    assert any(p.proto.text.startswith(f"Race {race}: ") for p in second.get("progress"))
+    assert any(p.proto.text.startswith(f"Run {run_id}: ") for p in second.get("progress"))
     assert second.session_state["race_form"] is False  # the visitor's run first, the form folded
     # A link with a configuration (and no run) is there to launch it: the form is open, the run below.
     configured = AppTest.from_file(APP, default_timeout=60)
     configured.query_params.update({"model": "mlp", "batch_size": "32"})
     configured.run()
     assert configured.session_state["race_form"] is True and configured.session_state["form_batch_size"] == 32
-    assert any(p.proto.text.startswith(f"Race {race}: ") for p in configured.get("progress"))
+    assert any(p.proto.text.startswith(f"Run {run_id}: ") for p in configured.get("progress"))
     # A cookie that is not a token the app makes is no identity: that tab is a new visitor.
     browser_cookies(monkeypatch, {common.VISITOR_KEY: "0123456789abcdef') OR 1=1 --"})
     stranger = AppTest.from_file(APP, default_timeout=60).run()
@@ -137,8 +136,7 @@ def test_a_shared_link_does_not_make_its_receiver_an_owner(store, sleepers):
     assert "visitor" not in " ".join(f"{k}={v}" for k, v in owner.query_params.items())
     receiver = tab(OTHER, **dict(owner.query_params.items()))
     assert not receiver.exception
-    race = store.race_numbers([int(run_id)])[int(run_id)]
-    assert any(p.proto.text.startswith(f"Race {race}: ") for p in receiver.get("progress"))
+    assert any(p.proto.text.startswith(f"Run {run_id}: ") for p in receiver.get("progress"))
     assert not any(b.label == "Cancel" for b in receiver.button)
 
 

@@ -110,7 +110,7 @@ def test_counts_are_train_steps_per_variant_and_leave_out_eval_steps(store, run_
 
 
 def test_run_label_names_id_model_batch_and_precision(store, run_id):
-    assert run_label(store.get_run(run_id)) == f"#{run_id} mlp bs64 fp32"
+    assert run_label(store.get_run(run_id)) == f"run {run_id} mlp bs64 fp32"
 
 
 # -- frames ------------------------------------------------------------------------------------
@@ -331,6 +331,13 @@ def test_memory_card_delta_is_the_signed_change_coloured_lower_is_better():
     assert less.delta == "-50% vs eager" and less.delta_color == "inverse"
     unknown = card(result_cards({}, {"eager": None, "compiled": 50 * MIB}), "Peak memory (compiled)")
     assert unknown.delta is None
+
+
+def test_a_change_that_rounds_to_zero_has_no_sign_no_arrow_and_no_colour():
+    same = card(result_cards({}, {"eager": 1000 * MIB, "compiled": 1003 * MIB}), "Peak memory (compiled)")
+    assert (same.delta, same.delta_color, same.delta_arrow) == ("same as eager", "off", "off")
+    more = card(result_cards({}, {"eager": 100 * MIB, "compiled": 125 * MIB}), "Peak memory (compiled)")
+    assert (more.delta_color, more.delta_arrow) == ("inverse", "auto")  # red and up: more memory
 
 
 def test_throughput_delta_is_a_signed_percentage_against_eager():

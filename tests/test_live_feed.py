@@ -18,6 +18,7 @@ from app_pages.run_screen import feed_routes
 from core.runs.identity import owner_of
 from core.runs.store import Store
 from core.view.run_screen.feed import LiveFeeds, encode, feed_document
+from core.view.run_screen.layout import PRESENT_CHART_HEIGHT
 from core.view.run_screen.shared_board import LiveBoard, board_for
 
 OWNER_TOKEN = "0123456789abcdef"
@@ -46,7 +47,7 @@ def test_the_document_holds_what_a_viewer_sees_as_plain_data(store):
     doc = feed_document(snap, present=False, expected=never)
     assert doc["run"] == run_id and doc["status"] == "running" and not doc["finished"]
     assert doc["counts"] == {"eager": 12, "compiled": 3}
-    assert doc["progress_text"] == "Race 1: compiled epoch 1/2"
+    assert doc["progress_text"] == f"Run {run_id}: compiled epoch 1/2"
     assert doc["words"]["text"].startswith("After 3 of 12 compiled steps: compiled steps are 2.00x faster")
     assert [c["name"] for c in doc["charts"]] == ["cumulative", "lead", "step_time_False", "epochs", "loss"]
     step_chart = next(c["spec"] for c in doc["charts"] if c["name"] == "step_time_False")
@@ -62,7 +63,12 @@ def test_presenter_mode_holds_the_race_and_the_step_times_only(store):
     run_id = record_race(store, "running")
     doc = feed_document(LiveBoard(store.path).snapshot(run_id), present=True, expected=never)
     assert [c["name"] for c in doc["charts"]] == ["present_cumulative", "present_steps"]
-    assert all(c["spec"]["height"] == 380 for c in doc["charts"]) and doc["loss"] is None and doc["present"]
+    assert all(c["spec"]["height"] == PRESENT_CHART_HEIGHT for c in doc["charts"])
+    assert doc["loss"] is None and doc["present"]
+    for c in doc["charts"]:  # sized for a projector: read from the back of a room
+        config = c["spec"]["config"]
+        assert config["axis"]["labelFontSize"] >= 18 and config["axis"]["titleFontSize"] >= 18
+        assert config["text"]["fontSize"] >= 20 and config["legend"]["labelFontSize"] >= 18
 
 
 def test_before_the_compile_the_words_give_the_expected_compile_time(store):

@@ -236,10 +236,10 @@ def test_a_selection_that_outlives_its_rows_is_ignored(store, sleepers):
         assert not at.exception, at.exception
         return [b.label for b in at.get("download_button") if b.label.startswith("Bundle of")]
 
-    assert select([0, 5]) == ["Bundle of race 1 (JSON)"]  # the row still there is shown, alone
-    assert [h.value for h in at.subheader if h.value.startswith("Race 1")]
+    assert select([0, 5]) == ["Bundle of run 2 (JSON)"]  # the row still there is shown, alone
+    assert [h.value for h in at.subheader if h.value.startswith("Run 2")]
     assert select([5]) == []  # a row gone: nothing is shown for it
-    assert not [h.value for h in at.subheader if h.value.startswith("Race 1")]
+    assert not [h.value for h in at.subheader if h.value.startswith("Run 2")]
 
 
 def chart_specs(at) -> list[dict]:
@@ -353,11 +353,11 @@ def test_the_line_above_launch_says_what_a_race_gives(store, sleepers):
     assert "You get the compile cost, the steady speedup and when compile pays off" in markdown_of(at)
 
 
-def test_races_are_named_by_number_not_by_store_id(store, sleepers):
+def test_a_race_is_named_by_its_run_id_the_number_in_its_link(store, sleepers):
     record_probe(store)  # id 1
-    run_id = record_race(store, "done")  # id 2: the first race
+    run_id = record_race(store, "done")  # id 2: the first race, run 2 everywhere
     at = app(run=run_id)
-    assert at.get("progress")[0].proto.text.startswith("Race 1: done")
+    assert at.get("progress")[0].proto.text.startswith(f"Run {run_id}: done")
 
 
 def test_runs_comparison_labels_runs_by_what_differs_and_the_table_puts_results_first(store, sleepers):
@@ -368,12 +368,12 @@ def test_runs_comparison_labels_runs_by_what_differs_and_the_table_puts_results_
     at = app()
     at.switch_page("app_pages/runs.py").run()
     table = at.dataframe[0].value
-    assert list(table.columns[:6]) == ["race", "status", "speedup", "overhead_s", "compile_s", "break_even"]
-    assert list(table["race"]) == [2, 1]
+    assert list(table.columns[:6]) == ["id", "status", "speedup", "overhead_s", "compile_s", "break_even"]
+    assert list(table["id"]) == [b, a]
     at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
     at.run()
     overlay = next(c for c in chart_specs(at) if c["description"].startswith("Cumulative training time, by run"))
-    assert sorted(overlay["encoding"]["color"]["sort"]) == ["race 1: batch 16", "race 2: batch 64"]
+    assert sorted(overlay["encoding"]["color"]["sort"]) == [f"run {a}: batch 16", f"run {b}: batch 64"]
     assert a < b
 
 

@@ -167,7 +167,7 @@ def test_a_visitor_sees_their_place_and_whats_ahead_only_as_counts(store, sleepe
     assert not at.exception
     shown = page_text(at)
     assert "queued (position 1)" in shown  # my place, as a number
-    assert "cpu: race 1 mlp, starting (3 waiting)" in shown  # what is ahead and waits: counts
+    assert f"cpu: run {theirs[0]} mlp, starting (3 waiting)" in shown  # what is ahead and waits: counts
     at.switch_page("app_pages/runs.py").run()
     shown += page_text(at)
     for secret in (TOKEN, owner_of(TOKEN), "8.8.4.4", "visitor:"):  # who is behind them: never

@@ -102,8 +102,7 @@ def test_a_bundle_error_with_markdown_is_shown_as_text_on_the_race_page(store, s
     failed = [e.value for e in at.error if e.value.startswith("Run failed")]
     assert failed == [f"Run failed: {markdown_text(HOSTILE)}. What was measured before it is kept below."]
     progress = at.get("progress")[0].proto.text
-    race = store.race_numbers([run_id])[run_id]
-    assert progress == f"Race {race}: {markdown_text('failed: ' + HOSTILE)}"
+    assert progress == f"Run {run_id}: {markdown_text('failed: ' + HOSTILE)}"
     memory_help = [m.help for m in at.metric if m.label.startswith("Peak memory")][0]
     assert markdown_text("[click me](http://host/phish)") in memory_help
     for text in (*failed, progress, memory_help):
@@ -118,8 +117,7 @@ def test_the_runs_page_shows_a_hostile_bundles_state_as_text(store, sleepers, tm
     at.session_state["runs_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
     at.run()
     assert not at.exception
-    race = store.race_numbers([run_id])[run_id]
-    heading = [h.value for h in at.subheader if h.value.startswith(f"Race {race}: ")][0]
+    heading = [h.value for h in at.subheader if h.value.startswith(f"Run {run_id}: ")][0]
     assert not LIVE_MARKDOWN.search(heading) and "phish" in heading
 
 

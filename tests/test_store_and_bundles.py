@@ -252,44 +252,6 @@ def test_a_missing_or_oversized_file_is_a_clear_error(tmp_path, monkeypatch):
         load_bundle_file(str(big))
 
 
-def test_races_are_numbered_for_people_without_the_ids_demos_and_probes_take(store):
-    probe = store.create_run("probe", {}, "system", "probe")
-    first = store.create_run("race", {}, "ann", "cpu")
-    demo = store.create_run("demo", {"demo": "graphs", "params": {}}, "ann", "cpu")
-    second = store.create_run("race", {}, "ann", "cpu")
-    third = store.create_run("race", {}, "bob", "cpu")
-    assert (probe, first, demo, second, third) == (1, 2, 3, 4, 5)
-    assert store.race_numbers() == {first: 1, second: 2, third: 3}
-    store.delete_run(second)
-    assert store.race_numbers([third]) == {third: 3}  # deleting a race leaves the others' numbers
-    assert store.race_numbers([probe, demo, second]) == {}  # not races, or no longer stored
-    fourth = store.create_run("race", {}, "ann", "cpu")
-    store.delete_run(fourth)
-    fifth = store.create_run("race", {}, "ann", "cpu")
-    assert store.race_numbers([fifth]) == {fifth: 5}  # a deleted race's number is never given again
-    assert store.get_run(fifth).race_number == 5
-
-
-def test_purging_old_probes_and_demos_leaves_race_numbers_unchanged(store):
-    from core.runs import admin
-
-    now = time.time()
-    old = dict(status="done", finished_at=now - 40 * 86400)
-    probe = store.create_run("probe", {}, "system", "probe", **old)
-    demo = store.create_run("demo", {"demo": "graphs", "params": {}}, "ann", "cpu", **old)
-    races = [store.create_run("race", {}, "ann", "cpu", status="done", finished_at=now) for _ in range(2)]
-    store.create_run("probe", {}, "system", "probe", status="done", finished_at=now)  # the latest: kept
-    later_demo = store.create_run("demo", {"demo": "graphs", "params": {}}, "ann", "cpu", **old)
-    races.append(store.create_run("race", {}, "bob", "cpu", status="done", finished_at=now))
-    before = store.race_numbers()
-    assert before == {races[0]: 1, races[1]: 2, races[2]: 3}
-    assert admin.purge_older_than(store, 30, now=now) == 3
-    assert all(store.get_run(i) is None for i in (probe, demo, later_demo))
-    assert store.race_numbers() == before
-    after = store.create_run("race", {}, "ann", "cpu")
-    assert store.race_numbers([after]) == {after: 4}
-
-
 VERSION_4_RUNS = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT INTO meta VALUES ('schema_version', '4');
@@ -302,21 +264,21 @@ CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, par
 """
 
 
-def test_a_version_4_store_keeps_the_numbers_its_races_were_shown_with(tmp_path):
+def test_a_version_4_store_opens_with_its_runs_and_goes_on_from_their_ids(tmp_path):
     path = str(tmp_path / "old.sqlite3")
     conn = sqlite3.connect(path)
     conn.executescript(VERSION_4_RUNS)
-    for kind in ("probe", "race", "demo", "race", "race", "probe"):  # ids 1..6; races 2, 4, 5 were 1, 2, 3
+    for kind in ("probe", "race", "demo", "race", "race", "probe"):  # ids 1..6
         conn.execute(
             "INSERT INTO runs (kind, params, owner, device_key, status, created_at) VALUES (?, '{}', 'a', 'cpu', 'done', 1)",
             (kind,),
         )
-    conn.execute("DELETE FROM runs WHERE id = 5")  # the third race was deleted before the upgrade
+    conn.execute("DELETE FROM runs WHERE id = 5")
     conn.commit()
     conn.close()
     store = Store(path)
     assert store.schema_version() == SCHEMA_VERSION == 6
-    assert store.race_numbers() == {2: 1, 4: 2}
+    assert [r.id for r in store.list_runs(kind="race")] == [4, 2]
     new = store.create_run("race", {}, "a", "cpu")
-    assert (new, store.race_numbers([new])) == (7, {7: 4})  # the number the old count gave it; 3 is not reused
-    assert Store(path).race_numbers() == {2: 1, 4: 2, 7: 4}  # opening again changes nothing
+    assert new == 7 and store.get_run(new).race_number is None  # the run id is the one number; 5 is not reused
+    assert [r.id for r in Store(path).list_runs(kind="race")] == [7, 4, 2]  # opening again changes nothing

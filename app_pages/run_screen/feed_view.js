@@ -118,6 +118,7 @@ export default function (component) {
     if (doc.words) {
       slots.words.appendChild(el(doc.words.compiling ? "div" : "p", doc.words.compiling ? "cl-info" : "cl-bold", doc.words.text));
     }
+    if (doc.waiting) slots.words.appendChild(el("p", "cl-waiting", doc.waiting));
     slots.note.textContent = doc.note || "";
     slots.cards.replaceChildren();
     for (const card of doc.cards) {

@@ -33,6 +33,7 @@ _CSS = """
 .cl-error { padding: 0.8rem 1rem; border-radius: 0.5rem; background: rgba(255, 43, 43, 0.09); color: #7d353b; }
 .cl-info { padding: 0.8rem 1rem; border-radius: 0.5rem; background: rgba(28, 131, 225, 0.1); color: #004280; }
 .cl-bold { font-weight: 600; margin: 0; }
+.cl-waiting { margin: 0; font-size: 0.9rem; color: rgba(49, 51, 63, 0.6); }
 .cl-cards { display: flex; flex-wrap: wrap; gap: 0.6rem; }
 .cl-card { flex: 1 1 calc(33.3% - 0.6rem); min-width: calc(33.3% - 0.6rem); box-sizing: border-box;
   border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 0.5rem; padding: 0.5rem 0.75rem; }
@@ -45,6 +46,7 @@ _CSS = """
 .cl-present .cl-words, .cl-present .cl-info { font-size: 1.6rem; line-height: 1.3; }
 .cl-present .cl-progress-text { font-size: 1.4rem; }
 .cl-present .cl-value { font-size: 2.6rem; }
+@media (min-width: 641px) { .cl-present .cl-card { flex: 1 1 calc(16.6% - 0.6rem); min-width: calc(16.6% - 0.6rem); } }
 .cl-present .cl-label { font-size: 1.15rem; }
 .cl-present .cl-delta { font-size: 1.05rem; }
 @media (max-width: 640px) {

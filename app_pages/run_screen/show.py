@@ -25,6 +25,7 @@ CARD_CSS = """<style>
 }
 .st-key-result_cards [data-testid="stMetric"] { padding: 0.1rem 0.2rem; }
 .st-key-result_cards [data-testid="stMetricValue"] { font-size: 1.6rem; }
+.st-key-result_cards [data-testid="stMetricValue"] * { white-space: normal; text-overflow: clip; }
 .st-key-result_cards [data-testid="stMetricLabel"] p,
 .st-key-result_cards [data-testid="stMetricDelta"] p { white-space: normal; overflow: visible; text-overflow: clip; }
 .st-key-result_cards [data-testid="stMetricDelta"] { height: auto; }
@@ -39,16 +40,21 @@ CARD_CSS = """<style>
 </style>"""
 # Presenter mode: a projector at 1280x720 read from the back of a room, in either theme (sizes
 # only, colours stay the theme's): no sidebar, toolbar or header band (empty here, it covered the
-# first line of the page once scrolled), the words and cards in large type. The card
-# sizes are !important: CARD_CSS, drawn later with the cards, would otherwise win (caught by the e2e).
+# first line of the page once scrolled), the words and cards in large type, the six cards in one row
+# (div. outranks CARD_CSS's three a row) so they stay above the fold at 1280x720. The card sizes are !important: CARD_CSS, drawn later with the cards, would otherwise win (caught by the e2e).
 PRESENTER_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stToolbar"],
 [data-testid="stHeader"] { display: none; }
 [data-testid="stMainBlockContainer"] { padding-top: 1.5rem; max-width: 100%; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stAlertContainer"] p { font-size: 1.6rem; line-height: 1.3; }
 [data-testid="stProgress"] p { font-size: 1.4rem; }
-.st-key-result_cards [data-testid="stMetricValue"] { font-size: 2.6rem !important; }
-.st-key-result_cards [data-testid="stMetricLabel"] p { font-size: 1.15rem !important; }
+.st-key-replay_note [data-testid="stAlertContainer"] p { font-size: 1.2rem; }
+@media (min-width: 641px) { div.st-key-result_cards [data-testid="stColumn"] {
+  flex: 1 1 calc(16.6% - 0.6rem) !important; min-width: calc(16.6% - 0.6rem) !important;
+} }
+.st-key-result_cards [data-testid="stMetricValue"] { font-size: 2.1rem !important; line-height: 1.2; }
+.st-key-result_cards [data-testid="stMetricValue"] * { white-space: normal !important; text-overflow: clip !important; }
+.st-key-result_cards [data-testid="stMetricLabel"] p { font-size: 1.1rem !important; line-height: 1.25; }
 .st-key-result_cards [data-testid="stMetricDelta"] p { font-size: 1.05rem !important; }
 </style>"""
 # On a phone the page title takes three lines at Streamlit's size: two at this one.
@@ -116,6 +122,10 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
 
     def chart(name):
         return view.derive(name, lambda: vega_spec(built[name]()))  # converted once per snapshot
+
+    if not built:
+        st.caption(layout.WAITING_FOR_STEPS)
+        return
 
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         left, right = st.columns(2)

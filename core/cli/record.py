@@ -54,7 +54,7 @@ def cmd_record(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
-        if store is None:  # a store of its own: the recording is race 1 of a clean queue
+        if store is None:  # a store of its own: the recording's race is alone in a clean queue
             store = Store(os.path.join(tempfile.mkdtemp(prefix="compile-lab-record-"), "store.sqlite3"))
         caps = queue.ensure_probe(store, owner="recording", wait_s=120)
         run_id = queued_or_refused(

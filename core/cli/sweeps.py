@@ -206,7 +206,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return EXIT_OK if print_sweep(store, args.sweep, args) else EXIT_FAILED
     run = store.get_run(args.run_id) if args.run_id is not None else None
     if run is None or run.kind != "race":
-        print(f"error: there is no race {args.run_id} (give a run id, or --sweep SWEEP_ID)", file=sys.stderr)
+        print(f"error: there is no run {args.run_id} (give a run id, or --sweep SWEEP_ID)", file=sys.stderr)
         return EXIT_USAGE
     plan = plan_from_summary(run.summary or {}, steps) if run.status == "done" else None
     if plan is None:

@@ -95,7 +95,6 @@ class MeasuredRace:
     wall_s: float
     compile_s: float | None
     estimate: dict | None = None
-    race_number: int | None = None  # how a person names it (race 2)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ def measured_race(run: Run) -> MeasuredRace | None:
         run.finished_at - run.started_at,
         float(compile_s) if isinstance(compile_s, (int, float)) else None,
         estimate if isinstance(estimate, dict) else None,
-        run.race_number,
     )
 
 

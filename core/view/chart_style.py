@@ -28,7 +28,18 @@ VARIANT_COLORS = {"eager": "#4C78A8", "compiled": "#EE4C2C"}
 VARIANT_DASHES = {"eager": [1, 0], "compiled": [6, 3]}
 NEUTRAL = "#444444"
 CHART_HEIGHT = 320
+# Streamlit fits a chart's title, legends and axes inside this height: the plot gets what is left.
 AXIS_FONT = {"labelFontSize": 14, "titleFontSize": 15}
+TEXT_FONT = 14  # the notes written on a chart ("break-even: step 305"), set here so presenter mode can grow them
+# Presenter mode (a projector at 1280x720 read from the back of a room): the same charts, every
+# piece of text at least 18 px, the notes on the data 20 px.
+PRESENTER_FONTS = {
+    "axis": {"labelFontSize": 18, "titleFontSize": 20},
+    "legend": 18,
+    "title": 24,
+    "subtitle": 18,
+    "text": 20,
+}
 # The step-time axis is cut this far above the highest steady step (95th percentile of each variant
 # after its warm-up), so the steady steps fill the chart; slower steps sit at the top edge.
 CLIP_HEADROOM = 1.35
@@ -193,17 +204,36 @@ def finish(
     counts: Mapping[str, int],
     unit: str,
     height: int = CHART_HEIGHT,
+    subtitle: str | None = None,
 ) -> alt.Chart | alt.LayerChart:
-    """Title, aria description, height and projector-sized fonts (readable on a phone too); width
-    is left to the container."""
+    """Title, aria description, height and fonts readable on a phone; width is left to the
+    container. `subtitle`: a line under the title, outside the plot (what the axis leaves out),
+    so it never covers the data."""
     empty = sum(counts.values()) == 0
     description = f"{title}: {counts['eager']} eager {unit}, {counts['compiled']} compiled {unit}"
     # What .properties() does, without validating each value against the schema on every build (a
     # quarter of a live chart's build; the tests validate every builder's whole spec).
     titled = chart.copy(deep=False)
-    titled.title, titled.description, titled.height = title + (WAITING if empty else ""), description, height
+    heading = title + (WAITING if empty else "")
+    titled.title = alt.TitleParams(heading, subtitle=subtitle) if subtitle else heading
+    titled.description, titled.height = description, height
     return (
         titled.configure_axis(**AXIS_FONT)
         .configure_legend(labelFontSize=14, orient="top", title=None)
-        .configure_title(fontSize=17, anchor="start")
+        .configure_title(fontSize=17, subtitleFontSize=13, anchor="start", offset=6)
+        .configure_text(fontSize=TEXT_FONT)
+    )
+
+
+def for_projector(chart: alt.Chart | alt.LayerChart, height: int) -> alt.Chart | alt.LayerChart:
+    """A finished chart (finish) sized for presenter mode: PRESENTER_FONTS everywhere, `height`
+    for the chart as a whole."""
+    sized = chart.copy(deep=False)
+    sized.height = height
+    fonts = PRESENTER_FONTS
+    return (
+        sized.configure_axis(**fonts["axis"])
+        .configure_legend(labelFontSize=fonts["legend"], orient="top", title=None, symbolSize=400)
+        .configure_title(fontSize=fonts["title"], subtitleFontSize=fonts["subtitle"], anchor="start", offset=8)
+        .configure_text(fontSize=fonts["text"])
     )

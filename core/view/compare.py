@@ -1,6 +1,7 @@
-"""The Runs page's table and comparison, for people: races by their number (not the store's id,
-which demos and probes also use), results first under plain column names, and runs in a
-comparison named by what differs between them ("race 4: batch 1,024" beside "race 5: batch 4,096"),
+"""The Runs page's table and comparison, for people: each race by its run id, the one number a
+person sees for it everywhere (links `?run=14`, bundle files, the sweep table, the sidebar), results
+first under plain column names, and runs in a comparison named by what differs between them
+("run 4: batch 1,024" beside "run 5: batch 4,096"),
 since a label that repeats what they share hides the one setting that matters.
 """
 
@@ -18,7 +19,7 @@ SETTING_WORDS = {name: o.compare for name, o in OPTIONS.items() if o.compare is 
 
 # The table's columns: (key, heading), results first.
 TABLE_COLUMNS = (
-    ("race", "Race"),
+    ("id", "Run"),
     ("status", "Status"),
     ("speedup", "Steady speedup"),
     ("overhead_s", "First-epoch overhead (s)"),
@@ -33,13 +34,13 @@ TABLE_COLUMNS = (
     ("device", "Device"),
     ("created", "Created"),
     ("imported", "Imported"),
-    ("id", "Run id"),
 )
 
 
-def race_name(number: int | None, run_id: int) -> str:
-    """'race 3'; a run without a race number (not a race) keeps its id."""
-    return f"race {number}" if number is not None else f"run id {run_id}"
+def run_name(run_id: int) -> str:
+    """'run 14': the store's id, the number in `?run=14` and `compile_lab_run_14.json` too. Races are
+    not numbered apart from demos and probes: two numbers for one run was the confusion."""
+    return f"run {run_id}"
 
 
 def _fmt(value: Any) -> str:
@@ -55,8 +56,8 @@ def differing_settings(params: Sequence[Mapping[str, Any]]) -> list[str]:
     return [k for k in SETTING_WORDS if len({repr((p or {}).get(k)) for p in params}) > 1]
 
 
-def comparison_labels(runs: Sequence[Run], numbers: Mapping[int, int]) -> dict[int, str]:
-    """Each run's label in a comparison: its race number and the settings that differ between the
+def comparison_labels(runs: Sequence[Run]) -> dict[int, str]:
+    """Each run's label in a comparison: its run id and the settings that differ between the
     runs compared, else (identical settings) the device or when it ran. Epochs and steps per epoch
     read as one setting ("3 x 80 steps"): legends on a phone have little room."""
     params = [r.params or {} for r in runs]
@@ -75,16 +76,16 @@ def comparison_labels(runs: Sequence[Run], numbers: Mapping[int, int]) -> dict[i
             parts.append(device)
         if not parts:
             parts.append(time.strftime("%b %d %H:%M", time.localtime(run.created_at)))
-        labels[run.id] = f"{race_name(numbers.get(run.id), run.id)}: {', '.join(parts)}"
+        labels[run.id] = f"{run_name(run.id)}: {', '.join(parts)}"
     return labels
 
 
-def table_row(run: Run, number: int | None) -> dict[str, Any]:
+def table_row(run: Run) -> dict[str, Any]:
     """One race as the Runs table shows it (keys of TABLE_COLUMNS, in order)."""
     p, s, env = run.params or {}, run.summary or {}, run.environment or {}
     epochs, per_epoch = p.get("epochs"), p.get("steps_per_epoch")
     row = {
-        "race": number,
+        "id": run.id,
         "status": run.status,
         "speedup": s.get("steady_state_speedup"),
         "overhead_s": s.get("first_epoch_overhead_s"),
@@ -99,9 +100,27 @@ def table_row(run: Run, number: int | None) -> dict[str, Any]:
         "device": str(env.get("device_name") or env.get("device_type") or run.device_key),
         "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
         "imported": bool(run.imported),
-        "id": run.id,
     }
     return {key: row[key] for key, _ in TABLE_COLUMNS}
+
+
+# Always on the page: the results, which model, where and when. The other settings are shown only
+# where the runs listed differ in them (the CSV keeps every column): a column that repeats one
+# value says nothing, and the table then fits the page instead of running off its right edge.
+ALWAYS_SHOWN = ("id", "status", "speedup", "overhead_s", "compile_s", "break_even", "model")
+ALWAYS_SHOWN_LAST = ("device", "created")
+
+
+def shown_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The TABLE_COLUMNS keys the Runs page shows for these rows (table_row's)."""
+    varying = [
+        key
+        for key, _ in TABLE_COLUMNS
+        if key not in ALWAYS_SHOWN + ALWAYS_SHOWN_LAST and len({repr(r.get(key)) for r in rows}) > 1
+    ]
+    if any(r.get("imported") for r in rows) and "imported" not in varying:
+        varying.append("imported")
+    return [*ALWAYS_SHOWN, *varying, *ALWAYS_SHOWN_LAST]
 
 
 def column_headings() -> dict[str, str]:

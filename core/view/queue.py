@@ -4,7 +4,6 @@ in words ('queued (position 2)', 'compiled epoch 2/3', 'failed: ...'), wherever 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from core.engine.spec import DeviceCaps
@@ -34,33 +33,35 @@ def gpu_lines(probe_summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def lane_lines(
-    caps: DeviceCaps | None, active: list[Run], queued: list[Run], numbers: Mapping[int, int] | None = None
-) -> list[str]:
-    """'cuda:1: #12 resnet50, compiled epoch 2/3', 'cuda:2: idle', then what waits for a GPU. With
-    `numbers` (Store.race_numbers), races read as people number them: 'cpu: race 3 resnet50, ...'."""
+def lane_lines(caps: DeviceCaps | None, active: list[Run], queued: list[Run], paused: bool = False) -> list[str]:
+    """'cuda:1: run 12 resnet50, compiled epoch 2/3', 'cuda:2: idle', then what waits for a GPU.
+    A lane with nothing running but a job waiting is never 'idle': the job is starting there (the
+    next dispatch takes it: a worker still exiting, or the device probe, holds it for a moment),
+    unless the host paused the queue."""
     lines = []
     for lane in device_lanes(caps):
         here = [r for r in active if r.device_key == lane]
-        waiting = sum(1 for r in queued if r.device_key == lane)
-        if not here and not waiting and lane != "cpu" and not lane.startswith("cuda:"):
+        mine = sorted((r for r in queued if r.device_key == lane), key=lambda r: r.id)
+        if not here and not mine and lane != "cpu" and not lane.startswith("cuda:"):
             continue
-        what = "; ".join(f"{_name(r, numbers)}, {r.phase}" for r in here) or "idle"
-        lines.append(f"{lane}: {what}" + (f" ({waiting} waiting)" if waiting else ""))
+        what = "; ".join(f"{_name(r)}, {r.phase}" for r in here)
+        waiting = len(mine)
+        if not what and mine:
+            what = f"{_name(mine[0])}, {'waiting (queue paused)' if paused else 'starting'}"
+            waiting -= 1
+        lines.append(f"{lane}: {what or 'idle'}" + (f" ({waiting} waiting)" if waiting else ""))
     any_gpu = sum(1 for r in queued if r.device_key == ANY_GPU)
     if any_gpu:
         lines.append(f"{any_gpu} waiting for the next free GPU")
     probing = [r for r in active if not any(same_device(r.device_key, lane) for lane in device_lanes(caps))]
-    lines += [f"{r.device_key}: #{r.id} {r.kind}, {r.phase}" for r in probing]
+    lines += [f"{r.device_key}: run {r.id} {r.kind}, {r.phase}" for r in probing]
     return lines
 
 
-def _name(run: Run, numbers: Mapping[int, int] | None) -> str:
-    if numbers is not None and run.id in numbers:
-        return f"race {numbers[run.id]} {run.params.get('model', '?')}"
-    if numbers is not None and run.kind == "demo":
+def _name(run: Run) -> str:
+    if run.kind == "demo":
         return f"the {run.params.get('demo', '?')} demo"
-    return f"#{run.id} {run.params.get('model', run.kind)}"
+    return f"run {run.id} {run.params.get('model', run.kind)}"
 
 
 def compile_failed(run: Run) -> str | None:

@@ -42,7 +42,11 @@ from core.view.chart_style import (
 from core.view.report import fmt_about
 
 PROJECTION_DASH = [5, 4]
-LEAD_HEIGHT = 240  # Streamlit's theme takes title and axes out of this: less squashes the plot to a line
+LEAD_HEIGHT = 260  # Streamlit's theme takes title and axes out of this: less squashes the plot to a line
+# The step-time chart carries two legends (variants, compile marks) and a line under its title
+# above the plot: at 360 px the plot keeps about 230 px, room for five ticks of the steady range.
+STEP_TIME_HEIGHT = 360
+STEP_TIME_TICKS = 5
 # Dashed projections reach at most this many times the measured steps: a crossing far beyond the
 # run is named in words at the chart's edge instead of shrinking what was measured to a sliver.
 PROJECTION_REACH = 3.0
@@ -59,7 +63,8 @@ def step_time_chart(
     """Per-step training time (ms), eager vs compiled, each with its rolling median.
 
     By default the axis is cut just above the steady steps (the compile step, far taller, would
-    flatten them) and the compile step is named in words at the top edge; log_scale shows every
+    flatten them): a triangle marks the compile step at the top edge and the line under the title
+    gives its time, outside the plot, where it covers no step; log_scale shows every
     step in full instead. Compiled is drawn after eager, so it stays visible where they overlap.
     Over MAX_POINTS_PER_VARIANT steps a variant is downsampled by bucket maximum, so spikes survive.
     `marks` (core.view.run_screen.why_per_step.compile_marks): a vertical line at every step that
@@ -78,7 +83,9 @@ def step_time_chart(
         y_scale = alt.Scale(domain=[0, ceiling], clamp=True, nice=False)
     else:
         y_scale = alt.Scale()
-    y_title = "step time (ms)" + (", cut above the steady steps" if ceiling is not None else "")
+    # Short enough to fit beside a phone's 230 px plot; the cut is said in the subtitle.
+    y_title = "step time (ms)"
+    y_axis = alt.Axis(tickCount=STEP_TIME_TICKS)
     base = alt.Chart(data).encode(
         x=alt.X("step:Q", title="step"),
         color=variant_color(),
@@ -92,24 +99,32 @@ def step_time_chart(
         mine = base.transform_filter(alt.datum.variant == variant)
         layers.append(
             mine.mark_point(filled=True, size=16, opacity=0.35).encode(
-                y=alt.Y("time_ms:Q", title=y_title, scale=y_scale), tooltip=tooltip
+                y=alt.Y("time_ms:Q", title=y_title, scale=y_scale, axis=y_axis), tooltip=tooltip
             )
         )
         layers.append(
-            mine.mark_line(strokeWidth=3).encode(y=alt.Y("median_ms:Q", title=y_title, scale=y_scale), tooltip=tooltip)
+            mine.mark_line(strokeWidth=3).encode(
+                y=alt.Y("median_ms:Q", title=y_title, scale=y_scale, axis=y_axis), tooltip=tooltip
+            )
         )
-    if ceiling is not None and compile_ms is not None and compile_ms > ceiling:
-        layers += _compile_step_note(compile_ms, ceiling)
+    subtitle = None
+    if ceiling is not None:
+        subtitle = f"axis cut at {ceiling:,.0f} ms"
+        if compile_ms is not None and compile_ms > ceiling:
+            layers.append(_compile_step_marker(compile_ms, ceiling))
+            subtitle = f"\u25b2 {compile_step_words(compile_ms)}, above the axis (cut at {ceiling:,.0f} ms)"
     if marks is not None and len(marks):
         layers.append(_compile_marks(marks))
-    return finish(layer(*layers), STEP_TIME_TITLE, counts, "steps")
+    return finish(layer(*layers), STEP_TIME_TITLE, counts, "steps", height=STEP_TIME_HEIGHT, subtitle=subtitle)
 
 
 COMPILE_MARK_COLOR = "#5b5b5b"  # neutral: eager's blue and compiled's orange stay the variants'
 
 
 def _compile_marks(marks: pd.DataFrame) -> alt.Chart:
-    """A rule at each step that paid for a compile (dashed) or a recompile (solid, wider)."""
+    """A rule at each step that paid for a compile (dashed) or a recompile (solid, wider); the
+    legend names only the kinds drawn, so it fits beside the variants' on a phone."""
+    kinds = [k for k in ("compile", "recompile") if (marks["kind"] == k).any()]
     return (
         alt.Chart(marks[["variant", "step", "kind", "note"]])
         .mark_rule(color=COMPILE_MARK_COLOR, opacity=0.8)
@@ -118,7 +133,7 @@ def _compile_marks(marks: pd.DataFrame) -> alt.Chart:
             strokeDash=alt.StrokeDash(
                 "kind:N",
                 scale=alt.Scale(domain=["compile", "recompile"], range=[[5, 3], [1, 0]]),
-                legend=alt.Legend(title="compile marks", orient="bottom"),
+                legend=alt.Legend(title=None, orient="top", labelExpr="datum.label + ' step'", values=kinds),
             ),
             strokeWidth=alt.StrokeWidth(
                 "kind:N", scale=alt.Scale(domain=["compile", "recompile"], range=[1.5, 2.5]), legend=None
@@ -140,20 +155,24 @@ def _compile_step_ms(data: pd.DataFrame) -> float | None:
     return float(first["time_ms"].iloc[0]) if len(first) else None
 
 
-def _compile_step_note(compile_ms: float, ceiling: float) -> list[alt.Chart]:
-    """'compile step: 11.3 s' at the top edge where the compile step leaves the cut axis."""
-    label = f"compile step: {compile_ms / 1000:.1f} s" if compile_ms >= 1000 else f"compile step: {compile_ms:.0f} ms"
-    note = pd.DataFrame({"step": [1], "time_ms": [ceiling], "label": [label], "variant": ["compiled"]})
-    base = alt.Chart(note).encode(
-        x=alt.X("step:Q", title="step"),
-        y=alt.Y("time_ms:Q"),
-        tooltip=[alt.Tooltip("label:N", title="off the scale")],
+def compile_step_words(compile_ms: float) -> str:
+    """'compile step 11.3 s' (or '... 640 ms')."""
+    return f"compile step {compile_ms / 1000:.1f} s" if compile_ms >= 1000 else f"compile step {compile_ms:.0f} ms"
+
+
+def _compile_step_marker(compile_ms: float, ceiling: float) -> alt.Chart:
+    """A triangle at the top edge where the compile step leaves the cut axis (its time is in the
+    subtitle and the tooltip: words on the plot sat on the steps)."""
+    note = pd.DataFrame({"step": [1], "time_ms": [ceiling], "label": [compile_step_words(compile_ms)]})
+    return (
+        alt.Chart(note)
+        .mark_point(shape="triangle-up", size=120, filled=True, color=VARIANT_COLORS["compiled"])
+        .encode(
+            x=alt.X("step:Q", title="step"),
+            y=alt.Y("time_ms:Q"),
+            tooltip=[alt.Tooltip("label:N", title="off the scale")],
+        )
     )
-    arrow = base.mark_point(shape="triangle-up", size=120, filled=True, color=VARIANT_COLORS["compiled"])
-    text = base.mark_text(
-        align="left", dx=10, dy=10, fontSize=14, fontWeight="bold", color=VARIANT_COLORS["compiled"]
-    ).encode(text="label:N")
-    return [arrow, text]
 
 
 def cumulative_chart(
@@ -256,7 +275,7 @@ def _projection_layers(projection: Mapping[str, Any], ends: Mapping[str, tuple[i
         edge = pd.DataFrame({"step": [end], "cumulative_s": [top], "label": [f"{label} →"]})
         text = (
             alt.Chart(edge)
-            .mark_text(align="right", dx=-4, dy=-14, fontSize=14, fontWeight="bold", color=NEUTRAL)
+            .mark_text(align="right", dx=-4, dy=-14, fontWeight="bold", color=NEUTRAL)
             .encode(x=alt.X("step:Q"), y=alt.Y("cumulative_s:Q"), text="label:N")
         )
         return [dashed, text]
@@ -267,9 +286,7 @@ def _projection_layers(projection: Mapping[str, Any], ends: Mapping[str, tuple[i
         tooltip=[alt.Tooltip("label:N", title="projected break-even")],
     )
     ring = at.mark_point(shape="circle", size=140, strokeWidth=2.5, filled=False, color=NEUTRAL)
-    text = at.mark_text(align="right", dx=-12, dy=-12, fontSize=14, fontWeight="bold", color=NEUTRAL).encode(
-        text="label:N"
-    )
+    text = at.mark_text(align="right", dx=-12, dy=-12, fontWeight="bold", color=NEUTRAL).encode(text="label:N")
     return [dashed, ring, text]
 
 
@@ -390,7 +407,8 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
         return []
     wall_s = (break_even or {}).get("wall_s")
     has_wall = wall_s is not None and math.isfinite(float(wall_s))
-    label = f"break-even: step {int(step):,}" + (f" ({float(wall_s):.1f} s)" if has_wall else "")
+    # Two lines: at a projector's 20 px one line ran past the plot's edge from a mid-run break-even.
+    label = f"break-even: step {int(step):,}" + (f"\n({float(wall_s):.1f} s)" if has_wall else "")
     point = pd.DataFrame({"step": [int(step)], "cumulative_s": [float(wall_s) if has_wall else 0.0], "label": [label]})
     base = alt.Chart(point).encode(x=alt.X("step:Q", title="step"))
     late = last_step > 0 and int(step) > last_step / 2
@@ -398,9 +416,10 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
     rule = base.mark_rule(color="#555555", strokeDash=[4, 4], strokeWidth=1.5)
     tooltip = [alt.Tooltip("label:N", title="break-even")]
     if not has_wall:
-        text = base.mark_text(align=align, dx=6 * side, y=12, fontSize=14, fontWeight="bold").encode(text="label:N")
+        text = base.mark_text(align=align, dx=6 * side, y=12, fontWeight="bold").encode(text="label:N")
         return [rule.encode(tooltip=tooltip), text]
     at_wall = base.encode(y=alt.Y("cumulative_s:Q", title=y_title), tooltip=tooltip)
     dot = at_wall.mark_point(filled=True, size=90, color="#222222")
-    text = at_wall.mark_text(align=align, dx=8 * side, dy=-10, fontSize=14, fontWeight="bold").encode(text="label:N")
+    text = at_wall.mark_text(align=align, dx=8 * side, dy=-10, baseline="bottom", lineBreak="\n", fontWeight="bold")
+    text = text.encode(text="label:N")
     return [rule.encode(tooltip=tooltip), dot, text]

@@ -17,7 +17,7 @@ from core.engine.race_estimates import RaceEstimate, estimate_race
 from core.engine.spec import DeviceCaps, RunSpec, validate
 from core.runs.limits import HostLimits
 from core.runs.store import Run
-from core.view.compare import race_name
+from core.view.compare import run_name
 
 # What the form offers for each select box (the model: the zoo), in the order the form shows them;
 # the options table says which options are on the form, where, and how each choice is worded.
@@ -90,14 +90,14 @@ def describe_duration(low: float, high: float) -> str:
 
 def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
     """How long the race will take here, and what that rests on. The same race measured here is
-    said as the measurement ('measured: 108 s as race 2'), never as an estimate beside
+    said as the measurement ('measured: 108 s as run 2'), never as an estimate beside
     it; a scaled one names the race it comes from; the zoo's figures say nothing was measured yet.
     Where past estimates of that kind were kept, how far they missed."""
     if estimate is None:
         return "how long is unknown for this model until it has run here once"
     base = estimate.based_on
     if base is not None and estimate.basis == "same race":
-        name = race_name(base.race_number, base.run_id)
+        name = run_name(base.run_id)
         same_steps = _steps_of(base.params) == _steps_of(spec.to_dict())
         if same_steps:
             return f"measured: {_fmt_measured(base.wall_s)} as {name}"
@@ -108,7 +108,7 @@ def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
     elif base is not None:
         text = (
             f"about {_fmt_s(estimate.total_s)} ({_fmt_s(estimate.low_s)} to {_fmt_s(estimate.high_s)}), scaled "
-            f"from {race_name(base.race_number, base.run_id)} ({base.params.get('model')}, batch "
+            f"from {run_name(base.run_id)} ({base.params.get('model')}, batch "
             f"{int(base.params.get('batch_size') or 0):,}: {_fmt_measured(base.wall_s)})"
         )
     else:
@@ -327,7 +327,7 @@ def shared_result_text(run: Run, now: float | None = None) -> str:
     finished = run.finished_at or run.created_at
     age = ago((time.time() if now is None else now) - finished)
     return (
-        f"Measured {age} on this {kind} ({env.get('device_name', '?')}, torch {env.get('torch', '?')}) as run #{run.id}"
+        f"Measured {age} on this {kind} ({env.get('device_name', '?')}, torch {env.get('torch', '?')}) as run {run.id}"
     )
 
 

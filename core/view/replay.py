@@ -22,7 +22,7 @@ from typing import Any
 from core import PROJECT_ROOT
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
 from core.runs.store import DamagedEvents, Run, Store, id_from_text
-from core.view.compare import race_name
+from core.view.compare import run_name
 from core.view.run_screen.shared_board import LiveSnapshot, snapshot_of
 from core.view.run_screen.store_reader import RunView
 
@@ -171,12 +171,12 @@ def load_recording(key: str, store: Store | None = None, folder: str = RECORDING
     raise BundleError(f"not a recording: {key!r}")
 
 
-def stored_race_label(run: Run, number: int | None) -> str:
-    """How the replay picker names a stored race: 'Race 3 here: mlp, batch 64', or 'Race 4
+def stored_race_label(run: Run) -> str:
+    """How the replay picker names a stored race: 'Run 3 here: mlp, batch 64', or 'Run 4
     (imported): ...' for a bundle from another machine, which was not measured here."""
     p = run.params or {}
     where = "(imported)" if run.imported else "here"
-    return f"{race_name(number, run.id).capitalize()} {where}: {p.get('model')}, batch {p.get('batch_size')}"
+    return f"{run_name(run.id).capitalize()} {where}: {p.get('model')}, batch {p.get('batch_size')}"
 
 
 @dataclass

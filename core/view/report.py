@@ -295,3 +295,20 @@ def run_row(run: Run) -> dict[str, Any]:
         "break_even_step": s.get("break_even_step"),
         "error": run.error,
     }
+
+
+def duration_interval(low: float, high: float, like: float) -> str:
+    """'95% interval 1.58-1.63 h': an interval in the unit fmt_duration picks for `like`, with as
+    many more decimals (up to three) as it takes for its two ends to differ, so its width shows
+    ('1.6-1.6 h' said nothing); narrower than that, it says so."""
+    from core.engine.planning import fmt_duration
+
+    shown = fmt_duration(like)
+    number, name = shown.split()
+    unit = {"s": 1.0, "min": 60.0, "h": 3600.0}.get(name, 1.0)
+    start = len(number.partition(".")[2])
+    for digits in range(start, start + 4):
+        a, b = f"{low / unit:.{digits}f}", f"{high / unit:.{digits}f}"
+        if a != b:
+            return f"95% interval {a}{'-' if low >= 0 else ' to '}{b} {name}"
+    return f"95% interval too narrow to show (both ends {a} {name})"

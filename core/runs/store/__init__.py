@@ -192,21 +192,13 @@ class Store:
             "created_at": fields.pop("created_at", time.time()),
             **fields,
         }
-        with self.transaction(immediate=True) as c:  # the race's number and its row, both or neither
+        with self.transaction(immediate=True) as c:
             return self._insert_run(c, values)
 
     @staticmethod
     def _insert_run(conn: Any, values: dict[str, Any]) -> int:
-        """Insert one run row inside the caller's transaction; a race gets the next race number."""
+        """Insert one run row inside the caller's transaction (its id is the one number people see)."""
         values = {k: encode(k, v) for k, v in values.items() if k != "race_number"}
-        if values.get("kind") == "race":
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('last_race_number', '1') "
-                "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)"
-            )
-            values["race_number"] = int(
-                conn.execute("SELECT value FROM meta WHERE key = 'last_race_number'").fetchone()[0]
-            )
         cols = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         row = conn.execute(
@@ -263,25 +255,6 @@ class Store:
             args.append(owner)
         sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC LIMIT ?"
         return [run_of(r) for r in self._all(sql, (*args, limit))]
-
-    def race_numbers(self, run_ids: Iterable[int] | None = None) -> dict[int, int]:
-        """Races numbered for people: 1, 2, 3... in the order they were created. Run ids also count
-        probes and demos (a first race can be id 2, an import id 9), so each race is given the next
-        number when it is created and keeps it: deleting a race, or purging old probes and demos,
-        leaves every other race's number alone, and a number is never given twice. Ids that are not
-        races (or no longer stored) are left out."""
-        if run_ids is None:
-            rows = self._all("SELECT id, race_number FROM runs WHERE kind = 'race'")
-        else:
-            ids = sorted({int(i) for i in run_ids})
-            rows = []
-            for start in range(0, len(ids), 500):  # SQLite's limit on bound parameters
-                chunk = ids[start : start + 500]
-                rows += self._all(
-                    f"SELECT id, race_number FROM runs WHERE kind = 'race' AND id IN ({', '.join('?' * len(chunk))})",
-                    chunk,
-                )
-        return {int(r[0]): int(r[1]) for r in rows if r[1] is not None}
 
     # -- sweeps -------------------------------------------------------------------------------
 

@@ -81,7 +81,7 @@ class Run:
     imported: int
     client: str | None = None
     sweep_id: int | None = None
-    race_number: int | None = None  # given when a race is created (Store.race_numbers)
+    race_number: int | None = None  # retired: the run id is the one number people see (issue 26)
 
     @property
     def finished(self) -> bool:

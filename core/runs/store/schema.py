@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS runs (
     imported INTEGER NOT NULL DEFAULT 0,
     client TEXT,                        -- a visitor's address, kept only where host limits count by it
     sweep_id {bigint},                  -- the sweep this race is a point of (sweeps.id), or NULL
-    race_number {bigint}                -- a race's number for people (1, 2, 3...), given once; NULL otherwise
+    race_number {bigint}                -- retired: races were once numbered apart from run ids; NULL now
 );
 CREATE INDEX IF NOT EXISTS runs_queue ON runs (status, device_key, id);
 CREATE TABLE IF NOT EXISTS events (

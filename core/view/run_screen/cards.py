@@ -33,11 +33,24 @@ def _mib(n: int | None) -> str:
 
 
 def _change(new: float | None, old: float | None) -> str | None:
-    """Signed relative change, compiled against eager ("-7% vs eager")."""
+    """Signed relative change, compiled against eager ("-7% vs eager"); "same as eager" where it
+    rounds to 0%, which has no sign to show."""
     if not new or not old:
         return None
     pct = (new / old - 1) * 100
+    if round(abs(pct)) == 0:
+        return "same as eager"
     return f"{'+' if pct >= 0 else '-'}{abs(pct):.0f}% vs eager"
+
+
+def _change_delta(new: float | None, old: float | None, less_is_better: bool = False) -> dict[str, str | None]:
+    """A card's delta for a change against eager: its arrow follows the sign, its colour whether
+    that sign is good here (green up for throughput, green down for memory); no arrow and no
+    colour for no change."""
+    text = _change(new, old)
+    if text is None or text == "same as eager":
+        return {"delta": text, "delta_color": "off", "delta_arrow": "off"}
+    return {"delta": text, "delta_color": "inverse" if less_is_better else "normal", "delta_arrow": "auto"}
 
 
 def samples_per_s(rate: float | None) -> str:
@@ -164,14 +177,13 @@ def result_cards(
             samples_per_s(compiled_tput),
             "Training samples per second at the steady median step"
             + (f"; eager: {samples_per_s(eager_tput)}." if eager_tput else "."),
-            delta=_change(compiled_tput, eager_tput),
+            **_change_delta(compiled_tput, eager_tput),
         ),
         Card(
             "Peak memory (compiled)",
             _mib(memory.get("compiled")),
             f"Eager: {_mib(memory.get('eager'))}; {memory.get('kind') or 'measured when each variant finishes'}.",
-            delta=_change(memory.get("compiled"), memory.get("eager")),
-            delta_color="inverse",  # less memory is better
+            **_change_delta(memory.get("compiled"), memory.get("eager"), less_is_better=True),
         ),
     ]
     if summary.get("compile_failed"):

@@ -111,6 +111,7 @@ def feed_document(
             {"name": _key_name(key), "spec": snap.derive(("feed", key), lambda b=build: _chart_spec(b()))}
             for key, build in built.items()
         ],
+        "waiting": None if built else layout.WAITING_FOR_STEPS,
         "loss": None if present else layout.loss_words(snap),
         "counts": snap.counts(),
         "note": cadence.watching_note(run),  # one core: the open page is part of the measurement

@@ -18,11 +18,15 @@ from core.engine import analysis
 from core.engine.race_estimates import expected_compile_estimate
 from core.runs.store import Run, Store
 from core.view import race_charts
-from core.view.compare import race_name
+from core.view.chart_style import for_projector
+from core.view.compare import run_name
 from core.view.run_screen import sentences, why_per_step
 from core.view.run_screen.cards import Card, memory_of, result_cards
 
-PRESENT_CHART_HEIGHT = 380  # presenter mode: the race and step charts side by side at 1280x720
+# Before the first step there is nothing to chart: empty axes (a lone "0.000000" tick) read as a
+# broken chart, so the page says this instead.
+WAITING_FOR_STEPS = "Waiting for the first steps: the charts start with eager's first measured step."
+PRESENT_CHART_HEIGHT = 330  # presenter mode: the race and step charts side by side at 1280x720, cards below
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,9 @@ def expected_compile(store: Store, run: Run) -> tuple[float | None, bool]:
 
 
 def progress_line(view: Any, quote: Callable[[str], str] = str) -> str:
-    """The progress bar's text: 'Race 3: compiled epoch 2/3'. `quote`: how the state is written (it
+    """The progress bar's text: 'Run 3: compiled epoch 2/3'. `quote`: how the state is written (it
     can hold a failed run's error). A long finished race's thinned steps are said (RunView.thin_steps)."""
-    line = f"{race_name(view.race_number, view.run.id).capitalize()}: {quote(view.state)}"
+    line = f"{run_name(view.run.id).capitalize()}: {quote(view.state)}"
     bucket = getattr(view, "bucket", 1)
     if bucket > 1:
         line += f" (a long race: its charts draw one point per {bucket} steps, its numbers stand on every step)"
@@ -109,6 +113,8 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
     """The charts of this view, in the order they are shown, by the key a snapshot memoises them
     under. Presenter mode: the race and the step times only, tall. Otherwise the race, the lead
     (once both variants have steps), the step times, the epochs and the loss."""
+    if not any(view.counts().values()):
+        return {}  # nothing measured yet: WAITING_FOR_STEPS, not empty axes
     steps, epochs = view.frames()
     be = (
         {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
@@ -128,11 +134,11 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
 def _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale) -> dict[Any, Callable]:
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         return {
-            "present_cumulative": lambda: race_charts.cumulative_chart(
-                steps, break_even=be, projection=projection
-            ).properties(height=PRESENT_CHART_HEIGHT),
-            "present_steps": lambda: race_charts.step_time_chart(steps, marks=marks).properties(
-                height=PRESENT_CHART_HEIGHT
+            "present_cumulative": lambda: for_projector(
+                race_charts.cumulative_chart(steps, break_even=be, projection=projection), PRESENT_CHART_HEIGHT
+            ),
+            "present_steps": lambda: for_projector(
+                race_charts.step_time_chart(steps, marks=marks), PRESENT_CHART_HEIGHT
             ),
         }
     built: dict[Any, Callable] = {

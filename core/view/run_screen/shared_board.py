@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -113,7 +113,6 @@ class LiveSnapshot:
         state: str,
         version: tuple,
         previous: LiveSnapshot | None = None,
-        race_number: int | None = None,
     ):
         self.run = run
         self.state = state  # 'queued (position 2)', 'compiled epoch 2/3', 'failed: ...'
@@ -121,7 +120,6 @@ class LiveSnapshot:
         self._lock = threading.RLock()  # a build may read the summary, which takes it too
         self._memo: dict[Any, Any] = {}
         same_events = previous is not None and previous.version[0] == version[0] and previous.run.id == run.id
-        self.race_number = race_number  # the race's number for people (Store.race_numbers), if a race
         self.damaged = view.damaged  # why some of its events cannot be read, if the store is damaged
         self.bucket = view.bucket  # steps per drawn row: more than 1 for a long finished run (RunView.thin_steps)
         if same_events:  # only the run row moved (phase, progress): keep what the events gave
@@ -176,9 +174,9 @@ class _Events:
         return analysis.summarize_events(held_events(self._events), batch, min_warmup)
 
 
-def snapshot_of(run: Run, view: RunView, state: str = "", race_number: int | None = None) -> LiveSnapshot:
+def snapshot_of(run: Run, view: RunView, state: str = "") -> LiveSnapshot:
     """A one-off snapshot of a session's own RunView (the Runs page reopening a stored run)."""
-    return LiveSnapshot(run, view, state or run.status, (view.last_id, run.status), race_number=race_number)
+    return LiveSnapshot(run, view, state or run.status, (view.last_id, run.status))
 
 
 @dataclass
@@ -200,7 +198,6 @@ class QueueSnapshot:
     active: tuple[Run, ...]
     queued: tuple[Run, ...]
     paused: bool
-    race_numbers: dict[int, int] = field(default_factory=dict)  # run id -> the race's number for people
 
     @property
     def environment(self) -> dict[str, Any] | None:
@@ -301,7 +298,6 @@ class LiveBoard:
                 entry.view.thin_steps(expected=expected_steps(run.params))
             entry.view.poll(db)
             state = describe(db, run)
-            number = db.race_numbers([run.id]).get(run.id) if run.kind == "race" else None
             self.reads += 1
         skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
         version = (
@@ -316,7 +312,7 @@ class LiveBoard:
             json.dumps(run.details, sort_keys=True, default=str),  # the live compile phase among them
         )
         if entry.snapshot is None or entry.snapshot.version != version:
-            entry.snapshot = LiveSnapshot(run, entry.view, state, version, entry.snapshot, number)
+            entry.snapshot = LiveSnapshot(run, entry.view, state, version, entry.snapshot)
         entry.read_at = read_at
 
     def queue(self) -> QueueSnapshot:
@@ -335,7 +331,6 @@ class LiveBoard:
                     queued=tuple(db.list_runs(status=("queued",))),
                     paused=db.queue_paused(),
                 )
-                snap = replace(snap, race_numbers=db.race_numbers([r.id for r in snap.active if r.kind == "race"]))
             self._queue = (now, snap)
             return snap
 

@@ -27,7 +27,7 @@ COMPILE_COLUMNS = ["run", "variant", "phase", "epoch", "step", "note"]
 
 def run_label(run: Run) -> str:
     params = run.params or {}
-    return f"#{run.id} {params.get('model', '?')} bs{params.get('batch_size', '?')} {params.get('precision', '')}"
+    return f"run {run.id} {params.get('model', '?')} bs{params.get('batch_size', '?')} {params.get('precision', '')}"
 
 
 def held_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -48,7 +48,7 @@ class RunView:
 
     def __init__(self, run_id: int, label: str = ""):
         self.run_id = run_id
-        self.label = label or f"#{run_id}"
+        self.label = label or f"run {run_id}"
         self.last_id = 0
         self._steps: list[dict[str, Any]] = []
         self._epochs: list[dict[str, Any]] = []
