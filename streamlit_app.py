@@ -8,10 +8,12 @@ from app_pages.common import admin_configured, adopt_visitor_token, board, ident
 from app_pages.run_screen.feed_view import sidebar_every
 from core.runs import fleet
 from core.runs.queue import ensure_probe
+from core.runs.seal import seal_from_workers
 from core.view.fleet import device_type_lines, fleet_summary
 from core.view.queue import gpu_lines, lane_lines
 from core.view.safe_text import markdown_text
 
+seal_from_workers()  # no worker (a model file's code) reads this server's environment from /proc
 st.set_page_config(page_title="Compile Lab", page_icon="⚡", layout="wide")
 
 pages = [

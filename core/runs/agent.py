@@ -24,6 +24,7 @@ from typing import Any
 from core import PROJECT_ROOT
 from core.runs import disk_space, fleet, processes
 from core.runs.queue import dispatch, reconcile
+from core.runs.seal import seal_from_workers
 from core.runs.store import Store
 
 POLL_S = 0.5  # how often an agent looks for work (and heartbeats): the fleet's dispatch latency
@@ -138,6 +139,7 @@ class Agent:
                     processes.terminate_group(run.pid)
 
     def run(self) -> int:
+        seal_from_workers()  # its workers' code cannot read the agent's environment (the store's URL)
         self.join()
         self.say(f"agent {self.name}: lanes {', '.join(self.lanes)} on {shown(self.store.path)}")
         for sig in (signal.SIGTERM, signal.SIGINT):
