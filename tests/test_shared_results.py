@@ -103,7 +103,7 @@ def test_the_offer_says_how_long_ago_and_on_what():
     run = type("R", (), {"environment": {**HERE, "device_type": "cuda", "device_name": "NVIDIA A100"}})()
     run.finished_at, run.created_at, run.id = 1000.0, 900.0, 7
     assert shared_result_text(run, now=1000.0 + 12 * 60) == (
-        "Measured 12 min ago on this GPU (NVIDIA A100, torch 2.x) as run #7"
+        "Measured 12 min ago on this GPU (NVIDIA A100, torch 2.x) as run 7"
     )
 
 
@@ -132,7 +132,7 @@ def test_the_race_page_offers_a_recent_result_and_shows_it_at_once(store, sleepe
     done = finished_race(store, spec, age_s=12 * 60)
     at.run()
     offers = [i.value for i in at.info if "Measured" in i.value]
-    said = markdown_text(f"Measured 12 min ago on this CPU (Test CPU, torch 2.x) as run #{done}")
+    said = markdown_text(f"Measured 12 min ago on this CPU (Test CPU, torch 2.x) as run {done}")
     assert offers == [f"{said}: show it, or measure again with Launch."]
     [b for b in at.button if b.label == "Show it"][0].click().run()
     assert not at.exception and at.query_params["run"] == str(done)

@@ -240,16 +240,18 @@ def dispatch(
                 key = free[0]
             elif key in busy or (key != LOOKUP_DEVICE_KEY and key not in lanes and not any_device):
                 continue
-            if not (store.lock_lane(c, host, key) and store.lock_queued(c, row["id"])) or key in _busy_lanes(c, host):
-                busy.add(key)
+            if not store.lock_lane(c, host, key) or key in _busy_lanes(c, host):
+                busy.add(key)  # another dispatcher of this host holds the lane, or it just got a job
                 continue
-            busy.add(key)
+            if not store.lock_queued(c, row["id"]):
+                continue  # another box is taking this job right now: the lane may still take the next
             changed = c.execute(
                 "UPDATE runs SET status = 'starting', phase = 'starting', started_at = ?, heartbeat_at = ?, host = ?, "
                 "device_key = ? WHERE id = ? AND status = 'queued'",
                 (now, now, host, key, row["id"]),
             ).rowcount
             if changed == 1:
+                busy.add(key)
                 started.append((int(row["id"]), key))
     for run_id, key in started:
         try:
