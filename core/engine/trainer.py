@@ -205,16 +205,17 @@ def _profile_later(race: _Race, name: str, state: dict[str, Any], source: BatchS
         gc.collect()
 
 
-def _race_alternating(race: _Race, initial: _InitialModel) -> None:
-    """Eager and compiled take turns, epoch by epoch, so both lines grow together on the live charts
-    and slow drift (heat, background load) falls on both alike, as PyTorch's harness interleaves its
-    repeats. Both models and their optimizers are in memory the whole race, so peak memory is of
-    both together (said so). Each variant keeps its own random stream (saved and restored around
-    its turns), so its losses are the ones a sequential race gives for the same seed."""
+def _race_side_by_side(race: _Race, initial: _InitialModel, turns: Callable[..., None]) -> None:
+    """Eager and compiled take turns (`turns`: epoch by epoch, or block by block), so both lines
+    grow together on the live charts and slow drift (heat, background load) falls on both alike, as
+    PyTorch's harness interleaves its repeats. Both models and their optimizers are in memory the
+    whole race, so peak memory is of both together (said so). Each variant keeps its own random
+    stream (saved and restored around its turns), so its losses are the ones a sequential race
+    gives for the same seed."""
     for name in VARIANTS:
         race.emit(initial.starting(race.spec, name))
     reset_compile_state()
-    _take_turn(race, VARIANTS, functools.partial(_epoch_by_epoch, initial=initial))
+    _take_turn(race, VARIANTS, functools.partial(turns, initial=initial))
     for result in race.variants.values():
         if result.peak_memory_bytes is not None:
             result.memory_kind = ALTERNATING_MEMORY
@@ -274,20 +275,6 @@ def _train_times(turn: _Turn) -> tuple[list[float], list[float]]:
     return turn.race.variants["eager"].times("train"), turn.race.variants["compiled"].times("train")
 
 
-def _race_blocks(race: _Race, initial: _InitialModel) -> None:
-    """The default: eager and compiled take turns every BLOCK_STEPS steps, within each epoch, so
-    drift and load fall on both alike and each pair of blocks ran side by side (the interval is
-    over those pairs: core.engine.intervals). Compiled's first block still pays its compile, so
-    compiled's epoch 1 still carries it. Both models in memory, said so, as in alternating."""
-    for name in VARIANTS:
-        race.emit(initial.starting(race.spec, name))
-    reset_compile_state()
-    _take_turn(race, VARIANTS, functools.partial(_block_by_block, initial=initial))
-    for result in race.variants.values():
-        if result.peak_memory_bytes is not None:
-            result.memory_kind = ALTERNATING_MEMORY
-
-
 def _block_by_block(turn: _Turn, initial: _InitialModel) -> None:
     """Blocks: each epoch, a block of each variant in turn until both have run the epoch's steps;
     then each variant's evaluation and epoch event; with a target interval, a look after each pair
@@ -332,9 +319,12 @@ def _block_by_block(turn: _Turn, initial: _InitialModel) -> None:
 
 
 SCHEDULES: dict[str, Callable[[_Race, _InitialModel], None]] = {
-    "blocks": _race_blocks,
+    # blocks, the default: turns every BLOCK_STEPS steps within each epoch, so each pair of blocks ran
+    # side by side (the interval is over those pairs: core.engine.intervals); compiled's first block
+    # still pays its compile, so compiled's epoch 1 still carries it.
+    "blocks": functools.partial(_race_side_by_side, turns=_block_by_block),
     "sequential": _race_sequential,
-    "alternating": _race_alternating,
+    "alternating": functools.partial(_race_side_by_side, turns=_epoch_by_epoch),
 }
 
 
