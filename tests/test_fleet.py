@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import CPU, ROOT, machine_seconds, quick_spec
+from conftest import CPU, QUICK_CLI, ROOT, machine_seconds, quick_spec
 
 from core.runs import fleet, processes, queue
 from core.runs.limits import HostLimits
@@ -215,15 +215,5 @@ def test_race_on_every_gpu_type_queues_one_race_per_device_type_pinned_to_its_bo
         store.finish_run(run.id, "cancelled")
 
 
-QUICK_CLI_ON_ANY_DEVICE = [
-    "--model",
-    "mlp",
-    "--batch-size",
-    "8",
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "3",
-    "--backend",
-    "aot_eager",
-]
+# conftest's quick race flags without --device cpu: --every-gpu-type picks the devices.
+QUICK_CLI_ON_ANY_DEVICE = QUICK_CLI[: QUICK_CLI.index("--device")]
