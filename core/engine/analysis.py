@@ -317,6 +317,7 @@ def summarize(
         "compiled_eval_epoch_times_s": list(compiled_eval_epochs),
         "compile_events": list(compile_events),  # compiles and recompiles, at the step that paid for them
         "interval_paired": paired,
+        "interval_alpha": alpha,  # below 5%: a race that stopped on its interval (interval_words says so)
         "noise_warnings": noise.drift_warnings(steady(eager_steps, w), steady(compiled_steps, w), paired)
         if n > w
         else [],
@@ -408,6 +409,23 @@ def caveats(summary: dict[str, Any]) -> str:
     return out
 
 
+def interval_words(summary: dict[str, Any]) -> str:
+    """'95% interval 1.10-1.20x', and for a race that stopped on its interval the looks it was
+    widened for ('95% interval 1.08-1.22x, widened for the stopping rule's 6 looks'): the live view
+    and the final reading both show the interval the rule decided on, and say which it is."""
+    low, high = summary.get("speedup_ci95") or (summary.get("steady_state_speedup"),) * 2
+    return f"95% interval {low:.2f}-{high:.2f}x{looks_note(summary)}"
+
+
+def looks_note(summary: dict[str, Any]) -> str:
+    """', widened for the stopping rule's 6 looks' where the summary's interval was spent over looks
+    (its interval_alpha below 5%: core.engine.stopping.alpha_of, Bonferroni), else ''."""
+    alpha = summary.get("interval_alpha")
+    if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0 < alpha < intervals.ALPHA:
+        return ""
+    return f", widened for the stopping rule's {round(intervals.ALPHA / alpha)} looks"
+
+
 def _headline_reading(summary: dict[str, Any]) -> str:
     speedup, verdict = summary.get("steady_state_speedup"), summary.get("verdict")
     compile_s = summary.get("compile_time_s")
@@ -422,8 +440,7 @@ def _headline_reading(summary: dict[str, Any]) -> str:
     if speedup is None:
         return "Not enough steps finished in both variants to compare them."
     cost = f" after {compile_s:.1f} s of compilation" if compile_s is not None else ""
-    low, high = summary["speedup_ci95"]
-    interval = f"95% interval {low:.2f}-{high:.2f}x"
+    interval = interval_words(summary)
     if verdict == SLOWER:
         return (
             f"Compiled steps are slower here ({speedup:.2f}x, {interval}){cost}: "

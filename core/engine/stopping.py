@@ -13,7 +13,7 @@ compiled on the ratio; its looks are counted for both variants. Torch-free.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.engine import intervals
@@ -27,11 +27,30 @@ def race_steps(spec: Any) -> int:
 
 def race_alpha(spec: Any) -> float:
     """The error rate of each look's interval for this race (5% for a fixed-length race)."""
-    target = getattr(spec, "target_interval", None)
+    return alpha_of(getattr(spec, "target_interval", None), race_steps(spec), spec.schedule)
+
+
+def alpha_of(target: float | None, max_steps: int, schedule: str) -> float:
+    """The one rule for the error rate of a race's interval, which the stopping rule, the live view
+    and the final reading all use: 5% for a fixed-length race; with a target, the 5% spread over the
+    race's looks (counted for both variants when they run one after the other)."""
     if not target:
         return intervals.ALPHA
-    looks = intervals.looks(race_steps(spec))
-    return intervals.look_alpha(len(looks) * (2 if spec.schedule == "sequential" else 1))
+    looks = intervals.looks(max_steps)
+    return intervals.look_alpha(len(looks) * (2 if schedule == "sequential" else 1))
+
+
+def stored_alpha(params: Mapping[str, Any]) -> float:
+    """race_alpha from a stored run's params (what a live view has), so the interval it shows while
+    the race runs is the one the stopping rule looks at; 5% when the params name no target."""
+    target = params.get("target_interval")
+    if not isinstance(target, int | float) or isinstance(target, bool) or target <= 0:
+        return intervals.ALPHA
+    try:
+        steps = int(params["epochs"]) * int(params["steps_per_epoch"])
+    except (KeyError, TypeError, ValueError):
+        return intervals.ALPHA
+    return alpha_of(float(target), steps, str(params.get("schedule") or "blocks"))
 
 
 class StopRule:
@@ -42,7 +61,7 @@ class StopRule:
         self.target, self.max_steps, self.min_warmup = target, max_steps, min_warmup
         self.looks = intervals.looks(max_steps)
         self.paired = schedule != "sequential"
-        self.alpha = intervals.look_alpha(len(self.looks) * (1 if self.paired else 2))
+        self.alpha = alpha_of(target, max_steps, schedule)
         self._taken: dict[str, int] = {}  # looks taken so far, by who looks
 
     def _due(self, who: str, n: int) -> bool:

@@ -15,7 +15,7 @@ import sqlite3
 import time
 from typing import Any, BinaryIO
 
-from core.engine import analysis
+from core.engine import analysis, noise
 from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
@@ -233,6 +233,10 @@ def summary_from_events(
     floor = analysis.warmup_floor(spec.mode, spec.backend)
     summary = analysis.summarize_events(events, spec.batch_size, floor, alpha=race_alpha(spec))  # spent over its looks
     summary["stop_reason"] = stop_reading(summary, spec.target_interval, race_steps(spec))
+    # The machine's load during each epoch, which events do not carry: the samples are checked and
+    # the busy-machine warning said again from them (as the trainer says it), never a bundle's words.
+    summary["machine_load"] = load_samples(claimed.get("machine_load"), spec)
+    summary["noise_warnings"] = summary["noise_warnings"] + noise.load_warnings(summary["machine_load"])
     for key in MEMORY_KEYS:
         value = claimed.get(key)
         summary[key] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -246,6 +250,30 @@ def summary_from_events(
         summary[key] = value if isinstance(value, int) and not isinstance(value, bool) else None
     summary["reading"] = analysis.plain_reading(summary)
     return summary
+
+
+def load_samples(value: Any, spec: RunSpec) -> list[dict[str, Any]]:
+    """A bundle's load samples (core.engine.noise.load_sample: one per variant and epoch), those
+    that are well formed: a variant, an epoch of the race, the load and CPU share as numbers or
+    null, a whole number of cores; any other entry is dropped (an older bundle has none)."""
+    if not isinstance(value, list):
+        return []
+    out = []
+    for s in value[: len(VARIANTS) * spec.epochs]:
+        if not isinstance(s, dict) or s.get("variant") not in VARIANTS:
+            continue
+        epoch, cores = s.get("epoch"), s.get("cores")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (epoch, cores)):
+            continue
+        if not (1 <= epoch <= spec.epochs and 1 <= cores <= 1_000_000):
+            continue
+        load, share = (s.get(k) for k in ("load", "cpu_share"))
+        if not all(
+            v is None or (isinstance(v, int | float) and not isinstance(v, bool) and v >= 0) for v in (load, share)
+        ):
+            continue
+        out.append({"variant": s["variant"], "epoch": epoch, "load": load, "cores": cores, "cpu_share": share})
+    return out
 
 
 def _event(e: Any, where: str) -> dict[str, Any]:

@@ -165,7 +165,7 @@ def result_cards(
             "Steady-state speedup",
             "-" if speed is None else f"{speed:.2f}x",
             "Median eager step / median compiled step after warm-up"
-            + (f"; 95% interval {ci[0]:.2f}-{ci[1]:.2f}x." if ci else "."),
+            + (f"; {analysis.interval_words(summary)}." if ci else "."),
             delta=summary.get("verdict"),
             # Unsigned text reads as "up": green and up for faster, red and down for slower, grey otherwise.
             delta_color={"faster": "normal", "slower": "inverse"}.get(summary.get("verdict") or "", "off"),

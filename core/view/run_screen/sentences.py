@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, plain_reading, projected_position
+from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, interval_words, plain_reading, projected_position
 from core.view.report import fmt_about, fmt_seconds
 
 # Losses of the two variants closer than this (relative) are the same curve to the eye; and at the
@@ -68,8 +68,7 @@ def race_reading(
     speedup, verdict = summary.get("steady_state_speedup"), summary.get("verdict")
     if speedup is None:
         return "Not enough compiled steps yet to compare the two."
-    low, high = summary.get("speedup_ci95") or (speedup, speedup)
-    interval = f"95% interval {low:.2f}-{high:.2f}x"
+    interval = interval_words(dict(summary))  # the stopping rule's interval, said as such
     done = counts.get("compiled")
     where = f"After {_of_total(done, total).replace('step ', '')} compiled steps" if done else "So far"
     if verdict == SLOWER:
