@@ -309,8 +309,9 @@ def plan_section(run: Run, key: str) -> None:
     st.subheader("Plan your training")
     st.caption(
         "Predicted from this race: its own steps as measured (compile included), then each variant's steady step "
-        "for the rest, so it breaks even where the race's card says. Intervals come from the measured step times "
-        "(95%); the compile time is one measurement."
+        "for the rest, so it breaks even where the race's card says. The saving's interval is the race's own speedup "
+        "interval (the one its card shows); each total's is from its variant's steps; the compile time is one "
+        "measurement."
     )
     steps = training_run_length(key)
     plan = plan_from_summary(run.summary or {}, steps) if run.status == "done" else None

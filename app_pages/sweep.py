@@ -166,7 +166,7 @@ def live(sweep_id: int) -> None:
         st.dataframe(comparison, hide_index=True, width="stretch")
     if sweeps.sweep_finished(runs) and frame["measured"].any():
         st.subheader("Plan your training")
-        st.caption("Each measured point over your run's length: compile included, 95% intervals from its steps.")
+        st.caption("Each measured point over your run's length: compile included, with the interval of its race.")
         st.dataframe(view.plan_rows(frame, runs, training_run_length(f"sweep_{sweep_id}")), hide_index=True)
 
 

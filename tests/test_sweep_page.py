@@ -10,6 +10,7 @@ from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from core.engine import analysis
+from core.engine.options import OPTIONS
 from core.engine.spec import DeviceCaps, RunSpec
 from core.runs import devices
 from core.runs.identity import owner_of
@@ -287,3 +288,18 @@ def test_a_sweep_deleted_while_followed_says_so_and_stops_polling(store, sleeper
     said = "does not exist: it may have been deleted" if what == "sweep" else "has no points left: they were deleted"
     assert f"Sweep {sweep_id} {said}." in texts(at)
     assert not any(b.label == "Cancel sweep" for b in at.button)
+
+
+def test_the_form_offers_the_target_interval_and_every_point_stops_on_its_own(store, sleepers):
+    record_probe(store)
+    at = sweep_page()
+    box = at.selectbox(key="sweep_target_interval")
+    assert box.label == OPTIONS["target_interval"].label and box.value is None  # off by default, as on the Race form
+    assert box.options == [OPTIONS["target_interval"].choice_labels[v] for v in OPTIONS["target_interval"].offered]
+    box.set_value(0.03).run()
+    at.selectbox(key="sweep_model").set_value("mlp").run()
+    at.text_input(key="sweep_text1").set_value("8, 16").run()
+    next(b for b in at.button if b.label == "Launch sweep").click().run()
+    assert not at.exception
+    (sweep,) = store.list_sweeps()
+    assert [p.params["target_interval"] for p in store.sweep_runs(sweep.id)] == [0.03, 0.03]

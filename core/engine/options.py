@@ -205,7 +205,7 @@ _ROWS = (
         "target_interval", float, None, "Run until the speedup is known",
         "stop each variant's timed steps once the steady speedup's interval is within ±FRACTION of it "
         "(e.g. 0.03), looked at on fixed steps from 40 on; epochs x steps per epoch is then the maximum",
-        min=0, max=0.5, optional=True, metavar="FRACTION", form=(5, 2), link=True,
+        min=0, max=0.5, optional=True, metavar="FRACTION", form=(5, 2), sweep_form=True, link=True,
         form_choices=(None, 0.02, 0.03, 0.05, 0.1),
         choice_labels={
             None: "no: the steps asked for",

@@ -1,8 +1,11 @@
 """From a short measured race to decisions about a real one. Pure functions only.
 
 - `step_rates` + `plan_training`: a user's run of N steps predicted eager and compiled, compile
-  included, with a 95% interval from the measured steady step times (bootstrap of their medians;
-  the compile time is one measurement and carries no interval of its own).
+  included, with the race's own intervals (core.engine.intervals, over blocks of steps): the
+  per-step saving's is the race's speedup interval, at the race's error rate (paired when the
+  variants took turns, widened for the looks of a race that stopped on its interval), so "Plan
+  your training" and the race's headline never disagree; each total's is its variant's own blocks'.
+  The compile time is one measurement and carries no interval of its own.
 - `regime`: how the eager step time grows with batch size says what bounds the step. Fitting
   t(b) = overhead + b x per-sample cost: where overhead dominates (flat), per-step costs such as
   kernel launches and Python dominate and CUDA graphs (reduce-overhead) help most; where the
@@ -21,38 +24,52 @@ from statistics import median
 
 import numpy as np
 
-from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, bootstrap_medians, default_warmup, steady
+from core.engine import intervals
+from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, default_warmup, steady
 
 
 @dataclass(frozen=True)
 class StepRates:
-    """Steady step times (medians) of both variants and 95% intervals: of each median, and of
-    the per-step saving (eager - compiled), resampled together so the saving's interval is right."""
+    """Steady step times (medians) of both variants and their intervals: of each median, and of
+    the per-step saving (eager - compiled), which is the race's speedup interval (`speedup_ci`)
+    said in seconds: eager x [its low, its high] / speedup - compiled."""
 
     eager_s: float
     compiled_s: float
     eager_ci: tuple[float, float]
     compiled_ci: tuple[float, float]
     saving_ci: tuple[float, float]
+    speedup_ci: tuple[float, float] | None = None  # the race's interval of eager / compiled
 
 
 def step_rates(
-    eager: Sequence[float], compiled: Sequence[float], warmup: int | None = None, resamples: int = 2000, seed: int = 0
+    eager: Sequence[float],
+    compiled: Sequence[float],
+    warmup: int | None = None,
+    paired: bool = False,
+    alpha: float = intervals.ALPHA,
 ) -> StepRates | None:
-    """The steady rates of a race from its per-step times (None when a variant has no steps)."""
+    """The steady rates of a race from its per-step times, with the intervals the race's headline
+    has (analysis.steady_state_speedup: the same steps, blocks, pairing and error rate). None when
+    a variant has no steps, or too few blocks for an interval (a plan is not a guess)."""
     if not eager or not compiled:
         return None
     w = default_warmup(min(len(eager), len(compiled))) if warmup is None else warmup
     e, c = steady(eager, w), steady(compiled, w)
-    rng = np.random.default_rng(seed)
-    eb, cb = bootstrap_medians(e, resamples, rng), bootstrap_medians(c, resamples, rng)
-    return StepRates(median(e), median(c), _interval(eb), _interval(cb), _interval(eb - cb))
-
-
-def _interval(samples: np.ndarray) -> tuple[float, float]:
-    ordered = np.sort(samples)
-    n = len(ordered)
-    return float(ordered[int(0.025 * (n - 1))]), float(ordered[int(math.ceil(0.975 * (n - 1)))])
+    e_med, c_med = median(e), median(c)
+    half = intervals.log_half_width(e, c, paired, alpha)
+    e_half, c_half = intervals.own_log_half_width(e, alpha), intervals.own_log_half_width(c, alpha)
+    if half is None or e_half is None or c_half is None or c_med <= 0:
+        return None
+    speedup_ci = intervals.interval(e_med / c_med, half)
+    return StepRates(
+        e_med,
+        c_med,
+        intervals.interval(e_med, e_half),
+        intervals.interval(c_med, c_half),
+        (c_med * speedup_ci[0] - c_med, c_med * speedup_ci[1] - c_med),  # c x (ratio - 1) = e - c
+        speedup_ci,
+    )
 
 
 @dataclass(frozen=True)
@@ -96,8 +113,8 @@ def plan_training(rates: StepRates, compile_s: float, steps: int, start: RaceSta
     own steps (`start`), the first of them are the measured ones (compile included) and the rest the
     steady rates: the plan then breaks even where the race does, or where its projection does.
 
-    A break-even is named only from a per-step saving whose 95% interval lies above 0: the same
-    resamples as the speedup's interval, so the same rule as analysis.projection_stands."""
+    A break-even is named only from a per-step saving whose interval lies above 0: the race's
+    speedup interval above 1, so the same rule as analysis.projection_stands."""
     if steps < 1:
         raise ValueError(f"a run has at least one step (got {steps})")
     compile_s = max(compile_s, 0.0)
@@ -145,7 +162,9 @@ def plan_from_summary(summary: dict, steps: int) -> TrainingPlan | None:
     compile_s = summary.get("compile_time_s")
     if summary.get("compile_skipped") or compile_s is None:
         return None
-    rates = step_rates(eager, compiled, summary.get("warmup_steps"))
+    alpha = summary.get("interval_alpha")
+    alpha = alpha if isinstance(alpha, float) and 0 < alpha <= intervals.ALPHA else intervals.ALPHA
+    rates = step_rates(eager, compiled, summary.get("warmup_steps"), bool(summary.get("interval_paired")), alpha)
     if rates is None:
         return None
     n = min(len(eager), len(compiled))
