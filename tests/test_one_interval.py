@@ -159,7 +159,8 @@ def test_on_the_borderline_race_the_looks_decide_whether_the_plan_names_a_break_
 
 
 def test_too_few_steps_for_an_interval_give_no_plan():
-    assert planning.step_rates([0.1, 0.1, 0.1], [0.05, 0.05, 0.05], warmup=1) is None
+    assert planning.step_rates([0.1, 0.1], [0.05, 0.05], warmup=1) is None  # one steady step each: one block
+    assert planning.step_rates([0.1, 0.1, 0.1], [0.05, 0.05, 0.05], warmup=1) is not None  # two blocks of one
 
 
 BUSY = "the machine was busy during eager's epoch 2 (load up to 3.4 on 2 cores): this interval may be too narrow"
