@@ -124,8 +124,10 @@ def compared_ids() -> list[int]:
 
 
 def show_comparison(ids: list[int], open_run: Callable[[int], None]) -> None:
-    """The races side by side, refreshed while any still runs; `open_run` follows one of them."""
-    live = not comparison(store(), ids).finished
+    """The races side by side, refreshed while any still runs; `open_run` follows one of them (its
+    button outside the refreshing part: a click there would rerun only that part, not the page)."""
+    first = comparison(store(), ids)
+    live = not first.finished
 
     @st.fragment(run_every=COMPARE_REFRESH_S if live else None)
     def draw() -> None:
@@ -147,13 +149,13 @@ def show_comparison(ids: list[int], open_run: Callable[[int], None]) -> None:
         steps = pd.concat([f for f in frames if not f.empty] or frames, ignore_index=True)
         if steps.empty:
             st.info("The charts appear once the races start measuring.")
-        else:
-            st.caption("Colour tells the devices apart, the line style the variant: solid eager, dashed compiled.")
-            left, right = st.columns(2)
-            left.altair_chart(overlay_charts.overlay_cumulative_chart(steps), width="stretch")
-            right.altair_chart(overlay_charts.overlay_step_chart(steps), width="stretch")
-        with st.container(horizontal=True):
-            for run in group.runs:
-                st.button(f"Open run {run.id}", key=f"open_compared_{run.id}", on_click=open_run, args=(run.id,))
+            return
+        st.caption("Colour tells the devices apart, the line style the variant: solid eager, dashed compiled.")
+        left, right = st.columns(2)
+        left.altair_chart(overlay_charts.overlay_cumulative_chart(steps), width="stretch")
+        right.altair_chart(overlay_charts.overlay_step_chart(steps), width="stretch")
 
     draw()
+    with st.container(horizontal=True):
+        for run in first.runs:
+            st.button(f"Open run {run.id}", key=f"open_compared_{run.id}", on_click=open_run, args=(run.id,))

@@ -4,7 +4,7 @@ and the comparison it opens (?compare=12,13: a table, the race charts one colour
 race opened by its id); on one box without agents the form is as it was. The fleet's boxes are
 stand-in agent registrations: nothing here runs on a GPU."""
 
-from conftest import AMPERE
+from conftest import AMPERE, quick_spec
 from test_pages import app, record_probe
 
 from app_pages.device_races import ANY_GPU_LABEL, CHOOSER_KEY
@@ -52,7 +52,9 @@ def test_on_one_box_without_agents_the_race_form_is_as_it_was(store, sleepers):
 
 def test_the_forms_device_type_reaches_the_job_on_an_idle_lane_of_that_type(store, sleepers):
     gpu_fleet(store)
-    busy = store.create_run("race", {"model": "mlp"}, "bob", "cuda:0", status="running", host="h100-box")
+    busy = store.create_run(
+        "race", quick_spec(device="cuda").to_dict(), "bob", "cuda:0", status="running", host="h100-box"
+    )
     at = app()
     assert not at.exception, at.exception
     chooser = at.selectbox(key=CHOOSER_KEY)
