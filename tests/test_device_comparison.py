@@ -131,3 +131,17 @@ def test_waiting_for_the_group_ends_with_the_comparison_and_says_a_failure(store
     assert f"run {h100} " in out.err and "failed: agent box stopped" in out.err
     (row,) = [line for line in out.out.splitlines() if line.startswith(f"run {h100} ")]
     assert row.split()[2:4] == ["box", "cuda:0"] and "failed: agent box stopped" in row  # its box and lane
+
+
+def test_submit_on_every_gpu_type_says_how_to_see_its_races_side_by_side(store, capsys, sleepers):
+    from test_fleet import QUICK_CLI_ON_ANY_DEVICE
+
+    for name, box in (("NVIDIA A100", "a100-box"), ("NVIDIA H100", "h100-box")):
+        lane = {"lane": "cuda:0", "device_name": name, "caps": AMPERE.to_dict()}
+        fleet.register(store, box, 1, "lab", "2.14.1", [lane])
+    assert main(["submit", "--every-gpu-type", *QUICK_CLI_ON_ANY_DEVICE]) == 0
+    ids = [r.id for r in reversed(store.list_runs(kind="race"))]
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == f"side by side: python -m core status {ids[0]} {ids[1]} (the Race page: ?compare={ids[0]},{ids[1]})"
+    for run_id in ids:
+        store.finish_run(run_id, "cancelled")
