@@ -25,7 +25,7 @@ from core.view.device_comparison import (
     comparison_rows,
     ids_from_text,
 )
-from core.view.fleet import device_type_counts, device_type_label
+from core.view.fleet import device_type_counts, device_type_label, labelled_type
 from core.view.race_form import form_spec
 from core.view.reference import TUTORIAL_SOURCE
 from core.view.safe_text import markdown_text
@@ -76,8 +76,11 @@ def device_type_chooser(spec: RunSpec, caps: DeviceCaps | None) -> dict[str, str
     if not counts or not _on_gpu(spec, caps):
         return {}
     options = [ANY_GPU, *counts]
-    if st.session_state.get(CHOOSER_KEY) not in options:
-        st.session_state[CHOOSER_KEY] = ANY_GPU  # a type whose agents stopped: any GPU again
+    chosen = st.session_state.get(CHOOSER_KEY)
+    if chosen not in options:
+        # A choice's words change with its counts ("1 free" -> "0 free") and the browser's choice then
+        # comes back as its old words: the type they name. A type whose agents stopped: any GPU again.
+        st.session_state[CHOOSER_KEY] = labelled_type(chosen, counts) or ANY_GPU
 
     def words(name: str) -> str:
         return ANY_GPU_LABEL if name == ANY_GPU else device_type_label(name, *counts[name])

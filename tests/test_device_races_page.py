@@ -60,6 +60,16 @@ def test_the_forms_device_type_reaches_the_job_on_an_idle_lane_of_that_type(stor
     chooser = at.selectbox(key=CHOOSER_KEY)
     assert chooser.options == [ANY_GPU_LABEL, "NVIDIA A100: 1 free, 0 busy", "NVIDIA H100: 1 free, 1 busy"]
     chooser.set_value("NVIDIA H100").run()
+    # Its words change with the counts: the choice stays the type it named.
+    other = store.create_run(
+        "race", quick_spec(device="cuda").to_dict(), "cy", "cuda:1", status="running", host="h100-box"
+    )
+    at.run()
+    assert at.selectbox(key=CHOOSER_KEY).value == "NVIDIA H100"
+    assert "NVIDIA H100: 0 free, 2 busy" in at.selectbox(key=CHOOSER_KEY).options
+    store.finish_run(other, "cancelled")
+    at.run()
+    assert at.selectbox(key=CHOOSER_KEY).value == "NVIDIA H100"
     button(at, "Launch").click().run()
     assert not at.exception, at.exception
     run = store.get_run(int(at.query_params["run"]))

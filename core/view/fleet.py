@@ -4,6 +4,7 @@ Every name comes from the store (an agent's name, a device's): made inert with s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from core.runs.fleet import Host
@@ -88,6 +89,12 @@ def device_type_counts(
 def device_type_label(name: str, free: int, busy: int) -> str:
     """'NVIDIA H100 80GB HBM3: 2 free, 1 busy' (the name made inert)."""
     return f"{terminal_text(name)}: {free} free, {busy} busy"
+
+
+def labelled_type(label: object, names: Iterable[str]) -> str | None:
+    """The device type (of `names`) whose device_type_label `label` is, whatever its counts were."""
+    text = label if isinstance(label, str) else ""
+    return next((name for name in names if text.startswith(f"{terminal_text(name)}: ")), None)
 
 
 def device_type_lines(hosts: list[Host], runs: list[Run], now: float) -> list[str]:
