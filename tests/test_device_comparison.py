@@ -100,7 +100,9 @@ def test_the_comparison_shows_each_devices_figures_and_projects_only_from_a_clea
 
 def test_races_that_differ_in_more_than_their_device_are_said_to(store):
     one = done_race(store, "NVIDIA A100", clear_gain())
-    other = done_race(store, "NVIDIA H100", clear_gain(), spec=quick_spec(device="cuda", batch_size=64))
+    other = done_race(
+        store, "NVIDIA H100", clear_gain(), spec=quick_spec(device="cuda", model="resnet50", batch_size=64)
+    )
     assert comparison(store, [one, other]).notes == [
         "These races differ in more than their device (batch): not one race on several devices."
     ]

@@ -5,7 +5,7 @@ race opened by its id); on one box without agents the form is as it was. The fle
 stand-in agent registrations: nothing here runs on a GPU."""
 
 from conftest import AMPERE, quick_spec
-from test_pages import app, record_probe
+from test_pages import app, chart_specs, record_probe
 
 from app_pages.device_races import ANY_GPU_LABEL, CHOOSER_KEY
 from core.engine import analysis
@@ -90,7 +90,7 @@ def test_race_on_every_gpu_type_opens_its_races_side_by_side(store, sleepers):
         ("h100-box", "cuda:0", "queued"),
     ]
     assert "run" not in at.query_params
-    assert [s.value for s in at.subheader][-1] == "The same race on every GPU type"
+    assert "The same race on every GPU type" in [s.value for s in at.main.subheader]
     table = at.dataframe[-1].value
     assert list(table["device"]) == ["NVIDIA A100", "NVIDIA H100"] and all(table["status"].str.startswith("queued"))
     assert any("The charts appear once the races start measuring" in i.value for i in at.info)
@@ -103,8 +103,10 @@ def test_race_on_every_gpu_type_opens_its_races_side_by_side(store, sleepers):
     assert list(table["status"]) == ["done", "done"] and all(table["steady speedup"].str.endswith("x"))
     assert table["published"][0].startswith("tutorial ResNet50 on NVIDIA A100-SXM4-40GB")  # the form's resnet50
     assert table["published"][1] == "none for this GPU and model"
-    charts = at.get("arrow_vega_lite_chart")
-    assert len(charts) >= 2, "the race charts, one colour per device"
+    overlays = [c for c in chart_specs(at) if c.get("encoding", {}).get("color", {}).get("field") == "run"]
+    labels = [f"run {ids[0]}: NVIDIA A100 80GB PCIe", f"run {ids[1]}: NVIDIA H100 80GB HBM3"]
+    assert len(overlays) == 2, "the race charts: cumulative time and step time"
+    assert all(c["encoding"]["color"]["scale"]["domain"] == labels for c in overlays)  # one colour per device
     button(at, f"Open run {ids[1]}").click().run()
     assert not at.exception and at.query_params["run"] == str(ids[1]) and "compare" not in at.query_params
 
