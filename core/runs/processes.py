@@ -15,6 +15,7 @@ import threading
 import time
 
 from core import PROJECT_ROOT
+from core.runs import worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
 from core.runs.run_files import compile_trace_dir
 from core.runs.store import Store, store_files_dir
@@ -93,6 +94,7 @@ def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    worker_cores.unpin_child(proc.pid)  # started by a pinned worker: not only its race's cores
     return proc.pid
 
 
@@ -106,7 +108,7 @@ def launch_ticker(store_path: str, after_pid: int | None = None) -> None:
         "from core.runs import processes; from core.runs.queue import tick; from core.runs.store import Store; "
         f"processes.wait_for_exit({after_pid!r}, {TICKER_WAIT_S!r}); tick(Store({store_path!r}))"
     )
-    subprocess.Popen(
+    ticker = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=PROJECT_ROOT,
         stdin=subprocess.DEVNULL,
@@ -114,6 +116,7 @@ def launch_ticker(store_path: str, after_pid: int | None = None) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    worker_cores.unpin_child(ticker.pid)  # the worker it follows is pinned; what it starts must not be
 
 
 def wait_for_exit(pid: int | None, timeout_s: float) -> bool:
