@@ -17,7 +17,7 @@ from test_intervals import BLOCK, covers, simulated_race
 from core.engine import analysis, intervals
 from core.engine.intervals import ASSUMED, RunToRun
 from core.engine.stopping import StopRule, stop_reading
-from core.runs import run_to_run
+from core.runs import processes, run_to_run
 from core.runs.runners import run_race_job
 
 BOTH_BACKENDS = True
@@ -168,3 +168,11 @@ def test_a_race_job_runs_with_the_spread_its_device_has_shown(store, store_locat
     assert summary["run_to_run"] == spread.to_dict()
     low, high = summary["speedup_ci95"]
     assert math.log(high / summary["steady_state_speedup"]) >= spread.log_half_width() - 1e-9
+
+
+def test_workers_get_fixed_malloc_thresholds_unless_the_host_sets_its_own():
+    assert processes.worker_environment("cpu", {"PATH": "/bin"}) == {"PATH": "/bin", **processes.STEADY_MALLOC}
+    own = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+    assert processes.worker_environment("cpu", own) == own  # the host's malloc settings win
+    plain = processes.worker_environment("cuda:0", {processes.MALLOC_SETTING: "glibc"})
+    assert not any(k.startswith("MALLOC_") for k in plain)

@@ -48,6 +48,7 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     data = result.to_dict()
     if pinned is not None and isinstance(result.environment, dict):
         result.environment["worker_cpus"] = pinned  # the cores it had to itself, kept with the run
+    result.environment["malloc"] = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or None
     details = {
         "compile": data["compile"],
         "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},
