@@ -7,7 +7,8 @@ Per race: the steady speedup, eager's and compiled's median step per epoch; per 
 of the speedups (max/min) and of eager's epoch medians within races. Goal: the fixed thresholds
 narrow the run-to-run spread of the speedup. Prints, never asserts.
 
-Run from the repo root: python bench/steady_malloc.py [--races 3] [--steps 200]
+Run from the repo root: python bench/steady_malloc.py [--races 3] [--steps 200] [--config demo|default]
+(default: the Race page's default race, pointwise_mlp, 3 x 100 unless --steps.)
 """
 
 from __future__ import annotations
@@ -37,9 +38,14 @@ def epoch_medians(times: list[float], epochs: int, per_epoch: int) -> list[float
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--races", type=int, default=3, help="races per arm")
-    parser.add_argument("--steps", type=int, default=200, help="steps per epoch")
+    parser.add_argument("--steps", type=int, default=None, help="steps per epoch (default: the race's own)")
+    parser.add_argument("--config", choices=("demo", "default"), default="demo")
     args = parser.parse_args()
-    spec = dataclasses.replace(default_spec(None), **CPU_BREAK_EVEN_PRESET, steps_per_epoch=args.steps)
+    spec = default_spec(None)
+    if args.config == "demo":
+        spec = dataclasses.replace(spec, **CPU_BREAK_EVEN_PRESET)
+    if args.steps:
+        spec = dataclasses.replace(spec, steps_per_epoch=args.steps)
     stores = {arm: os.path.join(tempfile.mkdtemp(prefix=f"compile-lab-malloc-{arm}-"), "s.sqlite3") for arm in ARMS}
     results: dict[str, list[float]] = {arm: [] for arm in ARMS}
     shifts: dict[str, list[float]] = {arm: [] for arm in ARMS}
