@@ -4,8 +4,8 @@ new race's interval is widened to (core.engine.intervals.RunToRun).
 Learnt from the store: the done races measured on the same device (its name, as the race's
 environment records it) with the same torch, grouped by configuration; each configuration raced
 twice or more says how far a second race lands from the first. Spreads differ by configuration
-(on the 2-core CPU box the default MLP race's about 2.5%, the small CNN demo's about 5.5%:
-bench/reproducibility.py), so it is learnt in two tiers: the device's, pooled over every
+(on the 2-core CPU box the default MLP race's about 0.5%, the small CNN demo's about 3%:
+bench/steady_malloc.py), so it is learnt in two tiers: the device's, pooled over every
 configuration and shrunk towards the assumed one, is where a configuration starts; that
 configuration's own repeated races then take over. Imported races never count (another
 machine's bundle says nothing of this one), nor races whose compile did not happen. Which host of
