@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from core.engine import analysis
+from core.engine.intervals import RunToRun
 from core.engine.spec import DeviceCaps
 from core.runs import devices, worker_cores
 from core.runs.store import Run, Store
@@ -169,9 +170,9 @@ class _Events:
     def __init__(self, events: list[dict[str, Any]]):
         self._events = events
 
-    def summary(self, batch_size: int, min_warmup: int = 1) -> dict[str, Any]:
+    def summary(self, batch_size: int, min_warmup: int = 1, spread: RunToRun | None = None) -> dict[str, Any]:
         batch = batch_size if isinstance(batch_size, int) and batch_size > 0 else 1
-        return analysis.summarize_events(held_events(self._events), batch, min_warmup)
+        return analysis.summarize_events(held_events(self._events), batch, min_warmup, spread=spread)
 
 
 def snapshot_of(run: Run, view: RunView, state: str = "") -> LiveSnapshot:

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from core.engine import analysis
+from core.engine.intervals import RunToRun
 from core.runs.store import DamagedEvents, Run, Store
 
 STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
@@ -157,10 +158,10 @@ class RunView:
             self._frames = (steps, epochs)
         return self._frames
 
-    def summary(self, batch_size: int, min_warmup: int = 1) -> dict[str, Any]:
+    def summary(self, batch_size: int, min_warmup: int = 1, spread: RunToRun | None = None) -> dict[str, Any]:
         """Headline numbers from what has been measured so far (same definitions as the CLI), as of
-        the compiled run's latest step (held_events)."""
-        return analysis.summarize_events(held_events(self.events()), batch_size, min_warmup)
+        the compiled run's latest step (held_events); `spread`: the run-to-run spread the race runs with."""
+        return analysis.summarize_events(held_events(self.events()), batch_size, min_warmup, spread=spread)
 
     def compiles(self) -> pd.DataFrame:
         """Every compile and recompile so far: variant, phase, epoch, step and what happened."""
@@ -295,7 +296,7 @@ def run_summary(run: Run, view: RunView) -> dict[str, Any]:
         return run.summary
     params = run.params or {}
     floor = analysis.warmup_floor(str(params.get("mode", "default")), str(params.get("backend", "inductor")))
-    summary = view.summary(params.get("batch_size", 1), floor)
+    summary = view.summary(params.get("batch_size", 1), floor, analysis.spread_of(run.environment))
     skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
     if isinstance(skipped, str):
         summary["compile_skipped"] = skipped
