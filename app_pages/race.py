@@ -14,6 +14,7 @@ from app_pages.common import (
     visitor_address,
     wait_for_device,
 )
+from app_pages.device_races import chosen_pin, compared_ids, device_type_chooser, every_gpu_type_button, show_comparison
 from app_pages.model_picker import model_picker
 from app_pages.replay_panel import active_replay, replay_picker, show_replay
 from app_pages.run_screen.feed_view import show_live_feed, use_feed
@@ -103,6 +104,7 @@ else:
 def follow(run_id: int) -> None:
     st.session_state.followed = run_id
     st.query_params["run"] = str(run_id)
+    st.query_params.pop("compare", None)  # one run, not the comparison of Race on every GPU type
     st.session_state.race_form = False  # fold the form: the run's charts on the first screen
 
 
@@ -172,12 +174,13 @@ def fold_and_launch(preset: dict | None = None) -> None:
         problems = validate(spec, caps) + (limits.problems(spec) if limits else [])
         if problems:
             raise SpecError(problems)
-        offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s) if caps else None
+        pin = chosen_pin(spec, caps)  # the fleet's device type chosen in the form: its host and lane
+        offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s, **pin) if caps else None
         if offer is not None and shared_results.reuse_automatically(store(), offer, limits):
             st.session_state.reuse_note = (offer.id, shared_result_text(offer))
             follow(offer.id)
             return
-        run_id = queue.enqueue(store(), spec, owner, limits=limits, caps=caps, address=visitor_address(limits))
+        run_id = queue.enqueue(store(), spec, owner, limits=limits, caps=caps, address=visitor_address(limits), **pin)
     except SpecError as exc:
         st.session_state.launch_error = "; ".join(str(p) for p in exc.problems)
         return
@@ -217,7 +220,7 @@ if not present:  # presenter mode: one run in focus, no configuration
         more_note.caption(unavailable_summary(more_blocked))
     with launch_area:
         spec = form_spec(st.session_state)
-        kept = {k: st.query_params[k] for k in ("run", "replay", "speed", "present") if k in st.query_params}
+        kept = {k: st.query_params[k] for k in ("run", "replay", "speed", "present", "compare") if k in st.query_params}
         st.query_params.from_dict({**spec_to_query(spec), **kept})  # the form's fields, and what is shown
         not_here = unavailable_summary(first_blocked)
         if not_here:
@@ -231,13 +234,14 @@ if not present:  # presenter mode: one run in focus, no configuration
         if caps is None:
             st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
             wait_for_device()
+        pin = device_type_chooser(spec, caps)  # in a fleet with GPUs: which type ({} any, or no fleet)
         offer = None  # the same race, finished recently on this device: shown at once instead of measured again
         if limits is not None and caps is not None and not problems:
-            offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s)
+            offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s, **pin)
         if offer is not None:
             st.info(f"{markdown_text(shared_result_text(offer))}: show it, or measure again with Launch.")
             st.button("Show it", key="show_shared", on_click=follow, args=(offer.id,))
-        st.markdown(race_promise(spec, caps, estimates.race_estimate(store(), spec, caps)))
+        st.markdown(race_promise(spec, caps, estimates.race_estimate(store(), spec, caps, **pin)))
         if duration_note(spec):
             st.caption(duration_note(spec))
         blocked_launch = bool(problems) or caps is None or limits is None
@@ -248,6 +252,7 @@ if not present:  # presenter mode: one run in focus, no configuration
             on_click=fold_and_launch,
             key="launch",
         )
+        every_gpu_type_button(owner, limits, disabled=blocked_launch)
 
 if "launch_error" in st.session_state:
     st.error(st.session_state.pop("launch_error"))  # this app's own words, values from the checked form
@@ -330,6 +335,8 @@ if not present:
 replaying = active_replay()
 if replaying is not None:
     show_replay(replaying, present)
+elif compared_ids():  # Race on every GPU type's races, side by side (?compare=12,13,14)
+    show_comparison(compared_ids(), open_run=follow)
 elif run is not None and polling and use_feed():
     if run.owner == owner:  # the owner's Cancel, drawn once: the live view below is the browser's
         cancel_run_button(run.id)

@@ -1,7 +1,10 @@
 """One CPU race in a fresh process, for the benchmarks that compare two ways of running it.
 
-Each race gets its own `python -m core race --json` process so every variant starts from a cold
-compile cache and a fresh allocator; the benches only choose the flags and compare the summaries.
+Each race gets its own process so every variant starts from a cold compile cache and a fresh
+allocator; the benches only choose the flags and compare the summaries. `race_summary` runs
+`python -m core race --json` (the engine alone); `submitted_race` runs it the way the app does,
+queued in a store and run by the app's worker (pinned to its cores, with the run-to-run spread
+that store's earlier races have shown).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,6 +27,21 @@ def race_summary(model: str, batch: int, epochs: int, steps: int, *extra: str) -
     ]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
     return json.loads(done.stdout)["summary"]
+
+
+def submitted_race(spec, store_path: str) -> dict:
+    """One race as the app runs it (`python -m core submit --wait --json` into `store_path`): its
+    summary (empty when it failed), wall time from submit to result, and the error, if any."""
+    sys.path.insert(0, ROOT)
+    from core.cli.race_flags import spec_flags
+
+    start = time.perf_counter()
+    command = [sys.executable, "-m", "core", "submit", "--store", store_path, "--wait", "--json", *spec_flags(spec)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    error = None if lines else (done.stderr.strip().splitlines() or ["no result"])[-1]
+    summary = json.loads(lines[-1])["summary"] if lines else {}
+    return {"summary": summary, "wall_s": time.perf_counter() - start, "error": error}
 
 
 def compare(results: dict[str, list[dict]]) -> str:

@@ -1,8 +1,9 @@
 """How long until the verdict: the fixed-length race against the same race stopping once its speedup is
 known to ±3% (--target-interval 0.03), on this CPU, for pointwise_mlp, small_cnn and resnet18.
 
-Each model runs both, ABBA over the models (fixed then adaptive, adaptive then fixed, ...), through
-the engine in this process (no app server). Per race: the wall time from the start to the verdict
+Each model runs both, ABBA over the models (fixed then adaptive, adaptive then fixed, ...), each
+race as the app runs it: queued in one store and run by the app's worker, a fresh process per race,
+its interval widened to the run-to-run spread that store has seen (core.runs.run_to_run). Per race: the wall time from the start to the verdict
 (compile included), the train steps per variant, the ± the interval reached (the adaptive race's
 is spent over its looks, so it is never narrower than its data supports), and the speedups side
 by side. Goal (issue 23): the adaptive race reaches an interval at least as narrow in at most 60%
@@ -19,13 +20,14 @@ import argparse
 import dataclasses
 import os
 import sys
-import time
+import tempfile
 from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from core.engine.spec import RunSpec, detect_device_caps  # noqa: E402
-from core.engine.trainer import run_race  # noqa: E402
+from race_process import submitted_race  # noqa: E402
+
+from core.engine.spec import RunSpec  # noqa: E402
 
 # The fixed race per model, sized for a 2-core CPU (batch, epochs, steps per epoch).
 MODELS = {
@@ -36,19 +38,18 @@ MODELS = {
 GOAL_SHARE = 0.60
 
 
-def one(spec: RunSpec, caps) -> dict:
-    start = time.perf_counter()
-    result = run_race(spec, None, caps)
-    s = result.summary
+def one(spec: RunSpec, store_path: str) -> dict:
+    race = submitted_race(spec, store_path)
+    s = race["summary"]
     speedup, ci = s.get("steady_state_speedup"), s.get("speedup_ci95")
     return {
-        "wall_s": time.perf_counter() - start,
+        "wall_s": race["wall_s"],
         "steps": len(s.get("compiled_step_times_s") or []),
         "speedup": speedup,
         "plus_minus": ci[1] / speedup - 1 if speedup and ci else None,
         "verdict": s.get("verdict"),
         "stop": s.get("stop_reason") or "",
-        "error": result.error,
+        "error": race["error"],
         "load": os.getloadavg()[0],
     }
 
@@ -59,10 +60,7 @@ def main() -> int:
     parser.add_argument("--target", type=float, default=0.03)
     parser.add_argument("--models", default=",".join(MODELS))
     args = parser.parse_args()
-    caps = detect_device_caps()
-    # One tiny untimed race first: the process's one-time costs (imports, Inductor's CPU probe) are
-    # then not charged to whichever race comes first.
-    run_race(RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=2, device="cpu", profile_steps=0), None, caps)
+    store_path = os.path.join(tempfile.mkdtemp(prefix="compile-lab-answer-"), "store.sqlite3")
     shares, narrow_enough = [], []
     for i, model in enumerate(args.models.split(",")):
         batch, epochs, steps = MODELS[model]
@@ -72,7 +70,7 @@ def main() -> int:
         )
         adaptive = dataclasses.replace(fixed, target_interval=args.target)
         order = [("fixed", fixed), ("adaptive", adaptive)]
-        rows = dict((name, one(spec, caps)) for name, spec in (order if i % 2 == 0 else order[::-1]))
+        rows = dict((name, one(spec, store_path)) for name, spec in (order if i % 2 == 0 else order[::-1]))
         f, a = rows["fixed"], rows["adaptive"]
         for name, r in (("fixed", f), ("adaptive", a)):
             pm = f"±{r['plus_minus']:.1%}" if r["plus_minus"] is not None else "-"

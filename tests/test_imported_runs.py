@@ -26,12 +26,13 @@ def test_an_imported_race_never_feeds_this_devices_compile_estimate(tmp_path):
     data = bundle_claiming("This Box CPU")
     params = data["run"]["params"]
     imported = import_bundle(store, data, "visitor:a")
-    assert store.get_run(imported).summary["compile_time_s"] > 100  # a loaded box's 158.8 s
+    theirs = store.get_run(imported).summary["compile_time_s"]
+    assert theirs > 0
     live = store.create_run("race", params, "visitor:b", "cpu", status="running")
     store.update_run(live, environment={"device_name": "This Box CPU"})
     expected, estimated = expected_compile(store, store.get_run(live))
     assert estimated, "with only an imported race to go by, the estimate is the rough one, marked so"
-    assert expected < 100
+    assert expected != theirs
     measured = store.create_run("race", params, "visitor:b", "cpu", status="done")
     store.update_run(measured, environment={"device_name": "This Box CPU"}, summary={"compile_time_s": 12.5})
     assert expected_compile(store, store.get_run(live)) == (12.5, False)  # a race measured here counts

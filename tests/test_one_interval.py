@@ -111,6 +111,14 @@ def test_the_final_reading_and_the_table_say_the_interval_was_widened_for_the_lo
         assert (words in table) is widened
 
 
+def test_where_the_run_to_run_spread_sets_the_interval_the_reading_says_that_and_not_the_looks():
+    eager, compiled = paired_race()
+    summary = analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16, paired=True,
+                                 alpha=race_alpha(ADAPTIVE), spread=WIDE)  # fmt: skip
+    reading = analysis.plain_reading(summary)
+    assert "widened for the stopping rule's" not in reading and "run to run" in reading
+
+
 def borderline_race() -> tuple[list[float], list[float]]:
     """A race whose plain 95% interval lies just above 1 and whose interval widened for ADAPTIVE's
     looks reaches below it: scaling eager moves every pair's log ratio alike and leaves the
@@ -129,12 +137,18 @@ def borderline_race() -> tuple[list[float], list[float]]:
     return [float(t) for t in unit], [float(t) for t in compiled]
 
 
+WIDE = intervals.RunToRun(0.06, 10, 4)  # races here land ±13% apart: wider than either race's own
+
+
+@pytest.mark.parametrize("spread", [None, WIDE])
 @pytest.mark.parametrize("race", [paired_race, borderline_race])
 @pytest.mark.parametrize("spec", [FIXED, ADAPTIVE])
-def test_the_plan_s_range_is_the_race_s_interval(race, spec):
+def test_the_plan_s_range_is_the_race_s_interval(race, spec, spread):
     eager, compiled = race()
     summary = analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16, paired=True,
-                                 alpha=race_alpha(spec))  # fmt: skip
+                                 alpha=race_alpha(spec), spread=spread)  # fmt: skip
+    if spread is not None:  # the headline was widened to the spread: the plan's range with it
+        assert summary["speedup_ci95"][1] > summary["speedup_ci95_within"][1]
     steps = 50_000
     plan = planning.plan_from_summary(summary, steps)
     assert not plan.break_even_measured

@@ -12,7 +12,7 @@ from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from core.cli.main import build_parser
-from core.cli.race_flags import spec_from_args
+from core.cli.race_flags import spec_flags, spec_from_args
 from core.cli.sweeps import sweep_from_args
 from core.engine.options import OPTIONS, Option, cli_word, in_link, on_form, sweep_axes
 from core.engine.spec import DeviceCaps, RunSpec, validate
@@ -85,6 +85,16 @@ def test_every_option_is_a_flag_with_the_rows_default_and_help(command, option):
     extra = ["--batch-sizes", "8,16"] if command == "sweep" else []
     spec = spec_from_args(parser.parse_args([command, *argv, *extra]))
     assert getattr(spec, option.name) == value
+
+
+@pytest.mark.parametrize("command", RACE_COMMANDS)
+def test_a_spec_written_back_as_flags_is_the_same_spec(command):
+    extra = ["--batch-sizes", "8,16"] if command == "sweep" else []
+    defaults = spec_from_args(build_parser().parse_args([command, *extra]))
+    others = {o.name: other_value(o) for o in ROWS if o.name not in ("model", "model_file")}
+    for spec in (defaults, dataclasses.replace(defaults, **others)):
+        argv = spec_flags(spec)
+        assert spec_from_args(build_parser().parse_args([command, *argv, *extra])) == spec
 
 
 @pytest.mark.parametrize("option", [o for o in ROWS if o.link], ids=lambda o: o.name)

@@ -7,6 +7,7 @@ import dataclasses
 import time
 
 import pytest
+from test_pages import record_probe
 
 from core.engine.race_estimates import MeasuredRace, estimate_race, estimate_seconds, past_errors
 from core.engine.spec import DeviceCaps, RunSpec
@@ -72,19 +73,26 @@ def test_the_range_comes_from_how_far_past_estimates_of_that_kind_missed():
     assert "Past estimates on this device were within -20%/+35% of what was measured (3 races)" in text
 
 
-def stored_race(store, wall_s, compile_s, spec=SPEC, imported=0, host=devices.HOST, estimate=None):
+HERE = {"device_type": "cpu", "device_name": "Test CPU", "torch": "2.x"}  # record_probe's device
+
+
+def stored_race(store, wall_s, compile_s, spec=SPEC, imported=0, host=devices.HOST, estimate=None, **environment):
     now = time.time()
     run_id = store.create_run(
         "race", spec.to_dict(), "someone", "cpu", status="running", started_at=now - wall_s, host=host
     )
-    store.update_run(run_id, imported=imported, details={"estimate": estimate} if estimate else None)
+    details = {"estimate": estimate} if estimate else None
+    store.update_run(run_id, imported=imported, details=details, environment={**HERE, **environment})
     store.finish_run(run_id, "done", summary={"compile_time_s": compile_s}, finished_at=now)
     return run_id
 
 
 def test_only_races_measured_on_this_device_count(store):
+    record_probe(store)  # this box: Test CPU, torch 2.x
     stored_race(store, 50.0, 5.0, imported=1)  # a bundle from another machine
     stored_race(store, 70.0, 6.0, host="another-box")
+    stored_race(store, 60.0, 6.0, torch="2.y")  # this CPU with another torch (core.runs.device_types)
+    stored_race(store, 65.0, 6.0, device_name="Another CPU")
     assert estimate_race(SPEC, CPU, estimates.measured_here(store, SPEC, CPU)).basis == "table"
     mine = stored_race(store, 108.0, 16.4, estimate={"total_s": 52.0, "basis": "table"})
     (race,) = estimates.measured_here(store, SPEC, CPU)
@@ -94,11 +102,12 @@ def test_only_races_measured_on_this_device_count(store):
 
 
 def test_a_queued_race_keeps_the_estimate_it_was_launched_with_through_its_worker(store, sleepers):
-    stored_race(store, 108.0, 16.4)
+    record_probe(store)
+    mine = stored_race(store, 108.0, 16.4)
     longer = dataclasses.replace(SPEC, epochs=6)
     run_id = queue.enqueue(store, longer, "someone", limits=HostLimits(), caps=CPU)
     kept = store.get_run(run_id).details["estimate"]
-    assert kept["basis"] == "same race" and kept["based_on_run"] == 1
+    assert kept["basis"] == "same race" and kept["based_on_run"] == mine
     assert kept["total_s"] == pytest.approx(
         estimate_race(longer, CPU, estimates.measured_here(store, longer, CPU)).total_s, abs=0.01
     )

@@ -87,3 +87,22 @@ def test_busy_is_judged_against_the_cores(tmp_path):
     assert recordings.machine_busy({"load_average": [1.1, 0, 0], "cpu_count": 2}) == "load 1.1 on 2 cores"
     assert recordings.machine_busy({"load_average": [1.1, 0, 0], "cpu_count": 8}) is None
     assert json.dumps(recordings.BY_NAME["cpu-break-even-demo"].params)  # plain JSON, as a queued job's params
+
+
+def test_record_waits_for_a_load_well_under_the_line_a_recording_is_judged_by(monkeypatch):
+    """A start just under the busy line would be judged busy once the worker's start-up adds to it."""
+    import core.engine.environment as environment
+    from core.cli.record import wait_for_quiet
+
+    loads = iter([0.9, 0.9, 0.5])
+    monkeypatch.setattr(environment, "machine_load", lambda: {"load_average": [next(loads), 0, 0], "cpu_count": 2})
+    clock = iter(range(100))
+    assert wait_for_quiet(60, sleep=lambda s: None, now=lambda: next(clock)) is None
+    assert next(loads, None) is None  # it waited past both 0.9s (quiet by the judging line) for 0.5
+
+
+def test_every_shipped_recording_was_made_on_a_quiet_machine():
+    for key in replay.shipped_recordings():
+        environment = replay.load_recording(key).run.environment
+        text, busy = replay.load_reading(environment)
+        assert text != "(load not recorded)" and not busy, (key, text)

@@ -17,7 +17,7 @@ from test_live_board import more_steps
 from test_live_feed import OWNER_TOKEN, feeds_mounted, open_run, served  # noqa: F401 (a fixture)
 from test_pages import APP, record_probe, record_race
 
-from core.runs import queue, worker_cores
+from core.runs import processes, queue, worker_cores
 from core.runs.identity import owner_of
 from core.runs.worker_cores import CoreSettingError, CoreShare, core_share
 from core.view.run_screen import cadence
@@ -115,6 +115,22 @@ def test_a_cpu_race_worker_runs_pinned_to_its_cores_with_as_many_threads(store):
     assert run.status == "done", run.error
     assert run.environment["worker_cpus"] == list(share.worker)
     assert run.environment["torch_threads"] == share.threads
+
+
+@pytest.mark.skipif(not LINUX or len(os.sched_getaffinity(0)) < 2, reason="needs Linux and two cores or more")
+def test_the_race_a_pinned_worker_leaves_queued_gets_the_same_cores(store):
+    """The second race is started by the ticker the first race's (pinned) worker leaves behind:
+    it must be pinned and threaded the same, not see only the first race's cores."""
+    share = worker_cores.this_host()
+    spec = quick_spec(epochs=1, steps_per_epoch=2)
+    first, second = (queue.enqueue(store, spec, "ann", limits=NO_LIMITS, caps=CPU) for _ in range(2))
+    wait_for(finished(store, second))  # no ticking here: the first worker's ticker starts the second
+    for run_id in (first, second):
+        run = store.get_run(run_id)
+        assert run.status == "done", run.error
+        assert run.environment["worker_cpus"] == list(share.worker)
+        assert run.environment["torch_threads"] == share.threads
+        assert run.environment["malloc"] == processes.STEADY_MALLOC  # kept with the run it steadied
 
 
 def test_while_steps_are_timed_the_feed_asks_and_builds_less_often(store, monkeypatch):

@@ -63,7 +63,41 @@ def submit_on_every_gpu_type(store, args: argparse.Namespace) -> int:
     for name, run_id in runs.items():
         run = store.get_run(run_id)
         print(f"run {run_id}: {terminal_text(name)} ({terminal_text(run.host)} {run.device_key})")
-    return EXIT_OK
+    ids = " ".join(str(i) for i in runs.values())
+    print(f"side by side: python -m core status {ids} (the Race page: ?compare={ids.replace(' ', ',')})")
+    if not args.wait:
+        return EXIT_OK
+    return follow_group(store, list(runs.values()))
+
+
+def follow_group(store, ids: list[int]) -> int:
+    """Follow a group of races to their end (one line on stderr whenever one changes), then print
+    them side by side."""
+    from core.runs import queue
+    from core.view.queue import describe
+    from core.view.safe_text import terminal_text
+
+    last: dict[int, str] = {}
+    while True:
+        queue.tick(store)
+        runs = [store.get_run(i) for i in ids]
+        for run_id, run in zip(ids, runs):
+            line = "deleted" if run is None else f"{progress_bar(run.progress)} {terminal_text(describe(store, run))}"
+            if last.get(run_id) != line:
+                print(f"run {run_id} {line}", file=sys.stderr, flush=True)
+                last[run_id] = line
+        if all(run is None or run.finished for run in runs):
+            break
+        time.sleep(0.5)
+    print_comparison(store, ids)
+    return EXIT_OK if all(run is not None and run.status == "done" for run in runs) else EXIT_FAILED
+
+
+def print_comparison(store, ids: list[int]) -> None:
+    """Races of one spec on several devices, side by side (core.view.device_comparison)."""
+    from core.view.device_comparison import comparison, comparison_lines
+
+    print("\n".join(comparison_lines(comparison(store, ids))))
 
 
 def follow(store, run_id: int, args: argparse.Namespace) -> int:
@@ -105,10 +139,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     store = open_store(args)
     queue.tick(store)
-    if args.run_id is not None:
-        run = store.get_run(args.run_id)
+    if len(args.run_id) > 1:  # several races (Race on every GPU type's): side by side
+        print_comparison(store, args.run_id)
+        return EXIT_OK
+    if args.run_id:
+        run = store.get_run(args.run_id[0])
         if run is None:
-            print(f"error: there is no run {args.run_id}", file=sys.stderr)
+            print(f"error: there is no run {args.run_id[0]}", file=sys.stderr)
             return EXIT_USAGE
         # An owner's whole token would let anyone with a shell cancel or delete that visitor's runs.
         say(f"run {run.id} ({run.kind}, owner {shown_owner(run.owner)}, {run.device_key}): {describe(store, run)}")
@@ -160,14 +197,18 @@ def add_commands(sub) -> None:
     """`submit`, `status`, `cancel`, `delete`."""
     submit = store_parser(sub, "submit", "queue a race for a background worker", owner=True)
     add_spec_arguments(submit)
-    submit.add_argument("--wait", action="store_true", help="follow the run with a progress bar until it ends")
+    submit.add_argument(
+        "--wait",
+        action="store_true",
+        help="follow the run with a progress bar until it ends (--every-gpu-type: the runs, then side by side)",
+    )
     submit.add_argument("--json", action="store_true", help="with --wait: print the result as JSON")
     submit.add_argument(
         "--every-gpu-type", action="store_true", help="in a fleet: the race once on each GPU type its boxes have"
     )
     submit.set_defaults(func=cmd_submit)
-    status = store_parser(sub, "status", "the state of one run, or of the queue")
-    status.add_argument("run_id", nargs="?", type=run_id_arg)
+    status = store_parser(sub, "status", "the state of one run, of several side by side, or of the queue")
+    status.add_argument("run_id", nargs="*", type=run_id_arg)
     status.set_defaults(func=cmd_status)
     for name, func, text in (
         ("cancel", cmd_cancel, "cancel your queued or running run"),

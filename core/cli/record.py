@@ -18,6 +18,11 @@ import time
 
 from core.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, queued_or_refused
 
+# How quiet `record` waits for before each recording: well under the busy line the recording is
+# judged by afterwards (BUSY_LOAD_PER_CORE), so that the last recording's threads fading from the
+# 1-minute load and the new worker's start-up do not push a quiet start over it.
+QUIET_LOAD_PER_CORE = 0.3
+
 
 def wait_for_quiet(wait_s: float, sleep=time.sleep, now=time.monotonic) -> str | None:
     """None once the machine is quiet (within wait_s), else how busy it still is."""
@@ -25,7 +30,7 @@ def wait_for_quiet(wait_s: float, sleep=time.sleep, now=time.monotonic) -> str |
     from core.view.recordings import machine_busy
 
     deadline = now() + wait_s
-    while (busy := machine_busy(machine_load())) is not None and now() < deadline:
+    while (busy := machine_busy(machine_load(), QUIET_LOAD_PER_CORE)) is not None and now() < deadline:
         sleep(5)
     return busy
 

@@ -5,7 +5,8 @@ The definitions follow PyTorch's own compiler benchmark harness where it has one
   variants pay, like allocator growth, cancel out);
 - steady-state speedup = median(eager) / median(compiled) over the steps after warm-up, with a
   95% interval over blocks of steps (core.engine.intervals: drift and load last many steps, so
-  single steps are not independent) so that noise is not sold as a speedup;
+  single steps are not independent) so that noise is not sold as a speedup, widened to this
+  device's run-to-run spread where the race's own is narrower (a second race must land in it);
 - break-even = the point after which cumulative compiled time stays below cumulative eager time.
 """
 
@@ -60,6 +61,7 @@ class Speedup:
     verdict: str
     eager_median_s: float
     compiled_median_s: float
+    within: tuple[float, float] | None = None  # the race's own interval, before the run-to-run spread
 
 
 def steady_state_speedup(
@@ -68,6 +70,7 @@ def steady_state_speedup(
     warmup: int | None = None,
     paired: bool = False,
     alpha: float = intervals.ALPHA,
+    spread: intervals.RunToRun | None = None,
 ) -> Speedup | None:
     """Ratio of steady-state medians with a (1 - alpha) interval from blocks of steps and a verdict.
 
@@ -75,6 +78,7 @@ def steady_state_speedup(
     pair ratios (core.engine.intervals); else over each variant's blocks apart. None when either
     series is empty. The verdict is "faster"/"slower" only when the whole interval lies on one side
     of 1; with too few steps for two blocks there is no interval to stand behind, so no verdict.
+    `spread`: the device's run-to-run spread; the interval is then the wider of it and the race's own.
     """
     if not eager or not compiled:
         return None
@@ -84,12 +88,12 @@ def steady_state_speedup(
     if c_med <= 0:
         return None
     point = e_med / c_med
-    half = intervals.log_half_width(e, c, paired, alpha)
-    if half is None:
+    within = intervals.log_half_width(e, c, paired, alpha)
+    if within is None:
         return Speedup(point, point, point, NO_CLEAR_DIFFERENCE, e_med, c_med)
-    low, high = intervals.interval(point, half)
+    low, high = intervals.interval(point, intervals.headline_half_width(within, spread))
     verdict = FASTER if low > 1 else SLOWER if high < 1 else NO_CLEAR_DIFFERENCE
-    return Speedup(point, low, high, verdict, e_med, c_med)
+    return Speedup(point, low, high, verdict, e_med, c_med, intervals.interval(point, within))
 
 
 def per_step_bootstrap(
@@ -273,17 +277,19 @@ def summarize(
     compile_events: Sequence[dict[str, Any]] = (),
     paired: bool = False,
     alpha: float = intervals.ALPHA,
+    spread: intervals.RunToRun | None = None,
 ) -> dict[str, Any]:
     """The race's headline numbers from per-step and per-epoch train times of both variants.
 
     Any figure that the data cannot support (a variant that failed early, a single step) is None.
     `min_warmup` is the shortest compile window (warmup_floor: 3 for CUDA-graph modes). `paired`:
     the variants took turns (steady_state_speedup); `alpha`: the interval's error rate (smaller than
-    5% for a race that stopped on its interval: core.engine.intervals.look_alpha).
+    5% for a race that stopped on its interval: core.engine.intervals.look_alpha); `spread`: the
+    device's run-to-run spread the interval is widened to (None: the race's own interval alone).
     """
     n = min(len(eager_steps), len(compiled_steps))
     w = default_warmup(n, min_warmup) if warmup is None else warmup
-    speed = steady_state_speedup(eager_steps, compiled_steps, warmup=w, paired=paired, alpha=alpha)
+    speed = steady_state_speedup(eager_steps, compiled_steps, warmup=w, paired=paired, alpha=alpha, spread=spread)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
     projects = speed is not None and projection_stands({"verdict": speed.verdict, "break_even_step": be and be.step})
@@ -294,6 +300,8 @@ def summarize(
         "eval_first_epoch_overhead_s": compile_overhead(eager_eval_epochs, compiled_eval_epochs, 1),
         "steady_state_speedup": speed.speedup if speed else None,
         "speedup_ci95": [speed.ci_low, speed.ci_high] if speed else None,
+        "speedup_ci95_within": list(speed.within) if speed and speed.within else None,
+        "run_to_run": spread.to_dict() if spread else None,
         "verdict": speed.verdict if speed else None,
         "eager_median_step_s": speed.eager_median_s if speed else None,
         "compiled_median_step_s": speed.compiled_median_s if speed else None,
@@ -342,11 +350,16 @@ def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | Non
 
 
 def summarize_events(
-    events: Iterable[dict[str, Any]], batch_size: int, min_warmup: int = 1, alpha: float = intervals.ALPHA
+    events: Iterable[dict[str, Any]],
+    batch_size: int,
+    min_warmup: int = 1,
+    alpha: float = intervals.ALPHA,
+    spread: intervals.RunToRun | None = None,
 ) -> dict[str, Any]:
     """`summarize` over stored event rows (kind "step" or "epoch", as core.runs.store keeps them, in
     stored order): what a live view and an imported bundle both compute from the events alone.
-    Whether the variants took turns is read from that order."""
+    Whether the variants took turns is read from that order; `spread`: the run-to-run spread the
+    race was measured with (in its environment: `spread_of`)."""
     steps: dict[str, list[float]] = {"eager": [], "compiled": []}
     epochs: dict[str, list[float]] = {"eager": [], "compiled": []}
     evals: dict[str, list[float]] = {"eager": [], "compiled": []}
@@ -375,7 +388,14 @@ def summarize_events(
         compile_events=compiles,
         paired=paired,
         alpha=alpha,
+        spread=spread,
     )
+
+
+def spread_of(environment: dict[str, Any] | None) -> intervals.RunToRun | None:
+    """The run-to-run spread a race was measured with, from its environment (None: a run stored
+    before races kept one, whose interval is its own)."""
+    return intervals.RunToRun.from_dict((environment or {}).get("run_to_run"))
 
 
 def compile_failed_reading(reason: str) -> str:
@@ -403,6 +423,7 @@ def caveats(summary: dict[str, Any]) -> str:
     stop = summary.get("stop_reason")
     if isinstance(stop, str) and stop:
         out += " " + stop
+    out += spread_note(summary)
     for warning in summary.get("noise_warnings") or []:
         if isinstance(warning, str) and warning:
             out += f" Note: {warning}."
@@ -419,11 +440,33 @@ def interval_words(summary: dict[str, Any]) -> str:
 
 def looks_note(summary: dict[str, Any]) -> str:
     """', widened for the stopping rule's 6 looks' where the summary's interval was spent over looks
-    (its interval_alpha below 5%: core.engine.stopping.alpha_of, Bonferroni), else ''."""
+    (its interval_alpha below 5%: core.engine.stopping.alpha_of, Bonferroni), else '' (also where the
+    run-to-run spread, wider still, set the interval: spread_note says that)."""
     alpha = summary.get("interval_alpha")
     if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0 < alpha < intervals.ALPHA:
         return ""
+    within, ci = summary.get("speedup_ci95_within"), summary.get("speedup_ci95")
+    if within and ci and ci[1] > within[1] * (1 + 1e-9):
+        return ""
     return f", widened for the stopping rule's {round(intervals.ALPHA / alpha)} looks"
+
+
+def spread_note(summary: dict[str, Any]) -> str:
+    """What the reading says when the interval was widened to the run-to-run spread: how wide, where
+    the spread comes from, and what this race alone would have said ("" when it was not widened)."""
+    spread = intervals.RunToRun.from_dict(summary.get("run_to_run"))
+    within, ci = summary.get("speedup_ci95_within"), summary.get("speedup_ci95")
+    if spread is None or not within or not ci or ci[1] <= within[1] * (1 + 1e-9):
+        return ""
+    source = (
+        f"learnt from {spread.races} earlier races on this device"
+        if spread.races
+        else "assumed until this device has raced a configuration twice"
+    )
+    return (
+        f" The interval is ±{intervals.relative_half_width(spread.log_half_width()):.0%}: how far races here land "
+        f"from each other run to run ({source}); this race's own steps alone give {within[0]:.2f}-{within[1]:.2f}x."
+    )
 
 
 def _headline_reading(summary: dict[str, Any]) -> str:

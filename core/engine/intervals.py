@@ -16,14 +16,24 @@ statistic's. A race that stops once its interval is narrow enough looks at it se
 inflates the error rate of the interval it reports; `looks` fixes those points in advance (from a
 minimum to a maximum number of steps, growing by half each time) and `look_alpha` spends the 5%
 across them (Bonferroni), so the interval reported at the stop still covers the truth 95% of the
-time (tests/test_intervals.py simulates it). Torch-free, numpy only.
+time (tests/test_intervals.py simulates it).
+
+Blocks cancel the drift *within* a race, but not what differs between two races: each race is a new
+process that compiles, allocates and lays out memory afresh, so a second race of the same
+configuration reads a few percent differently however long either ran. `RunToRun` is that spread,
+learnt from this device's earlier races of the configuration and shrunk towards an assumed one
+while there are few; the headline interval is the wider of the race's own and the run-to-run one,
+so it says what a second race would give, not only what more steps of this one would.
+Torch-free, numpy only.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -170,3 +180,72 @@ def own_log_half_width(times: Sequence[float], alpha: float = ALPHA, block: int 
     if len(logs) < 2:
         return None
     return t_quantile(1 - alpha / 2, len(logs) - 1) * float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
+
+
+# The run-to-run spread assumed before this device has raced a configuration twice: a log-ratio
+# standard deviation of 3%, what bench/steady_malloc.py measured for the CPU break-even demo on this
+# project's 2-core CPU box (three races, each a fresh worker process with fixed malloc thresholds;
+# the default MLP race spread 0.5%; see docs/benchmarks.md). It counts as PRIOR_RACES races' worth
+# of evidence: each repeated race here moves the spread towards what the device shows
+# (core.runs.run_to_run).
+ASSUMED_LOG_SD = 0.03
+PRIOR_RACES = 4
+
+
+@dataclass(frozen=True)
+class RunToRun:
+    """How far one race's steady speedup lands from the next race's of the same configuration on the
+    same device: a log standard deviation, its degrees of freedom, and how many earlier races on
+    this device it rests on (0: the assumed spread alone)."""
+
+    log_sd: float
+    df: float
+    races: int = 0
+
+    def log_half_width(self, alpha: float = ALPHA) -> float:
+        return t_quantile(1 - alpha / 2, self.df) * self.log_sd
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"log_sd": self.log_sd, "df": self.df, "races": self.races}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RunToRun | None:
+        """The spread a stored run was measured with; None for a run stored before there was one."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            sd, df, races = float(data["log_sd"]), float(data["df"]), int(data.get("races", 0))
+        except (KeyError, TypeError, ValueError):
+            return None
+        return cls(sd, df, races) if sd >= 0 and df > 0 and races >= 0 else None
+
+
+ASSUMED = RunToRun(ASSUMED_LOG_SD, PRIOR_RACES, 0)
+
+
+def run_to_run(groups: Sequence[Sequence[float]], prior: RunToRun = ASSUMED) -> RunToRun:
+    """The spread from earlier races' log speedups, one group per configuration (a group of one
+    race says nothing about spread), pooled with the prior as if it were `prior.df` races' worth of
+    sample variance. Pooled over configurations: a device's spread is learnt from every
+    configuration raced on it twice or more, not only from this one."""
+    squares, df, races = 0.0, 0, 0
+    for group in groups:
+        x = np.asarray([v for v in group if math.isfinite(v)], dtype=float)
+        if len(x) >= 2:
+            squares += float(np.sum((x - x.mean()) ** 2))
+            df += len(x) - 1
+            races += len(x)
+    if df == 0:
+        return prior  # nothing raced twice: the prior as it stands
+    variance = (prior.df * prior.log_sd**2 + squares) / (prior.df + df)
+    return RunToRun(math.sqrt(variance), prior.df + df, races)
+
+
+def headline_half_width(within: float | None, spread: RunToRun | None) -> float | None:
+    """The headline interval's log half-width: the wider of the race's own (`within`, from its
+    blocks) and the run-to-run spread's 95% (None: the race's own alone, as stored runs before the
+    spread was kept). Taking the wider, not a sum: the spread between races already holds each
+    race's own noise."""
+    if within is None or spread is None:
+        return within
+    return max(within, spread.log_half_width(ALPHA))

@@ -3,7 +3,8 @@
 - `step_rates` + `plan_training`: a user's run of N steps predicted eager and compiled, compile
   included, with the race's own intervals (core.engine.intervals, over blocks of steps): the
   per-step saving's is the race's speedup interval, at the race's error rate (paired when the
-  variants took turns, widened for the looks of a race that stopped on its interval), so "Plan
+  variants took turns, widened for the looks of a race that stopped on its interval, and to the
+  run-to-run spread the race was measured with), so "Plan
   your training" and the race's headline never disagree; each total's is its variant's own blocks'.
   The compile time is one measurement and carries no interval of its own.
 - `regime`: how the eager step time grows with batch size says what bounds the step. Fitting
@@ -48,16 +49,18 @@ def step_rates(
     warmup: int | None = None,
     paired: bool = False,
     alpha: float = intervals.ALPHA,
+    spread: intervals.RunToRun | None = None,
 ) -> StepRates | None:
     """The steady rates of a race from its per-step times, with the intervals the race's headline
-    has (analysis.steady_state_speedup: the same steps, blocks, pairing and error rate). None when
+    has (analysis.steady_state_speedup: the same steps, blocks, pairing and error rate, widened to the
+    same run-to-run spread). None when
     a variant has no steps, or too few blocks for an interval (a plan is not a guess)."""
     if not eager or not compiled:
         return None
     w = default_warmup(min(len(eager), len(compiled))) if warmup is None else warmup
     e, c = steady(eager, w), steady(compiled, w)
     e_med, c_med = median(e), median(c)
-    half = intervals.log_half_width(e, c, paired, alpha)
+    half = intervals.headline_half_width(intervals.log_half_width(e, c, paired, alpha), spread)
     e_half, c_half = intervals.own_log_half_width(e, alpha), intervals.own_log_half_width(c, alpha)
     if half is None or e_half is None or c_half is None or c_med <= 0:
         return None
@@ -164,7 +167,8 @@ def plan_from_summary(summary: dict, steps: int) -> TrainingPlan | None:
         return None
     alpha = summary.get("interval_alpha")
     alpha = alpha if isinstance(alpha, float) and 0 < alpha <= intervals.ALPHA else intervals.ALPHA
-    rates = step_rates(eager, compiled, summary.get("warmup_steps"), bool(summary.get("interval_paired")), alpha)
+    paired, spread = bool(summary.get("interval_paired")), intervals.RunToRun.from_dict(summary.get("run_to_run"))
+    rates = step_rates(eager, compiled, summary.get("warmup_steps"), paired, alpha, spread)
     if rates is None:
         return None
     n = min(len(eager), len(compiled))

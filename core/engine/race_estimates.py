@@ -1,6 +1,7 @@
 """How long a race takes here, said before it runs. Pure functions only.
 
-- `estimate_race`: from this device's own measured races where there are any (the same race, else
+- `estimate_race`: from this device type's own measured races where there are any (the races
+  core.runs.estimates picks: the same device name and torch; the same race, else
   the same model, scaled by the steps and the work per step), with a likely range from how far past
   estimates of that kind missed what their races then took (each race keeps the estimate it was
   launched with: core.runs.estimates).

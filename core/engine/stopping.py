@@ -7,7 +7,11 @@ and the 5% is spent across them (Bonferroni), so the interval reported at the st
 coverage however many times it was looked at. Paired schedules (blocks, alternating) stop both
 variants together on the pair interval. The sequential one stops eager on its own precision
 (±target/√2 of its median: if compiled is as steady, the ratio is then known to about ±target) and
-compiled on the ratio; its looks are counted for both variants. Torch-free.
+compiled on the ratio; its looks are counted for both variants.
+
+The headline interval is never narrower than the device's run-to-run spread (core.engine.intervals.
+RunToRun): once the race's own interval is inside that spread, more steps cannot narrow what it
+reports, so the race stops there too, and says so, even when the target is narrower. Torch-free.
 """
 
 from __future__ import annotations
@@ -57,8 +61,16 @@ class StopRule:
     """The looks of one race and the decision at each. Stateful: a look is taken once, when the
     variant's steps first reach it (a short last block of an epoch may step past it)."""
 
-    def __init__(self, target: float, max_steps: int, schedule: str, min_warmup: int = 1):
+    def __init__(
+        self,
+        target: float,
+        max_steps: int,
+        schedule: str,
+        min_warmup: int = 1,
+        spread: intervals.RunToRun | None = None,
+    ):
         self.target, self.max_steps, self.min_warmup = target, max_steps, min_warmup
+        self.spread_half = spread.log_half_width() if spread else 0.0  # the narrowest the headline can be
         self.looks = intervals.looks(max_steps)
         self.paired = schedule != "sequential"
         self.alpha = alpha_of(target, max_steps, schedule)
@@ -80,11 +92,10 @@ class StopRule:
             return False
         w = default_warmup(min(len(eager), len(compiled)), self.min_warmup)
         speed = steady_state_speedup(eager, compiled, warmup=w, paired=self.paired, alpha=self.alpha)
-        return (
-            speed is not None
-            and speed.ci_low > 0
-            and intervals.known_within(math.log(speed.ci_high / speed.speedup), self.target)
-        )
+        if speed is None or speed.ci_low <= 0:
+            return False
+        own = math.log(speed.ci_high / speed.speedup)
+        return intervals.known_within(max(own, self.spread_half), self.target) or own <= self.spread_half
 
     def eager_known(self, eager: Sequence[float]) -> bool:
         """Sequential: at a look of eager's, is eager's own median known to ±target/√2?"""
@@ -92,7 +103,9 @@ class StopRule:
             return False
         times = steady(eager, default_warmup(len(eager), self.min_warmup))
         half = intervals.own_log_half_width(times, self.alpha)
-        return half is not None and intervals.known_within(half, self.target / math.sqrt(2))
+        if half is None:
+            return False
+        return intervals.known_within(half, self.target / math.sqrt(2)) or half <= self.spread_half / math.sqrt(2)
 
 
 def stop_reading(summary: dict[str, Any], target: float | None, max_steps: int) -> str | None:
@@ -109,4 +122,11 @@ def stop_reading(summary: dict[str, Any], target: float | None, max_steps: int) 
         return f"Stopped at the maximum of {max_steps:,} steps per variant: known to ±{reached:.0%}."
     if reached <= target + 1e-9:
         return f"Known to ±{target:.0%} after {steps:,} steps per variant (the race stopped there)."
+    spread = intervals.RunToRun.from_dict(summary.get("run_to_run"))
+    if spread is not None and intervals.relative_half_width(spread.log_half_width()) > target:
+        return (
+            f"Stopped after {steps:,} steps per variant: known to ±{reached:.0%}, as close as races here "
+            f"agree from run to run (±{intervals.relative_half_width(spread.log_half_width()):.0%}, wider than "
+            f"±{target:.0%}), so more steps would not narrow it."
+        )
     return f"Stopped after {steps:,} steps per variant: known to ±{reached:.0%}."

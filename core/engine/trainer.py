@@ -41,7 +41,7 @@ from core.engine.device_state import (
 from core.engine.environment import environment_record
 from core.engine.events import VARIANTS, EventCallback, RaceResult, StartEvent, StatusEvent, VariantResult
 from core.engine.failures import build_failure, compile_failure, explain_failure
-from core.engine.intervals import BLOCK_STEPS
+from core.engine.intervals import ASSUMED, BLOCK_STEPS, RunToRun
 from core.engine.models.resolve import workload_for
 from core.engine.models.workload import Workload
 from core.engine.profile_reading import profile_reading
@@ -58,12 +58,15 @@ def run_race(
     on_event: EventCallback | None = None,
     caps: DeviceCaps | None = None,
     trace_dir: str | None = None,
+    spread: RunToRun = ASSUMED,
 ) -> RaceResult:
     """Validate, then race eager against compiled. Raises SpecError before any work if invalid.
 
     An exception during training (out of memory, a compile error, Ctrl-C) ends the race early:
     the result keeps every event so far and carries a readable `error`. With `trace_dir`, each
-    variant's profiled steps are written there as a Chrome/Perfetto trace.
+    variant's profiled steps are written there as a Chrome/Perfetto trace. `spread`: this device's
+    run-to-run spread (core.runs.run_to_run learns it from the store; alone, the assumed one), which
+    the headline interval and the stopping rule are widened to.
     """
     caps = caps or detect_device_caps()
     check(spec, caps)
@@ -73,14 +76,15 @@ def run_race(
     if trace_dir:
         os.makedirs(trace_dir, exist_ok=True)
     device = torch.device(resolve_device(spec.device, caps))
-    race = _Race(spec, device, on_event or (lambda event: None), trace_dir)
+    race = _Race(spec, device, on_event or (lambda event: None), trace_dir, spread=spread)
     if spec.target_interval:
         floor = analysis.warmup_floor(spec.mode, spec.backend)
-        race.stop_rule = StopRule(spec.target_interval, race_steps(spec), spec.schedule, floor)
+        race.stop_rule = StopRule(spec.target_interval, race_steps(spec), spec.schedule, floor, spread)
     with precision_settings(spec), inductor_cache(spec, device):
         environment = environment_record(device)
         environment["precision"] = spec.precision
         environment["inductor_cache"] = spec.cache
+        environment["run_to_run"] = spread.to_dict()  # what the interval was widened to (analysis.spread_of)
         race.emit(StartEvent(environment))
         try:  # a model that cannot be built ends the race here, with the reason, before any timing
             initial = _initial_model(spec)
@@ -129,6 +133,7 @@ class _Race:
     device: torch.device
     emit: EventCallback
     trace_dir: str | None
+    spread: RunToRun = ASSUMED  # the device's run-to-run spread (core.engine.intervals)
     variants: dict[str, VariantResult] = field(default_factory=lambda: {name: VariantResult(name) for name in VARIANTS})
     stats: CompileStats = field(default_factory=CompileStats)
     error: str | None = None
@@ -138,7 +143,7 @@ class _Race:
 
     def result(self, environment: dict[str, Any], **extra: Any) -> RaceResult:
         eager, compiled = self.variants["eager"], self.variants["compiled"]
-        summary = summarize_variants(self.spec, eager, compiled, self.stats, self.compile_failed)
+        summary = summarize_variants(self.spec, eager, compiled, self.stats, self.compile_failed, self.spread)
         summary.update(extra)
         return RaceResult(self.spec, environment, eager, compiled, self.stats, summary, self.error)
 
@@ -420,7 +425,12 @@ def _replay_warnings(caught: list[warnings.WarningMessage]) -> None:
 
 
 def summarize_variants(
-    spec: RunSpec, eager: VariantResult, compiled: VariantResult, stats: CompileStats, compile_failed: str | None = None
+    spec: RunSpec,
+    eager: VariantResult,
+    compiled: VariantResult,
+    stats: CompileStats,
+    compile_failed: str | None = None,
+    spread: RunToRun | None = ASSUMED,
 ) -> dict[str, Any]:
     """analysis.summarize over the recorded events, plus memory, losses and compile counters;
     `compile_failed` is why torch.compile could not handle the model, when it could not."""
@@ -436,6 +446,7 @@ def summarize_variants(
         compile_events=[dataclasses.asdict(c) for c in compiled.compiles],
         paired=spec.schedule != "sequential",
         alpha=race_alpha(spec),
+        spread=spread,
     )
     summary["noise_warnings"] = summary["noise_warnings"] + noise.load_warnings(eager.load + compiled.load)
     summary["machine_load"] = eager.load + compiled.load

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 from core.engine import analysis, noise
 from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
+from core.engine.intervals import RunToRun
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
 from core.engine.spec import RunSpec, SpecError, validate
 from core.engine.stopping import race_alpha, race_steps, stop_reading
@@ -231,7 +232,8 @@ def summary_from_events(
     whether compile happened is judged again from the bundle's compile counters."""
 
     floor = analysis.warmup_floor(spec.mode, spec.backend)
-    summary = analysis.summarize_events(events, spec.batch_size, floor, alpha=race_alpha(spec))  # spent over its looks
+    spread = RunToRun.from_dict(claimed.get("run_to_run"))  # the run-to-run spread it was measured with
+    summary = analysis.summarize_events(events, spec.batch_size, floor, alpha=race_alpha(spec), spread=spread)
     summary["stop_reason"] = stop_reading(summary, spec.target_interval, race_steps(spec))
     # The machine's load during each epoch, which events do not carry: the samples are checked and
     # the busy-machine warning said again from them (as the trainer says it), never a bundle's words.

@@ -2,8 +2,9 @@
 the estimate a race is launched with, kept in its details so later races can say how good past
 estimates were.
 
-Only races measured here count: done, not imported (a bundle from another machine says nothing
-about this one, whatever device name it claims), on this host and this race's device lane.
+Only races measured on this race's device type with its torch count (core.runs.device_types: in a
+fleet, a GPU type's races from every box that has it, a CPU's from its own box): done, not imported
+(a bundle from another machine says nothing about this one, whatever device name it claims).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from core.engine.race_estimates import MeasuredRace, RaceEstimate, estimate_race
 from core.engine.spec import DeviceCaps, RunSpec
-from core.runs import devices, job_kinds
+from core.runs.device_types import race_device_type
 from core.runs.store import Run, Store
 
 SCAN_LIMIT = 200  # newest finished races looked at
@@ -33,32 +34,39 @@ def measured_race(run: Run) -> MeasuredRace | None:
     )
 
 
-def measured_here(store: Store, spec: RunSpec, caps: DeviceCaps | None) -> list[MeasuredRace]:
-    """The races this device measured, newest first (none while the device is not known yet)."""
+def measured_here(
+    store: Store, spec: RunSpec, caps: DeviceCaps | None, host: str | None = None, lane: str | None = None
+) -> list[MeasuredRace]:
+    """The races measured on the device type `spec` runs on, with its torch, newest first (none while
+    that type is not known: before the probe, or a fleet with several types for it and no pin)."""
     if caps is None:
         return []
-    try:
-        lane = job_kinds.JOB_KINDS["race"].device_key(spec.to_dict(), caps)
-    except Exception:  # noqa: BLE001 - a spec this device cannot place: the table's figures
+    target = race_device_type(store, spec, caps, host, lane)
+    if target is None:
         return []
     runs = [
         r
         for r in store.list_runs(kind="race", status=["done"], limit=SCAN_LIMIT)
-        if not r.imported and r.host in (None, devices.HOST) and devices.same_device(r.device_key, lane)
+        if not r.imported and target.measured(r)
     ]
     return [m for r in runs if (m := measured_race(r)) is not None]
 
 
-def race_estimate(store: Store, spec: RunSpec, caps: DeviceCaps | None) -> RaceEstimate | None:
-    """About how long `spec` takes on this device (None: nothing to estimate from)."""
-    return estimate_race(spec, caps, measured_here(store, spec, caps))
+def race_estimate(
+    store: Store, spec: RunSpec, caps: DeviceCaps | None, host: str | None = None, lane: str | None = None
+) -> RaceEstimate | None:
+    """About how long `spec` takes on its device type (None: nothing to estimate from); `host` and
+    `lane`: the fleet's lane it is pinned to, if any."""
+    return estimate_race(spec, caps, measured_here(store, spec, caps, host, lane))
 
 
-def estimate_details(store: Store, params: dict[str, Any], caps: DeviceCaps | None) -> dict[str, Any] | None:
+def estimate_details(
+    store: Store, params: dict[str, Any], caps: DeviceCaps | None, host: str | None = None, lane: str | None = None
+) -> dict[str, Any] | None:
     """The details a race is queued with: the estimate it was launched with (None: none to give)."""
     try:
         spec = RunSpec.from_dict(params)
-        estimate = race_estimate(store, spec, caps)
+        estimate = race_estimate(store, spec, caps, host, lane)
     except Exception:  # noqa: BLE001 - an estimate never stops a race from being queued
         return None
     return {"estimate": estimate.record()} if estimate is not None else None

@@ -1,5 +1,7 @@
-"""Race on every GPU type: the same race once per distinct device type of a fleet's live lanes
-(an A100, an H100 and a 4090 each run it), each pinned to one lane of that type. No torch."""
+"""Races pinned to a device type of the fleet: the Race form's chosen GPU type ("H100 80GB: 2 free,
+1 busy"), and Race on every GPU type, the same race once per distinct device type of the fleet's
+live lanes (an A100, an H100 and a 4090 each run it). Either way a job is pinned to one live lane of
+its type (its host and lane: only that box's agent claims it), an idle one first. No torch."""
 
 from __future__ import annotations
 
@@ -20,6 +22,15 @@ def gpu_types(store: Store) -> dict[str, fleet.Lane]:
     for lane in lanes:
         chosen.setdefault(lane.device_name, lane)
     return chosen
+
+
+def pin_to_type(store: Store, device_name: str) -> dict[str, str]:
+    """Where a race for `device_name` is queued: {"host", "lane"} of a live GPU lane of that type
+    (an idle one first), for queue.enqueue; JobError when the fleet has none of it now."""
+    lane = gpu_types(store).get(device_name)
+    if lane is None:
+        raise queue.JobError(f"no live GPU of type {device_name} in the fleet now: choose another device type")
+    return {"host": lane.host, "lane": lane.lane}
 
 
 def enqueue_on_every_gpu_type(

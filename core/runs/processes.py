@@ -15,6 +15,7 @@ import threading
 import time
 
 from core import PROJECT_ROOT
+from core.runs import worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
 from core.runs.run_files import compile_trace_dir
 from core.runs.store import Store, store_files_dir
@@ -39,10 +40,18 @@ WORKER_VARIABLES = frozenset(
 )  # fmt: skip
 WORKER_PREFIXES = (
     "LC_", "CUDA_", "NVIDIA_", "CUBLAS_", "CUDNN_", "NCCL_", "TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_",
-    "INDUCTOR_", "TRITON_", "PYTORCH_", "OMP_", "KMP_", "MKL_", "GOMP_", "OPENBLAS_",
+    "INDUCTOR_", "TRITON_", "PYTORCH_", "OMP_", "KMP_", "MKL_", "GOMP_", "OPENBLAS_", "MALLOC_",
     "COMPILE_LAB_TEST_",  # the tests' own: their stand-in launcher, their process guard's marker
 )  # fmt: skip
 
+
+# glibc's malloc moves its mmap threshold as a process frees large blocks, so whether a step's
+# tensors come from reused heap memory or from fresh pages (faulted in and zeroed every step) depends
+# on what the process happened to allocate before: on the 2-core CPU box the demo's eager step moved
+# 20% between epochs and races with it. Fixed thresholds make every worker reuse its memory the same
+# way. A host's own MALLOC_* settings win; COMPILE_LAB_WORKER_MALLOC=glibc leaves glibc's defaults.
+STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(1024**3)}
+MALLOC_SETTING = "COMPILE_LAB_WORKER_MALLOC"
 
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")  # never inherited, whatever the prefix
 
@@ -68,6 +77,9 @@ def worker_environment(device_key: str, environ: dict[str, str] | None = None) -
         visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
         env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
         env["COMPILE_LAB_LANE"] = device_key
+    source = os.environ if environ is None else environ
+    if source.get(MALLOC_SETTING, "steady") != "glibc" and not any(k in env for k in STEADY_MALLOC):
+        env.update(STEADY_MALLOC)
     return env
 
 
@@ -93,6 +105,7 @@ def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    worker_cores.unpin_child(proc.pid)  # started by a pinned worker: not only its race's cores
     return proc.pid
 
 
@@ -106,7 +119,7 @@ def launch_ticker(store_path: str, after_pid: int | None = None) -> None:
         "from core.runs import processes; from core.runs.queue import tick; from core.runs.store import Store; "
         f"processes.wait_for_exit({after_pid!r}, {TICKER_WAIT_S!r}); tick(Store({store_path!r}))"
     )
-    subprocess.Popen(
+    ticker = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=PROJECT_ROOT,
         stdin=subprocess.DEVNULL,
@@ -114,6 +127,7 @@ def launch_ticker(store_path: str, after_pid: int | None = None) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    worker_cores.unpin_child(ticker.pid)  # the worker it follows is pinned; what it starts must not be
 
 
 def wait_for_exit(pid: int | None, timeout_s: float) -> bool:

@@ -84,7 +84,7 @@ def enqueue(
         # Without the probe's answer "auto" cannot be placed in the right device's queue.
         raise JobError("still finding out which device this machine has: try again in a few seconds")
     # A race keeps the estimate it is launched with, so later ones can say how good estimates were.
-    details = estimate_details(store, params, caps) if kind == "race" else None
+    details = estimate_details(store, params, caps, host, lane) if kind == "race" else None
     with store.transaction(immediate=True) as c:
         if job.counted:
             check_room(c, owner, limits, address=address)

@@ -13,8 +13,9 @@ import os
 from typing import Any
 
 from core.engine.spec import RunSpec
-from core.runs import worker_cores
+from core.runs import run_to_run, worker_cores
 from core.runs.run_files import run_files_dir
+from core.runs.store import Store
 
 
 def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]]:
@@ -37,13 +38,17 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
         pinned = list(share.worker) if worker_cores.pin_worker(share) else None
         if share.threads:
             torch.set_num_threads(share.threads)
-    from core.engine.environment import machine_load
+    from core.engine.environment import environment_record, machine_load
 
-    result = run_race(spec, on_event=sink, caps=caps, trace_dir=run_files_dir(sink.store_path, sink.run_id))
+    here = environment_record(torch.device(resolve_device(spec.device, caps)))
+    spread = _spread(sink, params, here)
+    trace_dir = run_files_dir(sink.store_path, sink.run_id)
+    result = run_race(spec, on_event=sink, caps=caps, trace_dir=trace_dir, spread=spread)
     result.environment["load_at_end"] = machine_load()  # the race's own threads included
     data = result.to_dict()
     if pinned is not None and isinstance(result.environment, dict):
         result.environment["worker_cpus"] = pinned  # the cores it had to itself, kept with the run
+    result.environment["malloc"] = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or None
     details = {
         "compile": data["compile"],
         "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},
@@ -51,6 +56,18 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     fields = {"summary": result.summary, "details": details, "environment": result.environment, "error": result.error}
     status = "done" if not result.error else ("cancelled" if result.error == "cancelled" else "failed")
     return status, fields
+
+
+def _spread(sink: Any, params: dict[str, Any], here: dict[str, Any]) -> Any:
+    """The run-to-run spread races of this device have shown so far (core.runs.run_to_run); the
+    assumed one when the store cannot say: a spread never stops a race."""
+    from core.engine.intervals import ASSUMED
+
+    try:
+        with contextlib.closing(Store(sink.store_path)) as store:
+            return run_to_run.spread_here(store, params, here.get("device_name"), here.get("torch"), sink.run_id)
+    except Exception:  # noqa: BLE001
+        return ASSUMED
 
 
 def run_probe_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]]:

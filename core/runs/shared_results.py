@@ -4,8 +4,9 @@ On a shared box many visitors ask for the same few configurations (the preset, t
 talk's example). A race that this host's device finished within the host's reuse window, with the
 same spec, the same device and the same torch, measured what a new run would measure: the Race
 page offers it at once, and where the host says so (auto_reuse_queue_length) shows it without
-asking while the queue is long. Never across devices, hosts or software versions: a number from
-another GPU or another torch is not this device's number.
+asking while the queue is long. Never across device types or software versions (core.runs.device_types:
+a number from another GPU or another torch is not this device's number); in a fleet, a race on one
+GPU type counts for every box with that GPU and that torch, a CPU's only for its own box.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ import dataclasses
 import time
 from typing import Any
 
-from core.engine.spec import DeviceCaps, RunSpec, SpecError, resolve_device
-from core.runs import devices, job_kinds
+from core.engine.spec import DeviceCaps, RunSpec, SpecError
+from core.runs import devices
+from core.runs.device_types import race_device_type
 from core.runs.limits import HostLimits
 from core.runs.store import Run, Store
 
 SCAN_LIMIT = 500  # newest finished races looked at: plenty for one reuse window on one box
-# What must match besides the spec: a result measured with other software is not this device's.
-VERSION_KEYS = ("torch", "cuda", "triton")
 
 
 def comparable(spec: RunSpec, device: str) -> dict[str, Any]:
@@ -34,47 +34,32 @@ def comparable(spec: RunSpec, device: str) -> dict[str, Any]:
     }
 
 
-def device_name(probe_summary: dict[str, Any], device: str) -> str | None:
-    """The one name a run on `device` records on this machine, from what the probe recorded; None
-    when a new run's device cannot be told in advance (GPUs of different models: the queue gives a
-    CUDA race whichever GPU is free)."""
-    environment = probe_summary.get("environment") or {}
-    if device == "cuda":
-        names = {gpu.get("name") for gpu in probe_summary.get("gpus") or []} or {environment.get("device_name")}
-        return names.pop() if len(names) == 1 else None
-    if environment.get("device_type") == device:
-        return environment.get("device_name")
-    return environment.get("cpu_name") if device == "cpu" else None
-
-
 def recent_result(
-    store: Store, spec: RunSpec, caps: DeviceCaps, within_s: float | None, now: float | None = None
+    store: Store,
+    spec: RunSpec,
+    caps: DeviceCaps,
+    within_s: float | None,
+    now: float | None = None,
+    host: str | None = None,
+    lane: str | None = None,
 ) -> Run | None:
-    """The newest finished race with this spec on this host's device and software, finished within
-    `within_s` seconds (None: any age; 0: never); None when there is none."""
+    """The newest finished race with this spec on the device type it runs on (this box's device, or
+    in a fleet its lane's: `host` and `lane` where it is pinned to one) and that type's torch,
+    finished within `within_s` seconds (None: any age; 0: never); None when there is none."""
     if within_s == 0:
         return None
-    probe = devices.latest_probe(store)
-    if probe is None or not probe.summary:
+    target = race_device_type(store, spec, caps, host, lane)
+    if target is None:
         return None
-    here = probe.summary.get("environment") or {}
-    device = resolve_device(spec.device, caps)
-    name = device_name(probe.summary, device)
-    lane = job_kinds.JOB_KINDS["race"].device_key(spec.to_dict(), caps)
-    wanted = comparable(spec, device)
+    wanted = comparable(spec, target.kind)
     now = time.time() if now is None else now
     for run in store.list_runs(kind="race", status=["done"], limit=SCAN_LIMIT):
-        env = run.environment or {}
-        if run.imported or run.host != probe.host or not devices.same_device(run.device_key, lane) or not run.summary:
+        if run.imported or not run.summary or not target.measured(run):
             continue
         if within_s is not None and (run.finished_at is None or now - run.finished_at > within_s):
             continue
-        if env.get("device_type") != device or name is None or env.get("device_name") != name:
-            continue
-        if any(env.get(key) != here.get(key) for key in VERSION_KEYS):
-            continue
         try:
-            theirs = comparable(RunSpec.from_dict(run.params), device)
+            theirs = comparable(RunSpec.from_dict(run.params), target.kind)
         except (SpecError, TypeError):
             continue
         if theirs == wanted:

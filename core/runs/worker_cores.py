@@ -104,15 +104,33 @@ def this_host(environ: dict[str, str] | None = None) -> CoreShare:
     return core_share(allowed_cores(), env.get(CPUS_SETTING), env.get(THREADS_SETTING))
 
 
+_UNPINNED: tuple[int, ...] | None = None  # this worker's cores before pin_worker, for what it starts
+
+
 def pin_worker(share: CoreShare) -> bool:
     """Pin this process (a CPU race's worker) to its cores; False where it is not pinned."""
+    global _UNPINNED
     if share.worker is None or not hasattr(os, "sched_setaffinity"):
         return False
     try:
+        before = allowed_cores()
         os.sched_setaffinity(0, share.worker)
+        _UNPINNED = before
         return True
     except OSError:
         return False
+
+
+def unpin_child(pid: int) -> None:
+    """Give a process this (pinned) worker just started the cores the worker had before it was
+    pinned; right after starting it, before it has read them. Else the ticker a finishing worker
+    starts, and the next worker that ticker starts, would see only the race's cores and share them
+    out again: a core fewer for each race in turn."""
+    if _UNPINNED is not None:
+        try:
+            os.sched_setaffinity(pid, _UNPINNED)
+        except OSError:
+            pass
 
 
 def keep_thread_to_app_cores(share: CoreShare) -> bool:

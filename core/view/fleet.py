@@ -4,6 +4,7 @@ Every name comes from the store (an agent's name, a device's): made inert with s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from core.runs.fleet import Host
@@ -67,14 +68,35 @@ def fleet_summary(hosts: list[Host], runs: list[Run], now: float) -> str | None:
     return f"Fleet: {len(live)} of {len(hosts)} hosts live, {len(lanes)} lanes ({busy} busy)"
 
 
-def device_type_lines(hosts: list[Host], runs: list[Run], now: float) -> list[str]:
-    """The fleet's live lanes by device type: 'NVIDIA H100 80GB HBM3: 2 free, 1 busy', GPUs first."""
+def device_type_counts(
+    hosts: list[Host], runs: list[Run], now: float, gpus_only: bool = False
+) -> dict[str, tuple[int, int]]:
+    """The fleet's live lanes by device type (device name as registered): {name: (free, busy)}, GPUs
+    first, then by name. `runs`: those starting or running (a busy lane)."""
     busy_lanes = {(r.host, r.device_key) for r in runs}
     counts: dict[str, list[int]] = {}
     for host in hosts:
         if host.live(now):
             for lane in host.lanes:
-                free_busy = counts.setdefault(terminal_text(lane.device_name), [0, 0])
+                if gpus_only and not lane.lane.startswith("cuda:"):
+                    continue
+                free_busy = counts.setdefault(lane.device_name, [0, 0])
                 free_busy[(host.name, lane.lane) in busy_lanes] += 1
     order = sorted(counts, key=lambda name: (name.startswith("CPU"), name))
-    return [f"{name}: {counts[name][0]} free, {counts[name][1]} busy" for name in order]
+    return {name: (counts[name][0], counts[name][1]) for name in order}
+
+
+def device_type_label(name: str, free: int, busy: int) -> str:
+    """'NVIDIA H100 80GB HBM3: 2 free, 1 busy' (the name made inert)."""
+    return f"{terminal_text(name)}: {free} free, {busy} busy"
+
+
+def labelled_type(label: object, names: Iterable[str]) -> str | None:
+    """The device type (of `names`) whose device_type_label `label` is, whatever its counts were."""
+    text = label if isinstance(label, str) else ""
+    return next((name for name in names if text.startswith(f"{terminal_text(name)}: ")), None)
+
+
+def device_type_lines(hosts: list[Host], runs: list[Run], now: float) -> list[str]:
+    """The fleet's live lanes by device type: 'NVIDIA H100 80GB HBM3: 2 free, 1 busy', GPUs first."""
+    return [device_type_label(name, *counts) for name, counts in device_type_counts(hosts, runs, now).items()]

@@ -49,11 +49,12 @@ SHIPPED = (
 BY_NAME = {r.name: r for r in SHIPPED}
 
 
-def machine_busy(load: dict[str, Any] | None) -> str | None:
-    """Why a recording made now would mislead ('load 3.1 on 2 cores'), or None on a quiet machine."""
+def machine_busy(load: dict[str, Any] | None, share: float = BUSY_LOAD_PER_CORE) -> str | None:
+    """Why a recording made now would mislead ('load 3.1 on 2 cores'), or None on a quiet machine:
+    a 1-minute load above `share` of the cores."""
     if not load:
         return None
     one, cores = float(load["load_average"][0]), int(load.get("cpu_count") or 1)
-    if one > BUSY_LOAD_PER_CORE * cores:
+    if one > share * cores:
         return f"load {one:.1f} on {cores} core{'s' if cores != 1 else ''}"
     return None

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from core.engine import analysis
-from core.engine.intervals import ALPHA
+from core.engine.intervals import ALPHA, RunToRun
 from core.engine.spec import DeviceCaps
 from core.runs import devices, worker_cores
 from core.runs.store import Run, Store
@@ -170,9 +170,11 @@ class _Events:
     def __init__(self, events: list[dict[str, Any]]):
         self._events = events
 
-    def summary(self, batch_size: int, min_warmup: int = 1, alpha: float = ALPHA) -> dict[str, Any]:
+    def summary(
+        self, batch_size: int, min_warmup: int = 1, alpha: float = ALPHA, spread: RunToRun | None = None
+    ) -> dict[str, Any]:
         batch = batch_size if isinstance(batch_size, int) and batch_size > 0 else 1
-        return analysis.summarize_events(held_events(self._events), batch, min_warmup, alpha)
+        return analysis.summarize_events(held_events(self._events), batch, min_warmup, alpha, spread)
 
 
 def snapshot_of(run: Run, view: RunView, state: str = "") -> LiveSnapshot:

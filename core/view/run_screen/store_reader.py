@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from core.engine import analysis
-from core.engine.intervals import ALPHA
+from core.engine.intervals import ALPHA, RunToRun
 from core.engine.stopping import stored_alpha
 from core.runs.store import DamagedEvents, Run, Store
 
@@ -159,10 +159,13 @@ class RunView:
             self._frames = (steps, epochs)
         return self._frames
 
-    def summary(self, batch_size: int, min_warmup: int = 1, alpha: float = ALPHA) -> dict[str, Any]:
+    def summary(
+        self, batch_size: int, min_warmup: int = 1, alpha: float = ALPHA, spread: RunToRun | None = None
+    ) -> dict[str, Any]:
         """Headline numbers from what has been measured so far (same definitions as the CLI), as of
-        the compiled run's latest step (held_events); `alpha`: the race's (stopping.stored_alpha)."""
-        return analysis.summarize_events(held_events(self.events()), batch_size, min_warmup, alpha)
+        the compiled run's latest step (held_events); `alpha`: the race's error rate (the stopping
+        rule's: stopping.stored_alpha); `spread`: the run-to-run spread the race runs with."""
+        return analysis.summarize_events(held_events(self.events()), batch_size, min_warmup, alpha, spread)
 
     def compiles(self) -> pd.DataFrame:
         """Every compile and recompile so far: variant, phase, epoch, step and what happened."""
@@ -297,7 +300,9 @@ def run_summary(run: Run, view: RunView) -> dict[str, Any]:
         return run.summary
     params = run.params or {}
     floor = analysis.warmup_floor(str(params.get("mode", "default")), str(params.get("backend", "inductor")))
-    summary = view.summary(params.get("batch_size", 1), floor, stored_alpha(params))  # the stopping rule's
+    summary = view.summary(  # the interval the stopping rule looks at, widened as the race's headline is
+        params.get("batch_size", 1), floor, stored_alpha(params), analysis.spread_of(run.environment)
+    )
     skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
     if isinstance(skipped, str):
         summary["compile_skipped"] = skipped

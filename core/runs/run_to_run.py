@@ -1,0 +1,90 @@
+"""How far races of one configuration land from each other on this device: the run-to-run spread a
+new race's interval is widened to (core.engine.intervals.RunToRun).
+
+Learnt from the store: the done races measured on the same device (its name, as the race's
+environment records it) with the same torch, grouped by configuration; each configuration raced
+twice or more says how far a second race lands from the first. Spreads differ by configuration
+(on the 2-core CPU box the default MLP race's about 0.5%, the small CNN demo's about 3%:
+bench/steady_malloc.py), so it is learnt in two tiers: the device's, pooled over every
+configuration and shrunk towards the assumed one, is where a configuration starts; that
+configuration's own repeated races then take over. Imported races never count (another
+machine's bundle says nothing of this one), nor races whose compile did not happen. Which host of
+a fleet ran them does not matter: a second race of the configuration may land on any box of this
+device type.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from core.engine.intervals import ASSUMED, PRIOR_RACES, RunToRun, run_to_run
+from core.engine.spec import RunSpec, SpecError
+from core.runs.store import Run, Store
+
+SCAN_LIMIT = 500  # newest done races looked at
+# What does not change a step's time, so races differing only in these are one configuration: how
+# long the race is, when it stops, what is kept besides the timing, the seed and learning rate.
+NOT_TIMING = (
+    "epochs",
+    "steps_per_epoch",
+    "eval_steps",
+    "target_interval",
+    "profile_steps",
+    "compile_trace",
+    "cache",
+    "seed",
+    "lr",
+    "data_dir",
+    "download",
+)
+
+
+def configuration(params: dict[str, Any]) -> tuple | None:
+    """A race's configuration as far as its steady speedup goes (None: params that are no race)."""
+    try:
+        spec = RunSpec.from_dict(params)
+    except (SpecError, TypeError, ValueError):
+        return None
+    fields = {**spec.to_dict(), "image_size": spec.input_size}
+    fields.pop("device")  # "auto" or "cpu": the device name the race recorded is what decides
+    return tuple(sorted((k, repr(v)) for k, v in fields.items() if k not in NOT_TIMING))
+
+
+def log_speedup(run: Run) -> float | None:
+    """The log steady speedup a done race measured; None when it is no compile speedup."""
+    summary = run.summary or {}
+    speedup = summary.get("steady_state_speedup")
+    if summary.get("compile_skipped") or summary.get("compile_failed"):
+        return None
+    if not isinstance(speedup, (int, float)) or not speedup > 0 or not math.isfinite(speedup):
+        return None
+    return math.log(speedup)
+
+
+def spread_here(
+    store: Store,
+    params: dict[str, Any],
+    device_name: str | None,
+    torch_version: str | None,
+    exclude: int | None = None,
+) -> RunToRun:
+    """The run-to-run spread for a race of `params` on this device and torch: this configuration's
+    own earlier races, shrunk towards the device's spread (the assumed one while no configuration
+    has been raced twice here). `exclude`: the race about to start."""
+    if not device_name:
+        return ASSUMED
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for run in store.list_runs(kind="race", status=["done"], limit=SCAN_LIMIT):
+        env = run.environment or {}
+        if run.id == exclude or run.imported or env.get("device_name") != device_name:
+            continue
+        if env.get("torch") != torch_version:
+            continue
+        key, value = configuration(run.params or {}), log_speedup(run)
+        if key is not None and value is not None:
+            groups[key].append(value)
+    device = run_to_run(list(groups.values()))
+    start = RunToRun(device.log_sd, min(device.df, PRIOR_RACES), device.races)
+    return run_to_run([groups.get(configuration(params), [])], prior=start)
