@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from core.engine import intervals, noise
+from core.engine.interval_words import interval_words
 from core.engine.spec import CUDA_GRAPH_MODES
 
 FASTER, NO_CLEAR_DIFFERENCE, SLOWER = "faster", "no clear difference", "slower"
@@ -428,27 +429,6 @@ def caveats(summary: dict[str, Any]) -> str:
         if isinstance(warning, str) and warning:
             out += f" Note: {warning}."
     return out
-
-
-def interval_words(summary: dict[str, Any]) -> str:
-    """'95% interval 1.10-1.20x', and for a race that stopped on its interval the looks it was
-    widened for ('95% interval 1.08-1.22x, widened for the stopping rule's 6 looks'): the live view
-    and the final reading both show the interval the rule decided on, and say which it is."""
-    low, high = summary.get("speedup_ci95") or (summary.get("steady_state_speedup"),) * 2
-    return f"95% interval {low:.2f}-{high:.2f}x{looks_note(summary)}"
-
-
-def looks_note(summary: dict[str, Any]) -> str:
-    """', widened for the stopping rule's 6 looks' where the summary's interval was spent over looks
-    (its interval_alpha below 5%: core.engine.stopping.alpha_of, Bonferroni), else '' (also where the
-    run-to-run spread, wider still, set the interval: spread_note says that)."""
-    alpha = summary.get("interval_alpha")
-    if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0 < alpha < intervals.ALPHA:
-        return ""
-    within, ci = summary.get("speedup_ci95_within"), summary.get("speedup_ci95")
-    if within and ci and ci[1] > within[1] * (1 + 1e-9):
-        return ""
-    return f", widened for the stopping rule's {round(intervals.ALPHA / alpha)} looks"
 
 
 def spread_note(summary: dict[str, Any]) -> str:

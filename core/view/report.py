@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from core.engine import analysis
+from core.engine.interval_words import looks_note
 from core.engine.profile_reading import profile_reading
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ def summary_table(result: dict[str, Any]) -> str:
     lines = [f"{'':<{width}}{'eager':>14}{'compiled':>14}"]
     lines += [f"{label:<{width}}{e:>14}{c:>14}" for label, e, c in rows]
     ci = s.get("speedup_ci95")
-    interval = f"  95% interval [{ci[0]:.2f}, {ci[1]:.2f}]{analysis.looks_note(s)}  {s['verdict']}" if ci else ""
+    interval = f"  95% interval [{ci[0]:.2f}, {ci[1]:.2f}]{looks_note(s)}  {s['verdict']}" if ci else ""
     compile_info = result.get("compile", {})
     headline = [
         (

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import analysis
+from core.engine.interval_words import interval_words
 from core.runs.store import Run
 from core.view.report import fmt_about, fmt_seconds, probe_worth_naming
 from core.view.run_screen.sentences import overhead_bridge, projected_words
@@ -164,8 +165,7 @@ def result_cards(
         Card(
             "Steady-state speedup",
             "-" if speed is None else f"{speed:.2f}x",
-            "Median eager step / median compiled step after warm-up"
-            + (f"; {analysis.interval_words(summary)}." if ci else "."),
+            "Median eager step / median compiled step after warm-up" + (f"; {interval_words(summary)}." if ci else "."),
             delta=summary.get("verdict"),
             # Unsigned text reads as "up": green and up for faster, red and down for slower, grey otherwise.
             delta_color={"faster": "normal", "slower": "inverse"}.get(summary.get("verdict") or "", "off"),
