@@ -134,8 +134,11 @@ def break_even_text(summary: dict[str, Any]) -> str:
     if not extra:
         return reason
     span = analysis.projected_range(summary)  # the steps the speedup's 95% interval allows
-    late = "never" if span and span[1] is None else f"step {math.floor(span[1]) + 1:,}" if span else ""
-    within = f"; between step {math.floor(span[0]) + 1:,} and {late} within its 95% interval" if span else ""
+    within = ""
+    if span is not None:
+        early = f"step {math.floor(span[0]) + 1:,}"
+        steps = f"from {early} on, or never" if span[1] is None else f"between {early} and {math.floor(span[1]) + 1:,}"
+        within = f"; {steps} within its 95% interval"
     return f"{reason} (about step {math.floor(extra) + 1:,} at steady rates{within})"
 
 
