@@ -58,8 +58,8 @@ def stream(schedule: str, eager: list[float], compiled: list[float]) -> list[dic
     return out
 
 
-def looks(events: list[dict], every: int = 10):
-    """A live page's reads: the view after each `every` events (and after the last)."""
+def looks(events: list[dict], every: int = 7):
+    """A live page's reads: the view after each `every` events (7: some looks end inside a turn)."""
     view = RunView(1)
     for start in range(0, len(events), every):
         view.feed(events[start : start + every])
@@ -175,7 +175,11 @@ def test_no_span_without_an_interval_clear_of_1_and_an_open_end_where_its_slow_e
     barely = analysis.Speedup(1.39, 1.0001, 1.5, analysis.FASTER, 0.1, 0.072)
     early, late = analysis.projected_span(eager, compiled[:50], barely)
     assert early > 50 and (late is None or late > 10 * early)
-    assert sentences.range_words((early, None), TOTAL, running=True).endswith("on, or never")
+    assert sentences.range_words((330.0, None), None, running=True) == "from step 330 on, or never"
+    assert (
+        sentences.range_words((330.0, None), TOTAL, running=True)
+        == "from step 330 on, or never (this run has 600 steps)"
+    )
 
 
 def test_the_words_widen_a_running_range_to_two_digits_and_say_where_it_ends():
