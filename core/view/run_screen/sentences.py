@@ -137,7 +137,8 @@ def race_reading(
         return f"{faster}; compiled has been ahead since step {summary['break_even_step']:,}.{later}"
     span = projected_range(dict(summary))  # the one projection rule, as the range its interval allows
     if span is not None:
-        return f"{faster}; compile has not paid off yet: at these rates it breaks even {range_words(span, total, True)}.{later}"
+        shown = range_words(span, total, running=True)
+        return f"{faster}; compile has not paid off yet: at these rates it breaks even {shown}.{later}"
     projected = projected_words(projected_position(dict(summary)), total, running=True)
     return f"{faster}; compile has not paid off yet" + (f", {projected}." if projected else ".") + later
 
