@@ -26,7 +26,7 @@ def test_a_rerun_sent_with_the_link_from_before_launch_keeps_the_launched_run_in
     at.query_params = dict(before)  # a rerun the browser asked for before it heard of ?run=N
     at.run()
     assert not at.exception and at.query_params["run"] == run_id  # the page wrote it back
-    assert at.session_state["followed"] == int(run_id)
+    assert any(p.proto.text.startswith(f"Run {run_id}: ") for p in at.get("progress"))  # and shows that run
     at.run()  # the browser's link has the run now: from here on the link is the browser's own
     assert at.query_params["run"] == run_id and "link_pending" not in at.session_state
     at.query_params.pop("run")  # Back to the link from before Launch: the page does not put the run back
@@ -45,3 +45,4 @@ def test_a_stale_rerun_naming_an_older_run_does_not_take_the_page_back_to_it(sto
     at.query_params = dict(before)  # stale: it still names the older run
     at.run()
     assert at.query_params["run"] == newer and at.session_state["followed"] == int(newer)
+    assert any(p.proto.text.startswith(f"Run {newer}: ") for p in at.get("progress"))  # the page shows it
