@@ -259,6 +259,13 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     wait_until(lambda: "compiled epoch 2/3" in status(page), timeout=300)
     wait_until(lambda: page.get_by_text(re.compile(r"After [\d,]+ of 240 compiled steps")).count() > 0, timeout=30)
     assert page.get_by_text("did not pay off").count() == 0
+    # Sequential: the words stand on every eager step, and name a break-even only as the range a
+    # clear gain's interval allows (or none, from a gain in doubt).
+    said = page.get_by_text(re.compile(r"After [\d,]+ of 240 compiled steps")).first.inner_text()
+    assert re.match(r"After \d+ of 240 compiled steps and all 240 eager: ", said), said
+    assert re.search(
+        r"slower|so no break-even to project|breaks even (between|from|at about) step|ahead since step", said
+    ), said
     screenshot(page, "race-midrun.png")
     phone.goto(f"{app_url}/?run={run_id}")
     # The phone's page follows the same run (on a loaded machine the run may have finished meanwhile).
