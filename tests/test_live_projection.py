@@ -103,10 +103,12 @@ def test_the_live_break_even_is_the_range_the_interval_allows_and_does_not_jump(
         if counts["compiled"]:
             held = (counts["compiled"], summary["steady_state_speedup"], analysis.projected_range(summary))
     assert named >= 5, named  # the race did name a break-even before reaching it
-    assert all(overlap(a, b) for a, b in zip(spans, spans[1:])), spans
+    # What the words show (two digits) overlaps from look to look. (The unrounded span can narrow to
+    # a fraction of a step just before the crossing, finer than one step's noise moves it.)
+    shown = [shown_steps(span) for span in spans]
+    assert all(overlap(a, b) for a, b in zip(shown, shown[1:])), shown
     final = summary["break_even_step"]
     assert final is not None  # it paid off within the run
-    shown = [shown_steps(span) for span in spans]
     inside = sum(early <= final <= late for early, late in shown)
     assert inside >= 0.8 * len(shown), (final, shown)  # where it paid off lay within what the words said
 
