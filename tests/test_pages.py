@@ -296,7 +296,7 @@ def test_while_compiled_runs_the_reading_says_not_paid_off_yet_never_did_not_pay
     assert not at.exception
     words = markdown_of(at)
     assert "After 300 of 600 compiled steps" in words
-    assert "compile has not paid off yet, projected ≈ step" in words
+    assert "compile has not paid off yet: at these rates it breaks even between step" in words
     assert "did not pay off" not in words
     assert at.metric[3].value == "not yet" and at.metric[3].label == "Break-even"
     race = next(c for c in chart_specs(at) if c["description"].startswith("The race"))

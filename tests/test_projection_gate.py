@@ -130,7 +130,7 @@ def test_a_summary_stored_before_the_rule_still_shows_no_projection_from_a_gain_
 
 def test_the_words_project_only_from_a_clear_gain():
     clear = summary_of(*clear_times())
-    assert "projected ≈ step" in race_reading(clear, running=True, total=60, counts={"compiled": 60})
+    assert "breaks even between step" in race_reading(clear, running=True, total=60, counts={"compiled": 60})
     assert "about step" in analysis.plain_reading(clear)
 
 

@@ -197,20 +197,23 @@ class Projection:
         return math.floor(self.position) + 1
 
 
-def projected_break_even(eager: Sequence[float], compiled: Sequence[float]) -> Projection | None:
+def projected_break_even(
+    eager: Sequence[float], compiled: Sequence[float], compiled_step_s: float | None = None
+) -> Projection | None:
     """The projected crossing of the cumulative lines, for a run where compiled is still behind.
 
-    Compiled continues from its last measured step at its steady median; eager follows its own
-    measured steps as far as it has them (during the compiled run it has all of them), then its
-    steady median. Using every eager step, not only as many as compiled has done, is what keeps the
-    projection steady while the compiled run goes on. None when compiled has no steps yet, is not
-    faster per step, or is already ahead.
+    Compiled continues from its last measured step at its steady median (or at `compiled_step_s`:
+    projected_span's ends of the interval); eager follows its own measured steps as far as it has
+    them (during the compiled run it has all of them), then its steady median. Using every eager
+    step, not only as many as compiled has done, is what keeps the projection steady while the
+    compiled run goes on. None when compiled has no steps yet, is not faster per step, or is
+    already ahead.
     """
     n_e, n_c = len(eager), len(compiled)
     if n_e == 0 or n_c == 0:
         return None
     m_e = median(steady(eager, default_warmup(n_e)))
-    m_c = median(steady(compiled, default_warmup(n_c)))
+    m_c = median(steady(compiled, default_warmup(n_c))) if compiled_step_s is None else compiled_step_s
     if m_e <= m_c:
         return None
     eager_cum = np.cumsum(np.asarray(eager, dtype=float))
@@ -233,6 +236,25 @@ def projected_break_even(eager: Sequence[float], compiled: Sequence[float]) -> P
     return Projection(position, start + (position - n_c) * m_c, m_e, m_c)
 
 
+def projected_span(
+    eager: Sequence[float], compiled: Sequence[float], speed: Speedup | None
+) -> tuple[float, float | None] | None:
+    """Where compile would pay for itself at the two ends of the speedup's 95% interval: compiled
+    continuing at its steady step time scaled by point / high (the earliest crossing the interval
+    allows) and by point / low (the latest; None when that rate never catches up). The projection
+    at the medians lies between the two, so a live range only narrows as the interval does, where a
+    single projected step wandered with every new median. None where projection_stands would not
+    project (no interval clear of 1) or there is nothing to project."""
+    if speed is None or speed.verdict != FASTER or not speed.ci_low > 1:
+        return None
+    base = projected_break_even(eager, compiled)
+    if base is None:
+        return None
+    early = projected_break_even(eager, compiled, base.compiled_step_s * speed.speedup / speed.ci_high)
+    late = projected_break_even(eager, compiled, base.compiled_step_s * speed.speedup / speed.ci_low)
+    return (early.position if early else base.position, late.position if late else None)
+
+
 def projection_stands(summary: dict[str, Any]) -> bool:
     """The one rule for a projected break-even, which every view follows: project only from a steady
     speedup whose 95% interval lies above 1 (verdict "faster"), with compiled code having run and
@@ -251,6 +273,19 @@ def projected_position(summary: dict[str, Any]) -> float | None:
     may carry a projection from a gain in doubt; it is not shown)."""
     extra = summary.get("break_even_extrapolated_step")
     return float(extra) if isinstance(extra, int | float) and extra > 0 and projection_stands(summary) else None
+
+
+def projected_range(summary: dict[str, Any]) -> tuple[float, float | None] | None:
+    """The summary's projected break-even as the span its speedup's interval allows (projected_span:
+    earliest, latest or None for "maybe never"), under the same rule as projected_position; None
+    where there is none (a summary stored before spans were recorded has only the point)."""
+    span = summary.get("break_even_projected_range")
+    if projected_position(summary) is None or not isinstance(span, list | tuple) or len(span) != 2:
+        return None
+    early, late = span
+    if not isinstance(early, int | float) or early <= 0 or not (late is None or isinstance(late, int | float)):
+        return None
+    return float(early), None if late is None else float(late)
 
 
 def whole_run_speedup(eager_total_s: float, compiled_total_s: float) -> float | None:
@@ -312,6 +347,11 @@ def summarize(
         "break_even_reason": _break_even_reason(be, speed),
         "break_even_extrapolated_step": be.extrapolated_position if be and projects else None,
         "break_even_projected_wall_s": _projected_wall(be, eager_steps, compiled_steps) if projects else None,
+        "break_even_projected_range": (
+            list(projected_span(eager_steps, compiled_steps, speed) or []) or None
+            if projects and be is not None and be.extrapolated_position is not None
+            else None
+        ),
         "whole_run_speedup": (
             whole_run_speedup(sum(eager_epochs[:epochs_done]), sum(compiled_epochs[:epochs_done]))
             if epochs_done

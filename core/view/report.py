@@ -131,7 +131,15 @@ def break_even_text(summary: dict[str, Any]) -> str:
         return f"step {summary['break_even_step']} ({summary['break_even_wall_s']:.2f} s of compiled run)"
     reason = summary.get("break_even_reason") or "not within this run"
     extra = analysis.projected_position(summary)  # the one projection rule: only from a clear gain
-    return f"{reason} (about step {math.floor(extra) + 1:,} at steady rates)" if extra else reason
+    if not extra:
+        return reason
+    span = analysis.projected_range(summary)  # the steps the speedup's 95% interval allows
+    within = ""
+    if span is not None:
+        early = f"step {math.floor(span[0]) + 1:,}"
+        steps = f"from {early} on, or never" if span[1] is None else f"between {early} and {math.floor(span[1]) + 1:,}"
+        within = f"; {steps} within its 95% interval"
+    return f"{reason} (about step {math.floor(extra) + 1:,} at steady rates{within})"
 
 
 def summary_table(result: dict[str, Any]) -> str:
