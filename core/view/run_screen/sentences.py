@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, plain_reading, projected_position, projected_range
+from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, projected_position, projected_range
+from core.engine.reading import plain_reading
 from core.view.report import fmt_about, fmt_seconds
 
 # Losses of the two variants closer than this (relative) are the same curve to the eye; and at the
