@@ -132,6 +132,10 @@ def test_the_words_project_only_from_a_clear_gain():
     clear = summary_of(*clear_times())
     assert "breaks even between step" in race_reading(clear, running=True, total=60, counts={"compiled": 60})
     assert "about step" in reading.plain_reading(clear)
+    span = analysis.projected_range(clear)
+    words = reading.span_words(span)  # the finished reading gives the range the live words and the card give
+    assert f"({words} within its 95% interval)" in reading.plain_reading(clear)
+    assert f"{words} within its 95% interval" in break_even_text(clear)
 
 
 BATCHES = [64, 128, 256]

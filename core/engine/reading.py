@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from core.engine import intervals
-from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, projected_position
+from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, projected_position, projected_range
 
 
 def compile_failed_reading(reason: str) -> str:
@@ -62,6 +62,13 @@ def spread_note(summary: dict[str, Any]) -> str:
     )
 
 
+def span_words(span: tuple[float, float | None]) -> str:
+    """A finished race's projected break-even range (analysis.projected_range) in words: 'between
+    step 305 and 372', or 'from step 1,200 on, or never' where the interval's slow end never meets."""
+    early = f"step {math.floor(span[0]) + 1:,}"
+    return f"from {early} on, or never" if span[1] is None else f"between {early} and {math.floor(span[1]) + 1:,}"
+
+
 def _headline_reading(summary: dict[str, Any]) -> str:
     speedup, verdict = summary.get("steady_state_speedup"), summary.get("verdict")
     compile_s = summary.get("compile_time_s")
@@ -93,6 +100,8 @@ def _headline_reading(summary: dict[str, Any]) -> str:
             f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}; compile paid for itself "
             f"at step {summary['break_even_step']:,} ({summary['break_even_wall_s']:.1f} s in)."
         )
-    extra = projected_position(summary)
+    extra, span = projected_position(summary), projected_range(summary)
     later = f"; at these rates it would at about step {math.floor(extra) + 1:,}" if extra else ""
+    if extra and span is not None:  # the steps its interval allows, as the live words and the card give them
+        later += f" ({span_words(span)} within its 95% interval)"
     return f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}, but compile did not pay off within this run{later}."

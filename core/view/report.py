@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.engine import analysis
 from core.engine.profile_reading import profile_reading
+from core.engine.reading import span_words
 
 if TYPE_CHECKING:
     from core.runs.store import Run
@@ -134,11 +135,7 @@ def break_even_text(summary: dict[str, Any]) -> str:
     if not extra:
         return reason
     span = analysis.projected_range(summary)  # the steps the speedup's 95% interval allows
-    within = ""
-    if span is not None:
-        early = f"step {math.floor(span[0]) + 1:,}"
-        steps = f"from {early} on, or never" if span[1] is None else f"between {early} and {math.floor(span[1]) + 1:,}"
-        within = f"; {steps} within its 95% interval"
+    within = f"; {span_words(span)} within its 95% interval" if span is not None else ""
     return f"{reason} (about step {math.floor(extra) + 1:,} at steady rates{within})"
 
 
