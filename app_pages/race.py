@@ -105,7 +105,31 @@ def follow(run_id: int) -> None:
     st.session_state.followed = run_id
     st.query_params["run"] = str(run_id)
     st.query_params.pop("compare", None)  # one run, not the comparison of Race on every GPU type
+    st.session_state.link_pending = (str(run_id), True)  # until the browser's own link names it (settle_link)
     st.session_state.race_form = False  # fold the form: the run's charts on the first screen
+
+
+def settle_link() -> None:
+    """Keep ?run=N of a run this tab just followed (Launch, Show it) in the link until the browser
+    reports it back. A rerun the browser asked for before it heard of the new link (a fragment's
+    timer, a click in the same instant) carries the old query string, and every same-page rerun
+    starts from the browser's query string: without this, that rerun's page wrote the link back
+    without the run, and a reload showed another run. Once a later rerun arrives with it, the link
+    is the browser's again (its Back button included)."""
+    pending = st.session_state.get("link_pending")
+    if pending is None:
+        return
+    run_id, fresh = pending
+    if "replay" in st.query_params or (not fresh and st.query_params.get("run") == run_id):
+        del st.session_state.link_pending  # a replay took the page, or the browser's link has the run
+        return
+    st.session_state.link_pending = (run_id, False)
+    if st.query_params.get("run") != run_id:
+        st.query_params["run"] = run_id
+        st.query_params.pop("compare", None)  # a stale rerun's comparison link: the run was followed after it
+
+
+settle_link()
 
 
 def followed_run():

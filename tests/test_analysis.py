@@ -16,11 +16,11 @@ from core.engine.analysis import (
     break_even,
     compile_overhead,
     default_warmup,
-    plain_reading,
     steady_state_speedup,
     summarize,
     whole_run_speedup,
 )
+from core.engine.reading import plain_reading
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "..", "assets", "reference", "tutorial_resnet50_cifar10_epochs.csv")
 

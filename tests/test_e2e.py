@@ -206,15 +206,23 @@ def run_ids(page) -> set[str]:
     return {shown.group(1)} if shown else set()
 
 
+def run_in_link(page) -> str | None:
+    """The run id in the address bar (?run=N), None when there is none."""
+    found = re.search(r"[?&]run=(\d+)(&|$)", page.url)
+    return found.group(1) if found else None
+
+
 def launch(page, app_url, config: str) -> str:
     page.goto(f"{app_url}/?{config}")
     time.sleep(1)
     before = run_ids(page)  # a finished run of this visitor may be on the page: the new one is another
     page.get_by_role("button", name="Launch").click()
-    # The run's id as the page shows it ("Run 14: ..."). The browser's link does not always get
-    # ?run= after Launch (the server's copy has it; a known gap, issue 26): not asserted here.
-    shown = wait_until(lambda: re.match(r"Run (\d+): ", status(page)) and run_ids(page) - before, timeout=30)
-    return shown.pop()
+    shown = wait_until(lambda: re.match(r"Run (\d+): ", status(page)) and run_ids(page) - before, timeout=30).pop()
+    # The address bar names the launched run, so a reload or a copied link shows this run.
+    wait_until(lambda: run_in_link(page) == shown, timeout=15)
+    time.sleep(2)  # and keeps it: no later rerun of the page takes it out again
+    assert run_in_link(page) == shown, page.url
+    return shown
 
 
 def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
@@ -251,6 +259,13 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     wait_until(lambda: "compiled epoch 2/3" in status(page), timeout=300)
     wait_until(lambda: page.get_by_text(re.compile(r"After [\d,]+ of 240 compiled steps")).count() > 0, timeout=30)
     assert page.get_by_text("did not pay off").count() == 0
+    # Sequential: the words stand on every eager step, and name a break-even only as the range a
+    # clear gain's interval allows (or none, from a gain in doubt).
+    said = page.get_by_text(re.compile(r"After [\d,]+ of 240 compiled steps")).first.inner_text()
+    assert re.match(r"After \d+ of 240 compiled steps and all 240 eager: ", said), said
+    assert re.search(
+        r"slower|so no break-even to project|breaks even (between|from|at about) step|ahead since step", said
+    ), said
     screenshot(page, "race-midrun.png")
     phone.goto(f"{app_url}/?run={run_id}")
     # The phone's page follows the same run (on a loaded machine the run may have finished meanwhile).
@@ -367,7 +382,9 @@ def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_ur
             first.goto(f"{app_url}/?{config}")
             first.get_by_role("button", name="Launch").click()
             wait_until(lambda: re.match(r"Run \d+: ", status(first)), timeout=30)
-            race, run_id = status(first).split(":")[0], run_id_of(first)
+            race = status(first).split(":")[0]
+            run_id = wait_until(lambda: run_in_link(first), timeout=15)  # the address bar names the run
+            assert race == f"Run {run_id}"
             token = first.evaluate("localStorage.getItem('compile_lab_visitor')")
             # The browser keeps the token as a cookie too, which every later tab's connection brings.
             assert {c["name"]: c["value"] for c in visitor.cookies()}.get("compile_lab_visitor") == token
@@ -411,14 +428,23 @@ def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e
         # Vega draws the charts in the browser once there are steps ("Waiting for the first steps" before).
         wait_until(lambda: viewer.locator(".cl-feed svg").count() >= 1, timeout=60)
         os.makedirs(ARTIFACTS, exist_ok=True)
-        samples, shot = [], False
+        samples, shot, said = [], False, []
         while "done" not in status(owner) and len(samples) < 40:
             samples.append(feed_counts(viewer))
+            said += viewer.eval_on_selector_all(".cl-words", "els => els.map(e => e.innerText)")
             if not shot and samples[-1] and samples[-1][1] >= 30:  # a viewer's view mid-race, from the feed
                 screenshot(viewer, "race-viewer-feed.png", ".cl-progress-text")
                 shot = True
             time.sleep(0.5)
         assert len({sum(c) for c in samples if c}) >= 3, samples  # it grew, more than once
+        # The default schedule (blocks: turns every 5 steps): the words name the steps they stand on,
+        # the compiled steps so far and the eager ones measured before the latest of them (never more
+        # than a turn apart), and name a break-even only from a clear gain.
+        readings = [(re.match(r"After (\d+) of 300 compiled steps and (\d+) eager: ", w), w) for w in said]
+        readings = [(int(m.group(1)), int(m.group(2)), w) for m, w in readings if m]
+        assert readings, said
+        assert all(0 <= eager - compiled <= 5 for compiled, eager, _ in readings), readings
+        assert all("breaks even" not in w for _, _, w in readings if "faster" not in w), readings
         assert owner.get_by_role("button", name="Cancel").count() == 1 or "done" in status(owner)
         assert owner.locator(".cl-feed").count() == 1 or "done" in status(owner)  # the owner's: the feed too
         wait_until(lambda: "done" in status(owner), timeout=300)

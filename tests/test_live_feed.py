@@ -48,7 +48,9 @@ def test_the_document_holds_what_a_viewer_sees_as_plain_data(store):
     assert doc["run"] == run_id and doc["status"] == "running" and not doc["finished"]
     assert doc["counts"] == {"eager": 12, "compiled": 3}
     assert doc["progress_text"] == f"Run {run_id}: compiled epoch 1/2"
-    assert doc["words"]["text"].startswith("After 3 of 12 compiled steps: compiled steps are 2.00x faster")
+    assert doc["words"]["text"].startswith(
+        "After 3 of 12 compiled steps and all 12 eager: compiled steps are 2.00x faster"
+    )
     assert [c["name"] for c in doc["charts"]] == ["cumulative", "lead", "step_time_False", "epochs", "loss"]
     step_chart = next(c["spec"] for c in doc["charts"] if c["name"] == "step_time_False")
     assert step_chart["description"].startswith("Step time per step: 12 eager steps, 3 compiled steps")

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from core.engine import analysis, intervals, planning
+from core.engine import analysis, intervals, planning, reading
 from core.engine.spec import RunSpec
 from core.engine.stopping import StopRule, race_alpha, race_steps, stored_alpha
 from core.runs.bundle import export_bundle, import_bundle
@@ -104,9 +104,9 @@ def test_the_final_reading_and_the_table_say_the_interval_was_widened_for_the_lo
         summary = analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16, paired=True,
                                      alpha=race_alpha(spec))  # fmt: skip
         low, high = summary["speedup_ci95"]
-        reading = analysis.plain_reading(summary)
-        assert f"95% interval {low:.2f}-{high:.2f}x" in reading
-        assert (words in reading) is widened
+        words_read = reading.plain_reading(summary)
+        assert f"95% interval {low:.2f}-{high:.2f}x" in words_read
+        assert (words in words_read) is widened
         table = summary_table({"summary": summary, "variants": {v: {"final_loss": 1.0} for v in ("eager", "compiled")}})
         assert (words in table) is widened
 
@@ -115,8 +115,8 @@ def test_where_the_run_to_run_spread_sets_the_interval_the_reading_says_that_and
     eager, compiled = paired_race()
     summary = analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16, paired=True,
                                  alpha=race_alpha(ADAPTIVE), spread=WIDE)  # fmt: skip
-    reading = analysis.plain_reading(summary)
-    assert "widened for the stopping rule's" not in reading and "run to run" in reading
+    words_read = reading.plain_reading(summary)
+    assert "widened for the stopping rule's" not in words_read and "run to run" in words_read
 
 
 def borderline_race() -> tuple[list[float], list[float]]:

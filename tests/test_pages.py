@@ -7,7 +7,7 @@ import time
 from conftest import ROOT, quick_spec
 from streamlit.testing.v1 import AppTest
 
-from core.engine import analysis
+from core.engine import analysis, reading
 from core.engine.spec import DeviceCaps
 from core.runs import devices, queue
 from core.runs.identity import owner_of
@@ -76,7 +76,7 @@ def record_race(store, status, steps=12, error=None, pid=None):
         summary = analysis.summarize(
             eager, compiled, [sum(eager[:6]), sum(eager[6:])], [sum(compiled[:6]), sum(compiled[6:])], 16
         )
-        summary["reading"] = analysis.plain_reading(summary)
+        summary["reading"] = reading.plain_reading(summary)
         store.finish_run(run_id, status, summary=summary, error=error)
     return run_id
 
@@ -296,7 +296,7 @@ def test_while_compiled_runs_the_reading_says_not_paid_off_yet_never_did_not_pay
     assert not at.exception
     words = markdown_of(at)
     assert "After 300 of 600 compiled steps" in words
-    assert "compile has not paid off yet, projected ≈ step" in words
+    assert "compile has not paid off yet: at these rates it breaks even between step" in words
     assert "did not pay off" not in words
     assert at.metric[3].value == "not yet" and at.metric[3].label == "Break-even"
     race = next(c for c in chart_specs(at) if c["description"].startswith("The race"))

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.engine import analysis, planning
+from core.engine import analysis, planning, reading
 from core.engine.spec import RunSpec
 from core.runs.store import Run, Store
 from core.runs.sweeps import Axis, SweepSpec
@@ -122,7 +122,7 @@ def test_a_summary_stored_before_the_rule_still_shows_no_projection_from_a_gain_
     old = {**summary_of(*doubtful_times()), "break_even_extrapolated_step": 662.0, "break_even_projected_wall_s": 60.0}
     assert analysis.projected_position(old) is None
     assert "about step" not in break_even_text(old)
-    assert "step 662" not in analysis.plain_reading(old)
+    assert "step 662" not in reading.plain_reading(old)
     card = next(c for c in result_cards(old, total=60, running=True) if c.label == "Break-even")
     assert "662" not in card.help and not card.delta
     assert "projected" not in race_reading(old, running=True, total=60, counts={"compiled": 60})
@@ -130,8 +130,12 @@ def test_a_summary_stored_before_the_rule_still_shows_no_projection_from_a_gain_
 
 def test_the_words_project_only_from_a_clear_gain():
     clear = summary_of(*clear_times())
-    assert "projected ≈ step" in race_reading(clear, running=True, total=60, counts={"compiled": 60})
-    assert "about step" in analysis.plain_reading(clear)
+    assert "breaks even between step" in race_reading(clear, running=True, total=60, counts={"compiled": 60})
+    assert "about step" in reading.plain_reading(clear)
+    span = analysis.projected_range(clear)
+    words = reading.span_words(span)  # the finished reading gives the range the live words and the card give
+    assert f"({words} within its 95% interval)" in reading.plain_reading(clear)
+    assert f"{words} within its 95% interval" in break_even_text(clear)
 
 
 BATCHES = [64, 128, 256]

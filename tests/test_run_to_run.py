@@ -14,7 +14,7 @@ import pytest
 from conftest import quick_spec
 from test_intervals import BLOCK, covers, simulated_race
 
-from core.engine import analysis, intervals
+from core.engine import analysis, intervals, reading
 from core.engine.intervals import ASSUMED, RunToRun
 from core.engine.stopping import StopRule, stop_reading
 from core.runs import processes, run_to_run
@@ -136,8 +136,8 @@ def test_the_reading_says_the_interval_was_widened_and_what_the_race_alone_gives
     assert (
         widened["speedup_ci95"][0] < alone["speedup_ci95"][0] and widened["speedup_ci95"][1] > alone["speedup_ci95"][1]
     )
-    assert "assumed until this device has raced a configuration twice" in analysis.plain_reading(widened)
-    assert "run to run" not in analysis.plain_reading(alone)
+    assert "assumed until this device has raced a configuration twice" in reading.plain_reading(widened)
+    assert "run to run" not in reading.plain_reading(alone)
 
 
 class _Sink:

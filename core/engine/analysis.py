@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from core.engine import intervals, noise
-from core.engine.interval_words import interval_words
 from core.engine.spec import CUDA_GRAPH_MODES
 
 FASTER, NO_CLEAR_DIFFERENCE, SLOWER = "faster", "no clear difference", "slower"
@@ -198,20 +197,23 @@ class Projection:
         return math.floor(self.position) + 1
 
 
-def projected_break_even(eager: Sequence[float], compiled: Sequence[float]) -> Projection | None:
+def projected_break_even(
+    eager: Sequence[float], compiled: Sequence[float], compiled_step_s: float | None = None
+) -> Projection | None:
     """The projected crossing of the cumulative lines, for a run where compiled is still behind.
 
-    Compiled continues from its last measured step at its steady median; eager follows its own
-    measured steps as far as it has them (during the compiled run it has all of them), then its
-    steady median. Using every eager step, not only as many as compiled has done, is what keeps the
-    projection steady while the compiled run goes on. None when compiled has no steps yet, is not
-    faster per step, or is already ahead.
+    Compiled continues from its last measured step at its steady median (or at `compiled_step_s`:
+    projected_span's ends of the interval); eager follows its own measured steps as far as it has
+    them (during the compiled run it has all of them), then its steady median. Using every eager
+    step, not only as many as compiled has done, is what keeps the projection steady while the
+    compiled run goes on. None when compiled has no steps yet, is not faster per step, or is
+    already ahead.
     """
     n_e, n_c = len(eager), len(compiled)
     if n_e == 0 or n_c == 0:
         return None
     m_e = median(steady(eager, default_warmup(n_e)))
-    m_c = median(steady(compiled, default_warmup(n_c)))
+    m_c = median(steady(compiled, default_warmup(n_c))) if compiled_step_s is None else compiled_step_s
     if m_e <= m_c:
         return None
     eager_cum = np.cumsum(np.asarray(eager, dtype=float))
@@ -234,6 +236,25 @@ def projected_break_even(eager: Sequence[float], compiled: Sequence[float]) -> P
     return Projection(position, start + (position - n_c) * m_c, m_e, m_c)
 
 
+def projected_span(
+    eager: Sequence[float], compiled: Sequence[float], speed: Speedup | None
+) -> tuple[float, float | None] | None:
+    """Where compile would pay for itself at the two ends of the speedup's 95% interval: compiled
+    continuing at its steady step time scaled by point / high (the earliest crossing the interval
+    allows) and by point / low (the latest; None when that rate never catches up). The projection
+    at the medians lies between the two, so a live range only narrows as the interval does, where a
+    single projected step wandered with every new median. None where projection_stands would not
+    project (no interval clear of 1) or there is nothing to project."""
+    if speed is None or speed.verdict != FASTER or not speed.ci_low > 1:
+        return None
+    base = projected_break_even(eager, compiled)
+    if base is None:
+        return None
+    early = projected_break_even(eager, compiled, base.compiled_step_s * speed.speedup / speed.ci_high)
+    late = projected_break_even(eager, compiled, base.compiled_step_s * speed.speedup / speed.ci_low)
+    return (early.position if early else base.position, late.position if late else None)
+
+
 def projection_stands(summary: dict[str, Any]) -> bool:
     """The one rule for a projected break-even, which every view follows: project only from a steady
     speedup whose 95% interval lies above 1 (verdict "faster"), with compiled code having run and
@@ -252,6 +273,19 @@ def projected_position(summary: dict[str, Any]) -> float | None:
     may carry a projection from a gain in doubt; it is not shown)."""
     extra = summary.get("break_even_extrapolated_step")
     return float(extra) if isinstance(extra, int | float) and extra > 0 and projection_stands(summary) else None
+
+
+def projected_range(summary: dict[str, Any]) -> tuple[float, float | None] | None:
+    """The summary's projected break-even as the span its speedup's interval allows (projected_span:
+    earliest, latest or None for "maybe never"), under the same rule as projected_position; None
+    where there is none (a summary stored before spans were recorded has only the point)."""
+    span = summary.get("break_even_projected_range")
+    if projected_position(summary) is None or not isinstance(span, list | tuple) or len(span) != 2:
+        return None
+    early, late = span
+    if not isinstance(early, int | float) or early <= 0 or not (late is None or isinstance(late, int | float)):
+        return None
+    return float(early), None if late is None else float(late)
 
 
 def whole_run_speedup(eager_total_s: float, compiled_total_s: float) -> float | None:
@@ -313,6 +347,11 @@ def summarize(
         "break_even_reason": _break_even_reason(be, speed),
         "break_even_extrapolated_step": be.extrapolated_position if be and projects else None,
         "break_even_projected_wall_s": _projected_wall(be, eager_steps, compiled_steps) if projects else None,
+        "break_even_projected_range": (
+            list(projected_span(eager_steps, compiled_steps, speed) or []) or None
+            if projects and be is not None and be.extrapolated_position is not None
+            else None
+        ),
         "whole_run_speedup": (
             whole_run_speedup(sum(eager_epochs[:epochs_done]), sum(compiled_epochs[:epochs_done]))
             if epochs_done
@@ -397,88 +436,3 @@ def spread_of(environment: dict[str, Any] | None) -> intervals.RunToRun | None:
     """The run-to-run spread a race was measured with, from its environment (None: a run stored
     before races kept one, whose interval is its own)."""
     return intervals.RunToRun.from_dict((environment or {}).get("run_to_run"))
-
-
-def compile_failed_reading(reason: str) -> str:
-    """What a run whose compile failed found, in the words every view uses."""
-    return f"Compile failed on this model: {reason}; eager ran."
-
-
-def plain_reading(summary: dict[str, Any]) -> str:
-    """One sentence a person can repeat: is compile worth it for this run? A model split by graph
-    breaks gets a second sentence saying so: the breaks are part of the finding."""
-    reading = _headline_reading(summary)
-    breaks, graphs = summary.get("graph_breaks"), summary.get("graphs")
-    if isinstance(breaks, int) and breaks > 0 and not summary.get("compile_failed"):
-        pieces = f" into {graphs} graphs" if isinstance(graphs, int) and graphs > 1 else ""
-        reading += f" torch.compile split this model{pieces} at {breaks} graph break{'s' if breaks > 1 else ''}."
-    return reading + caveats(summary)
-
-
-def caveats(summary: dict[str, Any]) -> str:
-    """What the reading adds after the verdict: why the race stopped when it did (a race with a
-    target interval) and the drift or load that may make its interval too narrow (core.engine.noise)."""
-    out = ""
-    if summary.get("steady_state_speedup") is None or summary.get("compile_failed") or summary.get("compile_skipped"):
-        return out  # no verdict on a speedup to qualify
-    stop = summary.get("stop_reason")
-    if isinstance(stop, str) and stop:
-        out += " " + stop
-    out += spread_note(summary)
-    for warning in summary.get("noise_warnings") or []:
-        if isinstance(warning, str) and warning:
-            out += f" Note: {warning}."
-    return out
-
-
-def spread_note(summary: dict[str, Any]) -> str:
-    """What the reading says when the interval was widened to the run-to-run spread: how wide, where
-    the spread comes from, and what this race alone would have said ("" when it was not widened)."""
-    spread = intervals.RunToRun.from_dict(summary.get("run_to_run"))
-    within, ci = summary.get("speedup_ci95_within"), summary.get("speedup_ci95")
-    if spread is None or not within or not ci or ci[1] <= within[1] * (1 + 1e-9):
-        return ""
-    source = (
-        f"learnt from {spread.races} earlier races on this device"
-        if spread.races
-        else "assumed until this device has raced a configuration twice"
-    )
-    return (
-        f" The interval is ±{intervals.relative_half_width(spread.log_half_width()):.0%}: how far races here land "
-        f"from each other run to run ({source}); this race's own steps alone give {within[0]:.2f}-{within[1]:.2f}x."
-    )
-
-
-def _headline_reading(summary: dict[str, Any]) -> str:
-    speedup, verdict = summary.get("steady_state_speedup"), summary.get("verdict")
-    compile_s = summary.get("compile_time_s")
-    if isinstance(summary.get("compile_failed"), str):
-        return compile_failed_reading(summary["compile_failed"])
-    if summary.get("compile_skipped"):
-        ratio = f" {speedup:.2f}x" if speedup is not None else ""
-        return (
-            f"Compile did not happen: {summary['compile_skipped']}. Both variants ran eager code, so the{ratio} "
-            "ratio between them is not a compile speedup."
-        )
-    if speedup is None:
-        return "Not enough steps finished in both variants to compare them."
-    cost = f" after {compile_s:.1f} s of compilation" if compile_s is not None else ""
-    interval = interval_words(summary)
-    if verdict == SLOWER:
-        return (
-            f"Compiled steps are slower here ({speedup:.2f}x, {interval}){cost}: "
-            "compile does not pay off for this model on this device."
-        )
-    if verdict == NO_CLEAR_DIFFERENCE:
-        return (
-            f"No clear difference per step ({speedup:.2f}x, {interval}){cost}: "
-            "compile costs time here and gains none you can measure."
-        )
-    if summary.get("break_even_step") is not None:
-        return (
-            f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}; compile paid for itself "
-            f"at step {summary['break_even_step']:,} ({summary['break_even_wall_s']:.1f} s in)."
-        )
-    extra = projected_position(summary)
-    later = f"; at these rates it would at about step {math.floor(extra) + 1:,}" if extra else ""
-    return f"Compiled steps are {speedup:.2f}x faster ({interval}){cost}, but compile did not pay off within this run{later}."

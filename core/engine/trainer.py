@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from core.engine import analysis, noise
+from core.engine import analysis, noise, reading
 from core.engine.compile_phases import PhaseWatcher
 from core.engine.compile_stats import CompileStats, compile_skipped_reason, read_compile_stats, reset_compile_state
 from core.engine.cpu_probe import probe_cpu_vector_isa
@@ -477,5 +477,5 @@ def summarize_variants(
         else None,
         compile_failed=compile_failed,
     )
-    summary["reading"] = analysis.plain_reading(summary)
+    summary["reading"] = reading.plain_reading(summary)
     return summary

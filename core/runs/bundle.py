@@ -15,7 +15,7 @@ import sqlite3
 import time
 from typing import Any, BinaryIO
 
-from core.engine import analysis, noise
+from core.engine import analysis, noise, reading
 from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
 from core.engine.intervals import RunToRun
@@ -250,7 +250,7 @@ def summary_from_events(
     for key in ("graphs", "graph_breaks"):  # counted by torch in the bundle's run; they shape the reading
         value = (compile_info or {}).get(key)
         summary[key] = value if isinstance(value, int) and not isinstance(value, bool) else None
-    summary["reading"] = analysis.plain_reading(summary)
+    summary["reading"] = reading.plain_reading(summary)
     return summary
 
 

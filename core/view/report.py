@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from core.engine import analysis
 from core.engine.interval_words import looks_note
 from core.engine.profile_reading import profile_reading
+from core.engine.reading import span_words
 
 if TYPE_CHECKING:
     from core.runs.store import Run
@@ -132,7 +133,11 @@ def break_even_text(summary: dict[str, Any]) -> str:
         return f"step {summary['break_even_step']} ({summary['break_even_wall_s']:.2f} s of compiled run)"
     reason = summary.get("break_even_reason") or "not within this run"
     extra = analysis.projected_position(summary)  # the one projection rule: only from a clear gain
-    return f"{reason} (about step {math.floor(extra) + 1:,} at steady rates)" if extra else reason
+    if not extra:
+        return reason
+    span = analysis.projected_range(summary)  # the steps the speedup's 95% interval allows
+    within = f"; {span_words(span)} within its 95% interval" if span is not None else ""
+    return f"{reason} (about step {math.floor(extra) + 1:,} at steady rates{within})"
 
 
 def summary_table(result: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from core.engine import analysis
 from core.engine.interval_words import interval_words
 from core.runs.store import Run
 from core.view.report import fmt_about, fmt_seconds, probe_worth_naming
-from core.view.run_screen.sentences import overhead_bridge, projected_words
+from core.view.run_screen.sentences import overhead_bridge, projected_words, range_words
 from core.view.run_screen.why_per_step import recompile_count
 
 
@@ -108,12 +108,15 @@ def break_even_card(summary: dict[str, Any], total: int | None, running: bool) -
         )
     projected_step = math.floor(extra) + 1
     wall = summary.get("break_even_projected_wall_s")
+    span = analysis.projected_range(summary)  # the range the speedup's 95% interval allows
+    within = f" Within the speedup's 95% interval: {range_words(span, total, running=False)}." if span else ""
     if running:
+        shown = range_words(span, total, running=True, short=True) if span else None
         return Card(
             "Break-even",
             "not yet",
-            about + f"At the steady rates so far: about step {projected_step:,}.",
-            delta=projected_words(extra, total, running=True),
+            about + f"At the steady rates so far: about step {projected_step:,}." + within,
+            delta=f"projected {shown}" if shown else projected_words(extra, total, running=True),
             delta_color="off",
             delta_arrow="off",
         )
@@ -121,7 +124,7 @@ def break_even_card(summary: dict[str, Any], total: int | None, running: bool) -
         "Break-even",
         f"≈ step {projected_step:,}",
         about + f"Not within this run{f' of {total:,} steps' if total else ''}; at the steady rates about "
-        f"step {projected_step:,}" + (f", {wall:.0f} s into the compiled run." if wall is not None else "."),
+        f"step {projected_step:,}" + (f", {wall:.0f} s into the compiled run." if wall is not None else ".") + within,
         delta="projected" + (f", {fmt_about(wall)}" if wall is not None else ""),
         delta_color="off",
         delta_arrow="off",

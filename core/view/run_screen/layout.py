@@ -124,6 +124,7 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
     # The one projection rule (analysis.projection_stands): a dashed crossing only from a clear gain.
     projection = view.projection() if analysis.projection_stands(summary) and not be else None
     if projection:
+        projection["span"] = analysis.projected_range(summary)  # the words' range: the same interval's
         projection["label"] = sentences.projection_label(projection, running=not run.finished)
     marks = view.derive("compile_marks", lambda: why_per_step.compile_marks(view.compiles()))
     built = _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale)

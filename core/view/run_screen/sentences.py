@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, plain_reading, projected_position
+from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, projected_position, projected_range
 from core.engine.interval_words import interval_words
+from core.engine.reading import plain_reading
 from core.view.report import fmt_about, fmt_seconds
 
 # Losses of the two variants closer than this (relative) are the same curve to the eye; and at the
@@ -41,6 +42,58 @@ def steady_round(n: float) -> int:
         return 0
     digits = max(int(math.floor(math.log10(n))) - 1, 0)
     return int(math.floor(n / 10**digits + 0.5) * 10**digits)  # half up: 1,050 -> 1,100
+
+
+def _two_digits(n: float, up: bool) -> int:
+    """n rounded down (or up) to two significant digits: a range's ends, widened, never narrowed."""
+    n = max(int(math.ceil(n) if up else math.floor(n)), 1)
+    scale = 10 ** max(len(str(n)) - 2, 0)
+    return (-(-n // scale) if up else n // scale) * scale
+
+
+def range_words(span: tuple[float, float | None], total: int | None, running: bool, short: bool = False) -> str:
+    """A projected break-even as the range the speedup's interval allows (analysis.projected_range):
+    'between step 300 and 380 of 600' ('step 300-380 of 600' short, for a card or a chart); running,
+    its ends widened to two significant digits so it does not flicker; 'from step 1,200 on, or
+    never' where the interval's slow end never catches up."""
+    early = math.floor(span[0]) + 1
+    late = None if span[1] is None else math.floor(span[1]) + 1
+    if running:
+        early, late = _two_digits(early, up=False), None if late is None else _two_digits(late, up=True)
+    if late is None:
+        text = f"from step {early:,} on, or never"
+    elif late <= early:
+        text = f"at about step {early:,}"
+    else:
+        text = f"step {early:,}-{late:,}" if short else f"between step {early:,} and {late:,}"
+    if not total:
+        return text
+    if early > total:
+        return f"{text}, past this run's {total:,} steps"
+    return f"{text} of {total:,}" if late is not None and late <= total else f"{text} (this run has {total:,} steps)"
+
+
+def rests_on(summary: Mapping[str, Any], counts: Mapping[str, int], total: int | None) -> tuple[str, str]:
+    """Which steps a live reading stands on, and what waits: 'After 200 of 600 compiled steps and 200
+    eager', and, while eager's next turn has no compiled steps to meet it yet (alternating, blocks;
+    store_reader.held_events), ' Eager's 57 newer steps count once compiled steps meet them.'"""
+    done = counts.get("compiled")
+    if not done:
+        return "So far", ""
+    where = f"After {_of_total(done, total).replace('step ', '')} compiled steps"
+    held = summary.get("eager_step_times_s")
+    if not isinstance(held, list | tuple) or not held:
+        return where, ""
+    eager = f"all {len(held):,}" if total and len(held) >= total else f"{len(held):,}"
+    waiting = counts.get("eager", 0) - len(held)
+    many = waiting != 1
+    later = (
+        f" Eager's {waiting:,} newer step{'s count' if many else ' counts'} once compiled steps meet "
+        f"{'them' if many else 'it'}."
+        if waiting > 0
+        else ""
+    )
+    return f"{where} and {eager} eager", later
 
 
 def _of_total(step: int, total: int | None) -> str:
@@ -70,21 +123,33 @@ def race_reading(
     if speedup is None:
         return "Not enough compiled steps yet to compare the two."
     interval = interval_words(dict(summary))  # the stopping rule's interval, said as such
-    done = counts.get("compiled")
-    where = f"After {_of_total(done, total).replace('step ', '')} compiled steps" if done else "So far"
+    where, later = rests_on(summary, counts, total)
     if verdict == SLOWER:
-        return f"{where}: compiled steps are slower ({speedup:.2f}x, {interval}); compile is not paying off here."
+        return (
+            f"{where}: compiled steps are slower ({speedup:.2f}x, {interval}); compile is not paying off here.{later}"
+        )
     if verdict == NO_CLEAR_DIFFERENCE:
-        return f"{where}: no clear difference per step yet ({speedup:.2f}x, {interval})."
+        return (
+            f"{where}: no clear difference per step yet ({speedup:.2f}x, {interval}), so no break-even to "
+            f"project.{later}"
+        )
     faster = f"{where}: compiled steps are {speedup:.2f}x faster ({interval})"
     if summary.get("break_even_step") is not None:
-        return f"{faster}; compiled has been ahead since step {summary['break_even_step']:,}."
+        return f"{faster}; compiled has been ahead since step {summary['break_even_step']:,}.{later}"
+    span = projected_range(dict(summary))  # the one projection rule, as the range its interval allows
+    if span is not None:
+        shown = range_words(span, total, running=True)
+        return f"{faster}; compile has not paid off yet: at these rates it breaks even {shown}.{later}"
     projected = projected_words(projected_position(dict(summary)), total, running=True)
-    return f"{faster}; compile has not paid off yet" + (f", {projected}." if projected else ".")
+    return f"{faster}; compile has not paid off yet" + (f", {projected}." if projected else ".") + later
 
 
 def projection_label(projection: Mapping[str, Any], running: bool) -> str:
-    """The race chart's label at the projected crossing, worded as the cards word it."""
+    """The race chart's label at the projected crossing, worded as the cards word it: while running,
+    the range the interval allows where the projection carries one ("span")."""
+    span = projection.get("span")
+    if running and span:
+        return f"{range_words(span, None, running=True, short=True)} (projected)"
     step = math.floor(float(projection["position"])) + 1
     shown = steady_round(step) if running else step
     wall = projection.get("wall_s")
