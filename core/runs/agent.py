@@ -76,6 +76,12 @@ def find_lanes() -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def started_by_agent() -> bool:
+    """In a worker: whether a fleet agent started it. Its agent then starts the next job; the
+    worker must not (a tick of its own, run as the agent's host, would start one as a lone box's)."""
+    return bool(os.environ.get(AGENT_PID_VARIABLE))
+
+
 def watch_agent(on_gone: Callable[[], None], every_s: float = 1.0) -> None:
     """In a worker: call `on_gone` once the agent that started it is gone (killed, crashed)."""
     pid = int(os.environ.get(AGENT_PID_VARIABLE) or 0)
@@ -118,7 +124,8 @@ class Agent:
         self.pid = os.getpid()
         self.lanes = [lane["lane"] for lane in lanes["lanes"]]
         self.caps = None
-        self.pids: set[int] = set()  # the workers it started
+        self.pids: set[int] = set()  # the workers it started that still run
+        self.started: set[int] = set()  # the runs it started
         self._stops = 0  # how many times it was asked to stop
         self._draining_since: float | None = None
         self._cancelled = False
@@ -151,9 +158,12 @@ class Agent:
             return []
         reconcile(self.store, host=self.name)
         self.stop_cancelled()
+        self.pids = {pid for pid in self.pids if processes.pid_alive(pid)}  # (reaped once they exit)
         if not claim:
             return []
-        return dispatch(self.store, self.name, self.lanes, self.caps, self.launch, side_lanes=False)
+        started = dispatch(self.store, self.name, self.lanes, self.caps, self.launch, side_lanes=False)
+        self.started.update(started)
+        return started
 
     def stop_cancelled(self) -> None:
         """Stop the workers of this box's runs cancelled elsewhere (a page or CLI on another box
@@ -222,8 +232,9 @@ class Agent:
         late = time.monotonic() - self._draining_since >= self.stop_timeout_s
         if mine and not self._cancelled and (self._stops > 1 or late):
             self.cancel_all(mine, "a second stop" if self._stops > 1 else f"{self.stop_timeout_s:.0f} s passed")
-        if mine or any(processes.pid_alive(pid) for pid in self.pids):
-            return False  # (a worker that recorded its end exits a moment later: its last tick)
+        self.pids = {pid for pid in self.pids if processes.pid_alive(pid)}
+        if mine or self.pids:
+            return False  # (a worker that recorded its end exits a moment later)
         fleet.leave(self.store, self.name, self.pid)
         self._left = True
         self.say(f"agent {self.name}: left the fleet")
@@ -250,7 +261,7 @@ class Agent:
         """Leaving without a drain (an error, or the name taken by another agent): stop this agent's
         workers (their runs fail: "agent <name> stopped") and free the name if it is still ours."""
         for run in self.running():
-            if run.pid not in self.pids:
+            if run.id not in self.started:
                 continue  # not started by this agent (the name's new agent's, say)
             if self.store.finish_run(run.id, "failed", error=f"agent {self.name} stopped", phase="agent stopped"):
                 self.say(f"agent {self.name}: run {run.id} failed (agent stopped)")

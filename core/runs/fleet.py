@@ -3,8 +3,9 @@
 An agent (core.runs.agent) registers its host and lanes here and heartbeats; everyone else reads
 them: the queue leaves dispatch to live agents and fails the runs of an agent that stopped, the
 CLI's status and the pages list them. A host's name is its agent's name (a job's `host`).
-A heartbeat's age counts from the store's start (Store.up_since): after a server restart nobody
-has had the time to heartbeat, and no agent is taken for stopped until its timeout has passed.
+A heartbeat's age counts from the store's start (Store.up_since) where the server restarted after
+the agent joined: nobody could heartbeat meanwhile, and no agent is taken for stopped until its
+timeout has passed since the restart.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class Host:
 
     def live(self, now: float | None = None) -> bool:
         now = time.time() if now is None else now
-        return self.state == "live" and now - max(self.heartbeat_at, self.store_since) <= agent_timeout_s()
+        since = self.store_since if self.store_since > self.started_at else 0.0  # restarted since it joined
+        return self.state == "live" and now - max(self.heartbeat_at, since) <= agent_timeout_s()
 
 
 def register(store: Store, name: str, pid: int, machine: str, torch: str, lanes: list[dict[str, Any]]) -> None:

@@ -338,12 +338,14 @@ def reconcile(store: Store, now: float | None = None, host: str = HOST) -> list[
     ended: list[int] = []
     active = store.list_runs(status=ACTIVE_STATES)
     stopped = fleet.stopped_agents(store) if any(run.host not in (None, host) for run in active) else {}
-    up_since = store.up_since() if active else 0.0  # no heartbeat could reach a store that was down
+    up_since = store.up_since() if active else 0.0
     for run in active:
         local = run.host == host
         alive = processes.pid_alive(run.pid) if (local and run.pid) else None
-        # A worker of this box whose heartbeats cannot reach the store says it is alive in a file.
-        heartbeat = max(run.heartbeat_at or 0.0, up_since, outage.alive_at(store.path, run.id) if alive else 0.0)
+        # No heartbeat could reach a server that restarted during the run; a worker of this box whose
+        # heartbeats cannot reach the store says it is alive in a file.
+        restarted = up_since if up_since > (run.started_at or 0.0) else 0.0
+        heartbeat = max(run.heartbeat_at or 0.0, restarted, outage.alive_at(store.path, run.id) if alive else 0.0)
         if run.cancel_requested:
             outcome = ("cancelled", "cancelled")
         elif not local and run.host in stopped:

@@ -22,7 +22,7 @@ from typing import Any
 from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.engine.spec import RunSpec, SpecError
 from core.runs import disk_space, outage
-from core.runs.agent import watch_agent
+from core.runs.agent import started_by_agent, watch_agent
 from core.runs.devices import HOST
 from core.runs.estimates import keep_estimate
 from core.runs.job_kinds import JOB_KINDS, runner_of
@@ -257,7 +257,8 @@ def _watchdog(
     finally:
         store = Store(store_path)
         store.finish_run(run_id, "failed", error=f"timed out after {limit_s:.0f} s", phase="timed out")
-        launch_ticker(store_path, after_pid=os.getpid())
+        if not started_by_agent():
+            launch_ticker(store_path, after_pid=os.getpid())
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
@@ -338,8 +339,9 @@ def run_job(store_path: str, run_id: int) -> int:
         )
     try:
         _record_end(store, run_id, status, fields)
-        tick(store)  # other lanes' jobs start now; this lane's next one once this process is gone:
-        launch_ticker(store_path, after_pid=os.getpid())
+        if not started_by_agent():  # (an agent's worker: its agent starts what comes next)
+            tick(store)  # other lanes' jobs start now; this lane's next one once this process is gone:
+            launch_ticker(store_path, after_pid=os.getpid())
     except Exception as exc:
         if not disk_space.worth_waiting(exc):
             raise
