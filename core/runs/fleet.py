@@ -3,9 +3,9 @@
 An agent (core.runs.agent) registers its host and lanes here and heartbeats; everyone else reads
 them: the queue leaves dispatch to live agents and fails the runs of an agent that stopped, the
 CLI's status and the pages list them. A host's name is its agent's name (a job's `host`).
-A heartbeat's age counts from the store's start (Store.up_since) where the server restarted after
-the agent joined: nobody could heartbeat meanwhile, and no agent is taken for stopped until its
-timeout has passed since the restart.
+A heartbeat's age counts from the moment the store is back (Store.up_since: the server's restart,
+or when this process reached it again) where that is after the agent joined: nobody could
+heartbeat meanwhile, and no agent is taken for stopped until its timeout has passed since then.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ Why this design: nothing measured is lost, whatever the outage, and each step ca
   app's or a CLI's tick) delivers the file in one transaction (`deliver_kept`) and removes it.
 - While the store is away the worker touches a file of its own (`alive_path`), so its agent, which
   sees both, does not take a worker whose heartbeats cannot reach the store for a hung one; and
-  heartbeats count from the server's start (Store.up_since), so a server restart does not turn
-  every box's silence into "agent stopped" (core.runs.fleet, core.runs.queue.reconcile).
+  heartbeats count from the moment the store is back (Store.up_since: the server's restart, or when
+  this process reached it again), so an outage does not turn every box's silence into "agent
+  stopped" (core.runs.fleet, core.runs.queue.reconcile).
 A box cut off alone (its network, not the server) is "agent <name> stopped" to the rest of the
 fleet after the agent timeout; its worker still delivers every event it kept when it is back.
 """

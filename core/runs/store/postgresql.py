@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,6 +36,8 @@ IntegrityError = psycopg.IntegrityError
 
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
+_lost: set[str] = set()  # servers this process cannot reach now
+_back_at: dict[str, float] = {}  # when this process reached each again after losing it
 
 
 class Row:
@@ -125,6 +128,21 @@ def _close_pools() -> None:
         close_pool(url)
 
 
+@contextmanager
+def _watching(url: str) -> Iterator[None]:
+    """Note when this process loses a server (a connection error, not a query's own) and when it
+    reaches it again (up_since)."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        if exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P")):  # no connection; shut down
+            _lost.add(url)
+        raise
+    if url in _lost:
+        _lost.discard(url)
+        _back_at[url] = time.time()
+
+
 class PostgresBackend:
     """A handle on one PostgreSQL store (the URL's database and, by its search_path, schema)."""
 
@@ -155,18 +173,21 @@ class PostgresBackend:
         pool_for(self.path)
 
     def up_since(self) -> float:
-        """When the server (re)started, as a Unix time: nobody could heartbeat before."""
+        """Since when the server has been reachable, as a Unix time: its (re)start, or the moment
+        this process reached it again after losing it (an outage with the server up). Nobody
+        could heartbeat before."""
         with self.connection() as conn:
-            return float(conn.execute("SELECT EXTRACT(EPOCH FROM pg_postmaster_start_time())").fetchone()[0])
+            started = float(conn.execute("SELECT EXTRACT(EPOCH FROM pg_postmaster_start_time())").fetchone()[0])
+        return max(started, _back_at.get(self.path, 0.0))
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
-        with self.pool.connection(timeout=self.wait_s) as conn:
+        with _watching(self.path), self.pool.connection(timeout=self.wait_s) as conn:
             yield Connection(conn)
 
     @contextmanager
     def transaction(self, immediate: bool = False) -> Iterator[Connection]:
-        with self.pool.connection(timeout=self.wait_s) as conn, conn.transaction():
+        with _watching(self.path), self.pool.connection(timeout=self.wait_s) as conn, conn.transaction():
             if immediate:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             yield Connection(conn)
