@@ -132,8 +132,9 @@ class Store:
         self._db.reconnect()
 
     def up_since(self) -> float:
-        """Since when the store has been up (a server's start; 0 for a file): a heartbeat older than
-        this says nothing about its writer, who could not have written (core.runs.fleet)."""
+        """Since when the store has been reachable (a server's start, or when this process reached it
+        again; 0 for a file): a heartbeat older than this says nothing of its writer, who could not
+        have written meanwhile (core.runs.fleet, core.runs.queue.reconcile)."""
         return self._db.up_since()
 
     def _one(self, sql: str, params: Any = (), conn: Any = None) -> Any:
