@@ -221,7 +221,7 @@ def test_a_stopped_agent_lets_its_run_finish_or_on_a_second_stop_cancels_it_and_
     try:
         out = Output(agent)
         wait_for("the agent to join", lambda: fleet.live_hosts(store), 120)
-        run_id = queue.enqueue(store, quick_spec(epochs=2, steps_per_epoch=1500), "ann", limits=NO_LIMITS, caps=CPU)
+        run_id = queue.enqueue(store, quick_spec(epochs=2, steps_per_epoch=4000), "ann", limits=NO_LIMITS, caps=CPU)
         later = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU, host="box-a")
         wait_for("the race to measure", lambda: measuring(store, run_id), 300)
         agent.send_signal(signal.SIGTERM)
