@@ -249,16 +249,22 @@ def _total_steps(params: dict[str, Any]) -> int:
 def _watchdog(
     store_path: str, run_id: int, limit_s: float, remaining_s: float, sink: EventSink, done: threading.Event
 ) -> None:
-    """Enforce the job's time limit from inside, so no outside ticker is needed for it."""
+    """Enforce the job's time limit from inside, so no outside ticker is needed for it. With the
+    store's server away, what was measured and the ending wait in this box's data folder."""
     if done.wait(remaining_s):
         return  # the job ended in time
+    reason = f"timed out after {limit_s:.0f} s"
     try:
-        sink.flush()
-    finally:
-        store = Store(store_path)
-        store.finish_run(run_id, "failed", error=f"timed out after {limit_s:.0f} s", phase="timed out")
+        try:
+            sink.flush()
+        finally:
+            Store(store_path).finish_run(run_id, "failed", error=reason, phase="timed out")
         if not started_by_agent():
             launch_ticker(store_path, after_pid=os.getpid())
+    except Exception as exc:
+        if disk_space.is_store_lost(exc) or sink.lost_since is not None:
+            sink.leave_kept(("failed", {"error": reason, "phase": "timed out"}))
+    finally:
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
