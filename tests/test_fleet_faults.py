@@ -166,9 +166,14 @@ def test_a_server_stores_url_reaches_workers_and_tickers_in_their_environment_on
     assert "/data/store.sqlite3" in started[0][0][-1]
 
 
-def test_a_draining_agent_claims_nothing_and_cancels_its_runs_when_its_stop_timeout_passes(store, sleepers):
-    from core.runs.agent import Agent
+def test_a_draining_agent_claims_nothing_and_cancels_its_runs_when_its_stop_timeout_passes(
+    store, sleepers, monkeypatch
+):
+    from core.runs.agent import AGENT_PID_VARIABLE, AGENT_VARIABLE, Agent
     from core.view.queue import describe
+
+    for name in (AGENT_VARIABLE, AGENT_PID_VARIABLE):  # what the agent sets for its workers, undone after
+        monkeypatch.setenv(name, "")
 
     said = []
     agent = Agent(store, "box-a", CPU_LANE, say=said.append, stop_timeout_s=0)
