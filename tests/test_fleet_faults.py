@@ -141,6 +141,23 @@ def test_a_worker_that_cannot_reach_its_store_tells_its_box_it_is_alive(store, s
     assert store.get_run(run_id).error.startswith("worker stopped responding")
 
 
+def test_kept_events_are_delivered_once_to_their_own_store_and_whole(store):
+    run_id = store.create_run("race", quick_spec().to_dict(), "ann", "cpu", status="running", host=HOST)
+    rows = [dict(kind="step", variant="eager", phase="train", epoch=1, step=i, time_s=0.01) for i in (1, 2, 3)]
+    end = ("failed", {"error": "lost the database for 9 s (limit 5 s): kept 3 steps", "phase": "failed"})
+    path = outage.write_kept(store.path, run_id, rows, {"progress": 0.5}, end)
+    other = Store(os.path.join(os.path.dirname(store.path), "other.sqlite3"))  # its files in the same folder
+    assert outage.deliver_kept(other) == [] and os.path.exists(path)  # another store's file: left alone
+    damaged = os.path.join(outage.kept_dir(store.path), "run-999-1.json")
+    with open(damaged, "w") as fh:
+        fh.write("{not json")
+    assert outage.deliver_kept(store) == [run_id] and outage.deliver_kept(store) == []
+    run = store.get_run(run_id)
+    assert (run.status, run.error, run.progress) == ("failed", end[1]["error"], 0.5)
+    assert [e["step"] for e in store.events_after(run_id)] == [1, 2, 3]
+    assert sorted(os.listdir(outage.kept_dir(store.path))) == ["run-999-1.json.unreadable"]  # kept for a person
+
+
 @pytest.mark.parametrize("backend", ["postgresql"])
 def test_a_server_stores_url_reaches_workers_and_tickers_in_their_environment_only(store, monkeypatch):
     started = []
