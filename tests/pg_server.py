@@ -56,11 +56,43 @@ def start(folder: str | None = None) -> tuple[str, str]:
     subprocess.run(_as_server_user(["mkdir", "-p", sockets]), **run)
     port = _free_port()
     options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300"
-    started = subprocess.run(_as_server_user(["pg_ctl", "-D", data, "-o", options, "-l", log, "-w", "start"]), **run)
+    with open(os.path.join(folder, "options"), "w") as fh:  # for resume()
+        fh.write(options)
+    _start(folder, options)
+    return f"postgresql://postgres@127.0.0.1:{port}/postgres", folder
+
+
+def _start(folder: str, options: str) -> None:
+    data, log = os.path.join(folder, "data"), os.path.join(folder, "server.log")
+    started = subprocess.run(
+        _as_server_user(["pg_ctl", "-D", data, "-o", options, "-l", log, "-w", "start"]),
+        env=_environment(),
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
     if started.returncode:
         text = open(log).read() if os.path.exists(log) else started.stderr
         raise RuntimeError(f"pg_ctl start failed: {text.strip()[-2000:]}")
-    return f"postgresql://postgres@127.0.0.1:{port}/postgres", folder
+
+
+def pause(folder: str) -> None:
+    """Stop the server in `folder` and keep its data (a server gone for a while, as a fault)."""
+    done = subprocess.run(
+        _as_server_user(["pg_ctl", "-D", os.path.join(folder, "data"), "-m", "fast", "-w", "stop"]),
+        env=_environment(),
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        raise RuntimeError(f"pg_ctl stop failed: {done.stderr.strip()}")
+
+
+def resume(folder: str) -> None:
+    """Start a paused server again, on its port."""
+    with open(os.path.join(folder, "options")) as fh:
+        _start(folder, fh.read())
 
 
 def restart(folder: str) -> None:

@@ -17,7 +17,20 @@ def add_commands(sub) -> None:
     p.add_argument(
         "--name", default=None, help="this box's name in the fleet (default: its hostname); unique among live agents"
     )
+    p.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="once stopped (Ctrl-C, SIGTERM), how long its running jobs may finish before they are cancelled "
+        "(default 600; a second stop cancels them at once)",
+    )
     p.set_defaults(func=cmd_agent)
+
+
+def say(text: str) -> None:
+    """What the agent is doing, a line at a time, as it happens (a run id, a lane, a reason)."""
+    print(terminal_text(text), flush=True)
 
 
 def cmd_agent(args) -> int:
@@ -29,13 +42,20 @@ def cmd_agent(args) -> int:
     if not name.strip() or len(name) > 100 or any(not (c.isalnum() or c in "-_.") for c in name):
         print(f"error: --name {terminal_text(name)!r}: letters, digits, '-', '_' and '.' only", file=sys.stderr)
         return EXIT_USAGE
+    timeout = agent.STOP_TIMEOUT_S if args.stop_timeout is None else args.stop_timeout
+    if not 0 <= timeout < 10**7:
+        print(f"error: --stop-timeout {args.stop_timeout}: a number of seconds, 0 or more", file=sys.stderr)
+        return EXIT_USAGE
     try:
         found = agent.find_lanes()
     except (RuntimeError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except KeyboardInterrupt:  # stopped while it was finding its devices: it had not joined yet
+        print(f"agent {terminal_text(name)}: stopped before it joined the fleet", flush=True)
+        return 0
     try:
-        return agent.Agent(store, name, found, say=lambda text: print(text, flush=True)).run()
+        return agent.Agent(store, name, found, say=say, stop_timeout_s=timeout).run()
     except fleet.AgentRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -3,6 +3,9 @@
 An agent (core.runs.agent) registers its host and lanes here and heartbeats; everyone else reads
 them: the queue leaves dispatch to live agents and fails the runs of an agent that stopped, the
 CLI's status and the pages list them. A host's name is its agent's name (a job's `host`).
+A heartbeat's age counts from the moment the store is back (Store.up_since: the server's restart,
+or when this process reached it again) where that is after the agent joined: nobody could
+heartbeat meanwhile, and no agent is taken for stopped until its timeout has passed since then.
 """
 
 from __future__ import annotations
@@ -50,10 +53,12 @@ class Host:
     started_at: float
     heartbeat_at: float
     lanes: tuple[Lane, ...] = ()
+    store_since: float = 0.0  # when the store (re)started: no heartbeat could be written before
 
     def live(self, now: float | None = None) -> bool:
         now = time.time() if now is None else now
-        return self.state == "live" and now - self.heartbeat_at <= agent_timeout_s()
+        since = self.store_since if self.store_since > self.started_at else 0.0  # restarted since it joined
+        return self.state == "live" and now - max(self.heartbeat_at, since) <= agent_timeout_s()
 
 
 def register(store: Store, name: str, pid: int, machine: str, torch: str, lanes: list[dict[str, Any]]) -> None:
@@ -99,6 +104,7 @@ def hosts(store: Store) -> list[Host]:
     with store.transaction() as c:
         host_rows = c.execute("SELECT * FROM hosts ORDER BY name").fetchall()
         lane_rows = c.execute("SELECT * FROM lanes ORDER BY host, lane").fetchall()
+    since = store.up_since() if host_rows else 0.0
     lanes: dict[str, list[Lane]] = {}
     for r in lane_rows:
         try:
@@ -116,6 +122,7 @@ def hosts(store: Store) -> list[Host]:
             r["started_at"],
             r["heartbeat_at"],
             tuple(lanes.get(r["name"], ())),
+            since,
         )  # fmt: skip
         for r in host_rows
     ]

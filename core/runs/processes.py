@@ -3,6 +3,9 @@ worker's pid is still that worker, and stopping its process group. No torch.
 
 Each job runs in a `python -m core.runs.worker` process in its own session, so it outlives the
 page or CLI that started it; a pid in the store is trusted only while it still runs a worker.
+A server store's URL (its password with it) reaches a worker or a ticker through its environment,
+never its command line: any user of the box reads a command line (`ps`, /proc/<pid>/cmdline), only
+the same user reads an environment (and not at all from the sealed app and agents: core.runs.seal).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from core import PROJECT_ROOT
 from core.runs import worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
 from core.runs.run_files import compile_trace_dir
-from core.runs.store import Store, store_files_dir
+from core.runs.store import Store, is_server_url, store_files_dir
 
 TERMINATE_WAIT_S = 2.0  # SIGTERM, then SIGKILL after this: cancel completes within 3 s
 
@@ -33,8 +36,11 @@ WORKER_VARIABLES = frozenset(
         "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "CC", "CXX", "XDG_CACHE_HOME",
         "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE",
         "TRANSFORMERS_CACHE", "HF_HUB_DISABLE_TELEMETRY",
-        # the Compile Lab settings a worker reads (its store comes on its command line)
+        # the Compile Lab settings a worker reads (its store: store_arguments)
         "COMPILE_LAB_DATA", "COMPILE_LAB_STORE", "COMPILE_LAB_WORKER_THREADS", "COMPILE_LAB_WORKER_CPUS",
+        "COMPILE_LAB_STORE_LOST_LIMIT_S",
+        # libpq's own ways to a server without a password in the URL (~/.pgpass is found through HOME)
+        "PGPASSFILE", "PGSERVICE", "PGSERVICEFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY",
         "COMPILE_LAB_AGENT", "COMPILE_LAB_AGENT_PID", "COMPILE_LAB_AGENT_TIMEOUT_S",  # a fleet agent's workers
     )
 )  # fmt: skip
@@ -83,6 +89,15 @@ def worker_environment(device_key: str, environ: dict[str, str] | None = None) -
     return env
 
 
+def store_arguments(store_path: str, env: dict[str, str]) -> list[str]:
+    """How a child is told its store: a file on its command line (`--store PATH`, as `ps` shows
+    it), a server's URL in its environment (COMPILE_LAB_STORE), where only this user can read it."""
+    if is_server_url(store_path):
+        env["COMPILE_LAB_STORE"] = store_path
+        return []
+    return ["--store", store_path]
+
+
 def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
     """Start `python -m core.runs.worker` for one job in its own session, so it outlives its parent."""
     log_dir = os.path.join(store_files_dir(store_path), "logs")
@@ -92,7 +107,7 @@ def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
     if run is not None and run.kind == "race" and (run.params or {}).get("compile_trace") is True:
         # torch reads TORCH_TRACE when it is imported: it must be in the worker's environment.
         env["TORCH_TRACE"] = compile_trace_dir(store_path, run_id)
-    command = [sys.executable, "-m", "core.runs.worker", "--store", store_path, "--run-id", str(run_id)]
+    command = [sys.executable, "-m", "core.runs.worker", *store_arguments(store_path, env), "--run-id", str(run_id)]
     if os.environ.get("COMPILE_LAB_TEST_LAUNCHER") == "sleep":  # the tests' stand-in, in every process
         command = [sys.executable, "-c", "import time; time.sleep(120)", "core.runs.worker", str(run_id)]
     with open(os.path.join(log_dir, f"run-{run_id}.log"), "ab") as log:
@@ -115,13 +130,17 @@ TICKER_WAIT_S = 120.0  # how long a ticker waits for the worker it follows to ex
 def launch_ticker(store_path: str, after_pid: int | None = None) -> None:
     """A short-lived detached process that ticks once: used by a worker that is about to die. With
     `after_pid` it first waits for that worker to exit: its lane is free only when it is gone."""
+    env = dict(os.environ)
+    where = "None" if is_server_url(store_path) else repr(store_path)  # None: COMPILE_LAB_STORE
+    store_arguments(store_path, env)
     code = (
         "from core.runs import processes; from core.runs.queue import tick; from core.runs.store import Store; "
-        f"processes.wait_for_exit({after_pid!r}, {TICKER_WAIT_S!r}); tick(Store({store_path!r}))"
+        f"processes.wait_for_exit({after_pid!r}, {TICKER_WAIT_S!r}); tick(Store({where}))"
     )
     ticker = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=PROJECT_ROOT,
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

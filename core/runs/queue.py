@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
-from core.runs import fleet, processes
+from core.runs import fleet, outage, processes
 from core.runs.devices import ANY_GPU, HOST, LOOKUP_DEVICE_KEY, PROBE_DEVICE_KEY, device_lanes, known_caps
 from core.runs.estimates import estimate_details
 from core.runs.job_kinds import JOB_KINDS, UNCOUNTED_KINDS, JobKind
@@ -331,14 +331,21 @@ def reconcile(store: Store, now: float | None = None, host: str = HOST) -> list[
     agent stopped (core.runs.fleet); end them.
 
     Returns the ids it ended. A job on another host is judged by its heartbeat (and its agent's) alone.
+    What a worker of this box kept while the store was lost is delivered first (core.runs.outage).
     """
+    outage.deliver_kept(store)
     now = time.time() if now is None else now
     ended: list[int] = []
     active = store.list_runs(status=ACTIVE_STATES)
     stopped = fleet.stopped_agents(store) if any(run.host not in (None, host) for run in active) else {}
+    up_since = store.up_since() if active else 0.0
     for run in active:
         local = run.host == host
         alive = processes.pid_alive(run.pid) if (local and run.pid) else None
+        # No heartbeat could reach a server that restarted during the run; a worker of this box whose
+        # heartbeats cannot reach the store says it is alive in a file.
+        restarted = up_since if up_since > (run.started_at or 0.0) else 0.0
+        heartbeat = max(run.heartbeat_at or 0.0, restarted, outage.alive_at(store.path, run.id) if alive else 0.0)
         if run.cancel_requested:
             outcome = ("cancelled", "cancelled")
         elif not local and run.host in stopped:
@@ -349,8 +356,8 @@ def reconcile(store: Store, now: float | None = None, host: str = HOST) -> list[
             outcome = ("failed", f"worker did not start within {START_GRACE_S:.0f} s")
         elif run.time_limit_s and run.started_at and now - run.started_at > run.time_limit_s:
             outcome = ("failed", f"timed out after {run.time_limit_s:.0f} s")
-        elif run.heartbeat_at and now - run.heartbeat_at > HEARTBEAT_STALE_S:
-            outcome = ("failed", f"worker stopped responding (no heartbeat for {now - run.heartbeat_at:.0f} s)")
+        elif run.heartbeat_at and now - heartbeat > HEARTBEAT_STALE_S:
+            outcome = ("failed", f"worker stopped responding (no heartbeat for {now - heartbeat:.0f} s)")
         else:
             continue
         status, reason = outcome

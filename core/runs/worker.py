@@ -4,6 +4,7 @@ One process per job, in its own session (core.runs.processes.launch_worker), so 
 started it. Events are flushed from a background thread in small transactions (every 0.25 s),
 which also heartbeats, so a reader sees a step within a fraction of a second and a long compile
 is not mistaken for a hang. SIGTERM (cancel) stops training cleanly; whatever was measured stays.
+A store server lost mid-run is waited out, with the events kept, up to a limit (core.runs.outage).
 What a job of each kind runs is the runner its row in core.runs.job_kinds names (core.runs.runners).
 """
 
@@ -20,8 +21,8 @@ from typing import Any
 
 from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.engine.spec import RunSpec, SpecError
-from core.runs import disk_space
-from core.runs.agent import watch_agent
+from core.runs import disk_space, outage
+from core.runs.agent import started_by_agent, watch_agent
 from core.runs.devices import HOST
 from core.runs.estimates import keep_estimate
 from core.runs.job_kinds import JOB_KINDS, runner_of
@@ -31,13 +32,16 @@ from core.runs.store import Store
 
 FLUSH_EVERY_S = 0.25
 HEARTBEAT_EVERY_S = 1.0
+LOST_AFTER_S = 3.0  # a write that waits this long for a connection finds the store's server lost
 
 
 class EventSink:
     """Buffers trainer events and writes them from a background thread, with heartbeats.
 
     The trainer's callback only appends to a list under a lock, so the timed loop never waits
-    on the disk; the writer thread owns its own connection.
+    on the disk; the writer thread owns its own connection. While the store's server is lost it
+    keeps every event, tries again each flush through a fresh connection, and past the limit
+    calls `on_limit` (the worker stops measuring: core.runs.outage says why).
     """
 
     def __init__(self, store_path: str, run_id: int, total_steps: int, flush_every_s: float = FLUSH_EVERY_S):
@@ -45,7 +49,7 @@ class EventSink:
         self.store_path = store_path
         self.total_steps = max(total_steps, 1)
         self.flush_every_s = flush_every_s
-        self._store = Store(store_path)
+        self._store = Store(store_path, wait_s=LOST_AFTER_S)
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
         self._fields: dict[str, Any] = {}
@@ -55,6 +59,11 @@ class EventSink:
         self._where: Any = None
         self.stored = 0  # events written to the store so far
         self.why_unstored = "disk full"  # what kept the last events out of the store, if any
+        self.lost_since: float | None = None  # when the store's server was lost, while it is
+        self.lost_s = 0.0  # how long it was away, once it is back
+        self.stopped_at_limit = False
+        self.on_limit: Any = None  # called once, from the writer thread, when the limit passes
+        self._complained = 0.0
         self._stop = threading.Event()
         self._flush_lock = threading.Lock()  # the writer thread and the watchdog both flush
         self._thread = threading.Thread(target=self._loop, name="event-writer", daemon=True)
@@ -132,28 +141,68 @@ class EventSink:
             if not (rows or fields or now - self._last_write >= HEARTBEAT_EVERY_S):
                 return
             try:
+                if self.lost_since is not None:
+                    self._store.reconnect()  # raises while the server is still away
                 self._store.append_events(self.run_id, rows, {**fields, "heartbeat_at": now})
                 self.stored += len(rows)
-            except Exception:
+            except Exception as exc:
                 with self._lock:  # keep what was measured for the next attempt
                     self._rows[:0] = rows
                     self._fields = {**fields, **self._fields}
+                if disk_space.is_store_lost(exc):
+                    self.lost_since = self.lost_since or now
+                    outage.touch_alive(self.store_path, self.run_id)
                 raise
+            if self.lost_since is not None:
+                self.lost_s, self.lost_since = now - self.lost_since, None
+                print(
+                    f"event writer: the store is back after {self.lost_s:.0f} s; kept events written", file=sys.stderr
+                )
+                outage.clear_alive(self.store_path, self.run_id)
             self._last_write = now
+
+    @property
+    def steps(self) -> int:
+        return self._steps_done
+
+    def lost_for_s(self) -> float:
+        """How long the store has been (or last was) away."""
+        return time.time() - self.lost_since if self.lost_since is not None else self.lost_s
+
+    def leave_kept(self, finish: tuple[str, dict[str, Any]], measured: dict[str, Any] | None = None) -> str:
+        """The store is still away and this worker must go: what it kept, and how the run ends, to a
+        file in this box's data folder (core.runs.outage delivers it). Returns its path."""
+        with self._flush_lock, self._lock:
+            rows, fields = self._rows, {**self._fields, **(measured or {})}
+            self._rows, self._fields = [], {}
+        for name in ("heartbeat_at", "phase"):  # the end says the phase
+            fields.pop(name, None)
+        path = outage.write_kept(self.store_path, self.run_id, rows, fields, finish)
+        outage.clear_alive(self.store_path, self.run_id)
+        return path
 
     def _loop(self) -> None:
         while not self._stop.wait(self.flush_every_s):
             try:
                 self.flush()
             except Exception as exc:  # noqa: BLE001 - keep the writer alive; the next flush retries
-                print(f"event writer: {exc}", file=sys.stderr)
+                if time.monotonic() - self._complained >= 10:  # not four lines a second while a server is away
+                    self._complained = time.monotonic()
+                    print(f"event writer: {str(exc).strip() or type(exc).__name__}", file=sys.stderr)
+            if self.lost_since is not None and not self.stopped_at_limit:
+                if time.time() - self.lost_since > outage.store_lost_limit_s():
+                    self.stopped_at_limit = True
+                    print(f"event writer: {outage.lost_reason(self.lost_for_s(), self.steps)}", file=sys.stderr)
+                    if self.on_limit is not None:
+                        self.on_limit()
 
     def close(self) -> int:
         """Write what is left. On a full disk or a lost store server, keep it and retry for up to
-        DISK_FULL_WAIT_S (space or the server may come back: then nothing measured is lost). Returns how many events could not be stored."""
+        DISK_FULL_WAIT_S (space or the server may come back: then nothing measured is lost; a
+        server is waited for outage.end_wait_s). Returns how many events could not be stored."""
         self._stop.set()
         self._thread.join(timeout=5)
-        deadline = time.monotonic() + disk_space.DISK_FULL_WAIT_S
+        began = time.monotonic()
         while True:
             try:
                 self.flush()
@@ -161,7 +210,8 @@ class EventSink:
             except Exception as exc:
                 if not disk_space.worth_waiting(exc):
                     raise
-                if time.monotonic() >= deadline:
+                wait = outage.end_wait_s() if disk_space.is_store_lost(exc) else disk_space.DISK_FULL_WAIT_S
+                if time.monotonic() - began >= wait:
                     self.why_unstored = _why_unstored(exc)
                     print(f"event writer: {self.why_unstored}, {len(self._rows)} events not stored", file=sys.stderr)
                     break
@@ -199,23 +249,35 @@ def _total_steps(params: dict[str, Any]) -> int:
 def _watchdog(
     store_path: str, run_id: int, limit_s: float, remaining_s: float, sink: EventSink, done: threading.Event
 ) -> None:
-    """Enforce the job's time limit from inside, so no outside ticker is needed for it."""
+    """Enforce the job's time limit from inside, so no outside ticker is needed for it. With the
+    store's server away, what was measured and the ending wait in this box's data folder."""
     if done.wait(remaining_s):
         return  # the job ended in time
+    reason = f"timed out after {limit_s:.0f} s"
     try:
-        sink.flush()
+        try:
+            sink.flush()
+        finally:
+            Store(store_path).finish_run(run_id, "failed", error=reason, phase="timed out")
+        if not started_by_agent():
+            launch_ticker(store_path, after_pid=os.getpid())
+    except Exception as exc:
+        if disk_space.is_store_lost(exc) or sink.lost_since is not None:
+            sink.leave_kept(("failed", {"error": reason, "phase": "timed out"}))
     finally:
-        store = Store(store_path)
-        store.finish_run(run_id, "failed", error=f"timed out after {limit_s:.0f} s", phase="timed out")
-        launch_ticker(store_path, after_pid=os.getpid())
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
 def _agent_gone(sink: EventSink) -> None:
     """The agent that started this worker is gone: keep what was measured and stop. The fleet fails
-    the run after the agent's heartbeat timeout ("agent <name> stopped")."""
+    the run after the agent's heartbeat timeout ("agent <name> stopped"); with the store away too,
+    what was measured waits in this box's data folder for the next agent (core.runs.outage)."""
     try:
         sink.flush()
+    except Exception as exc:
+        if disk_space.is_store_lost(exc):
+            reason = f"agent {HOST} stopped"
+            sink.leave_kept(("failed", {"error": reason, "phase": reason}))
     finally:
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
@@ -236,6 +298,7 @@ def run_job(store_path: str, run_id: int) -> int:
         return 1
     signal.signal(signal.SIGTERM, _raise_interrupt)
     sink = EventSink(store_path, run_id, _total_steps(run.params))
+    sink.on_limit = lambda: os.kill(os.getpid(), signal.SIGTERM)  # the store lost too long: stop measuring
     watch_agent(lambda: _agent_gone(sink))  # started by a fleet agent: not to outlive it
     if (run.details or {}).get("estimate") is not None:  # kept in every details the sink writes
         sink._live["estimate"] = run.details["estimate"]
@@ -265,6 +328,12 @@ def run_job(store_path: str, run_id: int) -> int:
         done.set()  # no timeout and no SIGTERM may interrupt the recording below
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         lost = sink.close()
+    if sink.stopped_at_limit:
+        status, fields = "failed", {**fields, "error": outage.lost_reason(sink.lost_for_s(), sink.steps)}
+    if lost and sink.why_unstored == "store unreachable":  # still away: left for this box to deliver
+        path = sink.leave_kept(*_ending(status, fields))
+        print(f"run {run_id}: the store is unreachable; {lost} measured events and the run's end kept in {path}")
+        return 1
     if lost:
         status, fields = (
             "failed",
@@ -276,34 +345,41 @@ def run_job(store_path: str, run_id: int) -> int:
         )
     try:
         _record_end(store, run_id, status, fields)
-        tick(store)  # other lanes' jobs start now; this lane's next one once this process is gone:
-        launch_ticker(store_path, after_pid=os.getpid())
+        if not started_by_agent():  # (an agent's worker: its agent starts what comes next)
+            tick(store)  # other lanes' jobs start now; this lane's next one once this process is gone:
+            launch_ticker(store_path, after_pid=os.getpid())
     except Exception as exc:
         if not disk_space.worth_waiting(exc):
             raise
-        lost = disk_space.is_store_lost(exc)
-        print(
-            f"run {run_id}: {'the store is unreachable' if lost else disk_space.disk_full_message(store_path)}",
-            file=sys.stderr,
-        )
+        if disk_space.is_store_lost(exc):
+            path = sink.leave_kept(*_ending(status, fields))
+            print(f"run {run_id}: the store is unreachable; the run's end kept in {path}", file=sys.stderr)
+        else:
+            print(f"run {run_id}: {disk_space.disk_full_message(store_path)}", file=sys.stderr)
         return 1
     return 0
 
 
-def _record_end(store: Store, run_id: int, status: str, fields: dict[str, Any]) -> None:
-    """The run's outcome, retried while the disk is full (for up to DISK_FULL_WAIT_S). What was
-    measured is stored whatever the final status: a run that reconcile or a cancel already ended
-    keeps its summary too."""
+def _ending(status: str, fields: dict[str, Any]) -> tuple[tuple[str, dict[str, Any]], dict[str, Any]]:
+    """((status, the end's fields), what was measured): how a run's outcome is recorded."""
     measured = {k: v for k, v in fields.items() if k in ("summary", "details", "environment") and v is not None}
     phase = {"done": "done", "cancelled": "cancelled"}.get(status, f"failed: {fields.get('error')}")
+    error = None if status == "cancelled" else fields.get("error")
+    return (status, {"phase": phase, "error": error}), measured
+
+
+def _record_end(store: Store, run_id: int, status: str, fields: dict[str, Any]) -> None:
+    """The run's outcome, retried while the disk is full or the store's server away (for up to
+    DISK_FULL_WAIT_S). What was measured is stored whatever the final status: a run that
+    reconcile or a cancel already ended keeps its summary too."""
+    (status, end), measured = _ending(status, fields)
     deadline = time.monotonic() + disk_space.DISK_FULL_WAIT_S
     while True:
         try:
             with store.transaction() as conn:
                 if measured:
                     store.update_run(run_id, conn=conn, **measured)
-                error = None if status == "cancelled" else fields.get("error")
-                store.finish_run(run_id, status, conn=conn, phase=phase, error=error)
+                store.finish_run(run_id, status, conn=conn, **end)
             return
         except Exception as exc:
             if not disk_space.worth_waiting(exc) or time.monotonic() >= deadline:
@@ -313,10 +389,13 @@ def _record_end(store: Store, run_id: int, status: str, fields: dict[str, Any]) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.runs.worker", description="Run one queued Compile Lab job.")
-    parser.add_argument("--store", required=True)
+    parser.add_argument("--store", default=None, help="default: COMPILE_LAB_STORE (a server's URL comes that way)")
     parser.add_argument("--run-id", type=int, required=True)
     args = parser.parse_args(argv)
-    return run_job(args.store, args.run_id)
+    store = args.store or os.environ.get("COMPILE_LAB_STORE")
+    if not store:
+        parser.error("no store: give --store or set COMPILE_LAB_STORE")
+    return run_job(store, args.run_id)
 
 
 if __name__ == "__main__":

@@ -90,4 +90,6 @@ def describe(store: Store, run: Run) -> str:
         return (run.phase or run.status) + suffix
     if run.status == "failed":
         return f"failed: {run.error}{suffix}"
+    if run.status == "cancelled" and run.error and run.error != "cancelled":  # "agent NAME stopped": who did
+        return f"cancelled: {run.error}{suffix}"
     return run.status + suffix

@@ -55,7 +55,9 @@ class Store:
     """A handle on one store: a SQLite file or a PostgreSQL URL. Cheap to create; each
     thread/process opens its own (on PostgreSQL they share the process's connection pool)."""
 
-    def __init__(self, path: str | None = None):
+    def __init__(self, path: str | None = None, wait_s: float | None = None):
+        """`wait_s`: how long a server store's calls wait for a connection before they fail (the
+        pool's 30 s by default): a worker holding measured events must notice a lost server soon."""
         location = path or default_store_path()
         self.server = is_server_url(location)
         self._db: Any = None
@@ -63,7 +65,7 @@ class Store:
             if self.server:
                 from core.runs.store.postgresql import PostgresBackend
 
-                self._db = PostgresBackend(location)
+                self._db = PostgresBackend(location, wait_s)
             else:
                 from core.runs.store.sqlite import SqliteBackend
 
@@ -123,6 +125,17 @@ class Store:
 
     def lock_queued(self, conn: Any, run_id: int) -> bool:
         return self._db.lock_queued(conn, run_id)
+
+    def reconnect(self) -> None:
+        """After the store's server was lost: OperationalError while it is still away, else this
+        process talks to it afresh (a no-op for a file)."""
+        self._db.reconnect()
+
+    def up_since(self) -> float:
+        """Since when the store has been reachable (a server's start, or when this process reached it
+        again; 0 for a file): a heartbeat older than this says nothing of its writer, who could not
+        have written meanwhile (core.runs.fleet, core.runs.queue.reconcile)."""
+        return self._db.up_since()
 
     def _one(self, sql: str, params: Any = (), conn: Any = None) -> Any:
         if conn is not None:
@@ -295,9 +308,17 @@ class Store:
 
     # -- events -------------------------------------------------------------------------------
 
-    def append_events(self, run_id: int, rows: list[dict[str, Any]], run_fields: dict[str, Any] | None = None) -> None:
-        """Write a batch of events (and optionally update the run row) in one transaction."""
-        if not rows and not run_fields:
+    def append_events(
+        self,
+        run_id: int,
+        rows: list[dict[str, Any]],
+        run_fields: dict[str, Any] | None = None,
+        finish: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Write a batch of events (and optionally update the run row) in one transaction; with
+        `finish` (status, fields), end the run in it too unless it has ended (events kept by a
+        worker that lost its store, delivered later: core.runs.outage)."""
+        if not rows and not run_fields and not finish:
             return
         now = time.time()
         with self.transaction() as c:
@@ -305,6 +326,8 @@ class Store:
             self._insert_events(c, run_id, rows, now)
             if run_fields:
                 self.update_run(run_id, conn=c, **run_fields)
+            if finish:
+                self.finish_run(run_id, finish[0], conn=c, **finish[1])
 
     @staticmethod
     def _insert_events(conn: Any, run_id: int, rows: list[dict[str, Any]], now: float) -> None:

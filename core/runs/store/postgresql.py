@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +28,7 @@ WRITE_LOCK = 0x436C6162  # the advisory lock of a serialised write ('Clab')
 SCHEMA_LOCK = WRITE_LOCK + 1  # creating the tables: two processes opening a new store at once
 EVENTS_LOCK = 0x436C  # with a run's id: the lock of one run's event writers
 CONNECT_TIMEOUT_S = 10
+RECONNECT_TIMEOUT_S = 3  # a lost server tried again: a short wait, the caller retries
 POOL_SIZE = 8
 OperationalError = psycopg.OperationalError
 DatabaseError = psycopg.DatabaseError
@@ -34,6 +36,8 @@ IntegrityError = psycopg.IntegrityError
 
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
+_lost: set[str] = set()  # servers this process cannot reach now
+_back_at: dict[str, float] = {}  # when this process reached each again after losing it
 
 
 class Row:
@@ -124,28 +128,66 @@ def _close_pools() -> None:
         close_pool(url)
 
 
+@contextmanager
+def _watching(url: str) -> Iterator[None]:
+    """Note when this process loses a server (a connection error, not a query's own) and when it
+    reaches it again (up_since)."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        if exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P")):  # no connection; shut down
+            _lost.add(url)
+        raise
+    if url in _lost:
+        _lost.discard(url)
+        _back_at[url] = time.time()
+
+
 class PostgresBackend:
     """A handle on one PostgreSQL store (the URL's database and, by its search_path, schema)."""
 
     kind = "postgresql"
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, wait_s: float | None = None):
         self.path = url
+        self.wait_s = wait_s  # how long a call waits for a pooled connection (None: the pool's 30 s)
         try:  # a first connection of our own: a wrong address is one clear line, at once
             psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
         except psycopg.Error as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(f"cannot reach the store {shown_location(url)}: {reason}") from None
-        self.pool = pool_for(url)
+        pool_for(url)
+
+    @property
+    def pool(self) -> ConnectionPool:
+        """This process's pool for the URL, looked up each time: `reconnect` may have replaced it."""
+        return pool_for(self.path)
+
+    def reconnect(self) -> None:
+        """After the server was lost: try it with a connection of our own (OperationalError while
+        it is still away) and, once it answers, give this process a fresh pool. psycopg's pool
+        retries a lost server with a backoff that doubles to a minute and more; a worker holding
+        measured events must write them the moment the server is back."""
+        psycopg.connect(self.path, connect_timeout=RECONNECT_TIMEOUT_S).close()
+        close_pool(self.path)
+        pool_for(self.path)
+
+    def up_since(self) -> float:
+        """Since when the server has been reachable, as a Unix time: its (re)start, or the moment
+        this process reached it again after losing it (an outage with the server up). Nobody
+        could heartbeat before."""
+        with self.connection() as conn:
+            started = float(conn.execute("SELECT EXTRACT(EPOCH FROM pg_postmaster_start_time())").fetchone()[0])
+        return max(started, _back_at.get(self.path, 0.0))
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
-        with self.pool.connection() as conn:
+        with _watching(self.path), self.pool.connection(timeout=self.wait_s) as conn:
             yield Connection(conn)
 
     @contextmanager
     def transaction(self, immediate: bool = False) -> Iterator[Connection]:
-        with self.pool.connection() as conn, conn.transaction():
+        with _watching(self.path), self.pool.connection(timeout=self.wait_s) as conn, conn.transaction():
             if immediate:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             yield Connection(conn)

@@ -82,6 +82,15 @@ class SqliteBackend:
     def lock_events(conn: Any, run_id: int) -> None:  # noqa: ARG004 - one writer at a time already
         return None
 
+    @staticmethod
+    def reconnect() -> None:
+        """A file needs no reconnecting (a server does: core.runs.store.postgresql)."""
+
+    @staticmethod
+    def up_since() -> float:
+        """A file is always there: heartbeats are judged by their age alone."""
+        return 0.0
+
     def create_tables(self) -> set[str]:
         """The tables there were before, then the schema made (idempotent: IF NOT EXISTS)."""
         tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
