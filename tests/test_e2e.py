@@ -474,14 +474,14 @@ def test_a_shipped_recording_replays_in_presenter_mode_on_a_projector(app_url, p
     1280x720 projector. No configuration, the charts grow as the replay plays, both charts share
     the width side by side, the cards appear at the end; nothing is queued."""
     os.makedirs(ARTIFACTS, exist_ok=True)
-    page.goto(f"{app_url}/?replay=file:cpu-compile-never-pays-off&speed=5x&present=1")
+    page.goto(f"{app_url}/?replay=file:cpu-break-even-demo&speed=5x&present=1")
     wait_until(lambda: status(page).startswith("Replay: "), timeout=60)
     assert page.get_by_role("button", name="Launch").count() == 0  # the form is not drawn at all
     # Hidden by the page's CSS (a rerun, when the browser says who it is, can show it for a moment).
     wait_until(lambda: not page.locator("[data-testid='stSidebar']").is_visible(), timeout=10)
-    assert page.get_by_text(re.compile(r"^Replay at 5x of a race mlp, batch 64")).count() == 1
+    assert page.get_by_text(re.compile(r"^Replay at 5x of a race small_cnn, batch 128")).count() == 1
 
-    samples, deadline = [], time.monotonic() + 150  # the recording lasts 190 s: 38 s at 5x
+    samples, deadline = [], time.monotonic() + 150  # the recording lasts about 100 s: 20 s at 5x
     while "done" not in status(page) and time.monotonic() < deadline:
         counts = step_counts(page)  # None for a moment while a refresh replaces the chart
         if counts is not None:
@@ -489,7 +489,7 @@ def test_a_shipped_recording_replays_in_presenter_mode_on_a_projector(app_url, p
         time.sleep(0.4)
     assert "done" in status(page), samples
     assert len(set(samples)) >= 5 and samples == sorted(samples), samples  # it grew, step after step
-    wait_until(lambda: step_counts(page) == (120, 120), timeout=30)
+    wait_until(lambda: step_counts(page) == (600, 600), timeout=30)
     charts = page.locator("[aria-label*='eager steps,']")  # the race chart and the step chart
     wait_until(lambda: charts.count() >= 2, timeout=30)
     boxes = [charts.nth(i).bounding_box() for i in range(2)]
@@ -500,7 +500,7 @@ def test_a_shipped_recording_replays_in_presenter_mode_on_a_projector(app_url, p
     large = page.eval_on_selector(
         ".st-key-result_cards [data-testid='stMetricValue']", "e => parseFloat(getComputedStyle(e).fontSize)"
     )
-    assert large >= 32, large  # 2.1rem: readable from the back of the room, six cards to a row
+    assert large >= 32, large  # 2rem: readable from the back of the room, six cards to a row
     # The first screen, unscrolled, as the room sees it: the sentence, both charts and the cards.
     page.eval_on_selector("[data-testid='stProgress']", SCROLL_UNDER_HEADER)
     page.mouse.move(2, 2)

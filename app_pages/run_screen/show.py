@@ -45,17 +45,17 @@ CARD_CSS = """<style>
 PRESENTER_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stToolbar"],
 [data-testid="stHeader"] { display: none; }
-[data-testid="stMainBlockContainer"] { padding-top: 1.5rem; max-width: 100%; }
-[data-testid="stMarkdownContainer"] p, [data-testid="stAlertContainer"] p { font-size: 1.6rem; line-height: 1.3; }
+[data-testid="stMainBlockContainer"] { padding-top: 0.75rem; max-width: 100%; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stAlertContainer"] p { font-size: 1.5rem; line-height: 1.3; }
 [data-testid="stProgress"] p { font-size: 1.4rem; }
 .st-key-replay_note [data-testid="stAlertContainer"] p { font-size: 1.2rem; }
 @media (min-width: 641px) { div.st-key-result_cards [data-testid="stColumn"] {
   flex: 1 1 calc(16.6% - 0.6rem) !important; min-width: calc(16.6% - 0.6rem) !important;
 } }
-.st-key-result_cards [data-testid="stMetricValue"] { font-size: 2.1rem !important; line-height: 1.2; }
+.st-key-result_cards [data-testid="stMetricValue"] { font-size: 2rem !important; line-height: 1.15; }
 .st-key-result_cards [data-testid="stMetricValue"] * { white-space: normal !important; text-overflow: clip !important; }
 .st-key-result_cards [data-testid="stMetricLabel"] p { font-size: 1.1rem !important; line-height: 1.25; }
-.st-key-result_cards [data-testid="stMetricDelta"] p { font-size: 1.05rem !important; }
+.st-key-result_cards [data-testid="stMetricDelta"] p { font-size: 1rem !important; }
 </style>"""
 # On a phone the page title takes three lines at Streamlit's size: two at this one.
 PHONE_TITLE_CSS = """<style>

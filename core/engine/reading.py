@@ -52,14 +52,10 @@ def spread_note(summary: dict[str, Any]) -> str:
     within, ci = summary.get("speedup_ci95_within"), summary.get("speedup_ci95")
     if spread is None or not within or not ci or ci[1] <= within[1] * (1 + 1e-9):
         return ""
-    source = (
-        f"learnt from {spread.races} earlier races on this device"
-        if spread.races
-        else "assumed until this device has raced a configuration twice"
-    )
+    source = f"learnt from {spread.races} races here" if spread.races else "assumed until a configuration has run twice"
     return (
-        f" The interval is ±{intervals.relative_half_width(spread.log_half_width()):.0%}: how far races here land "
-        f"from each other run to run ({source}); this race's own steps alone give {within[0]:.2f}-{within[1]:.2f}x."
+        f" The interval allows for ±{intervals.relative_half_width(spread.log_half_width()):.0%} from run to run "
+        f"here ({source}); this race alone: {within[0]:.2f}-{within[1]:.2f}x."
     )
 
 
