@@ -36,7 +36,7 @@ CPU_BREAK_EVEN_PRESET = {
     "steps_per_epoch": 200,
     "schedule": "alternating",
 }
-CPU_BREAK_EVEN_LABEL = "CPU break-even demo (about 2 min)"
+CPU_BREAK_EVEN_LABEL = "CPU break-even demo (2 min)"
 CPU_BREAK_EVEN_HELP = (
     "Launches small_cnn, batch 128, 3 x 200 steps, eager and compiled taking turns: on 2 CPU cores compile "
     "paid for itself between step 430 and 542 of 600 in four of five measured runs (1.24-1.38x faster); "
