@@ -8,9 +8,12 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import streamlit as st
 from altair.utils import schemapi as alt_schemapi
+from streamlit.errors import FragmentHandledException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core.engine.explain import demo_device_problem
@@ -77,6 +80,30 @@ def store() -> Store:
             st.error(f"Compile Lab cannot open its store: {markdown_text(exc)}")
             st.stop()
     return st.session_state.store
+
+
+@contextmanager
+def one_run(what: int | str) -> Iterator[None]:
+    """Where a page draws one run (`what`: its id, or words naming what is drawn): an error in it (a
+    stored record this app cannot read: a damaged row, or one an older version let in) is a line
+    naming the run, and the page draws the rest; the traceback goes to the server's log only."""
+    try:
+        yield
+    except FragmentHandledException:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever one run's record holds, the page goes on
+        name = f"run {what}" if isinstance(what, int) else what
+        _LOGGER.exception("%s cannot be drawn", name)
+        st.warning(damaged_run_text(what, exc))
+
+
+def damaged_run_text(what: int | str, exc: BaseException) -> str:
+    """'Run 7 cannot be shown: ...' for a run this app cannot read."""
+    name = f"Run {what}" if isinstance(what, int) else what
+    return markdown_text(
+        f"{name} cannot be shown: its stored record is damaged or was not written by this app "
+        f"({type(exc).__name__}). The rest of the page is as usual."
+    )
 
 
 def board() -> LiveBoard:

@@ -5,7 +5,17 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import host_limits, plan_section, run_view, store, tick, visitor, visitor_address
+from app_pages.common import (
+    damaged_run_text,
+    host_limits,
+    one_run,
+    plan_section,
+    run_view,
+    store,
+    tick,
+    visitor,
+    visitor_address,
+)
 from app_pages.run_screen.show import run_file_downloads, show_run
 from core.runs import queue
 from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
@@ -21,7 +31,15 @@ st.title("Runs")
 runs = store().list_runs(kind="race", limit=1000)
 if not runs:
     st.info("No runs yet. Launch one on the Race page, or import a bundle below.")
-table = pd.DataFrame([table_row(r) for r in runs])
+rows, unreadable = [], []
+for r in runs:  # a row this app cannot read is named, and left out: the table shows the others
+    try:
+        rows.append(table_row(r))
+    except Exception as exc:  # noqa: BLE001 - whatever one stored row holds
+        unreadable.append(damaged_run_text(r.id, exc))
+for line in unreadable:
+    st.warning(line)
+table = pd.DataFrame(rows)
 if not table.empty:
     f1, f2, f3 = st.columns(3)
     statuses = f1.multiselect("Status", sorted(table["status"].unique()))
@@ -58,27 +76,34 @@ if not table.empty:
     if len(chosen) == 1:
         run = chosen[0]
         st.subheader(f"{run_name(run.id).capitalize()}: {markdown_text(describe(store(), run))}")
-        show_run(run, run_view(run), key=f"runs_{run.id}")
-        run_file_downloads(run)
-        if run.status == "done":
-            plan_section(run, key=f"runs_{run.id}")
+        with one_run(run.id):
+            show_run(run, run_view(run), key=f"runs_{run.id}")
+            run_file_downloads(run)
+            if run.status == "done":
+                plan_section(run, key=f"runs_{run.id}")
     elif len(chosen) > 1:
-        labels = comparison_labels(chosen)
-        frames = [run_view(r).frames()[0].assign(run=labels[r.id]) for r in chosen]
-        steps = pd.concat(frames, ignore_index=True)
-        st.caption("Colour tells the runs apart, the line style the variant: solid eager, dashed compiled.")
-        left, right = st.columns(2)
-        left.altair_chart(overlay_charts.overlay_step_chart(steps), width="stretch")
-        right.altair_chart(overlay_charts.overlay_cumulative_chart(steps), width="stretch")
+        with one_run("The overlay of runs " + ", ".join(str(r.id) for r in chosen)):
+            labels = comparison_labels(chosen)
+            frames = [run_view(r).frames()[0].assign(run=labels[r.id]) for r in chosen]
+            steps = pd.concat(frames, ignore_index=True)
+            st.caption("Colour tells the runs apart, the line style the variant: solid eager, dashed compiled.")
+            left, right = st.columns(2)
+            left.altair_chart(overlay_charts.overlay_step_chart(steps), width="stretch")
+            right.altair_chart(overlay_charts.overlay_cumulative_chart(steps), width="stretch")
     for run in chosen:
         a, b, c = st.columns([2, 1, 1])
-        a.download_button(
-            f"Bundle of {run_name(run.id)} (JSON)",
-            json.dumps(export_bundle(store(), run.id)),
-            f"compile_lab_run_{run.id}.json",
-            "application/json",
-            key=f"bundle_{run.id}",
-        )
+        try:
+            bundle = json.dumps(export_bundle(store(), run.id))
+        except BundleError as exc:  # a damaged run: no bundle of part of it
+            a.caption(f"No bundle of {run_name(run.id)}: {markdown_text(exc)}")
+        else:
+            a.download_button(
+                f"Bundle of {run_name(run.id)} (JSON)",
+                bundle,
+                f"compile_lab_run_{run.id}.json",
+                "application/json",
+                key=f"bundle_{run.id}",
+            )
         if run.owner == owner:
             if not run.finished and b.button("Cancel", key=f"cancel_{run.id}"):
                 queue.cancel(store(), run.id, owner)

@@ -8,7 +8,7 @@ import os
 
 import streamlit as st
 
-from app_pages.common import draw_chart, store, vega_spec
+from app_pages.common import draw_chart, one_run, store, vega_spec
 from core.runs import run_files
 from core.runs.store import Run
 from core.view.run_screen import cadence, layout, sentences, why_per_step
@@ -105,7 +105,13 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     """Words, the race chart, result cards and the other charts for one run, live or finished. What is derived from the
     snapshot (reading, cards, charts ready for the browser) is built once per snapshot however many
     sessions draw it (core.view.run_screen.shared_board). `present`: presenter mode (the words and cards in large
-    type, the race and step charts side by side filling the screen, nothing else)."""
+    type, the race and step charts side by side filling the screen, nothing else). A run whose record
+    cannot be drawn is one line saying so (common.one_run)."""
+    with one_run(run.id):
+        _show_run(run, view, key, present)
+
+
+def _show_run(run: Run, view: LiveSnapshot, key: str, present: bool) -> None:
     params = run.params or {}
     total = sentences.total_steps(params)
     summary = view.summary()  # the stored one when finished; else from the events so far

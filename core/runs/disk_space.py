@@ -38,4 +38,7 @@ def worth_waiting(exc: BaseException) -> bool:
 
 
 def disk_full_message(store_path: str) -> str:
-    return f"disk full: the store {store_path} cannot be written; free some space on its drive and try again"
+    """The one line for a store that cannot be written for want of space (a URL's password hidden)."""
+    from core.runs.store.records import shown_location  # (the store imports this module)
+
+    return f"disk full: the store {shown_location(store_path)} cannot be written; free some space on its drive and try again"
