@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         else:  # the output (a full stdout, a file the command writes): not the store
             where = exc.filename or "the output"
             print(f"error: disk full: {where} cannot be written; free some space and try again", file=sys.stderr)
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+            try:  # nothing more to flush at exit
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass  # not a file (an embedding program's stream): nothing to point elsewhere
         return EXIT_FAILED
     return code

@@ -155,30 +155,38 @@ def import_bundle(
     """Validate and store a bundle as a new imported run; returns its id. Writes nothing on error.
     `max_imports`: how many imported runs one owner may keep (the host's max_imports_per_owner);
     with `address` (core.runs.identity.client_address), every browser at that address counts as
-    one visitor, as in the queue: a cleared cookie is no new allowance."""
-    if max_imports is not None and _imports_kept(store, owner, address) >= max_imports:
-        raise BundleError(
-            f"this host keeps at most {max_imports} imported runs per visitor"
-            + (" (counting every browser at your address)" if address else "")
-            + ": delete one on the Runs page first"
-        )
+    one visitor, as in the queue: a cleared cookie is no new allowance. The count is taken again in
+    the import's own transaction, under the store's write lock: imports at once (five tabs) cannot
+    all find room that only one of them has."""
+
+    def room(conn: Any) -> None:
+        if max_imports is not None and _imports_kept(conn, owner, address) >= max_imports:
+            raise BundleError(
+                f"this host keeps at most {max_imports} imported runs per visitor"
+                + (" (counting every browser at your address)" if address else "")
+                + ": delete one on the Runs page first"
+            )
+
+    with store.transaction() as conn:
+        room(conn)  # before the work of checking the bundle
     run_fields, events = validate_bundle(data)
     run_fields.update(owner=owner, imported=1, device_key="imported", phase=run_fields["status"], client=address)
     try:
-        return store.import_run(run_fields, events)
+        return store.import_run(run_fields, events, check=room)
     except sqlite3.IntegrityError as exc:  # validation should have caught it; still a message, not a traceback
         raise BundleError(f"the store refused the bundle ({exc}); nothing was imported") from None
 
 
-def _imports_kept(store: Store, owner: str, address: str | None) -> int:
+def _imports_kept(conn: Any, owner: str, address: str | None) -> int:
+    """Imported runs kept by this visitor (and, with `address`, by every browser at it), as the
+    queue's check_room counts a visitor's jobs."""
     if address is None:
-        return store.imported_count(owner)
-    with store.transaction() as c:  # as the queue's check_room counts a visitor's jobs
-        return int(
-            c.execute(
-                "SELECT COUNT(*) FROM runs WHERE imported = 1 AND (owner = ? OR client = ?)", (owner, address)
-            ).fetchone()[0]
-        )
+        row = conn.execute("SELECT COUNT(*) FROM runs WHERE imported = 1 AND owner = ?", (owner,)).fetchone()
+    else:
+        row = conn.execute(
+            "SELECT COUNT(*) FROM runs WHERE imported = 1 AND (owner = ? OR client = ?)", (owner, address)
+        ).fetchone()
+    return int(row[0])
 
 
 def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

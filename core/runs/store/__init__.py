@@ -359,14 +359,12 @@ class Store:
                 return events
             last = rows[-1]["id"]
 
-    def imported_count(self, owner: str) -> int:
-        """How many imported runs `owner` keeps (the host's per-visitor import limit counts them)."""
-        row = self._one("SELECT COUNT(*) FROM runs WHERE imported = 1 AND owner = ?", (owner,))
-        return int(row[0])
-
-    def import_run(self, run_fields: dict[str, Any], events: list[dict[str, Any]]) -> int:
-        """Insert a finished run and its events atomically (both or nothing)."""
+    def import_run(self, run_fields: dict[str, Any], events: list[dict[str, Any]], check: Any = None) -> int:
+        """Insert a finished run and its events atomically (both or nothing). `check(conn)` runs first
+        in the same transaction, under the write lock (a count that must hold when the row lands)."""
         with self.transaction(immediate=True) as c:
+            if check is not None:
+                check(c)
             run_id = self._insert_run(c, run_fields)
             self._db.lock_events(c, run_id)
             self._insert_events(c, run_id, events, time.time())
