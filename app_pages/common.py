@@ -19,6 +19,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from core.engine.explain import demo_device_problem
 from core.engine.planning import fmt_duration, plan_from_summary, plan_sentence
 from core.runs import admin, devices, queue, shared_results
+from core.runs.disk_space import disk_full_message, is_disk_full
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.store import Run, Store, StoreError
@@ -104,6 +105,14 @@ def damaged_run_text(what: int | str, exc: BaseException) -> str:
         f"{name} cannot be shown: its stored record is damaged or was not written by this app "
         f"({type(exc).__name__}). The rest of the page is as usual."
     )
+
+
+def disk_full_text(exc: Exception) -> str:
+    """The one line a page says for a write the store refused for want of space (nothing measured
+    is lost: it was not written); any other error is raised again as it was."""
+    if not is_disk_full(exc):
+        raise exc
+    return markdown_text(disk_full_message(store().path))
 
 
 def board() -> LiveBoard:
@@ -288,6 +297,8 @@ def demo_section(name: str, params: dict, key: str) -> dict | None:
                 st.rerun()
             except (queue.JobError, ValueError) as exc:
                 st.error(markdown_text(exc))
+            except Exception as exc:  # noqa: BLE001 - a full disk is one line; anything else is raised again
+                st.error(disk_full_text(exc))
     if run is None:
         st.info("Not measured on this device yet: the measurement runs as a background job, like a race.")
         return None

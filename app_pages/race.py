@@ -4,6 +4,7 @@ import streamlit as st
 
 from app_pages.common import (
     board,
+    disk_full_text,
     host_limits,
     plan_section,
     session_id,
@@ -210,6 +211,9 @@ def fold_and_launch(preset: dict | None = None) -> None:
         return
     except queue.JobError as exc:
         st.session_state.launch_error = str(exc)
+        return
+    except Exception as exc:  # noqa: BLE001 - a full disk is one line; anything else is raised again
+        st.session_state.launch_error = disk_full_text(exc)
         return
     follow(run_id)
 

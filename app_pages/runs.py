@@ -7,6 +7,7 @@ import streamlit as st
 
 from app_pages.common import (
     damaged_run_text,
+    disk_full_text,
     host_limits,
     one_run,
     plan_section,
@@ -124,3 +125,5 @@ if upload is not None and st.session_state.get("imported_name") != upload.name:
         st.success(f"Imported as {run_name(new_id)}.")
     except BundleError as exc:
         st.error(f"Not imported: {markdown_text(exc)}")
+    except Exception as exc:  # noqa: BLE001 - a full disk is one line; anything else is raised again
+        st.error(f"Not imported: {disk_full_text(exc)}")

@@ -81,3 +81,43 @@ def test_the_cli_refuses_a_visitors_owner(store, capsys, command):
     assert exited.value.code == 2 and err.count("\n") == 1 and "not a web visitor's" in err
     assert store.get_run(run_id) is not None and store.get_run(run_id).owner == visitor
     assert main(["delete", str(run_id), "--store", store.path, "--owner", "cli:someone"]) != 0  # not theirs either
+
+
+# -- 14: a full disk during Launch or Import ---------------------------------------------------
+
+
+def said(at) -> str:
+    """The page's text as a person reads it (markdown's escapes and word joiners taken out)."""
+    return texts(at).replace("\\", "").replace("\u2060", "")
+
+
+def test_a_full_disk_on_launch_or_import_is_one_line_on_the_page(store, sleepers, monkeypatch):
+    import sqlite3
+
+    from conftest import ROOT
+
+    from core.runs.store import Store
+
+    record_probe(store)
+    insert_run, disk = Store._insert_run, {"full": True}
+
+    def full_or_not(conn, values):
+        if disk["full"]:
+            raise sqlite3.OperationalError("database or disk is full")
+        return insert_run(conn, values)
+
+    monkeypatch.setattr(Store, "_insert_run", staticmethod(full_or_not))
+    at = app()
+    at.selectbox(key="pick_zoo").set_value("mlp").run()
+    at.button(key="launch").click().run()
+    assert not at.exception, at.exception
+    assert "disk full: the store" in said(at) and store.list_runs(kind="race") == []
+    at.switch_page("app_pages/runs.py").run()
+    with open(f"{ROOT}/assets/recordings/cpu-compile-never-pays-off.json", "rb") as fh:
+        at.file_uploader[0].set_value(("run.json", fh.read(), "application/json")).run()
+    assert not at.exception, at.exception
+    assert "Not imported: disk full: the store" in said(at)
+    disk["full"] = False  # space again: the upload imports
+    with open(f"{ROOT}/assets/recordings/cpu-compile-never-pays-off.json", "rb") as fh:
+        at.file_uploader[0].set_value(("run2.json", fh.read(), "application/json")).run()
+    assert "Imported as run" in "\n".join(str(s.value) for s in at.success)

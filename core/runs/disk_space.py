@@ -14,9 +14,15 @@ DISK_FULL_WAIT_S = 45.0
 DISK_FULL_RETRY_EVERY_S = 0.5
 
 
+DISK_FULL_SQLSTATE = "53100"  # PostgreSQL's disk_full
+
+
 def is_disk_full(exc: BaseException) -> bool:
-    """Whether a write failed because the disk (or the user's quota) is full."""
+    """Whether a write failed because the disk (or the user's quota) is full: this box's (a file,
+    SQLite) or the store's server's."""
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if getattr(exc, "sqlstate", None) == DISK_FULL_SQLSTATE:
         return True
     return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc).lower()
 
