@@ -46,6 +46,7 @@ from core.view.race_form import (
     spec_to_query,
     unavailable_options,
     unavailable_summary,
+    within_limits,
 )
 from core.view.race_form_layout import (
     DEMO_LEAD,
@@ -75,7 +76,8 @@ def set_form(values: dict) -> None:
 # First render (a widget key: it goes when widget state does, so a reload re-seeds the form): the
 # link's configuration over the device's defaults.
 if "form_batch_size" not in st.session_state:
-    initial, st.session_state.link_notes = spec_from_query(dict(st.query_params), default_spec(caps), limits)
+    first = within_limits(default_spec(caps), limits)  # a first visit is offered a race this host runs
+    initial, st.session_state.link_notes = spec_from_query(dict(st.query_params), first, limits)
     set_form(initial.to_dict())
 moved, device_notes = fit_to_device(form_spec(st.session_state), caps, limits)  # what this device cannot run
 if moved:

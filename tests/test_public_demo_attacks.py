@@ -121,3 +121,145 @@ def test_a_full_disk_on_launch_or_import_is_one_line_on_the_page(store, sleepers
     with open(f"{ROOT}/assets/recordings/cpu-compile-never-pays-off.json", "rb") as fh:
         at.file_uploader[0].set_value(("run2.json", fh.read(), "application/json")).run()
     assert "Imported as run" in "\n".join(str(s.value) for s in at.success)
+
+
+# -- 16: a run's trace files are its owner's ----------------------------------------------------
+
+
+def test_a_runs_trace_files_are_offered_to_its_owner_only(store, sleepers):
+    import os
+
+    from streamlit.testing.v1 import AppTest
+    from test_pages import APP
+
+    from core.runs import run_files
+    from core.runs.identity import owner_of
+
+    record_probe(store)
+    run_id = record_race(store, "done")
+    owner_token, other_token = "0123456789abcdef", "fedcba9876543210"
+    store.update_run(run_id, owner=owner_of(owner_token))
+    trace = run_files.compile_trace_dir(store.path, run_id)
+    os.makedirs(trace)
+    with open(os.path.join(trace, "dedicated_log_torch_trace.log"), "w") as fh:
+        fh.write('{"path": "/srv/compile-lab/data/cold-caches/pid-1/x.py"}\n')
+
+    def downloads(token):
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.session_state["visitor"] = token
+        at.run()
+        at.switch_page("app_pages/runs.py").run()
+        at.session_state["runs_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+        at.run()
+        assert not at.exception, at.exception
+        return [b.label for b in at.get("download_button")], texts(at)
+
+    mine, _ = downloads(owner_token)
+    assert any(label.startswith("Compile trace (TORCH_TRACE)") for label in mine)
+    theirs, said_to_them = downloads(other_token)
+    assert not any("trace" in label.lower() for label in theirs)
+    assert "trace files are offered to whoever ran it" in said_to_them
+
+
+# -- 10: every size a visitor can ask for has a host limit --------------------------------------
+
+# One row per size-like input of a race: (the spec's field, its host limit, a spec at the limit and
+# one past it, as RunSpec fields). A new size-like option without a row fails the guard below.
+SIZE_LIMITS = [
+    ("batch_size", "max_batch_size", 64, dict(batch_size=64), dict(batch_size=65)),
+    ("epochs", "max_epochs", 4, dict(epochs=4), dict(epochs=5)),
+    ("steps_per_epoch", "max_steps", 100, dict(epochs=2, steps_per_epoch=50), dict(epochs=2, steps_per_epoch=51)),
+    (
+        "eval_steps",
+        "max_steps",
+        100,
+        dict(epochs=2, steps_per_epoch=40, eval_steps=10),
+        dict(epochs=2, steps_per_epoch=40, eval_steps=11),
+    ),
+    ("image_size", "max_input_size", 64, dict(model="resnet18", image_size=64), dict(model="resnet18", image_size=65)),
+]
+NOT_SIZES = {"seed": "a number, not a size", "profile_steps": "at most 50 steps, profiled after the timed epochs"}
+
+
+def test_every_size_like_option_has_a_host_limit_row():
+    from core.engine.options import OPTIONS
+    from core.runs.limits import _LIMIT_PARSERS
+
+    whole_numbers = {o.name for o in OPTIONS.values() if o.type is int}
+    assert whole_numbers == {row[0] for row in SIZE_LIMITS} | set(NOT_SIZES)
+    assert {row[1] for row in SIZE_LIMITS} | {"max_model_parameters"} <= set(_LIMIT_PARSERS)
+
+
+@pytest.mark.parametrize("field, limit, value, within, past", SIZE_LIMITS, ids=[r[0] for r in SIZE_LIMITS])
+def test_a_size_past_the_hosts_limit_is_refused_naming_the_field(field, limit, value, within, past):
+    from conftest import quick_spec
+
+    from core.runs.limits import load_host_limits
+
+    limits = load_host_limits({f"COMPILE_LAB_{limit.upper()}": str(value)})
+    assert limits.problems(quick_spec(**within)) == []
+    problems = limits.problems(quick_spec(**past))
+    assert [p.field for p in problems] == [field] and f"this host allows at most {value}" in problems[0].message
+
+
+def test_model_settings_are_refused_where_the_host_takes_names_only():
+    from conftest import ROOT, quick_spec
+
+    from core.runs.limits import load_host_limits
+
+    shipped = load_host_limits({"COMPILE_LAB_CONFIG": f"{ROOT}/deploy/host-limits.toml"})
+    assert shipped.max_input_size and shipped.max_model_parameters and not shipped.allow_model_settings
+    docs = load_host_limits({"COMPILE_LAB_ALLOWED_MODELS": "hf:gpt2*", "COMPILE_LAB_ALLOW_MODEL_SETTINGS": "false"})
+    (problem,) = docs.problems(quick_spec(model="hf:gpt2:n_layer=2000,n_embd=16384,n_head=128"))
+    assert problem.field == "model" and "without settings" in problem.message
+    assert docs.problems(quick_spec(model="hf:gpt2")) == []
+
+
+def test_a_model_past_the_hosts_parameters_is_refused_by_its_worker_before_it_is_built(store, sleepers):
+    from conftest import quick_spec
+
+    from core.runs import queue, runners
+    from core.runs.limits import HostLimits
+
+    run_id = queue.enqueue(store, quick_spec(), "visitor:a", limits=HostLimits(max_model_parameters=1000))
+    assert store.get_run(run_id).details["max_model_parameters"] == 1000
+
+    class Sink:  # what run_race_job reads of its worker's sink before the race
+        store_path, run_id = store.path, 0
+
+    Sink.run_id = run_id
+    status, fields = runners.run_race_job(store.get_run(run_id).params, Sink())
+    assert status == "failed" and fields["error"] == (
+        "model: mlp has 1,585,162 parameters; this host allows at most 1,000"
+    )
+
+
+def test_a_library_models_parameters_are_counted_on_the_meta_device():
+    from conftest import require_model_libraries
+
+    from core.engine.models.resolve import model_size_problem
+    from core.engine.spec import RunSpec
+
+    require_model_libraries()
+    wide = model_size_problem(RunSpec(model="hf:gpt2:n_layer=4,n_embd=4096,n_head=32", device="cpu"), 400_000_000)
+    assert wide.startswith("model: hf:gpt2:n_layer=4,n_embd=4096,n_head=32 has 1,") and "at most 400,000,000" in wide
+    classes = model_size_problem(RunSpec(model="timm:convnext_tiny:num_classes=10000000", device="cpu"), 400_000_000)
+    assert "has 7,717,820,128 parameters" in classes
+    assert model_size_problem(RunSpec(model="hf:gpt2", device="cpu"), 400_000_000) is None
+
+
+# -- 18: the first form is within the host's limits ----------------------------------------------
+
+
+def test_a_first_visit_under_the_shipped_limits_is_offered_a_race_the_host_runs(store, sleepers, monkeypatch):
+    from conftest import ROOT
+
+    record_probe(store)
+    monkeypatch.setenv("COMPILE_LAB_CONFIG", f"{ROOT}/deploy/host-limits.toml")
+    at = app()
+    assert not at.exception
+    assert "this host allows" not in said(at) and not at.error
+    assert not at.button(key="launch").disabled
+    at.button(key="launch").click().run()
+    (run,) = store.list_runs(kind="race")
+    assert run.params["batch_size"] <= 256 and run.params["epochs"] * run.params["steps_per_epoch"] <= 600

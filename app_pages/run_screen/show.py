@@ -8,7 +8,7 @@ import os
 
 import streamlit as st
 
-from app_pages.common import draw_chart, one_run, store, vega_spec
+from app_pages.common import draw_chart, one_run, store, vega_spec, visitor
 from core.runs import run_files
 from core.runs.store import Run
 from core.view.run_screen import cadence, layout, sentences, why_per_step
@@ -207,11 +207,15 @@ def show_why(summary: dict, view: LiveSnapshot) -> None:
 def run_file_downloads(run: Run) -> None:
     """The run's files: each variant's profiler trace (Perfetto / chrome://tracing), torch's compile
     trace as a zip, and tlparse's report of it where tlparse is installed. Files are read only when
-    a button is pressed."""
+    a button is pressed. Offered to the run's owner (and an unlocked admin) only: a trace holds the
+    box's folders (the data folder, the caches, the Python environment's)."""
     path = store().path
     traces = run_files.profiler_traces(path, run.id)
     trace_size = run_files.compile_trace_size(path, run.id)
     if not traces and not trace_size:
+        return
+    if run.owner != visitor() and not st.session_state.get("admin_unlocked"):
+        st.caption("This run's trace files are offered to whoever ran it: they name the folders of the box it ran on.")
         return
     st.markdown("**Files of this run**")
     columns = st.columns(4)

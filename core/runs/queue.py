@@ -85,6 +85,8 @@ def enqueue(
         raise JobError("still finding out which device this machine has: try again in a few seconds")
     # A race keeps the estimate it is launched with, so later ones can say how good estimates were.
     details = estimate_details(store, params, caps, host, lane) if kind == "race" else None
+    if kind == "race" and limits.max_model_parameters is not None:  # its worker counts the model first
+        details = {**(details or {}), "max_model_parameters": limits.max_model_parameters}
     with store.transaction(immediate=True) as c:
         if job.counted:
             check_room(c, owner, limits, address=address)
