@@ -212,7 +212,13 @@ def tick() -> None:
     now = time.monotonic()
     if now - _last_tick["t"] >= _TICK_EVERY_S:
         _last_tick["t"] = now
-        queue.tick(store())
+        try:
+            queue.tick(store())
+        except Exception as exc:
+            if not store().is_damage(exc):
+                raise
+            # A damaged page of the store's file under a job's row: the page reads every other run.
+            _LOGGER.warning("the queue cannot move: %s", exc)
 
 
 def run_view(run: Run) -> LiveSnapshot:

@@ -26,6 +26,7 @@ from core.engine.spec import SpecError, validate
 from core.runs import devices, estimates, queue, shared_results
 from core.runs.limits import HostLimits
 from core.runs.store import id_from_text
+from core.runs.store.records import unreadable_runs_text
 from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_HELP,
@@ -290,7 +291,11 @@ if "launch_error" in st.session_state:
 run = followed_run()
 polling = run is not None and not run.finished
 if run is None and "run" in st.query_params:  # a link to a run this page cannot show: say so
-    st.warning(markdown_text(missing_run_text(st.query_params["run"], id_from_text(st.query_params["run"]))))
+    asked = id_from_text(st.query_params["run"])
+    if asked in store().unreadable_runs:  # its row is on a damaged page of the store's file
+        st.warning(markdown_text(unreadable_runs_text({asked}, store().path)))
+    else:
+        st.warning(markdown_text(missing_run_text(st.query_params["run"], asked)))
 
 
 def refresh_every(run, me: str) -> float:

@@ -20,6 +20,7 @@ from app_pages.common import (
 from app_pages.run_screen.show import run_file_downloads, show_run
 from core.runs import queue
 from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
+from core.runs.store.records import unreadable_runs_text
 from core.view import overlay_charts
 from core.view.compare import column_headings, comparison_labels, run_name, shown_columns, table_row
 from core.view.queue import describe
@@ -30,6 +31,8 @@ tick()
 st.title("Runs")
 
 runs = store().list_runs(kind="race", limit=1000)
+if store().unreadable_runs:  # a damaged page of the store's file: the others are listed
+    st.warning(markdown_text(unreadable_runs_text(store().unreadable_runs, store().path)))
 if not runs:
     st.info("No runs yet. Launch one on the Race page, or import a bundle below.")
 rows, unreadable = [], []

@@ -108,6 +108,16 @@ class DamagedEvents(StoreError):
         )
 
 
+def unreadable_runs_text(run_ids: set[int] | list[int], path: str) -> str:
+    """What a page or the CLI says of runs whose rows lie on a damaged page of the store's file."""
+    ids = sorted(run_ids)
+    which = f"Run {ids[0]}" if len(ids) == 1 else "Runs " + ", ".join(str(i) for i in ids)
+    return (
+        f"{which} cannot be read: {'its row is' if len(ids) == 1 else 'their rows are'} on a damaged page of "
+        f"the store's file (every other run reads as before; sqlite3 {shown_location(path)} .recover)"
+    )
+
+
 @dataclass
 class Sweep:
     """One stored sweep: its owner and what it varies (its points are runs with its sweep_id)."""
