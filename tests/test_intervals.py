@@ -120,3 +120,23 @@ def test_the_reading_says_why_the_race_stopped():
     assert "Known to ±3%" in reading.plain_reading(
         {**known, "verdict": "faster", "stop_reason": stop_reading(known, 0.03, 600)}
     )
+
+
+def test_no_look_is_taken_twice_whatever_the_race_length():
+    """Each look is a step count of its own, the last the race's end (issue 35: a schedule that
+    repeated its last look when the growth landed on the maximum was not caught)."""
+    assert intervals.looks(600) == (40, 60, 90, 135, 205, 305, 460, 600)  # 40, then x1.5 in whole blocks of 5
+    assert intervals.looks(60) == (40, 60) and intervals.looks(90) == (40, 60, 90)  # the growth lands on the end
+    for max_steps in range(1, 3001):
+        looks = intervals.looks(max_steps)
+        assert looks[-1] == max_steps and all(a < b for a, b in zip(looks, looks[1:])), (max_steps, looks)
+
+
+def test_a_sequential_race_spends_its_error_rate_over_the_looks_of_both_variants():
+    """Eager's looks and compiled's are each a chance to stop: one after the other they are twice
+    the looks of a race whose variants take turns (8 looks in 600 steps, written out above)."""
+    from core.engine.stopping import alpha_of
+
+    assert alpha_of(0.03, 600, "blocks") == alpha_of(0.03, 600, "alternating") == pytest.approx(0.05 / 8)
+    assert alpha_of(0.03, 600, "sequential") == pytest.approx(0.05 / 16)
+    assert alpha_of(None, 600, "sequential") == 0.05

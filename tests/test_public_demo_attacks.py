@@ -263,3 +263,75 @@ def test_a_first_visit_under_the_shipped_limits_is_offered_a_race_the_host_runs(
     at.button(key="launch").click().run()
     (run,) = store.list_runs(kind="race")
     assert run.params["batch_size"] <= 256 and run.params["epochs"] * run.params["steps_per_epoch"] <= 600
+
+
+# -- 11 and 12: what a worker's code can read, and reach ----------------------------------------
+
+SECRET = "s3cr3tValue42"
+
+
+@pytest.mark.parametrize("word", ["TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "KEY"])  # written out: not the list
+def test_no_variable_named_as_a_secret_reaches_a_worker_whatever_its_prefix(word):
+    from core.runs import processes
+
+    server = {f"{prefix}API_{word}": SECRET for prefix in ("NVIDIA_", "CUDA_", "TORCH_", "MKL_", "COMPILE_LAB_TEST_")}
+    server.update({f"MY_{word}": SECRET, "NVIDIA_VISIBLE_DEVICES": "all", "PGSSLKEY": "/home/lab/.pg/client.key"})
+    env = processes.worker_environment("cpu", server)
+    assert SECRET not in " ".join(f"{k}={v}" for k, v in env.items()), sorted(env)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["PGSSLKEY"] == "/home/lab/.pg/client.key"
+
+
+def test_model_files_are_off_while_a_process_above_the_app_holds_a_secret(tmp_path):
+    """As under a shell or tini that exported the admin token: the app is sealed, its parent is not."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    from core.runs.limits import HostLimits
+
+    app = (
+        f"import sys; sys.path.insert(0, {ROOT!r}); from core.runs.limits import HostLimits; "
+        "print(HostLimits(allow_custom_models=True).model_files_problem())"
+    )
+    parent = f"import os, subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', {app!r}], env={{'PATH': os.environ['PATH']}}).returncode)"
+    clean = {"PATH": os.environ["PATH"]}
+    for exported, refused in ({"COMPILE_LAB_ADMIN_TOKEN": SECRET, "HF_TOKEN": SECRET}, True), ({}, False):
+        done = subprocess.run(
+            [sys.executable, "-c", parent], env={**clean, **exported}, capture_output=True, text=True, timeout=60
+        )
+        said = done.stdout.strip()
+        if refused:
+            assert "holds COMPILE_LAB_ADMIN_TOKEN, HF_TOKEN in its environment" in said, done.stderr
+            assert SECRET not in said
+        else:
+            assert said == "None", (said, done.stderr)
+    assert HostLimits().model_files_problem().startswith("this host does not run uploaded model files")
+
+
+def test_a_worker_never_reaches_the_hugging_face_hub():
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT, require_model_libraries
+
+    from core.runs import processes
+
+    require_model_libraries()
+    server = {k: v for k, v in os.environ.items() if not k.endswith("_OFFLINE")}  # the host set no switch
+    env = processes.worker_environment("lookup", {**server, "HF_HUB_OFFLINE": "0"})
+    assert env["HF_HUB_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == "1"
+    lookup = (
+        f"import socket, sys; sys.path.insert(0, {ROOT!r}); tried = []\n"
+        "def refuse(self, address): tried.append(address); raise OSError('no network here')\n"
+        "socket.socket.connect = refuse\n"
+        "from core.engine.models.library_models import hf_config\n"
+        "from core.engine.models.sources import parse_model_name\n"
+        "try: hf_config(parse_model_name('hf:someone-unknown/not-a-model'))\n"
+        "except Exception as exc: print(type(exc).__name__)\n"
+        "print('contacted', tried)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", lookup], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines()[-2:] == ["ModelError", "contacted []"], done.stdout + done.stderr[-2000:]

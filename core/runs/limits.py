@@ -77,11 +77,28 @@ class HostLimits:
     reuse_within_s: float | None = 3600.0
     auto_reuse_queue_length: int | None = None
 
+    def model_files_problem(self) -> str | None:
+        """Why this host runs no model file now: off, or on while a process above this one holds a
+        secret in its environment, which a model file's code could read (core.runs.seal)."""
+        if not self.allow_custom_models:
+            return CUSTOM_MODELS_OFF
+        from core.runs.seal import exposed_secrets
+
+        exposed = exposed_secrets()
+        if exposed:
+            pid, names = next(iter(exposed.items()))
+            return (
+                f"model files are off while process {pid}, which started this one, holds {', '.join(names)} in its "
+                "environment, where a model file's code could read it: start Compile Lab from a process that holds "
+                "no secret, or run its workers as another user (docs/hosting.md)"
+            )
+        return None
+
     def problems(self, spec: RunSpec) -> list[Problem]:
         """Every limit `spec` exceeds, each saying the limit."""
         p: list[Problem] = []
-        if isinstance(spec.model, str) and source_of(spec.model) == "file" and not self.allow_custom_models:
-            p.append(Problem("model", CUSTOM_MODELS_OFF))
+        if isinstance(spec.model, str) and source_of(spec.model) == "file" and self.model_files_problem():
+            p.append(Problem("model", self.model_files_problem() or ""))
         elif not model_allowed(self.allowed_models, spec.model):
             p.append(Problem("model", f"this host allows only: {', '.join(self.allowed_models or ())}"))
         elif not self.allow_model_settings and _settings(spec.model):
