@@ -175,9 +175,14 @@ def test_a_race_job_runs_with_the_spread_its_device_has_shown(store, store_locat
 
 
 def test_workers_get_fixed_malloc_thresholds_unless_the_host_sets_its_own():
-    assert processes.worker_environment("cpu", {"PATH": "/bin"}) == {"PATH": "/bin", **processes.STEADY_MALLOC}
+    offline = processes.OFFLINE
+    assert processes.worker_environment("cpu", {"PATH": "/bin"}) == {
+        "PATH": "/bin",
+        **processes.STEADY_MALLOC,
+        **offline,
+    }
     own = {"MALLOC_MMAP_THRESHOLD_": "65536"}
-    assert processes.worker_environment("cpu", own) == own  # the host's malloc settings win
+    assert processes.worker_environment("cpu", own) == {**own, **offline}  # the host's malloc settings win
     plain = processes.worker_environment("cuda:0", {processes.MALLOC_SETTING: "glibc"})
     assert not any(k.startswith("MALLOC_") for k in plain)
 
