@@ -136,8 +136,8 @@ def test_the_reading_says_the_interval_was_widened_and_what_the_race_alone_gives
     assert (
         widened["speedup_ci95"][0] < alone["speedup_ci95"][0] and widened["speedup_ci95"][1] > alone["speedup_ci95"][1]
     )
-    assert "from run to run here (assumed until a configuration has run twice)" in reading.plain_reading(widened)
-    assert "run to run" not in reading.plain_reading(alone)
+    assert "from run to run here (assumed until a configuration has run twice)" in reading.reading(widened)
+    assert "run to run" not in reading.reading(alone)
 
 
 class _Sink:
@@ -195,5 +195,5 @@ def test_where_the_race_alone_is_wider_than_the_spread_the_reading_says_nothing_
     narrow = RunToRun(0.001, 50, 40)  # races here agree to about ±0.2%
     summary = analysis.summarize(eager, compiled, [1.0], [1.0], 16, paired=True, spread=narrow)
     assert summary["speedup_ci95"] == summary["speedup_ci95_within"]  # its own interval set the width
-    assert "run to run" not in reading.plain_reading(summary)
+    assert "run to run" not in reading.reading(summary)
     assert reading.spread_note(summary) == ""

@@ -11,8 +11,9 @@ from core.cli.common import EXIT_OK, EXIT_USAGE, open_store, row_limit, run_id_a
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from core.engine import words
     from core.runs.store.records import unreadable_runs_text
-    from core.view.report import fmt_seconds, fmt_speedup, run_row
+    from core.view.report import run_row
     from core.view.safe_text import terminal_text
 
     store = open_store(args)
@@ -28,9 +29,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     headers.append("break-even")
     rows = []
     for r in runs:
-        row, s = run_row(r), r.summary or {}
+        row = run_row(r)
         row = {k: terminal_text(v) if isinstance(v, str) else v for k, v in row.items()}  # a bundle's text
-        be = f"step {s['break_even_step']}" if s.get("break_even_step") else (s.get("break_even_reason") or "-")
         rows.append(
             [
                 str(row["id"]),
@@ -41,9 +41,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 str(row["batch_size"]),
                 row["precision"],
                 row["mode"],
-                fmt_seconds(s.get("first_epoch_overhead_s"), signed=True),
-                fmt_speedup(row["steady_state_speedup"]),
-                terminal_text(be),
+                words.seconds(row["first_epoch_overhead_s"], signed=True),
+                words.speedup(row["steady_state_speedup"]),
+                row["break_even"],
             ]
         )
     for line in text_table(headers, rows, right={"id", "batch", "overhead", "speedup"}):
