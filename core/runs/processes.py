@@ -21,6 +21,7 @@ from core import PROJECT_ROOT
 from core.runs import worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
 from core.runs.run_files import compile_trace_dir
+from core.runs.seal import secret_name  # (its SECRET_WORDS: never inherited, whatever the prefix)
 from core.runs.store import Store, is_server_url, store_files_dir
 
 TERMINATE_WAIT_S = 2.0  # SIGTERM, then SIGKILL after this: cancel completes within 3 s
@@ -59,15 +60,9 @@ WORKER_PREFIXES = (
 STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(1024**3)}
 MALLOC_SETTING = "COMPILE_LAB_WORKER_MALLOC"
 
-SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "KEY")  # never inherited, whatever the prefix
 # Nothing a worker runs reaches the Hugging Face hub, whatever the server's own settings: with
 # local_files_only an unknown hub id still asked the hub (huggingface_hub's registry fetch).
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-
-
-def secret_name(name: str) -> bool:
-    """Whether a variable's name says it holds a secret (NVIDIA_API_KEY, HF_TOKEN, ...)."""
-    return any(word in name.upper() for word in SECRET_WORDS)
 
 
 def inherited(name: str) -> bool:

@@ -15,6 +15,14 @@ import ctypes
 import sys
 
 PR_SET_DUMPABLE, PR_GET_DUMPABLE = 4, 3
+# A variable whose name holds one of these holds a secret: a worker never inherits one, whatever its
+# prefix (core.runs.processes), and none may sit where a worker could read it (exposed_secrets).
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "KEY")
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable's name says it holds a secret (NVIDIA_API_KEY, HF_TOKEN, ...)."""
+    return any(word in name.upper() for word in SECRET_WORDS)
 
 
 def seal_from_workers() -> bool:
@@ -37,8 +45,6 @@ def exposed_secrets(pid: int | None = None) -> dict[int, list[str]]:
     or HF_TOKEN exported is readable by any process of the same user, a model file's code too.
     Only ancestors this process may read are looked at (Linux's /proc; elsewhere nothing is found)."""
     import os
-
-    from core.runs.processes import secret_name
 
     found: dict[int, list[str]] = {}
     current = os.getpid() if pid is None else pid
