@@ -46,7 +46,8 @@ def warnings_of(at) -> str:
 
 def every_surface(store, run_id: int, capsys) -> None:
     """Every page and feed route of one run, and the CLI's table: none raises, each answers."""
-    for query in ({"run": run_id}, {"run": run_id, "present": 1}, {"replay": f"run:{run_id}"}):
+    pages = ({"run": run_id}, {"run": run_id, "present": 1}, {"replay": f"run:{run_id}"}, {"compare": f"1,{run_id}"})
+    for query in pages:  # its page, presenter mode, its replay, and beside another run (?compare=)
         at = page(**query)
         assert not at.exception, (query, at.exception)
     at.switch_page("app_pages/runs.py").run()
