@@ -368,3 +368,19 @@ def test_a_run_that_cannot_be_drawn_is_a_line_naming_it_and_the_page_draws_the_r
     response = http.get(f"/api/live/{bad}")
     assert response.status_code == 500
     assert response.json() == {"error": f"Run {bad} cannot be shown: its stored record is damaged."}
+
+
+def test_the_bounds_admit_a_race_of_the_most_epochs_with_every_load_sample(store):
+    from core.engine.options import MAX_EPOCHS
+
+    data = recording()
+    data["run"]["params"].update(epochs=MAX_EPOCHS, steps_per_epoch=1)
+    samples = [
+        {"variant": v, "epoch": e, "load": 0.5, "cores": 2, "cpu_share": 1.0}
+        for e in range(1, MAX_EPOCHS + 1)
+        for v in ("eager", "compiled")
+    ]
+    data["run"]["summary"] = {"machine_load": samples}
+    data["events"] = []
+    run = store.get_run(import_bundle(store, data, "visitor:a"))
+    assert len(run.summary["machine_load"]) == 2 * MAX_EPOCHS

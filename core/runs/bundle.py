@@ -45,8 +45,10 @@ MAX_NOTE = 2000
 # count takes every comma and bracket, those inside text too: an upper bound, never an undercount.
 MAX_VALUES = 8_000_000
 MAX_CONTAINERS = 1_000_000
-# Values one environment or details object may hold (a race's have about 50 and 170).
+# Values one environment or details object may hold (a race's have about 50 and 170); what is read
+# of a bundle's summary holds a load sample (6 values) per variant and epoch, and a few more.
 MAX_FIELD_VALUES = 10_000
+MAX_CLAIMED_VALUES = 12 * MAX_EPOCHS + MAX_FIELD_VALUES
 ENVIRONMENT_TEXT = ("device_type", "device_name", "torch", "cuda", "triton", "cpu_name", "python", "platform")
 
 
@@ -226,7 +228,7 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
     # events do not carry is read, and only that is checked.
     claimed = _obj(run.get("summary") or {}, "run.summary")
     claimed = {k: claimed[k] for k in CLAIMED_SUMMARY if k in claimed}
-    _plain_json(claimed, "run.summary", 0, _Budget("run.summary", MAX_FIELD_VALUES))
+    _plain_json(claimed, "run.summary", 0, _Budget("run.summary", MAX_CLAIMED_VALUES))
     for key in ENVIRONMENT_TEXT:
         value = (fields["environment"] or {}).get(key)
         if value is not None and not isinstance(value, str):
