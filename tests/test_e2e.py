@@ -219,7 +219,7 @@ def launch(page, app_url, config: str) -> str:
     page.get_by_role("button", name="Launch").click()
     shown = wait_until(lambda: re.match(r"Run (\d+): ", status(page)) and run_ids(page) - before, timeout=30).pop()
     # The address bar names the launched run, so a reload or a copied link shows this run.
-    wait_until(lambda: run_in_link(page) == shown, timeout=15)
+    wait_until(lambda: run_in_link(page) == shown, timeout=30)  # a rerun away; slow on a loaded box
     time.sleep(2)  # and keeps it: no later rerun of the page takes it out again
     assert run_in_link(page) == shown, page.url
     return shown

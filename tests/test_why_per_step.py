@@ -134,11 +134,12 @@ def test_a_real_inductor_race_reports_phases_in_order_profiles_both_variants_and
     ]
     seen = list(dict.fromkeys(p for p in phases if p))
     # Sampled stacks see a phase only when it lasts two samples: a small model's Dynamo trace can
-    # pass unseen on a fast machine, its lowering (seconds on CPU) cannot. Whatever was seen came in
-    # the compiler's order.
+    # pass unseen on a fast machine, its lowering (seconds on CPU) cannot. After the front end the
+    # phases interleave (AOT autograd returns between the forward's and the backward's lowering;
+    # Inductor's compile workers start while Dynamo still traces), so only the start is fixed: the
+    # first phase seen is the front end's, never Inductor's.
     assert LOWERING in seen and len(seen) >= 2, phases
-    order = [DYNAMO, AOT, LOWERING]
-    assert [p for p in order if p in seen] == [p for p in seen if p in order], phases
+    assert seen[0] in (DYNAMO, AOT), phases
     assert phases[-1] == ""  # and the compile ended
     eager, compiled = result.eager.profile, result.compiled.profile
     assert eager["steps"] == compiled["steps"] == 2
