@@ -130,11 +130,6 @@ def test_the_state_follows_the_verdict_not_a_stored_reason():
     assert Summary.of({**doubtful, "break_even_reason": analysis.NEVER_NO_GAIN}).break_even == NO_GAIN
 
 
-def test_a_projection_s_words_name_the_run_s_length_when_it_lies_beyond():
-    s = STATES[PROJECTED]
-    assert words.break_even(s, total=600).startswith("not within this run: about step 948 at the steady rates, past")
-
-
 def test_a_summary_round_trips_and_drops_the_derived_reading():
     s = summary_with(break_even_step=10, reading="an old stored sentence", eager_step_times_s=[0.1, 0.2])
     typed = Summary.from_dict(s)

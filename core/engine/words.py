@@ -308,7 +308,7 @@ _SETTLED = {
 }
 
 
-def break_even(summary: Summary | Mapping[str, Any], total: int | None = None, short: bool = False) -> str:
+def break_even(summary: Summary | Mapping[str, Any], short: bool = False) -> str:
     """A finished race's break-even, the same state in the same words on every surface:
     'step 1,037 (12.3 s in)' ('step 1,037' short); 'not within this run: about step 948 at the
     steady rates (between step 305 and 372 within its 95% interval)' ('≈ step 948' short);
@@ -327,8 +327,7 @@ def break_even(summary: Summary | Mapping[str, Any], total: int | None = None, s
             return f"≈ step {step:,}"
         span = s.projected_range
         within = f" ({steps_range(span, None, live=False)} within its 95% interval)" if span else ""
-        past = f", past this run's {total:,} steps" if total and step > total else ""
-        return f"not within this run: about step {step:,} at the steady rates{past}{within}"
+        return f"not within this run: about step {step:,} at the steady rates{within}"
     short_words, long_words = _SETTLED[state]
     return short_words if short else long_words
 

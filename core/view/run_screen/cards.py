@@ -61,7 +61,7 @@ def break_even_card(summary: Summary | dict[str, Any], total: int | None, live: 
         )
     if live:  # the rest of the run could still change it: no final word yet
         return _live_break_even_card(s, total, about)
-    help_text = about + words.break_even(s, total).capitalize() + "."
+    help_text = about + words.break_even(s).capitalize() + "."
     if state == PROJECTED and s.break_even_projected_wall_s is not None:
         help_text += (
             f" At the steady rates that is {words.seconds(s.break_even_projected_wall_s)} into the compiled run."
