@@ -118,7 +118,7 @@ def plan_training(rates: StepRates, compile_s: float, steps: int, start: RaceSta
     steady rates: the plan then breaks even where the race does, or where its projection does.
 
     A break-even is named only from a per-step saving whose interval lies above 0: the race's
-    speedup interval above 1, so the same rule as analysis.projection_stands."""
+    speedup interval above 1, so the same rule as Summary.projection_stands."""
     if steps < 1:
         raise ValueError(f"a run has at least one step (got {steps})")
     compile_s = max(compile_s, 0.0)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import words
-from core.engine.reading import compile_failed_reading
+from core.engine.reading import compile_failed_reading, compile_skipped_reading
 from core.engine.summary import NEVER, NO_COMPILE, NO_GAIN, PROJECTED, REACHED, Summary
 from core.runs.store import Run
 from core.view.report import probe_worth_naming
@@ -190,9 +190,7 @@ _COMPILE_CARDS = ("Compile time", "Steady-state speedup", "Break-even")
 
 def _compile_did_not_happen(cards: list[Card], reason: str) -> list[Card]:
     """No figure that needs compiled code is shown as a finding when compile did not happen."""
-    return _without_compiled_figures(
-        cards, f"Compile did not happen: {reason}. Both variants ran eager code.", "compile did not happen"
-    )
+    return _without_compiled_figures(cards, compile_skipped_reading(reason), "compile did not happen")
 
 
 def _without_compiled_figures(cards: list[Card], note: str, delta: str) -> list[Card]:
