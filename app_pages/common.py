@@ -20,7 +20,7 @@ from core.runs import admin, devices, queue, shared_results
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.store import Run, Store, StoreError
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
 from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
 from core.view.run_screen.store_reader import RunView, expected_steps, run_label

@@ -11,7 +11,7 @@ from core.runs import queue
 from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
 from core.view import overlay_charts
 from core.view.compare import column_headings, comparison_labels, run_name, shown_columns, table_row
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.safe_text import csv_text, markdown_text
 
 owner = visitor()

@@ -12,7 +12,7 @@ from core.runs.doctor import FAILED, judge
 from core.runs.doctor_plan import Check
 from core.runs.store import Store
 from core.runs.worker import phase_text
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.report import run_row, summary_table
 from core.view.run_screen.cards import result_cards
 

@@ -164,7 +164,7 @@ def test_skipped_cuda_graphs_in_a_cuda_graph_mode_are_not_a_finding():
 
 def test_the_queue_status_and_the_cli_table_say_compile_did_not_happen():
     from core.runs.store import Run
-    from core.view.queue import describe
+    from core.view.job_status import describe
     from core.view.report import summary_table
 
     summary = {"compile_skipped": "no graph was compiled (BF16 is not supported)"}
@@ -470,7 +470,7 @@ def test_the_sidebar_shows_each_gpu_and_each_lane(store, sleepers, monkeypatch):
 
     from core.runs import queue
     from core.runs.limits import HostLimits
-    from core.view.queue import gpu_lines, lane_lines
+    from core.view.job_status import gpu_lines, lane_lines
 
     monkeypatch.setenv("COMPILE_LAB_STORE", store.path)
     probe = record_probe(store, EIGHT_GPUS)

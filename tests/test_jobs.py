@@ -15,7 +15,7 @@ from core.engine.spec import SpecError
 from core.runs import devices, processes, queue
 from core.runs.limits import HostLimits
 from core.runs.store import Store
-from core.view.queue import describe
+from core.view.job_status import describe
 
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 

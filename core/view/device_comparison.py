@@ -17,7 +17,7 @@ from core.runs import fleet
 from core.runs.store import Run, Store, id_from_text
 from core.view import reference
 from core.view.compare import SETTING_WORDS, differing_settings, run_name
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.report import text_table
 from core.view.safe_text import terminal_text
 

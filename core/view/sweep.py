@@ -18,7 +18,7 @@ from core.engine import planning, words
 from core.engine.summary import PROJECTED, REACHED, Summary
 from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
-from core.view.queue import compile_skipped, describe
+from core.view.job_status import compile_skipped, describe
 from core.view.safe_text import terminal_text
 
 FRAME_COLUMNS = [

@@ -35,7 +35,7 @@ from core.engine.spec import DeviceCaps
 from core.engine.summary import Summary
 from core.runs import devices, worker_cores
 from core.runs.store import Run, Store
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.run_screen.store_reader import RunView, expected_steps, held_events, run_label, run_summary
 
 VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
