@@ -25,6 +25,9 @@ Torch-free, pure; importable by the engine, the CLI on a bare GPU box and the vi
     words.break_even(summary, short=True) 'step 1,037', '≈ step 948', 'never', 'none', 'not reached'
     words.break_even_step(948, measured=False)  'about step 948'
     words.steps_range(span, total, live=True)   'between step 300 and 380 of 600'
+    words.projected_step(947.3, 1500, live=True)  'projected ≈ step 950 of 1,500'
+    words.projection_label(947.3, None, 80.4, live=False)  '≈ step 948 (projected, ~80 s)'
+    words.percent(0.07), words.of_total(200, 600)   '7%', 'step 200 of 600'
 
 A summary is a core.engine.summary.Summary or its dict; its break-even's state (Summary.break_even)
 decides the words, never a stored reason's wording. Duration cut-offs live here only:

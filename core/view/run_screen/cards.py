@@ -61,14 +61,10 @@ def break_even_card(summary: Summary | dict[str, Any], total: int | None, live: 
         )
     if live:  # the rest of the run could still change it: no final word yet
         return _live_break_even_card(s, total, about)
-    help_text = about + words.break_even(s).capitalize() + "."
-    if state == PROJECTED and s.break_even_projected_wall_s is not None:
-        help_text += (
-            f" At the steady rates that is {words.seconds(s.break_even_projected_wall_s)} into the compiled run."
-        )
-    delta = ("projected, " + words.about(s.break_even_projected_wall_s)) if state == PROJECTED else None
-    if state == PROJECTED and s.break_even_projected_wall_s is None:
-        delta = "projected"
+    help_text, delta, wall = about + words.break_even(s).capitalize() + ".", None, s.break_even_projected_wall_s
+    if state == PROJECTED:
+        delta = "projected" + (f", {words.about(wall)}" if wall is not None else "")
+        help_text += f" At the steady rates that is {words.seconds(wall)} into the compiled run." if wall else ""
     return Card("Break-even", words.break_even(s, short=True), help_text, delta=delta, **_QUIET)
 
 
