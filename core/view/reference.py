@@ -109,8 +109,8 @@ def regional_reference_rows() -> tuple[dict[str, str], ...]:
             "source": r["source"],
             "hardware": r["hardware"],
             "model, workload": f"{r['model']}, {r['workload']}",
-            "whole: compile": f"{float(r['whole_compile_s']):.1f} s",
-            "regional: compile": f"{float(r['regional_compile_s']):.2f} s",
+            "whole: compile": words.seconds(float(r["whole_compile_s"])),
+            "regional: compile": words.seconds(float(r["regional_compile_s"])),
             "whole: steady": r["whole_steady"],
             "regional: steady": r["regional_steady"],
         }
