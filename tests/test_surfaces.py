@@ -1,7 +1,10 @@
 """One voice, checked across every surface: one set of races (done, live, compile failed, no clear
 difference, never pays off, stopped on its interval, imported) goes through the cards, the live and
 the finished reading, the terminal's table and runs list, a sweep's table and lines, the device
-comparison, the plan, presenter mode and the live feed; each says the same number the same way."""
+comparison, the plan, presenter mode and the live feed; each says the same number the same way.
+Each test runs twice: with words as shipped, and with words' speedup, interval and seconds
+formatters swapped for marked ones ('1.23×', '1.10–1.20×', '12.3\u2009ms'), so a surface that
+formats a number by hand (f"{x:.2f}x") says it differently from words and fails."""
 
 import time
 
@@ -24,6 +27,17 @@ from core.view.sweep import point_line, points_table, sweep_frame
 SPEC = quick_spec(epochs=1, steps_per_epoch=60)
 STEPS = 60
 VARIANTS = {"eager": {"final_loss": 2.0}, "compiled": {"final_loss": 2.0}}
+
+
+@pytest.fixture(params=["as shipped", "marked"], autouse=True)
+def voice(request, monkeypatch):
+    """Words as shipped, or with marked formats that no hand-written f-string produces."""
+    if request.param == "marked":
+        seconds = words.seconds
+        monkeypatch.setattr(words, "SPEEDUP_FORMAT", "%.2f\u00d7")
+        monkeypatch.setattr(words, "speedup_range", lambda low, high: f"{low:.2f}\u2013{high:.2f}\u00d7")
+        monkeypatch.setattr(words, "seconds", lambda s, signed=False: seconds(s, signed).replace(" ", "\u2009"))
+    return request.param
 
 
 def jitter(centre: float, n: int, seed: int, spread: float = 0.002) -> list[float]:
@@ -174,7 +188,7 @@ def test_a_finished_race_says_each_number_the_same_way_on_every_surface(store, k
         assert said["plan"].break_even_step == typed.break_even_step
     if state == PROJECTED:
         step = words.step_at(typed.projected_position)
-        assert f"about step {step:,}" in said["reading"] and short == f"≈ step {step:,}"
+        assert f"about step {words.number(step)}" in said["reading"] and short == f"≈ step {words.number(step)}"
     if kind == "stopped on its interval":
         assert "widened for the stopping rule's 6 looks" in said["reading"]
         assert "widened for the stopping rule's 6 looks" in cards["Steady-state speedup"].help
