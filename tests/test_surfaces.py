@@ -6,12 +6,15 @@ Each test runs twice: with words as shipped, and with words' speedup, interval a
 formatters swapped for marked ones ('1.23×', '1.10–1.20×', '12.3\u2009ms'), so a surface that
 formats a number by hand (f"{x:.2f}x") says it differently from words and fails."""
 
+import contextlib
+import io
 import time
 
 import numpy as np
 import pytest
 from conftest import quick_spec
 
+from core.cli.main import main as cli
 from core.engine import analysis, intervals, planning, words
 from core.engine.reading import reading
 from core.engine.summary import NEVER, NO_COMPILE, NO_GAIN, PROJECTED, REACHED, Summary
@@ -115,6 +118,9 @@ def surfaces(store, run_id: int) -> dict:
     presented = feed_document(snap, present=True, expected=lambda: (None, False))
     sweep = SweepSpec(SPEC, (Axis("batch_size", (SPEC.batch_size,)),))
     frame = sweep_frame(sweep, [run])
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert cli(["runs"]) == 0  # the store the fixture named in COMPILE_LAB_STORE
+    runs_line = next(line for line in out.getvalue().splitlines() if line.split()[:1] == [str(run_id)])
     return {
         "cards": {c.label: c for c in result_cards(run.summary, total=STEPS)},
         "feed cards": {c["label"]: c for c in doc["cards"]},
@@ -124,6 +130,7 @@ def surfaces(store, run_id: int) -> dict:
         "reading": reading(run.summary),
         "table": summary_table({"summary": run.summary, "variants": VARIANTS}),
         "runs row": run_row(run),
+        "runs text": runs_line,
         "sweep row": points_table(frame)[0],
         "sweep line": point_line(next(frame.itertuples()), 1),
         "comparison": comparison_rows(comparison(store, [run_id]))[0],
@@ -152,6 +159,7 @@ def test_a_finished_race_says_each_number_the_same_way_on_every_surface(store, k
         assert "none: compile failed on this model" in table
         assert said["comparison"]["steady speedup"] == "none: compile failed"
         assert said["sweep row"]["steady speedup (95%)"] == ""
+        assert said["runs text"].split()[-2:] == [words.NONE, words.NONE]  # no speedup, no break-even
         return
     speedup, interval = words.speedup(typed.steady_state_speedup), words.speedup_range(*typed.speedup_ci95)
     compile_s = words.seconds(typed.compile_time_s)
@@ -165,6 +173,7 @@ def test_a_finished_race_says_each_number_the_same_way_on_every_surface(store, k
     assert said["sweep row"]["steady speedup (95%)"] == f"{speedup} ({interval})"
     assert said["sweep line"].startswith(f"point 1/1 batch size {SPEC.batch_size}: done, {speedup} ({interval}) ")
     assert said["comparison"]["steady speedup"] == speedup and said["comparison"]["95% interval"] == interval
+    assert f" {speedup}  " in said["runs text"]
     assert words.interval(typed) in cards["Steady-state speedup"].help
     # The compile time: the card's figure is the table's, the sweep's, the comparison's and the reading's.
     assert cards["Compile time"].value == compile_s
@@ -174,6 +183,7 @@ def test_a_finished_race_says_each_number_the_same_way_on_every_surface(store, k
     # The break-even: one state, its short words where space is short, its long words elsewhere.
     short, long = words.break_even(typed, short=True), words.break_even(typed)
     assert cards["Break-even"].value == short == said["runs row"]["break_even"] == said["sweep row"]["break-even"]
+    assert said["runs text"].endswith(f" {short}")
     assert f"break-even                    {long}\n" in table
     assert said["sweep line"].endswith(f"break-even {long}") and said["comparison"]["break-even"] == long
     assert long.capitalize() in cards["Break-even"].help or state == REACHED
