@@ -8,7 +8,7 @@ Torch-free, pure; importable by the engine, the CLI on a bare GPU box and the vi
     words.speedup_range(1.1, 1.2)         '1.10-1.20x'     a speedup's interval, its ends
     words.speedup_with_range(1.12, 1.05, 1.2)  '1.12x (1.05-1.20x)'  a table cell
     words.interval(summary)               '95% interval 1.10-1.20x' (+ the stopping rule's looks)
-    words.ratio(3.24)                     '3.2x'           a growth factor, not a speedup
+    words.ratio(3.24)                     '3.2x'           a growth factor, not a speedup (digits=0: '256x')
     words.seconds(0.01234)                '12.3 ms'        a measured time: 3 significant figures, µs/ms/s
     words.duration(150)                   '2.5 min'        a span in a sentence: s below 90 s, min below 90 min, h
     words.about(150)                      '~2.5 min'       the same, rough
@@ -66,9 +66,9 @@ def speedup_with_range(x: float, low: float, high: float) -> str:
     return f"{speedup(x)} ({speedup_range(low, high)})"
 
 
-def ratio(x: float) -> str:
-    """'3.2x': how many times larger (a time's growth, more data), not a speedup."""
-    return f"{x:.1f}x"
+def ratio(x: float, digits: int = 1) -> str:
+    """'3.2x' ('256x' digits=0): how many times larger (a time's growth, more data), not a speedup."""
+    return f"{x:,.{digits}f}x"
 
 
 def interval(summary: Summary | Mapping[str, Any]) -> str:

@@ -66,7 +66,7 @@ def published_figures(device_name: object, model: object) -> list[str]:
                 be = f"break-even at {x:.1f} epochs" if ref.break_even_observed else f"break-even about {x:.1f} epochs"
                 figures.append(
                     f"tutorial ResNet50 on {ref.gpu}, torch 2.0: {words.speedup(ref.steady_speedup)} steady, "
-                    f"first epoch +{ref.first_epoch_overhead_s:.0f} s, {be}"
+                    f"first epoch {words.seconds(ref.first_epoch_overhead_s, signed=True)}, {be}"
                 )
     release = reference.PYTORCH2_RELEASE
     if gpu_family(release["source"]) == family:

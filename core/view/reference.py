@@ -92,7 +92,7 @@ def reference_rows() -> list[dict[str, str]]:
             {
                 "source": f"tutorial ResNet50, {run.gpu}",
                 "steady speedup": words.speedup(run.steady_speedup),
-                "first-epoch overhead": f"+{run.first_epoch_overhead_s:.1f} s",
+                "first-epoch overhead": words.seconds(run.first_epoch_overhead_s, signed=True),
                 "break-even": when + ("" if run.break_even_observed else ", beyond its 5"),
             }
         )
