@@ -9,6 +9,7 @@ import os
 import streamlit as st
 
 from app_pages.common import draw_chart, store, vega_spec
+from core.engine import words
 from core.engine.summary import Summary
 from core.runs import run_files
 from core.runs.store import Run
@@ -212,7 +213,7 @@ def run_file_downloads(run: Run) -> None:
     columns = st.columns(4)
     for column, trace in zip(columns, traces):
         column.download_button(
-            f"{trace.label.capitalize()}, {why_per_step.size_text(trace.size_bytes)}",
+            f"{trace.label.capitalize()}, {words.bytes_(trace.size_bytes)}",
             data=lambda p=trace.path: _file_bytes(p),
             file_name=f"compile_lab_run_{run.id}_{os.path.basename(trace.path)}",
             mime="application/json",
@@ -221,7 +222,7 @@ def run_file_downloads(run: Run) -> None:
         )
     if trace_size:
         columns[2].download_button(
-            f"Compile trace (TORCH_TRACE), {why_per_step.size_text(trace_size)} before zipping",
+            f"Compile trace (TORCH_TRACE), {words.bytes_(trace_size)} before zipping",
             data=lambda: run_files.compile_trace_zip(path, run.id) or b"",
             file_name=f"compile_lab_run_{run.id}_compile_trace.zip",
             mime="application/zip",

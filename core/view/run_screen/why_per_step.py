@@ -156,14 +156,3 @@ def phase_table(*breakdowns: dict[str, Any]) -> list[tuple]:
 
 def _s(value: float | None) -> float | None:
     return None if value is None else round(float(value), 3)
-
-
-def size_text(size_bytes: int | None) -> str:
-    """'1.2 MB', '340 kB', '12 bytes'."""
-    if size_bytes is None:
-        return "none"
-    if size_bytes >= 1e6:
-        return f"{size_bytes / 1e6:.1f} MB"
-    if size_bytes >= 1e3:
-        return f"{size_bytes / 1e3:.0f} kB"
-    return f"{size_bytes} bytes"
