@@ -248,7 +248,7 @@ def demo_section(name: str, params: dict, key: str) -> dict | None:
         st.caption(
             f"Measured {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.finished_at or run.created_at))} "
             f"on {markdown_text(env.get('device_name', '?'))} with torch {markdown_text(env.get('torch', '?'))} "
-            f"(took {took:.0f} s). "
+            f"(took {words.duration(took)}). "
             "Stored: a revisit shows it at once."
         )
     label = "Measure again" if run is not None else "Measure on this device"
