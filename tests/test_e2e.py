@@ -281,7 +281,7 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     cards = page.eval_on_selector_all("[data-testid='stMetric']", "els => els.map(e => e.innerText)")
     text = "\n".join(cards)
     assert re.search(r"Steady-state speedup\s+\d+\.\d\dx", text), text
-    assert re.search(r"First-epoch overhead\s+[+-]?\d+(\.\d)? (s|ms)", text), text
+    assert re.search(r"First-epoch overhead\s+[+-]?[\d,]+(\.\d+)? (s|ms|µs)", text), text  # words.seconds: 3 figures
     assert re.search(r"Throughput \(compiled\)\s+[\d,.]+k? samples/s", text), text
     screenshot(page, "race-done.png")
     phone.goto(f"{app_url}/?run={run_id}")
