@@ -18,12 +18,13 @@ from app_pages.common import (
     visitor_address,
 )
 from app_pages.run_screen.show import run_file_downloads, show_run
+from core.engine import words
 from core.runs import queue
 from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
 from core.runs.store.records import unreadable_runs_text
 from core.view import overlay_charts
 from core.view.compare import column_headings, comparison_labels, run_name, shown_columns, table_row
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.safe_text import csv_text, markdown_text
 
 owner = visitor()
@@ -65,7 +66,7 @@ if not table.empty:
         column_order=shown_columns(shown.to_dict("records")),
         column_config={
             **{key: heading for key, heading in headings.items()},
-            "speedup": st.column_config.NumberColumn(headings["speedup"], format="%.2fx"),
+            "speedup": st.column_config.NumberColumn(headings["speedup"], format=words.SPEEDUP_FORMAT),
             "overhead_s": st.column_config.NumberColumn(headings["overhead_s"], format="%+.1f"),
             "compile_s": st.column_config.NumberColumn(headings["compile_s"], format="%.1f"),
             "break_even": st.column_config.NumberColumn(headings["break_even"], format="%d"),

@@ -14,7 +14,7 @@ import pytest
 
 from core.engine import analysis, intervals, planning, reading
 from core.engine.spec import RunSpec
-from core.engine.stopping import StopRule, race_alpha, race_steps, stored_alpha
+from core.engine.stopping import StopRule, race_alpha, stored_alpha
 from core.runs.bundle import export_bundle, import_bundle
 from core.runs.store import Store
 from core.view.report import summary_table
@@ -66,7 +66,7 @@ def running_race(store: Store, spec: RunSpec, eager, compiled) -> int:
 
 
 def test_the_live_interval_of_an_adaptive_race_is_the_one_its_stopping_rule_decides_on(store):
-    rule = StopRule(ADAPTIVE.target_interval, race_steps(ADAPTIVE), ADAPTIVE.schedule)
+    rule = StopRule(ADAPTIVE.target_interval, ADAPTIVE.total_steps, ADAPTIVE.schedule)
     assert stored_alpha(ADAPTIVE.to_dict()) == rule.alpha == race_alpha(ADAPTIVE)
     assert rule.alpha == pytest.approx(intervals.ALPHA / ADAPTIVE_LOOKS)
     eager, compiled = paired_race()
@@ -75,11 +75,11 @@ def test_the_live_interval_of_an_adaptive_race_is_the_one_its_stopping_rule_deci
     live = snap.summary()  # what the live feed draws from
     view = RunView(run_id)
     view.poll(store)
-    assert run_summary(store.get_run(run_id), view)["speedup_ci95"] == live["speedup_ci95"]  # the Streamlit path
-    w = live["warmup_steps"]
+    assert run_summary(store.get_run(run_id), view).speedup_ci95 == live.speedup_ci95  # the Streamlit path
+    w = live.warmup_steps
     ruled = analysis.steady_state_speedup(eager, compiled, warmup=w, paired=True, alpha=rule.alpha)
     plain = analysis.steady_state_speedup(eager, compiled, warmup=w, paired=True)
-    assert live["interval_paired"] and live["speedup_ci95"] == pytest.approx([ruled.ci_low, ruled.ci_high])
+    assert live.interval_paired and live.speedup_ci95 == pytest.approx((ruled.ci_low, ruled.ci_high))
     assert ruled.ci_low < plain.ci_low and plain.ci_high < ruled.ci_high  # wider than the plain 95%
     text = feed_document(snap, False, lambda: (None, False))["words"]["text"]
     looks = ADAPTIVE_LOOKS
@@ -95,8 +95,8 @@ def test_a_fixed_length_race_shows_the_plain_95_percent_interval_and_says_nothin
     eager, compiled = paired_race()
     snap = LiveBoard(store.path).snapshot(running_race(store, FIXED, eager, compiled))
     live = snap.summary()
-    plain = analysis.steady_state_speedup(eager, compiled, warmup=live["warmup_steps"], paired=True)
-    assert live["speedup_ci95"] == pytest.approx([plain.ci_low, plain.ci_high])
+    plain = analysis.steady_state_speedup(eager, compiled, warmup=live.warmup_steps, paired=True)
+    assert live.speedup_ci95 == pytest.approx((plain.ci_low, plain.ci_high))
     assert "widened" not in feed_document(snap, False, lambda: (None, False))["words"]["text"]
 
 
@@ -204,7 +204,7 @@ def test_an_imported_bundle_keeps_its_busy_machine_warning_said_again_from_its_l
     run = store.get_run(import_bundle(store, bundle, "bob"))
     assert run.imported == 1
     assert run.summary["noise_warnings"] == [BUSY]
-    assert f"Note: {BUSY}." in run.summary["reading"]
+    assert f"Note: {BUSY}." in reading.reading(run.summary)
     assert len(run.summary["machine_load"]) == 4
 
 
@@ -223,4 +223,4 @@ def test_an_imported_bundle_s_warning_words_are_not_trusted_and_bad_samples_are_
     assert run.summary["machine_load"] == [
         {"variant": "compiled", "epoch": 1, "load": 0.5, "cores": 2, "cpu_share": 1.0}
     ]
-    assert "example.com" not in run.summary["reading"] and "busy" not in run.summary["reading"]
+    assert "example.com" not in reading.reading(run.summary) and "busy" not in reading.reading(run.summary)

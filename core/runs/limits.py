@@ -129,9 +129,7 @@ class HostLimits:
             counted = "epochs x (steps per epoch + evaluation steps)" if eval_steps else "epochs x steps per epoch"
             p.append(
                 Problem(
-                    "eval_steps"
-                    if eval_steps and spec.epochs * spec.steps_per_epoch <= self.max_steps
-                    else "steps_per_epoch",
+                    "eval_steps" if eval_steps and spec.total_steps <= self.max_steps else "steps_per_epoch",
                     f"this host allows at most {self.max_steps} steps per variant ({counted} = {steps})",
                 )
             )
