@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from core.engine import words
 from core.engine.models.sources import SOURCES, describe_facts, parse_model_name
 from core.engine.models.workload import Workload, describe_inputs, parameter_count, stage
 from core.engine.spec import RunSpec
@@ -53,8 +54,11 @@ def model_size_problem(spec: RunSpec, max_parameters: int) -> str | None:
     except Exception:  # noqa: BLE001 - some models compute at init: not counted without building them
         return (
             f"model: {spec.model} cannot be counted before it is built, and this host allows at most "
-            f"{max_parameters:,} parameters"
+            f"{words.count(max_parameters, 'parameter')}"
         )
     if count > max_parameters:
-        return f"model: {spec.model} has {count:,} parameters; this host allows at most {max_parameters:,}"
+        return (
+            f"model: {spec.model} has {words.count(count, 'parameter')}; this host allows at most "
+            f"{words.number(max_parameters)}"
+        )
     return None
