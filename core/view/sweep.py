@@ -44,6 +44,7 @@ FRAME_COLUMNS = [
     "compiled_samples_per_s",
     "compile_skipped",
     "error",
+    "device_type",
 ]
 OBSERVED, EXTRAPOLATED = "within the run", "at the steady rates"
 
@@ -94,6 +95,7 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
                 "compiled_samples_per_s": _num(s.get("compiled_samples_per_s")) if measured else math.nan,
                 "compile_skipped": skipped,
                 "error": run.error,
+                "device_type": (run.environment or {}).get("device_type"),
             }
         )
     return pd.DataFrame(rows, columns=FRAME_COLUMNS)
@@ -174,7 +176,10 @@ def regime_readings(sweep: SweepSpec, frame: pd.DataFrame) -> list[str]:
         part = done[done["series"] == series]
         prefix = f"{series}: " if series_axis else ""
         reading = planning.regime(
-            part["x"].astype(int).tolist(), part["eager_step_s"].tolist(), part["verdict"].tolist()
+            part["x"].astype(int).tolist(),
+            part["eager_step_s"].tolist(),
+            part["verdict"].tolist(),
+            cuda=bool((part["device_type"] == "cuda").any()),  # no CUDA-graph advice for a CPU's points
         )
         if reading is not None:
             out.append(prefix + reading.text)

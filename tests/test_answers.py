@@ -1,0 +1,268 @@
+"""Answers, not just numbers: the cause a race's verdict has (core.engine.cause), its recompiles in
+the story (core.engine.recompiles) and what to try next on its device (core.engine.recommend)."""
+
+import json
+import os
+import re
+
+import pytest
+
+from core import PROJECT_ROOT
+from core.engine import cause as causes
+from core.engine.cause import Cause, race_cause
+from core.engine.recommend import advise, caps_of, cost_words, sweep_advice
+from core.engine.recompiles import avoid_words, recompile_words, recompiles_of
+from core.view.run_screen.why_per_step import anatomy_rows
+
+CPU_ENV = {"device_type": "cpu", "torch_threads": 1, "worker_cpus": [1], "cpu_count": 2}
+H100_ENV = {"device_type": "cuda", "device_name": "NVIDIA H100", "compute_capability": [9, 0], "triton": "3.8.0"}
+
+
+def part(host_ms, kernel_ms, kernels=150, operators=120, top=(), launches=0.0):
+    return {
+        "steps": 3,
+        "host_s_per_step": host_ms / 1e3,
+        "device_s_per_step": kernel_ms / 1e3,
+        "kernels_per_step": kernels,
+        "operators_per_step": operators,
+        "graph_launches_per_step": launches,
+        "kernel_counting": "CUDA kernels",
+        "top_kernels": [{"name": n, "calls_per_step": 1.0, "s_per_step": ms / 1e3} for n, ms in top],
+    }
+
+
+def summary(verdict, speedup, eager, compiled, ci=None, **extra):
+    return {
+        "verdict": verdict,
+        "steady_state_speedup": speedup,
+        "speedup_ci95": list(ci) if ci else None,
+        "compile_time_s": 9.0,
+        "profile": {"eager": eager, "compiled": compiled},
+        **extra,
+    }
+
+
+def recording(name):
+    with open(os.path.join(PROJECT_ROOT, "assets", "recordings", f"{name}.json")) as fh:
+        return json.load(fh)["run"]
+
+
+def numbers(text):
+    return [float(n) for n in re.findall(r"(\d+(?:\.\d+)?) ms", text)]
+
+
+# -- the cause ---------------------------------------------------------------------------------------
+
+
+def test_the_issues_example_names_the_host_time_as_the_cause_and_agrees_with_the_anatomy():
+    s = summary("slower", 0.91, part(72.8, 70.1), part(79.9, 70.2), ci=(0.88, 0.94))
+    found = race_cause(s, {"mode": "default"}, CPU_ENV)
+    assert found.kind == causes.OUTSIDE
+    assert found.sentence.startswith("Compiled is slower here because its host time per step is 7.1 ms longer")
+    assert "(79.9 ms vs 72.8 ms)" in found.sentence and "about the same time (70.2 ms vs 70.1 ms)" in found.sentence
+    assert "the work itself sets its pace" not in found.sentence
+    # Every figure it quotes is the anatomy table's, rounded as it says it.
+    table = {row["per step"]: row for row in anatomy_rows(s["profile"])}
+    shown = {
+        round(table[k][v], 1)
+        for k in ("host time per step (ms)", "kernel time per step (ms)")
+        for v in ("eager", "compiled")
+    }
+    quoted = set(numbers(found.sentence))
+    assert {72.8, 79.9, 70.1, 70.2} <= quoted and quoted - {7.1} <= shown
+
+
+def test_a_profile_that_contradicts_the_timed_verdict_names_no_cause():
+    # The issue's page: a 1.09x card beside a profile where compiled's host time is longer.
+    s = summary("faster", 1.09, part(72.8, 70.1), part(79.9, 70.2), ci=(1.04, 1.14))
+    found = race_cause(s, {}, CPU_ENV)
+    assert found.kind == causes.DISAGREES
+    assert "cannot say why" in found.sentence and "faster (1.09x)" in found.sentence
+    assert "because" not in found.sentence
+
+
+def test_faster_kernels_are_named_with_fusion_when_the_kernel_count_fell():
+    s = summary("faster", 1.30, part(72.1, 69.3, kernels=162), part(53.0, 50.5, kernels=150), ci=(1.2, 1.42))
+    found = race_cause(s, {}, CPU_ENV)
+    assert found.kind == causes.KERNELS and found.verdict == "faster"
+    assert "its kernels take 18.8 ms less (50.5 ms vs 69.3 ms)" in found.sentence
+    assert "fewer kernels (150 per step against eager's 162)" in found.sentence
+
+
+def test_no_clear_difference_with_library_kernels_says_little_is_left_to_fuse():
+    top = (("aten::mm", 3.7), ("aten::addmm", 2.3), ("graph_0_cpp_fused_add_0", 0.4))
+    s = summary("no clear difference", 0.97, part(10.2, 8.8), part(9.9, 8.3, top=top), ci=(0.89, 1.06))
+    found = race_cause(s, {}, CPU_ENV)
+    assert found.kind == causes.SAME
+    assert found.library_share == pytest.approx(6.0 / 8.3)
+    assert "at least 72% of compiled's kernel time is in library kernels (aten::mm, aten::addmm)" in found.sentence
+    assert "Measured with 1 thread on 1 of the machine's 2 cores." in found.sentence
+
+
+def test_both_parts_are_named_when_neither_carries_the_difference():
+    s = summary("faster", 1.25, part(20.0, 12.0), part(16.0, 10.0), ci=(1.2, 1.3))
+    found = race_cause(s, {}, CPU_ENV)
+    assert found.kind == causes.BOTH and "both parts of its step moved" in found.sentence
+
+
+def test_cuda_graphs_are_named_when_they_removed_the_time_outside_the_kernels():
+    s = summary("faster", 2.0, part(10.0, 4.0), part(5.0, 4.0, launches=1.0), ci=(1.9, 2.1))
+    found = race_cause(s, {"mode": "reduce-overhead"}, H100_ENV)
+    assert found.kind == causes.OUTSIDE and "CUDA graphs replay its kernels in 1 launch per step" in found.sentence
+    assert "thread" not in found.sentence  # threads are said on a CPU only
+
+
+def test_without_a_profile_the_cause_says_the_data_cannot_say():
+    s = summary("slower", 0.8, None, None, graph_breaks=2, graphs=3)
+    found = race_cause(s, {}, CPU_ENV)
+    assert found.kind == causes.UNKNOWN and "cannot say" in found.sentence
+    assert "split the model into 3 graphs at 2 graph breaks" in found.sentence
+
+
+def test_no_cause_without_a_verdict():
+    assert race_cause({"steady_state_speedup": None}) is None
+    assert race_cause(summary("faster", 1.2, part(1, 1), part(1, 1), compile_failed="boom")) is None
+
+
+def test_a_cause_round_trips_as_data():
+    s = summary("slower", 0.91, part(72.8, 70.1), part(79.9, 70.2))
+    found = race_cause(s, {}, CPU_ENV)
+    assert Cause.from_dict(json.loads(json.dumps(found.to_dict()))) == found
+
+
+@pytest.mark.parametrize("name", ["cpu-break-even-demo", "cpu-compile-never-pays-off", "cpu-recompiles-varying-shapes"])
+def test_every_shipped_recording_gets_a_cause_that_agrees_with_its_verdict(name):
+    run = recording(name)
+    found = race_cause(run["summary"], run["params"], run["environment"])
+    word = {"faster": "faster", "slower": "slower"}.get(run["summary"]["verdict"])
+    assert found.kind != causes.UNKNOWN
+    if found.kind not in (causes.DISAGREES, causes.SAME):
+        assert found.sentence.startswith(f"Compiled is {word} here because")
+
+
+# -- recompiles ------------------------------------------------------------------------------------------
+
+GUARD = "tensor 'x' size mismatch at index 0. expected 48, actual 24"
+
+
+def test_the_recompile_reading_names_the_whole_guard_its_cost_and_what_avoids_it():
+    run = recording("cpu-recompiles-varying-shapes")
+    words = recompile_words(run["summary"], run["params"])
+    assert GUARD in words  # whole, not cut
+    assert "at step 15 (about 6.8 s)" in words
+    assert "dynamic=True" in words and "mark_dynamic(x, 0)" in words and "pad" in words
+    assert "this race asked for dynamic=False" in words
+    found = recompiles_of(run["summary"])
+    assert [(r.step, r.guard) for r in found] == [(15, GUARD)]
+    assert found[0].cost_s == pytest.approx(6.809 - 0.01575, abs=0.01)
+
+
+def test_one_step_that_recompiles_two_graphs_is_priced_once():
+    s = {
+        "compiled_step_times_s": [5.0, 0.1, 2.1, 0.1],
+        "compiled_median_step_s": 0.1,
+        "compile_events": [
+            {"variant": "compiled", "phase": "train", "epoch": 1, "step": 3, "note": f"recompile: {GUARD}"},
+            {"variant": "compiled", "phase": "train", "epoch": 1, "step": 3, "note": "recompile: L['y'] == 2"},
+        ],
+    }
+    assert [r.cost_s for r in recompiles_of(s)] == [pytest.approx(2.0), 0.0]
+    words = recompile_words(s)
+    assert "2 times" in words and GUARD in words and "L['y'] == 2" in words
+
+
+def test_a_sequence_length_guard_suggests_buckets_and_its_own_dimension():
+    words = avoid_words("tensor 'x' size mismatch at index 1. expected 16, actual 12")
+    assert "mark_dynamic(x, 1)" in words and "buckets" in words
+
+
+def test_no_recompile_words_without_recompiles():
+    assert recompile_words(recording("cpu-break-even-demo")["summary"]) is None
+
+
+# -- what to try next ------------------------------------------------------------------------------------
+
+
+def test_a_cpu_is_never_told_to_try_cuda_graphs():
+    s = summary("slower", 0.7, part(10.0, 2.0), part(14.0, 2.0), ci=(0.65, 0.75))
+    advice = advise(s, {"model": "mlp", "batch_size": 64, "device": "cpu"}, CPU_ENV)
+    changes = [a.changes for a in advice.suggestions]
+    assert all(c.get("mode") not in ("reduce-overhead", "max-autotune") for c in changes)
+    assert {"batch_size": 256} in changes
+    assert "CUDA graphs" not in (advice.sentence() or "")
+
+
+def test_an_overhead_bound_gpu_race_is_told_to_try_cuda_graphs():
+    s = summary("no clear difference", 1.0, part(10.0, 2.0), part(10.1, 2.0), ci=(0.95, 1.05))
+    advice = advise(s, {"model": "mlp", "batch_size": 64, "device": "cuda"}, H100_ENV)
+    assert advice.suggestions[0].changes == {"mode": "reduce-overhead"}
+
+
+def test_a_compile_that_gains_nothing_says_so():
+    s = summary("no clear difference", 1.0, part(10.0, 9.0), part(10.0, 9.0), ci=(0.95, 1.05), compile_time_s=108.6)
+    words = cost_words(s, {"mode": "max-autotune-no-cudagraphs"})
+    assert words.startswith("Compile (mode max-autotune-no-cudagraphs) cost 1.8 min here and gains nothing")
+    advice = advise(s, {"model": "mlp", "mode": "max-autotune-no-cudagraphs", "device": "cpu"}, CPU_ENV)
+    assert advice.suggestions[0].changes == {"mode": "default"}
+
+
+def test_a_compile_far_dearer_than_what_faster_steps_saved_says_so():
+    s = {
+        "verdict": "faster",
+        "steady_state_speedup": 1.02,
+        "compile_time_s": 100.0,
+        "eager_median_step_s": 0.102,
+        "compiled_median_step_s": 0.1,
+        "compiled_step_times_s": [0.1] * 300,
+    }
+    assert "more than 10 times" in cost_words(s)
+    s["compile_time_s"] = 1.0
+    assert cost_words(s) is None
+
+
+def test_recompiles_on_a_new_size_suggest_dynamic_shapes_first():
+    run = recording("cpu-recompiles-varying-shapes")
+    advice = advise(run["summary"], run["params"], run["environment"])
+    assert advice.suggestions[0].changes == {"dynamic": True}
+
+
+def test_every_suggestion_runs_on_the_device_the_race_ran_on():
+    from core.engine.spec import RunSpec, validate
+
+    for name in ("cpu-break-even-demo", "cpu-compile-never-pays-off", "cpu-recompiles-varying-shapes"):
+        run = recording(name)
+        advice = advise(run["summary"], run["params"], run["environment"])
+        for s in advice.suggestions:
+            spec = RunSpec.from_dict({**run["params"], **s.changes})
+            assert validate(spec, caps_of(run["environment"])) == [], (name, s)
+
+
+def test_the_sweeps_advice_picks_the_surest_gain():
+    points = [
+        {"label": "batch size 64", "verdict": "faster", "speedup": 1.5, "ci_low": 1.01, "ci_high": 2.0},
+        {"label": "batch size 256", "verdict": "faster", "speedup": 1.3, "ci_low": 1.2, "ci_high": 1.4},
+        {"label": "batch size 1,024", "verdict": "no clear difference", "speedup": 1.1, "ci_low": 0.9, "ci_high": 1.3},
+    ]
+    assert "batch size 256" in sweep_advice(points)
+    assert sweep_advice(points[2:]) is None
+
+
+def test_a_cpu_sweeps_regime_reading_never_advises_cuda_graphs():
+    import dataclasses
+
+    from test_sweep_view import batch_sweep, fake_runs
+
+    from core.view.sweep import regime_readings, sweep_frame
+
+    sweep = batch_sweep()
+    runs = fake_runs(sweep, ["done"] * 4)
+    for r in runs:  # overhead-bound: the eager step barely grows with the batch
+        r.summary["eager_median_step_s"] = 0.010 + 1e-8 * r.params["batch_size"]
+
+    def words(device_type):
+        placed = [dataclasses.replace(r, environment={"device_type": device_type}) for r in runs]
+        return " ".join(regime_readings(sweep, sweep_frame(sweep, placed)))
+
+    cpu = words("cpu")
+    assert cpu.startswith("Overhead-bound") and "reduce-overhead" not in cpu and "need a CUDA GPU" in cpu
+    assert "reduce-overhead / CUDA graphs" in words("cuda")
