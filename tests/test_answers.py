@@ -266,3 +266,19 @@ def test_a_cpu_sweeps_regime_reading_never_advises_cuda_graphs():
     cpu = words("cpu")
     assert cpu.startswith("Overhead-bound") and "reduce-overhead" not in cpu and "need a CUDA GPU" in cpu
     assert "reduce-overhead / CUDA graphs" in words("cuda")
+
+
+def test_profiling_a_cpu_step_writes_nothing_to_the_terminal():
+    import subprocess
+    import sys
+
+    script = (
+        "import torch\n"
+        "from core.engine.profiling import profile_steps\n"
+        "x = torch.randn(8, 8)\n"
+        "profile_steps(lambda a, b: (a @ b).sum(), iter([(x, x)] * 2), torch.device('cpu'), 2)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "USDT" not in done.stderr and "gpuGetDeviceCount" not in done.stderr, done.stderr

@@ -208,7 +208,7 @@ def _word(verdict: str) -> str:
 
 
 def _cannot_say(verdict: str, why: str) -> str:
-    return f"Why compiled is {_word(verdict)} here this race cannot say: {why}."
+    return f"This race cannot say why compiled is {_word(verdict)} here: {why}."
 
 
 def _disagrees(verdict: str, speedup: float, he: float, hc: float) -> str:

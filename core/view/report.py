@@ -15,6 +15,7 @@ from core.engine import analysis
 from core.engine.interval_words import looks_note
 from core.engine.profile_reading import profile_reading
 from core.engine.reading import span_words
+from core.view.answers import finished_answers
 
 if TYPE_CHECKING:
     from core.runs.store import Run
@@ -221,6 +222,7 @@ def summary_table(result: dict[str, Any]) -> str:
         if len(events) > 20:
             lines.append(f"  ... and {len(events) - 20} more")
     lines += ["", s.get("reading", "")]
+    lines += finished_answers(s, result.get("spec"), result.get("environment")).lines()
     return "\n".join(lines)
 
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from core.engine.cause import race_cause
 from core.engine.profile_reading import profile_reading
+from core.engine.recompiles import recompile_words
 
 MAX_MARKS = 60  # compile marks drawn on the step chart; a run recompiling every step names the rest in words
 
@@ -106,6 +108,19 @@ def profile_words(profile: dict[str, Any] | None) -> str | None:
     figure that missed convolutions is not read for a bound), else the reading stored with it."""
     profile = profile or {}
     return profile_reading(profile.get("eager"), profile.get("compiled")) or profile.get("reading")
+
+
+def cause_words(
+    summary: dict[str, Any], params: dict[str, Any] | None, environment: dict[str, Any] | None
+) -> str | None:
+    """Why compiled is faster, slower or the same, from this anatomy and the verdict (core.engine.cause)."""
+    cause = race_cause(summary, params, environment)
+    return cause.sentence if cause else None
+
+
+def recompile_story(summary: dict[str, Any], params: dict[str, Any] | None) -> str | None:
+    """The recompiles with each failed guard in full, what they cost and what avoids them."""
+    return recompile_words(summary, params)
 
 
 def kernels_counted(profile: dict[str, Any] | None) -> str | None:

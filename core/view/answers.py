@@ -1,0 +1,85 @@
+"""A finished race's answers, for every surface that shows one (the Race page, a run reopened on the
+Runs page, the CLI's table): why compiled is faster, slower or the same here (core.engine.cause),
+its recompiles with the guard that failed and what avoids it (core.engine.recompiles), what to try
+next on its device with a link that fills the Race form with it (core.engine.recommend), and
+whether a warm race found a cache (core.engine.warm_cache). Plain text; the page escapes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from core.engine.cause import Cause, race_cause
+from core.engine.recommend import Advice, advise
+from core.engine.recompiles import recompile_words
+from core.engine.spec import RunSpec, SpecError
+from core.view.race_form import spec_to_query
+
+
+@dataclass(frozen=True)
+class NextRace:
+    """One suggestion as the page offers it: its label, the Race page link that fills the form with
+    it, and why."""
+
+    label: str
+    link: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What a finished race answers beyond its verdict, each None where it has nothing to say."""
+
+    cause: Cause | None
+    recompiles: str | None
+    advice: Advice | None
+    next_races: tuple[NextRace, ...]
+    warm_cache: str | None = None
+
+    @property
+    def cause_text(self) -> str | None:
+        return self.cause.sentence if self.cause else None
+
+    def lines(self) -> list[str]:
+        """Every answer as a line of text, for a terminal."""
+        out = []
+        if self.cause_text:
+            out.append(f"Why: {self.cause_text}")
+        if self.recompiles:
+            out.append(f"Recompiles: {self.recompiles}")
+        if self.warm_cache:
+            out.append(f"Cache: {self.warm_cache}")
+        if self.advice and self.advice.cost:
+            out.append(f"Cost: {self.advice.cost}")
+        for race in self.next_races:
+            out.append(f"Try next: {race.label}: {race.why} ({race.link})")
+        if self.advice and not self.next_races and not self.advice.cost:
+            out.append(f"Next: {self.advice.sentence()}")
+        return out
+
+
+def race_link(params: dict[str, Any], changes: dict[str, Any]) -> str | None:
+    """The Race page's link for this race with `changes` (the options table says what travels)."""
+    try:
+        spec = dataclasses.replace(RunSpec.from_dict(params), **changes)
+    except (SpecError, TypeError):
+        return None
+    return "/?" + urlencode(spec_to_query(spec))
+
+
+def finished_answers(
+    summary: dict[str, Any] | None, params: dict[str, Any] | None, environment: dict[str, Any] | None
+) -> Answers:
+    """The answers of one finished race from what it stored."""
+    summary, params, env = summary or {}, params or {}, environment or {}
+    cause = race_cause(summary, params, env)
+    advice = advise(summary, params, env, cause)
+    races = []
+    for suggestion in advice.suggestions if advice else ():
+        link = race_link(params, suggestion.changes)
+        if link:
+            races.append(NextRace(suggestion.label, link, suggestion.why))
+    return Answers(cause, recompile_words(summary, params), advice, tuple(races))
