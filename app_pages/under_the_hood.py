@@ -105,7 +105,8 @@ with caches_tab:
     st.markdown(
         "Compiling costs time once per process, unless a cache already holds the result. A **cold** compile (a "
         "fresh Inductor cache directory) is what a new user pays; a **warm** one reuses kernels the cold one "
-        "wrote. Both run here in fresh processes. Then the same function meets new input shapes: with "
+        "wrote; a **fresh machine** starts with an empty cache but loads the artifacts the cold one saved "
+        "(`torch.compiler.save_cache_artifacts`), as a host that ships its cache would. All run here in fresh processes. Then the same function meets new input shapes: with "
         "`dynamic=False` each shape recompiles; by default the second shape makes the size symbolic; "
         "`dynamic=True` compiles once for all."
     )
@@ -113,6 +114,7 @@ with caches_tab:
     if result:
         st.altair_chart(caches.caches_chart(result), width="stretch")
         st.caption(caches.caches_wall_vs_phases(result) or "")
+        st.markdown(caches.portable_words(result) or "")
         st.dataframe(caches.cache_phase_rows(result), hide_index=True, width="stretch")
         st.markdown("**Recompilation when shapes change**")
         st.dataframe(caches.recompile_rows(result), hide_index=True, width="stretch")

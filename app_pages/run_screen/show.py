@@ -87,7 +87,10 @@ def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -
 def show_answers(run: Run, view: LiveSnapshot, summary: dict) -> None:
     """Under the verdict: why (the cause), the recompiles, the cost, and what to try next with links
     that fill the Race form (core.view.answers)."""
-    found = view.derive("answers", lambda: answers.finished_answers(summary, run.params, run.environment))
+    found = view.derive(
+        "answers",
+        lambda: answers.finished_answers(summary, run.params, run.environment, (run.details or {}).get("compile")),
+    )
     with st.container(key=f"answers_{run.id}"):
         for head, text in (("Why", found.cause_text), ("Recompiles", found.recompiles), ("Cache", found.warm_cache)):
             if text:

@@ -16,6 +16,7 @@ from core.engine.cause import Cause, race_cause
 from core.engine.recommend import Advice, advise
 from core.engine.recompiles import recompile_words
 from core.engine.spec import RunSpec, SpecError
+from core.engine.warm_cache import cache_words
 from core.view.race_form import spec_to_query
 
 
@@ -71,9 +72,13 @@ def race_link(params: dict[str, Any], changes: dict[str, Any]) -> str | None:
 
 
 def finished_answers(
-    summary: dict[str, Any] | None, params: dict[str, Any] | None, environment: dict[str, Any] | None
+    summary: dict[str, Any] | None,
+    params: dict[str, Any] | None,
+    environment: dict[str, Any] | None,
+    compile_info: dict[str, Any] | None = None,
 ) -> Answers:
-    """The answers of one finished race from what it stored."""
+    """The answers of one finished race from what it stored (`compile_info`: torch's counters, the
+    run's details["compile"], for whether a warm cache was read)."""
     summary, params, env = summary or {}, params or {}, environment or {}
     cause = race_cause(summary, params, env)
     advice = advise(summary, params, env, cause)
@@ -82,4 +87,7 @@ def finished_answers(
         link = race_link(params, suggestion.changes)
         if link:
             races.append(NextRace(suggestion.label, link, suggestion.why))
-    return Answers(cause, recompile_words(summary, params), advice, tuple(races))
+    cache = cache_words(env, compile_info)
+    return Answers(
+        cause, recompile_words(summary, params), advice, tuple(races), cache[0].upper() + cache[1:] if cache else None
+    )

@@ -222,7 +222,7 @@ def summary_table(result: dict[str, Any]) -> str:
         if len(events) > 20:
             lines.append(f"  ... and {len(events) - 20} more")
     lines += ["", s.get("reading", "")]
-    lines += finished_answers(s, result.get("spec"), result.get("environment")).lines()
+    lines += finished_answers(s, result.get("spec"), result.get("environment"), compile_info).lines()
     return "\n".join(lines)
 
 
