@@ -245,7 +245,10 @@ if not present:  # presenter mode: one run in focus, no configuration
     with launch_area:
         spec = form_spec(st.session_state)
         kept = {k: st.query_params[k] for k in ("run", "replay", "speed", "present", "compare") if k in st.query_params}
-        st.query_params.from_dict({**spec_to_query(spec), **kept})  # the form's fields, and what is shown
+        # The form's fields and what is shown; a replay's link names only the replay, so it never
+        # reads as another model's configuration (the form's stay in the form).
+        form_fields = {} if "replay" in kept else spec_to_query(spec)
+        st.query_params.from_dict({**form_fields, **kept})
         not_here = unavailable_summary(first_blocked)
         if not_here:
             st.caption(not_here)

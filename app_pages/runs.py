@@ -8,7 +8,7 @@ import streamlit as st
 from app_pages.common import host_limits, plan_section, run_view, store, tick, visitor, visitor_address
 from app_pages.run_screen.show import run_file_downloads, show_run
 from core.runs import queue
-from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
+from core.runs.bundle import AlreadyImported, BundleError, export_bundle, import_bundle, read_bundle
 from core.view import overlay_charts
 from core.view.compare import column_headings, comparison_labels, run_name, shown_columns, table_row
 from core.view.queue import describe
@@ -97,5 +97,8 @@ if upload is not None and st.session_state.get("imported_name") != upload.name:
         new_id = import_bundle(store(), read_bundle(upload), owner, max_imports, visitor_address(limits))
         st.session_state.imported_name = upload.name
         st.success(f"Imported as {run_name(new_id)}.")
+    except AlreadyImported as exc:  # one bundle, one run: the visitor is sent to the run it already is
+        st.session_state.imported_name = upload.name
+        st.info(f"Already here as {run_name(exc.run_id)}: this bundle was imported before, so it was not imported again.")
     except BundleError as exc:
         st.error(f"Not imported: {markdown_text(exc)}")

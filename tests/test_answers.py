@@ -282,3 +282,38 @@ def test_profiling_a_cpu_step_writes_nothing_to_the_terminal():
     done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "USDT" not in done.stderr and "gpuGetDeviceCount" not in done.stderr, done.stderr
+
+
+def test_a_link_naming_only_a_model_gets_that_models_batch_size():
+    from core.engine.models.sources import default_batch_size
+    from core.view.race_form import default_spec, spec_from_query
+
+    spec, notes = spec_from_query({"model": "resnet18"}, default_spec(None))
+    assert spec.batch_size == default_batch_size("resnet18") == 64 and notes == []
+    spec, _ = spec_from_query({"model": "resnet18", "batch_size": "32"}, default_spec(None))
+    assert spec.batch_size == 32  # a link's own batch size wins
+
+
+def test_importing_one_bundle_twice_makes_one_run(tmp_path):
+    from core.runs.bundle import AlreadyImported, import_bundle, load_bundle_file
+    from core.runs.store import Store
+
+    store = Store(str(tmp_path / "s.sqlite3"))
+    path = os.path.join(PROJECT_ROOT, "assets", "recordings", "cpu-compile-never-pays-off.json")
+    first = import_bundle(store, load_bundle_file(path), "ann")
+    with pytest.raises(AlreadyImported, match=f"already imported as run {first}") as caught:
+        import_bundle(store, load_bundle_file(path), "ann")
+    assert caught.value.run_id == first and [r.id for r in store.list_runs()] == [first]
+    other = import_bundle(store, load_bundle_file(path), "bob")  # another visitor keeps a copy of their own
+    assert other != first
+
+
+def test_recordings_are_listed_by_what_they_show():
+    from core.view import replay
+
+    labels = {key: replay.load_recording(key).label for key in replay.shipped_recordings()}
+    assert labels["file:cpu-break-even-demo"].startswith("breaks even at step 523: small_cnn")
+    assert labels["file:cpu-compile-never-pays-off"].startswith("compile never pays off: mlp")
+    assert labels["file:cpu-recompiles-varying-shapes"].startswith(
+        "faster, but does not break even within the run, 1 recompile: small_cnn"
+    )

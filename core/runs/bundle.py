@@ -9,6 +9,7 @@ transaction or not at all.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import sqlite3
@@ -140,11 +141,43 @@ def import_bundle(
             + ": delete one on the Runs page first"
         )
     run_fields, events = validate_bundle(data)
+    mark = fingerprint(data)
+    earlier = _imported_before(store, owner, address, mark)
+    if earlier is not None:
+        raise AlreadyImported(earlier)
+    run_fields["details"] = {**(run_fields.get("details") or {}), FINGERPRINT: mark}
     run_fields.update(owner=owner, imported=1, device_key="imported", phase=run_fields["status"], client=address)
     try:
         return store.import_run(run_fields, events)
     except sqlite3.IntegrityError as exc:  # validation should have caught it; still a message, not a traceback
         raise BundleError(f"the store refused the bundle ({exc}); nothing was imported") from None
+
+
+FINGERPRINT = "bundle_fingerprint"  # in an imported run's details: which bundle it came from
+
+
+class AlreadyImported(BundleError):
+    """This visitor imported the same bundle before: it is not imported twice (two runs that are one)."""
+
+    def __init__(self, run_id: int):
+        self.run_id = run_id
+        super().__init__(f"this bundle was already imported as run {run_id}; it was not imported again")
+
+
+def fingerprint(data: dict[str, Any]) -> str:
+    """What identifies a bundle's run: its run and events, not when it was exported."""
+    canonical = json.dumps({"run": data.get("run"), "events": data.get("events")}, sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _imported_before(store: Store, owner: str, address: str | None, mark: str) -> int | None:
+    """The run this visitor already imported from the same bundle, if any."""
+    who, args = ("(owner = ? OR client = ?)", (owner, address)) if address else ("owner = ?", (owner,))
+    with store.transaction() as c:
+        rows = c.execute(
+            f"SELECT id FROM runs WHERE imported = 1 AND {who} AND details LIKE ? ORDER BY id", (*args, f"%{mark}%")
+        ).fetchall()
+    return int(rows[0][0]) if rows else None
 
 
 def _imports_kept(store: Store, owner: str, address: str | None) -> int:

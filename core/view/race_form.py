@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine.models.regions import region_description
-from core.engine.models.sources import model_name_problem, source_of
+from core.engine.models.sources import default_batch_size, model_name_problem, source_of
 from core.engine.models.zoo import MODELS
 from core.engine.options import OPTIONS, in_link, on_form
 from core.engine.race_estimates import RaceEstimate, estimate_race
@@ -250,6 +250,9 @@ def spec_from_query(
                 values[name] = raw
         except (KeyError, ValueError):
             notes.append(LinkNote(name, getattr(base, name), f"ignored {name}={raw!r} from the link"))
+    if "model" in values and "batch_size" not in query:  # the model's own batch, as the form's picker gives it
+        low, high, _ = number_range("batch_size", limits)
+        values["batch_size"] = min(max(default_batch_size(values["model"]), low), high)
     return dataclasses.replace(base, **values), notes
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
+from core.engine import analysis
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
 from core.runs.store import DamagedEvents, Run, Store, id_from_text
 from core.view.compare import run_name
@@ -53,8 +54,9 @@ class Recording:
         p, env = self.run.params or {}, self.run.environment or {}
         when = time.strftime("%Y-%m-%d", time.localtime(self.run.finished_at or self.run.created_at))
         device = env.get("device_name") or env.get("cpu_name") or "an unnamed device"
+        shows = shows_words(self.run.summary)
         return (
-            f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
+            (f"{shows}: " if shows else "") + f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
             f"{p.get('steps_per_epoch', '?')} steps: recorded on {device} ({env.get('device_type', '?')}) "
             f"{recorded_load(env)}, torch {env.get('torch', '?')}, {when}"
         )
@@ -171,12 +173,39 @@ def load_recording(key: str, store: Store | None = None, folder: str = RECORDING
     raise BundleError(f"not a recording: {key!r}")
 
 
+def shows_words(summary: dict[str, Any] | None) -> str | None:
+    """What a recorded race shows, first in its label (a recording is chosen for what it shows, not
+    for its settings): 'breaks even at step 523', 'compile never pays off', '1 recompile'."""
+    s = summary or {}
+    if s.get("compile_failed") or s.get("compile_skipped") or s.get("steady_state_speedup") is None:
+        return None
+    parts = []
+    if s.get("break_even_step"):
+        parts.append(f"breaks even at step {int(s['break_even_step']):,}")
+    elif s.get("verdict") in (analysis.SLOWER, analysis.NO_CLEAR_DIFFERENCE):
+        parts.append("compile never pays off")
+    else:
+        parts.append("faster, but does not break even within the run")
+    recompiles = sum(
+        1
+        for e in s.get("compile_events") or []
+        if isinstance(e, dict) and e.get("variant") == "compiled" and str(e.get("note") or "").startswith("recompile")
+    )
+    if recompiles:
+        parts.append(f"{recompiles} recompile{'s' if recompiles > 1 else ''}")
+    return ", ".join(parts)
+
+
 def stored_race_label(run: Run) -> str:
     """How the replay picker names a stored race: 'Run 3 here: mlp, batch 64', or 'Run 4
-    (imported): ...' for a bundle from another machine, which was not measured here."""
+    (imported): ...' for a bundle from another machine, which was not measured here; what it shows
+    after that where it finished with a verdict (shows_words)."""
     p = run.params or {}
     where = "(imported)" if run.imported else "here"
-    return f"{run_name(run.id).capitalize()} {where}: {p.get('model')}, batch {p.get('batch_size')}"
+    shows = shows_words(run.summary)
+    return f"{run_name(run.id).capitalize()} {where}: {p.get('model')}, batch {p.get('batch_size')}" + (
+        f" ({shows})" if shows else ""
+    )
 
 
 @dataclass
