@@ -324,10 +324,11 @@ def live(run_id: int) -> None:
     note = st.session_state.get("reuse_note")
     if note and note[0] == run.id:
         st.info(f"The queue is long, so this host shows the same race: {markdown_text(note[1])}.")
-    top, cancel_col = st.columns([5, 1])
+    # Beside a Cancel button while it runs; the whole width once finished (nothing to cancel).
+    top, cancel_col = (st.container(), None) if run.finished else st.columns([5, 1])
     text = snap.derive("progress_text", lambda: layout.progress_line(snap, markdown_text))
     top.progress(layout.progress_fraction(run), text=text)
-    if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
+    if cancel_col is not None and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
         queue.cancel(store(), run.id, me)
         st.rerun()
     show_run(run, snap, key="live", present=present)

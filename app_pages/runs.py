@@ -99,6 +99,8 @@ if upload is not None and st.session_state.get("imported_name") != upload.name:
         st.success(f"Imported as {run_name(new_id)}.")
     except AlreadyImported as exc:  # one bundle, one run: the visitor is sent to the run it already is
         st.session_state.imported_name = upload.name
-        st.info(f"Already here as {run_name(exc.run_id)}: this bundle was imported before, so it was not imported again.")
+        st.info(
+            f"Already here as {run_name(exc.run_id)}: this bundle was imported before, so it was not imported again."
+        )
     except BundleError as exc:
         st.error(f"Not imported: {markdown_text(exc)}")

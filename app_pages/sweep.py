@@ -50,7 +50,10 @@ def choose(field: str, label: str, column, fmt=str) -> None:
     )
     if st.session_state.get(f"sweep_{field}") not in options:
         st.session_state[f"sweep_{field}"] = options[0]
-    column.selectbox(label, options, key=f"sweep_{field}", format_func=fmt)
+    # A None choice (no target) reads as "no selection" to Streamlit: its words are the placeholder then,
+    # as on the Race form ("no: the steps asked for", not "Choose an option").
+    extra = {"placeholder": fmt(None)} if None in options else {}
+    column.selectbox(label, options, key=f"sweep_{field}", format_func=fmt, **extra)
 
 
 with st.expander("Configure a sweep", expanded=followed_sweep() is None):
@@ -141,11 +144,12 @@ def live(sweep_id: int) -> None:
     sweep, runs = found
     if polling and not sweeps.sweep_running(runs):
         st.rerun()  # stop polling: redraw once with every point final
-    top, cancel_col = st.columns([5, 1])
+    running = sweeps.sweep_running(runs)
+    top, cancel_col = st.columns([5, 1]) if running else (st.container(), None)  # the whole width once finished
     state = view.sweep_state(store(), runs, shown=markdown_text)
     top.progress(min(sweeps.sweep_progress(runs), 1.0), text=f"Sweep #{sweep_id}: {state}")
     me = visitor()
-    if sweeps.sweep_running(runs) and row.owner == me:
+    if cancel_col is not None and row.owner == me:
         if cancel_col.button("Cancel sweep", key=f"cancel_sweep_{sweep_id}"):
             try:
                 sweeps.cancel_sweep(store(), sweep_id, me)

@@ -317,3 +317,59 @@ def test_recordings_are_listed_by_what_they_show():
     assert labels["file:cpu-recompiles-varying-shapes"].startswith(
         "faster, but does not break even within the run, 1 recompile: small_cnn"
     )
+
+
+def test_throughput_is_not_coloured_beside_no_clear_difference():
+    from core.view.run_screen.cards import result_cards
+
+    base = {"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 1030.0, "steady_state_speedup": 1.03}
+    unclear = {c.label: c for c in result_cards({**base, "verdict": "no clear difference"})}["Throughput (compiled)"]
+    assert unclear.delta == "+3% vs eager" and unclear.delta_color == "off"
+    clear = {c.label: c for c in result_cards({**base, "verdict": "faster"})}["Throughput (compiled)"]
+    assert clear.delta_color == "normal"
+
+
+def test_a_race_with_few_steps_labels_its_step_axes_in_whole_steps():
+    import pandas as pd
+
+    from core.view import race_charts
+
+    steps = pd.DataFrame(
+        [{"run": "r", "variant": v, "phase": "train", "epoch": 1, "step": s, "time_s": 0.01, "loss": 1.0}
+         for v in ("eager", "compiled") for s in range(1, 4)]
+    )  # fmt: skip
+
+    def step_axes(node, out):
+        if isinstance(node, dict):
+            if node.get("field") == "step" and node.get("type") == "quantitative" and "title" in node:
+                out.append(node.get("axis"))
+            for value in node.values():
+                step_axes(value, out)
+        elif isinstance(node, list):
+            for value in node:
+                step_axes(value, out)
+        return out
+
+    for chart in (
+        race_charts.cumulative_chart(steps),
+        race_charts.step_time_chart(steps),
+        race_charts.loss_chart(steps),
+    ):
+        axes = step_axes(chart.to_dict(), [])
+        assert axes and all(a and a.get("format") == ",d" and a.get("tickMinStep") == 1 for a in axes), axes
+
+
+def test_a_bundles_profile_is_checked_and_kept_without_its_machines_trace_path(tmp_path):
+    from core.runs.bundle import BundleError, import_bundle, load_bundle_file
+    from core.runs.store import Store
+
+    store = Store(str(tmp_path / "s.sqlite3"))
+    path = os.path.join(PROJECT_ROOT, "assets", "recordings", "cpu-break-even-demo.json")
+    run_id = import_bundle(store, load_bundle_file(path), "ann")
+    profile = store.get_run(run_id).summary["profile"]
+    assert profile["compiled"]["host_s_per_step"] == pytest.approx(0.052957603666666665)
+    assert "trace" not in profile["compiled"] and "reading" not in profile
+    bad = load_bundle_file(path)
+    bad["run"]["summary"]["profile"]["eager"]["top_kernels"][0]["s_per_step"] = "fast"
+    with pytest.raises(BundleError, match=r"run\.summary\.profile\.eager\.top_kernels\[0\]\.s_per_step"):
+        import_bundle(store, bad, "bob")

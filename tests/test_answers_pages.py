@@ -12,3 +12,30 @@ def test_a_replay_link_carries_no_other_models_configuration(store, sleepers):  
     assert not at.exception, at.exception
     link = dict(at.query_params)
     assert link.get("replay") == "file:cpu-break-even-demo" and "model" not in link and "batch_size" not in link
+
+
+def recording(name):
+    import os
+
+    from core import PROJECT_ROOT
+
+    return load_bundle_file(os.path.join(PROJECT_ROOT, "assets", "recordings", f"{name}.json"))
+
+
+def page_text(at) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    return "\n".join(parts).replace("\\", "").replace("\u2060", "")
+
+
+def test_a_finished_race_says_why_its_recompiles_and_what_to_try_next_with_a_link(store, sleepers):  # noqa: F811
+    record_probe(store)
+    run_id = import_bundle(store, recording("cpu-recompiles-varying-shapes"), "someone")
+    at = app(run=run_id)
+    assert not at.exception, at.exception
+    text = page_text(at)
+    assert "**Why:** Compiled is faster here because its kernels take 9.0 ms less" in text
+    assert "**Recompiles:** Compiled recompiled once: at step 15 (about 6.8 s)" in text
+    assert "tensor 'x' size mismatch at index 0. expected 48, actual 24" in text  # whole, not cut
+    nxt = next(m.value for m in at.markdown if m.value.startswith("**Next:**"))
+    assert "[dynamic shapes](/?" in nxt and "dynamic=true" in nxt and "model=small_cnn" in nxt
+    assert "cuda" not in nxt.lower()  # a CPU race is never sent to CUDA graphs

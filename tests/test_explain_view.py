@@ -296,7 +296,10 @@ def test_a_phase_the_warm_compile_skipped_reads_as_a_word_not_none():
 
 
 def test_a_fresh_machine_with_the_shipped_cache_is_shown_beside_cold_and_warm_per_stage():
-    cold = {"forward": {"phases": {"Dynamo tracing": 0.8, "Inductor code generation": 4.0}, "total_s": 4.8}, "total_s": 4.8}
+    cold = {
+        "forward": {"phases": {"Dynamo tracing": 0.8, "Inductor code generation": 4.0}, "total_s": 4.8},
+        "total_s": 4.8,
+    }
     fresh = {"forward": {"phases": {"Dynamo tracing": 0.7}, "total_s": 0.7}, "total_s": 0.7}
     result = {
         "model": "mlp",
@@ -314,3 +317,19 @@ def test_a_fresh_machine_with_the_shipped_cache_is_shown_beside_cold_and_warm_pe
     assert "loads the 3.0 MiB of artifacts" in words and "pays 1.2 s: 0.05 s to load them and 1.2 s to compile" in words
     assert "against 5.0 s cold and 1.0 s warm" in words
     assert "not measured: no artifacts" in caches.portable_words({"portable": {"error": "no artifacts"}})
+
+
+def test_outlying_repeats_do_not_flatten_the_overhead_medians():
+    rows = [
+        {"batch": b, "eager_us": m, "eager_us_low": m - 1, "eager_us_high": m + 2, "compiled_us": m + 3,
+         "compiled_us_low": m + 2, "compiled_us_high": high, "samples": 15}
+        for b, m, high in ((64, 15.0, 19.0), (256, 22.0, 7181.0), (1024, 33.0, 40.0))
+    ]  # fmt: skip
+    spec = overhead.overhead_batch_chart({"batch_sweep": {"rows": rows}}).to_dict()
+    domains = [layer["encoding"]["y"]["scale"]["domain"] for layer in spec["layer"]]
+    assert all(d == [0, 36.0 * 3] for d in domains)  # three times the largest median, not 7,181 µs
+    title = spec["title"]["text"] if isinstance(spec["title"], dict) else spec["title"]
+    assert "the highest repeat reached 7,181 µs" in title[1]
+    rows[1]["compiled_us_high"] = 30.0  # nothing outlying: the axis is Altair's own
+    spec = overhead.overhead_batch_chart({"batch_sweep": {"rows": rows}}).to_dict()
+    assert "scale" not in spec["layer"][0]["encoding"]["y"]

@@ -205,10 +205,10 @@ def show_why(summary: dict, view: LiveSnapshot) -> None:
         )
         left, right = st.columns(2)
         for column, variant in ((left, "eager"), (right, "compiled")):
-            rows = why_per_step.top_kernel_rows(summary.get("profile"), variant)
-            if rows:
+            lines = why_per_step.top_kernel_lines(summary.get("profile"), variant)
+            if lines:  # as wrapped lines: Inductor's fused kernels' names run past any table cell
                 column.markdown(f"**Top kernels, {variant}**")
-                column.dataframe(rows, hide_index=True, width="stretch")
+                column.markdown("\n".join(f"- {markdown_text(line)}" for line in lines))
     left, right = st.columns(2)
     if events:
         recompiles = why_per_step.recompile_count(summary) or 0

@@ -23,6 +23,7 @@ from core.engine.intervals import RunToRun
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
 from core.engine.spec import RunSpec, SpecError, validate
 from core.engine.stopping import race_alpha, race_steps, stop_reading
+from core.runs.bundle_profile import profile_from_bundle
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 
 FORMAT = "compile-lab/run-bundle"
@@ -283,6 +284,8 @@ def summary_from_events(
     for key in ("graphs", "graph_breaks"):  # counted by torch in the bundle's run; they shape the reading
         value = (compile_info or {}).get(key)
         summary[key] = value if isinstance(value, int) and not isinstance(value, bool) else None
+    # Its per-step anatomy, checked: what the cause of its verdict is read from (core.engine.cause).
+    summary["profile"] = profile_from_bundle(claimed.get("profile"), BundleError)
     summary["reading"] = reading.plain_reading(summary)
     return summary
 

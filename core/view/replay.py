@@ -56,7 +56,8 @@ class Recording:
         device = env.get("device_name") or env.get("cpu_name") or "an unnamed device"
         shows = shows_words(self.run.summary)
         return (
-            (f"{shows}: " if shows else "") + f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
+            (f"{shows}: " if shows else "")
+            + f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
             f"{p.get('steps_per_epoch', '?')} steps: recorded on {device} ({env.get('device_type', '?')}) "
             f"{recorded_load(env)}, torch {env.get('torch', '?')}, {when}"
         )

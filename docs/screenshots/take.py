@@ -218,8 +218,8 @@ def other_pages(page, url: str, out: str, suffix: str, sweep: bool) -> None:
         shoot(page, out, f"sweep{suffix}.png")
     page.goto(f"{url}/under_the_hood")
     wait_until(lambda: page.get_by_role("tab").count() >= 5, timeout=60)
-    page.get_by_role("tab", name="Graph capture and graph breaks").click()
-    panel = page.get_by_role("tabpanel", name="Graph capture and graph breaks")
+    page.get_by_role("tab", name="Graphs and graph breaks").click()
+    panel = page.get_by_role("tabpanel", name="Graphs and graph breaks")
     measure = panel.get_by_role("button", name="Measure on this device")
     if measure.count():
         measure.click()

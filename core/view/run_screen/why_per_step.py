@@ -145,6 +145,21 @@ def top_kernel_rows(profile: dict[str, Any] | None, variant: str) -> list[dict[s
     ]
 
 
+def top_kernel_lines(profile: dict[str, Any] | None, variant: str) -> list[str]:
+    """The same kernels as lines that wrap whole: '17.133 ms per step, 1 call: graph_0_cpp_fused_...',
+    the name breakable after each underscore (a zero-width space), so no part of it or its time is cut."""
+    return [
+        f"{row['ms per step']:.3f} ms per step, {row['calls per step']:g} call{'s' if row['calls per step'] != 1 else ''}"
+        f": {wrappable(str(row['kernel']))}"
+        for row in top_kernel_rows(profile, variant)
+    ]
+
+
+def wrappable(name: str) -> str:
+    """A long identifier that a page may wrap after each underscore or dot (zero-width spaces)."""
+    return name.replace("_", "_\u200b").replace(".", ".\u200b").replace("::", "::\u200b")
+
+
 def phase_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The compile's phases, forward and backward apart, each part adding up to its total and the
     two totals to the whole (torch's own timers, compile_stats.compile_breakdown)."""
