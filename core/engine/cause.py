@@ -21,10 +21,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from core.engine import words
 from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
-from core.engine.profile_reading import _ms as ms_text
 from core.engine.profile_reading import counting_is_stale
 from core.engine.spec import CUDA_GRAPH_MODES
+from core.engine.summary import Summary
 
 # The kinds of cause, as data (the recommendation and the tests read these, not the words).
 KERNELS = "kernels"  # the kernels' own time carries the difference
@@ -95,19 +96,22 @@ class Cause:
 
 
 def race_cause(
-    summary: dict[str, Any], params: dict[str, Any] | None = None, environment: dict[str, Any] | None = None
+    summary: Summary | dict[str, Any] | None,
+    params: dict[str, Any] | None = None,
+    environment: dict[str, Any] | None = None,
 ) -> Cause | None:
     """The cause of a finished race's verdict, from its summary (profile, graphs, recompiles), its
     settings (the compile mode) and its environment (device, threads, cores); None where there is no
     verdict to explain (compile failed or did not happen, too few steps)."""
-    verdict, speedup = summary.get("verdict"), summary.get("steady_state_speedup")
-    if summary.get("compile_failed") or summary.get("compile_skipped") or speedup is None:
+    s = Summary.of(summary)
+    verdict, speedup = s.verdict, s.steady_state_speedup
+    if s.compile_failed or s.compile_skipped or speedup is None:
         return None
     if verdict not in (FASTER, NO_CLEAR_DIFFERENCE, SLOWER):
         return None
-    env = environment or summary.get("environment") or {}
-    facts = _facts(summary, params or {}, env)
-    profile = summary.get("profile") or {}
+    env = environment or {}
+    facts = _facts(s, params or {}, env)
+    profile = s.profile or {}
     eager, compiled = profile.get("eager") or {}, profile.get("compiled") or {}
     he, hc = _per_step(eager, "host_s_per_step"), _per_step(compiled, "host_s_per_step")
     if not he or not hc:
@@ -127,7 +131,7 @@ def race_cause(
         "library_share": library_share,
         "library_kernels": library,
     }
-    if not _profile_agrees(verdict, he / hc, summary.get("speedup_ci95")):
+    if not _profile_agrees(verdict, he / hc, s.speedup_ci95):
         return _cause(DISAGREES, verdict, _disagrees(verdict, speedup, he, hc), facts)
     if verdict == NO_CLEAR_DIFFERENCE:
         return _cause(SAME, verdict, _same_words(he, hc, ke, kc, library_share, library, facts), facts)
@@ -146,10 +150,10 @@ def _profile_agrees(verdict: str, ratio: float, interval: Any) -> bool:
     return verdict != NO_CLEAR_DIFFERENCE or abs(ratio - 1) <= SAME_SHARE
 
 
-def _facts(summary: dict[str, Any], params: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+def _facts(s: Summary, params: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     cores = env.get("worker_cpus")
-    recompiles = summary.get("recompiles")
-    events = summary.get("compile_events")
+    recompiles = s.recompiles
+    events = s.compile_events
     if events:  # counted from the compile events where the run has them (as the cards count)
         recompiles = sum(
             1 for e in events if e.get("variant") == "compiled" and str(e.get("note") or "").startswith("recompile")
@@ -158,8 +162,8 @@ def _facts(summary: dict[str, Any], params: dict[str, Any], env: dict[str, Any])
         "threads": _int(env.get("torch_threads")),
         "cores": len(cores) if isinstance(cores, list) and cores else None,
         "machine_cores": _int(env.get("cpu_count")),
-        "graphs": _int(summary.get("graphs")),
-        "graph_breaks": _int(summary.get("graph_breaks")),
+        "graphs": _int(s.graphs),
+        "graph_breaks": _int(s.graph_breaks),
         "recompiles": _int(recompiles),
         "mode": params.get("mode") if isinstance(params.get("mode"), str) else None,
         "device_type": env.get("device_type") if isinstance(env.get("device_type"), str) else None,
@@ -212,15 +216,15 @@ def _cannot_say(verdict: str, why: str) -> str:
 
 
 def _disagrees(verdict: str, speedup: float, he: float, hc: float) -> str:
-    timed = f"{_word(verdict)} ({speedup:.2f}x)" if verdict != NO_CLEAR_DIFFERENCE else "no clear difference"
+    timed = f"{_word(verdict)} ({words.speedup(speedup)})" if verdict != NO_CLEAR_DIFFERENCE else "no clear difference"
     profiled = (
         "about the same"
         if abs(hc - he) <= SAME_SHARE * he
-        else ("shorter" if hc < he else "longer") + f" by {ms_text(abs(hc - he))}"
+        else ("shorter" if hc < he else "longer") + f" by {words.seconds(abs(hc - he))}"
     )
     return (
         f"The timed steps say {timed}, but compiled's profiled steps are {profiled} "
-        f"({ms_text(hc)} against eager's {ms_text(he)} per step): the few profiled steps do not show what the timed "
+        f"({words.seconds(hc)} against eager's {words.seconds(he)} per step): the few profiled steps do not show what the timed "
         "ones do, so this race cannot say why."
     )
 
@@ -234,16 +238,15 @@ def _library_words(share: float | None, names: tuple[str, ...]) -> str:
         return ""
     shown = ", ".join(names[:2])
     return (
-        f"; at least {share:.0%} of compiled's kernel time is in library kernels ({shown}) that compile calls just "
+        f"; at least {words.percent(share)} of compiled's kernel time is in library kernels ({shown}) that compile calls just "
         "as eager does, so little is left for fusion to speed up"
     )
 
 
 def _same_words(he: float, hc: float, ke: float, kc: float, share, library, facts) -> str:
-    kernels = "about the same time" if _same(ke, kc, he) else ("less" if kc < ke else "more")
     return (
-        f"Compile gains nothing measurable here because its step takes about as long as eager's ({ms_text(hc)} vs "
-        f"{ms_text(he)} per step) and its kernels take {kernels} ({ms_text(kc)} vs {ms_text(ke)})"
+        f"Compile gains nothing measurable here because its step takes about as long as eager's ({words.seconds(hc)} vs "
+        f"{words.seconds(he)} per step) and its kernels {_kernel_words(ke, kc, he)}"
         + _library_words(share, library)
         + "."
     )
@@ -264,26 +267,26 @@ def _moved_words(kind: str, verdict: str, eager: dict[str, Any], compiled: dict[
     if kind == OUTSIDE:
         host = _change(he, hc, "shorter", "longer")
         return (
-            f"{head} its host time per step is {host} ({ms_text(hc)} vs {ms_text(he)}) while its kernels {kernels}"
+            f"{head} its host time per step is {host} ({words.seconds(hc)} vs {words.seconds(he)}) while its kernels {kernels}"
             + _outside_cause(verdict, eager, compiled, facts)
             + "."
         )
     return (
         f"{head} both parts of its step moved: its kernels {kernels} and the time outside them is "
-        f"{_change(oe, oc, 'shorter', 'longer')} ({ms_text(oc)} vs {ms_text(oe)})"
+        f"{_change(oe, oc, 'shorter', 'longer')} ({words.seconds(oc)} vs {words.seconds(oe)})"
         + _outside_cause(verdict, eager, compiled, facts)
         + "."
     )
 
 
 def _change(before: float, after: float, less: str, more: str) -> str:
-    return f"{ms_text(abs(after - before))} {less if after < before else more}"
+    return f"{words.seconds(abs(after - before))} {less if after < before else more}"
 
 
 def _kernel_words(ke: float, kc: float, step: float) -> str:
     if _same(ke, kc, step):
-        return f"take about the same time ({ms_text(kc)} vs {ms_text(ke)})"
-    return f"take {_change(ke, kc, 'less', 'more')} ({ms_text(kc)} vs {ms_text(ke)})"
+        return f"take about the same time ({words.seconds(kc)} vs {words.seconds(ke)})"
+    return f"take {_change(ke, kc, 'less', 'more')} ({words.seconds(kc)} vs {words.seconds(ke)})"
 
 
 def _fusion_words(eager: dict[str, Any], compiled: dict[str, Any]) -> str:
@@ -320,7 +323,8 @@ def _structure_words(facts: dict[str, Any]) -> str:
         )
     recompiles = facts.get("recompiles")
     if recompiles:
-        out += f" It recompiled {recompiles} time{'s' if recompiles > 1 else ''} (see the recompiles)."
+        times = "once" if recompiles == 1 else f"{words.number(recompiles)} times"
+        out += f" It recompiled {times} (see the recompiles)."
     return out
 
 

@@ -16,13 +16,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.engine import words
 from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 from core.engine.cause import BOTH, LIBRARY_BOUND, OUTSIDE, SAME, Cause, race_cause
 from core.engine.models.regions import REGIONAL_BLOCKS
 from core.engine.options import MAX_BATCH_SIZE
-from core.engine.planning import fmt_duration
 from core.engine.recompiles import SIZE_GUARD, recompiles_of
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, validate
+from core.engine.summary import Summary
 
 MAX_SUGGESTIONS = 3
 # A compile this many times what it saved over the race's own steps "costs far more than it saves".
@@ -69,11 +70,6 @@ class Advice:
         return {"cost": self.cost, "suggestions": [s.to_dict() for s in self.suggestions]}
 
 
-def _seconds(seconds: float) -> str:
-    """A duration as the reading says a compile ('4.3 s'), in minutes or hours past 90 s."""
-    return f"{seconds:.1f} s" if seconds < 90 else fmt_duration(seconds)
-
-
 def caps_of(environment: dict[str, Any] | None) -> DeviceCaps:
     """What the device a race ran on can do, from the environment it recorded (an imported race's
     device too, which is not this machine's)."""
@@ -100,16 +96,17 @@ def advise(
     cause: Cause | None = None,
 ) -> Advice | None:
     """What to do after this race on its device; None where there is no verdict to act on."""
-    if summary.get("compile_failed") or summary.get("compile_skipped") or summary.get("steady_state_speedup") is None:
+    s = Summary.of(summary)
+    if s.compile_failed or s.compile_skipped or s.steady_state_speedup is None:
         return None
     env = environment or {}
-    cause = cause or race_cause(summary, params, env)
+    cause = cause or race_cause(s, params, env)
     try:
         spec = RunSpec.from_dict(params)
     except (SpecError, TypeError):
-        return Advice(cost_words(summary, params), ())
+        return Advice(cost_words(s, params), ())
     caps = caps_of(env)
-    candidates = _candidates(summary, spec, env, cause)
+    candidates = _candidates(s, spec, env, cause)
     offered: list[Suggestion] = []
     for suggestion in candidates:
         if suggestion.changes and not _runs_here(spec, suggestion.changes, caps):
@@ -117,7 +114,7 @@ def advise(
         if any(s.changes == suggestion.changes for s in offered):
             continue
         offered.append(suggestion)
-    return Advice(cost_words(summary, params), tuple(offered[:MAX_SUGGESTIONS]))
+    return Advice(cost_words(s, params), tuple(offered[:MAX_SUGGESTIONS]))
 
 
 def _runs_here(spec: RunSpec, changes: dict[str, Any], caps: DeviceCaps) -> bool:
@@ -131,45 +128,46 @@ def _runs_here(spec: RunSpec, changes: dict[str, Any], caps: DeviceCaps) -> bool
     return not validate(candidate, caps)
 
 
-def cost_words(summary: dict[str, Any], params: dict[str, Any] | None = None) -> str | None:
+def cost_words(summary: Summary | dict[str, Any] | None, params: dict[str, Any] | None = None) -> str | None:
     """A compile that costs far more than it saves, said as such: no clear gain at all, or under a
     tenth of its compile time won back over the race's own steps. None otherwise."""
-    compile_s, verdict = summary.get("compile_time_s"), summary.get("verdict")
+    s = Summary.of(summary)
+    compile_s, verdict = s.compile_time_s, s.verdict
     if not isinstance(compile_s, int | float) or compile_s <= 0:
         return None
-    cost = _seconds(compile_s)
+    cost = words.seconds(compile_s)
     mode = (params or {}).get("mode")
     named = f" (mode {mode})" if mode and mode != "default" else ""
     if verdict in (SLOWER, NO_CLEAR_DIFFERENCE):
         gain = "makes steps slower" if verdict == SLOWER else "gains nothing measurable per step"
         return f"Compile{named} cost {cost} here and {gain}: it does not pay for itself at any run length."
-    eager, compiled = summary.get("eager_median_step_s"), summary.get("compiled_median_step_s")
-    steps = len(summary.get("compiled_step_times_s") or [])
-    if verdict != FASTER or not eager or not compiled or not steps or summary.get("break_even_step"):
+    eager, compiled = s.eager_median_step_s, s.compiled_median_step_s
+    steps = len(s.compiled_step_times_s or [])
+    if verdict != FASTER or not eager or not compiled or not steps or s.break_even_step:
         return None
     saved = (float(eager) - float(compiled)) * steps
     if saved <= 0 or compile_s < FAR_MORE * saved:
         return None
     return (
-        f"Compile{named} cost {cost}, more than {FAR_MORE} times the {_seconds(saved)} its faster steps saved "
+        f"Compile{named} cost {cost}, more than {FAR_MORE} times the {words.seconds(saved)} its faster steps saved "
         f"over this race's {steps:,} steps: it pays only over a much longer run."
     )
 
 
-def _candidates(summary: dict[str, Any], spec: RunSpec, env: dict[str, Any], cause: Cause | None) -> list[Suggestion]:
+def _candidates(s: Summary, spec: RunSpec, env: dict[str, Any], cause: Cause | None) -> list[Suggestion]:
     """Every suggestion that fits what was measured, best first (validated afterwards)."""
     out: list[Suggestion] = []
-    verdict = summary.get("verdict")
+    verdict = s.verdict
     gained = verdict == FASTER
-    compile_s = float(summary.get("compile_time_s") or 0.0)
+    compile_s = float(s.compile_time_s or 0.0)
     cuda = env.get("device_type") == "cuda"
-    out += _recompile_suggestions(summary, spec)
+    out += _recompile_suggestions(s, spec)
     if spec.mode in ("max-autotune", "max-autotune-no-cudagraphs") and not gained:
         out.append(
             Suggestion(
                 {"mode": "default"},
                 "mode default",
-                f"{spec.mode} spent {_seconds(compile_s)} compiling and bought no clear gain per step; the "
+                f"{spec.mode} spent {words.seconds(compile_s)} compiling and bought no clear gain per step; the "
                 "default mode compiles much faster.",
             )
         )
@@ -202,7 +200,7 @@ def _candidates(summary: dict[str, Any], spec: RunSpec, env: dict[str, Any], cau
             Suggestion(
                 {"compile_scope": "regional"},
                 "compile scope regional",
-                f"The compile took {_seconds(compile_s)}; regional compile compiles the repeated "
+                f"The compile took {words.seconds(compile_s)}; regional compile compiles the repeated "
                 f"{REGIONAL_BLOCKS[spec.model][1]} once and reuses it, a much shorter compile for a similar step.",
             )
         )
@@ -211,26 +209,26 @@ def _candidates(summary: dict[str, Any], spec: RunSpec, env: dict[str, Any], cau
             Suggestion(
                 {"cache": "warm"},
                 "a warm Inductor cache",
-                f"This race paid a cold compile ({_seconds(compile_s)}); the same race with a warm cache reuses "
+                f"This race paid a cold compile ({words.seconds(compile_s)}); the same race with a warm cache reuses "
                 "the kernels cold races here compiled, as a second run of your training would.",
             )
         )
     return out
 
 
-def _recompile_suggestions(summary: dict[str, Any], spec: RunSpec) -> list[Suggestion]:
-    found = recompiles_of(summary)
+def _recompile_suggestions(s: Summary, spec: RunSpec) -> list[Suggestion]:
+    found = recompiles_of(s)
     if not found:
         return []
     shapes = [r for r in found if SIZE_GUARD.search(r.guard)]
     if shapes and spec.dynamic is not True:
         cost = sum(r.cost_s or 0.0 for r in shapes)
-        paid = f", costing about {_seconds(cost)}" if cost else ""
+        paid = f", costing about {words.seconds(cost)}" if cost else ""
         return [
             Suggestion(
                 {"dynamic": True},
                 "dynamic shapes",
-                f"{len(shapes)} recompile(s) came from a new input size{paid}; with dynamic=True one graph serves "
+                f"{words.count(len(shapes), 'recompile')} came from a new input size{paid}; with dynamic=True one graph serves "
                 "every size (padding batches to one size avoids them too).",
             )
         ]
@@ -241,7 +239,7 @@ def _bigger_batch(spec: RunSpec, why: str) -> list[Suggestion]:
     size = min(spec.batch_size * BATCH_STEP, MAX_BATCH_SIZE)
     if size <= spec.batch_size:
         return []
-    return [Suggestion({"batch_size": size}, f"batch size {size:,}", f"A bigger batch: {why}.")]
+    return [Suggestion({"batch_size": size}, f"batch size {words.number(size)}", f"A bigger batch: {why}.")]
 
 
 def _library_suggestions(spec: RunSpec, cuda: bool, env: dict[str, Any]) -> list[Suggestion]:
@@ -279,6 +277,7 @@ def sweep_advice(points: list[dict[str, Any]]) -> str | None:
         return None
     best = max(faster, key=lambda p: p["ci_low"])  # the surest gain, not the luckiest median
     return (
-        f"The surest gain measured here is at {best['label']}: {best['speedup']:.2f}x "
-        f"({best['ci_low']:.2f}-{best['ci_high']:.2f}x, the highest low end of the 95% intervals)."
+        f"The surest gain measured here is at {best['label']}: "
+        f"{words.speedup_with_range(best['speedup'], best['ci_low'], best['ci_high'])}, the highest low end of the "
+        "95% intervals."
     )

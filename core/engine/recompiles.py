@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
+from core.engine import words
+from core.engine.summary import Summary
+
 RECOMPILE = "recompile"
 SIZE_GUARD = re.compile(r"size mismatch at index (\d+)")
 # How many different guards a reading names before it counts the rest.
@@ -44,15 +47,16 @@ def guard_of(note: str) -> str:
     return text[1:].strip() if text.startswith(":") else ""
 
 
-def recompiles_of(summary: dict[str, Any]) -> list[Recompile]:
+def recompiles_of(summary: Summary | dict[str, Any] | None) -> list[Recompile]:
     """The compiled variant's recompiles, in order, each priced from the step that paid for it."""
+    s = Summary.of(summary)
     events = [
         e
-        for e in summary.get("compile_events") or []
+        for e in s.compile_events or []
         if isinstance(e, dict) and e.get("variant") == "compiled" and str(e.get("note") or "").startswith(RECOMPILE)
     ]
-    times = [float(t) for t in summary.get("compiled_step_times_s") or [] if isinstance(t, int | float)]
-    steady = summary.get("compiled_median_step_s")
+    times = [float(t) for t in s.compiled_step_times_s or [] if isinstance(t, int | float)]
+    steady = s.compiled_median_step_s
     steady = float(steady) if isinstance(steady, int | float) else (median(times) if times else None)
     out, priced = [], set()
     for e in events:
@@ -100,7 +104,7 @@ def avoid_words(guard: str, params: dict[str, Any] | None = None) -> str:
     )
 
 
-def recompile_words(summary: dict[str, Any], params: dict[str, Any] | None = None) -> str | None:
+def recompile_words(summary: Summary | dict[str, Any] | None, params: dict[str, Any] | None = None) -> str | None:
     """The recompiles in words for the reading: how many and what they cost, each different guard
     in full with the steps it failed at, and what would avoid it; None for a race without any."""
     found = recompiles_of(summary)
@@ -127,16 +131,12 @@ def _cost(group: list[Recompile], in_all: bool) -> str:
     costs = [r.cost_s for r in group if r.cost_s is not None]
     if not costs:
         return ""
-    return f" (about {_s(sum(costs))}{' in all' if in_all and len(group) > 1 else ''})"
+    return f" (about {words.seconds(sum(costs))}{' in all' if in_all and len(group) > 1 else ''})"
 
 
 def _where(group: list[Recompile]) -> str:
     steps = [r.step for r in group if r.step is not None]
     if not steps:
         return f"{len(group)} time{'s' if len(group) > 1 else ''}"
-    shown = ", ".join(f"{s:,}" for s in steps[:4]) + (f" and {len(steps) - 4} more" if len(steps) > 4 else "")
+    shown = ", ".join(words.number(s) for s in steps[:4]) + (f" and {len(steps) - 4} more" if len(steps) > 4 else "")
     return f"at step{'s' if len(steps) > 1 else ''} {shown}"
-
-
-def _s(seconds: float) -> str:
-    return f"{seconds:.1f} s" if seconds >= 0.1 else f"{seconds * 1e3:.0f} ms"

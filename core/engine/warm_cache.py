@@ -17,6 +17,7 @@ import tempfile
 import time
 from typing import Any
 
+from core.engine import words
 from core.engine.spec import data_home
 
 WARM_FOLDER = "inductor-cache"
@@ -84,7 +85,7 @@ def keep_for_warm(cold: str, warm: str, entry: dict[str, Any]) -> dict[str, Any]
     if not files:
         return {"kept": False, "why": "nothing was compiled"}
     if size > MAX_KEPT_BYTES:
-        return {"kept": False, "why": f"its cache ({size / 2**20:,.0f} MiB) is larger than the warm folder keeps"}
+        return {"kept": False, "why": f"its cache ({words.bytes_(size)}) is larger than the warm folder keeps"}
     copied = 0
     try:
         for source in files:
@@ -134,8 +135,8 @@ def cache_words(environment: dict[str, Any] | None, compile_info: dict[str, Any]
                 "compile was cold. It is filled now: the same race again compiles warm."
             )
         who = races_named(state.get("filled_by") or [])
-        size = f"{(state.get('bytes') or 0) / 2**20:,.1f} MiB"
-        head = f"warm: it found {state['files']:,} files ({size}) that {who} compiled"
+        size = words.bytes_(state.get("bytes") or 0)
+        head = f"warm: it found {words.count(state['files'], 'file')} ({size}) that {who} compiled"
         if isinstance(hits, int) and isinstance(misses, int) and hits + misses > 0:
             if hits == 0:
                 return head + ", but none of its graphs were among them (other settings), so its compile was cold."

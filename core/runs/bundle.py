@@ -286,7 +286,7 @@ def summary_from_events(
         summary[key] = value if isinstance(value, int) and not isinstance(value, bool) else None
     # Its per-step anatomy, checked: what the cause of its verdict is read from (core.engine.cause).
     summary["profile"] = profile_from_bundle(claimed.get("profile"), BundleError)
-    summary["reading"] = reading.plain_reading(summary)
+    summary["reading"] = reading.reading(summary)
     return summary
 
 

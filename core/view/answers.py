@@ -16,6 +16,7 @@ from core.engine.cause import Cause, race_cause
 from core.engine.recommend import Advice, advise
 from core.engine.recompiles import recompile_words
 from core.engine.spec import RunSpec, SpecError
+from core.engine.summary import Summary
 from core.engine.warm_cache import cache_words
 from core.view.race_form import spec_to_query
 
@@ -72,14 +73,14 @@ def race_link(params: dict[str, Any], changes: dict[str, Any]) -> str | None:
 
 
 def finished_answers(
-    summary: dict[str, Any] | None,
+    summary: Summary | dict[str, Any] | None,
     params: dict[str, Any] | None,
     environment: dict[str, Any] | None,
     compile_info: dict[str, Any] | None = None,
 ) -> Answers:
     """The answers of one finished race from what it stored (`compile_info`: torch's counters, the
     run's details["compile"], for whether a warm cache was read)."""
-    summary, params, env = summary or {}, params or {}, environment or {}
+    summary, params, env = Summary.of(summary), params or {}, environment or {}
     cause = race_cause(summary, params, env)
     advice = advise(summary, params, env, cause)
     races = []

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
-from core.engine import analysis
+from core.engine import words
+from core.engine.recompiles import recompiles_of
+from core.engine.summary import NO_CLEAR_DIFFERENCE, SLOWER, Summary
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
 from core.runs.store import DamagedEvents, Run, Store, id_from_text
 from core.view.compare import run_name
@@ -174,26 +176,22 @@ def load_recording(key: str, store: Store | None = None, folder: str = RECORDING
     raise BundleError(f"not a recording: {key!r}")
 
 
-def shows_words(summary: dict[str, Any] | None) -> str | None:
+def shows_words(summary: Summary | dict[str, Any] | None) -> str | None:
     """What a recorded race shows, first in its label (a recording is chosen for what it shows, not
     for its settings): 'breaks even at step 523', 'compile never pays off', '1 recompile'."""
-    s = summary or {}
-    if s.get("compile_failed") or s.get("compile_skipped") or s.get("steady_state_speedup") is None:
+    s = Summary.of(summary)
+    if not s.compiled or s.steady_state_speedup is None:
         return None
     parts = []
-    if s.get("break_even_step"):
-        parts.append(f"breaks even at step {int(s['break_even_step']):,}")
-    elif s.get("verdict") in (analysis.SLOWER, analysis.NO_CLEAR_DIFFERENCE):
+    if s.break_even_step:
+        parts.append(f"breaks even at step {words.number(s.break_even_step)}")
+    elif s.verdict in (SLOWER, NO_CLEAR_DIFFERENCE):
         parts.append("compile never pays off")
     else:
         parts.append("faster, but does not break even within the run")
-    recompiles = sum(
-        1
-        for e in s.get("compile_events") or []
-        if isinstance(e, dict) and e.get("variant") == "compiled" and str(e.get("note") or "").startswith("recompile")
-    )
+    recompiles = len(recompiles_of(s))
     if recompiles:
-        parts.append(f"{recompiles} recompile{'s' if recompiles > 1 else ''}")
+        parts.append(words.count(recompiles, "recompile"))
     return ", ".join(parts)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core.engine import words
 from core.view.explain.figures import finish
 from core.view.report import probe_worth_naming
 from core.view.run_screen.why_per_step import phase_table
@@ -92,16 +93,16 @@ def portable_words(result: dict[str, Any]) -> str | None:
     total = portable_total_s(portable)
     if total is None or not isinstance(cold.get("compile_s"), int | float):
         return None
-    size = (cold.get("artifact_bytes") or 0) / 2**20
     warm_s = warm.get("compile_s")
-    beside = f", against {cold['compile_s']:.1f} s cold" + (
-        f" and {warm_s:.1f} s warm" if isinstance(warm_s, int | float) else ""
+    beside = f", against {words.seconds(cold['compile_s'])} cold" + (
+        f" and {words.seconds(warm_s)} warm" if isinstance(warm_s, int | float) else ""
     )
     return (
-        f"A fresh machine (a new process, an empty cache) that loads the {size:,.1f} MiB of artifacts the cold compile "
-        f"saved (torch.compiler.save_cache_artifacts, then load_cache_artifacts) pays {total:.1f} s: "
-        f"{float(portable.get('load_s') or 0.0):.2f} s to load them and {portable['compile_s']:.1f} s to compile{beside}. "
-        "Dynamo still traces the model (its row in the table); the stages the artifacts hold are read, not run."
+        f"A fresh machine (a new process, an empty cache) that loads the {words.bytes_(cold.get('artifact_bytes') or 0)} "
+        f"of artifacts the cold compile saved (torch.compiler.save_cache_artifacts, then load_cache_artifacts) pays "
+        f"{words.seconds(total)}: {words.seconds(float(portable.get('load_s') or 0.0))} to load them and "
+        f"{words.seconds(portable['compile_s'])} to compile{beside}. Dynamo still traces the model (its row in the "
+        "table); the stages the artifacts hold are read, not run."
     )
 
 

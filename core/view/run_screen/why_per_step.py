@@ -16,6 +16,7 @@ import pandas as pd
 from core.engine.cause import race_cause
 from core.engine.profile_reading import profile_reading
 from core.engine.recompiles import recompile_words
+from core.engine.summary import Summary
 
 MAX_MARKS = 60  # compile marks drawn on the step chart; a run recompiling every step names the rest in words
 
@@ -24,14 +25,13 @@ def is_recompile(note: Any) -> bool:
     return isinstance(note, str) and note.startswith("recompile")
 
 
-def recompile_count(summary: dict[str, Any]) -> int | None:
+def recompile_count(summary: Summary | dict[str, Any]) -> int | None:
     """Recompiles of the compiled variant: counted from its compile events where the run has them
     (a live run, a new run), else torch's own counter from a finished run (older bundles)."""
-    events = summary.get("compile_events")
-    if events:
-        return sum(1 for e in events if e.get("variant") == "compiled" and is_recompile(e.get("note")))
-    count = summary.get("recompiles")
-    return int(count) if isinstance(count, int | float) else None
+    s = Summary.of(summary)
+    if s.compile_events:
+        return sum(1 for e in s.compile_events if e.get("variant") == "compiled" and is_recompile(e.get("note")))
+    return s.recompiles
 
 
 def compile_marks(compiles: pd.DataFrame | None) -> pd.DataFrame:
