@@ -11,6 +11,7 @@ from core.runs import queue
 from core.runs.bundle import AlreadyImported, BundleError, export_bundle, import_bundle, read_bundle
 from core.view import overlay_charts
 from core.view.compare import column_headings, comparison_labels, run_name, shown_columns, table_row
+from core.view.comparison_words import comparison_rows, comparison_words
 from core.view.queue import describe
 from core.view.safe_text import csv_text, markdown_text
 
@@ -63,6 +64,10 @@ if not table.empty:
         if run.status == "done":
             plan_section(run, key=f"runs_{run.id}")
     elif len(chosen) > 1:
+        st.subheader(f"Comparing {len(chosen)} runs")
+        for line in comparison_words(chosen):  # what differs, and whether the verdicts agree
+            st.markdown(markdown_text(line))
+        st.dataframe(comparison_rows(chosen), hide_index=True, width="stretch")
         labels = comparison_labels(chosen)
         frames = [run_view(r).frames()[0].assign(run=labels[r.id]) for r in chosen]
         steps = pd.concat(frames, ignore_index=True)
