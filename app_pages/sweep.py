@@ -15,8 +15,8 @@ from core.engine.models.zoo import MODELS
 from core.engine.spec import SpecError
 from core.runs import devices, queue, sweeps
 from core.runs.store import id_from_text
+from core.view import answers, sweep_charts
 from core.view import sweep as view
-from core.view import sweep_charts
 from core.view import sweep_form as form
 from core.view.race_form import CHOICES, describe_duration, scope_label
 from core.view.reference import regional_reference_rows
@@ -161,6 +161,11 @@ def live(sweep_id: int) -> None:
     st.dataframe(view.points_table(frame), hide_index=True, width="stretch")
     for reading in view.regime_readings(sweep, frame):
         st.markdown(f"**Regime:** {reading}")
+    nxt = answers.sweep_next(view.measured_points(frame), runs) if not sweeps.sweep_running(runs) else None
+    if nxt is not None:  # what to try next, among what this device runs, with the link that launches it
+        text, race = nxt
+        link = f" [{markdown_text(race.label)}]({race.link})" if race else ""
+        st.markdown(f"**Next:** {markdown_text(text)}{link}")
     for column, spec in zip(st.columns(2) * 2, sweep_charts.chart_specs(sweep, frame)):
         column.vega_lite_chart(spec=spec, width="stretch")
     st.caption(view.break_even_note(frame) or "")

@@ -25,9 +25,7 @@ def race(run_id, verdict, speedup, ci, params=None, device="AMD EPYC", owner="vi
 def test_one_configuration_read_two_ways_is_one_race_with_both_results_not_two_truths():
     runs = [race(3, "faster", 1.12, (1.05, 1.20)), race(7, "no clear difference", 0.99, (0.91, 1.08), load=2.1)]
     said = comparison_words(runs)
-    assert said[0] == (
-        "What differs: load at the start (0.2 on 2 cores (run 3) vs 2.1 on 2 cores (busy) (run 7))."
-    )
+    assert said[0] == ("What differs: load at the start (0.2 on 2 cores (run 3) vs 2.1 on 2 cores (busy) (run 7)).")
     assert "Runs 3 and 7 are one configuration on AMD EPYC measured 2 times, with different readings" in said[1]
     assert "run 3 1.12x faster (1.05-1.20x); run 7 no clear difference (0.99x, 0.91-1.08x)" in said[1]
     assert "not two truths" in said[1]

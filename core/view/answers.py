@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from core.engine import words
 from core.engine.cause import Cause, race_cause
-from core.engine.recommend import Advice, advise
+from core.engine.recommend import Advice, advise, sweep_advice
 from core.engine.recompiles import recompile_words
 from core.engine.spec import RunSpec, SpecError
 from core.engine.summary import Summary
@@ -92,3 +93,28 @@ def finished_answers(
     return Answers(
         cause, recompile_words(summary, params), advice, tuple(races), cache[0].upper() + cache[1:] if cache else None
     )
+
+
+def sweep_next(points: list[dict[str, Any]], runs: list[Any]) -> tuple[str, NextRace | None] | None:
+    """What a finished sweep says to try next: its surest gain with a link to race that point alone,
+    else (no point clearly faster) the advice of its best point on its device, with that link. `points`:
+    the sweep frame's measured rows as dicts (label, verdict, speedup, ci_low, ci_high, run_id)."""
+    by_id = {r.id: r for r in runs}
+    best_text = sweep_advice(points)
+    if best_text:
+        best = max((p for p in points if p.get("verdict") == "faster"), key=lambda p: p["ci_low"])
+        run = by_id.get(best["run_id"])
+        link = race_link(run.params or {}, {}) if run else None
+        return best_text, (NextRace(f"race {best['label']} alone", link, "") if link else None)
+    if not points:
+        return None
+    best = max(points, key=lambda p: p.get("speedup") or 0.0)
+    run = by_id.get(best["run_id"])
+    if run is None:
+        return None
+    found = finished_answers(run.summary, run.params, run.environment)
+    head = f"No point reads clearly faster; the best, {best['label']}, reads {words.speedup(best['speedup'])}."
+    if found.next_races:
+        first = found.next_races[0]
+        return f"{head} {first.why}", first
+    return head + (f" {found.advice.cost}" if found.advice and found.advice.cost else ""), None

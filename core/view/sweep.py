@@ -146,6 +146,12 @@ def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
     return out
 
 
+def measured_points(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The measured points as dicts (label, verdict, speedup, interval, run), for what to try next."""
+    columns = ["label", "verdict", "speedup", "ci_low", "ci_high", "run_id"]
+    return [dict(zip(columns, row, strict=True)) for row in frame[frame["measured"]][columns].itertuples(index=False)]
+
+
 def break_even_note(frame: pd.DataFrame) -> str | None:
     """The measured points the break-even chart cannot draw (no step reached or projected), each
     with its break-even in the words every surface uses."""
