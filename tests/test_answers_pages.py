@@ -39,3 +39,14 @@ def test_a_finished_race_says_why_its_recompiles_and_what_to_try_next_with_a_lin
     nxt = next(m.value for m in at.markdown if m.value.startswith("**Next:**"))
     assert "[dynamic shapes](/?" in nxt and "dynamic=true" in nxt and "model=small_cnn" in nxt
     assert "cuda" not in nxt.lower()  # a CPU race is never sent to CUDA graphs
+
+
+def test_the_overhead_and_fusion_tabs_name_the_cause_of_the_latest_race(store, sleepers):  # noqa: F811
+    record_probe(store)
+    run_id = import_bundle(store, recording("cpu-break-even-demo"), "someone")
+    at = app()
+    at.switch_page("app_pages/under_the_hood.py").run()
+    assert not at.exception, at.exception
+    said = [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("**The latest race here")]
+    assert len(said) == 2  # the Fusion tab and the Overhead tab
+    assert f"run {run_id} (small_cnn, batch 128)" in said[0] and "Compiled is faster here because" in said[0]

@@ -118,3 +118,20 @@ def sweep_next(points: list[dict[str, Any]], runs: list[Any]) -> tuple[str, Next
         first = found.next_races[0]
         return f"{head} {first.why}", first
     return head + (f" {found.advice.cost}" if found.advice and found.advice.cost else ""), None
+
+
+def latest_cause(runs: list[Any], owner: str) -> tuple[str, str] | None:
+    """The newest finished race with a cause to name, this visitor's first (else any here), as
+    (which race, why): what the Overhead and Fusion tabs tie their measurement to. `runs`: done races,
+    newest first."""
+    mine = [r for r in runs if r.owner == owner]
+    for run in mine + [r for r in runs if r.owner != owner]:
+        cause = race_cause(run.summary, run.params, run.environment)
+        if cause is not None:
+            p = run.params or {}
+            whose = "Your latest race" if run.owner == owner else "The latest race here"
+            return (
+                f"{whose}, run {run.id} ({p.get('model')}, batch {words.number(p.get('batch_size'))})",
+                cause.sentence,
+            )
+    return None
