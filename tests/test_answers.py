@@ -373,3 +373,76 @@ def test_a_bundles_profile_is_checked_and_kept_without_its_machines_trace_path(t
     bad["run"]["summary"]["profile"]["eager"]["top_kernels"][0]["s_per_step"] = "fast"
     with pytest.raises(BundleError, match=r"run\.summary\.profile\.eager\.top_kernels\[0\]\.s_per_step"):
         import_bundle(store, bad, "bob")
+
+
+def test_one_compiled_step_is_no_speedup_to_read_yet():
+    from core.engine import analysis
+    from core.engine.reading import reading
+
+    one = analysis.summarize([0.01] * 5, [5.0], [], [], 16)
+    assert one["steady_state_speedup"] is None and one["verdict"] is None
+    assert reading(one, live=True, total=300, counts={"eager": 5, "compiled": 1}).startswith(
+        "Not enough compiled steps"
+    )
+    two = analysis.summarize([0.01] * 5, [5.0, 0.009], [], [], 16)
+    assert two["steady_state_speedup"] is not None
+    graphs = analysis.summarize([0.01] * 5, [5.0, 1.0, 0.5], [], [], 16, min_warmup=3)  # CUDA graphs: 3 to record
+    assert graphs["steady_state_speedup"] is None
+
+
+def test_the_form_and_the_live_words_describe_the_schedule_the_race_runs():
+    from core.engine.spec import RunSpec
+    from core.view.race_form import race_promise
+    from core.view.run_screen.sentences import eager_phase_text
+
+    blocks = race_promise(RunSpec(epochs=3, steps_per_epoch=100), None)
+    assert "eager and compiled taking turns every 5 steps (300 steps each)" in blocks and "then compiled" not in blocks
+    assert "300 steps eager, then 300 compiled" in race_promise(
+        RunSpec(epochs=3, steps_per_epoch=100, schedule="sequential"), None
+    )
+    words = eager_phase_text(3, 300, 9.0, estimated=False, schedule="blocks")
+    assert words.startswith("Eager's first 5 steps: step 3 of 300. Next: compile (about 9 s on this device)")
+    assert words.endswith("then eager and compiled taking turns every 5 steps.")
+
+
+def test_the_compile_clock_runs_on_between_the_forward_and_the_backward_graph(tmp_path):
+    from core.engine.events import StatusEvent, StepEvent
+    from core.runs.store import Store
+    from core.runs.worker import EventSink
+
+    store = Store(str(tmp_path / "s.sqlite3"))
+    run_id = store.create_run("race", {"model": "mlp"}, "ann", "cpu", status="running")
+    sink = EventSink(store.path, run_id, 10, flush_every_s=60)
+    try:
+        sink(StatusEvent("compiled", "compiling", 1, 3, "compiling the train graph"))
+        sink(StatusEvent("compiled", "compile_phase", 1, 3, "Dynamo tracing"))
+        started = sink._live["compile_phase"]["compile_started"]
+        sink(StatusEvent("compiled", "compile_phase", 1, 3, ""))  # the forward graph done, the backward's next
+        assert sink._live["compile_phase"]["compile_started"] == started
+        assert sink._fields["phase"].startswith("compiling")
+        sink(StatusEvent("compiled", "compile_phase", 1, 3, "AOT autograd"))
+        assert sink._live["compile_phase"]["compile_started"] == started  # not a new clock
+        sink(StepEvent("compiled", "train", 1, 1, 5.0, 1.0, 16))
+        sink(StatusEvent("compiled", "training", 1, 3, ""))
+        assert "compile_phase" not in sink._live and sink._fields["phase"] == "compiled epoch 1/3"
+    finally:
+        sink.close()
+
+
+def test_in_blocks_the_status_line_names_the_variant_whose_turn_it_is():
+    from conftest import CPU, quick_spec
+
+    from core.engine.events import StatusEvent
+    from core.engine.trainer import run_race
+    from core.runs.worker import phase_text
+
+    events = []
+    run_race(quick_spec(epochs=1, steps_per_epoch=10, profile_steps=0), on_event=events.append, caps=CPU)
+    kinds = [e for e in events if not isinstance(e, StatusEvent) or e.state in ("training", "compiling")]
+    # Before each step, the last status said is the stepping variant's.
+    last = None
+    for e in kinds:
+        if isinstance(e, StatusEvent):
+            last = e
+        elif getattr(e, "phase", None) == "train" and hasattr(e, "time_s"):
+            assert last is not None and last.variant == e.variant, (phase_text(last), e)

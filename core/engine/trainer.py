@@ -301,6 +301,7 @@ def _block_by_block(turn: _Turn, initial: _InitialModel) -> None:
                 for name in list(running):
                     turn.active = name
                     set_random_state(device, streams[name])
+                    turn.runs[name].announce()  # the status line follows the turn
                     try:
                         ran = turn.runs[name].run_block(BLOCK_STEPS)
                     except Exception as exc:  # noqa: BLE001 - a compile failure is a finding; eager goes on

@@ -19,6 +19,7 @@ from core.engine.spec import DeviceCaps, RunSpec, validate
 from core.runs.limits import HostLimits
 from core.runs.store import Run
 from core.view.compare import run_name
+from core.view.run_screen.sentences import schedule_words
 
 # What the form offers for each select box (the model: the zoo), in the order the form shows them;
 # the options table says which options are on the form, where, and how each choice is worded.
@@ -135,8 +136,8 @@ def race_promise(spec: RunSpec, caps: DeviceCaps | None, estimate: RaceEstimate 
     if estimate is None:
         estimate = estimate_race(spec, caps)
     return (
-        f"You get the compile cost, the steady speedup and when compile pays off: {steps:,} steps eager, "
-        f"then compiled, {estimate_text(spec, estimate)}."
+        f"You get the compile cost, the steady speedup and when compile pays off: "
+        f"{schedule_words(spec.schedule, steps)}, {estimate_text(spec, estimate)}."
     )
 
 
