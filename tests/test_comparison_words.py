@@ -74,3 +74,22 @@ def test_the_runs_page_compares_in_words(store, sleepers):  # noqa: F811
     text = "\n".join(m.value for m in at.markdown).replace("\\", "").replace("\u2060", "")
     assert f"Runs {ids[1]} and {ids[0]} are one configuration" in text and "not two truths" in text
     assert any("verdicts agree" in t.value.columns for t in at.dataframe)
+
+
+def steps_summary(eager_s, compiled_s, n=60):
+    from core.engine import analysis
+
+    return analysis.summarize([eager_s] * n, [5.0] + [compiled_s] * (n - 1), [eager_s * n], [5.0 + compiled_s * n], 16)
+
+
+def test_a_plan_names_what_other_races_of_its_configuration_predict():
+    from core.view.plan_words import plan_caveat
+
+    mine = dataclasses.replace(race(3, "faster", 1.2, (1.1, 1.3)), summary=steps_summary(0.10, 0.08))
+    alone = plan_caveat(mine, [mine], 50_000)
+    assert alone.startswith("This plan rests on this one race")
+    slow = dataclasses.replace(race(4, "faster", 1.2, (1.1, 1.3)), summary=steps_summary(0.21, 0.17))
+    other_model = dataclasses.replace(slow, id=5, params={**PARAMS, "model": "mlp"})
+    said = plan_caveat(mine, [mine, slow, other_model], 50_000)
+    assert said.startswith("Races of this configuration here (run 4 and this one) predict 83 min to 2.9 h")
+    assert "more than this plan's own interval allows" in said

@@ -106,8 +106,9 @@ def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
             f"{int(base.params.get('batch_size') or 0):,}: {words.duration(base.wall_s)})"
         )
     else:
+        fixed = ", scaled by how far they missed on this device before" if estimate.corrected else ""
         text = (
-            f"{describe_duration(estimate.low_s, estimate.high_s)} (the zoo's figures for a 2-core CPU: "
+            f"{describe_duration(estimate.low_s, estimate.high_s)} (the zoo's figures for a 2-core CPU{fixed}: "
             "no race of this model was measured on this device yet)"
         )
     if estimate.past is not None:
