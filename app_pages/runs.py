@@ -10,7 +10,14 @@ from app_pages.run_screen.show import run_file_downloads, show_run
 from core.runs import queue
 from core.runs.bundle import AlreadyImported, BundleError, export_bundle, import_bundle, read_bundle
 from core.view import overlay_charts
-from core.view.compare import column_headings, comparison_labels, run_name, shown_columns, table_row
+from core.view.compare import (
+    column_headings,
+    comparison_labels,
+    numbering_note,
+    run_name,
+    shown_columns,
+    table_row,
+)
 from core.view.comparison_words import comparison_rows, comparison_words
 from core.view.queue import describe
 from core.view.safe_text import csv_text, markdown_text
@@ -55,6 +62,9 @@ if not table.empty:
     # A selection is kept by row position and can outlive its rows (a filter, a deletion): drop those.
     selected = [int(shown.iloc[i]["id"]) for i in picked.selection.rows if i < len(shown)] if picked else []
     st.download_button("Download table as CSV", csv_text(shown), "compile_lab_runs.csv", "text/csv")
+    skipped = numbering_note(runs, store().list_runs(limit=5000))  # why the numbers have gaps
+    if skipped:
+        st.caption(skipped)
     chosen = [r for r in runs if r.id in selected]
     if len(chosen) == 1:
         run = chosen[0]
