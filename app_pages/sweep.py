@@ -162,10 +162,11 @@ def live(sweep_id: int) -> None:
     for reading in view.regime_readings(sweep, frame):
         st.markdown(f"**Regime:** {reading}")
     nxt = answers.sweep_next(view.measured_points(frame), runs) if not sweeps.sweep_running(runs) else None
-    if nxt is not None:  # what to try next, among what this device runs, with the link that launches it
-        text, race = nxt
-        link = f" [{markdown_text(race.label)}]({race.link})" if race else ""
-        st.markdown(f"**Next:** {markdown_text(text)}{link}")
+    if nxt is not None:  # why its best point reads so, and what to try next here, with the link that launches it
+        if nxt.why:
+            st.markdown(f"**Why ({markdown_text(nxt.point)}):** {markdown_text(nxt.why)}")
+        link = f" Try [{markdown_text(nxt.race.label)}]({nxt.race.link})." if nxt.race else ""
+        st.markdown(f"**Next:** {markdown_text(nxt.text)}{link}")
     for column, spec in zip(st.columns(2) * 2, sweep_charts.chart_specs(sweep, frame)):
         column.vega_lite_chart(spec=spec, width="stretch")
     st.caption(view.break_even_note(frame) or "")

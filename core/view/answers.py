@@ -95,29 +95,44 @@ def finished_answers(
     )
 
 
-def sweep_next(points: list[dict[str, Any]], runs: list[Any]) -> tuple[str, NextRace | None] | None:
+@dataclass(frozen=True)
+class SweepNext:
+    """What a finished sweep says to try next, the race that launches it, and why its best point
+    reads as it does (that point's cause)."""
+
+    text: str
+    race: NextRace | None
+    why: str | None = None
+    point: str = ""
+
+
+def sweep_next(points: list[dict[str, Any]], runs: list[Any]) -> SweepNext | None:
     """What a finished sweep says to try next: its surest gain with a link to race that point alone,
-    else (no point clearly faster) the advice of its best point on its device, with that link. `points`:
-    the sweep frame's measured rows as dicts (label, verdict, speedup, ci_low, ci_high, run_id)."""
+    else (no point clearly faster) the advice of its best point on its device, with that link; and
+    the cause of that point's verdict. `points`: the sweep frame's measured rows as dicts (label,
+    verdict, speedup, ci_low, ci_high, run_id)."""
+    if not points:
+        return None
     by_id = {r.id: r for r in runs}
     best_text = sweep_advice(points)
     if best_text:
         best = max((p for p in points if p.get("verdict") == "faster"), key=lambda p: p["ci_low"])
-        run = by_id.get(best["run_id"])
-        link = race_link(run.params or {}, {}) if run else None
-        return best_text, (NextRace(f"race {best['label']} alone", link, "") if link else None)
-    if not points:
-        return None
-    best = max(points, key=lambda p: p.get("speedup") or 0.0)
+    else:
+        best = max(points, key=lambda p: p.get("speedup") or 0.0)
     run = by_id.get(best["run_id"])
     if run is None:
         return None
     found = finished_answers(run.summary, run.params, run.environment)
+    if best_text:
+        link = race_link(run.params or {}, {})
+        race = NextRace(f"race {best['label']} alone", link, "") if link else None
+        return SweepNext(best_text, race, found.cause_text, best["label"])
     head = f"No point reads clearly faster; the best, {best['label']}, reads {words.speedup(best['speedup'])}."
     if found.next_races:
         first = found.next_races[0]
-        return f"{head} {first.why}", first
-    return head + (f" {found.advice.cost}" if found.advice and found.advice.cost else ""), None
+        return SweepNext(f"{head} {first.why}", first, found.cause_text, best["label"])
+    cost = f" {found.advice.cost}" if found.advice and found.advice.cost else ""
+    return SweepNext(head + cost, None, found.cause_text, best["label"])
 
 
 def latest_cause(runs: list[Any], owner: str) -> tuple[str, str] | None:
