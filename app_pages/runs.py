@@ -9,7 +9,7 @@ from app_pages.common import host_limits, plan_section, run_view, store, tick, v
 from app_pages.run_screen.show import run_file_downloads, show_run
 from core.runs import queue
 from core.runs.bundle import AlreadyImported, BundleError, export_bundle, import_bundle, read_bundle
-from core.view import overlay_charts
+from core.view import answers, overlay_charts
 from core.view.compare import (
     column_headings,
     comparison_labels,
@@ -78,6 +78,14 @@ if not table.empty:
         for line in comparison_words(chosen):  # what differs, and whether the verdicts agree
             st.markdown(markdown_text(line))
         st.dataframe(comparison_rows(chosen), hide_index=True, width="stretch")
+        for run in chosen[:6]:  # each run's cause and what to try next on its device
+            found = answers.finished_answers(run.summary, run.params, run.environment)
+            nxt = " · ".join(f"[{markdown_text(r.label)}]({r.link})" for r in found.next_races)
+            if found.cause_text:
+                st.markdown(
+                    f"**{run_name(run.id).capitalize()}:** {markdown_text(found.cause_text)}"
+                    + (f" **Try next:** {nxt}." if nxt else "")
+                )
         labels = comparison_labels(chosen)
         frames = [run_view(r).frames()[0].assign(run=labels[r.id]) for r in chosen]
         steps = pd.concat(frames, ignore_index=True)
