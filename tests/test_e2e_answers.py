@@ -67,3 +67,13 @@ def test_a_finished_race_says_why_and_what_to_try_next(app_url, e2e_data, page):
     )
     assert bar["width"] >= 0.97 * main, (bar, main)  # finished: the whole width, no room kept for Cancel
     page.screenshot(path=os.path.join(PROJECT_ROOT, "test-artifacts", "race-answers.png"))
+
+
+def test_the_longest_compile_mode_is_not_cut_on_the_race_form(app_url, page):  # noqa: F811
+    page.goto(app_url)
+    launch = page.get_by_role("button", name="Launch", exact=True)
+    wait_until(lambda: launch.count() and launch.is_enabled(), timeout=90)
+    page.get_by_role("combobox", name="Compile mode").click()
+    page.get_by_role("option", name="max-autotune-no-cudagraphs").click()
+    wait_until(lambda: page.get_by_text("max-autotune-no-cudagraphs").count() > 0, timeout=30)
+    assert page.evaluate(CUT_SHORT) == []
