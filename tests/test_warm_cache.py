@@ -84,3 +84,12 @@ def test_a_warm_race_after_a_cold_one_reads_its_graphs():
     assert warm.compile_stats.cache_hits and warm.compile_stats.cache_hits > 0
     words = warm_cache.cache_words(warm.environment, warm.compile_stats.to_dict())
     assert "that run 1 compiled" in words and "read from there instead of compiled" in words
+
+
+def test_a_full_warm_cache_takes_no_more(tmp_path, monkeypatch):
+    monkeypatch.setattr(warm_cache, "MAX_WARM_BYTES", 15)
+    write(str(tmp_path / "warm"), "old", "x" * 10)
+    write(str(tmp_path / "cold"), "new", "y" * 10)
+    kept = warm_cache.keep_for_warm(str(tmp_path / "cold"), str(tmp_path / "warm"), {"run": 2})
+    assert kept == {"kept": False, "why": "the warm cache already holds 10 B, its limit"}
+    assert not os.path.exists(tmp_path / "warm" / "new")

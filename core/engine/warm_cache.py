@@ -26,6 +26,9 @@ MANIFEST_KEPT = 50
 # A cold cache larger than this is not copied (a large model's GPU kernels): the warm folder is a
 # convenience, not a second copy of every compile; the race says it was not kept.
 MAX_KEPT_BYTES = 2 * 2**30
+# The warm folder itself stops growing here: past it, cold races are no longer copied in (a host can
+# remove the folder; the next cold races fill it again).
+MAX_WARM_BYTES = 10 * 2**30
 
 
 def warm_cache_dir(device_type: str, torch_version: str) -> str:
@@ -86,6 +89,9 @@ def keep_for_warm(cold: str, warm: str, entry: dict[str, Any]) -> dict[str, Any]
         return {"kept": False, "why": "nothing was compiled"}
     if size > MAX_KEPT_BYTES:
         return {"kept": False, "why": f"its cache ({words.bytes_(size)}) is larger than the warm folder keeps"}
+    held = _size(_files(warm)) if os.path.isdir(warm) else 0
+    if held + size > MAX_WARM_BYTES:
+        return {"kept": False, "why": f"the warm cache already holds {words.bytes_(held)}, its limit"}
     copied = 0
     try:
         for source in files:
