@@ -446,3 +446,15 @@ def test_in_blocks_the_status_line_names_the_variant_whose_turn_it_is():
             last = e
         elif getattr(e, "phase", None) == "train" and hasattr(e, "time_s"):
             assert last is not None and last.variant == e.variant, (phase_text(last), e)
+
+
+def test_a_backend_that_generates_no_kernels_is_named_as_such_and_inductor_suggested():
+    top = (("aten::mm", 3.7), ("aten::sqrt", 2.3))
+    s = summary("no clear difference", 0.97, part(10.2, 8.8), part(9.9, 8.3, top=top), ci=(0.89, 1.06))
+    params = {"model": "mlp", "batch_size": 64, "backend": "aot_eager", "device": "cpu"}
+    found = race_cause(s, params, CPU_ENV)
+    assert "the aot_eager backend traces the model but generates no kernels" in found.sentence
+    assert "library kernels" not in found.sentence and found.library_share is None
+    advice = advise(s, params, CPU_ENV)
+    assert advice.suggestions[0].changes == {"backend": "inductor"}
+    assert all("batch_size" not in a.changes for a in advice.suggestions)  # no fusion to give more work to

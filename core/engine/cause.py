@@ -67,6 +67,7 @@ class Cause:
     graph_breaks: int | None = None
     recompiles: int | None = None
     mode: str | None = None
+    backend: str | None = None
     device_type: str | None = None
 
     @property
@@ -120,7 +121,8 @@ def race_cause(
         why = "its profile was recorded when the CPU kernel time left out convolutions and matmuls"
         return _cause(UNKNOWN, verdict, _cannot_say(verdict, why), facts)
     ke, kc = _per_step(eager, "device_s_per_step") or 0.0, _per_step(compiled, "device_s_per_step") or 0.0
-    library_share, library = _library(compiled, kc)
+    # Only Inductor generates kernels: with aot_eager or eager every compiled kernel is ATen's own.
+    library_share, library = _library(compiled, kc) if facts["backend"] in (None, "inductor") else (None, ())
     facts |= {
         "host_s": (he, hc),
         "kernel_s": (ke, kc),
@@ -134,7 +136,7 @@ def race_cause(
     if not _profile_agrees(verdict, he / hc, s.speedup_ci95):
         return _cause(DISAGREES, verdict, _disagrees(verdict, speedup, he, hc), facts)
     if verdict == NO_CLEAR_DIFFERENCE:
-        return _cause(SAME, verdict, _same_words(he, hc, ke, kc, library_share, library, facts), facts)
+        return _cause(SAME, verdict, _same_words(he, hc, ke, kc, facts), facts)
     kind = _carrier(he, hc, ke, kc)
     return _cause(kind, verdict, _moved_words(kind, verdict, eager, compiled, facts), facts)
 
@@ -166,6 +168,7 @@ def _facts(s: Summary, params: dict[str, Any], env: dict[str, Any]) -> dict[str,
         "graph_breaks": _int(s.graph_breaks),
         "recompiles": _int(recompiles),
         "mode": params.get("mode") if isinstance(params.get("mode"), str) else None,
+        "backend": params.get("backend") if isinstance(params.get("backend"), str) else None,
         "device_type": env.get("device_type") if isinstance(env.get("device_type"), str) else None,
     }
 
@@ -233,6 +236,18 @@ def _same(a: float, b: float, step: float) -> bool:
     return abs(a - b) <= SAME_SHARE * step
 
 
+def _kernels_note(facts: dict[str, Any]) -> str:
+    """What compiled's kernels are: a backend that generates none runs eager's own; else how much of
+    their time is library kernels compile leaves as they are."""
+    backend = facts.get("backend")
+    if backend not in (None, "inductor"):
+        return (
+            f"; the {backend} backend traces the model but generates no kernels, so compiled runs the same ATen "
+            "kernels as eager"
+        )
+    return _library_words(facts.get("library_share"), facts.get("library_kernels") or ())
+
+
 def _library_words(share: float | None, names: tuple[str, ...]) -> str:
     if share is None or share < LIBRARY_BOUND or not names:
         return ""
@@ -243,12 +258,10 @@ def _library_words(share: float | None, names: tuple[str, ...]) -> str:
     )
 
 
-def _same_words(he: float, hc: float, ke: float, kc: float, share, library, facts) -> str:
+def _same_words(he: float, hc: float, ke: float, kc: float, facts: dict[str, Any]) -> str:
     return (
         f"Compile gains nothing measurable here because its step takes about as long as eager's ({words.seconds(hc)} vs "
-        f"{words.seconds(he)} per step) and its kernels {_kernel_words(ke, kc, he)}"
-        + _library_words(share, library)
-        + "."
+        f"{words.seconds(he)} per step) and its kernels {_kernel_words(ke, kc, he)}" + _kernels_note(facts) + "."
     )
 
 
@@ -262,7 +275,7 @@ def _moved_words(kind: str, verdict: str, eager: dict[str, Any], compiled: dict[
         outside = "about the same" if _same(oe, oc, he) else _change(oe, oc, "shorter", "longer")
         why = _fusion_words(eager, compiled) if verdict == FASTER else ""
         if verdict == SLOWER:
-            why = _library_words(facts["library_share"], facts["library_kernels"])
+            why = _kernels_note(facts)
         return f"{head} its kernels {kernels} per step and the time outside them is {outside}{why}."
     if kind == OUTSIDE:
         host = _change(he, hc, "shorter", "longer")

@@ -161,6 +161,14 @@ def _candidates(s: Summary, spec: RunSpec, env: dict[str, Any], cause: Cause | N
     gained = verdict == FASTER
     compile_s = float(s.compile_time_s or 0.0)
     cuda = env.get("device_type") == "cuda"
+    if spec.backend != "inductor" and not gained:  # a backend that only traces: Inductor is the real thing
+        out.append(
+            Suggestion(
+                {"backend": "inductor"},
+                "backend inductor",
+                f"The {spec.backend} backend traces the model but generates no kernels; Inductor generates fused ones.",
+            )
+        )
     out += _recompile_suggestions(s, spec)
     if spec.mode in ("max-autotune", "max-autotune-no-cudagraphs") and not gained:
         out.append(
@@ -184,7 +192,7 @@ def _candidates(s: Summary, spec: RunSpec, env: dict[str, Any], cause: Cause | N
         out += _bigger_batch(spec, "the time outside the kernels is paid per step, not per sample")
     if cause is not None and cause.library_share is not None and cause.library_share >= LIBRARY_BOUND and not gained:
         out += _library_suggestions(spec, cuda, env)
-    if cause is not None and cause.kind == SAME and not cuda:
+    if cause is not None and cause.kind == SAME and not cuda and spec.backend == "inductor":
         out += _bigger_batch(spec, "more work per step gives fusion more to save")
     if cause is not None and cause.graph_breaks and not spec.fullgraph:
         out.append(

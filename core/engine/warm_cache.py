@@ -23,6 +23,7 @@ from core.engine.spec import data_home
 WARM_FOLDER = "inductor-cache"
 MANIFEST = "filled-by.json"  # who filled the folder: newest last
 MANIFEST_KEPT = 50
+NOTHING_COMPILED = "nothing was compiled"  # aot_eager and eager write no Inductor cache: nothing to say
 # A cold cache larger than this is not copied (a large model's GPU kernels): the warm folder is a
 # convenience, not a second copy of every compile; the race says it was not kept.
 MAX_KEPT_BYTES = 2 * 2**30
@@ -86,7 +87,7 @@ def keep_for_warm(cold: str, warm: str, entry: dict[str, Any]) -> dict[str, Any]
     files = _files(cold)
     size = _size(files)
     if not files:
-        return {"kept": False, "why": "nothing was compiled"}
+        return {"kept": False, "why": NOTHING_COMPILED}
     if size > MAX_KEPT_BYTES:
         return {"kept": False, "why": f"its cache ({words.bytes_(size)}) is larger than the warm folder keeps"}
     held = _size(_files(warm)) if os.path.isdir(warm) else 0
@@ -149,7 +150,7 @@ def cache_words(environment: dict[str, Any] | None, compile_info: dict[str, Any]
             return head + f"; {hits} of its {hits + misses} graphs were read from there instead of compiled."
         return head + "."
     kept = env.get("kept_for_warm")
-    if env.get("inductor_cache") == "cold" and isinstance(kept, dict):
+    if env.get("inductor_cache") == "cold" and isinstance(kept, dict) and kept.get("why") != NOTHING_COMPILED:
         if kept.get("kept"):
             return "cold (a fresh cache, what a new user pays); what it compiled now fills the warm cache for later warm races."
         return f"cold (a fresh cache); what it compiled was not kept for warm races: {kept.get('why')}."
