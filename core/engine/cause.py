@@ -136,7 +136,7 @@ def race_cause(
     if not _profile_agrees(verdict, he / hc, s.speedup_ci95):
         return _cause(DISAGREES, verdict, _disagrees(verdict, speedup, he, hc), facts)
     if verdict == NO_CLEAR_DIFFERENCE:
-        return _cause(SAME, verdict, _same_words(he, hc, ke, kc, facts), facts)
+        return _cause(SAME, verdict, _same_words(he, hc, ke, kc, facts, s.speedup_ci95), facts)
     kind = _carrier(he, hc, ke, kc)
     return _cause(kind, verdict, _moved_words(kind, verdict, eager, compiled, facts), facts)
 
@@ -258,10 +258,19 @@ def _library_words(share: float | None, names: tuple[str, ...]) -> str:
     )
 
 
-def _same_words(he: float, hc: float, ke: float, kc: float, facts: dict[str, Any]) -> str:
+def _same_words(he: float, hc: float, ke: float, kc: float, facts: dict[str, Any], interval: Any = None) -> str:
+    if _same(he, hc, he):
+        step = f"its step takes about as long as eager's ({words.seconds(hc)} vs {words.seconds(he)} per step)"
+    else:  # the profiled steps differ, by no more than the timed interval leaves open: say both
+        within = f"; the timed steps' interval, {words.speedup_range(*interval)}, leaves that open" if interval else ""
+        step = (
+            f"its profiled step is {_change(he, hc, 'shorter', 'longer')} than eager's ({words.seconds(hc)} vs "
+            f"{words.seconds(he)}{within})"
+        )
     return (
-        f"Compile gains nothing measurable here because its step takes about as long as eager's ({words.seconds(hc)} vs "
-        f"{words.seconds(he)} per step) and its kernels {_kernel_words(ke, kc, he)}" + _kernels_note(facts) + "."
+        f"Compile gains nothing measurable here: {step}, and its kernels {_kernel_words(ke, kc, he)}"
+        + _kernels_note(facts)
+        + "."
     )
 
 
