@@ -458,3 +458,14 @@ def test_a_backend_that_generates_no_kernels_is_named_as_such_and_inductor_sugge
     advice = advise(s, params, CPU_ENV)
     assert advice.suggestions[0].changes == {"backend": "inductor"}
     assert all("batch_size" not in a.changes for a in advice.suggestions)  # no fusion to give more work to
+
+
+def test_the_sweep_report_in_a_terminal_says_why_and_next():
+    from test_sweep_view import batch_sweep, fake_runs
+
+    from core.view.sweep import sweep_frame, sweep_report
+
+    sweep = batch_sweep()
+    runs = fake_runs(sweep, ["done"] * 4)
+    text = sweep_report(sweep, sweep_frame(sweep, runs), "finished", runs=runs)
+    assert "\nnext: The surest gain measured here is at batch size" in text and "/?model=pointwise_mlp" in text

@@ -18,6 +18,7 @@ from core.engine import planning, words
 from core.engine.summary import PROJECTED, REACHED, Summary
 from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
+from core.view.answers import sweep_next
 from core.view.queue import compile_skipped, describe
 from core.view.safe_text import terminal_text
 
@@ -266,6 +267,11 @@ def sweep_report(sweep: SweepSpec, frame: pd.DataFrame, state: str, plan_steps: 
     readings = regime_readings(sweep, frame)
     if readings:
         lines += ["", "regime (eager step time against batch size):"] + [f"  {t}" for t in readings]
+    if runs and not frame.empty and frame["measured"].any():
+        nxt = sweep_next(measured_points(frame), list(runs))
+        if nxt is not None:
+            lines += [""] + ([f"why ({nxt.point}): {nxt.why}"] if nxt.why else [])
+            lines.append(f"next: {nxt.text}" + (f" {nxt.race.label}: {nxt.race.link}" if nxt.race else ""))
     scopes = scope_comparison(sweep, frame)
     if scopes:
         lines += ["", "whole vs regional compile:"]
