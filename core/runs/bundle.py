@@ -143,7 +143,7 @@ def import_bundle(
         )
     run_fields, events = validate_bundle(data)
     mark = fingerprint(data)
-    earlier = _imported_before(store, owner, address, mark)
+    earlier = _imported_before(store, owner, mark)
     if earlier is not None:
         raise AlreadyImported(earlier)
     run_fields["details"] = {**(run_fields.get("details") or {}), FINGERPRINT: mark}
@@ -171,12 +171,12 @@ def fingerprint(data: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def _imported_before(store: Store, owner: str, address: str | None, mark: str) -> int | None:
-    """The run this visitor already imported from the same bundle, if any."""
-    who, args = ("(owner = ? OR client = ?)", (owner, address)) if address else ("owner = ?", (owner,))
+def _imported_before(store: Store, owner: str, mark: str) -> int | None:
+    """The run this owner already imported from the same bundle, if any (a run is its owner's to
+    delete: another browser at the same address gets a copy of its own)."""
     with store.transaction() as c:
         rows = c.execute(
-            f"SELECT id FROM runs WHERE imported = 1 AND {who} AND details LIKE ? ORDER BY id", (*args, f"%{mark}%")
+            "SELECT id FROM runs WHERE imported = 1 AND owner = ? AND details LIKE ? ORDER BY id", (owner, f"%{mark}%")
         ).fetchall()
     return int(rows[0][0]) if rows else None
 
