@@ -469,3 +469,12 @@ def test_the_sweep_report_in_a_terminal_says_why_and_next():
     runs = fake_runs(sweep, ["done"] * 4)
     text = sweep_report(sweep, sweep_frame(sweep, runs), "finished", runs=runs)
     assert "\nnext: The surest gain measured here is at batch size" in text and "/?model=pointwise_mlp" in text
+
+
+def test_slower_kernels_name_the_longest_generated_kernel():
+    top_e, top_c = (("aten::mm", 6.0),), (("aten::mm", 6.0), ("cpp_fused_gelu_0", 3.0))
+    s = summary("slower", 0.8, part(10.0, 8.0, top=top_e), part(12.5, 10.5, top=top_c), ci=(0.75, 0.85))
+    found = race_cause(s, {}, CPU_ENV)
+    assert found.kind == causes.KERNELS
+    assert found.sentence.startswith("Compiled is slower here because its kernels take 2.5 ms more (10.5 ms vs 8 ms)")
+    assert "the longest kernel Inductor generated is cpp_fused_gelu_0 (3 ms per step)" in found.sentence

@@ -284,7 +284,7 @@ def _moved_words(kind: str, verdict: str, eager: dict[str, Any], compiled: dict[
         outside = "about the same" if _same(oe, oc, he) else _change(oe, oc, "shorter", "longer")
         why = _fusion_words(eager, compiled) if verdict == FASTER else ""
         if verdict == SLOWER:
-            why = _kernels_note(facts)
+            why = _generated_words(compiled) if facts.get("backend") in (None, "inductor") else _kernels_note(facts)
         return f"{head} its kernels {kernels} per step and the time outside them is {outside}{why}."
     if kind == OUTSIDE:
         host = _change(he, hc, "shorter", "longer")
@@ -309,6 +309,14 @@ def _kernel_words(ke: float, kc: float, step: float) -> str:
     if _same(ke, kc, step):
         return f"take about the same time ({words.seconds(kc)} vs {words.seconds(ke)})"
     return f"take {_change(ke, kc, 'less', 'more')} ({words.seconds(kc)} vs {words.seconds(ke)})"
+
+
+def _generated_words(compiled: dict[str, Any]) -> str:
+    """The longest kernel Inductor generated, where the profile lists one: where to look first."""
+    for k in compiled.get("top_kernels") or []:
+        if isinstance(k, dict) and isinstance(k.get("name"), str) and GENERATED_KERNEL.search(k["name"]):
+            return f"; the longest kernel Inductor generated is {k['name']} ({words.seconds(float(k.get('s_per_step') or 0))} per step)"
+    return ""
 
 
 def _fusion_words(eager: dict[str, Any], compiled: dict[str, Any]) -> str:
