@@ -1,6 +1,8 @@
 """The walk-through's page points of issue 34, on the pages themselves (Streamlit's AppTest): a replay's
 link names only the replay, and a finished race's answers (why, what to try next) are on its page."""
 
+import re
+
 from test_pages import app, record_probe
 
 from core.runs.bundle import import_bundle, load_bundle_file
@@ -39,6 +41,11 @@ def test_a_finished_race_says_why_its_recompiles_and_what_to_try_next_with_a_lin
     nxt = next(m.value for m in at.markdown if m.value.startswith("**Next:**"))
     assert "[dynamic shapes](/?" in nxt and "dynamic=true" in nxt and "model=small_cnn" in nxt
     assert "cuda" not in nxt.lower()  # a CPU race is never sent to CUDA graphs
+    # Why, per step: compiled's top kernels as lines that wrap, each Inductor name whole beside its time
+    # (a table cell cut both the name and the ms column).
+    kernels = text.replace("\u200b", "")
+    fused = "graph_0_cpp_fused__native_batch_norm_legit_functional_convolution_backward_max_pool2d_with_indices"
+    assert re.search(r"\d+\.\d{3} ms per step, 1 call: " + fused + r"\w*backward_1", kernels), kernels
 
 
 def test_the_overhead_and_fusion_tabs_name_the_cause_of_the_latest_race(store, sleepers):  # noqa: F811
