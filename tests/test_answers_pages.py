@@ -57,3 +57,17 @@ def test_the_overhead_and_fusion_tabs_name_the_cause_of_the_latest_race(store, s
     said = [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("**The latest race here")]
     assert len(said) == 2  # the Fusion tab and the Overhead tab
     assert f"run {run_id} (small_cnn, batch 128)" in said[0] and "Compiled is faster here because" in said[0]
+
+
+def test_a_finished_sweep_says_what_to_try_next_with_a_link_that_launches_it(store, sleepers):  # noqa: F811
+    from test_sweep_page import record_sweep, sweep_page
+
+    record_probe(store)
+    sweep_id = record_sweep(store, ["done"] * 4)
+    at = sweep_page(sweep=sweep_id)
+    assert not at.exception, at.exception
+    nxt = [m.value for m in at.markdown if m.value.startswith("**Next:**")]
+    assert len(nxt) == 1, [m.value for m in at.markdown]
+    assert "surest gain measured here is at batch size" in nxt[0]
+    assert "](/?" in nxt[0] and "model=pointwise_mlp" in nxt[0] and "batch_size=" in nxt[0]
+    assert "cuda" not in nxt[0].lower()  # a CPU sweep is never sent to CUDA graphs
