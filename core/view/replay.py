@@ -178,15 +178,18 @@ def load_recording(key: str, store: Store | None = None, folder: str = RECORDING
 
 def shows_words(summary: Summary | dict[str, Any] | None) -> str | None:
     """What a recorded race shows, first in its label (a recording is chosen for what it shows, not
-    for its settings): 'breaks even at step 523', 'compile never pays off', '1 recompile'."""
+    for its settings): 'breaks even at step 523', 'no clear per-step gain, no break-even to count on',
+    '1 recompile'."""
     s = Summary.of(summary)
     if not s.compiled or s.steady_state_speedup is None:
         return None
     parts = []
     if s.break_even_step:
         parts.append(f"breaks even at step {words.number(s.break_even_step)}")
-    elif s.verdict in (SLOWER, NO_CLEAR_DIFFERENCE):
-        parts.append("compile never pays off")
+    elif s.verdict == SLOWER:
+        parts.append("compiled steps slower, compile never pays off")
+    elif s.verdict == NO_CLEAR_DIFFERENCE:  # the break-even's words: none to count on, never 'never pays off'
+        parts.append("no clear per-step gain, no break-even to count on")
     else:
         parts.append("faster, but does not break even within the run")
     recompiles = len(recompiles_of(s))
