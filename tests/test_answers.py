@@ -481,3 +481,20 @@ def test_slower_kernels_name_the_longest_generated_kernel():
     assert found.kind == causes.KERNELS
     assert found.sentence.startswith("Compiled is slower here because its kernels take 2.5 ms more (10.5 ms vs 8 ms)")
     assert "the longest kernel Inductor generated is cpp_fused_gelu_0 (3 ms per step)" in found.sentence
+
+
+def test_a_stored_race_in_a_terminal_says_why_its_recompiles_and_what_to_try_on_its_device(tmp_path):
+    """`wait` and `queue` print a stored race's table with its answers, read with its settings and
+    environment (without them the advice cannot know the device, and the cause its threads)."""
+    from core.cli.common import stored_result
+    from core.runs.bundle import import_bundle, load_bundle_file
+    from core.runs.store import Store
+    from core.view.report import summary_table
+
+    store = Store(str(tmp_path / "s.sqlite3"))
+    path = os.path.join(PROJECT_ROOT, "assets", "recordings", "cpu-recompiles-varying-shapes.json")
+    table = summary_table(stored_result(store.get_run(import_bundle(store, load_bundle_file(path), "ann"))))
+    assert "\nWhy: Compiled is faster here because its kernels take 8.99 ms less" in table
+    assert "Measured with" in table  # the threads and cores, from the stored environment
+    assert "\nRecompiles: " in table and "size mismatch at index 0. expected 48, actual 24" in table
+    assert "\nTry next: dynamic shapes: " in table and "dynamic=true" in table and "cuda" not in table.lower()
