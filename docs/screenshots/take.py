@@ -4,7 +4,7 @@ two-point aot_eager sweep of a tiny MLP; one Under-the-hood demo measured here),
 at 1280x720 (a projector) and 390x844 (a phone). Prints what it measured on the way: the step
 chart's height and font sizes, and where presenter mode's cards end against the fold.
 
-    python docs/screenshots/take.py [--out docs/screenshots] [--no-sweep]
+    python docs/screenshots/take.py [--out docs/screenshots] [--no-sweep | --race-only | --answers-only]
 
 Needs Playwright and Chromium (requirements-dev.txt); takes a few minutes on a small CPU. Stops
 the server and every worker it started before it exits.
@@ -240,7 +240,7 @@ def answer_pages(page, url: str, out: str, ids: dict[str, int], races: list, swe
     """Issue 34's answers at 1280x720: a finished race under its verdict (why, recompiles, what next),
     a sweep's why and next, and a comparison in words with each run's cause and next."""
     page.goto(f"{url}/?run={ids[ANSWERS_OF]}")
-    wait_until(lambda: page.get_by_text("Why:").count() > 0, timeout=120)
+    wait_until(lambda: page.get_by_text("Why:").count() > 0 and page.locator(STATUS).count() > 0, timeout=120)
     scroll_to(page, STATUS)
     settle(page)
     shoot(page, out, "race-answers.png")
@@ -271,7 +271,9 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "screenshots"))
     parser.add_argument("--no-sweep", action="store_true", help="skip the sweep (its two races take a minute or two)")
     parser.add_argument("--race-only", action="store_true", help="only the Race page and presenter mode")
-    parser.add_argument("--answers", action="store_true", help="with --race-only: the answers' three too")
+    parser.add_argument(
+        "--answers-only", action="store_true", help="only the answers' three at 1280x720 (the sweep included)"
+    )
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -284,7 +286,7 @@ def main() -> None:
         ids = {}
         for name in sorted(os.listdir(folder)):
             ids[name.removesuffix(".json")] = import_bundle(store, load_bundle_file(os.path.join(folder, name)), OWNER)
-        if not (args.no_sweep or args.race_only):
+        if args.answers_only or not (args.no_sweep or args.race_only):
             env = {**os.environ, "COMPILE_LAB_DATA": data}
             done = subprocess.run([sys.executable, "-m", "core", *SWEEP, "--store", store_path], cwd=ROOT, env=env)
             if done.returncode != 0:
@@ -294,12 +296,16 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
                 for suffix, viewport in VIEWPORTS.items():
+                    if args.answers_only and suffix:
+                        continue  # the answers are taken at 1280x720 only
                     page = browser.new_page(viewport=viewport)
-                    race_pages(page, url, args.out, suffix)
-                    if not args.race_only:
+                    if not args.answers_only:
+                        race_pages(page, url, args.out, suffix)
+                    if not (args.race_only or args.answers_only):
                         other_pages(page, url, args.out, suffix, sweep=not args.no_sweep)
-                    if not suffix and (args.answers or not args.race_only):
-                        answer_pages(page, url, args.out, ids, store.list_runs(kind="race"), sweep=not args.no_sweep)
+                    if not suffix and not args.race_only:
+                        sweep = args.answers_only or not args.no_sweep
+                        answer_pages(page, url, args.out, ids, store.list_runs(kind="race"), sweep=sweep)
                     page.close()
             finally:
                 browser.close()
