@@ -60,7 +60,11 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
     axis_errors = form.tidy_axes(st.session_state, caps, limits)
     swept = {st.session_state.get("sweep_axis1"), st.session_state.get("sweep_axis2")}
     shown = [o for o in form.base_options() if o.name not in swept]  # an axis' own field is hidden while swept
-    columns = iter([column for _ in range(0, len(shown), 4) for column in st.columns(4)])
+    # The first row's first box is twice as wide: the model with its size ("pointwise_mlp (0.14 M
+    # params)") does not fit a quarter of the form at 1280x720; four to a row after it.
+    first = list(st.columns([2, 1, 1])) if shown else []
+    rest = len(shown) - len(first)
+    columns = iter(first + [column for _ in range(0, max(rest, 0), 4) for column in st.columns(4)])
     for option in shown:
         if option.name == "model":
             choose("model", option.label, next(columns), fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)")
