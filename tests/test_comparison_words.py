@@ -30,7 +30,7 @@ def test_one_configuration_read_two_ways_is_one_race_with_both_results_not_two_t
     assert "run 3 1.12x faster (1.05-1.20x); run 7 no clear difference (0.99x, 0.91-1.08x)" in said[1]
     assert "not two truths" in said[1]
     rows = comparison_rows(runs)
-    assert len(rows) == 1 and rows[0]["runs"] == "3, 7" and rows[0]["verdicts agree"] == "no"
+    assert len(rows) == 1 and rows[0]["runs"] == "3, 7" and rows[0]["agree"] == "no"
 
 
 def test_runs_that_differ_in_settings_device_and_door_say_so_and_whether_verdicts_agree():
@@ -73,7 +73,7 @@ def test_the_runs_page_compares_in_words(store, sleepers):  # noqa: F811
     assert not at.exception, at.exception
     text = "\n".join(m.value for m in at.markdown).replace("\\", "").replace("\u2060", "")
     assert f"Runs {ids[1]} and {ids[0]} are one configuration" in text and "not two truths" in text
-    assert any("verdicts agree" in t.value.columns for t in at.dataframe)
+    assert any("agree" in t.value.columns for t in at.dataframe)
 
 
 def steps_summary(eager_s, compiled_s, n=60):
