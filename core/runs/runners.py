@@ -46,7 +46,7 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     here = environment_record(torch.device(resolve_device(spec.device, caps)))
     spread = _spread(sink, params, here)
     trace_dir = run_files_dir(sink.store_path, sink.run_id)
-    result = run_race(spec, on_event=sink, caps=caps, trace_dir=trace_dir, spread=spread)
+    result = run_race(spec, on_event=sink, caps=caps, trace_dir=trace_dir, spread=spread, run_id=sink.run_id)
     result.environment["load_at_end"] = machine_load()  # the race's own threads included
     data = result.to_dict()
     if pinned is not None and isinstance(result.environment, dict):
