@@ -353,7 +353,7 @@ def test_a_run_that_cannot_be_drawn_is_a_line_naming_it_and_the_page_draws_the_r
     from core.view.run_screen import layout
 
     record_probe(store)
-    good, bad = (import_bundle(store, recording(), "visitor:a") for _ in range(2))
+    good, bad = (import_bundle(store, recording(), f"visitor:{who}") for who in "ab")  # (one bundle, one run each)
 
     def failing_for_bad(function):
         def call(run, *args, **kwargs):
