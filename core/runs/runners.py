@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from core.engine.spec import RunSpec
-from core.runs import run_to_run, worker_cores
+from core.runs import run_to_run, warm_start, worker_cores
 from core.runs.run_files import run_files_dir
 from core.runs.store import Store
 
@@ -49,6 +49,7 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     if pinned is not None and isinstance(result.environment, dict):
         result.environment["worker_cpus"] = pinned  # the cores it had to itself, kept with the run
     result.environment["malloc"] = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or None
+    result.environment["process_start"] = warm_start.how_started()  # forked from a warm server, or not
     details = {
         "compile": data["compile"],
         "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},
@@ -107,7 +108,10 @@ def run_demo_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     sink.update(environment=env, phase=f"measuring {params['demo']} on {device}")
     module = demo_module(params["demo"])
     full = with_defaults(params["demo"], params.get("params"))
-    kwargs = {"device": device} if "device" in inspect.signature(module.run).parameters else {}
+    accepts = inspect.signature(module.run).parameters
+    kwargs: dict[str, Any] = {"device": device} if "device" in accepts else {}
+    if "fresh_process" in accepts:  # its fresh processes start warm too (core.runs.warm_start)
+        kwargs["fresh_process"] = warm_start.run_fresh
     result = module.run(full, **kwargs)
     return "done", {"summary": {"result": result, "params": full}, "environment": env}
 

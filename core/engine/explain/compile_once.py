@@ -61,5 +61,11 @@ def main(model_name: str, batch_size: int, device_name: str) -> dict:
     }
 
 
+def entry(argv: list[str]) -> int:
+    """The command line's work, as an entry point a warm server can fork (core.runs.warm_start)."""
+    print(json.dumps(main(argv[0], int(argv[1]), argv[2])))
+    return 0
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], int(sys.argv[2]), sys.argv[3])))
+    sys.exit(entry(sys.argv[1:]))
