@@ -129,7 +129,8 @@ def test_with_warm_starts_off_or_no_server_a_job_starts_cold(monkeypatch, tmp_pa
         warm_start.idle_s()
 
 
-def test_a_server_is_found_only_by_jobs_with_exactly_its_settings_and_code(tmp_path):
+def test_a_server_is_found_only_by_jobs_with_exactly_its_settings_and_code(tmp_path, monkeypatch):
+    monkeypatch.setattr(warm_start, "FINGERPRINT_KEPT_S", 0.0)  # no second's reuse of the files' digest here
     env = {"PATH": "/bin", **processes.STEADY_MALLOC}
     key = warm_start.server_key(env)
     assert warm_start.server_key({**env, "TORCHINDUCTOR_CACHE_DIR": "/x", "TRITON_CACHE_DIR": "/y"}) == key
@@ -187,6 +188,7 @@ def test_an_unused_server_leaves_and_a_job_with_other_settings_is_refused():
     refusing.key = warm_start.server_key(request["env"], "c")
     assert refusing.refusal(request, [0, 1, 2]) is None
     assert "core." in refusing.refusal({**request, "entry": "os:system"}, [0, 1, 2])
+    assert refusing.refusal({**request, "entry": "bench.replicate_start:main"}, [0, 1, 2]) is None
     assert "stdin" in refusing.refusal(request, [1])
     unclean = warm_server.Server(None, "k", 5.0, problem="CUDA was initialised", code_root="", code="c")
     assert "not clean" in unclean.refusal(request, [0, 1, 2])

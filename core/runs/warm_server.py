@@ -55,6 +55,7 @@ FIRST_COMPILE_CACHES = (
     "torch._inductor.cpu_vec_isa:valid_vec_isa_list",
 )
 CODE_CHECK_EVERY_S = 2.0
+ENTRY_PACKAGES = ("core.", "bench.")  # what a server runs: this project's code, nothing else
 PR_SET_NAME = 15
 
 
@@ -289,8 +290,9 @@ class Server:
             return "a job needs its stdin, stdout and stderr"
         if warm_start.server_key(request.get("env") or {}, self.code) != self.key:
             return "the job's settings are not this server's"
-        if not str(request.get("entry", "")).startswith("core.") or ":" not in str(request.get("entry")):
-            return "an entry point is core.<module>:<function>"
+        entry = str(request.get("entry", ""))
+        if not entry.startswith(ENTRY_PACKAGES) or ":" not in entry:
+            return "an entry point is this project's <module>:<function> (core. or bench.)"
         if threading.active_count() != 1 or len(os.listdir("/proc/self/task")) > self.tasks_ready:
             return "a thread started in the server"
         return None
@@ -416,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     server = Server(listener, args.key, args.idle_s, problem, args.code_root, code)
     job = server.serve()
     if job is None:
-        return 0
+        exit_quickly(0)  # a server's exit needs no module teardown either (it took seconds)
     try:
         code = run_child(job, server.started_at)
     except BaseException:  # noqa: BLE001 - as an uncaught exception ends a cold process: its traceback, status 1

@@ -90,9 +90,22 @@ def how_started() -> str:
     return "warm" if STARTED else "cold"
 
 
+_FINGERPRINTS: dict[str, tuple[float, str]] = {}  # root -> (when, digest), for this process
+FINGERPRINT_KEPT_S = 1.0  # a page's tick may ask every second: the files are read at most this often
+
+
 def code_fingerprint(root: str = CODE_ROOT) -> str:
     """A digest of the code a server would run (every .py under `root`: name, size, modification
     time): a server started before an edit never serves a job after it."""
+    kept = _FINGERPRINTS.get(root)
+    if kept is not None and time.monotonic() - kept[0] < FINGERPRINT_KEPT_S:
+        return kept[1]
+    digest = _fingerprint(root)
+    _FINGERPRINTS[root] = (time.monotonic(), digest)
+    return digest
+
+
+def _fingerprint(root: str) -> str:
     entries = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -241,8 +254,13 @@ def start(
         return None
     if not reply or "pid" not in reply:
         sock.close()
-        if reply and reply.get("refused"):
-            print(f"warm start refused, starting cold: {reply['refused']}", file=sys.stderr)
+        if reply and reply.get("refused"):  # said where the job's own output goes (a worker's log)
+            line = f"the warm server refused this job ({reply['refused']}): starting it cold\n"
+            if stderr is None or isinstance(stderr, int):
+                sys.stderr.write(line)
+            else:
+                stderr.write(line.encode() if "b" in getattr(stderr, "mode", "b") else line)
+                stderr.flush()
         return None
     sock.settimeout(None)
     if not keep:
