@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from types import SimpleNamespace
 
 import pytest
 from conftest import ROOT, machine_seconds, quick_spec
@@ -234,3 +235,42 @@ def test_a_traced_race_starts_cold_and_a_ticker_never_passes_its_trace_on(monkey
     traced = store.create_run("race", quick_spec(compile_trace=True).to_dict(), "ann", "cpu", status="starting")
     processes.launch_worker(store.path, traced, "cpu")
     assert launched["env"]["TORCH_TRACE"].endswith(str(traced)) or str(traced) in launched["env"]["TORCH_TRACE"]
+
+
+def test_the_cache_demos_fresh_processes_start_through_the_warm_path(monkeypatch):
+    """The Under the hood cache demo compiles cold and warm in fresh processes: its worker hands it
+    warm_start.run_fresh, which forks them from the worker's own warm server (their cache folders
+    set per process, the only settings a fork may add); the engine alone starts them cold."""
+    import inspect
+
+    from core.engine.explain import caches
+    from core.runs import runners
+
+    calls = []
+
+    def fresh(entry, module, argv, env, timeout):
+        calls.append((entry, module, argv, {k: env.get(k) for k in warm_start.LAZY_VARIABLES}))
+        line = json.dumps({"first_step_s": 2.0, "steady_step_s": 0.5, "compile_s": 1.5, "phases": {}})
+        return subprocess.CompletedProcess([entry], 0, line + "\n", "")
+
+    monkeypatch.setattr(caches, "recompiles", lambda *args: [])
+    result = caches.run({"model": "mlp", "batch_size": 8}, "cpu", fresh_process=fresh)
+    assert result["warm_saves"] == 1.0 and len(calls) == 2
+    (entry, module, argv, lazy), (_, _, _, lazy_again) = calls
+    assert (entry, module, argv) == (
+        "core.engine.explain.compile_once:entry",
+        "core.engine.explain.compile_once",
+        ["mlp", "8", "cpu"],
+    )
+    assert lazy == lazy_again and all(lazy.values())  # the same fresh cache folder, filled by the cold run
+    assert inspect.signature(caches.run).parameters["fresh_process"].default is caches.run_fresh
+    # The worker's runner hands a demo that takes one the warm path (the caches demo, here stood in for).
+    handed = {}
+
+    def stand_in(params, device="cpu", fresh_process=None):
+        handed["fresh_process"] = fresh_process
+        return {}
+
+    monkeypatch.setattr("core.engine.explain.demo_module", lambda name: SimpleNamespace(run=stand_in))
+    status, _ = runners.run_demo_job({"demo": "caches", "params": {}}, SimpleNamespace(update=lambda **kw: None))
+    assert status == "done" and handed["fresh_process"] is warm_start.run_fresh
