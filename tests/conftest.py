@@ -300,9 +300,17 @@ def warm_servers_of_this_test() -> list[int]:
 
 @pytest.fixture
 def warm_starts(monkeypatch):
-    """Warm starts on for this test; its warm servers stopped at its end (they outlive their jobs)."""
+    """Warm starts on for this test; its warm servers stopped at its end (they outlive their jobs),
+    once its other processes are gone (a last worker's ticker may start one when it finds the lane idle)."""
     monkeypatch.setenv("COMPILE_LAB_WARM_START", "on")
+    before = set(_process_table())
     yield
+    test_id = os.environ.get(TEST_ID_VARIABLE, "")
+    deadline = time.monotonic() + machine_seconds(LEFT_RUNNING_GRACE_S + 5)
+    while set(processes_of_this_test(before, test_id)) - set(warm_servers_of_this_test()):
+        if time.monotonic() > deadline:
+            break  # the guard names them
+        time.sleep(0.1)
     servers = warm_servers_of_this_test()
     for pid in servers:
         os.kill(pid, signal.SIGTERM)

@@ -41,6 +41,7 @@ PRELOAD = (
     "torch._inductor.compile_fx",
     "torch._inductor.cpu_vec_isa",
     "torch._inductor.codecache",
+    "torch.utils.cpp_extension",  # the CPU probe's (it imports setuptools): asks NVML, not CUDA, meanwhile
     "core.runs.worker",
     "core.runs.runners",
     "core.engine.trainer",

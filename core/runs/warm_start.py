@@ -249,7 +249,7 @@ def start(
             request = {"entry": entry, "argv": list(argv), "env": dict(env), "cwd": cwd, "cpus": cpus, "keep": keep}
             send_message(sock, request, fds)
         reply, _ = receive_message(sock)
-    except OSError:  # none ready (not started, still importing, gone), or it did not answer in time
+    except (OSError, ValueError):  # none ready (not started, still importing, gone), or no answer in time
         sock.close()
         return None
     if not reply or "pid" not in reply:
