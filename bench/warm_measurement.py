@@ -41,7 +41,7 @@ GOAL_COMPILE = 0.10
 def ready_warm_server(timeout_s: float = 180.0) -> bool:
     """The warm server of the CPU lane as the CLI's workers will ask for it (this environment)."""
     env = processes.worker_environment("cpu")
-    processes.prewarm(["cpu"])
+    warm_start.ensure_server(env, os.path.join(os.environ["COMPILE_LAB_DATA"], "logs"))
     deadline = time.monotonic() + timeout_s
     while warm_start.server_state(env) != "ready":
         if time.monotonic() > deadline:

@@ -145,19 +145,26 @@ def _start_warm(entry: str, arguments: list[str], env: dict[str, str], log: Any)
     return started.pid if started is not None else None
 
 
+PREWARM_EVERY_S = 5.0  # a page ticks every second: its process looks for missing servers at most this often
+_PREWARMED: dict[str, float] = {}  # server key -> when this process last looked for it
+
+
 def prewarm(device_keys: list[str]) -> list[int]:
     """Start the warm server of each lane's worker environment where none runs or starts; the pids
     started. Called only while nothing runs on this host, so a server's imports never overlap a
     measurement (core.runs.queue.tick, a fleet's agent)."""
     if os.environ.get("COMPILE_LAB_TEST_LAUNCHER") == "sleep":
         return []
-    started, seen = [], set()
+    started = []
     for key in device_keys:
         env = worker_environment(key)
         try:
-            if not warm_start.enabled(env) or warm_start.server_key(env) in seen:
+            if not warm_start.enabled(env):
                 continue
-            seen.add(warm_start.server_key(env))
+            server = warm_start.server_key(env)
+            if time.monotonic() - _PREWARMED.get(server, -PREWARM_EVERY_S) < PREWARM_EVERY_S:
+                continue  # looked for lately (or another lane's environment is the same)
+            _PREWARMED[server] = time.monotonic()
             pid = warm_start.ensure_server(env, os.path.join(data_home(), "logs"), worker_cores.unpinned_cores())
         except (warm_start.SettingError, OSError):
             continue  # a setting it cannot read, a data dir it cannot write: jobs start cold
