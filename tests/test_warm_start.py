@@ -5,6 +5,7 @@ and processes (each server imports torch: about 10-20 s on the 2-core box)."""
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT, machine_seconds, quick_spec
+from conftest import ROOT, machine_seconds, quick_spec, warm_servers_of_this_test
 
 from core.engine.device_state import CACHE_VARIABLES
 from core.engine.spec import DeviceCaps
@@ -113,6 +114,12 @@ def test_a_race_starts_warm_through_the_queue_and_the_next_one_too(warm_starts, 
         if len(os.sched_getaffinity(0)) >= 2:
             assert run.environment["worker_cpus"] == sorted(os.sched_getaffinity(0))[1:]
     wait_until("the last worker to exit", lambda: not processes.pid_alive(store.get_run(second).pid), 30)
+    time.sleep(machine_seconds(2))  # its ticker, which finds the lane idle and the server there
+    (server,) = warm_servers_of_this_test()
+    os.kill(server, signal.SIGTERM)  # a host stopping it: it leaves cleanly, its name free at once
+    _, status = os.waitpid(server, 0)  # (started by this process's tick)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert warm_start.server_state(env) is None
 
 
 def test_with_warm_starts_off_or_no_server_a_job_starts_cold(monkeypatch, tmp_path):

@@ -216,6 +216,7 @@ class Server:
         self.checked_code = time.monotonic()
         self.started_at = time.time()
         self.leaving: str | None = None
+        self.terminated = False
         self.tasks_ready = len(os.listdir("/proc/self/task"))
         self.pid = os.getpid()
         self.fds: list[int] = []
@@ -227,10 +228,12 @@ class Server:
         os.set_blocking(wake_write, False)
         signal.set_wakeup_fd(wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.signal(signal.SIGTERM, lambda *_: self.leave("asked to stop (SIGTERM)"))
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "terminated", True))  # acted on in the loop
         self.fds = [wake_read, wake_write]
         while True:
             self.reap()
+            if self.terminated:
+                self.leave("asked to stop (SIGTERM)")
             self.check_leaving()
             if self.leaving and not self.waiting:
                 say(f"leaving: {self.leaving}")
