@@ -265,6 +265,9 @@ def main(argv: list[str] | None = None) -> None:
         args.races, args.replicates = 2, 2
     from playwright.sync_api import sync_playwright
 
+    os.environ[warm_start.SETTING] = (
+        "off"  # this process's own ticks (a cancel's) start no server: each app has its setting
+    )
     print(f"machine: {os.cpu_count()} cores, load average {load_average()} before starting", flush=True)
     apps = {arm: App(arm) for arm in ARMS}
     results: dict[str, list[dict]] = {arm: [] for arm in ARMS}

@@ -12,6 +12,7 @@ import contextlib
 import os
 from typing import Any
 
+from core.engine.events import StartEvent
 from core.engine.spec import RunSpec
 from core.runs import run_to_run, warm_start, worker_cores
 from core.runs.run_files import run_files_dir
@@ -43,13 +44,18 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     here = environment_record(torch.device(resolve_device(spec.device, caps)))
     spread = _spread(sink, params, here)
     trace_dir = run_files_dir(sink.store_path, sink.run_id)
-    result = run_race(spec, on_event=sink, caps=caps, trace_dir=trace_dir, spread=spread)
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, StartEvent):  # said from the start (a cancelled race keeps it too)
+            event.environment["process_start"] = warm_start.how_started()  # forked from a warm server, or not
+        sink(event)
+
+    result = run_race(spec, on_event=on_event, caps=caps, trace_dir=trace_dir, spread=spread)
     result.environment["load_at_end"] = machine_load()  # the race's own threads included
     data = result.to_dict()
     if pinned is not None and isinstance(result.environment, dict):
         result.environment["worker_cpus"] = pinned  # the cores it had to itself, kept with the run
     result.environment["malloc"] = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or None
-    result.environment["process_start"] = warm_start.how_started()  # forked from a warm server, or not
     details = {
         "compile": data["compile"],
         "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},

@@ -35,13 +35,14 @@ from typing import Any
 from core.runs import warm_start
 
 # What a job would import anyway, in the order a worker does: the imports are most of a cold start.
+# Not torch.utils.cpp_extension (the CPU probe's): on a CUDA build it asks whether CUDA is available
+# when imported, and where NVML cannot answer that initialises CUDA (the check child caught it here).
 PRELOAD = (
     "torch",
     "torch._dynamo",
     "torch._inductor.compile_fx",
     "torch._inductor.cpu_vec_isa",
     "torch._inductor.codecache",
-    "torch.utils.cpp_extension",  # the CPU probe's (it imports setuptools): asks NVML, not CUDA, meanwhile
     "core.runs.worker",
     "core.runs.runners",
     "core.engine.trainer",
