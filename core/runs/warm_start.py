@@ -17,7 +17,15 @@ measurement; they leave after COMPILE_LAB_WARM_IDLE_S unused, or as soon as the 
 no server ready (none yet, one still importing, one that died), a job starts cold: nothing waits.
 
 The API for other process starters (a race's replicates): `start` (a handle, or None: start it cold)
-and `run_fresh` (warm if it can, else cold, and its output). Linux only; elsewhere all is cold.
+and `run_fresh` (warm if it can, else cold, and its output). Linux only; elsewhere all is cold. From
+inside a worker (whose environment is its server's), e.g.:
+
+    env = {**os.environ, **cache_environment(folder)}   # the cache folders are the job's own
+    proc = warm_start.start("core.engine.replicate:main", argv, env, stdout=log, stderr=log,
+                            cpus=pinned_cores, keep=True)   # the child starts on the server's cores
+    if proc is None:                                        # no server ready: the same, cold
+        proc = subprocess.Popen([sys.executable, "-m", "core.engine.replicate", *argv], env=env, ...)
+    code = proc.wait(timeout)
 """
 
 from __future__ import annotations
