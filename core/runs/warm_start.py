@@ -25,7 +25,7 @@ inside a worker (whose environment is its server's), e.g.:
                             cpus=pinned_cores, keep=True)   # the child starts on the server's cores
     if proc is None:                                        # no server ready: the same, cold
         proc = subprocess.Popen([sys.executable, "-m", "core.engine.replicate", *argv], env=env, ...)
-    code = proc.wait(timeout)
+    code = proc.wait(timeout)                               # (a WarmProcess returns None past it)
 """
 
 from __future__ import annotations
@@ -203,6 +203,10 @@ class WarmProcess:
                 return None
             time.sleep(0.05)
         return self.returncode
+
+    def poll(self) -> int | None:
+        """Its exit status if it has ended, else None (as Popen.poll)."""
+        return self.wait(0)
 
     def close(self) -> None:
         """Stop listening for its exit (it runs on)."""
