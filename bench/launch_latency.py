@@ -9,7 +9,7 @@ one with it on. In Chromium, a new visitor opens the Race page and presses Launc
   - the first step stored (polled from the store every 20 ms, as a live page reads it), and when the
     worker had timed it (its recorded_at);
   - the first chart: the race chart drawn in the page with eager's first step (a check in the page
-    every 20 ms: the live feed's chart, or Streamlit's);
+    every 20 ms: the live feed's first chart, drawn before the others, or Streamlit's);
 then cancels the race and waits for its worker to be gone. One race per app first, not counted: it
 runs the device probe and, in the warm app, is the idle tick that starts the warm server.
 
@@ -51,8 +51,8 @@ FIRST_CHART_WATCH = """
 window.__firstChart = null;
 setInterval(() => {
   if (window.__firstChart) return;
-  const feed = document.querySelector('.cl-feed');
-  if (feed && Number(feed.dataset.eager || 0) >= 1 && feed.querySelector('.cl-chart svg')) {
+  const feed = document.querySelector('.cl-feed');  // its charts exist from eager's first step on
+  if (feed && feed.querySelector('.cl-chart svg')) {
     window.__firstChart = Date.now();
     return;
   }
