@@ -67,6 +67,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Workers start cold in the tests (each test has its own data dir, so its own warm server: a torch
 # import per test); the tests of warm starts turn them on (the `warm_starts` fixture).
 os.environ.setdefault("COMPILE_LAB_WARM_START", "off")
+# A warm server a test starts belongs to this pytest process, as the app's belong to the app: should a
+# test's own cleanup miss one, it leaves when pytest exits (core.runs.warm_start.owned_by_this_app).
+os.environ["COMPILE_LAB_APP_PID"] = str(os.getpid())
 
 
 def require_model_libraries() -> None:

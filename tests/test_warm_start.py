@@ -159,11 +159,13 @@ def test_a_server_is_found_only_by_jobs_with_exactly_its_settings_and_code(tmp_p
     assert set(warm_start.LAZY_VARIABLES) == set(CACHE_VARIABLES)
 
 
-def test_a_server_leaves_when_the_code_changes_and_frees_its_name(warm_starts, tmp_path):
+@pytest.mark.parametrize("cause", ["the code changed", "the app that started it is gone"])
+def test_a_server_leaves_when_the_code_changes_or_its_app_exits_and_frees_its_name(warm_starts, tmp_path, cause):
     code_root = tmp_path / "code"
     code_root.mkdir()
     (code_root / "a.py").write_text("a = 1\n")
-    env = processes.worker_environment("cpu")
+    app = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # stands in for the app
+    env = {**processes.worker_environment("cpu"), warm_start.APP_PID_VARIABLE: str(app.pid)}
     key = warm_start.server_key(env, warm_start.code_fingerprint(str(code_root)))
     log = open(tmp_path / "server.log", "wb")
     server = subprocess.Popen(
@@ -175,12 +177,20 @@ def test_a_server_leaves_when_the_code_changes_and_frees_its_name(warm_starts, t
         start_new_session=True,
     )
     wait_until("it to be ready", lambda: b"ready in" in (tmp_path / "server.log").read_bytes(), 90)
-    (code_root / "a.py").write_text("a = 2  # edited\n")
+    if cause == "the code changed":
+        (code_root / "a.py").write_text("a = 2  # edited\n")
+    else:
+        app.kill()
     assert server.wait(timeout=machine_seconds(20)) == 0
+    app.kill()
+    app.wait()
     log.close()
-    assert b"leaving: the code changed" in (tmp_path / "server.log").read_bytes()
+    assert f"leaving: {cause}".encode() in (tmp_path / "server.log").read_bytes()
     with socket.socket(socket.AF_UNIX) as probe:
         probe.bind(warm_start.address(key))  # the name is free for a new server
+    # No app left to start jobs: nothing starts a server for its settings again.
+    if cause != "the code changed":
+        assert warm_start.ensure_server(env, str(tmp_path)) is None
 
 
 def test_an_unused_server_leaves_and_a_job_with_other_settings_is_refused():

@@ -43,6 +43,7 @@ WORKER_VARIABLES = frozenset(
         # the Compile Lab settings a worker reads (its store: store_arguments)
         "COMPILE_LAB_DATA", "COMPILE_LAB_STORE", "COMPILE_LAB_WORKER_THREADS", "COMPILE_LAB_WORKER_CPUS",
         "COMPILE_LAB_STORE_LOST_LIMIT_S", "COMPILE_LAB_WARM_START", "COMPILE_LAB_WARM_IDLE_S",
+        "COMPILE_LAB_APP_PID",  # whose warm servers a worker's ticker starts (core.runs.warm_start)
         # libpq's own ways to a server without a password in the URL (~/.pgpass is found through HOME)
         "PGPASSFILE", "PGSERVICE", "PGSERVICEFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY",
         "COMPILE_LAB_AGENT", "COMPILE_LAB_AGENT_PID", "COMPILE_LAB_AGENT_TIMEOUT_S",  # a fleet agent's workers

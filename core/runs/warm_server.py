@@ -269,9 +269,9 @@ class Server:
             self.checked_code = now
             if warm_start.code_fingerprint(self.code_root) != self.code:
                 self.leave("the code changed")
-            agent = os.environ.get("COMPILE_LAB_AGENT_PID", "")
-            if agent.isdigit() and not warm_start.pid_running(int(agent)):
-                self.leave("the agent that started it is gone")  # its jobs would stop themselves at once
+            gone = warm_start.owner_gone(dict(os.environ))
+            if gone:
+                self.leave(gone)  # an agent's jobs would stop themselves at once; an app's has no ticks left
 
     def reap(self) -> None:
         while True:

@@ -13,7 +13,8 @@ of this Python and of the code's files, so a job only ever reaches a server star
 settings (malloc thresholds, which glibc reads at process start; thread variables, which torch reads
 at import) and its code; any other job starts cold, as before. Servers start only for a lane with
 nothing running (core.runs.queue.tick, a fleet's agent), so their imports never overlap a
-measurement; they leave after COMPILE_LAB_WARM_IDLE_S unused, or as soon as the code changes. With
+measurement; they leave after COMPILE_LAB_WARM_IDLE_S unused, as soon as the code changes, or when
+the app whose ticks started them has exited (`owned_by_this_app`; a fleet agent's, likewise). With
 no server ready (none yet, one still importing, one that died), a job starts cold: nothing waits.
 
 The API for other process starters (a race's replicates): `start` (a handle, or None: start it cold)
@@ -46,6 +47,7 @@ from typing import IO, Any
 from core import PROJECT_ROOT
 
 SETTING = "COMPILE_LAB_WARM_START"  # "on" (the default) or "off": every process starts cold
+APP_PID_VARIABLE = "COMPILE_LAB_APP_PID"  # the app process whose servers these are (they leave with it)
 IDLE_SETTING = "COMPILE_LAB_WARM_IDLE_S"  # how long an unused server stays (seconds)
 DEFAULT_IDLE_S = 900.0
 SERVER_MODULE = "core.runs.warm_server"
@@ -215,6 +217,22 @@ class WarmProcess:
             self._conn = None
 
 
+def owned_by_this_app() -> None:
+    """The warm servers started for this process's jobs (and for its workers' tickers, which inherit
+    the variable) leave when this process exits: called by the app (`streamlit run`), whose server
+    process is the one every page runs in. A CLI's servers leave when unused (COMPILE_LAB_WARM_IDLE_S)."""
+    os.environ[APP_PID_VARIABLE] = str(os.getpid())
+
+
+def owner_gone(env: dict[str, str]) -> str | None:
+    """Why a server of `env` has no one left to serve (the app or fleet agent that started it exited)."""
+    for variable, who in ((APP_PID_VARIABLE, "app"), ("COMPILE_LAB_AGENT_PID", "agent")):
+        pid = env.get(variable, "")
+        if pid.isdigit() and not pid_running(int(pid)):
+            return f"the {who} that started it is gone"
+    return None
+
+
 def pid_running(pid: int) -> bool:
     """Whether process `pid` runs (not a zombie)."""
     try:
@@ -329,7 +347,7 @@ def ensure_server(env: dict[str, str], log_dir: str, cpus: list[int] | None = No
     """Start the warm server for `env` unless one runs or is starting (detached, in its own session,
     so it outlives whoever asked); its pid, or None when none was started. `cpus`: the cores it (and so
     what it forks) may run on, set before it imports torch (torch's default thread count is read then)."""
-    if not enabled(env) or server_state(env) is not None:
+    if not enabled(env) or owner_gone(env) or server_state(env) is not None:
         return None
     key = server_key(env)
     os.makedirs(log_dir, exist_ok=True)
