@@ -18,7 +18,7 @@ from conftest import ROOT, machine_seconds, quick_spec, warm_servers_of_this_tes
 
 from core.engine.device_state import CACHE_VARIABLES
 from core.engine.spec import DeviceCaps
-from core.runs import processes, queue, warm_server, warm_start
+from core.runs import devices, processes, queue, warm_server, warm_start
 from core.runs.limits import HostLimits
 
 NO_LIMITS = HostLimits(job_time_limit_s=None)
@@ -99,6 +99,8 @@ def test_a_race_starts_warm_through_the_queue_and_the_next_one_too(warm_starts, 
     assert queue.tick(store) == []  # nothing to run: it starts the CPU lane's warm server
     env = processes.worker_environment("cpu")
     wait_until("the warm server", lambda: warm_start.server_state(env) == "ready", 90)
+    # The device probe's and the demos' workers start through the same launcher with this environment.
+    assert processes.worker_environment(devices.PROBE_DEVICE_KEY) == env
     first = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=DeviceCaps())
     second = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=DeviceCaps())
     pid = store.get_run(first).pid
