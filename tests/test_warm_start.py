@@ -293,3 +293,19 @@ def test_the_cache_demos_fresh_processes_start_through_the_warm_path(monkeypatch
     monkeypatch.setattr("core.engine.explain.demo_module", lambda name: SimpleNamespace(run=stand_in))
     status, _ = runners.run_demo_job({"demo": "caches", "params": {}}, SimpleNamespace(update=lambda **kw: None))
     assert status == "done" and handed["fresh_process"] is warm_start.run_fresh
+
+
+def test_a_warm_child_ends_as_a_process_ends_even_with_a_thread_pool_left_open(tmp_path):
+    """Its exit (warm_server.exit_quickly) stops what a cold exit stops: a thread pool left open
+    (Inductor's compile pool after a real compile) ends, a non-daemon thread is joined, atexit runs.
+    (Joining the pool's threads before threading's exit hooks waited forever: a worker held its lane.)"""
+    code = (
+        "import atexit, threading, time; from concurrent.futures import ThreadPoolExecutor\n"
+        "pool = ThreadPoolExecutor(2); pool.submit(lambda: 1).result()\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), print('joined', flush=True))).start()\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "from core.runs.warm_server import exit_quickly; exit_quickly(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.split() == ["joined", "atexit", "ran"]

@@ -438,9 +438,10 @@ def exit_quickly(code: int) -> None:
     handlers run, the output flushed) but without tearing down every module one by one: with torch
     imported that teardown took 4.3 s here, in a cold process too, and a worker holds its lane until
     it is gone."""
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    # As the interpreter's own exit does: threading's exit hooks first (concurrent.futures tells its
+    # pools' workers to stop there: Inductor's compile pool, whose threads wait on their queue
+    # forever otherwise), then the other non-daemon threads joined.
+    threading._shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
