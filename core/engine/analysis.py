@@ -22,11 +22,15 @@ import numpy as np
 
 from core.engine import intervals, noise
 from core.engine.spec import CUDA_GRAPH_MODES
-
-FASTER, NO_CLEAR_DIFFERENCE, SLOWER = "faster", "no clear difference", "slower"
-NOT_WITHIN_RUN = "not within this run"
-NEVER_SLOWER = "never: compiled is slower"
-NEVER_NO_GAIN = "never: no clear per-step gain"
+from core.engine.summary import (  # noqa: F401 - the verdicts and reasons, named here as they always were
+    FASTER,
+    NEVER_NO_GAIN,
+    NEVER_SLOWER,
+    NO_CLEAR_DIFFERENCE,
+    NOT_WITHIN_RUN,
+    SLOWER,
+    Summary,
+)
 
 
 def default_warmup(n: int, at_least: int = 1) -> int:
@@ -255,39 +259,6 @@ def projected_span(
     return (early.position if early else base.position, late.position if late else None)
 
 
-def projection_stands(summary: dict[str, Any]) -> bool:
-    """The one rule for a projected break-even, which every view follows: project only from a steady
-    speedup whose 95% interval lies above 1 (verdict "faster"), with compiled code having run and
-    compile not yet paid off. From a gain in doubt there is no crossing to name."""
-    return (
-        summary.get("verdict") == FASTER
-        and summary.get("break_even_step") is None
-        and not summary.get("compile_skipped")
-        and not summary.get("compile_failed")
-    )
-
-
-def projected_position(summary: dict[str, Any]) -> float | None:
-    """The summary's projected break-even (fractional steps), where projection_stands allows one: what
-    the cards, the words, the command line and a sweep show (a summary stored before the rule held
-    may carry a projection from a gain in doubt; it is not shown)."""
-    extra = summary.get("break_even_extrapolated_step")
-    return float(extra) if isinstance(extra, int | float) and extra > 0 and projection_stands(summary) else None
-
-
-def projected_range(summary: dict[str, Any]) -> tuple[float, float | None] | None:
-    """The summary's projected break-even as the span its speedup's interval allows (projected_span:
-    earliest, latest or None for "maybe never"), under the same rule as projected_position; None
-    where there is none (a summary stored before spans were recorded has only the point)."""
-    span = summary.get("break_even_projected_range")
-    if projected_position(summary) is None or not isinstance(span, list | tuple) or len(span) != 2:
-        return None
-    early, late = span
-    if not isinstance(early, int | float) or early <= 0 or not (late is None or isinstance(late, int | float)):
-        return None
-    return float(early), None if late is None else float(late)
-
-
 def whole_run_speedup(eager_total_s: float, compiled_total_s: float) -> float | None:
     """Eager total / compiled total, compile included (>1: the compiled run finished sooner)."""
     if compiled_total_s <= 0:
@@ -327,7 +298,7 @@ def summarize(
     speed = steady_state_speedup(eager_steps, compiled_steps, warmup=w, paired=paired, alpha=alpha, spread=spread)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
-    projects = speed is not None and projection_stands({"verdict": speed.verdict, "break_even_step": be and be.step})
+    projects = speed is not None and Summary(verdict=speed.verdict, break_even_step=be and be.step).projection_stands
     return {
         "warmup_steps": w,
         "compile_time_s": compile_overhead(eager_steps, compiled_steps, w) if n > w else None,
@@ -365,7 +336,7 @@ def summarize(
         "compiled_eval_epoch_times_s": list(compiled_eval_epochs),
         "compile_events": list(compile_events),  # compiles and recompiles, at the step that paid for them
         "interval_paired": paired,
-        "interval_alpha": alpha,  # below 5%: a race that stopped on its interval (interval_words says so)
+        "interval_alpha": alpha,  # below 5%: a race that stopped on its interval (words.interval says so)
         "noise_warnings": noise.drift_warnings(steady(eager_steps, w), steady(compiled_steps, w), paired)
         if n > w
         else [],

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from core.engine import analysis, noise, reading
+from core.engine import analysis, noise
 from core.engine.compile_phases import PhaseWatcher
 from core.engine.compile_stats import CompileStats, compile_skipped_reason, read_compile_stats, reset_compile_state
 from core.engine.cpu_probe import probe_cpu_vector_isa
@@ -47,7 +47,8 @@ from core.engine.models.workload import Workload
 from core.engine.profile_reading import profile_reading
 from core.engine.profiling import kernel_profiling
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, detect_device_caps, resolve_device
-from core.engine.stopping import StopRule, race_alpha, race_steps, stop_reading
+from core.engine.stopping import StopRule, race_alpha, stop_reading
+from core.engine.summary import Summary
 from core.engine.variant import VariantRun, set_stance, stance_problem, warm_up_device
 
 ALTERNATING_MEMORY = "peak of both variants together (they take turns: both models in memory)"
@@ -79,7 +80,7 @@ def run_race(
     race = _Race(spec, device, on_event or (lambda event: None), trace_dir, spread=spread)
     if spec.target_interval:
         floor = analysis.warmup_floor(spec.mode, spec.backend)
-        race.stop_rule = StopRule(spec.target_interval, race_steps(spec), spec.schedule, floor, spread)
+        race.stop_rule = StopRule(spec.target_interval, spec.total_steps, spec.schedule, floor, spread)
     with precision_settings(spec), inductor_cache(spec, device):
         environment = environment_record(device)
         environment["precision"] = spec.precision
@@ -144,8 +145,7 @@ class _Race:
     def result(self, environment: dict[str, Any], **extra: Any) -> RaceResult:
         eager, compiled = self.variants["eager"], self.variants["compiled"]
         summary = summarize_variants(self.spec, eager, compiled, self.stats, self.compile_failed, self.spread)
-        summary.update(extra)
-        return RaceResult(self.spec, environment, eager, compiled, self.stats, summary, self.error)
+        return RaceResult(self.spec, environment, eager, compiled, self.stats, summary.replace(**extra), self.error)
 
 
 def _race_sequential(race: _Race, initial: _InitialModel) -> None:
@@ -431,10 +431,10 @@ def summarize_variants(
     stats: CompileStats,
     compile_failed: str | None = None,
     spread: RunToRun | None = ASSUMED,
-) -> dict[str, Any]:
+) -> Summary:
     """analysis.summarize over the recorded events, plus memory, losses and compile counters;
     `compile_failed` is why torch.compile could not handle the model, when it could not."""
-    summary = analysis.summarize(
+    measured = analysis.summarize(
         eager.times("train"),
         compiled.times("train"),
         [e.train_time_s for e in eager.epochs],
@@ -448,12 +448,13 @@ def summarize_variants(
         alpha=race_alpha(spec),
         spread=spread,
     )
-    summary["noise_warnings"] = summary["noise_warnings"] + noise.load_warnings(eager.load + compiled.load)
-    summary["machine_load"] = eager.load + compiled.load
-    summary["stop_reason"] = stop_reading(summary, spec.target_interval, race_steps(spec))
-    summary.update(
-        eager_eval_step_times_s=eager.times("eval"),
-        compiled_eval_step_times_s=compiled.times("eval"),
+    load = eager.load + compiled.load
+    summary = Summary.from_dict(measured)
+    summary = summary.replace(
+        noise_warnings=summary.noise_warnings + tuple(noise.load_warnings(load)),
+        machine_load=tuple(load),
+        eager_eval_step_times_s=tuple(eager.times("eval")),
+        compiled_eval_step_times_s=tuple(compiled.times("eval")),
         eager_peak_memory_bytes=eager.peak_memory_bytes,
         compiled_peak_memory_bytes=compiled.peak_memory_bytes,
         eager_peak_reserved_bytes=eager.peak_reserved_bytes,
@@ -477,5 +478,4 @@ def summarize_variants(
         else None,
         compile_failed=compile_failed,
     )
-    summary["reading"] = reading.plain_reading(summary)
-    return summary
+    return summary.replace(stop_reason=stop_reading(summary, spec.target_interval, spec.total_steps))

@@ -11,11 +11,11 @@ GPU type counts for every box with that GPU and that torch, a CPU's only for its
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
-from core.engine.spec import DeviceCaps, RunSpec, SpecError
+from core.engine.options import COMPILE, LENGTH, RECORDED, STEP_TIME
+from core.engine.spec import DeviceCaps, RunSpec
 from core.runs import devices
 from core.runs.device_types import race_device_type
 from core.runs.limits import HostLimits
@@ -24,14 +24,9 @@ from core.runs.store import Run, Store
 SCAN_LIMIT = 500  # newest finished races looked at: plenty for one reuse window on one box
 
 
-def comparable(spec: RunSpec, device: str) -> dict[str, Any]:
-    """The fields that decide what a race measures, with the device resolved ('auto' -> 'cpu')
-    and the input size made explicit; a dataset folder and the download flag do not change it."""
-    return {
-        **dataclasses.replace(spec, device=device, image_size=spec.input_size).to_dict(),
-        "data_dir": None,
-        "download": False,
-    }
+# A shared result is the same race in everything it measures and records (a dataset folder and the
+# download flag change none of it; the device type is matched apart: race_device_type).
+SHARED = (STEP_TIME, COMPILE, LENGTH, RECORDED)
 
 
 def recent_result(
@@ -51,18 +46,15 @@ def recent_result(
     target = race_device_type(store, spec, caps, host, lane)
     if target is None:
         return None
-    wanted = comparable(spec, target.kind)
+    wanted = spec.same_race(*SHARED)
     now = time.time() if now is None else now
     for run in store.list_runs(kind="race", status=["done"], limit=SCAN_LIMIT):
         if run.imported or not run.summary or not target.measured(run):
             continue
         if within_s is not None and (run.finished_at is None or now - run.finished_at > within_s):
             continue
-        try:
-            theirs = comparable(RunSpec.from_dict(run.params), target.kind)
-        except (SpecError, TypeError):
-            continue
-        if theirs == wanted:
+        theirs = RunSpec.stored(run.params)
+        if theirs is not None and theirs.same_race(*SHARED) == wanted:
             return run
     return None
 

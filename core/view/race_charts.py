@@ -20,6 +20,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from core.engine import words
 from core.view.chart_style import (
     EPOCH_COLUMNS,
     MAX_POINTS_PER_VARIANT,
@@ -39,7 +40,6 @@ from core.view.chart_style import (
     variant_tooltips,
     with_columns,
 )
-from core.view.report import fmt_about, fmt_seconds
 
 PROJECTION_DASH = [5, 4]
 LEAD_HEIGHT = 260  # Streamlit's theme takes title and axes out of this: less squashes the plot to a line
@@ -156,8 +156,8 @@ def _compile_step_ms(data: pd.DataFrame) -> float | None:
 
 
 def compile_step_words(compile_ms: float) -> str:
-    """'compile step 11.3 s' (or '... 640 ms')."""
-    return f"compile step {compile_ms / 1000:.1f} s" if compile_ms >= 1000 else f"compile step {compile_ms:.0f} ms"
+    """'compile step 11.3 s' (or '... 640 ms'): words.seconds."""
+    return f"compile step {words.seconds(compile_ms / 1000)}"
 
 
 def _compile_step_marker(compile_ms: float, ceiling: float) -> alt.Chart:
@@ -220,7 +220,7 @@ def cumulative_chart(
 
 def compile_clock_label(elapsed_s: float) -> str:
     """The words on the growing compile bar: 'compiling: 7 s so far'."""
-    return f"compiling: {fmt_seconds(elapsed_s, ms_digits=0, s_digits=0)} so far"
+    return f"compiling: {words.duration(elapsed_s)} so far"
 
 
 def _compile_clock_layers(elapsed_s: float, y_title: str) -> list:
@@ -294,8 +294,7 @@ def _projection_layers(projection: Mapping[str, Any], ends: Mapping[str, tuple[i
             tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("step:Q"), alt.Tooltip("cumulative_s:Q", format=".1f")],
         )
     )
-    step = math.floor(position) + 1
-    label = projection.get("label") or f"≈ step {step:,} (projected" + (f", {fmt_about(float(wall))})" if wall else ")")
+    label = projection.get("label") or words.projection_label(position, None, wall, live=False)
     if not on_chart:  # the crossing lies far beyond: name it where the dashed lines leave the chart
         top = max(r["cumulative_s"] for r in rows if r["step"] == end)
         edge = pd.DataFrame({"step": [end], "cumulative_s": [top], "label": [f"{label} →"]})
@@ -434,7 +433,7 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
     wall_s = (break_even or {}).get("wall_s")
     has_wall = wall_s is not None and math.isfinite(float(wall_s))
     # Two lines: at a projector's 20 px one line ran past the plot's edge from a mid-run break-even.
-    label = f"break-even: step {int(step):,}" + (f"\n({float(wall_s):.1f} s)" if has_wall else "")
+    label = f"break-even: step {int(step):,}" + (f"\n({words.seconds(float(wall_s))})" if has_wall else "")
     point = pd.DataFrame({"step": [int(step)], "cumulative_s": [float(wall_s) if has_wall else 0.0], "label": [label]})
     base = alt.Chart(point).encode(x=alt.X("step:Q", title="step"))
     late = last_step > 0 and int(step) > last_step / 2

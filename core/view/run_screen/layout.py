@@ -14,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine import analysis
+from core.engine import words
 from core.engine.race_estimates import expected_compile_estimate
+from core.engine.reading import reading
+from core.engine.summary import Summary
 from core.runs.store import Run, Store
 from core.view import race_charts
 from core.view.chart_style import for_projector
@@ -79,7 +81,7 @@ def progress_fraction(run: Run) -> float:
 def live_words(
     run: Run,
     view: Any,
-    summary: dict,
+    summary: Summary,
     total: int | None,
     expected: Callable[[], tuple[float | None, bool]],
     now: float | None = None,
@@ -99,10 +101,10 @@ def live_words(
             elapsed = compile_clock(run, view, now)
             return Words(sentences.compiling_text(elapsed, seconds, estimated, phase), compiling=True)
         return Words(sentences.eager_phase_text(counts["eager"], total, seconds, estimated))
-    reading = view.derive(("reading", total), lambda: sentences.race_reading(summary, not run.finished, total, counts))
+    said = view.derive(("reading", total), lambda: reading(summary, not run.finished, total, counts))
     # All this app's words and numbers, except a compile-skipped or -failed reason (torch's, or a bundle's).
-    from_torch = summary.get("compile_skipped") or summary.get("compile_failed")
-    return Words(quote(reading) if from_torch else reading)
+    from_torch = not summary.compiled
+    return Words(quote(said) if from_torch else said)
 
 
 def _compile_phase(run: Run) -> dict:
@@ -129,7 +131,7 @@ def chart_stamp(run: Run, view: Any, now: float | None = None) -> int | None:
 
 
 def chart_builders(
-    run: Run, view: Any, summary: dict, present: bool, log_scale: bool = False, now: float | None = None
+    run: Run, view: Any, summary: Summary, present: bool, log_scale: bool = False, now: float | None = None
 ) -> dict[Any, Callable]:
     """The charts of this view, in the order they are shown, by the key a snapshot memoises them
     under (with chart_stamp). Presenter mode: the race and the step times only, tall. Otherwise the
@@ -139,16 +141,14 @@ def chart_builders(
     if not any(view.counts().values()):
         return {}  # nothing measured yet: WAITING_FOR_STEPS, not empty axes
     steps, epochs = view.frames()
-    be = (
-        {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
-        if summary.get("break_even_step")
-        else None
-    )
-    # The one projection rule (analysis.projection_stands): a dashed crossing only from a clear gain.
-    projection = view.projection() if analysis.projection_stands(summary) and not be else None
+    be = {"step": summary.break_even_step, "wall_s": summary.break_even_wall_s} if summary.break_even_step else None
+    # The one projection rule (Summary.projection_stands): a dashed crossing only from a clear gain.
+    projection = view.projection() if summary.projection_stands and not be else None
     if projection:
-        projection["span"] = analysis.projected_range(summary)  # the words' range: the same interval's
-        projection["label"] = sentences.projection_label(projection, running=not run.finished)
+        projection["span"] = summary.projected_range  # the words' range: the same interval's
+        projection["label"] = words.projection_label(
+            float(projection["position"]), projection["span"], projection.get("wall_s"), live=not run.finished
+        )
     marks = view.derive("compile_marks", lambda: why_per_step.compile_marks(view.compiles()))
     clock = compile_clock(run, view, now)
     stamp = None if clock is None else int(clock)
@@ -181,11 +181,11 @@ def _chart_builders(run, view, steps, epochs, be, projection, marks, present, lo
     return built
 
 
-def cards(run: Run, view: Any, summary: dict, total: int | None) -> list[Card]:
+def cards(run: Run, view: Any, summary: Summary, total: int | None) -> list[Card]:
     """The result cards, once per snapshot; none while nothing is measured to compare (the eager run,
     the compile): six dashes would only push the race down."""
     built = view.derive(
-        ("cards", total), lambda: result_cards(summary, memory_of(run), total=total, running=not run.finished)
+        ("cards", total), lambda: result_cards(summary, memory_of(run), total=total, live=not run.finished)
     )
     return [] if all(card.value == "-" for card in built) else built
 
