@@ -295,7 +295,13 @@ def summarize(
     """
     n = min(len(eager_steps), len(compiled_steps))
     w = default_warmup(n, min_warmup) if warmup is None else warmup
-    speed = steady_state_speedup(eager_steps, compiled_steps, warmup=w, paired=paired, alpha=alpha, spread=spread)
+    # No steady step yet while every compiled step is a compile step (the first one, or three with CUDA
+    # graphs): a ratio then is the compile against a step ("0.01x"), not a speedup.
+    speed = (
+        steady_state_speedup(eager_steps, compiled_steps, warmup=w, paired=paired, alpha=alpha, spread=spread)
+        if n > min_warmup
+        else None
+    )
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
     projects = speed is not None and Summary(verdict=speed.verdict, break_even_step=be and be.step).projection_stands

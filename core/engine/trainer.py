@@ -60,6 +60,7 @@ def run_race(
     caps: DeviceCaps | None = None,
     trace_dir: str | None = None,
     spread: RunToRun = ASSUMED,
+    run_id: int | None = None,
 ) -> RaceResult:
     """Validate, then race eager against compiled. Raises SpecError before any work if invalid.
 
@@ -67,7 +68,8 @@ def run_race(
     the result keeps every event so far and carries a readable `error`. With `trace_dir`, each
     variant's profiled steps are written there as a Chrome/Perfetto trace. `spread`: this device's
     run-to-run spread (core.runs.run_to_run learns it from the store; alone, the assumed one), which
-    the headline interval and the stopping rule are widened to.
+    the headline interval and the stopping rule are widened to. `run_id`: the stored run this race
+    is, named in the warm cache's list of the races that filled it.
     """
     caps = caps or detect_device_caps()
     check(spec, caps)
@@ -81,8 +83,10 @@ def run_race(
     if spec.target_interval:
         floor = analysis.warmup_floor(spec.mode, spec.backend)
         race.stop_rule = StopRule(spec.target_interval, spec.total_steps, spec.schedule, floor, spread)
-    with precision_settings(spec), inductor_cache(spec, device):
+    cache_notes: dict = {}  # what the warm cache held, or whether a cold one was kept (core.engine.warm_cache)
+    with precision_settings(spec), inductor_cache(spec, device, cache_notes, {"run": run_id}):
         environment = environment_record(device)
+        environment.update(cache_notes)
         environment["precision"] = spec.precision
         environment["inductor_cache"] = spec.cache
         environment["run_to_run"] = spread.to_dict()  # what the interval was widened to (analysis.spread_of)
@@ -97,6 +101,7 @@ def run_race(
         if probe_s is not None:
             environment["cpu_isa_probe_s"] = round(probe_s, 3)
         SCHEDULES[spec.schedule](race, initial)
+    environment.update(cache_notes)  # a cold race's cache is kept for warm races as it ends
     return race.result(
         environment, model_params=initial.model_params, cpu_isa_probe_s=environment.get("cpu_isa_probe_s")
     )
@@ -296,6 +301,7 @@ def _block_by_block(turn: _Turn, initial: _InitialModel) -> None:
                 for name in list(running):
                     turn.active = name
                     set_random_state(device, streams[name])
+                    turn.runs[name].announce()  # the status line follows the turn
                     try:
                         ran = turn.runs[name].run_block(BLOCK_STEPS)
                     except Exception as exc:  # noqa: BLE001 - a compile failure is a finding; eager goes on

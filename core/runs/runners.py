@@ -50,7 +50,7 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
             event.environment["process_start"] = warm_start.how_started()  # forked from a warm server, or not
         sink(event)
 
-    result = run_race(spec, on_event=on_event, caps=caps, trace_dir=trace_dir, spread=spread)
+    result = run_race(spec, on_event=on_event, caps=caps, trace_dir=trace_dir, spread=spread, run_id=sink.run_id)
     result.environment["load_at_end"] = machine_load()  # the race's own threads included
     data = result.to_dict()
     if pinned is not None and isinstance(result.environment, dict):

@@ -4,7 +4,9 @@ in-memory cache flatters the warm number; then recompilation when input shapes c
 `dynamic` setting with its own empty cache (after one untimed warm-up compile has paid the
 process's one-time costs), so no row reads code a row above it wrote.
 
-A cold compile is what a new user pays; a warm one is every later run on the same machine.
+A cold compile is what a new user pays; a warm one is every later run on the same machine; a portable
+one is a fresh machine (an empty cache, a new process) that loads the artifacts the cold compile saved
+(torch.compiler.save_cache_artifacts / load_cache_artifacts): what shipping the cache saves a host.
 """
 
 from __future__ import annotations
@@ -37,17 +39,17 @@ def run_fresh(
 
 
 def compile_in_fresh_process(
-    cache_dir: str, model: str, batch_size: int, device: str, fresh_process: Callable[..., Any] = run_fresh
+    cache_dir: str, model: str, batch_size: int, device: str, *extra: str, fresh_process: Callable[..., Any] = run_fresh
 ) -> dict[str, Any]:
     """Run core.engine.explain.compile_once in a new process whose Inductor and Triton caches are
     both inside cache_dir (as a race's: core.engine.device_state), so a host's TRITON_CACHE_DIR
-    cannot make the cold compile warm."""
+    cannot make the cold compile warm. `extra`: its --save or --load FILE."""
     env = {**os.environ, **cache_environment(cache_dir)}  # `-m` from PROJECT_ROOT finds core itself
     started = time.perf_counter()
     done = fresh_process(
         "core.engine.explain.compile_once:entry",
         "core.engine.explain.compile_once",
-        [model, str(batch_size), device],
+        [model, str(batch_size), device, *extra],
         env,
         timeout=900,
     )
@@ -128,18 +130,31 @@ def own_cache():
 def run(params: dict[str, Any], device: str = "cpu", fresh_process: Callable[..., Any] = run_fresh) -> dict[str, Any]:
     """`fresh_process`: how a fresh process is started (run_fresh's signature)."""
     p = {**DEFAULTS, **params}
-    cache_dir = make_cold_cache("demo")
+    cache_dir, fresh_dir, kept = make_cold_cache("demo"), make_cold_cache("demo-fresh"), make_cold_cache("artifacts")
+    artifacts = os.path.join(kept, "artifacts.bin")  # outside both caches: what a host would ship
     try:
-        cold = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device, fresh_process)
-        warm = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device, fresh_process)
+        cold = compile_in_fresh_process(
+            cache_dir, p["model"], p["batch_size"], device, "--save", artifacts, fresh_process=fresh_process
+        )
+        warm = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device, fresh_process=fresh_process)
+        # A fresh machine: an empty cache of its own, loading the artifacts the cold compile saved.
+        portable = (
+            compile_in_fresh_process(
+                fresh_dir, p["model"], p["batch_size"], device, "--load", artifacts, fresh_process=fresh_process
+            )
+            if os.path.isfile(artifacts)
+            else {"error": "this torch saved no cache artifacts"}
+        )
     finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
+        for folder in (cache_dir, fresh_dir, kept):
+            shutil.rmtree(folder, ignore_errors=True)
     result: dict[str, Any] = {
         "model": p["model"],
         "batch_size": p["batch_size"],
         "device": device,
         "cold": cold,
         "warm": warm,
+        "portable": portable,
     }
     if "compile_s" in cold and "compile_s" in warm and warm["compile_s"] > 0:
         result["warm_saves"] = cold["compile_s"] / warm["compile_s"]

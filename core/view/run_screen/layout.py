@@ -100,7 +100,8 @@ def live_words(
             phase = quote(live["phase"]) if isinstance(live.get("phase"), str) else None
             elapsed = compile_clock(run, view, now)
             return Words(sentences.compiling_text(elapsed, seconds, estimated, phase), compiling=True)
-        return Words(sentences.eager_phase_text(counts["eager"], total, seconds, estimated))
+        schedule = (run.params or {}).get("schedule", "blocks")
+        return Words(sentences.eager_phase_text(counts["eager"], total, seconds, estimated, schedule))
     said = view.derive(("reading", total), lambda: reading(summary, not run.finished, total, counts))
     # All this app's words and numbers, except a compile-skipped or -failed reason (torch's, or a bundle's).
     from_torch = not summary.compiled
