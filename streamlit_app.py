@@ -6,7 +6,7 @@ import streamlit as st
 
 from app_pages.common import admin_configured, adopt_visitor_token, board, identify_visitor, store, tick
 from app_pages.run_screen.feed_view import sidebar_every
-from core.runs import fleet
+from core.runs import fleet, warm_start
 from core.runs.queue import ensure_probe
 from core.runs.seal import seal_from_workers
 from core.view.fleet import device_type_lines, fleet_summary
@@ -14,6 +14,7 @@ from core.view.job_status import gpu_lines, lane_lines
 from core.view.safe_text import markdown_text
 
 seal_from_workers()  # no worker (a model file's code) reads this server's environment from /proc
+warm_start.owned_by_this_app()  # the warm servers of its jobs leave when this server process does
 st.set_page_config(page_title="Compile Lab", page_icon="⚡", layout="wide")
 
 pages = [

@@ -301,17 +301,24 @@ if run is None and "run" in st.query_params:  # a link to a run this page cannot
         st.warning(markdown_text(missing_run_text(st.query_params["run"], asked)))
 
 
-def refresh_every(run, me: str) -> float:
+def refresh_every(run, me: str, counts: dict | None) -> float:
     """How often this tab's live view refreshes: every second for the run's owner; for a viewer the
     same, until the audience is large enough that the server would fall behind
     (core.view.run_screen.shared_board.viewer_refresh_s: 50 viewers, every 1.5 s). While steps are
-    timed, every 3 s at the most for everyone (core.view.run_screen.cadence: watching costs the race)."""
+    timed and drawn, every 3 s at the most for everyone (core.view.run_screen.cadence: watching costs
+    the race); `counts`: the steps the view has of each variant."""
+    timed = cadence.refresh_s(run, counts)
     if run.owner == me:
-        return max(VIEWER_REFRESH_S, cadence.refresh_s(run))
-    return max(viewer_refresh_s(board().audience(run.id), st.session_state.get("live_every")), cadence.refresh_s(run))
+        return max(VIEWER_REFRESH_S, timed)
+    return max(viewer_refresh_s(board().audience(run.id), st.session_state.get("live_every")), timed)
 
 
-every = refresh_every(run, owner) if polling else VIEWER_REFRESH_S
+def drawn_counts(run_id: int) -> dict | None:
+    snap = board().snapshot(run_id)  # the shared one
+    return snap.counts() if snap is not None else None
+
+
+every = refresh_every(run, owner, drawn_counts(run.id)) if polling else VIEWER_REFRESH_S
 st.session_state.live_every = every
 
 
@@ -328,7 +335,7 @@ def live(run_id: int) -> None:
     run = snap.run
     if polling and run.finished:
         st.rerun()  # stop polling: redraw the page once with the final result
-    if polling and refresh_every(run, me) != every:
+    if polling and refresh_every(run, me, snap.counts()) != every:
         st.rerun()  # the audience or the race's phase moved past a step: redraw the page at the new interval
     if polling:
         yield_to_measurements()  # the rest of this refresh (the owner's too) runs after the race being measured

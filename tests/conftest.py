@@ -64,6 +64,12 @@ CACHE_HITS = "inductor_fx_local_cache_hit_count"
 # Nothing in the tests may reach the network: Hugging Face libraries read these when imported.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Workers start cold in the tests (each test has its own data dir, so its own warm server: a torch
+# import per test); the tests of warm starts turn them on (the `warm_starts` fixture).
+os.environ.setdefault("COMPILE_LAB_WARM_START", "off")
+# A warm server a test starts belongs to this pytest process, as the app's belong to the app: should a
+# test's own cleanup miss one, it leaves when pytest exits (core.runs.warm_start.owned_by_this_app).
+os.environ["COMPILE_LAB_APP_PID"] = str(os.getpid())
 
 
 def require_model_libraries() -> None:
@@ -280,6 +286,44 @@ def sleepers(monkeypatch):
 
 
 SLEEPER = "import time; time.sleep(120)"  # as core.runs.processes.launch_worker's stand-in
+
+
+def warm_servers_of_this_test() -> list[int]:
+    """The warm servers (core.runs.warm_server) this test started, found by its id in their environment."""
+    test_id = os.environ.get(TEST_ID_VARIABLE, "")
+    marker = f"{TEST_ID_VARIABLE}={test_id}".encode() + b"\0"
+    return [
+        pid
+        for pid in _process_table()
+        if b"core.runs.warm_server" in _read_proc(pid, "cmdline")
+        and _read_proc(pid, "comm").strip() == b"compile-lab-srv"
+        and marker in _read_proc(pid, "environ")
+    ]
+
+
+@pytest.fixture
+def warm_starts(monkeypatch):
+    """Warm starts on for this test; its warm servers stopped at its end (they outlive their jobs),
+    once its other processes are gone (a last worker's ticker may start one when it finds the lane idle)."""
+    monkeypatch.setenv("COMPILE_LAB_WARM_START", "on")
+    before = set(_process_table())
+    yield
+    test_id = os.environ.get(TEST_ID_VARIABLE, "")
+    deadline = time.monotonic() + machine_seconds(LEFT_RUNNING_GRACE_S + 5)
+    while set(processes_of_this_test(before, test_id)) - set(warm_servers_of_this_test()):
+        if time.monotonic() > deadline:
+            break  # the guard names them
+        time.sleep(0.1)
+    servers = warm_servers_of_this_test()
+    for pid in servers:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + machine_seconds(10)
+    while any(_process_table().get(pid, (0, b"Z"))[1] not in (b"Z", b"X") for pid in servers):
+        if time.monotonic() > deadline:
+            kill_processes(servers)
+            break
+        time.sleep(0.05)
+    kill_processes(servers)  # reaps those that are pytest's own children
 
 
 # -- the store's two backends ----------------------------------------------------------------

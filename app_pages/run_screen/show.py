@@ -149,9 +149,10 @@ def _show_run(run: Run, view: LiveSnapshot, key: str, present: bool) -> None:
         st.caption(note)  # one core: the open page is part of the measurement
     log = bool(st.session_state.get(f"log_{key}")) and not present  # the toggle below, as last drawn
     built = layout.chart_builders(run, view, summary, present, log_scale=log)
+    stamp = layout.chart_stamp(run, view)  # the compile bar's second
 
     def chart(name):
-        return view.derive(name, lambda: vega_spec(built[name]()))  # converted once per snapshot
+        return view.derive((name, stamp), lambda: vega_spec(built[name]()))  # converted once per snapshot
 
     if not built:
         st.caption(layout.WAITING_FOR_STEPS)

@@ -145,10 +145,14 @@ class Agent:
 
     def launch(self, store_path: str, run_id: int, device_key: str) -> int:
         """launch_worker for this agent's jobs: the worker's host is the agent's name."""
-        os.environ[AGENT_VARIABLE], os.environ[AGENT_PID_VARIABLE] = self.name, str(self.pid)
+        self._agent_environment()
         pid = processes.launch_worker(store_path, run_id, device_key)
         self.pids.add(pid)
         return pid
+
+    def _agent_environment(self) -> None:
+        """What this agent's workers (and their warm servers) have in their environment: its name, its pid."""
+        os.environ[AGENT_VARIABLE], os.environ[AGENT_PID_VARIABLE] = self.name, str(self.pid)
 
     def step(self, claim: bool = True) -> list[int]:
         """Heartbeat, end what died, start what waits on an idle lane (unless draining); the ids started."""
@@ -163,6 +167,9 @@ class Agent:
             return []
         started = dispatch(self.store, self.name, self.lanes, self.caps, self.launch, side_lanes=False)
         self.started.update(started)
+        if not started and not self.running():  # nothing measures here: the lanes' warm servers may start
+            self._agent_environment()
+            processes.prewarm(self.lanes)
         return started
 
     def turn(self) -> list[int] | None:

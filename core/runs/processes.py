@@ -2,7 +2,9 @@
 worker's pid is still that worker, and stopping its process group. No torch.
 
 Each job runs in a `python -m core.runs.worker` process in its own session, so it outlives the
-page or CLI that started it; a pid in the store is trusted only while it still runs a worker.
+page or CLI that started it, or in the same worker forked from a warm server that has already
+imported torch (core.runs.warm_start; cold when none is ready); a pid in the store is trusted only
+while it still runs a worker.
 A server store's URL (its password with it) reaches a worker or a ticker through its environment,
 never its command line: any user of the box reads a command line (`ps`, /proc/<pid>/cmdline), only
 the same user reads an environment (and not at all from the sealed app and agents: core.runs.seal).
@@ -16,9 +18,11 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 from core import PROJECT_ROOT
-from core.runs import worker_cores
+from core.engine.spec import data_home
+from core.runs import warm_start, worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
 from core.runs.run_files import compile_trace_dir
 from core.runs.seal import secret_name  # (its SECRET_WORDS: never inherited, whatever the prefix)
@@ -39,7 +43,8 @@ WORKER_VARIABLES = frozenset(
         "TRANSFORMERS_CACHE", "HF_HUB_DISABLE_TELEMETRY",
         # the Compile Lab settings a worker reads (its store: store_arguments)
         "COMPILE_LAB_DATA", "COMPILE_LAB_STORE", "COMPILE_LAB_WORKER_THREADS", "COMPILE_LAB_WORKER_CPUS",
-        "COMPILE_LAB_STORE_LOST_LIMIT_S",
+        "COMPILE_LAB_STORE_LOST_LIMIT_S", "COMPILE_LAB_WARM_START", "COMPILE_LAB_WARM_IDLE_S",
+        "COMPILE_LAB_APP_PID",  # whose warm servers a worker's ticker starts (core.runs.warm_start)
         # libpq's own ways to a server without a password in the URL (~/.pgpass is found through HOME)
         "PGPASSFILE", "PGSERVICE", "PGSERVICEFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY",
         "COMPILE_LAB_AGENT", "COMPILE_LAB_AGENT_PID", "COMPILE_LAB_AGENT_TIMEOUT_S",  # a fleet agent's workers
@@ -108,14 +113,21 @@ def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
     log_dir = os.path.join(store_files_dir(store_path), "logs")
     os.makedirs(log_dir, exist_ok=True)
     env = worker_environment(device_key)
+    env.pop("TORCH_TRACE", None)  # a ticker started by a traced worker has its run's: never the next run's
     run = Store(store_path).get_run(run_id)
     if run is not None and run.kind == "race" and (run.params or {}).get("compile_trace") is True:
-        # torch reads TORCH_TRACE when it is imported: it must be in the worker's environment.
+        # torch reads TORCH_TRACE when it is imported: it must be in the worker's environment (so it
+        # starts cold: no warm server has it).
         env["TORCH_TRACE"] = compile_trace_dir(store_path, run_id)
-    command = [sys.executable, "-m", "core.runs.worker", *store_arguments(store_path, env), "--run-id", str(run_id)]
-    if os.environ.get("COMPILE_LAB_TEST_LAUNCHER") == "sleep":  # the tests' stand-in, in every process
+    arguments = [*store_arguments(store_path, env), "--run-id", str(run_id)]
+    command = [sys.executable, "-m", "core.runs.worker", *arguments]
+    stand_in = os.environ.get("COMPILE_LAB_TEST_LAUNCHER") == "sleep"  # the tests' stand-in, in every process
+    if stand_in:
         command = [sys.executable, "-c", "import time; time.sleep(120)", "core.runs.worker", str(run_id)]
     with open(os.path.join(log_dir, f"run-{run_id}.log"), "ab") as log:
+        warm = None if stand_in else _start_warm("core.runs.worker:main", arguments, env, log)
+        if warm is not None:
+            return warm
         proc = subprocess.Popen(
             command,
             cwd=PROJECT_ROOT,
@@ -127,6 +139,45 @@ def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
         )
     worker_cores.unpin_child(proc.pid)  # started by a pinned worker: not only its race's cores
     return proc.pid
+
+
+def _start_warm(entry: str, arguments: list[str], env: dict[str, str], log: Any) -> int | None:
+    """The job forked from its environment's warm server (core.runs.warm_start), its pid; None: start it cold."""
+    try:
+        started = warm_start.start(entry, arguments, env, stdout=log, stderr=log)
+    except warm_start.SettingError as exc:
+        log.write(f"starting cold: {exc}\n".encode())
+        return None
+    return started.pid if started is not None else None
+
+
+PREWARM_EVERY_S = 5.0  # a page ticks every second: its process looks for missing servers at most this often
+_PREWARMED: dict[str, float] = {}  # server key -> when this process last looked for it
+
+
+def prewarm(device_keys: list[str]) -> list[int]:
+    """Start the warm server of each lane's worker environment where none runs or starts; the pids
+    started. Called only while nothing runs on this host, so a server's imports never overlap a
+    measurement (core.runs.queue.tick, a fleet's agent)."""
+    if os.environ.get("COMPILE_LAB_TEST_LAUNCHER") == "sleep":
+        return []
+    started = []
+    for key in device_keys:
+        env = worker_environment(key)
+        try:
+            if not warm_start.enabled(env):
+                continue
+            server = warm_start.server_key(env)
+            if time.monotonic() - _PREWARMED.get(server, -PREWARM_EVERY_S) < PREWARM_EVERY_S:
+                continue  # looked for lately (or another lane's environment is the same)
+            _PREWARMED[server] = time.monotonic()
+            pid = warm_start.ensure_server(env, os.path.join(data_home(), "logs"), worker_cores.unpinned_cores())
+        except (warm_start.SettingError, OSError):
+            continue  # a setting it cannot read, a data dir it cannot write: jobs start cold
+        if pid is not None:
+            worker_cores.unpin_child(pid)
+            started.append(pid)
+    return started
 
 
 TICKER_WAIT_S = 120.0  # how long a ticker waits for the worker it follows to exit
@@ -199,6 +250,9 @@ def pid_alive(pid: int | None) -> bool:
             command = fh.read()
         if b"core.runs.worker" in command:
             return True
+        if b"core.runs.warm_server" in command:  # a warm server, or a job it forked (core.runs.warm_start)
+            with open(f"/proc/{pid}/comm", "rb") as fh:
+                return fh.read().strip() == warm_start.JOB_NAME.encode()
         if not command:  # in execve (or a kernel thread, never a reused worker pid): not dead yet
             return True
         # A worker this process just launched, between fork and exec, still shows our command line.

@@ -187,7 +187,8 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
     it. The device probe never runs beside a job on a device (a second CUDA context during a
     measurement), except when there is no probe result yet, and no job starts while it runs.
     In a fleet (live agents in the store: core.runs.fleet) the agents start the measurements; this
-    box starts only its own device probe and model lookups (lanes that measure nothing).
+    box starts only its own device probe and model lookups (lanes that measure nothing). With nothing
+    running here, it starts the lanes' warm servers (core.runs.warm_start) that are not running yet.
     From a deprioritized thread it does nothing: the next tick of any other (a page's next refresh,
     the sidebar, a worker finishing, the CLI) starts what waits.
     """
@@ -200,7 +201,18 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
         return dispatch(store, HOST, [], caps, launch)
     lanes = [lane for lane in device_lanes(caps) if not lane.startswith("cuda:")]
     gpus = [lane for lane in device_lanes(caps) if lane.startswith("cuda:")] or ["cuda:0"]  # before the probe too
-    return dispatch(store, HOST, lanes + gpus, caps, launch, any_device=True)
+    started = dispatch(store, HOST, lanes + gpus, caps, launch, any_device=True)
+    if not started and launch is _LAUNCH_WORKER and not _running_here(store, HOST):
+        processes.prewarm(device_lanes(caps))  # the next job starts warm (core.runs.warm_start)
+    return started
+
+
+_LAUNCH_WORKER = processes.launch_worker  # the real one: a stand-in launcher (tests, benches) starts no server
+
+
+def _running_here(store: Store, host: str) -> bool:
+    """Whether a job is starting or running on `host` (a warm server's imports must not overlap it)."""
+    return any(run.host == host for run in store.list_runs(status=("starting", "running"), limit=100))
 
 
 def dispatch(

@@ -12,8 +12,9 @@ import contextlib
 import os
 from typing import Any
 
+from core.engine.events import StartEvent
 from core.engine.spec import RunSpec
-from core.runs import run_to_run, worker_cores
+from core.runs import run_to_run, warm_start, worker_cores
 from core.runs.run_files import run_files_dir
 from core.runs.store import Store
 
@@ -46,7 +47,13 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     here = environment_record(torch.device(resolve_device(spec.device, caps)))
     spread = _spread(sink, params, here)
     trace_dir = run_files_dir(sink.store_path, sink.run_id)
-    result = run_race(spec, on_event=sink, caps=caps, trace_dir=trace_dir, spread=spread, run_id=sink.run_id)
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, StartEvent):  # said from the start (a cancelled race keeps it too)
+            event.environment["process_start"] = warm_start.how_started()  # forked from a warm server, or not
+        sink(event)
+
+    result = run_race(spec, on_event=on_event, caps=caps, trace_dir=trace_dir, spread=spread, run_id=sink.run_id)
     result.environment["load_at_end"] = machine_load()  # the race's own threads included
     data = result.to_dict()
     if pinned is not None and isinstance(result.environment, dict):
@@ -128,7 +135,10 @@ def run_demo_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     sink.update(environment=env, phase=f"measuring {params['demo']} on {device}")
     module = demo_module(params["demo"])
     full = with_defaults(params["demo"], params.get("params"))
-    kwargs = {"device": device} if "device" in inspect.signature(module.run).parameters else {}
+    accepts = inspect.signature(module.run).parameters
+    kwargs: dict[str, Any] = {"device": device} if "device" in accepts else {}
+    if "fresh_process" in accepts:  # its fresh processes start warm too (core.runs.warm_start)
+        kwargs["fresh_process"] = warm_start.run_fresh
     result = module.run(full, **kwargs)
     return "done", {"summary": {"result": result, "params": full}, "environment": env}
 

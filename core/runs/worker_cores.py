@@ -121,6 +121,11 @@ def pin_worker(share: CoreShare) -> bool:
         return False
 
 
+def unpinned_cores() -> list[int] | None:
+    """The cores this worker had before pin_worker (None: it is not pinned), for what it starts."""
+    return list(_UNPINNED) if _UNPINNED is not None else None
+
+
 def unpin_child(pid: int) -> None:
     """Give a process this (pinned) worker just started the cores the worker had before it was
     pinned; right after starting it, before it has read them. Else the ticker a finishing worker

@@ -180,11 +180,15 @@ def cumulative_chart(
     steps: pd.DataFrame | None,
     break_even: Mapping[str, Any] | None = None,
     projection: Mapping[str, Any] | None = None,
+    compiling_s: float | None = None,
 ) -> alt.Chart | alt.LayerChart:
     """The race: cumulative training seconds per step for both variants (compiled on top), with
     the break-even step marked when given; otherwise, given a projection (analysis.Projection as a
     dict: position, wall_s, eager_step_s, compiled_step_s), both lines continue dashed at their
-    steady rates to the projected crossing. Long runs keep every k-th step + the last."""
+    steady rates to the projected crossing. Long runs keep every k-th step + the last.
+    `compiling_s`: while compiled's first step is compiling, how long it has so far: a bar in
+    compiled's colour grows at step 1, where compiled's line will start (its first step's time is
+    the compile, so the line starts at the bar's top)."""
     data = train_steps(steps, ["variant", "epoch", "step", "time_s", "cumulative_s"])
     data = data[np.isfinite(data["cumulative_s"])]
     counts = variant_counts(data)
@@ -210,8 +214,30 @@ def cumulative_chart(
     if break_even is None and projection is not None and ends:
         layers = _projection_layers(projection, ends, y_title)
     marker = _break_even_layers(break_even, y_title, last_step)
-    chart = layer(*lines, *layers, *marker)
+    clock = _compile_clock_layers(compiling_s, y_title) if compiling_s is not None else []
+    chart = layer(*lines, *layers, *marker, *clock)
     return finish(chart, CUMULATIVE_TITLE, counts, "steps")
+
+
+def compile_clock_label(elapsed_s: float) -> str:
+    """The words on the growing compile bar: 'compiling: 7 s so far'."""
+    return f"compiling: {words.duration(elapsed_s)} so far"
+
+
+def _compile_clock_layers(elapsed_s: float, y_title: str) -> list:
+    """A bar from 0 to the compile's seconds so far at step 1, with the seconds beside its top."""
+    row = pd.DataFrame([{"step": 1, "bottom": 0.0, "top": float(elapsed_s), "label": compile_clock_label(elapsed_s)}])
+    bar = (
+        alt.Chart(row)
+        .mark_rule(strokeWidth=9, opacity=0.45, color=VARIANT_COLORS["compiled"])
+        .encode(x=alt.X("step:Q", title="step"), y=alt.Y("bottom:Q", title=y_title), y2="top:Q")
+    )
+    text = (
+        alt.Chart(row)
+        .mark_text(align="left", dx=9, color=VARIANT_COLORS["compiled"], fontWeight="bold")
+        .encode(x="step:Q", y="top:Q", text="label:N")
+    )
+    return [bar, text]
 
 
 def race_x_end(data: pd.DataFrame, projection: Mapping[str, Any] | None) -> float:

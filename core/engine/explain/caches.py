@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from core import PROJECT_ROOT
@@ -27,18 +28,29 @@ from core.engine.explain.params import CACHES_DEFAULTS as DEFAULTS
 from core.engine.explain.params import caches_problems as validate  # noqa: F401 - a demo module's API: DEFAULTS, validate, run
 
 
-def compile_in_fresh_process(cache_dir: str, model: str, batch_size: int, device: str, *extra: str) -> dict[str, Any]:
+def run_fresh(
+    entry: str, module: str, argv: list[str], env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess:
+    """`python -m module *argv` in a new process, its output captured: how a fresh process starts when
+    no warm one is offered (the worker offers core.runs.warm_start.run_fresh, which forks `entry`
+    from a server that has imported torch and nothing more, as clean as this)."""
+    command = [sys.executable, "-m", module, *argv]
+    return subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def compile_in_fresh_process(
+    cache_dir: str, model: str, batch_size: int, device: str, *extra: str, fresh_process: Callable[..., Any] = run_fresh
+) -> dict[str, Any]:
     """Run core.engine.explain.compile_once in a new process whose Inductor and Triton caches are
     both inside cache_dir (as a race's: core.engine.device_state), so a host's TRITON_CACHE_DIR
     cannot make the cold compile warm. `extra`: its --save or --load FILE."""
-    env = {**os.environ, **cache_environment(cache_dir), "PYTHONPATH": PROJECT_ROOT}
+    env = {**os.environ, **cache_environment(cache_dir)}  # `-m` from PROJECT_ROOT finds core itself
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "core.engine.explain.compile_once", model, str(batch_size), device, *extra],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+    done = fresh_process(
+        "core.engine.explain.compile_once:entry",
+        "core.engine.explain.compile_once",
+        [model, str(batch_size), device, *extra],
+        env,
         timeout=900,
     )
     if done.returncode != 0:
@@ -115,16 +127,21 @@ def own_cache():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run(params: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
+def run(params: dict[str, Any], device: str = "cpu", fresh_process: Callable[..., Any] = run_fresh) -> dict[str, Any]:
+    """`fresh_process`: how a fresh process is started (run_fresh's signature)."""
     p = {**DEFAULTS, **params}
     cache_dir, fresh_dir, kept = make_cold_cache("demo"), make_cold_cache("demo-fresh"), make_cold_cache("artifacts")
     artifacts = os.path.join(kept, "artifacts.bin")  # outside both caches: what a host would ship
     try:
-        cold = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device, "--save", artifacts)
-        warm = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device)
+        cold = compile_in_fresh_process(
+            cache_dir, p["model"], p["batch_size"], device, "--save", artifacts, fresh_process=fresh_process
+        )
+        warm = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device, fresh_process=fresh_process)
         # A fresh machine: an empty cache of its own, loading the artifacts the cold compile saved.
         portable = (
-            compile_in_fresh_process(fresh_dir, p["model"], p["batch_size"], device, "--load", artifacts)
+            compile_in_fresh_process(
+                fresh_dir, p["model"], p["batch_size"], device, "--load", artifacts, fresh_process=fresh_process
+            )
             if os.path.isfile(artifacts)
             else {"error": "this torch saved no cache artifacts"}
         )

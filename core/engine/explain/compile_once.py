@@ -82,6 +82,12 @@ def main(
     }
 
 
+def entry(argv: list[str]) -> int:
+    """The command line's work, as an entry point a warm server can fork (core.runs.warm_start)."""
+    extra = dict(zip(argv[3::2], argv[4::2]))  # --save FILE or --load FILE
+    print(json.dumps(main(argv[0], int(argv[1]), argv[2], extra.get("--save"), extra.get("--load"))))
+    return 0
+
+
 if __name__ == "__main__":
-    extra = dict(zip(sys.argv[4::2], sys.argv[5::2]))
-    print(json.dumps(main(sys.argv[1], int(sys.argv[2]), sys.argv[3], extra.get("--save"), extra.get("--load"))))
+    sys.exit(entry(sys.argv[1:]))

@@ -7,7 +7,8 @@ every chart that changed: with the owner's page refreshing every second, Chromiu
 the server together took about half a core of a 2-core box (bench/watching.py). While steps are
 timed the view refreshes every TIMED_REFRESH_S instead; while the race waits, compiles or
 evaluates, nothing of interest is timed per step and the view stays lively (the compile's elapsed
-seconds count up on the page).
+seconds count up on the page). A young race stays lively too: until the variant being timed has
+its first steps on the page, which then appear as soon as they are stored.
 """
 
 from __future__ import annotations
@@ -23,14 +24,24 @@ TIMED_REFRESH_S = 3.0  # while a variant's steps are timed
 _TIMED_PHASE = re.compile(r"(eager|compiled) epoch \d+/\d+(, evaluating)?")
 
 
-def timed(run: Any) -> bool:
-    """Whether the run is timing steps right now (a running race in a training epoch)."""
-    return run.status == "running" and bool(_TIMED_PHASE.fullmatch(run.phase or ""))
+def timed(run: Any, counts: dict[str, int] | None = None) -> bool:
+    """Whether the run is timing steps right now (a running race in a training epoch) and the view
+    already shows the variant being timed. `counts`: the steps of each variant the view has; while
+    the timed variant has none there (a young race: eager's first steps, compiled's first after its
+    compile) the view stays lively, so they are drawn as soon as they are stored."""
+    variant = timed_variant(run)
+    return variant is not None and (counts is None or bool(counts.get(variant)))
 
 
-def refresh_s(run: Any) -> float:
-    """How often a live view of this run refreshes now, at the least."""
-    return TIMED_REFRESH_S if timed(run) else LIVELY_REFRESH_S
+def timed_variant(run: Any) -> str | None:
+    """The variant whose steps are timed now ('eager', 'compiled'), from the worker's phase; None otherwise."""
+    match = _TIMED_PHASE.fullmatch(run.phase or "")
+    return match.group(1) if match is not None and run.status == "running" else None
+
+
+def refresh_s(run: Any, counts: dict[str, int] | None = None) -> float:
+    """How often a live view of this run refreshes now, at the least (`counts`: as for `timed`)."""
+    return TIMED_REFRESH_S if timed(run, counts) else LIVELY_REFRESH_S
 
 
 def one_core(run: Any) -> bool:

@@ -40,6 +40,11 @@ from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot
 # takes CPU from the race on a small machine.
 FEED_POLL_S = 0.5
 FEED_MAX_AGE_S = 0.75
+# A young race (its view waiting for the first steps of the variant now running): the browser asks
+# this often and the document is built from a snapshot at most this old, so the first steps are
+# drawn within about a poll of being stored. Such a document is small (no charts, or few points).
+YOUNG_POLL_S = 0.25
+YOUNG_MAX_AGE_S = 0.2
 TIMED_POLL_S = cadence.TIMED_REFRESH_S
 TIMED_MAX_AGE_S = TIMED_POLL_S - FEED_POLL_S  # a poll a timed interval after the last finds a new one
 IDLE_EVICT_S = 300.0  # a document nobody asked for this long is dropped
@@ -96,7 +101,8 @@ def feed_document(
     summary = snap.summary()
     words = layout.live_words(run, snap, summary, total, expected, now)
     cards = layout.cards(run, snap, summary, total)
-    built = layout.chart_builders(run, snap, summary, present)
+    built = layout.chart_builders(run, snap, summary, present, now=now)
+    stamp = layout.chart_stamp(run, snap, now)  # the compile bar's second: its chart is rebuilt once a second
     return {
         "run": run.id,
         "status": run.status,
@@ -108,17 +114,37 @@ def feed_document(
         "words": None if words is None else {"text": words.text, "compiling": words.compiling},
         "cards": [dataclasses.asdict(card) for card in cards],
         "charts": [
-            {"name": _key_name(key), "spec": snap.derive(("feed", key), lambda b=build: _chart_spec(b()))}
+            {"name": _key_name(key), "spec": snap.derive(("feed", key, stamp), lambda b=build: _chart_spec(b()))}
             for key, build in built.items()
         ],
         "waiting": None if built else layout.WAITING_FOR_STEPS,
         "loss": None if present else layout.loss_words(snap),
         "counts": snap.counts(),
         "note": cadence.watching_note(run),  # one core: the open page is part of the measurement
-        "poll_ms": int(1000 * (TIMED_POLL_S if cadence.timed(run) else FEED_POLL_S)),
+        "poll_ms": int(1000 * poll_s(run, snap.counts())),
         "present": present,
         "built_at": time.time() if now is None else now,
     }
+
+
+def poll_s(run: Run, counts: dict[str, int]) -> float:
+    """How soon a viewer's browser asks again: quickest while the race is young (nothing drawn yet
+    of the variant being set up or timed: its first steps appear as soon as they are stored), every
+    TIMED_POLL_S while steps are timed (core.view.run_screen.cadence), else FEED_POLL_S."""
+    if cadence.timed(run, counts):
+        return TIMED_POLL_S
+    return YOUNG_POLL_S if young(run, counts) else FEED_POLL_S
+
+
+def young(run: Run, counts: dict[str, int]) -> bool:
+    """A race whose view has no step yet of the variant it is starting or timing (not while it
+    compiles: the compile takes seconds, and its clock moves once a second)."""
+    if run.finished or run.kind != "race":
+        return False
+    if run.status in ("queued", "starting") or not counts.get("eager"):
+        return run.status != "queued"
+    match = cadence.timed_variant(run)
+    return match is not None and not counts.get(match)
 
 
 def _key_name(key: Any) -> str:
@@ -195,8 +221,10 @@ class LiveFeeds:
         """How old a snapshot this run's document may be built from: longer while its steps are
         timed (as of the document last built), so its viewers' redraws come less often too."""
         cached = self._cache.get((run_id, present))
-        if cached is not None and cadence.timed(cached.snapshot.run):
+        if cached is not None and cadence.timed(cached.snapshot.run, cached.snapshot.counts()):
             return max(self.max_age_s, self.timed_max_age_s)
+        if cached is not None and young(cached.snapshot.run, cached.snapshot.counts()):
+            return min(self.max_age_s, YOUNG_MAX_AGE_S)
         return self.max_age_s
 
     def _expected_compile(self, run: Run) -> tuple[float | None, bool]:

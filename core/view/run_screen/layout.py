@@ -96,13 +96,9 @@ def live_words(
     if not run.finished and counts["compiled"] == 0:
         seconds, estimated = expected()
         if sentences.is_compiling(run.phase):
-            # The worker records when the compile began; before it does, the eager run's last event.
-            live = (run.details or {}).get("compile_phase") if isinstance(run.details, dict) else None
-            live = live if isinstance(live, dict) else {}
-            since = live.get("compile_started") or view.last_recorded_at.get("eager")
-            now = time.time() if now is None else now
-            elapsed = max(now - float(since), 0.0) if since else None
+            live = _compile_phase(run)
             phase = quote(live["phase"]) if isinstance(live.get("phase"), str) else None
+            elapsed = compile_clock(run, view, now)
             return Words(sentences.compiling_text(elapsed, seconds, estimated, phase), compiling=True)
         schedule = (run.params or {}).get("schedule", "blocks")
         return Words(sentences.eager_phase_text(counts["eager"], total, seconds, estimated, schedule))
@@ -112,12 +108,37 @@ def live_words(
     return Words(quote(said) if from_torch else said)
 
 
+def _compile_phase(run: Run) -> dict:
+    live = (run.details or {}).get("compile_phase") if isinstance(run.details, dict) else None
+    return live if isinstance(live, dict) else {}
+
+
+def compile_clock(run: Run, view: Any, now: float | None = None) -> float | None:
+    """How long the first compile has run so far, while it runs (None otherwise): the worker records
+    when it began; before it does, the eager run's last event stands for it."""
+    if run.finished or not sentences.is_compiling(run.phase) or view.counts()["compiled"]:
+        return None
+    since = _compile_phase(run).get("compile_started") or view.last_recorded_at.get("eager")
+    if not since:
+        return None
+    return max((time.time() if now is None else now) - float(since), 0.0)
+
+
+def chart_stamp(run: Run, view: Any, now: float | None = None) -> int | None:
+    """What makes a snapshot's charts change besides its data: the compile clock's second (the bar
+    on the race chart grows once a second). Part of the key a chart is memoised under."""
+    clock = compile_clock(run, view, now)
+    return None if clock is None else int(clock)
+
+
 def chart_builders(
-    run: Run, view: Any, summary: Summary, present: bool, log_scale: bool = False
+    run: Run, view: Any, summary: Summary, present: bool, log_scale: bool = False, now: float | None = None
 ) -> dict[Any, Callable]:
     """The charts of this view, in the order they are shown, by the key a snapshot memoises them
-    under. Presenter mode: the race and the step times only, tall. Otherwise the race, the lead
-    (once both variants have steps), the step times, the epochs and the loss."""
+    under (with chart_stamp). Presenter mode: the race and the step times only, tall. Otherwise the
+    race, the lead (once both variants have steps), the step times, the epochs and the loss. The race
+    is drawn from eager's first stored step on, with a growing bar where compiled's line will start
+    while its compile runs."""
     if not any(view.counts().values()):
         return {}  # nothing measured yet: WAITING_FOR_STEPS, not empty axes
     steps, epochs = view.frames()
@@ -130,23 +151,28 @@ def chart_builders(
             float(projection["position"]), projection["span"], projection.get("wall_s"), live=not run.finished
         )
     marks = view.derive("compile_marks", lambda: why_per_step.compile_marks(view.compiles()))
-    built = _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale)
-    # Each chart built once per snapshot, for the page's viewers and the feed's alike.
-    return {key: (lambda k=key, b=build: view.derive(("altair", k), b)) for key, build in built.items()}
+    clock = compile_clock(run, view, now)
+    stamp = None if clock is None else int(clock)
+    built = _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale, stamp)
+    # Each chart built once per snapshot (and compile clock second), for the page's viewers and the feed's alike.
+    return {key: (lambda k=key, b=build: view.derive(("altair", k, stamp), b)) for key, build in built.items()}
 
 
-def _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale) -> dict[Any, Callable]:
+def _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale, clock) -> dict[Any, Callable]:
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         return {
             "present_cumulative": lambda: for_projector(
-                race_charts.cumulative_chart(steps, break_even=be, projection=projection), PRESENT_CHART_HEIGHT
+                race_charts.cumulative_chart(steps, break_even=be, projection=projection, compiling_s=clock),
+                PRESENT_CHART_HEIGHT,
             ),
             "present_steps": lambda: for_projector(
                 race_charts.step_time_chart(steps, marks=marks), PRESENT_CHART_HEIGHT
             ),
         }
     built: dict[Any, Callable] = {
-        "cumulative": lambda: race_charts.cumulative_chart(steps, break_even=be, projection=projection)
+        "cumulative": lambda: race_charts.cumulative_chart(
+            steps, break_even=be, projection=projection, compiling_s=clock
+        )
     }
     if view.counts()["compiled"]:  # a lead needs both variants at the same step
         built["lead"] = lambda: race_charts.lead_chart(steps, break_even=be, projection=projection)

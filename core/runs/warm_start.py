@@ -1,0 +1,383 @@
+"""Warm starts: a job's process forked from a server that has already imported torch and the engine,
+instead of a fresh `python -m ...` that imports them again. No torch here (the server is
+core.runs.warm_server).
+
+Why: importing torch, Dynamo and Inductor takes 4-6 s of a small CPU's time in every fresh process,
+and every race, sweep point, demo, device probe and replicate paid it before its first step. A warm
+server imports them once, runs no op and touches no device, and forks a clean child per job: no
+compile, no CUDA context, no OpenMP pool, no thread but its own before the fork (the server checks
+a child of its own before it serves; a test compares a warm child with a fresh process).
+
+One server per worker environment: its name is a digest of that environment (less LAZY_VARIABLES),
+of this Python and of the code's files, so a job only ever reaches a server started with exactly its
+settings (malloc thresholds, which glibc reads at process start; thread variables, which torch reads
+at import) and its code; any other job starts cold, as before. Servers start only for a lane with
+nothing running (core.runs.queue.tick, a fleet's agent), so their imports never overlap a
+measurement; they leave after COMPILE_LAB_WARM_IDLE_S unused, as soon as the code changes, or when
+the app whose ticks started them has exited (`owned_by_this_app`; a fleet agent's, likewise). With
+no server ready (none yet, one still importing, one that died), a job starts cold: nothing waits.
+
+The API for other process starters (a race's replicates): `start` (a handle, or None: start it cold)
+and `run_fresh` (warm if it can, else cold, and its output). Linux only; elsewhere all is cold. From
+inside a worker (whose environment is its server's), e.g.:
+
+    env = {**os.environ, **cache_environment(folder)}   # the cache folders are the job's own
+    proc = warm_start.start("core.engine.replicate:main", argv, env, stdout=log, stderr=log,
+                            cpus=pinned_cores, keep=True)   # the child starts on the server's cores
+    if proc is None:                                        # no server ready: the same, cold
+        proc = subprocess.Popen([sys.executable, "-m", "core.engine.replicate", *argv], env=env, ...)
+    code = proc.wait(timeout)                               # (a WarmProcess returns None past it)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import IO, Any
+
+from core import PROJECT_ROOT
+
+SETTING = "COMPILE_LAB_WARM_START"  # "on" (the default) or "off": every process starts cold
+APP_PID_VARIABLE = "COMPILE_LAB_APP_PID"  # the app process whose servers these are (they leave with it)
+IDLE_SETTING = "COMPILE_LAB_WARM_IDLE_S"  # how long an unused server stays (seconds)
+DEFAULT_IDLE_S = 900.0
+SERVER_MODULE = "core.runs.warm_server"
+CODE_ROOT = os.path.join(PROJECT_ROOT, "core")
+# Read by torch each time it looks up a cache (torch/_inductor/runtime/cache_dir_utils.py), never at
+# import: a job may name its own, and the child sets them before anything compiles.
+LAZY_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+JOB_NAME = "compile-lab-job"  # a warm child's name (/proc/<pid>/comm, `ps -e`), at most 15 bytes
+SERVER_NAME = "compile-lab-srv"
+REPLY_WAIT_S = 5.0  # a server that does not answer a fork this quickly is not used: the job starts cold
+_HEADER = struct.Struct("!I")
+
+# In a warm child: what the server says about how this process started (core.runs.warm_server sets it).
+STARTED: dict[str, Any] | None = None
+
+
+class SettingError(ValueError):
+    """COMPILE_LAB_WARM_START or COMPILE_LAB_WARM_IDLE_S cannot be read; the message says what they take."""
+
+
+def supported() -> bool:
+    """Fork servers need Linux (fork with torch, abstract sockets, per-process CPU affinity)."""
+    return sys.platform.startswith("linux") and hasattr(socket, "send_fds")
+
+
+def enabled(environ: dict[str, str] | None = None) -> bool:
+    """Whether processes start warm here (COMPILE_LAB_WARM_START, "on" unless "off")."""
+    value = (os.environ if environ is None else environ).get(SETTING, "on").strip().lower()
+    if value not in ("on", "off", ""):
+        raise SettingError(f'{SETTING}={value!r}: expected "on" or "off"')
+    return value != "off" and supported()
+
+
+def idle_s(environ: dict[str, str] | None = None) -> float:
+    """How long an unused server stays (COMPILE_LAB_WARM_IDLE_S; default 900 s)."""
+    text = (os.environ if environ is None else environ).get(IDLE_SETTING, "").strip()
+    if not text:
+        return DEFAULT_IDLE_S
+    try:
+        value = float(text)
+    except ValueError:
+        raise SettingError(f"{IDLE_SETTING}={text!r}: expected a number of seconds") from None
+    if not value > 0:
+        raise SettingError(f"{IDLE_SETTING}={text!r}: expected a number of seconds above 0")
+    return value
+
+
+def how_started() -> str:
+    """'warm' in a process forked from a warm server, else 'cold' (kept with a race's environment)."""
+    return "warm" if STARTED else "cold"
+
+
+_FINGERPRINTS: dict[str, tuple[float, str]] = {}  # root -> (when, digest), for this process
+FINGERPRINT_KEPT_S = 1.0  # a page's tick may ask every second: the files are read at most this often
+
+
+def code_fingerprint(root: str = CODE_ROOT) -> str:
+    """A digest of the code a server would run (every .py under `root`: name, size, modification
+    time): a server started before an edit never serves a job after it."""
+    kept = _FINGERPRINTS.get(root)
+    if kept is not None and time.monotonic() - kept[0] < FINGERPRINT_KEPT_S:
+        return kept[1]
+    digest = _fingerprint(root)
+    _FINGERPRINTS[root] = (time.monotonic(), digest)
+    return digest
+
+
+def _fingerprint(root: str) -> str:
+    entries = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                try:
+                    info = os.stat(path)
+                except OSError:
+                    continue
+                entries.append(f"{os.path.relpath(path, root)}:{info.st_size}:{info.st_mtime_ns}")
+    return hashlib.blake2b("\n".join(entries).encode(), digest_size=12).hexdigest()
+
+
+def server_key(env: dict[str, str], code: str | None = None) -> str:
+    """The name of the one server that may fork a job with this environment (LAZY_VARIABLES aside):
+    this Python, this code, exactly these settings."""
+    settings = sorted((k, v) for k, v in env.items() if k not in LAZY_VARIABLES)
+    raw = json.dumps([sys.executable, code or code_fingerprint(), settings])
+    return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
+
+
+def address(key: str) -> bytes:
+    """The server's socket: in Linux's abstract namespace (no file to leave behind), named per user;
+    the server also refuses a peer of another user (core.runs.warm_server)."""
+    return f"\0compile-lab-warm-{os.getuid()}-{key}".encode()
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The user id of the process at the other end of a Unix socket (SO_PEERCRED: pid, uid, gid)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def send_message(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    data = json.dumps(message).encode()
+    payload = _HEADER.pack(len(data)) + data
+    if fds:
+        sent = socket.send_fds(sock, [payload], fds)
+        sock.sendall(payload[sent:])
+    else:
+        sock.sendall(payload)
+
+
+def receive_message(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | None, list[int]]:
+    """One length-prefixed JSON message (and the descriptors sent with it); None at end of stream."""
+    fds: list[int] = []
+    if max_fds:
+        data, fds, _, _ = socket.recv_fds(sock, 65536, max_fds)
+    else:
+        data = sock.recv(65536)
+    if not data:
+        return None, fds
+    while len(data) < _HEADER.size or len(data) < _HEADER.size + _HEADER.unpack_from(data)[0]:
+        more = sock.recv(65536)
+        if not more:
+            return None, fds
+        data += more
+    (size,) = _HEADER.unpack_from(data)
+    return json.loads(data[_HEADER.size : _HEADER.size + size]), fds
+
+
+@dataclass
+class WarmProcess:
+    """A process forked by a warm server: its pid, and (while its connection is kept) its exit status."""
+
+    pid: int
+    _conn: socket.socket | None
+    returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Its exit status once it has ended (None: not within `timeout`, or the server died before
+        it could say; then the process is gone, or still running past the timeout)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None and self._conn is not None:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            ready, _, _ = select.select([self._conn], [], [], left)
+            if not ready:
+                return None
+            message, _ = receive_message(self._conn)
+            if message is None or "exit" in message:
+                self.returncode = None if message is None else int(message["exit"])
+                self._conn.close()
+                self._conn = None
+        while self.returncode is None and pid_running(self.pid):  # the server is gone: watch the pid
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        """Its exit status if it has ended, else None (as Popen.poll)."""
+        return self.wait(0)
+
+    def close(self) -> None:
+        """Stop listening for its exit (it runs on)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def owned_by_this_app() -> None:
+    """The warm servers started for this process's jobs (and for its workers' tickers, which inherit
+    the variable) leave when this process exits: called by the app (`streamlit run`), whose server
+    process is the one every page runs in. A CLI's servers leave when unused (COMPILE_LAB_WARM_IDLE_S)."""
+    os.environ[APP_PID_VARIABLE] = str(os.getpid())
+
+
+def owner_gone(env: dict[str, str]) -> str | None:
+    """Why a server of `env` has no one left to serve (the app or fleet agent that started it exited)."""
+    for variable, who in ((APP_PID_VARIABLE, "app"), ("COMPILE_LAB_AGENT_PID", "agent")):
+        pid = env.get(variable, "")
+        if pid.isdigit() and not pid_running(int(pid)):
+            return f"the {who} that started it is gone"
+    return None
+
+
+def pid_running(pid: int) -> bool:
+    """Whether process `pid` runs (not a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def start(
+    entry: str,
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    stdin: IO | int | None = None,
+    stdout: IO | int | None = None,
+    stderr: IO | int | None = None,
+    cwd: str = PROJECT_ROOT,
+    cpus: list[int] | None = None,
+    keep: bool = False,
+) -> WarmProcess | None:
+    """Fork `entry` ("package.module:function", called with `argv`, its return value the exit
+    status) from the warm server of `env`, in a session of its own, with `env` as its environment,
+    these files (default: /dev/null) as its stdin, stdout and stderr, `cwd`, and `cpus` as its CPU
+    affinity (default: the server's, this host's cores). `keep`: keep the connection, so the handle's
+    wait() gets its exit status. None when no server for `env` is ready: start the process cold."""
+    if not enabled(env):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(REPLY_WAIT_S)
+        sock.connect(address(server_key(env)))
+        if peer_uid(sock) != os.getuid():  # another user holds the name: never hand it a job
+            sock.close()
+            return None
+        with open(os.devnull, "r+b") as null:
+            fds = [_fileno(f, null) for f in (stdin, stdout, stderr)]
+            request = {"entry": entry, "argv": list(argv), "env": dict(env), "cwd": cwd, "cpus": cpus, "keep": keep}
+            send_message(sock, request, fds)
+        reply, _ = receive_message(sock)
+    except (OSError, ValueError):  # none ready (not started, still importing, gone), or no answer in time
+        sock.close()
+        return None
+    if not reply or "pid" not in reply:
+        sock.close()
+        if reply and reply.get("refused"):  # said where the job's own output goes (a worker's log)
+            line = f"the warm server refused this job ({reply['refused']}): starting it cold\n"
+            if stderr is None or isinstance(stderr, int):
+                sys.stderr.write(line)
+            else:
+                stderr.write(line.encode() if "b" in getattr(stderr, "mode", "b") else line)
+                stderr.flush()
+        return None
+    sock.settimeout(None)
+    if not keep:
+        sock.close()
+    return WarmProcess(int(reply["pid"]), sock if keep else None)
+
+
+def _fileno(f: IO | int | None, null: IO) -> int:
+    if f is None:
+        return null.fileno()
+    return f if isinstance(f, int) else f.fileno()
+
+
+def run_fresh(
+    entry: str, module: str, argv: list[str], env: dict[str, str], timeout: float, cwd: str = PROJECT_ROOT
+) -> subprocess.CompletedProcess:
+    """Run a fresh process to its end and return its output, as subprocess.run(capture_output=True,
+    text=True) does: forked from the warm server of `env` when one is ready (`entry`, as for
+    `start`), else `python -m module *argv`. Raises subprocess.TimeoutExpired past `timeout`."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = start(entry, argv, env, stdout=out, stderr=err, cwd=cwd, keep=True)
+        if proc is None:
+            return subprocess.run(
+                [sys.executable, "-m", module, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+            )
+        code = proc.wait(timeout)
+        if code is None and pid_running(proc.pid):
+            os.killpg(proc.pid, 9)
+            raise subprocess.TimeoutExpired([entry, *argv], timeout)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    return subprocess.CompletedProcess([entry, *argv], -1 if code is None else code, stdout, stderr)
+
+
+def server_state(env: dict[str, str]) -> str | None:
+    """'ready' (it forks jobs), 'starting' (it holds its name, still importing) or None (no server)."""
+    name = address(server_key(env))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(name)
+            return "ready"
+        except OSError:
+            pass
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(name)  # free: no server holds the name
+            return None
+        except OSError:
+            return "starting"
+
+
+def ensure_server(env: dict[str, str], log_dir: str, cpus: list[int] | None = None) -> int | None:
+    """Start the warm server for `env` unless one runs or is starting (detached, in its own session,
+    so it outlives whoever asked); its pid, or None when none was started. `cpus`: the cores it (and so
+    what it forks) may run on, set before it imports torch (torch's default thread count is read then)."""
+    if not enabled(env) or owner_gone(env) or server_state(env) is not None:
+        return None
+    key = server_key(env)
+    os.makedirs(log_dir, exist_ok=True)
+    command = [sys.executable, "-m", SERVER_MODULE, "--key", key, "--idle-s", str(idle_s(env))]
+    if cpus:
+        command += ["--cpus", ",".join(str(c) for c in cpus)]
+    with open(os.path.join(log_dir, f"warm-server-{key[:12]}.log"), "ab") as log:
+        proc = subprocess.Popen(
+            command,
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def stop_server(env: dict[str, str], wait_s: float = 5.0) -> bool:
+    """Ask the server for `env` to leave now (its children run on); whether one was there."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.settimeout(wait_s)
+            sock.connect(address(server_key(env)))
+            send_message(sock, {"stop": True})
+            receive_message(sock)
+        except OSError:
+            return False
+    deadline = time.monotonic() + wait_s
+    while server_state(env) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True

@@ -1,0 +1,311 @@
+"""Warm starts (core.runs.warm_start, core.runs.warm_server): a job forked from a server that has
+imported torch is as clean as a fresh process, gets its own settings, and only a server started with
+exactly those settings and this code may fork it; with none ready, a job starts cold. Real servers
+and processes (each server imports torch: about 10-20 s on the 2-core box)."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from types import SimpleNamespace
+
+import pytest
+from conftest import ROOT, machine_seconds, quick_spec, warm_servers_of_this_test
+
+from core.engine.device_state import CACHE_VARIABLES
+from core.engine.spec import DeviceCaps
+from core.runs import devices, processes, queue, warm_server, warm_start
+from core.runs.limits import HostLimits
+
+NO_LIMITS = HostLimits(job_time_limit_s=None)
+STATE = "core.runs.warm_server:report_state"
+
+
+def wait_until(what, check, seconds):
+    deadline = time.monotonic() + machine_seconds(seconds)
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not within {seconds} s (load-stretched)")
+
+
+def ready_server(env):
+    """Start the warm server for `env` and wait until it forks jobs."""
+    pid = warm_start.ensure_server(env, os.path.join(os.environ["COMPILE_LAB_DATA"], "logs"))
+    assert pid is not None
+    wait_until("the warm server to be ready", lambda: warm_start.server_state(env) == "ready", 90)
+    return pid
+
+
+def cold_state(env):
+    code = "import sys; from core.runs.warm_server import report_state; sys.exit(report_state([]))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def warm_state(env, **kwargs):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = warm_start.start(STATE, [], env, stdout=out, stderr=err, keep=True, **kwargs)
+        assert proc is not None, "no warm server took the job"
+        assert proc.wait(60) == 0
+        out.seek(0)
+        err.seek(0)
+        text = out.read().decode()
+        assert text, err.read().decode()
+    return json.loads(text.strip().splitlines()[-1]), proc.pid
+
+
+def test_a_warm_child_is_as_clean_as_a_fresh_process_and_gets_the_jobs_settings(warm_starts, tmp_path):
+    env = processes.worker_environment("cpu")
+    server = ready_server(env)
+    assert warm_start.ensure_server(env, str(tmp_path)) is None  # one server per settings
+    assert not processes.pid_alive(server)  # the server is no job's worker
+    cache = str(tmp_path / "inductor")
+    job = {**env, "TORCHINDUCTOR_CACHE_DIR": cache}  # a cache folder of its own: read lazily, so allowed
+    warm, pid = warm_state(job)
+    cold = cold_state(job)
+    assert warm["started"] == "warm" and cold["started"] == "cold"
+    for state in (warm, cold):
+        assert state["cuda_initialized"] is False and state["bad_fork"] is False  # no CUDA context
+        assert state["dynamo_counters"] == {} and state["compile_times"] == 0  # nothing compiled, no Dynamo cache
+        assert set(state["first_compile_caches"].values()) == {0}  # no cache dir chosen, no CPU probe run
+        assert state["inductor_cache_dir"] == cache  # the cache folder the job asked for
+        assert state["malloc"] == processes.STEADY_MALLOC
+        assert state["malloc_maps_8mib"] is False  # glibc runs with the fixed thresholds, not its own
+        assert state["python_threads"] == 1
+    assert warm["tasks"] == 1  # no OpenMP pool, no thread: a fork copies one (cold counts before torch)
+    assert warm["own_session"] is True  # it outlives the server, the app and the terminal
+    assert (warm["torch_threads"], warm["cpus"], warm["nice"]) == (cold["torch_threads"], cold["cpus"], cold["nice"])
+    assert warm_state(job, cpus=[warm["cpus"][-1]])[0]["cpus"] == [warm["cpus"][-1]]  # pinned as asked
+    assert not processes.pid_alive(pid)  # it ended, and the server reaped it
+    # Another malloc setting is another server's: this one never forks it.
+    other = {**env, "MALLOC_MMAP_THRESHOLD_": str(1024 * 1024)}
+    assert warm_start.start(STATE, [], other) is None
+    assert warm_start.stop_server(env)
+    assert warm_start.server_state(env) is None
+    assert warm_start.start(STATE, [], job) is None  # no server: the caller starts it cold
+
+
+def test_a_race_starts_warm_through_the_queue_and_the_next_one_too(warm_starts, store):
+    """An idle box's tick starts the warm server; a race then forks from it (and says so), is pinned
+    as a cold one is, and the race its ticker starts is warm too."""
+    assert queue.tick(store) == []  # nothing to run: it starts the CPU lane's warm server
+    env = processes.worker_environment("cpu")
+    wait_until("the warm server", lambda: warm_start.server_state(env) == "ready", 90)
+    # The device probe's and the demos' workers start through the same launcher with this environment.
+    assert processes.worker_environment(devices.PROBE_DEVICE_KEY) == env
+    first = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=DeviceCaps())
+    second = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=DeviceCaps())
+    pid = store.get_run(first).pid
+    assert pid and processes.pid_alive(pid)  # a warm child counts as its run's worker
+    with open(f"/proc/{pid}/comm") as fh:
+        assert fh.read().strip() == warm_start.JOB_NAME
+    for run_id in (first, second):
+        wait_until(f"run {run_id}", lambda r=run_id: store.get_run(r).finished, 120)
+        run = store.get_run(run_id)
+        assert run.status == "done", run.error
+        assert run.environment["process_start"] == "warm"
+        assert run.environment["malloc"] == processes.STEADY_MALLOC
+        if len(os.sched_getaffinity(0)) >= 2:
+            assert run.environment["worker_cpus"] == sorted(os.sched_getaffinity(0))[1:]
+    wait_until("the last worker to exit", lambda: not processes.pid_alive(store.get_run(second).pid), 30)
+    time.sleep(machine_seconds(2))  # its ticker, which finds the lane idle and the server there
+    (server,) = warm_servers_of_this_test()
+    os.kill(server, signal.SIGTERM)  # a host stopping it: it leaves cleanly, its name free at once
+    _, status = os.waitpid(server, 0)  # (started by this process's tick)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert warm_start.server_state(env) is None
+
+
+def test_with_warm_starts_off_or_no_server_a_job_starts_cold(monkeypatch, tmp_path):
+    env = processes.worker_environment("cpu")
+    monkeypatch.setenv(warm_start.SETTING, "on")
+    assert warm_start.start(STATE, [], env) is None  # nothing holds its name: cold, at once
+    monkeypatch.setenv(warm_start.SETTING, "off")
+    assert not warm_start.enabled()
+    assert warm_start.ensure_server(processes.worker_environment("cpu"), str(tmp_path)) is None
+    monkeypatch.setenv(warm_start.SETTING, "sometimes")
+    with pytest.raises(warm_start.SettingError, match="COMPILE_LAB_WARM_START"):
+        warm_start.enabled()
+    monkeypatch.setenv(warm_start.IDLE_SETTING, "-3")
+    with pytest.raises(warm_start.SettingError, match="COMPILE_LAB_WARM_IDLE_S"):
+        warm_start.idle_s()
+
+
+def test_a_server_is_found_only_by_jobs_with_exactly_its_settings_and_code(tmp_path, monkeypatch):
+    monkeypatch.setattr(warm_start, "FINGERPRINT_KEPT_S", 0.0)  # no second's reuse of the files' digest here
+    env = {"PATH": "/bin", **processes.STEADY_MALLOC}
+    key = warm_start.server_key(env)
+    assert warm_start.server_key({**env, "TORCHINDUCTOR_CACHE_DIR": "/x", "TRITON_CACHE_DIR": "/y"}) == key
+    for changed in (
+        {"MALLOC_MMAP_THRESHOLD_": "1"},
+        {"CUDA_VISIBLE_DEVICES": "1"},
+        {"OMP_NUM_THREADS": "1"},
+        {"TORCH_TRACE": "/t"},
+    ):
+        assert warm_start.server_key({**env, **changed}) != key
+    assert warm_start.server_key(env, code="another") != key
+    code = tmp_path / "mod.py"
+    code.write_text("x = 1\n")
+    before = warm_start.code_fingerprint(str(tmp_path))
+    code.write_text("x = 22\n")
+    assert warm_start.code_fingerprint(str(tmp_path)) != before
+    # The variables a job may set for itself are the ones a race's cache folders use.
+    assert set(warm_start.LAZY_VARIABLES) == set(CACHE_VARIABLES)
+
+
+@pytest.mark.parametrize("cause", ["the code changed", "the app that started it is gone"])
+def test_a_server_leaves_when_the_code_changes_or_its_app_exits_and_frees_its_name(warm_starts, tmp_path, cause):
+    code_root = tmp_path / "code"
+    code_root.mkdir()
+    (code_root / "a.py").write_text("a = 1\n")
+    app = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # stands in for the app
+    env = {**processes.worker_environment("cpu"), warm_start.APP_PID_VARIABLE: str(app.pid)}
+    key = warm_start.server_key(env, warm_start.code_fingerprint(str(code_root)))
+    log = open(tmp_path / "server.log", "wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", warm_start.SERVER_MODULE, "--key", key, "--code-root", str(code_root)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    wait_until("it to be ready", lambda: b"ready in" in (tmp_path / "server.log").read_bytes(), 90)
+    if cause == "the code changed":
+        (code_root / "a.py").write_text("a = 2  # edited\n")
+    else:
+        app.kill()
+    assert server.wait(timeout=machine_seconds(20)) == 0
+    app.kill()
+    app.wait()
+    log.close()
+    assert f"leaving: {cause}".encode() in (tmp_path / "server.log").read_bytes()
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.bind(warm_start.address(key))  # the name is free for a new server
+    # No app left to start jobs: nothing starts a server for its settings again.
+    if cause != "the code changed":
+        assert warm_start.ensure_server(env, str(tmp_path)) is None
+
+
+def test_an_unused_server_leaves_and_a_job_with_other_settings_is_refused():
+    """Unit: the loop's rules, without forking."""
+    server = warm_server.Server(None, "k", idle_s=5.0, problem=None, code_root=warm_start.CODE_ROOT, code="c")
+    server.last_used -= 10
+    server.check_leaving()
+    assert server.leaving == "unused for 5 s"
+    refusing = warm_server.Server(None, "k", 5.0, problem=None, code_root=warm_start.CODE_ROOT, code="c")
+    request = {"entry": STATE, "env": {"PATH": "/bin"}}
+    assert "settings" in refusing.refusal(request, [0, 1, 2])
+    request["env"] = {"X": "1"}
+    refusing.key = warm_start.server_key(request["env"], "c")
+    assert refusing.refusal(request, [0, 1, 2]) is None
+    assert "core." in refusing.refusal({**request, "entry": "os:system"}, [0, 1, 2])
+    assert refusing.refusal({**request, "entry": "bench.replicate_start:main"}, [0, 1, 2]) is None
+    assert "stdin" in refusing.refusal(request, [1])
+    unclean = warm_server.Server(None, "k", 5.0, problem="CUDA was initialised", code_root="", code="c")
+    assert "not clean" in unclean.refusal(request, [0, 1, 2])
+
+
+def test_a_check_names_what_makes_a_process_unclean():
+    clean = {
+        "cuda_initialized": False,
+        "bad_fork": False,
+        "dynamo_counters": {},
+        "compile_times": 0,
+        "first_compile_caches": {"a": 0},
+        "python_threads": 1,
+        "tasks": 1,
+    }
+    assert warm_server.problems(clean) == []
+    assert warm_server.problems({**clean, "bad_fork": True}) == ["CUDA was initialised before the fork"]
+    assert warm_server.problems({**clean, "dynamo_counters": {"stats": {"unique_graphs": 1}}}) == [
+        "something was compiled before the fork"
+    ]
+    assert warm_server.problems({**clean, "first_compile_caches": {"a": 1}}) == [
+        "torch's first-compile caches are filled"
+    ]
+    assert "threads" in warm_server.problems({**clean, "tasks": 3})[0]
+
+
+def test_a_traced_race_starts_cold_and_a_ticker_never_passes_its_trace_on(monkeypatch, store):
+    """TORCH_TRACE is read when torch is imported: a traced race cannot be forked from a server
+    (its settings differ), and a worker started by a traced worker's ticker gets no trace of its own."""
+    launched = {}
+
+    class Recorded:
+        pid = 999_999_999
+
+        def __init__(self, command, env, **kwargs):
+            launched["env"] = env
+
+    monkeypatch.setattr(processes.subprocess, "Popen", Recorded)
+    monkeypatch.setenv("TORCH_TRACE", "/somewhere/run-5")
+    run_id = store.create_run("race", quick_spec().to_dict(), "ann", "cpu", status="starting")
+    processes.launch_worker(store.path, run_id, "cpu")
+    assert "TORCH_TRACE" not in launched["env"]
+    traced = store.create_run("race", quick_spec(compile_trace=True).to_dict(), "ann", "cpu", status="starting")
+    processes.launch_worker(store.path, traced, "cpu")
+    assert launched["env"]["TORCH_TRACE"].endswith(str(traced)) or str(traced) in launched["env"]["TORCH_TRACE"]
+
+
+def test_the_cache_demos_fresh_processes_start_through_the_warm_path(monkeypatch):
+    """The Under the hood cache demo compiles cold and warm in fresh processes: its worker hands it
+    warm_start.run_fresh, which forks them from the worker's own warm server (their cache folders
+    set per process, the only settings a fork may add); the engine alone starts them cold."""
+    import inspect
+
+    from core.engine.explain import caches
+    from core.runs import runners
+
+    calls = []
+
+    def fresh(entry, module, argv, env, timeout):
+        calls.append((entry, module, argv, {k: env.get(k) for k in warm_start.LAZY_VARIABLES}))
+        line = json.dumps({"first_step_s": 2.0, "steady_step_s": 0.5, "compile_s": 1.5, "phases": {}})
+        return subprocess.CompletedProcess([entry], 0, line + "\n", "")
+
+    monkeypatch.setattr(caches, "recompiles", lambda *args: [])
+    result = caches.run({"model": "mlp", "batch_size": 8}, "cpu", fresh_process=fresh)
+    assert result["warm_saves"] == 1.0 and len(calls) == 2
+    (entry, module, argv, lazy), (_, _, _, lazy_again) = calls
+    assert (entry, module, argv[:4]) == (
+        "core.engine.explain.compile_once:entry",
+        "core.engine.explain.compile_once",
+        ["mlp", "8", "cpu", "--save"],  # the cold compile saves its artifacts (a stand-in saves none)
+    )
+    assert lazy == lazy_again and all(lazy.values())  # the same fresh cache folder, filled by the cold run
+    assert inspect.signature(caches.run).parameters["fresh_process"].default is caches.run_fresh
+    # The worker's runner hands a demo that takes one the warm path (the caches demo, here stood in for).
+    handed = {}
+
+    def stand_in(params, device="cpu", fresh_process=None):
+        handed["fresh_process"] = fresh_process
+        return {}
+
+    monkeypatch.setattr("core.engine.explain.demo_module", lambda name: SimpleNamespace(run=stand_in))
+    status, _ = runners.run_demo_job({"demo": "caches", "params": {}}, SimpleNamespace(update=lambda **kw: None))
+    assert status == "done" and handed["fresh_process"] is warm_start.run_fresh
+
+
+def test_a_warm_child_ends_as_a_process_ends_even_with_a_thread_pool_left_open(tmp_path):
+    """Its exit (warm_server.exit_quickly) stops what a cold exit stops: a thread pool left open
+    (Inductor's compile pool after a real compile) ends, a non-daemon thread is joined, atexit runs.
+    (Joining the pool's threads before threading's exit hooks waited forever: a worker held its lane.)"""
+    code = (
+        "import atexit, threading, time; from concurrent.futures import ThreadPoolExecutor\n"
+        "pool = ThreadPoolExecutor(2); pool.submit(lambda: 1).result()\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), print('joined', flush=True))).start()\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "from core.runs.warm_server import exit_quickly; exit_quickly(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.split() == ["joined", "atexit", "ran"]
