@@ -7,19 +7,18 @@ import time
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import store, tick
+from app_pages.common import host_limits, store, tick, visitor, visitor_address
 from core.runs import admin, fleet, queue
 from core.view.admin_tables import lane_rows, run_rows
 from core.view.fleet import fleet_rows
 from core.view.safe_text import markdown_text
 
-MAX_ATTEMPTS = 5  # wrong tokens per session; each also costs a second
-
 st.title("Admin")
 if not st.session_state.get("admin_unlocked"):
-    failures = st.session_state.get("admin_failures", 0)
-    if failures >= MAX_ATTEMPTS:
-        st.error("Too many wrong tokens in this session: open the app in a new session to try again.")
+    who = visitor_address(host_limits()) or visitor()  # counted across sessions (core.runs.admin.GUESSES)
+    refused = admin.GUESSES.refusal(who)
+    if refused:
+        st.error(refused)
         st.stop()
     with st.form("admin_unlock", clear_on_submit=True):
         given = st.text_input("Admin token", type="password")
@@ -28,8 +27,8 @@ if not st.session_state.get("admin_unlocked"):
         if admin.token_matches(given):
             st.session_state.admin_unlocked = True
             st.rerun()
-        st.session_state.admin_failures = failures + 1
-        time.sleep(1.0)
+        admin.GUESSES.wrong(who)
+        time.sleep(1.0)  # each wrong token also costs its session a second
         st.error("That is not this host's admin token.")
     st.stop()
 

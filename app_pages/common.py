@@ -8,15 +8,19 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import streamlit as st
 from altair.utils import schemapi as alt_schemapi
+from streamlit.errors import FragmentHandledException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core.engine import words
 from core.engine.explain import demo_device_problem
 from core.engine.planning import plan_from_summary, plan_sentence
 from core.runs import admin, devices, queue, shared_results
+from core.runs.disk_space import disk_full_message, is_disk_full
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.store import Run, Store, StoreError
@@ -78,6 +82,38 @@ def store() -> Store:
             st.error(f"Compile Lab cannot open its store: {markdown_text(exc)}")
             st.stop()
     return st.session_state.store
+
+
+@contextmanager
+def one_run(what: int | str) -> Iterator[None]:
+    """Where a page draws one run (`what`: its id, or words naming what is drawn): an error in it (a
+    stored record this app cannot read: a damaged row, or one an older version let in) is a line
+    naming the run, and the page draws the rest; the traceback goes to the server's log only."""
+    try:
+        yield
+    except FragmentHandledException:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever one run's record holds, the page goes on
+        name = f"run {what}" if isinstance(what, int) else what
+        _LOGGER.exception("%s cannot be drawn", name)
+        st.warning(damaged_run_text(what, exc))
+
+
+def damaged_run_text(what: int | str, exc: BaseException) -> str:
+    """'Run 7 cannot be shown: ...' for a run this app cannot read."""
+    name = f"Run {what}" if isinstance(what, int) else what
+    return markdown_text(
+        f"{name} cannot be shown: its stored record is damaged or was not written by this app "
+        f"({type(exc).__name__}). The rest of the page is as usual."
+    )
+
+
+def disk_full_text(exc: Exception) -> str:
+    """The one line a page says for a write the store refused for want of space (nothing measured
+    is lost: it was not written); any other error is raised again as it was."""
+    if not is_disk_full(exc):
+        raise exc
+    return markdown_text(disk_full_message(store().path))
 
 
 def board() -> LiveBoard:
@@ -177,7 +213,13 @@ def tick() -> None:
     now = time.monotonic()
     if now - _last_tick["t"] >= _TICK_EVERY_S:
         _last_tick["t"] = now
-        queue.tick(store())
+        try:
+            queue.tick(store())
+        except Exception as exc:
+            if not store().is_damage(exc):
+                raise
+            # A damaged page of the store's file under a job's row: the page reads every other run.
+            _LOGGER.warning("the queue cannot move: %s", exc)
 
 
 def run_view(run: Run) -> LiveSnapshot:
@@ -262,6 +304,8 @@ def demo_section(name: str, params: dict, key: str) -> dict | None:
                 st.rerun()
             except (queue.JobError, ValueError) as exc:
                 st.error(markdown_text(exc))
+            except Exception as exc:  # noqa: BLE001 - a full disk is one line; anything else is raised again
+                st.error(disk_full_text(exc))
     if run is None:
         st.info("Not measured on this device yet: the measurement runs as a background job, like a race.")
         return None

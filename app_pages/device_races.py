@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import run_view, store, tick, visitor_address
+from app_pages.common import disk_full_text, run_view, store, tick, visitor_address
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, resolve_device
 from core.runs import fleet, queue
 from core.runs.fleet_races import enqueue_on_every_gpu_type, pin_to_type
@@ -101,6 +101,9 @@ def launch_on_every_gpu_type(owner: str, limits: HostLimits) -> None:
         return
     except queue.JobError as exc:
         st.session_state.launch_error = markdown_text(exc)
+        return
+    except Exception as exc:  # noqa: BLE001 - a full disk is one line; anything else is raised again
+        st.session_state.launch_error = disk_full_text(exc)
         return
     st.query_params.pop("run", None)
     st.query_params[COMPARE_PARAM] = compare_value(list(runs.values()))

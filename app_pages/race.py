@@ -4,6 +4,7 @@ import streamlit as st
 
 from app_pages.common import (
     board,
+    disk_full_text,
     host_limits,
     plan_section,
     session_id,
@@ -25,6 +26,7 @@ from core.engine.spec import SpecError, validate
 from core.runs import devices, estimates, queue, shared_results
 from core.runs.limits import HostLimits
 from core.runs.store import id_from_text
+from core.runs.store.records import unreadable_runs_text
 from core.view.race_form import (
     CHOICES,
     CPU_BREAK_EVEN_HELP,
@@ -45,6 +47,7 @@ from core.view.race_form import (
     spec_to_query,
     unavailable_options,
     unavailable_summary,
+    within_limits,
 )
 from core.view.race_form_layout import (
     DEMO_LEAD,
@@ -74,7 +77,8 @@ def set_form(values: dict) -> None:
 # First render (a widget key: it goes when widget state does, so a reload re-seeds the form): the
 # link's configuration over the device's defaults.
 if "form_batch_size" not in st.session_state:
-    initial, st.session_state.link_notes = spec_from_query(dict(st.query_params), default_spec(caps), limits)
+    first = within_limits(default_spec(caps), limits)  # a first visit is offered a race this host runs
+    initial, st.session_state.link_notes = spec_from_query(dict(st.query_params), first, limits)
     set_form(initial.to_dict())
 moved, device_notes = fit_to_device(form_spec(st.session_state), caps, limits)  # what this device cannot run
 if moved:
@@ -211,6 +215,9 @@ def fold_and_launch(preset: dict | None = None) -> None:
     except queue.JobError as exc:
         st.session_state.launch_error = str(exc)
         return
+    except Exception as exc:  # noqa: BLE001 - a full disk is one line; anything else is raised again
+        st.session_state.launch_error = disk_full_text(exc)
+        return
     follow(run_id)
 
 
@@ -287,7 +294,11 @@ if "launch_error" in st.session_state:
 run = followed_run()
 polling = run is not None and not run.finished
 if run is None and "run" in st.query_params:  # a link to a run this page cannot show: say so
-    st.warning(markdown_text(missing_run_text(st.query_params["run"], id_from_text(st.query_params["run"]))))
+    asked = id_from_text(st.query_params["run"])
+    if asked in store().unreadable_runs:  # its row is on a damaged page of the store's file
+        st.warning(markdown_text(unreadable_runs_text({asked}, store().path)))
+    else:
+        st.warning(markdown_text(missing_run_text(st.query_params["run"], asked)))
 
 
 def refresh_every(run, me: str, counts: dict | None) -> float:

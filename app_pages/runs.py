@@ -5,11 +5,23 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import host_limits, plan_section, run_view, store, tick, visitor, visitor_address
+from app_pages.common import (
+    damaged_run_text,
+    disk_full_text,
+    host_limits,
+    one_run,
+    plan_section,
+    run_view,
+    store,
+    tick,
+    visitor,
+    visitor_address,
+)
 from app_pages.run_screen.show import run_file_downloads, show_run
 from core.engine import words
 from core.runs import queue
 from core.runs.bundle import AlreadyImported, BundleError, export_bundle, import_bundle, read_bundle
+from core.runs.store.records import unreadable_runs_text
 from core.view import answers, overlay_charts
 from core.view.compare import (
     column_headings,
@@ -28,9 +40,19 @@ tick()
 st.title("Runs")
 
 runs = store().list_runs(kind="race", limit=1000)
+if store().unreadable_runs:  # a damaged page of the store's file: the others are listed
+    st.warning(markdown_text(unreadable_runs_text(store().unreadable_runs, store().path)))
 if not runs:
     st.info("No runs yet. Launch one on the Race page, or import a bundle below.")
-table = pd.DataFrame([table_row(r) for r in runs])
+rows, unreadable = [], []
+for r in runs:  # a row this app cannot read is named, and left out: the table shows the others
+    try:
+        rows.append(table_row(r))
+    except Exception as exc:  # noqa: BLE001 - whatever one stored row holds
+        unreadable.append(damaged_run_text(r.id, exc))
+for line in unreadable:
+    st.warning(line)
+table = pd.DataFrame(rows)
 if not table.empty:
     f1, f2, f3 = st.columns(3)
     statuses = f1.multiselect("Status", sorted(table["status"].unique()))
@@ -70,39 +92,46 @@ if not table.empty:
     if len(chosen) == 1:
         run = chosen[0]
         st.subheader(f"{run_name(run.id).capitalize()}: {markdown_text(describe(store(), run))}")
-        show_run(run, run_view(run), key=f"runs_{run.id}")
-        run_file_downloads(run)
-        if run.status == "done":
-            plan_section(run, key=f"runs_{run.id}")
+        with one_run(run.id):
+            show_run(run, run_view(run), key=f"runs_{run.id}")
+            run_file_downloads(run)
+            if run.status == "done":
+                plan_section(run, key=f"runs_{run.id}")
     elif len(chosen) > 1:
         st.subheader(f"Comparing {len(chosen)} runs")
-        for line in comparison_words(chosen):  # what differs, and whether the verdicts agree
-            st.markdown(markdown_text(line))
-        st.dataframe(comparison_rows(chosen), hide_index=True, width="stretch")
-        for run in chosen[:6]:  # each run's cause and what to try next on its device
-            found = answers.finished_answers(run.summary, run.params, run.environment)
-            nxt = " · ".join(f"[{markdown_text(r.label)}]({r.link})" for r in found.next_races)
-            if found.cause_text:
-                st.markdown(
-                    f"**{run_name(run.id).capitalize()}:** {markdown_text(found.cause_text)}"
-                    + (f" **Try next:** {nxt}." if nxt else "")
-                )
-        labels = comparison_labels(chosen)
-        frames = [run_view(r).frames()[0].assign(run=labels[r.id]) for r in chosen]
-        steps = pd.concat(frames, ignore_index=True)
-        st.caption("Colour tells the runs apart, the line style the variant: solid eager, dashed compiled.")
-        left, right = st.columns(2)
-        left.altair_chart(overlay_charts.overlay_step_chart(steps), width="stretch")
-        right.altair_chart(overlay_charts.overlay_cumulative_chart(steps), width="stretch")
+        with one_run("The comparison of runs " + ", ".join(str(r.id) for r in chosen)):
+            for line in comparison_words(chosen):  # what differs, and whether the verdicts agree
+                st.markdown(markdown_text(line))
+            st.dataframe(comparison_rows(chosen), hide_index=True, width="stretch")
+            for run in chosen[:6]:  # each run's cause and what to try next on its device
+                found = answers.finished_answers(run.summary, run.params, run.environment)
+                nxt = " · ".join(f"[{markdown_text(r.label)}]({r.link})" for r in found.next_races)
+                if found.cause_text:
+                    st.markdown(
+                        f"**{run_name(run.id).capitalize()}:** {markdown_text(found.cause_text)}"
+                        + (f" **Try next:** {nxt}." if nxt else "")
+                    )
+            labels = comparison_labels(chosen)
+            frames = [run_view(r).frames()[0].assign(run=labels[r.id]) for r in chosen]
+            steps = pd.concat(frames, ignore_index=True)
+            st.caption("Colour tells the runs apart, the line style the variant: solid eager, dashed compiled.")
+            left, right = st.columns(2)
+            left.altair_chart(overlay_charts.overlay_step_chart(steps), width="stretch")
+            right.altair_chart(overlay_charts.overlay_cumulative_chart(steps), width="stretch")
     for run in chosen:
         a, b, c = st.columns([2, 1, 1])
-        a.download_button(
-            f"Bundle of {run_name(run.id)} (JSON)",
-            json.dumps(export_bundle(store(), run.id)),
-            f"compile_lab_run_{run.id}.json",
-            "application/json",
-            key=f"bundle_{run.id}",
-        )
+        try:
+            bundle = json.dumps(export_bundle(store(), run.id))
+        except BundleError as exc:  # a damaged run: no bundle of part of it
+            a.caption(f"No bundle of {run_name(run.id)}: {markdown_text(exc)}")
+        else:
+            a.download_button(
+                f"Bundle of {run_name(run.id)} (JSON)",
+                bundle,
+                f"compile_lab_run_{run.id}.json",
+                "application/json",
+                key=f"bundle_{run.id}",
+            )
         if run.owner == owner:
             if not run.finished and b.button("Cancel", key=f"cancel_{run.id}"):
                 queue.cancel(store(), run.id, owner)
@@ -128,3 +157,5 @@ if upload is not None and st.session_state.get("imported_name") != upload.name:
         )
     except BundleError as exc:
         st.error(f"Not imported: {markdown_text(exc)}")
+    except Exception as exc:  # noqa: BLE001 - a full disk is one line; anything else is raised again
+        st.error(f"Not imported: {disk_full_text(exc)}")

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from app_pages.common import (
+    disk_full_text,
     host_limits,
     store,
     tick,
@@ -112,6 +113,8 @@ if launched:
         st.error(markdown_text("; ".join(str(p) for p in exc.problems)))
     except queue.JobError as exc:
         st.error(markdown_text(exc))
+    except Exception as exc:  # noqa: BLE001 - a full disk is one line; anything else is raised again
+        st.error(disk_full_text(exc))
 
 
 def gone_text(sweep_id: int) -> str:

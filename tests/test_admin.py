@@ -28,6 +28,12 @@ def test_the_token_comes_from_the_environment_and_must_be_a_secret():
     )
 
 
+@pytest.fixture(autouse=True)
+def _fresh_guesses(monkeypatch):
+    """The app process counts wrong tokens across sessions: each test starts with none."""
+    monkeypatch.setattr(admin, "GUESSES", admin.TokenGuesses())
+
+
 def test_admin_cancels_anyones_run(store, sleepers):
     run_id = queue.enqueue(store, quick_spec(), "visitor:someone", limits=HostLimits(), caps=CPU)
     with pytest.raises(queue.JobError, match="belongs to someone else"):
@@ -121,5 +127,39 @@ def test_wrong_tokens_lock_the_prompt_after_a_few_tries(store, sleepers, monkeyp
         at.text_input[0].input("wrong-wrong-wrong-wrong")
         at.button[0].click().run()
     at.run()
-    assert "Too many wrong tokens" in " ".join(e.value for e in at.error) and not at.text_input
+    assert "Too many wrong admin tokens lately" in " ".join(e.value for e in at.error) and not at.text_input
     assert "admin_unlocked" not in at.session_state
+
+
+def test_wrong_admin_tokens_are_counted_across_sessions_and_logged(store, sleepers, monkeypatch, caplog):
+    """A new session (a new browser) is no new allowance: 5 wrong tokens per visitor, and 20 from
+    everyone together, in 15 minutes; each is logged, without what was typed."""
+    import logging
+
+    monkeypatch.setenv("COMPILE_LAB_ADMIN_TOKEN", TOKEN)
+    monkeypatch.setattr("time.sleep", lambda _s: None)  # (the page's second per wrong token)
+    record_probe(store)
+
+    def session(visitor_token):
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.session_state["visitor"] = visitor_token
+        at.run()
+        at.switch_page("app_pages/admin.py").run()
+        return at
+
+    def guess(at, token="wrong-token-guess-0000"):
+        at.text_input[0].input(token)
+        at.button[0].click().run()
+
+    caplog.set_level(logging.WARNING, logger="compile_lab")
+    for _ in range(admin.GUESSES_PER_VISITOR):
+        guess(session("a" * 16))  # each in a fresh session
+    refused = session("a" * 16)
+    assert not refused.text_input and "Too many wrong admin tokens lately" in refused.error[0].value
+    assert len([r for r in caplog.records if "admin token refused" in r.getMessage()]) == admin.GUESSES_PER_VISITOR
+    assert "wrong-token-guess" not in caplog.text
+    for i in range(admin.GUESSES_FROM_EVERYONE - admin.GUESSES_PER_VISITOR):
+        guess(session(f"{i:016x}"))  # many browsers, one wrong token each
+    assert "Too many wrong admin tokens lately" in session("f" * 16).error[0].value  # even a new one waits
+    later = time.time() + admin.GUESS_WINDOW_S + 1
+    assert admin.GUESSES.refusal("b" * 16, now=later) is None  # the window passes

@@ -179,25 +179,6 @@ def test_cumulative():
     assert analysis.cumulative([1, 2, 3]) == [1, 3, 6]
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 8, 31])
-def test_bootstrap_medians_match_resampling_by_brute_force(n):
-    import random
-    import statistics
-
-    import numpy as np
-
-    from core.engine.analysis import bootstrap_medians
-
-    rng = random.Random(n)
-    values = [rng.lognormvariate(0, 0.5) for _ in range(n)]
-    fast = bootstrap_medians(values, 50_000, np.random.default_rng(0))
-    slow = [statistics.median(rng.choices(values, k=n)) for _ in range(50_000)]
-    assert set(np.unique(fast)) <= {statistics.median([a, b]) for a in values for b in values} | set(values)
-    assert float(np.mean(fast)) == pytest.approx(statistics.mean(slow), rel=0.01)
-    for q in (0.025, 0.5, 0.975):
-        assert float(np.quantile(fast, q)) == pytest.approx(float(np.quantile(slow, q)), rel=0.03)
-
-
 # --- projected break-even --------------------------------------------------------------------
 
 

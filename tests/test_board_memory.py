@@ -180,3 +180,52 @@ def test_a_stored_race_too_long_to_replay_is_a_message_not_a_gigabyte_per_tab(st
     monkeypatch.setattr(replay, "MAX_REPLAY_EVENTS", 61)
     with pytest.raises(BundleError, match=f"run {run_id} recorded more than 61 events, too many to replay"):
         replay.load_recording(f"run:{run_id}", store)
+
+
+def test_ids_that_name_no_run_take_no_place_on_the_board(store, monkeypatch):
+    run_id = import_bundle(store, recording(), "visitor:a")
+    monkeypatch.setattr(shared_board, "MAX_BOARD_RUNS", 2)
+    feeds = LiveFeeds(LiveBoard(store.path))
+    first = feeds.get(run_id)
+    reads = feeds.board.reads
+    for missing in range(10**6, 10**6 + 40):  # a loop asking for ids no run has
+        assert feeds.get(missing) is None
+    assert sorted(feeds.board._entries) == [run_id]
+    assert feeds.get(run_id) is first and feeds.board.reads == reads  # still held: not read again
+
+
+def test_a_long_runs_rebuild_leaves_the_store_to_other_runs_between_its_chunks(store, monkeypatch):
+    """One run's rebuild reads its events a chunk at a time, the store's lock held for each query
+    only: another run's viewers are served while it is half read."""
+    import threading
+
+    from test_pages import record_race
+
+    from core.view.run_screen import store_reader
+
+    long_run, other = record_race(store, "done", steps=40), record_race(store, "done")
+    monkeypatch.setattr(store_reader, "POLL_CHUNK", 10)  # the long run: several chunks
+    half_read, go_on = threading.Event(), threading.Event()
+    feed = store_reader.RunView.feed
+
+    def slow_for_the_long_run(self, new):  # after its first chunk, the long run's rebuild takes its time
+        if self.run_id == long_run and self.last_id > 0:
+            half_read.set()
+            assert go_on.wait(60)
+        return feed(self, new)
+
+    monkeypatch.setattr(store_reader.RunView, "feed", slow_for_the_long_run)
+    board = LiveBoard(store.path)
+    rebuild = threading.Thread(target=board.snapshot, args=(long_run,))
+    rebuild.start()
+    try:
+        assert half_read.wait(60)
+        served = []
+        viewer = threading.Thread(target=lambda: served.append(board.snapshot(other)))
+        viewer.start()
+        viewer.join(30)
+        assert served and served[0].run.id == other, "the other run waited for the long run's whole read"
+    finally:
+        go_on.set()
+        rebuild.join(60)
+    assert board.snapshot(long_run).counts() == {"eager": 40, "compiled": 40}

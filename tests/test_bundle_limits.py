@@ -105,3 +105,38 @@ def test_the_import_limit_is_a_host_setting():
     assert load_host_limits({}).max_imports_per_owner is None
     deploy = os.path.join(ROOT, "deploy", "host-limits.toml")
     assert load_host_limits({"COMPILE_LAB_CONFIG": deploy}).max_imports_per_owner == 10
+
+
+def test_imports_at_once_keep_no_more_than_the_allowance(store, monkeypatch):
+    """Eight tabs import at once against an allowance of 2: each counts what is kept in the
+    import's own transaction, so two are kept and six are refused."""
+    import threading
+
+    from core.runs import bundle
+    from core.runs.store import Store
+
+    data, tabs = recording(), 8
+    everyone_checked = threading.Barrier(tabs, timeout=60)
+    validate = bundle.validate_bundle
+
+    def slow_validate(bundle_data):  # every tab has looked for room before any of them writes
+        everyone_checked.wait()
+        return validate(bundle_data)
+
+    monkeypatch.setattr(bundle, "validate_bundle", slow_validate)
+    kept, refused = [], []
+
+    def tab(i):
+        try:
+            kept.append(import_bundle(Store(store.path), data, f"visitor:tab{i}", max_imports=2, address="address:a"))
+        except BundleError as exc:
+            refused.append(str(exc))
+
+    threads = [threading.Thread(target=tab, args=(i,)) for i in range(tabs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(kept) == 2 and len(refused) == tabs - 2, refused
+    assert all("at most 2 imported runs per visitor" in r for r in refused)
+    assert {r.id for r in store.list_runs()} == set(kept)

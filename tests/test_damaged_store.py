@@ -125,3 +125,79 @@ def test_the_live_feed_of_a_damaged_run_serves_what_can_be_read(tmp_path, monkey
     assert response.json()["damaged"] is True  # the viewer's page says part of it cannot be read
     counts = response.json()["counts"]
     assert 0 < counts["eager"] + counts["compiled"] < 2 * (STEPS // 2)  # what lies before the damage
+
+
+# -- a damaged page of the runs table (issue 35) ---------------------------------------------------
+
+
+def damage_a_page_of_runs(path: str) -> None:
+    """Overwrite one leaf page of the runs table, half way through it, with garbage."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = sorted(p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'runs' AND pagetype = 'leaf'"))
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    with open(path, "r+b") as fh:
+        fh.seek((pages[len(pages) // 2] - 1) * size)
+        fh.write(b"\xff" * size)
+
+
+@pytest.fixture
+def damaged_runs(tmp_path, monkeypatch):
+    """A store of 60 finished races (a row a page: each carries a long error), one page damaged."""
+    from test_pages import record_probe, record_race
+
+    path = str(tmp_path / "store.sqlite3")
+    monkeypatch.setenv("COMPILE_LAB_STORE", path)
+    store = Store(path)
+    record_probe(store)
+    ids = [record_race(store, "done") for _ in range(60)]
+    for run_id in ids:
+        store.update_run(run_id, error="x" * 2000)
+    store.close()
+    damage_a_page_of_runs(path)
+    store = Store(path)
+    lost = [run_id for run_id in ids if store.get_run(run_id) is None]
+    assert len(lost) >= 1 and set(lost) == store.unreadable_runs
+    return store, ids, lost
+
+
+def test_a_damaged_page_of_runs_leaves_its_rows_out_and_every_other_run_reads(damaged_runs):
+    store, ids, lost = damaged_runs
+    listed = [r.id for r in store.list_runs(kind="race")]
+    assert listed == sorted(set(ids) - set(lost), reverse=True)
+    assert [r.id for r in store.list_runs(kind="race", limit=5)] == listed[:5]
+    assert store.list_runs(kind="probe", status=["done"])  # what the sidebar asks for
+
+
+def test_pages_the_feed_and_the_cli_read_around_a_damaged_page_of_runs(damaged_runs, capsys):
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+    from streamlit.testing.v1 import AppTest
+    from test_pages import APP
+
+    from app_pages.run_screen import feed_routes
+    from core.cli.main import main
+
+    store, ids, lost = damaged_runs
+    readable = next(i for i in ids if i not in lost)
+    for query in ({}, {"run": readable}, {"run": lost[0]}):
+        at = AppTest.from_file(APP, default_timeout=60)
+        for key, value in query.items():
+            at.query_params[key] = str(value)
+        at.run()
+        assert not at.exception, (query, at.exception)
+    said = "\n".join(str(w.value) for w in at.warning).replace("\\", "")
+    assert f"Run {lost[0]} cannot be read: its row is on a damaged page" in said.replace("\u2060", "")
+    at.switch_page("app_pages/runs.py").run()
+    assert not at.exception, at.exception
+    assert len(at.dataframe[0].value) == len(ids) - len(lost)
+    assert "cannot be read" in "\n".join(str(w.value) for w in at.warning)
+    feed_routes._served.clear()
+    response = TestClient(Starlette(routes=feed_routes.routes())).get(f"/api/live/{readable}")
+    assert response.status_code == 200
+    capsys.readouterr()
+    assert main(["runs", "--store", store.path, "--limit", "100"]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("warning: Run") and "damaged page" in err and "Traceback" not in err
+    assert len(out.strip().splitlines()) == 1 + len(ids) - len(lost)

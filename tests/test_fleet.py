@@ -4,6 +4,7 @@ run ("agent <name> stopped", after the heartbeat timeout) and the other box goes
 agent of a name is refused. Also what dispatch promises on any backend: one job per lane of each
 host, hosts apart."""
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -217,3 +218,34 @@ def test_race_on_every_gpu_type_queues_one_race_per_device_type_pinned_to_its_bo
 
 # conftest's quick race flags without --device cpu: --every-gpu-type picks the devices.
 QUICK_CLI_ON_ANY_DEVICE = QUICK_CLI[: QUICK_CLI.index("--device")]
+
+
+def test_a_race_pinned_to_a_box_that_went_away_moves_to_another_of_its_type_or_fails(store, monkeypatch):
+    """Races queued for a chosen GPU type whose box stopped waited forever, counted against their
+    owner's limit: after the agent timeout they go to another box of that type, or fail saying why."""
+    from conftest import AMPERE
+
+    from core.runs.fleet_races import pin_to_type
+
+    def gpu(index, name):
+        return {"lane": f"cuda:{index}", "device_name": name, "memory_bytes": 80 * 2**30, "caps": AMPERE.to_dict()}
+
+    fleet.register(store, "h100-a", 1, "lab-1", "2.14.1", [gpu(0, "H100")])
+    fleet.register(store, "a100-a", 2, "lab-2", "2.14.1", [gpu(0, "A100")])
+    spec = dataclasses.replace(quick_spec(), device="cuda")
+    h100 = queue.enqueue(store, spec, "ann", limits=NO_LIMITS, caps=AMPERE, **pin_to_type(store, "H100"))
+    a100 = queue.enqueue(store, spec, "ann", limits=NO_LIMITS, caps=AMPERE, **pin_to_type(store, "A100"))
+    fleet.register(store, "h100-b", 3, "lab-3", "2.14.1", [gpu(0, "H100")])  # a second H100 box joins
+    fleet.leave(store, "h100-a", 1)
+    fleet.leave(store, "a100-a", 2)
+    queue.reconcile(store)
+    assert store.get_run(h100).status == store.get_run(a100).status == "queued"  # within the timeout: it may be back
+    later = time.time() + fleet.agent_timeout_s() + 1
+    monkeypatch.setattr(time, "time", lambda: later)
+    fleet.heartbeat(store, "h100-b", 3)  # the second H100 box is alive; the others have been gone for the timeout
+    assert queue.reconcile(store, now=later) == [a100]
+    moved, failed = store.get_run(h100), store.get_run(a100)
+    assert (moved.status, moved.host, moved.device_key) == ("queued", "h100-b", "cuda:0")
+    assert failed.status == "failed" and failed.error == (
+        "agent a100-a stopped before this race started, and no other box has its device (A100)"
+    )

@@ -158,6 +158,33 @@ def test_kept_events_are_delivered_once_to_their_own_store_and_whole(store):
     assert sorted(os.listdir(outage.kept_dir(store.path))) == ["run-999-1.json.unreadable"]  # kept for a person
 
 
+def test_a_claim_on_kept_events_by_a_process_that_died_is_taken_back_and_delivered(store):
+    """A process that claimed a file of kept events (renamed it .delivering-<pid>) and died before
+    delivering it: the next reconcile takes the claim back, and the one after delivers it. A live
+    process's claim is left to it."""
+    run_id = store.create_run("race", quick_spec().to_dict(), "ann", "cpu", status="running", host=HOST)
+    rows = [dict(kind="step", variant="eager", phase="train", epoch=1, step=i, time_s=0.01) for i in (1, 2)]
+    path = outage.write_kept(
+        store.path, run_id, rows, {}, ("failed", {"error": "lost the database", "phase": "failed"})
+    )
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process that has exited: its pid names no process now
+    os.rename(path, f"{path}{outage.DELIVERING}{gone.pid}")
+    assert outage.deliver_kept(store) == []  # taken back: delivered at the next turn
+    assert outage.deliver_kept(store) == [run_id] and os.listdir(outage.kept_dir(store.path)) == []
+    assert [e["step"] for e in store.events_after(run_id)] == [1, 2] and store.get_run(run_id).status == "failed"
+    other = store.create_run("race", quick_spec().to_dict(), "ann", "cpu", status="running", host=HOST)
+    path = outage.write_kept(store.path, other, rows, {}, ("failed", {"error": "lost", "phase": "failed"}))
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.rename(path, f"{path}{outage.DELIVERING}{alive.pid}")
+        assert outage.deliver_kept(store) == [] and outage.deliver_kept(store) == []  # its claim holds
+        assert store.events_after(other) == []
+    finally:
+        alive.kill()
+        alive.wait()
+
+
 @pytest.mark.parametrize("backend", ["postgresql"])
 def test_a_server_stores_url_reaches_workers_and_tickers_in_their_environment_only(store, monkeypatch):
     started = []
@@ -203,8 +230,8 @@ def test_a_draining_agent_claims_nothing_and_cancels_its_runs_when_its_stop_time
     run = store.get_run(first)
     assert run.status == "cancelled" and run.error == "agent box-a stopped"
     assert describe(store, run) == "cancelled: agent box-a stopped"
-    assert agent.step(claim=False) == [] and store.get_run(second).status == "queued"
-    wait_for("the agent to leave", agent.drain, 30)
+    assert store.get_run(second).status == "queued"
+    wait_for("the agent to leave", lambda: agent.turn() is None, 30)  # nothing of it runs: it leaves
     assert not fleet.live_hosts(store)
     assert said == [
         f"agent box-a: stopping: claiming no new jobs; waiting for run {first} on cpu to finish "
@@ -214,6 +241,37 @@ def test_a_draining_agent_claims_nothing_and_cancels_its_runs_when_its_stop_time
         "agent box-a: left the fleet",
     ]
     store.finish_run(second, "cancelled")
+
+
+def test_a_draining_agent_claims_nothing_even_where_a_lane_is_free(store, sleepers, monkeypatch):
+    """Its loop's turn while it waits for a run on one lane claims nothing for another, idle one (the
+    turn the agent's run loop takes; issue 35: a loop that still claimed went unnoticed)."""
+    from conftest import AMPERE
+
+    from core.runs.agent import AGENT_PID_VARIABLE, AGENT_VARIABLE, Agent
+
+    for name in (AGENT_VARIABLE, AGENT_PID_VARIABLE):
+        monkeypatch.setenv(name, "")
+    gpu = {"lane": "cuda:0", "device_name": "A100", "memory_bytes": 80 * 2**30, "caps": AMPERE.to_dict()}
+    agent = Agent(store, "box-a", {"torch": "2.14.1", "lanes": [*CPU_LANE["lanes"], gpu]}, say=lambda _: None)
+    agent.caps = AMPERE
+    agent.join()
+    on_gpu = queue.enqueue(
+        store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=AMPERE, lane="cuda:0", host="box-a"
+    )
+    assert agent.turn() == [on_gpu]
+    agent.request_stop()
+    on_cpu = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU, host="box-a")
+    for _ in range(3):
+        assert agent.turn() == []  # draining: its CPU lane is idle, and stays so
+    assert store.get_run(on_cpu).status == "queued" and fleet.live_hosts(store)
+    store.finish_run(on_gpu, "done")
+    for proc in sleepers:
+        proc.kill()
+        proc.wait()
+    wait_for("the agent to leave", lambda: agent.turn() is None, 30)
+    assert store.get_run(on_cpu).status == "queued" and not fleet.live_hosts(store)
+    store.finish_run(on_cpu, "cancelled")
 
 
 class Output:
@@ -252,15 +310,13 @@ def test_a_stopped_agent_lets_its_run_finish_or_on_a_second_stop_cancels_it_and_
         agent.send_signal(signal.SIGTERM)
         wait_for("the agent to say it stops", lambda: out.says("stopping: claiming no new jobs"), 30)
         assert out.says(f"waiting for run {run_id} on cpu to finish")
-        later = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=CPU, host="box-a")
-        time.sleep(2)  # four of its turns: it heartbeats, and claims nothing
-        assert store.get_run(later).status == "queued" and fleet.live_hosts(store) and agent.poll() is None
+        time.sleep(2)  # four of its turns: it heartbeats (what it claims while draining: the turn test above)
+        assert fleet.live_hosts(store) and agent.poll() is None
         store.finish_run(run_id, "done")  # the worker records its end and exits
         os.killpg(pid, signal.SIGKILL)
         assert agent.wait(timeout=60) == 0
         assert out.says(f"run {run_id} ended done") and out.says("left the fleet")
         assert not fleet.live_hosts(store)
-        assert queue.cancel(store, later, "ann") == "cancelled"
 
         agent = start_agent("box-a")  # the name is free again; a real worker now
         out = Output(agent)

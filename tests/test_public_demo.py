@@ -64,7 +64,7 @@ def test_a_worker_inherits_no_secret_of_the_servers_environment():
     }
     env = processes.worker_environment("cpu", server)
     assert SECRET not in " ".join(f"{k}={v}" for k, v in env.items())
-    assert set(env) - set(processes.STEADY_MALLOC) == {
+    assert set(env) - set(processes.STEADY_MALLOC) - set(processes.OFFLINE) == {
         "PATH", "HOME", "LANG", "LC_ALL", "OMP_NUM_THREADS", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
         "CUDA_HOME", "COMPILE_LAB_DATA", "COMPILE_LAB_WORKER_THREADS", "COMPILE_LAB_TEST_ID",
     }  # fmt: skip
@@ -302,7 +302,7 @@ def test_by_default_an_address_counts_where_it_is_known():
     auto = load_host_limits({})
     assert auto.limit_by_address is None  # auto, unless the host says true or false
     assert client_address(auto, "8.8.4.4") == "address:8.8.4.4"  # a public address: one person's
-    assert client_address(auto, "::ffff:8.8.4.4") == "address:::ffff:8.8.4.4"
+    assert client_address(auto, "::ffff:8.8.4.4") == "address:8.8.4.4"  # one address, however written
     for shared in ("127.0.0.1", "::1", "10.0.0.5", "172.17.0.1", "192.168.1.20", None, "not an ip"):
         assert client_address(auto, shared) is None, shared  # a proxy or a NAT: many people behind it
     proxy = load_host_limits({"COMPILE_LAB_ADDRESS_HEADER": "X-Real-IP"})
@@ -314,6 +314,19 @@ def test_by_default_an_address_counts_where_it_is_known():
     assert client_address(on, "127.0.0.1") == "address:127.0.0.1"
     with pytest.raises(ConfigError, match="must be true or false, or auto"):
         load_host_limits({"COMPILE_LAB_LIMIT_BY_ADDRESS": "maybe"})
+
+
+def test_one_persons_address_is_counted_once_however_it_is_written():
+    auto = load_host_limits({})
+    household = ["2001:4860:4860:1:0:0:0:8888", "2001:4860:4860:1::1", "2001:4860:4860:1:ffff:abcd:1:2"]
+    assert {client_address(auto, ip) for ip in household} == {"address:2001:4860:4860:1::/64"}  # one /64
+    assert client_address(auto, "2001:4860:4860:2::1") == "address:2001:4860:4860:2::/64"  # the next one: another
+    assert client_address(auto, "8.8.8.8") == client_address(auto, "::ffff:8.8.8.8") == "address:8.8.8.8"
+    proxy = load_host_limits({"COMPILE_LAB_ADDRESS_HEADER": "X-Forwarded-For"})
+    for ip in ("::ffff:8.8.8.8", "8.8.8.8"):
+        assert client_address(proxy, "127.0.0.1", [("x-forwarded-for", f"1.2.3.4, {ip}")]) == "address:8.8.8.8"
+    for ip in household:
+        assert client_address(proxy, "127.0.0.1", [("x-forwarded-for", ip)]) == "address:2001:4860:4860:1::/64"
 
 
 def test_the_shipped_host_config_counts_known_addresses(tmp_path):

@@ -175,8 +175,25 @@ def test_a_race_job_runs_with_the_spread_its_device_has_shown(store, store_locat
 
 
 def test_workers_get_fixed_malloc_thresholds_unless_the_host_sets_its_own():
-    assert processes.worker_environment("cpu", {"PATH": "/bin"}) == {"PATH": "/bin", **processes.STEADY_MALLOC}
+    offline = processes.OFFLINE
+    assert processes.worker_environment("cpu", {"PATH": "/bin"}) == {
+        "PATH": "/bin",
+        **processes.STEADY_MALLOC,
+        **offline,
+    }
     own = {"MALLOC_MMAP_THRESHOLD_": "65536"}
-    assert processes.worker_environment("cpu", own) == own  # the host's malloc settings win
+    assert processes.worker_environment("cpu", own) == {**own, **offline}  # the host's malloc settings win
     plain = processes.worker_environment("cuda:0", {processes.MALLOC_SETTING: "glibc"})
     assert not any(k.startswith("MALLOC_") for k in plain)
+
+
+def test_where_the_race_alone_is_wider_than_the_spread_the_reading_says_nothing_of_run_to_run():
+    """The spread note says the interval was widened; a noisy race's own interval, wider than the
+    device's spread, is the headline as it is (issue 35: the note was also shown then)."""
+    rng = np.random.default_rng(5)
+    eager, compiled = simulated_race(rng, 1.3, 40, "blocks")  # few steps: a wide interval of its own
+    narrow = RunToRun(0.001, 50, 40)  # races here agree to about ±0.2%
+    summary = analysis.summarize(eager, compiled, [1.0], [1.0], 16, paired=True, spread=narrow)
+    assert summary["speedup_ci95"] == summary["speedup_ci95_within"]  # its own interval set the width
+    assert "run to run" not in reading.reading(summary)
+    assert reading.spread_note(summary) == ""

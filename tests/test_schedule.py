@@ -76,10 +76,21 @@ def test_with_blocks_compile_still_lands_in_compiled_first_step_and_epoch():
 
 @pytest.mark.parametrize("schedule", ["blocks", "sequential", "alternating"])
 def test_a_target_interval_ends_the_timed_steps_at_a_look_once_the_rule_says_known(monkeypatch, schedule):
-    """The rule's decision is stood in for (no timing in unit tests): known at the first look, 40
-    steps; each schedule then stops there (alternating: at the end of the epoch it is in)."""
-    monkeypatch.setattr(StopRule, "ratio_known", lambda self, eager, compiled: len(compiled) >= 40)
-    monkeypatch.setattr(StopRule, "eager_known", lambda self, eager: len(eager) >= 40)
+    """The clock is stood in for (no timing in unit tests), the stopping rule is the real one: every
+    step takes 10 ms, so the ratio (and eager's own median) is known at the first look, 40 steps; each
+    schedule then stops there (alternating: at the end of the epoch it is in)."""
+    from core.engine import variant
+
+    class SteadyClock(variant.Stopwatch):
+        def stop(self) -> float:
+            super().stop()
+            return 0.01
+
+    monkeypatch.setattr(variant, "Stopwatch", SteadyClock)
+    asked = []
+    for name in ("ratio_known", "eager_known"):
+        real = getattr(StopRule, name)
+        monkeypatch.setattr(StopRule, name, lambda self, *t, real=real, name=name: asked.append(name) or real(self, *t))
     spec = quick_spec(epochs=4, steps_per_epoch=30, profile_steps=0, schedule=schedule, target_interval=0.03)
     result, events = race(spec)
     assert result.status == "done", result.error
@@ -88,6 +99,7 @@ def test_a_target_interval_ends_the_timed_steps_at_a_look_once_the_rule_says_kno
     assert sorted(e.epoch for e in events if isinstance(e, EpochEvent)) == [1, 1, 2, 2]  # epoch 2 cut short
     stop = result.summary.stop_reason
     assert f"after {expected} steps per variant" in stop and stop in reading(result.summary)
+    assert ("eager_known" in asked) is (schedule == "sequential") and "ratio_known" in asked
 
 
 def test_a_race_without_a_target_says_nothing_of_stopping_and_runs_every_step():

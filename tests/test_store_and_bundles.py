@@ -178,8 +178,11 @@ HOSTILE = {
     "huge batch size": mutate(["run", "params", "batch_size"], 10**12),
     "still running": mutate(["run", "status"], "running"),
     "timestamp far in the future": mutate(["run", "created_at"], 1e12),
-    "summary too deep": mutate(["run", "summary"], {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": {"i": {}}}}}}}}}}),
-    "huge number in summary": mutate(["run", "summary", "steady_state_speedup"], 1e300),
+    # Of a bundle's summary only what events do not carry is read (bundle.CLAIMED_SUMMARY), and checked.
+    "summary too deep": mutate(
+        ["run", "summary", "run_to_run"], {"b": {"c": {"d": {"e": {"f": {"g": {"h": {"i": {}}}}}}}}}
+    ),
+    "huge number in summary": mutate(["run", "summary", "eager_peak_memory_bytes"], 1e300),
     "events not a list": mutate(["events"], {"0": {}}),
     "path-like variant": mutate(["events", 0, "variant"], "../compiled"),
     "step time as text": mutate(["events", 0, "time_s"], "fast"),

@@ -7,7 +7,7 @@ import json
 import os
 
 import pandas as pd
-from test_pages import app, record_probe, record_race
+from test_pages import APP, app, record_probe, record_race
 
 from core.engine import words
 from core.runs import run_files
@@ -177,7 +177,14 @@ def test_the_runs_page_offers_the_runs_files(store, tmp_path):  # noqa: F811
     os.makedirs(trace, exist_ok=True)
     with open(os.path.join(trace, "dedicated_log_torch_trace_1.log"), "w") as fh:
         fh.write('{"dynamo_start": {}}\n' * 100)
-    at = app()
+    from streamlit.testing.v1 import AppTest
+
+    from core.runs.identity import owner_of
+
+    store.update_run(run_id, owner=owner_of("0123456789abcdef"))  # the files are offered to whoever ran it
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["visitor"] = "0123456789abcdef"
+    at.run()
     at.switch_page("app_pages/runs.py").run()
     at.session_state["runs_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
     at.run()

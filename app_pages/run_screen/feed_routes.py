@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import hashlib
+import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +34,7 @@ FEED_PREFIX = "/api/live"
 _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="live-feed", initializer=yield_to_measurements)
 _served = threading.Event()
 _assets: dict[str, tuple[bytes, str]] = {}
+_LOGGER = logging.getLogger("compile_lab")
 
 
 def routes() -> list[Route]:
@@ -83,6 +85,9 @@ async def feed(request: Request) -> Response:
         document = await asyncio.get_running_loop().run_in_executor(_executor, feeds_for(board).get, run_id, present)
     except StoreError as exc:
         return JSONResponse({"error": f"Compile Lab cannot open its store: {exc}"}, status_code=503)
+    except Exception:  # noqa: BLE001 - a stored record the feed cannot draw: its viewers read why, not a traceback
+        _LOGGER.exception("the live feed cannot draw run %s", run_id)
+        return JSONResponse({"error": f"Run {run_id} cannot be shown: its stored record is damaged."}, status_code=500)
     if document is None:
         return JSONResponse({"error": f"Run {run_id} does not exist."}, status_code=404)
     return _send(request, document.body, document.etag, "application/json", "no-cache")

@@ -8,7 +8,7 @@ import os
 
 import streamlit as st
 
-from app_pages.common import draw_chart, store, vega_spec
+from app_pages.common import draw_chart, one_run, store, vega_spec, visitor
 from core.engine import words
 from core.engine.summary import Summary
 from core.runs import run_files
@@ -127,7 +127,13 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     """Words, the race chart, result cards and the other charts for one run, live or finished. What is derived from the
     snapshot (reading, cards, charts ready for the browser) is built once per snapshot however many
     sessions draw it (core.view.run_screen.shared_board). `present`: presenter mode (the words and cards in large
-    type, the race and step charts side by side filling the screen, nothing else)."""
+    type, the race and step charts side by side filling the screen, nothing else). A run whose record
+    cannot be drawn is one line saying so (common.one_run)."""
+    with one_run(run.id):
+        _show_run(run, view, key, present)
+
+
+def _show_run(run: Run, view: LiveSnapshot, key: str, present: bool) -> None:
     params = run.params or {}
     total = sentences.total_steps(params)
     summary = view.summary()  # the stored one when finished; else from the events so far
@@ -233,11 +239,15 @@ def show_why(summary: Summary, view: LiveSnapshot) -> None:
 def run_file_downloads(run: Run) -> None:
     """The run's files: each variant's profiler trace (Perfetto / chrome://tracing), torch's compile
     trace as a zip, and tlparse's report of it where tlparse is installed. Files are read only when
-    a button is pressed."""
+    a button is pressed. Offered to the run's owner (and an unlocked admin) only: a trace holds the
+    box's folders (the data folder, the caches, the Python environment's)."""
     path = store().path
     traces = run_files.profiler_traces(path, run.id)
     trace_size = run_files.compile_trace_size(path, run.id)
     if not traces and not trace_size:
+        return
+    if run.owner != visitor() and not st.session_state.get("admin_unlocked"):
+        st.caption("This run's trace files are offered to whoever ran it: they name the folders of the box it ran on.")
         return
     st.markdown("**Files of this run**")
     columns = st.columns(4)

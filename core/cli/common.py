@@ -71,6 +71,20 @@ def default_owner() -> str:
         return "cli"
 
 
+def owner_arg(text: str) -> str:
+    """--owner: who you are to the queue, any name but a web visitor's. A visitor's owner is the hash
+    of their browser's token (core.runs.identity), which the store holds and a shell user could read:
+    taking it here would let them cancel or delete that visitor's runs."""
+    from core.runs.identity import VISITOR_PREFIX
+
+    name = text.strip()
+    if not name or name.startswith(VISITOR_PREFIX):
+        raise argparse.ArgumentTypeError(
+            f"--owner: a name of your own, not a web visitor's ({VISITOR_PREFIX}...): only their browser acts for them"
+        )
+    return name
+
+
 def open_store(args: argparse.Namespace):
     from core.runs.store import Store
 
@@ -124,5 +138,7 @@ def store_parser(sub, name: str, help_text: str, owner: bool = False) -> argpars
         help="store: a file, or a postgresql:// URL for a fleet (default: $COMPILE_LAB_STORE or data/compile_lab.sqlite3)",
     )
     if owner:
-        p.add_argument("--owner", default=default_owner(), help="who you are to the queue (default: cli:<user>)")
+        p.add_argument(
+            "--owner", type=owner_arg, default=default_owner(), help="who you are to the queue (default: cli:<user>)"
+        )
     return p

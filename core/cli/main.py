@@ -40,6 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     except (sqlite3.OperationalError, OSError) as exc:  # a write to a full disk: one line, no traceback
         if not is_disk_full(exc):
             raise
-        print(f"error: {disk_full_message(getattr(args, 'store', None) or default_store_path())}", file=sys.stderr)
+        if isinstance(exc, sqlite3.OperationalError):  # the store's own write
+            print(f"error: {disk_full_message(getattr(args, 'store', None) or default_store_path())}", file=sys.stderr)
+        else:  # the output (a full stdout, a file the command writes): not the store
+            where = exc.filename or "the output"
+            print(f"error: disk full: {where} cannot be written; free some space and try again", file=sys.stderr)
+            try:  # nothing more to flush at exit
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass  # not a file (an embedding program's stream): nothing to point elsewhere
         return EXIT_FAILED
     return code

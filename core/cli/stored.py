@@ -12,10 +12,14 @@ from core.cli.common import EXIT_OK, EXIT_USAGE, open_store, row_limit, run_id_a
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from core.engine import words
+    from core.runs.store.records import unreadable_runs_text
     from core.view.report import run_row
     from core.view.safe_text import terminal_text
 
-    runs = open_store(args).list_runs(kind="race", limit=args.limit)
+    store = open_store(args)
+    runs = store.list_runs(kind="race", limit=args.limit)
+    if store.unreadable_runs:
+        print(f"warning: {unreadable_runs_text(store.unreadable_runs, store.path)}", file=sys.stderr)
     if args.json:
         print(json.dumps([run_row(r) for r in runs], default=float))
         return EXIT_OK

@@ -100,39 +100,6 @@ def steady_state_speedup(
     return Speedup(point, low, high, verdict, e_med, c_med, intervals.interval(point, within))
 
 
-def per_step_bootstrap(
-    eager: Sequence[float], compiled: Sequence[float], resamples: int = 2000, seed: int = 0
-) -> tuple[float, float]:
-    """The interval this app reported before it resampled blocks: single steps resampled as if
-    independent. Kept to show (tests/test_intervals.py) how much too narrow it is under drift."""
-    rng = np.random.default_rng(seed)
-    ratios = np.sort(
-        bootstrap_medians(eager, resamples, rng) / np.maximum(bootstrap_medians(compiled, resamples, rng), 1e-12)
-    )
-    return float(ratios[int(0.025 * (resamples - 1))]), float(ratios[int(math.ceil(0.975 * (resamples - 1)))])
-
-
-def bootstrap_medians(values: Sequence[float], resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Medians of `resamples` bootstrap resamples of `values`, without building the resamples.
-
-    A resample draws n indices uniformly; its k-th smallest index is floor(n * U) with U the k-th
-    order statistic of n uniforms, U ~ Beta(k, n + 1 - k), and the next one up is
-    U + (1 - U) * Beta(1, n - k). So each resample's median costs two Beta draws instead of
-    n draws and a sort: exact, and fast enough to recompute every second on 5,000-step runs.
-    """
-    x = np.sort(np.asarray(values, dtype=float))
-    n = len(x)
-    if n == 1:
-        return np.repeat(x, resamples)
-    k = (n + 1) // 2  # the (lower) middle order statistic, 1-based
-    u = rng.beta(k, n + 1 - k, size=resamples)
-    lower = x[np.minimum((n * u).astype(int), n - 1)]
-    if n % 2:
-        return lower
-    u_next = u + (1 - u) * rng.beta(1, n - k, size=resamples)
-    return (lower + x[np.minimum((n * u_next).astype(int), n - 1)]) / 2
-
-
 def compile_overhead(eager: Sequence[float], compiled: Sequence[float], warmup: int) -> float | None:
     """Extra time the compiled variant spent in its first `warmup` items (steps or epochs)."""
     if len(eager) < warmup or len(compiled) < warmup or warmup < 1:

@@ -9,9 +9,12 @@ answers to a session that has not given the token.
 from __future__ import annotations
 
 import hmac
+import logging
 import math
 import os
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from core.runs import devices, processes, queue
@@ -44,6 +47,46 @@ def token_matches(given: str | None, environ: dict[str, str] | None = None) -> b
     if token is None or not isinstance(given, str):
         return False
     return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+# Wrong tokens the page takes, counted in the app process across every session (a new session, a
+# new browser, is no new allowance): per visitor (their address where known), and from everyone
+# together, so that guessing from many browsers at once is as slow as from one. Each is logged.
+GUESSES_PER_VISITOR = 5
+GUESSES_FROM_EVERYONE = 20
+GUESS_WINDOW_S = 900.0
+_LOGGER = logging.getLogger("compile_lab")
+
+
+class TokenGuesses:
+    """The wrong admin tokens given to this process in the last GUESS_WINDOW_S, by whom."""
+
+    def __init__(self) -> None:
+        self._wrong: deque[tuple[float, str]] = deque()
+        self._lock = threading.Lock()
+
+    def refusal(self, who: str, now: float | None = None) -> str | None:
+        """Why `who` may not try a token now (None: they may)."""
+        now = time.time() if now is None else now
+        with self._lock:
+            while self._wrong and now - self._wrong[0][0] > GUESS_WINDOW_S:
+                self._wrong.popleft()
+            mine = sum(1 for _, by in self._wrong if by == who)
+            if mine >= GUESSES_PER_VISITOR or len(self._wrong) >= GUESSES_FROM_EVERYONE:
+                minutes = max(1, math.ceil((GUESS_WINDOW_S - (now - self._wrong[0][0])) / 60))
+                return f"Too many wrong admin tokens lately: try again in {minutes} min."
+        return None
+
+    def wrong(self, who: str, now: float | None = None) -> None:
+        """A wrong token from `who` (never the token itself) is counted and logged."""
+        now = time.time() if now is None else now
+        with self._lock:
+            self._wrong.append((now, who))
+            count = len(self._wrong)
+        _LOGGER.warning("admin token refused (from %s; %d wrong in the last %.0f min)", who, count, GUESS_WINDOW_S / 60)
+
+
+GUESSES = TokenGuesses()
 
 
 def cancel_any(store: Store, run_id: int) -> str:

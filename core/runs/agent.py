@@ -172,6 +172,13 @@ class Agent:
             processes.prewarm(self.lanes)
         return started
 
+    def turn(self) -> list[int] | None:
+        """One turn of the agent's loop: stopping, drain (claim nothing; None once it has left);
+        else step. The ids it started."""
+        if self._stops and self.drain():
+            return None
+        return self.step(claim=not self._stops)
+
     def stop_cancelled(self) -> None:
         """Stop the workers of this box's runs cancelled elsewhere (a page or CLI on another box
         cannot signal a process here)."""
@@ -196,9 +203,10 @@ class Agent:
                 try:
                     if self._lost_since is not None:
                         self.store.reconnect()  # raises while the server is still away
-                    if self._stops and self.drain():
+                    started = self.turn()
+                    if started is None:
                         break
-                    for run_id in self.step(claim=not self._stops):
+                    for run_id in started:
                         self.say(f"agent {self.name}: started run {run_id}")
                     if self._lost_since is not None:
                         self.say(f"agent {self.name}: the store is back after {time.time() - self._lost_since:.0f} s")

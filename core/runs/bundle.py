@@ -26,6 +26,7 @@ from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
 from core.runs.bundle_profile import profile_from_bundle
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
+from core.runs.store.records import utf8_json, utf8_text
 
 FORMAT = "compile-lab/run-bundle"
 VERSION = 1
@@ -40,6 +41,17 @@ MAX_NUMBER = 1e15
 PHASES = ("train", "eval")
 EVENT_KINDS = ("step", "epoch", "compile")
 MAX_NOTE = 2000
+# What a bundle may cost to parse, counted on its bytes before json.loads: each JSON value becomes a
+# Python object, and an empty list (3 bytes of `[],`) takes 64 bytes, so 61 MB of them took the app
+# from 179 MB to 1.8 GB and held every visitor for 6 s. A bundle this app exports has at most one
+# value per 10 bytes (an event: 9 to 12 values in 95 to 220 bytes) and one object per event. The
+# count takes every comma and bracket, those inside text too: an upper bound, never an undercount.
+MAX_VALUES = 8_000_000
+MAX_CONTAINERS = 1_000_000
+# Values one environment or details object may hold (a race's have about 50 and 170); what is read
+# of a bundle's summary holds a load sample (6 values) per variant and epoch, and a few more.
+MAX_FIELD_VALUES = 10_000
+MAX_CLAIMED_VALUES = 12 * MAX_EPOCHS + MAX_FIELD_VALUES
 ENVIRONMENT_TEXT = ("device_type", "device_name", "torch", "cuda", "triton", "cpu_name", "python", "platform")
 
 
@@ -115,6 +127,8 @@ def events_allowed(spec: RunSpec) -> int:
 
 
 def parse_bundle(raw: bytes | str) -> dict[str, Any]:
+    """The bundle's JSON, once its bytes show no more values than a bundle can hold (check_structure)."""
+    check_structure(raw)
     try:
         data = json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
@@ -122,6 +136,17 @@ def parse_bundle(raw: bytes | str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise BundleError("not a run bundle: the top level must be an object")
     return data
+
+
+def check_structure(raw: bytes | str) -> None:
+    """Refuse a bundle whose JSON would hold more values or objects than an exported one can, from
+    its bytes alone (a count at C speed: nothing is parsed, nothing is held)."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    containers = data.count(b"[") + data.count(b"{")
+    if containers > MAX_CONTAINERS:
+        raise BundleError(f"not a run bundle: more than {MAX_CONTAINERS:,} lists and objects")
+    if containers + data.count(b",") > MAX_VALUES:
+        raise BundleError(f"not a run bundle: more than {MAX_VALUES:,} values")
 
 
 def _reject_constant(name: str):
@@ -134,13 +159,19 @@ def import_bundle(
     """Validate and store a bundle as a new imported run; returns its id. Writes nothing on error.
     `max_imports`: how many imported runs one owner may keep (the host's max_imports_per_owner);
     with `address` (core.runs.identity.client_address), every browser at that address counts as
-    one visitor, as in the queue: a cleared cookie is no new allowance."""
-    if max_imports is not None and _imports_kept(store, owner, address) >= max_imports:
-        raise BundleError(
-            f"this host keeps at most {max_imports} imported runs per visitor"
-            + (" (counting every browser at your address)" if address else "")
-            + ": delete one on the Runs page first"
-        )
+    one visitor, as in the queue: a cleared cookie is no new allowance. Counted again in the import's
+    own transaction, under the write lock: five tabs at once cannot all find room only one has."""
+
+    def room(conn: Any) -> None:
+        if max_imports is not None and _imports_kept(conn, owner, address) >= max_imports:
+            raise BundleError(
+                f"this host keeps at most {max_imports} imported runs per visitor"
+                + (" (counting every browser at your address)" if address else "")
+                + ": delete one on the Runs page first"
+            )
+
+    with store.transaction() as conn:
+        room(conn)  # before the work of checking the bundle
     run_fields, events = validate_bundle(data)
     mark = fingerprint(data)
     earlier = _imported_before(store, owner, mark)
@@ -149,7 +180,7 @@ def import_bundle(
     run_fields["details"] = {**(run_fields.get("details") or {}), FINGERPRINT: mark}
     run_fields.update(owner=owner, imported=1, device_key="imported", phase=run_fields["status"], client=address)
     try:
-        return store.import_run(run_fields, events)
+        return store.import_run(run_fields, events, check=room)
     except sqlite3.IntegrityError as exc:  # validation should have caught it; still a message, not a traceback
         raise BundleError(f"the store refused the bundle ({exc}); nothing was imported") from None
 
@@ -181,15 +212,11 @@ def _imported_before(store: Store, owner: str, mark: str) -> int | None:
     return int(rows[0][0]) if rows else None
 
 
-def _imports_kept(store: Store, owner: str, address: str | None) -> int:
-    if address is None:
-        return store.imported_count(owner)
-    with store.transaction() as c:  # as the queue's check_room counts a visitor's jobs
-        return int(
-            c.execute(
-                "SELECT COUNT(*) FROM runs WHERE imported = 1 AND (owner = ? OR client = ?)", (owner, address)
-            ).fetchone()[0]
-        )
+def _imports_kept(conn: Any, owner: str, address: str | None) -> int:
+    """Imported runs kept by this visitor (and, with `address`, by every browser at it), as the
+    queue's check_room counts a visitor's jobs."""
+    where, args = ("owner = ?", (owner,)) if address is None else ("(owner = ? OR client = ?)", (owner, address))
+    return int(conn.execute(f"SELECT COUNT(*) FROM runs WHERE imported = 1 AND {where}", args).fetchone()[0])
 
 
 def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -212,7 +239,7 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
         raise BundleError(f"run.params: {exc}") from None
     if problems:
         raise BundleError(f"run.params.{problems[0].field}: {problems[0].message}")
-    params = {**spec.to_dict(), "data_dir": None}  # a path from another machine means nothing here
+    params = utf8_json({**spec.to_dict(), "data_dir": None})  # a path from another machine means nothing here
     status = run.get("status")
     if status not in FINAL_STATES:
         raise BundleError(f"run.status must be one of {', '.join(FINAL_STATES)} (got {status!r})")
@@ -220,15 +247,21 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
     fields: dict[str, Any] = {"kind": "race", "params": params, "status": status}
     for key in ("created_at", "started_at", "finished_at"):
         fields[key] = _number(run.get(key), f"run.{key}", 0, now + 86400, optional=key != "created_at")
-    for key in ("environment", "summary", "details"):
+    for key in ("environment", "details"):
         value = run.get(key)
         if value is not None:
-            _plain_json(_obj(value, f"run.{key}"), f"run.{key}", 0)
-        fields[key] = value
+            _plain_json(_obj(value, f"run.{key}"), f"run.{key}", 0, _Budget(f"run.{key}", MAX_FIELD_VALUES))
+        fields[key] = utf8_json(value)
+    # The summary is computed again from the events (summary_from_events): of the bundle's, only what
+    # events do not carry is read, and only that is checked.
+    claimed = _obj(run.get("summary") or {}, "run.summary")
+    claimed = {k: claimed[k] for k in CLAIMED_SUMMARY if k in claimed}
+    _plain_json(claimed, "run.summary", 0, _Budget("run.summary", MAX_CLAIMED_VALUES))
     for key in ENVIRONMENT_TEXT:
         value = (fields["environment"] or {}).get(key)
         if value is not None and not isinstance(value, str):
             raise BundleError(f"run.environment.{key} must be text (got {type(value).__name__})")
+    _environment_numbers(fields["environment"] or {})
     fields["error"] = _string(run.get("error"), "run.error", optional=True)
     raw_events = data.get("events")
     if not isinstance(raw_events, list):
@@ -240,11 +273,62 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
             f"(got {len(raw_events)})"
         )
     events = [_event(e, f"events[{i}]") for i, e in enumerate(raw_events)]
+    _in_race_order(events, spec)
     compile_info = (fields["details"] or {}).get("compile")
     fields["summary"] = summary_from_events(
-        events, spec, fields["summary"] or {}, compile_info if isinstance(compile_info, dict) else None
+        events, spec, utf8_json(claimed), compile_info if isinstance(compile_info, dict) else None
     )
     return fields, events
+
+
+# Numbers in a race's environment that pages compute with (a replay's own threads, the load it was
+# recorded under, the device's memory and cores): each a number where present.
+ENVIRONMENT_COUNTS = ("torch_threads", "cpu_count", "device_memory_bytes")
+ENVIRONMENT_LOADS = ("load_at_start", "load_at_end")
+
+
+def _environment_numbers(env: dict[str, Any]) -> None:
+    for key in ENVIRONMENT_COUNTS:
+        if env.get(key) is not None:
+            _integer(env[key], f"run.environment.{key}", 0, 2**62)
+    for key in ENVIRONMENT_LOADS:
+        load = env.get(key)
+        if load is None:
+            continue
+        load = _obj(load, f"run.environment.{key}")
+        averages = load.get("load_average")
+        if averages is not None:
+            if not isinstance(averages, list) or not averages:
+                raise BundleError(f"run.environment.{key}.load_average must be a list of numbers")
+            for i, value in enumerate(averages):
+                _number(value, f"run.environment.{key}.load_average[{i}]", 0, MAX_NUMBER)
+        if load.get("cpu_count") is not None:
+            _integer(load["cpu_count"], f"run.environment.{key}.cpu_count", 0, 2**62)
+
+
+def _in_race_order(events: list[dict[str, Any]], spec: RunSpec) -> None:
+    """Events as a race records them: a variant's steps of each phase numbered 1, 2, 3... in stored
+    order (one event per step), one epoch event per variant and epoch, each within the race's
+    epochs. A bundle whose events repeat or stand still was not recorded by a race (a page drawing
+    it met two rows for one step)."""
+    last_step: dict[tuple[str, str], int] = {}
+    epochs_seen: set[tuple[str, int]] = set()
+    for i, e in enumerate(events):
+        where = f"events[{i}]"
+        if e["epoch"] < 1 or e["epoch"] > spec.epochs:
+            raise BundleError(f"{where}.epoch must be from 1 to the race's {spec.epochs} epochs (got {e['epoch']})")
+        if e["kind"] == "step":
+            key = (e["variant"], e["phase"])
+            if e["step"] <= last_step.get(key, 0):
+                raise BundleError(
+                    f"{where}.step: {e['variant']} {e['phase']} steps count up from 1, one event each "
+                    f"(got step {e['step']} after step {last_step.get(key, 0)})"
+                )
+            last_step[key] = e["step"]
+        elif e["kind"] == "epoch":
+            if (e["variant"], e["epoch"]) in epochs_seen or e["step"] != 0:
+                raise BundleError(f"{where}: one epoch event per variant and epoch, at step 0")
+            epochs_seen.add((e["variant"], e["epoch"]))
 
 
 MEMORY_KEYS = (
@@ -255,6 +339,8 @@ MEMORY_KEYS = (
     "eager_reserved_growth_bytes",
     "compiled_reserved_growth_bytes",
 )
+# What summary_from_events reads of a bundle's own summary (the rest is computed from the events).
+CLAIMED_SUMMARY = ("run_to_run", "machine_load", "memory_kind", "compile_failed", *MEMORY_KEYS)
 
 
 def summary_from_events(
@@ -338,7 +424,7 @@ def _note(value: Any, where: str) -> str | None:
         return None
     if not isinstance(value, str) or len(value) > MAX_NOTE:
         raise BundleError(f"{where} must be text of at most {MAX_NOTE} characters")
-    return value
+    return utf8_text(value)
 
 
 def _obj(value: Any, where: str) -> dict[str, Any]:
@@ -379,20 +465,33 @@ def _string(value: Any, where: str, optional: bool = False) -> str | None:
         return None
     if not isinstance(value, str) or len(value) > MAX_STRING:
         raise BundleError(f"{where} must be text of at most {MAX_STRING} characters")
-    return value
+    return utf8_text(value)
 
 
-def _plain_json(value: Any, where: str, depth: int) -> None:
-    """Nested environment/summary data: bounded depth, finite bounded numbers, bounded text."""
+class _Budget:
+    """How many values one field may still hold (MAX_FIELD_VALUES)."""
+
+    def __init__(self, field: str, values: int):
+        self.field, self.total, self.left = field, values, values
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise BundleError(f"{self.field} holds more than {self.total:,} values")
+
+
+def _plain_json(value: Any, where: str, depth: int, budget: _Budget) -> None:
+    """Nested environment/details data: bounded depth and size, finite bounded numbers, bounded text."""
     if depth > MAX_DEPTH:
         raise BundleError(f"{where} is nested deeper than {MAX_DEPTH} levels")
+    budget.spend()
     if isinstance(value, dict):
         for key, item in value.items():
             _string(key, f"{where} key")
-            _plain_json(item, f"{where}.{key}", depth + 1)
+            _plain_json(item, f"{where}.{key}", depth + 1, budget)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            _plain_json(item, f"{where}[{i}]", depth + 1)
+            _plain_json(item, f"{where}[{i}]", depth + 1, budget)
     elif isinstance(value, str):
         _string(value, where)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):

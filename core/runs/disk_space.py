@@ -14,9 +14,15 @@ DISK_FULL_WAIT_S = 45.0
 DISK_FULL_RETRY_EVERY_S = 0.5
 
 
+DISK_FULL_SQLSTATE = "53100"  # PostgreSQL's disk_full
+
+
 def is_disk_full(exc: BaseException) -> bool:
-    """Whether a write failed because the disk (or the user's quota) is full."""
+    """Whether a write failed because the disk (or the user's quota) is full: this box's (a file,
+    SQLite) or the store's server's."""
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if getattr(exc, "sqlstate", None) == DISK_FULL_SQLSTATE:
         return True
     return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc).lower()
 
@@ -38,4 +44,7 @@ def worth_waiting(exc: BaseException) -> bool:
 
 
 def disk_full_message(store_path: str) -> str:
-    return f"disk full: the store {store_path} cannot be written; free some space on its drive and try again"
+    """The one line for a store that cannot be written for want of space (a URL's password hidden)."""
+    from core.runs.store.records import shown_location  # (the store imports this module)
+
+    return f"disk full: the store {shown_location(store_path)} cannot be written; free some space on its drive and try again"

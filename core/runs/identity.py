@@ -68,10 +68,28 @@ def client_address(
         values = [v for k, v in (headers or ()) if k.lower() == wanted]
         entries = [e.strip() for e in ",".join(values).split(",") if e.strip()]
         if entries:
-            return f"address:{entries[-1][:100]}"
+            return f"address:{one_persons(entries[-1])}"
     if limits.limit_by_address is None and not is_public_address(connection_ip):
         return None
-    return f"address:{connection_ip or LOCAL_ADDRESS}"
+    return f"address:{one_persons(connection_ip) if connection_ip else LOCAL_ADDRESS}"
+
+
+IPV6_PREFIX = 64  # one IPv6 subscriber (a home, a host) is given a /64 or more: any address in it is one person
+
+
+def one_persons(ip: str) -> str:
+    """An address as limits count it: an IPv4 address as itself, also when mapped into IPv6
+    (::ffff:8.8.8.8 is 8.8.8.8), and an IPv6 address by its /64 (its owner picks any address of it
+    at will); text that is no address, cut to 100 characters."""
+    try:
+        address = ipaddress.ip_address(ip.strip())
+    except ValueError:
+        return ip.strip()[:100]
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network(f"{address}/{IPV6_PREFIX}", strict=False))
+    return str(address)
 
 
 def is_public_address(ip: str | None) -> bool:

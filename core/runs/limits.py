@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.models.sources import model_name_problem, source_of
+from core.engine.models.sources import model_name_problem, parse_model_name, source_of
 from core.engine.models.zoo import MODELS
 from core.engine.options import OPTIONS
 from core.engine.spec import Problem, RunSpec
@@ -52,8 +52,15 @@ class HostLimits:
     allow_custom_models: bool = False  # a model file runs its own code in the worker: off unless the host says so
     allowed_modes: tuple[str, ...] | None = None  # max-autotune can hold a GPU for many minutes
     max_batch_size: int | None = None
-    max_steps: int | None = None  # epochs x steps_per_epoch, per variant
+    max_steps: int | None = None  # epochs x (steps_per_epoch + eval_steps), per variant
     max_epochs: int | None = None
+    max_input_size: int | None = None  # image side, sequence length (image_size)
+    # A model's parameters, counted by its worker on the meta device before it is built for real:
+    # a library model's settings (hf:gpt2:n_layer=2000,n_embd=16384) can make any size.
+    max_model_parameters: int | None = None
+    # Settings after a library model's name (hf:gpt2:n_layer=2,n_embd=64) build any size of it, and
+    # counting a very deep one on the meta device holds its lane too: a host may take names only.
+    allow_model_settings: bool = True
     max_queued_per_owner: int | None = None
     max_queue_length: int | None = None
     max_sweep_points: int | None = None  # races one sweep may queue (each point is one race)
@@ -70,13 +77,32 @@ class HostLimits:
     reuse_within_s: float | None = 3600.0
     auto_reuse_queue_length: int | None = None
 
+    def model_files_problem(self) -> str | None:
+        """Why this host runs no model file now: off, or on while a process above this one holds a
+        secret in its environment, which a model file's code could read (core.runs.seal)."""
+        if not self.allow_custom_models:
+            return CUSTOM_MODELS_OFF
+        from core.runs.seal import exposed_secrets
+
+        exposed = exposed_secrets()
+        if exposed:
+            pid, names = next(iter(exposed.items()))
+            return (
+                f"model files are off while process {pid}, which started this one, holds {', '.join(names)} in its "
+                "environment, where a model file's code could read it: start Compile Lab from a process that holds "
+                "no secret, or run its workers as another user (docs/hosting.md)"
+            )
+        return None
+
     def problems(self, spec: RunSpec) -> list[Problem]:
         """Every limit `spec` exceeds, each saying the limit."""
         p: list[Problem] = []
-        if isinstance(spec.model, str) and source_of(spec.model) == "file" and not self.allow_custom_models:
-            p.append(Problem("model", CUSTOM_MODELS_OFF))
+        if isinstance(spec.model, str) and source_of(spec.model) == "file" and self.model_files_problem():
+            p.append(Problem("model", self.model_files_problem() or ""))
         elif not model_allowed(self.allowed_models, spec.model):
             p.append(Problem("model", f"this host allows only: {', '.join(self.allowed_models or ())}"))
+        elif not self.allow_model_settings and _settings(spec.model):
+            p.append(Problem("model", "this host takes model names without settings after them (name:key=value)"))
         if self.allowed_modes is not None and spec.mode not in self.allowed_modes:
             p.append(Problem("mode", f"this host allows only: {', '.join(self.allowed_modes)}"))
         if (
@@ -87,15 +113,34 @@ class HostLimits:
             p.append(Problem("batch_size", f"this host allows at most {self.max_batch_size} (got {spec.batch_size})"))
         if self.max_epochs is not None and isinstance(spec.epochs, int) and spec.epochs > self.max_epochs:
             p.append(Problem("epochs", f"this host allows at most {self.max_epochs} (got {spec.epochs})"))
-        steps = spec.total_steps if isinstance(spec.epochs, int) and isinstance(spec.steps_per_epoch, int) else 0
+        if (
+            self.max_input_size is not None
+            and isinstance(spec.image_size, int)
+            and spec.image_size > self.max_input_size
+        ):
+            p.append(Problem("image_size", f"this host allows at most {self.max_input_size} (got {spec.image_size})"))
+        eval_steps = spec.eval_steps if isinstance(spec.eval_steps, int) else 0
+        steps = (
+            spec.epochs * (spec.steps_per_epoch + eval_steps)
+            if isinstance(spec.epochs, int) and isinstance(spec.steps_per_epoch, int)
+            else 0
+        )
         if self.max_steps is not None and steps > self.max_steps:
+            counted = "epochs x (steps per epoch + evaluation steps)" if eval_steps else "epochs x steps per epoch"
             p.append(
                 Problem(
-                    "steps_per_epoch",
-                    f"this host allows at most {self.max_steps} steps per variant (epochs x steps per epoch = {steps})",
+                    "eval_steps" if eval_steps and spec.total_steps <= self.max_steps else "steps_per_epoch",
+                    f"this host allows at most {self.max_steps} steps per variant ({counted} = {steps})",
                 )
             )
         return p
+
+
+def _settings(model: Any) -> dict[str, Any]:
+    try:
+        return parse_model_name(model).overrides
+    except ValueError:
+        return {}  # not a name at all: validation says so
 
 
 def _whole_number(value: Any, low: int = 1) -> int:
@@ -187,9 +232,12 @@ _LIMIT_PARSERS = {
     "allowed_models": _model_names,
     "allowed_modes": _mode_names,
     "allow_custom_models": _flag,
+    "allow_model_settings": _flag,
     "max_batch_size": _whole_number,
     "max_steps": _whole_number,
     "max_epochs": _whole_number,
+    "max_input_size": _whole_number,
+    "max_model_parameters": _whole_number,
     "max_queued_per_owner": _whole_number,
     "max_queue_length": _whole_number,
     "max_sweep_points": _whole_number,

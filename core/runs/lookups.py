@@ -12,7 +12,7 @@ from typing import Any
 
 from core.engine.models.sources import library_version, model_name_problem, source_of
 from core.engine.spec import Problem
-from core.runs.limits import CUSTOM_MODELS_OFF, HostLimits, model_allowed
+from core.runs.limits import HostLimits, model_allowed
 
 LISTS = ("timm",)
 
@@ -39,8 +39,8 @@ def lookup_problems(params: dict[str, Any], limits: HostLimits) -> list[Problem]
     if source_of(model) == "zoo":
         return [Problem("model", "zoo models need no lookup (core.engine.models.zoo describes them)")]
     if source_of(model) == "file":
-        if not limits.allow_custom_models:
-            return [Problem("model", CUSTOM_MODELS_OFF)]
+        if limits.model_files_problem():
+            return [Problem("model", limits.model_files_problem() or "")]
         path = params.get("model_file")
         if not isinstance(path, str) or not os.path.isfile(path):
             return [Problem("model_file", f"no such file: {path}")]

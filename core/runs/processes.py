@@ -25,6 +25,7 @@ from core.engine.spec import data_home
 from core.runs import warm_start, worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
 from core.runs.run_files import compile_trace_dir
+from core.runs.seal import secret_name  # (its SECRET_WORDS: never inherited, whatever the prefix)
 from core.runs.store import Store, is_server_url, store_files_dir
 
 TERMINATE_WAIT_S = 2.0  # SIGTERM, then SIGKILL after this: cancel completes within 3 s
@@ -64,14 +65,17 @@ WORKER_PREFIXES = (
 STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(1024**3)}
 MALLOC_SETTING = "COMPILE_LAB_WORKER_MALLOC"
 
-SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")  # never inherited, whatever the prefix
+# Nothing a worker runs reaches the Hugging Face hub, whatever the server's own settings: with
+# local_files_only an unknown hub id still asked the hub (huggingface_hub's registry fetch).
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 def inherited(name: str) -> bool:
-    """Whether a worker inherits this variable of the server's environment."""
-    if any(word in name.upper() for word in SECRET_WORDS):
-        return False
-    return name in WORKER_VARIABLES or name.startswith(WORKER_PREFIXES)
+    """Whether a worker inherits this variable of the server's environment: a name on the list, or
+    one with an allowed prefix unless its name says it is a secret (PGSSLKEY names a file: listed)."""
+    if name in WORKER_VARIABLES:
+        return True
+    return name.startswith(WORKER_PREFIXES) and not secret_name(name)
 
 
 def worker_environment(device_key: str, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -91,6 +95,7 @@ def worker_environment(device_key: str, environ: dict[str, str] | None = None) -
     source = os.environ if environ is None else environ
     if source.get(MALLOC_SETTING, "steady") != "glibc" and not any(k in env for k in STEADY_MALLOC):
         env.update(STEADY_MALLOC)
+    env.update(OFFLINE)
     return env
 
 

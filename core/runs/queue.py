@@ -87,6 +87,8 @@ def enqueue(
         raise JobError("still finding out which device this machine has: try again in a few seconds")
     # A race keeps the estimate it is launched with, so later ones can say how good estimates were.
     details = estimate_details(store, params, caps, host, lane) if kind == "race" else None
+    if kind == "race" and limits.max_model_parameters is not None:  # its worker counts the model first
+        details = {**(details or {}), "max_model_parameters": limits.max_model_parameters}
     with store.transaction(immediate=True) as c:
         if job.counted:
             check_room(c, owner, limits, address=address)
@@ -380,7 +382,36 @@ def reconcile(store: Store, now: float | None = None, host: str = HOST) -> list[
             ended.append(run.id)
         if alive:
             processes.terminate_group(run.pid)
-    return ended
+    return ended + _move_stranded(store, host, now)
+
+
+def _move_stranded(store: Store, host: str, now: float) -> list[int]:
+    """Queued jobs pinned to a fleet box whose agent has been gone past its heartbeat timeout (a
+    race on a chosen GPU type): moved to a live lane of the same device type, else failed saying so.
+    Left alone, they waited forever, counted against their owner's limit. Returns those it failed."""
+    queued = [run for run in store.list_runs(status=("queued",)) if run.host not in (None, host)]
+    if not queued:
+        return []
+    boxes = {box.name: box for box in fleet.hosts(store)}
+    live_lanes = [lane for box in boxes.values() if box.live(now) for lane in box.lanes]
+    failed = []
+    for run in queued:
+        box = boxes.get(run.host)  # not an agent's name (another app box's own jobs): not judged here
+        if box is None or box.live(now) or now - box.heartbeat_at <= fleet.agent_timeout_s():
+            continue
+        device = next((lane.device_name for lane in box.lanes if lane.lane == run.device_key), run.device_key)
+        kind = run.device_key.split(":")[0]
+        other = next((lane for lane in live_lanes if lane.device_name == device and lane.lane.startswith(kind)), None)
+        if other is not None:
+            store._write(
+                "UPDATE runs SET host = ?, device_key = ? WHERE id = ? AND status = 'queued'",
+                (other.host, other.lane, run.id),
+            )
+            continue
+        reason = f"agent {run.host} stopped before this race started, and no other box has its device ({device})"
+        if store.finish_run(run.id, "failed", error=reason, phase=reason):
+            failed.append(run.id)
+    return failed
 
 
 def _owned(store: Store, run_id: int, owner: str, action: str) -> Run:

@@ -27,6 +27,9 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     from core.engine.trainer import run_race
 
     spec = RunSpec.from_dict(params)
+    too_large = _model_size_problem(sink, spec)
+    if too_large:
+        return "failed", {"error": too_large}
     caps = detect_device_caps()
     pinned = None
     if resolve_device(spec.device, caps) == "cpu":
@@ -68,6 +71,19 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     }
     status = "done" if not result.error else ("cancelled" if result.error == "cancelled" else "failed")
     return status, fields
+
+
+def _model_size_problem(sink: Any, spec: RunSpec) -> str | None:
+    """Where the host limits a model's size (max_model_parameters, kept in the details the race was
+    queued with), why this one is over it: counted on the meta device before any memory is taken."""
+    from core.engine.models.resolve import model_size_problem
+
+    with contextlib.closing(Store(sink.store_path)) as store:
+        run = store.get_run(sink.run_id)
+    limit = (run.details or {}).get("max_model_parameters") if run is not None else None
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return None
+    return model_size_problem(spec, limit)
 
 
 def _spread(sink: Any, params: dict[str, Any], here: dict[str, Any]) -> Any:

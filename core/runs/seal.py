@@ -15,6 +15,14 @@ import ctypes
 import sys
 
 PR_SET_DUMPABLE, PR_GET_DUMPABLE = 4, 3
+# A variable whose name holds one of these holds a secret: a worker never inherits one, whatever its
+# prefix (core.runs.processes), and none may sit where a worker could read it (exposed_secrets).
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "KEY")
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable's name says it holds a secret (NVIDIA_API_KEY, HF_TOKEN, ...)."""
+    return any(word in name.upper() for word in SECRET_WORDS)
 
 
 def seal_from_workers() -> bool:
@@ -28,3 +36,37 @@ def seal_from_workers() -> bool:
         return libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
     except (OSError, AttributeError):  # no prctl here (a libc without it): nothing to seal with
         return False
+
+
+def exposed_secrets(pid: int | None = None) -> dict[int, list[str]]:
+    """Secrets a worker could read from the environment of a process above `pid` (this one by
+    default): {ancestor pid: names of its variables that name a secret (processes.secret_name)}.
+    Sealing covers the server itself; a shell or tini that started it with COMPILE_LAB_ADMIN_TOKEN
+    or HF_TOKEN exported is readable by any process of the same user, a model file's code too.
+    Only ancestors this process may read are looked at (Linux's /proc; elsewhere nothing is found)."""
+    import os
+
+    found: dict[int, list[str]] = {}
+    current = os.getpid() if pid is None else pid
+    for _ in range(64):  # up to init, however deep
+        parent = _parent_of(current)
+        if parent is None or parent <= 0:
+            break
+        try:
+            with open(f"/proc/{parent}/environ", "rb") as fh:
+                names = [entry.split(b"=", 1)[0].decode(errors="replace") for entry in fh.read().split(b"\0") if entry]
+        except OSError:  # sealed, another user's, gone: not readable by a worker either
+            names = []
+        secrets = sorted(name for name in names if secret_name(name))
+        if secrets:
+            found[parent] = secrets
+        current = parent
+    return found
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None

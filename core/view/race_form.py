@@ -16,7 +16,7 @@ from core.engine.models.zoo import MODELS
 from core.engine.options import OPTIONS, in_link, on_form
 from core.engine.race_estimates import RaceEstimate, estimate_race
 from core.engine.spec import DeviceCaps, RunSpec, validate
-from core.runs.limits import HostLimits
+from core.runs.limits import HostLimits, model_allowed
 from core.runs.store import Run
 from core.view.compare import run_name
 from core.view.run_screen.sentences import schedule_words
@@ -59,6 +59,29 @@ def default_spec(caps: DeviceCaps | None) -> RunSpec:
             device="cuda",
         )
     return RunSpec(model="pointwise_mlp", batch_size=4096, epochs=3, steps_per_epoch=100, device="cpu")
+
+
+def within_limits(spec: RunSpec, limits: HostLimits | None) -> RunSpec:
+    """`spec` moved within the host's limits: the first race a visitor is offered is one this host
+    runs (its first allowed zoo model where the default is not allowed, each size at most the
+    host's), not a form that greets every first visit with an error."""
+    if limits is None:
+        return spec
+    changes: dict[str, Any] = {}
+    if not model_allowed(limits.allowed_models, spec.model):
+        zoo = [m for m in limits.allowed_models or () if m in MODELS]
+        if zoo:
+            changes.update(model=zoo[0], batch_size=MODELS[zoo[0]].default_batch_size)
+    spec = dataclasses.replace(spec, **changes)
+    sizes = {"batch_size": limits.max_batch_size, "epochs": limits.max_epochs, "image_size": limits.max_input_size}
+    changes = {k: high for k, high in sizes.items() if high is not None and (getattr(spec, k) or 0) > high}
+    spec = dataclasses.replace(spec, **changes)
+    if limits.max_steps is not None and spec.epochs * (spec.steps_per_epoch + spec.eval_steps) > limits.max_steps:
+        per_epoch = max(1, limits.max_steps // spec.epochs - spec.eval_steps)
+        spec = dataclasses.replace(
+            spec, steps_per_epoch=per_epoch, eval_steps=max(0, limits.max_steps // spec.epochs - per_epoch)
+        )
+    return spec
 
 
 def unavailable_options(
@@ -187,7 +210,7 @@ class LinkNote:
 def number_range(name: str, limits: HostLimits | None = None) -> tuple[int, int, bool]:
     """(lowest, highest, whether the highest is the host's limit) for a whole-number field."""
     low, high = NUMBER_RANGES[name]
-    host = {"batch_size": "max_batch_size", "epochs": "max_epochs"}.get(name)
+    host = {"batch_size": "max_batch_size", "epochs": "max_epochs", "image_size": "max_input_size"}.get(name)
     host_max = getattr(limits, host) if limits is not None and host else None
     if host_max is not None and host_max < high:
         return low, max(low, host_max), True

@@ -87,7 +87,8 @@ def load_reading(environment: dict[str, Any] | None) -> tuple[str, bool]:
         end = float(env["load_at_end"]["load_average"][0])
     except (TypeError, KeyError, IndexError, ValueError):
         end = None
-    own = int(env.get("torch_threads") or 1)
+    own = env.get("torch_threads")
+    own = own if isinstance(own, int) and not isinstance(own, bool) else 1  # as recorded: a whole number
     on = f" on {cores} core{'s' if cores != 1 else ''}" if cores else ""
     text = f"with load {start:.1f}" + (f" at the start and {end:.1f} at the end" if end is not None else "") + on
     busy = bool(cores) and (start > BUSY_LOAD_PER_CORE * cores or (end or 0.0) - own > BUSY_LOAD_PER_CORE * cores)

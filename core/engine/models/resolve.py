@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from core.engine import words
 from core.engine.models.sources import SOURCES, describe_facts, parse_model_name
 from core.engine.models.workload import Workload, describe_inputs, parameter_count, stage
 from core.engine.spec import RunSpec
@@ -39,3 +40,25 @@ def describe_model(spec: RunSpec) -> dict[str, Any]:
             facts["params"] = parameter_count(workload)
     facts["summary"] = describe_facts(facts)
     return facts
+
+
+def model_size_problem(spec: RunSpec, max_parameters: int) -> str | None:
+    """Why the spec's model is larger than a host allows (max_parameters), counted on the meta device
+    before anything is allocated; None within it. A model that cannot be built on the meta device
+    cannot be counted first, and is refused."""
+    workload = workload_for(spec)
+    try:
+        with torch.device("meta"):
+            model = workload.build()
+        count = sum(p.numel() for p in model.parameters())
+    except Exception:  # noqa: BLE001 - some models compute at init: not counted without building them
+        return (
+            f"model: {spec.model} cannot be counted before it is built, and this host allows at most "
+            f"{words.count(max_parameters, 'parameter')}"
+        )
+    if count > max_parameters:
+        return (
+            f"model: {spec.model} has {words.count(count, 'parameter')}; this host allows at most "
+            f"{words.number(max_parameters)}"
+        )
+    return None

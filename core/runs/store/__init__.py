@@ -79,6 +79,9 @@ class Store:
             self._close_quietly()
             raise self._opening_error(location, exc) from None
         self.files_dir = store_files_dir(self.path)
+        # Runs whose row this handle found on a damaged page of the store's file (SQLite's "database
+        # disk image is malformed"): left out of lists and read as missing, so every other run reads.
+        self.unreadable_runs: set[int] = set()
 
     def _opening_error(self, location: str, exc: Exception) -> Exception:
         """A person's message for a store that cannot be opened; anything else as it was."""
@@ -249,7 +252,14 @@ class Store:
         return changed == 1
 
     def get_run(self, run_id: int, conn: Any = None) -> Run | None:
-        row = self._one("SELECT * FROM runs WHERE id = ?", (run_id,), conn)
+        """The run, None if there is none (or its row is on a damaged page: then in unreadable_runs)."""
+        try:
+            row = self._one("SELECT * FROM runs WHERE id = ?", (run_id,), conn)
+        except Exception as exc:
+            if not self.is_damage(exc):
+                raise
+            self.unreadable_runs.add(run_id)
+            return None
         return run_of(row) if row else None
 
     def list_runs(
@@ -267,7 +277,30 @@ class Store:
             where.append("owner = ?")
             args.append(owner)
         sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC LIMIT ?"
-        return [run_of(r) for r in self._all(sql, (*args, limit))]
+        try:
+            return [run_of(r) for r in self._all(sql, (*args, limit))]
+        except Exception as exc:
+            if not self.is_damage(exc):
+                raise
+        return self._readable_runs(where, args, limit)
+
+    def _readable_runs(self, where: list[str], args: list[Any], limit: int) -> list[Run]:
+        """list_runs where a page of the runs table is damaged: the ids from the table's index, then
+        each row alone; a row on the damaged page is left out and kept in unreadable_runs."""
+        found: list[Run] = []
+        for run_id in self._run_ids():
+            try:
+                row = self._one(f"SELECT * FROM runs WHERE {' AND '.join(['id = ?', *where])}", (run_id, *args))
+            except Exception as exc:
+                if not self.is_damage(exc):
+                    raise
+                self.unreadable_runs.add(run_id)
+                continue
+            if row is not None:
+                found.append(run_of(row))
+                if len(found) >= limit:
+                    break
+        return found
 
     # -- sweeps -------------------------------------------------------------------------------
 
@@ -351,7 +384,7 @@ class Store:
                     "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?", (run_id, last, want)
                 )
             except Exception as exc:
-                if not self._damaged(exc):  # locked past the busy timeout, an I/O error, a server gone: not damage
+                if not self.is_damage(exc):  # locked past the busy timeout, an I/O error, a server gone: not damage
                     raise
                 raise DamagedEvents(self.path, run_id, events, exc) from None
             events.extend(dict(r) for r in rows)
@@ -359,14 +392,12 @@ class Store:
                 return events
             last = rows[-1]["id"]
 
-    def imported_count(self, owner: str) -> int:
-        """How many imported runs `owner` keeps (the host's per-visitor import limit counts them)."""
-        row = self._one("SELECT COUNT(*) FROM runs WHERE imported = 1 AND owner = ?", (owner,))
-        return int(row[0])
-
-    def import_run(self, run_fields: dict[str, Any], events: list[dict[str, Any]]) -> int:
-        """Insert a finished run and its events atomically (both or nothing)."""
+    def import_run(self, run_fields: dict[str, Any], events: list[dict[str, Any]], check: Any = None) -> int:
+        """Insert a finished run and its events atomically (both or nothing). `check(conn)` runs first
+        in the same transaction, under the write lock (a count that must hold when the row lands)."""
         with self.transaction(immediate=True) as c:
+            if check is not None:
+                check(c)
             run_id = self._insert_run(c, run_fields)
             self._db.lock_events(c, run_id)
             self._insert_events(c, run_id, events, time.time())
@@ -375,7 +406,19 @@ class Store:
     def schema_version(self) -> int:
         return int(self._one("SELECT value FROM meta WHERE key = 'schema_version'")[0])
 
-    def _damaged(self, exc: Exception) -> bool:
+    def _run_ids(self) -> list[int]:
+        """Every run's id, newest first, read around a damaged page of the runs table (only SQLite's
+        file has one): from the queue's index, else every id the table has given out."""
+        try:
+            ids = [row[0] for row in self._all("SELECT id FROM runs INDEXED BY runs_queue")]
+        except Exception as exc:
+            if not self.is_damage(exc):
+                raise
+            row = self._one("SELECT seq FROM sqlite_sequence WHERE name = 'runs'")
+            ids = list(range(1, int(row[0]) + 1)) if row else []
+        return sorted(ids, reverse=True)
+
+    def is_damage(self, exc: Exception) -> bool:
         """SQLITE_CORRUPT ("database disk image is malformed"): a damaged page of the file. A
         server's errors never mean that here."""
         import sqlite3

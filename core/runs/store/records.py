@@ -50,8 +50,10 @@ def store_files_dir(location: str) -> str:
 
 
 def shown_location(location: str) -> str:
-    """A store's location as a message may show it: a URL's password hidden."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", location)
+    """A store's location as a message may show it: a URL's password hidden, in either of libpq's
+    places for it (postgresql://user:PASSWORD@host/db, or ?password=PASSWORD among its parameters)."""
+    location = re.sub(r"(://[^:/@?#]*):[^@/?#]*@", r"\1:***@", location)
+    return re.sub(r"(?i)([?&](?:ssl)?password=)[^&#]*", r"\1***", location)
 
 
 @dataclass
@@ -106,6 +108,16 @@ class DamagedEvents(StoreError):
         )
 
 
+def unreadable_runs_text(run_ids: set[int] | list[int], path: str) -> str:
+    """What a page or the CLI says of runs whose rows lie on a damaged page of the store's file."""
+    ids = sorted(run_ids)
+    which = f"Run {ids[0]}" if len(ids) == 1 else "Runs " + ", ".join(str(i) for i in ids)
+    return (
+        f"{which} cannot be read: {'its row is' if len(ids) == 1 else 'their rows are'} on a damaged page of "
+        f"the store's file (every other run reads as before; sqlite3 {shown_location(path)} .recover)"
+    )
+
+
 @dataclass
 class Sweep:
     """One stored sweep: its owner and what it varies (its points are runs with its sweep_id)."""
@@ -117,6 +129,29 @@ class Sweep:
 
 
 JSON_COLUMNS = ("params", "environment", "summary", "details")
+# What a run row's JSON may hold when read back: a race's environment and details are a few KB, its
+# params less (its summary, written by this app alone, grows with its steps and is not bounded here).
+# A larger one (an environment of 20 million empty lists, stored by an older import, took 1.6 GB and
+# 15 s to read on every page that listed runs) is not parsed: the row reads as damaged there.
+MAX_STORED_JSON = {"params": 2**20, "environment": 2**20, "details": 8 * 2**20}
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def utf8_text(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone surrogate (JSON's "\\ud800" escape, which no encoding of
+    text holds) becomes U+FFFD, so a page, a table or a terminal can encode it."""
+    return _SURROGATES.sub("\ufffd", text) if not text.isascii() else text
+
+
+def utf8_json(value: Any) -> Any:
+    """Decoded JSON with every key and text made utf8_text."""
+    if isinstance(value, str):
+        return utf8_text(value)
+    if isinstance(value, dict):
+        return {utf8_text(k) if isinstance(k, str) else k: utf8_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [utf8_json(v) for v in value]
+    return value
 
 
 def encode(column: str, value: Any) -> Any:
@@ -138,9 +173,18 @@ def run_of(row: Any) -> Run:
     data = dict(row)
     for key in JSON_COLUMNS:
         if data.get(key) is not None:
-            try:
-                data[key] = json.loads(data[key])
-            except (TypeError, ValueError):
-                # A damaged row must not take the dispatcher down: the worker fails this job.
-                data[key] = {"__corrupt__": str(data[key])[:200]}
+            data[key] = _json_column(key, data[key])
     return Run(**data)
+
+
+def _json_column(key: str, text: Any) -> Any:
+    """One JSON column of a run row, decoded; a damaged or oversized one as {"__corrupt__": why}
+    (a damaged row must not take the dispatcher or a page down: the worker fails such a job)."""
+    if isinstance(text, str) and len(text) > MAX_STORED_JSON.get(key, len(text)):
+        return {"__corrupt__": f"{key} too large to read ({len(text):,} characters)"}
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return {"__corrupt__": str(text)[:200]}
+    # json.dumps writes every non-ASCII character as \\uXXXX: a lone surrogate only behind "\\ud".
+    return utf8_json(value) if isinstance(text, str) and "\\ud" in text.lower() else value

@@ -132,6 +132,7 @@ def loss_agreement(steps: pd.DataFrame | None) -> str | None:
     train = steps[(steps["phase"] == "train") & np.isfinite(steps["loss"].astype(float))]
     eager = train[train["variant"] == "eager"].set_index("step")["loss"].astype(float)
     compiled = train[train["variant"] == "compiled"].set_index("step")["loss"].astype(float)
+    eager, compiled = (s[~s.index.duplicated(keep="last")] for s in (eager, compiled))  # one loss a step
     both = eager.index.intersection(compiled.index)
     if len(both) == 0:
         return None

@@ -253,7 +253,9 @@ class LiveBoard:
             if entry.read_at > now or (not fresh and time.monotonic() - entry.read_at < max_age):
                 return entry.snapshot  # read by another session while this one waited
             self._refresh(entry, run_id)
-            return entry.snapshot
+            snapshot = entry.snapshot
+        self._forget(run_id, entry, now)
+        return snapshot
 
     def read(self, query: Callable[[Store], Any]) -> Any:
         """query(store) on this board's store connection (one connection, used by one thread at a time)."""
@@ -278,28 +280,35 @@ class LiveBoard:
             if entry is None:
                 entry = self._entries[run_id] = _Entry(RunView(run_id), threading.Lock())
             entry.asked_at = now
-            # Forget runs nobody follows any more, and past MAX_BOARD_RUNS the least recently asked.
+            return entry
+
+    def _forget(self, run_id: int, entry: _Entry, now: float) -> None:
+        """After a read: an id that names no run takes no place on the board (asking for 33 such ids
+        once pushed out a run whose rebuild then cost seconds); then runs nobody follows any more,
+        and past MAX_BOARD_RUNS the least recently asked."""
+        with self._entries_lock:
+            if entry.snapshot is None and self._entries.get(run_id) is entry:
+                del self._entries[run_id]
             by_age = sorted(self._entries.items(), key=lambda item: item[1].asked_at)
             for other_id, _ in by_age[: max(0, len(by_age) - MAX_BOARD_RUNS)]:
                 del self._entries[other_id]
             for other_id, other in by_age:
                 if now - other.asked_at > IDLE_EVICT_S and other is not entry:
                     self._entries.pop(other_id, None)
-            return entry
 
     def _refresh(self, entry: _Entry, run_id: int) -> None:
         read_at = time.monotonic()
         with self._store_lock:
-            db = self._db()
-            run = db.get_run(run_id)
-            if run is None:
-                entry.snapshot, entry.read_at = None, read_at
-                return
-            entry.view.label = run_label(run)
-            if run.finished and run.summary:  # its numbers are the stored summary: draw from thinned steps
-                entry.view.thin_steps(expected=expected_steps(run.params))
-            entry.view.poll(db)
-            state = describe(db, run)
+            run = self._db().get_run(run_id)
+        if run is None:
+            entry.snapshot, entry.read_at = None, read_at
+            return
+        entry.view.label = run_label(run)
+        if run.finished and run.summary:  # its numbers are the stored summary: draw from thinned steps
+            entry.view.thin_steps(expected=expected_steps(run.params))
+        entry.view.poll(_OneQueryAtATime(self))  # a long run's chunks leave the store to other runs between them
+        with self._store_lock:
+            state = describe(self._db(), run)
             self.reads += 1
         skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
         version = (
@@ -335,6 +344,17 @@ class LiveBoard:
                 )
             self._queue = (now, snap)
             return snap
+
+
+class _OneQueryAtATime:
+    """The board's store as RunView.poll reads it: the store's lock held for each query only, so
+    the rebuild of one long run (390,000 events: 2.7 s) does not hold every other run's viewers."""
+
+    def __init__(self, board: LiveBoard):
+        self._board = board
+
+    def events_after(self, run_id: int, after_id: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        return self._board.read(lambda db: db.events_after(run_id, after_id, limit))
 
 
 _BOARDS: dict[str, LiveBoard] = {}
