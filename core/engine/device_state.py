@@ -204,3 +204,10 @@ def release_variant(result: VariantResult, device: torch.device) -> str | None:
     except Exception as exc:  # noqa: BLE001 - reported by the caller unless an earlier error explains it
         return f"the device failed after the {result.name} run: {type(exc).__name__}: {first_line(exc)}"
     return None
+
+
+def release_device_cache(device: torch.device) -> None:
+    """Give back what a GPU's caching allocator holds once this process has finished its timed work
+    (a replicate process on the same GPU then has it)."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

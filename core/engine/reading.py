@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from core.engine import intervals
-from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, projected_position, projected_range
+from core.engine import intervals, replicates
+from core.engine.analysis import BUSY, NO_CLEAR_DIFFERENCE, SLOWER, projected_position, projected_range
 from core.engine.interval_words import interval_words
+from core.engine.noise import busy_steps_words
 
 
 def compile_failed_reading(reason: str) -> str:
@@ -38,11 +39,76 @@ def caveats(summary: dict[str, Any]) -> str:
     stop = summary.get("stop_reason")
     if isinstance(stop, str) and stop:
         out += " " + stop
-    out += spread_note(summary)
+    out += processes_note(summary) if replicates.processes_of(summary) else spread_note(summary)
+    out += busy_note(summary)
     for warning in summary.get("noise_warnings") or []:
-        if isinstance(warning, str) and warning:
+        if isinstance(warning, str) and warning and not (summary.get("verdict") == BUSY and "busy" in warning):
             out += f" Note: {warning}."
-    return out
+    return out + conditions_note(summary.get("conditions"))
+
+
+def processes_note(summary: dict[str, Any]) -> str:
+    """What the interval rests on when the race ran replicates: ' It rests on 5 processes (1.29x to
+    1.36x; the spread assumed here as a prior).' (core.engine.replicates)."""
+    counted = _counted(summary)
+    if not counted:
+        return ""
+    low, high = min(p.speedup for p in counted), max(p.speedup for p in counted)
+    each = f"{low:.2f}x to {high:.2f}x" if len(counted) > 1 else f"{low:.2f}x"
+    spread = intervals.RunToRun.from_dict(summary.get("run_to_run"))
+    prior = ""
+    if spread is not None:
+        learnt = f"learnt from {spread.races} races here" if spread.races else "assumed here"
+        prior = f"; the run-to-run spread {learnt} as a prior"
+    many = len(counted) != 1
+    return f" It rests on {len(counted)} process{'es' if many else ''} ({each}{prior})."
+
+
+def _counted(summary: dict[str, Any]) -> list[replicates.ProcessResult]:
+    first = replicates.ProcessResult.from_dict(summary.get("first_process"))
+    return [p for p in ([first] if first else []) + replicates.processes_of(summary) if p.counts]
+
+
+def busy_note(summary: dict[str, Any]) -> str:
+    """Which processes and steps a busy machine touched (core.engine.noise), when some did; a race
+    whose every process was busy gives no verdict (the headline says so instead)."""
+    busy = _busy_processes(summary)
+    if not busy or summary.get("verdict") == BUSY:
+        return ""
+    return f" The machine was busy during {busy}, which {'does' if ' and ' not in busy else 'do'} not count."
+
+
+def _busy_processes(summary: dict[str, Any]) -> str:
+    """'the first process (eager's steps 41-80) and replicate 3': the busy processes in words."""
+    first = replicates.ProcessResult.from_dict(summary.get("first_process"))
+    parts = []
+    if first is not None and first.was_busy:
+        steps = busy_steps_words(first.busy)
+        parts.append("the first process" + (f" ({steps})" if steps else ""))
+    numbers = [p.number - 1 for p in replicates.processes_of(summary) if p.was_busy]
+    if numbers:
+        parts.append(f"replicate{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}")
+    return " and ".join(parts)
+
+
+def conditions_note(conditions: Any) -> str:
+    """What shaped the number besides the model: ' Measured on 1 of this machine's 2 cores, 1
+    thread.', and what this race's process had that a standard race here has not
+    (core.runs.race_conditions)."""
+    if not isinstance(conditions, dict):
+        return ""
+    total, cores, threads = conditions.get("machine_cores"), conditions.get("cores"), conditions.get("threads")
+    if not isinstance(total, int):
+        return ""
+    on = (
+        f"on {len(cores)} of this machine's {total} cores" if isinstance(cores, list) else f"on {total} cores, unpinned"
+    )
+    if total == 1:
+        on = "on this machine's one core"
+    threads = f", {threads} thread{'s' if threads != 1 else ''}" if isinstance(threads, int) else ""
+    differs = [d for d in conditions.get("differs") or [] if isinstance(d, str)]
+    other = f" Unlike a standard race here: {'; '.join(differs)}." if differs else ""
+    return f" Measured {on}{threads}.{other}"
 
 
 def spread_note(summary: dict[str, Any]) -> str:
@@ -59,6 +125,25 @@ def spread_note(summary: dict[str, Any]) -> str:
     )
 
 
+def compile_words(summary: dict[str, Any]) -> str:
+    """' after 9.5 s of compilation', or where compiled's first steps are not measurably slower than
+    its steady ones, ' after a compile too small to measure here (under 12 ms)'."""
+    compile_s, under = summary.get("compile_time_s"), summary.get("compile_time_under_s")
+    if compile_s is not None:
+        return f" after {compile_s:.1f} s of compilation"
+    if isinstance(under, int | float):
+        return f" after a compile {COMPILE_TOO_SMALL} (under {fmt_ms(under)})"
+    return ""
+
+
+COMPILE_TOO_SMALL = "too small to measure here"
+
+
+def fmt_ms(seconds: float) -> str:
+    """A small duration for 'under N ms': whole milliseconds below a second, else seconds."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
 def span_words(span: tuple[float, float | None]) -> str:
     """A finished race's projected break-even range (analysis.projected_range) in words: 'between
     step 305 and 372', or 'from step 1,200 on, or never' where the interval's slow end never meets."""
@@ -68,7 +153,6 @@ def span_words(span: tuple[float, float | None]) -> str:
 
 def _headline_reading(summary: dict[str, Any]) -> str:
     speedup, verdict = summary.get("steady_state_speedup"), summary.get("verdict")
-    compile_s = summary.get("compile_time_s")
     if isinstance(summary.get("compile_failed"), str):
         return compile_failed_reading(summary["compile_failed"])
     if summary.get("compile_skipped"):
@@ -79,8 +163,14 @@ def _headline_reading(summary: dict[str, Any]) -> str:
         )
     if speedup is None:
         return "Not enough steps finished in both variants to compare them."
-    cost = f" after {compile_s:.1f} s of compilation" if compile_s is not None else ""
+    cost = compile_words(summary)
     interval = interval_words(summary)  # the stopping rule's interval, and the looks that widened it
+    if verdict == BUSY:
+        busy = _busy_processes(summary) or "the race"
+        return (
+            f"The machine was busy during {busy}: other work had the race's cores, so {speedup:.2f}x "
+            f"({interval}) is no verdict on this model. Run it again when the machine is quieter."
+        )
     if verdict == SLOWER:
         return (
             f"Compiled steps are slower here ({speedup:.2f}x, {interval}){cost}: "

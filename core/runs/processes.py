@@ -20,6 +20,7 @@ import time
 from core import PROJECT_ROOT
 from core.runs import worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
+from core.runs.race_conditions import MALLOC_SETTING, STEADY_MALLOC, malloc_settings  # noqa: F401 - where they were
 from core.runs.run_files import compile_trace_dir
 from core.runs.store import Store, is_server_url, store_files_dir
 
@@ -38,7 +39,7 @@ WORKER_VARIABLES = frozenset(
         "TRANSFORMERS_CACHE", "HF_HUB_DISABLE_TELEMETRY",
         # the Compile Lab settings a worker reads (its store: store_arguments)
         "COMPILE_LAB_DATA", "COMPILE_LAB_STORE", "COMPILE_LAB_WORKER_THREADS", "COMPILE_LAB_WORKER_CPUS",
-        "COMPILE_LAB_STORE_LOST_LIMIT_S",
+        "COMPILE_LAB_STORE_LOST_LIMIT_S", "COMPILE_LAB_WORKER_MALLOC",
         # libpq's own ways to a server without a password in the URL (~/.pgpass is found through HOME)
         "PGPASSFILE", "PGSERVICE", "PGSERVICEFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY",
         "COMPILE_LAB_AGENT", "COMPILE_LAB_AGENT_PID", "COMPILE_LAB_AGENT_TIMEOUT_S",  # a fleet agent's workers
@@ -50,14 +51,6 @@ WORKER_PREFIXES = (
     "COMPILE_LAB_TEST_",  # the tests' own: their stand-in launcher, their process guard's marker
 )  # fmt: skip
 
-
-# glibc's malloc moves its mmap threshold as a process frees large blocks, so whether a step's
-# tensors come from reused heap memory or from fresh pages (faulted in and zeroed every step) depends
-# on what the process happened to allocate before: on the 2-core CPU box the demo's eager step moved
-# 20% between epochs and races with it. Fixed thresholds make every worker reuse its memory the same
-# way. A host's own MALLOC_* settings win; COMPILE_LAB_WORKER_MALLOC=glibc leaves glibc's defaults.
-STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(1024**3)}
-MALLOC_SETTING = "COMPILE_LAB_WORKER_MALLOC"
 
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")  # never inherited, whatever the prefix
 
@@ -83,9 +76,7 @@ def worker_environment(device_key: str, environ: dict[str, str] | None = None) -
         visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
         env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
         env["COMPILE_LAB_LANE"] = device_key
-    source = os.environ if environ is None else environ
-    if source.get(MALLOC_SETTING, "steady") != "glibc" and not any(k in env for k in STEADY_MALLOC):
-        env.update(STEADY_MALLOC)
+    env.update(malloc_settings(dict(os.environ if environ is None else environ)))  # core.runs.race_conditions
     return env
 
 

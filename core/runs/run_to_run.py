@@ -20,6 +20,7 @@ from collections import defaultdict
 from typing import Any
 
 from core.engine.intervals import ASSUMED, PRIOR_RACES, RunToRun, run_to_run
+from core.engine.replicates import ProcessResult, processes_of
 from core.engine.spec import RunSpec, SpecError
 from core.runs.store import Run, Store
 
@@ -38,6 +39,7 @@ NOT_TIMING = (
     "lr",
     "data_dir",
     "download",
+    "replicates",
 )
 
 
@@ -75,7 +77,8 @@ def spread_here(
     has been raced twice here). `exclude`: the race about to start."""
     if not device_name:
         return ASSUMED
-    groups: dict[tuple, list[float]] = defaultdict(list)
+    groups: dict[tuple, list[float]] = defaultdict(list)  # races of one process each, by configuration
+    replicated: dict[tuple, list[list[float]]] = defaultdict(list)  # a race with replicates: its processes
     for run in store.list_runs(kind="race", status=["done"], limit=SCAN_LIMIT):
         env = run.environment or {}
         if run.id == exclude or run.imported or env.get("device_name") != device_name:
@@ -83,8 +86,24 @@ def spread_here(
         if env.get("torch") != torch_version:
             continue
         key, value = configuration(run.params or {}), log_speedup(run)
-        if key is not None and value is not None:
+        if key is None or value is None:
+            continue
+        processes = process_log_speedups(run)
+        if len(processes) >= 2:
+            replicated[key].append(processes)
+        else:
             groups[key].append(value)
-    device = run_to_run(list(groups.values()))
+    everything = list(groups.values()) + [p for races in replicated.values() for p in races]
+    device = run_to_run(everything)
     start = RunToRun(device.log_sd, min(device.df, PRIOR_RACES), device.races)
-    return run_to_run([groups.get(configuration(params), [])], prior=start)
+    key = configuration(params)
+    return run_to_run([groups.get(key, []), *replicated.get(key, [])], prior=start)
+
+
+def process_log_speedups(run: Run) -> list[float]:
+    """The log speedups of a done race's processes that counted (its first and its replicates: the
+    spread between them is the run-to-run spread, measured inside the race)."""
+    summary = run.summary or {}
+    first = ProcessResult.from_dict(summary.get("first_process"))
+    counted = [p for p in ([first] if first else []) + processes_of(summary) if p.counts]
+    return [math.log(p.speedup) for p in counted]

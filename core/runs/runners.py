@@ -9,11 +9,13 @@ so a new kind adds its function here and its row to the table. torch is imported
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Any
 
 from core.engine.spec import RunSpec
-from core.runs import run_to_run, worker_cores
+from core.runs import race_conditions, run_to_run, worker_cores
+from core.runs.replicate_process import run_replicate
 from core.runs.run_files import run_files_dir
 from core.runs.store import Store
 
@@ -27,31 +29,32 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
 
     spec = RunSpec.from_dict(params)
     caps = detect_device_caps()
-    pinned = None
-    if resolve_device(spec.device, caps) == "cpu":
-        # Cores of its own where the machine has two or more, the app's work kept to the others, so
-        # that the page watching the race does not slow it (core.runs.worker_cores).
-        try:
-            share = worker_cores.this_host()
-        except worker_cores.CoreSettingError as exc:
-            return "failed", {"error": f"this host's configuration: {exc}"}
-        pinned = list(share.worker) if worker_cores.pin_worker(share) else None
-        if share.threads:
-            torch.set_num_threads(share.threads)
+    device = resolve_device(spec.device, caps)
+    try:  # the same process conditions as every door's race (core.runs.race_conditions)
+        conditions = race_conditions.apply(device)
+    except worker_cores.CoreSettingError as exc:
+        return "failed", {"error": f"this host's configuration: {exc}"}
     from core.engine.environment import environment_record, machine_load
 
-    here = environment_record(torch.device(resolve_device(spec.device, caps)))
+    here = environment_record(torch.device(device))
     spread = _spread(sink, params, here)
     trace_dir = run_files_dir(sink.store_path, sink.run_id)
-    result = run_race(spec, on_event=sink, caps=caps, trace_dir=trace_dir, spread=spread)
+    result = run_race(
+        spec,
+        on_event=sink,
+        caps=caps,
+        trace_dir=trace_dir,
+        spread=spread,
+        replicate=functools.partial(run_replicate, conditions=conditions),
+        conditions=conditions.to_dict(),
+    )
     result.environment["load_at_end"] = machine_load()  # the race's own threads included
     data = result.to_dict()
-    if pinned is not None and isinstance(result.environment, dict):
-        result.environment["worker_cpus"] = pinned  # the cores it had to itself, kept with the run
-    result.environment["malloc"] = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or None
+    race_conditions.keep_in_environment(result.environment, conditions)
     details = {
         "compile": data["compile"],
         "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},
+        "replicates": data["replicates"],  # every replicate's steps, as measured
     }
     fields = {"summary": result.summary, "details": details, "environment": result.environment, "error": result.error}
     status = "done" if not result.error else ("cancelled" if result.error == "cancelled" else "failed")

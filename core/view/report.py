@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from core.engine import analysis
 from core.engine.interval_words import looks_note
+from core.engine.noise import BUSY_STEPS_SHARE
 from core.engine.profile_reading import profile_reading
-from core.engine.reading import span_words
+from core.engine.reading import COMPILE_TOO_SMALL, fmt_ms, span_words
 
 if TYPE_CHECKING:
     from core.runs.store import Run
@@ -60,6 +61,25 @@ def fmt_about(s: float) -> str:
 
 def fmt_speedup(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
+
+
+def process_line(process: dict[str, Any]) -> str:
+    """A replicate process as the terminal says it when it lands: '[replicate 2] 1.31x (its own 95%
+    interval 1.29-1.33x), 60 steps per variant, 14.2 s (4.1 s until its first timed step)'."""
+    number = process.get("number")
+    head = f"[replicate {number - 1 if isinstance(number, int) else '?'}]"
+    if process.get("error"):
+        return f"{head} {process['error']}"
+    speedup, half, steps = process.get("speedup"), process.get("log_half"), process.get("steps")
+    own = ""
+    if isinstance(speedup, int | float) and isinstance(half, int | float):
+        own = f" (its own 95% interval {speedup * math.exp(-half):.2f}-{speedup * math.exp(half):.2f}x)"
+    took = f", {fmt_seconds(process.get('wall_s'))}" if process.get("wall_s") is not None else ""
+    start = process.get("start_s")
+    if start is not None:
+        took += f" ({fmt_seconds(start)} until its first timed step)"
+    busy = " - ran while the machine was busy: it does not count" if (process.get("busy_share") or 0) > 0.1 else ""
+    return f"{head} {fmt_speedup(speedup)}{own}, {steps} steps per variant{took}{busy}"
 
 
 def text_table(headers: list[str], rows: list[list[str]], right: set[str] = frozenset()) -> list[str]:
@@ -176,10 +196,7 @@ def summary_table(result: dict[str, Any]) -> str:
     interval = f"  95% interval [{ci[0]:.2f}, {ci[1]:.2f}]{looks_note(s)}  {s['verdict']}" if ci else ""
     compile_info = result.get("compile", {})
     headline = [
-        (
-            "compile time",
-            f"{fmt_seconds(s['compile_time_s'])}  (first {s['warmup_steps']} compiled steps minus eager's)",
-        ),
+        ("compile time", _compile_text(s)),
         *(
             [("  not counted", f"CPU feature probe {fmt_seconds(probe_s)} (once per machine, before timing)")]
             if (probe_s := probe_worth_naming(s.get("cpu_isa_probe_s"))) is not None
@@ -187,6 +204,7 @@ def summary_table(result: dict[str, Any]) -> str:
         ),
         ("first-epoch overhead", fmt_seconds(s["first_epoch_overhead_s"], signed=True)),
         ("steady-state speedup", _speedup_text(s, interval)),
+        *([("processes", processes_text(s))] if s.get("replicates") else []),
         ("break-even", break_even_text(s)),
         ("whole run, compile included", fmt_speedup(s["whole_run_speedup"])),
         (
@@ -261,6 +279,25 @@ def _phase_rows(breakdown: dict[str, Any]) -> list[str]:
     lines.append(f"{'  total':<30}{fmt_seconds(forward.get('total_s')):>10}{fmt_seconds(backward.get('total_s')):>10}")
     lines.append(f"{'  forward + backward':<30}{fmt_seconds(breakdown.get('total_s')):>10}")
     return lines
+
+
+def _compile_text(s: dict[str, Any]) -> str:
+    """The compile time, or that it was too small to measure (reading.compile_words's words)."""
+    window = f"  (first {s['warmup_steps']} compiled steps minus eager's)"
+    if s.get("compile_time_s") is None and isinstance(s.get("compile_time_under_s"), int | float):
+        return f"{COMPILE_TOO_SMALL} (under {fmt_ms(s['compile_time_under_s'])}){window}"
+    return f"{fmt_seconds(s.get('compile_time_s'))}{window}"
+
+
+def processes_text(s: dict[str, Any]) -> str:
+    """Each process's steady speedup, the first first, those that do not count marked:
+    '1.31x, 1.29x, 1.35x (busy: not counted)'."""
+    shown = []
+    for p in [s.get("first_process") or {}, *(s.get("replicates") or [])]:
+        mark = " (busy: not counted)" if (p.get("busy_share") or 0) > BUSY_STEPS_SHARE else ""
+        mark = " (failed)" if p.get("error") else mark
+        shown.append(f"{fmt_speedup(p.get('speedup'))}{mark}")
+    return f"{len(shown)}: " + ", ".join(shown)
 
 
 def _speedup_text(s: dict[str, Any], interval: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from core.engine import analysis
 from core.engine.interval_words import interval_words
+from core.engine.reading import COMPILE_TOO_SMALL, fmt_ms, processes_note
 from core.runs.store import Run
 from core.view.report import fmt_about, fmt_seconds, probe_worth_naming
 from core.view.run_screen.sentences import overhead_bridge, projected_words, range_words
@@ -80,6 +81,8 @@ def break_even_card(summary: dict[str, Any], total: int | None, running: bool) -
             delta_color="off",
             delta_arrow="off",
         )
+    if reason == analysis.NO_VERDICT_BUSY:
+        return Card("Break-even", "no verdict", about + "Not judged: the machine was busy while the race measured.")
     if reason.startswith("never"):
         if running:  # the rest of the run could still change it: no final word yet
             return Card(
@@ -146,15 +149,24 @@ def result_cards(
     eager_tput, compiled_tput = summary.get("eager_samples_per_s"), summary.get("compiled_samples_per_s")
     bridge = overhead_bridge(summary)
     recompiles = recompile_count(summary)
+    under = summary.get("compile_time_under_s") if summary.get("compile_time_s") is None else None
     cards = [
         Card(
             "Compile time",
-            fmt_seconds(summary.get("compile_time_s"), ms_digits=0, s_digits=1),
+            f"under {fmt_ms(under)}"
+            if isinstance(under, int | float)
+            else fmt_seconds(summary.get("compile_time_s"), ms_digits=0, s_digits=1),
             "First compiled steps minus the same eager steps: what torch.compile cost up front."
+            + (
+                f" Compile cost {COMPILE_TOO_SMALL} (under {fmt_ms(under)}): compiled's first steps were not "
+                "measurably slower than its steady steps or eager's first ones."
+                if isinstance(under, int | float)
+                else ""
+            )
             + (f" {_recompiles_help(recompiles)}" if recompiles is not None else "")
             + _probe_help(summary.get("cpu_isa_probe_s")),
-            delta=_recompiles_delta(recompiles),
-            delta_color="inverse" if recompiles else "off",
+            delta=COMPILE_TOO_SMALL if isinstance(under, int | float) else _recompiles_delta(recompiles),
+            delta_color="inverse" if recompiles and not isinstance(under, int | float) else "off",
             delta_arrow="off",
         ),
         Card(
@@ -168,7 +180,9 @@ def result_cards(
         Card(
             "Steady-state speedup",
             "-" if speed is None else f"{speed:.2f}x",
-            "Median eager step / median compiled step after warm-up" + (f"; {interval_words(summary)}." if ci else "."),
+            "Median eager step / median compiled step after warm-up"
+            + (f"; {interval_words(summary)}." if ci else ".")
+            + processes_note(summary),
             delta=summary.get("verdict"),
             # Unsigned text reads as "up": green and up for faster, red and down for slower, grey otherwise.
             delta_color={"faster": "normal", "slower": "inverse"}.get(summary.get("verdict") or "", "off"),

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.engine.analysis import NO_CLEAR_DIFFERENCE, SLOWER, projected_position, projected_range
+from core.engine.analysis import BUSY, NO_CLEAR_DIFFERENCE, SLOWER, projected_position, projected_range
 from core.engine.interval_words import interval_words
-from core.engine.reading import plain_reading
+from core.engine.reading import plain_reading, processes_note
 from core.view.report import fmt_about, fmt_seconds
 
 # Losses of the two variants closer than this (relative) are the same curve to the eye; and at the
@@ -124,6 +124,10 @@ def race_reading(
         return "Not enough compiled steps yet to compare the two."
     interval = interval_words(dict(summary))  # the stopping rule's interval, said as such
     where, later = rests_on(summary, counts, total)
+    if summary.get("replicates"):  # the first process is done: replicates land one by one
+        later = f"{later}{processes_note(dict(summary))} More replicate processes may follow."
+    if verdict == BUSY:
+        return f"{where}: the machine is busy ({speedup:.2f}x so far, {interval}), so no verdict yet.{later}"
     if verdict == SLOWER:
         return (
             f"{where}: compiled steps are slower ({speedup:.2f}x, {interval}); compile is not paying off here.{later}"
