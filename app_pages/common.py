@@ -13,15 +13,15 @@ import streamlit as st
 from altair.utils import schemapi as alt_schemapi
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from core.engine import words
 from core.engine.explain import demo_device_problem
-from core.engine.planning import fmt_duration, plan_from_summary, plan_sentence
+from core.engine.planning import plan_from_summary, plan_sentence
 from core.runs import admin, devices, queue, shared_results
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.store import Run, Store, StoreError
 from core.view.queue import describe
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
-from core.view.report import duration_interval
 from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
 from core.view.run_screen.store_reader import RunView, expected_steps, run_label
 from core.view.safe_text import markdown_text
@@ -323,5 +323,5 @@ def plan_section(run: Run, key: str) -> None:
         (left, "Eager total", plan.eager_total_s, plan.eager_ci),
         (right, "Compiled total, compile included", plan.compiled_total_s, plan.compiled_ci),
     ):
-        column.metric(label, fmt_duration(total), help=duration_interval(ci[0], ci[1], total), border=True)
+        column.metric(label, words.duration(total), help=words.duration_interval(ci[0], ci[1], total), border=True)
     st.markdown(f"**{plan_sentence(plan)}**")

@@ -83,7 +83,7 @@ def summary(batch: int, rng: random.Random) -> dict:
         eager, compiled, [sum(eager[:half]), sum(eager[half:])], [sum(compiled[:half]), sum(compiled[half:])], batch
     )
     s.update(compile_skipped=None, eager_peak_memory_bytes=2**28, compiled_peak_memory_bytes=2**28)
-    s["reading"] = reading.plain_reading(s)
+    s["reading"] = reading.reading(s)
     return s
 
 

@@ -220,7 +220,7 @@ def stored_summary(rng: random.Random, batch: int) -> dict:
             "total_s": 12.0,
         },
     )
-    summary["reading"] = reading.plain_reading(summary)
+    summary["reading"] = reading.reading(summary)
     return summary
 
 

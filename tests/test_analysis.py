@@ -20,7 +20,7 @@ from core.engine.analysis import (
     summarize,
     whole_run_speedup,
 )
-from core.engine.reading import plain_reading
+from core.engine.reading import reading
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "..", "assets", "reference", "tutorial_resnet50_cifar10_epochs.csv")
 
@@ -137,7 +137,7 @@ def test_summary_of_a_run_that_failed_before_compiled_started_has_no_comparison(
     s = summarize([0.1] * 6, [], [0.3, 0.3], [], batch_size=8)
     assert s["steady_state_speedup"] is None and s["compile_time_s"] is None
     assert s["whole_run_speedup"] is None and s["first_epoch_overhead_s"] is None
-    assert "Not enough" in plain_reading(s)
+    assert "Not enough" in reading(s)
 
 
 def test_summary_keys_and_values_on_a_constructed_race():
@@ -151,7 +151,7 @@ def test_summary_keys_and_values_on_a_constructed_race():
     assert s["break_even_step"] == 11
     assert s["whole_run_speedup"] == pytest.approx(20 / 15.5)
     assert s["compiled_samples_per_s"] == pytest.approx(64.0)
-    assert "2.00x faster" in plain_reading(s)
+    assert "2.00x faster" in reading(s)
 
 
 def test_no_clear_difference_is_not_called_slower_in_break_even():
@@ -172,7 +172,7 @@ def test_no_clear_difference_is_not_called_slower_in_break_even():
 )
 def test_plain_reading_says_what_happened(eager, compiled, phrase):
     s = summarize(eager, compiled, [sum(eager)], [sum(compiled)], batch_size=1)
-    assert phrase in plain_reading(s)
+    assert phrase in reading(s)
 
 
 def test_cumulative():

@@ -23,7 +23,7 @@ def failed_compile_summary() -> dict:
     eager = [0.02, 0.01, 0.01, 0.01]
     summary = analysis.summarize(eager, [], [0.05], [], 8)
     summary.update(compile_failed=REASON, compile_skipped=None, graphs=0, graph_breaks=0)
-    summary["reading"] = reading.plain_reading(summary)
+    summary["reading"] = reading.reading(summary)
     return summary
 
 
@@ -47,11 +47,11 @@ def test_the_reading_says_compile_failed_and_that_eager_ran():
 
 def test_graph_breaks_add_a_sentence_to_any_reading():
     summary = analysis.summarize([0.02] * 10, [0.5] + [0.01] * 9, [0.2], [0.59], 8)
-    plain = reading.plain_reading(summary)
+    plain = reading.reading(summary)
     summary.update(graphs=3, graph_breaks=2)
-    assert reading.plain_reading(summary) == plain + " torch.compile split this model into 3 graphs at 2 graph breaks."
+    assert reading.reading(summary) == plain + " torch.compile split this model into 3 graphs at 2 graph breaks."
     summary.update(graphs=1, graph_breaks=1)
-    assert reading.plain_reading(summary).endswith(" torch.compile split this model at 1 graph break.")
+    assert reading.reading(summary).endswith(" torch.compile split this model at 1 graph break.")
 
 
 def test_cards_show_no_compiled_figure_as_a_result_when_compile_failed():

@@ -10,7 +10,7 @@ from conftest import AMPERE, quick_spec
 
 from core.cli.main import main
 from core.cli.queue import follow_group
-from core.engine import analysis
+from core.engine import analysis, words
 from core.runs import fleet, queue
 from core.runs.limits import HostLimits
 from core.view.device_comparison import (
@@ -21,7 +21,6 @@ from core.view.device_comparison import (
     ids_from_text,
     published_figures,
 )
-from core.view.report import break_even_text
 
 SPEC = quick_spec(device="cuda", model="resnet50")
 
@@ -83,8 +82,8 @@ def test_the_comparison_shows_each_devices_figures_and_projects_only_from_a_clea
     assert first["device"] == "NVIDIA A100 80GB PCIe" and first["status"] == "done"
     assert first["steady speedup"] == f"{clear['steady_state_speedup']:.2f}x"
     low, high = clear["speedup_ci95"]
-    assert first["95% interval"] == f"{low:.2f}x to {high:.2f}x" and low > 1
-    assert first["break-even"] == break_even_text(clear) and "at steady rates" in first["break-even"]
+    assert first["95% interval"] == f"{low:.2f}-{high:.2f}x" and low > 1
+    assert first["break-even"] == words.break_even(clear) and "at the steady rates" in first["break-even"]
     assert first["compile time"].endswith(" s") and first["published"].startswith("tutorial ResNet50 on NVIDIA A100")
     second = rows[f"run {h100}"]
     assert doubt["speedup_ci95"][0] < 1 < doubt["speedup_ci95"][1]

@@ -9,12 +9,13 @@ import pytest
 import torch
 from conftest import CPU, quick_spec
 
-from core.engine import device_state, variant
+from core.engine import device_state, variant, words
 from core.engine.compile_stats import CompileStats
 from core.engine.events import StepEvent, VariantResult
 from core.engine.spec import RunSpec
+from core.engine.summary import Summary
 from core.engine.trainer import run_race, summarize_variants
-from core.view.report import _reserved_rows, fmt_bytes
+from core.view.report import _reserved_rows
 
 BACKENDS = {
     "cudnn": lambda: torch.backends.cudnn,
@@ -136,8 +137,8 @@ def test_each_variant_reports_what_it_added_to_the_cuda_cache_not_eagers_leftove
     assert result.reserved_growth_bytes == 3 * 2**29  # what compiled added: its graph pool
     summary = summarize_variants(quick_spec(), VariantResult("eager"), result, CompileStats())
     assert summary["compiled_reserved_growth_bytes"] == 3 * 2**29
-    rows = _reserved_rows(summary)
-    assert rows[0] == ("CUDA cache added (reserved growth)", "-", fmt_bytes(3 * 2**29))
+    rows = _reserved_rows(Summary.of(summary))
+    assert rows[0] == ("CUDA cache added (reserved growth)", "-", words.bytes_(3 * 2**29))
 
 
 def test_the_caches_demos_cold_compile_cannot_use_a_hosts_triton_cache(monkeypatch, tmp_path):

@@ -117,6 +117,6 @@ def test_the_reading_says_why_the_race_stopped():
     wide = {**summary, "steady_state_speedup": 1.2, "speedup_ci95": [1.1, 1.26]}
     assert stop_reading(wide, 0.03, 240) == "Stopped at the maximum of 240 steps per variant: known to ±5%."
     assert stop_reading(known, None, 600) is None
-    assert "Known to ±3%" in reading.plain_reading(
+    assert "Known to ±3%" in reading.reading(
         {**known, "verdict": "faster", "stop_reason": stop_reading(known, 0.03, 600)}
     )

@@ -226,8 +226,8 @@ def test_result_cards_are_six_in_a_fixed_order():
 def test_cards_of_a_clear_win_show_cost_speedup_and_the_break_even_step():
     summary = clear_win_summary()
     cards = result_cards(summary, {"eager": 100 * MIB, "compiled": 80 * MIB, "kind": "CUDA allocator peak"})
-    assert [c.value for c in cards] == ["4.0 s", "+1.5 s", "2.00x", "step 9", "128 samples/s", "80 MiB"]
-    assert card(cards, "Break-even").help.endswith("9.0 s into the compiled run.")
+    assert [c.value for c in cards] == ["4 s", "+1.5 s", "2.00x", "step 9", "128 samples/s", "80.0 MiB"]
+    assert card(cards, "Break-even").help.endswith("9 s into the compiled run.")
     speed = card(cards, "Steady-state speedup")
     assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("faster", "normal", "up")  # green, up
     assert "95% interval 2.00-2.00x" in speed.help
@@ -236,7 +236,7 @@ def test_cards_of_a_clear_win_show_cost_speedup_and_the_break_even_step():
     assert "eager: 64 samples/s" in tput.help
     memory = card(cards, "Peak memory (compiled)")
     assert (memory.delta, memory.delta_color) == ("-20% vs eager", "inverse")  # less memory reads as better
-    assert "Eager: 100 MiB" in memory.help and "CUDA allocator peak" in memory.help
+    assert "Eager: 100.0 MiB" in memory.help and "CUDA allocator peak" in memory.help
 
 
 def test_cards_of_a_slower_run_say_it_never_breaks_even():
@@ -244,7 +244,7 @@ def test_cards_of_a_slower_run_say_it_never_breaks_even():
     assert summary["verdict"] == analysis.SLOWER
     cards = result_cards(summary)
     assert card(cards, "Break-even").value == "never"
-    assert "never: compiled is slower" in card(cards, "Break-even").help
+    assert "Never: compiled steps are slower." in card(cards, "Break-even").help
     assert card(cards, "Steady-state speedup").value == "0.67x"
     speed = card(cards, "Steady-state speedup")
     assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("slower", "inverse", "down")  # red, down
@@ -253,10 +253,10 @@ def test_cards_of_a_slower_run_say_it_never_breaks_even():
 
 def test_a_run_in_progress_that_is_slower_so_far_is_not_yet_called_never():
     summary = analysis.summarize([1.0] * 12, [3.0] + [1.5] * 11, [6.0], [10.5], 64)
-    be = card(result_cards(summary, running=True), "Break-even")
+    be = card(result_cards(summary, live=True), "Break-even")
     assert (be.value, be.delta) == ("not yet", "not on course so far")
-    assert "So far compiled is slower" in be.help
-    assert card(result_cards(summary, running=False), "Break-even").value == "never"
+    assert "So far compiled steps are slower" in be.help
+    assert card(result_cards(summary, live=False), "Break-even").value == "never"
 
 
 def test_cards_of_a_faster_run_that_has_not_broken_even_say_not_yet_and_where_it_would():
@@ -264,7 +264,7 @@ def test_cards_of_a_faster_run_that_has_not_broken_even_say_not_yet_and_where_it
     assert summary["break_even_step"] is None
     assert summary["break_even_extrapolated_step"] == pytest.approx(39.0)
     assert summary["break_even_projected_wall_s"] == pytest.approx(39.0)  # 24.5 s + 29 more steps of 0.5 s
-    be = card(result_cards(summary, running=True), "Break-even")
+    be = card(result_cards(summary, live=True), "Break-even")
     assert be.value == "not yet"
     assert "about step 40" in be.help
 
@@ -274,12 +274,12 @@ def test_break_even_card_of_a_finished_run_gives_the_projected_step_and_when_mar
     be = card(result_cards(summary, total=10), "Break-even")
     assert be.value == "≈ step 40"
     assert (be.delta, be.delta_color, be.delta_arrow) == ("projected, ~39 s", "off", "off")
-    assert "Not within this run of 10 steps" in be.help
+    assert "Not within this run: about step 40 at the steady rates, past this run's 10 steps" in be.help
 
 
 def test_break_even_card_while_running_says_not_yet_with_a_steadied_projection_of_the_total():
     summary = {"steady_state_speedup": 1.17, "verdict": "faster", "break_even_extrapolated_step": 947.3}
-    be = card(result_cards(summary, total=1500, running=True), "Break-even")
+    be = card(result_cards(summary, total=1500, live=True), "Break-even")
     assert be.value == "not yet"
     assert be.delta == "projected ≈ step 950 of 1,500"  # rounded while the run goes on: it does not flicker
 
@@ -325,7 +325,7 @@ def test_first_epoch_overhead_is_signed_and_short_times_are_in_milliseconds():
 
 def test_memory_card_delta_is_the_signed_change_coloured_lower_is_better():
     more = card(result_cards({}, {"eager": 100 * MIB, "compiled": 125 * MIB}), "Peak memory (compiled)")
-    assert more.value == "125 MiB" and more.delta == "+25% vs eager"
+    assert more.value == "125.0 MiB" and more.delta == "+25% vs eager"
     assert more.delta_color == "inverse"  # "+" on memory reads as worse (red)
     less = card(result_cards({}, {"eager": 100 * MIB, "compiled": 50 * MIB}), "Peak memory (compiled)")
     assert less.delta == "-50% vs eager" and less.delta_color == "inverse"
@@ -384,6 +384,7 @@ def test_run_row_of_a_finished_run_has_its_summary_and_device(store):
         "first_epoch_overhead_s": 41.6,
         "steady_state_speedup": 1.12,
         "break_even_step": 7,
+        "break_even": "step 7",  # in the words every surface uses
         "error": None,
     }
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", row["created"])
@@ -450,10 +451,10 @@ def test_no_break_even_is_projected_from_a_gain_the_interval_does_not_stand_behi
         "break_even_reason": analysis.NOT_WITHIN_RUN,
         "break_even_extrapolated_step": 6700.0,
     }
-    running = card(result_cards(summary, total=240, running=True), "Break-even")
+    running = card(result_cards(summary, total=240, live=True), "Break-even")
     assert (running.value, running.delta) == ("not yet", None)
     finished = card(result_cards(summary, total=240), "Break-even")
-    assert finished.value == "not reached" and "No clear per-step gain" in finished.help
+    assert finished.value == "none" and "no clear per-step gain" in finished.help
 
 
 def test_a_run_slower_so_far_is_not_on_course_even_when_the_medians_alone_would_project():
@@ -464,13 +465,13 @@ def test_a_run_slower_so_far_is_not_on_course_even_when_the_medians_alone_would_
         "break_even_reason": analysis.NOT_WITHIN_RUN,
         "break_even_extrapolated_step": 5000.0,
     }
-    be = card(result_cards(summary, total=240, running=True), "Break-even")
+    be = card(result_cards(summary, total=240, live=True), "Break-even")
     assert (be.value, be.delta) == ("not yet", "not on course so far")
 
 
 def test_the_compile_card_says_the_one_time_cpu_probe_is_not_in_its_figure():
     probed = card(result_cards({"compile_time_s": 12.0, "cpu_isa_probe_s": 14.4}), "Compile time")
-    assert probed.value == "12.0 s"
+    assert probed.value == "12 s"
     assert "Not counted: Inductor's one-time CPU feature probe (14.4 s, run before timing)" in probed.help
     assert "probe" not in card(result_cards({"compile_time_s": 12.0}), "Compile time").help
     # A probe read from its kept cache (0.13-0.3 s measured; 0.01 s here) is not worth a word, and
@@ -495,7 +496,7 @@ def test_the_cli_summary_names_the_cpu_probe_only_when_it_was_built():
         summary = json.load(fh)["run"]["summary"]
     variants = {"eager": {"final_loss": 2.0}, "compiled": {"final_loss": 2.0}}
     built = summary_table({"summary": {**summary, "cpu_isa_probe_s": 14.4}, "variants": variants})
-    assert "not counted" in built and "CPU feature probe 14.40 s (once per machine, before timing)" in built
+    assert "not counted" in built and "CPU feature probe 14.4 s (once per machine, before timing)" in built
     for quiet in (0.02, None, True):
         assert "CPU feature probe" not in summary_table(
             {"summary": {**summary, "cpu_isa_probe_s": quiet}, "variants": variants}

@@ -17,9 +17,8 @@ import re
 import numpy as np
 import pytest
 
-from core.engine import analysis
-from core.view.report import break_even_text
-from core.view.run_screen import sentences
+from core.engine import analysis, words
+from core.engine.reading import reading
 from core.view.run_screen.cards import result_cards
 from core.view.run_screen.store_reader import RunView
 
@@ -64,7 +63,7 @@ def looks(events: list[dict], every: int = 7):
     for start in range(0, len(events), every):
         view.feed(events[start : start + every])
         summary = view.summary(BATCH)
-        yield view, summary, sentences.race_reading(summary, True, TOTAL, view.counts())
+        yield view, summary, reading(summary, True, TOTAL, view.counts())
 
 
 def overlap(a: tuple[float, float | None], b: tuple[float, float | None]) -> bool:
@@ -75,12 +74,12 @@ def overlap(a: tuple[float, float | None], b: tuple[float, float | None]) -> boo
 @pytest.mark.parametrize("schedule", ["blocks", "alternating", "sequential"])
 def test_the_live_break_even_is_the_range_the_interval_allows_and_does_not_jump(schedule):
     spans, held, named = [], None, 0
-    for view, summary, words in looks(stream(schedule, *demo_times())):
+    for view, summary, said in looks(stream(schedule, *demo_times())):
         counts = view.counts()
         if summary["verdict"] != analysis.FASTER:
-            assert "breaks even" not in words and "projected" not in words, words
+            assert "breaks even" not in said and "projected" not in said, said
             assert analysis.projected_range(summary) is None
-            card = next(c for c in result_cards(summary, total=TOTAL, running=True) if c.label == "Break-even")
+            card = next(c for c in result_cards(summary, total=TOTAL, live=True) if c.label == "Break-even")
             assert not (card.delta or "").startswith("projected"), card
         elif summary["break_even_step"] is None:
             span = analysis.projected_range(summary)
@@ -88,13 +87,13 @@ def test_the_live_break_even_is_the_range_the_interval_allows_and_does_not_jump(
             assert span is not None and span[0] <= point <= (math.inf if span[1] is None else span[1])
             low, high = summary["speedup_ci95"]
             assert low > 1  # only an interval clear of 1 names a break-even
-            shown = sentences.range_words(span, TOTAL, running=True)
-            assert f"at these rates it breaks even {shown}." in words, words
-            short = sentences.range_words(span, TOTAL, running=True, short=True)
-            card = next(c for c in result_cards(summary, total=TOTAL, running=True) if c.label == "Break-even")
+            shown = words.steps_range(span, TOTAL, live=True)
+            assert f"at these rates it breaks even {shown}." in said, said
+            short = words.steps_range(span, TOTAL, live=True, short=True)
+            card = next(c for c in result_cards(summary, total=TOTAL, live=True) if c.label == "Break-even")
             assert card.delta == f"projected {short}"  # the card says the words' range
-            label = sentences.projection_label({"position": point, "span": span}, running=True)
-            assert label.startswith(sentences.range_words(span, None, running=True, short=True))
+            label = words.projection_label(point, span, None, live=True)
+            assert label.startswith(words.steps_range(span, None, live=True, short=True))
             spans.append(span)
             named += 1
         if counts["compiled"] and held is not None and held[0] == counts["compiled"]:
@@ -114,9 +113,9 @@ def test_the_live_break_even_is_the_range_the_interval_allows_and_does_not_jump(
 
 
 def shown_steps(span: tuple[float, float | None]) -> tuple[int, float]:
-    """The steps a running range's words name (sentences.range_words: widened to two digits)."""
-    words = sentences.range_words(span, None, running=True)
-    numbers = [int(n.replace(",", "")) for n in re.findall(r"[\d,]+\d|\d", words)]
+    """The steps a running range's words name (words.steps_range: widened to two digits)."""
+    said = words.steps_range(span, None, live=True)
+    numbers = [int(n.replace(",", "")) for n in re.findall(r"[\d,]+\d|\d", said)]
     return numbers[0], numbers[1] if len(numbers) > 1 else math.inf
 
 
@@ -128,13 +127,13 @@ def test_during_eager_s_epoch_of_the_demo_the_words_hold_and_say_what_waits():
     view = RunView(1)
     view.feed(events[: 2 * PER_EPOCH])  # eager's epoch 1, then compiled's
     before = view.summary(BATCH)
-    words_before = sentences.race_reading(before, True, TOTAL, view.counts())
+    words_before = reading(before, True, TOTAL, view.counts())
     assert words_before.startswith("After 200 of 600 compiled steps and 200 eager: ")
     for k, event in enumerate(events[2 * PER_EPOCH : 3 * PER_EPOCH], start=1):  # eager's epoch 2, step by step
         event = {**event, "time_s": event["time_s"] * 1.3}  # slower: it would move the speedup if it counted
         view.feed([event])
         during = view.summary(BATCH)
-        words = sentences.race_reading(during, True, TOTAL, view.counts())
+        said = reading(during, True, TOTAL, view.counts())
         assert during["steady_state_speedup"] == before["steady_state_speedup"]
         assert analysis.projected_range(during) == analysis.projected_range(before)
         waits = (
@@ -142,13 +141,11 @@ def test_during_eager_s_epoch_of_the_demo_the_words_hold_and_say_what_waits():
             if k > 1
             else " Eager's 1 newer step counts once compiled steps meet it."
         )
-        assert words == words_before + waits
+        assert said == words_before + waits
     view.feed(events[3 * PER_EPOCH : 3 * PER_EPOCH + 1])  # compiled's epoch 2 begins: eager's steps count now
     after = view.summary(BATCH)
     assert len(after["eager_step_times_s"]) == 3 * PER_EPOCH - PER_EPOCH
-    assert sentences.race_reading(after, True, TOTAL, view.counts()).startswith(
-        "After 201 of 600 compiled steps and 400 eager: "
-    )
+    assert reading(after, True, TOTAL, view.counts()).startswith("After 201 of 600 compiled steps and 400 eager: ")
 
 
 def test_the_span_lies_on_the_interval_s_ends_and_holds_the_medians_projection():
@@ -177,30 +174,25 @@ def test_no_span_without_an_interval_clear_of_1_and_an_open_end_where_its_slow_e
     barely = analysis.Speedup(1.39, 1.0001, 1.5, analysis.FASTER, 0.1, 0.072)
     early, late = analysis.projected_span(eager, compiled[:50], barely)
     assert early > 50 and (late is None or late > 10 * early)
-    assert sentences.range_words((330.0, None), None, running=True) == "from step 330 on, or never"
-    assert (
-        sentences.range_words((330.0, None), TOTAL, running=True)
-        == "from step 330 on, or never (this run has 600 steps)"
-    )
+    assert words.steps_range((330.0, None), None, live=True) == "from step 330 on, or never"
+    assert words.steps_range((330.0, None), TOTAL, live=True) == "from step 330 on, or never (this run has 600 steps)"
 
 
 def test_the_words_widen_a_running_range_to_two_digits_and_say_where_it_ends():
-    assert sentences.range_words((303.2, 372.5), 600, running=True) == "between step 300 and 380 of 600"
-    assert sentences.range_words((303.2, 372.5), 600, running=False) == "between step 304 and 373 of 600"
-    assert (
-        sentences.range_words((480.0, 910.0), 600, running=True) == "between step 480 and 920 (this run has 600 steps)"
-    )
-    assert sentences.range_words((1234.0, 2500.0), 600, running=True) == (
+    assert words.steps_range((303.2, 372.5), 600, live=True) == "between step 300 and 380 of 600"
+    assert words.steps_range((303.2, 372.5), 600, live=False) == "between step 304 and 373 of 600"
+    assert words.steps_range((480.0, 910.0), 600, live=True) == "between step 480 and 920 (this run has 600 steps)"
+    assert words.steps_range((1234.0, 2500.0), 600, live=True) == (
         "between step 1,200 and 2,600, past this run's 600 steps"
     )
-    assert sentences.range_words((303.2, 372.5), 600, running=True, short=True) == "step 300-380 of 600"
+    assert words.steps_range((303.2, 372.5), 600, live=True, short=True) == "step 300-380 of 600"
 
 
 def test_a_doubtful_gain_says_there_is_no_break_even_to_project():
     summary = {"steady_state_speedup": 1.05, "speedup_ci95": [0.97, 1.12], "verdict": analysis.NO_CLEAR_DIFFERENCE,
                "eager_step_times_s": [0.1] * 200, "compiled_step_times_s": [0.1] * 150}  # fmt: skip
-    words = sentences.race_reading(summary, True, TOTAL, {"eager": 200, "compiled": 150})
-    assert words == (
+    said = reading(summary, True, TOTAL, {"eager": 200, "compiled": 150})
+    assert said == (
         "After 150 of 600 compiled steps and 200 eager: no clear difference per step yet (1.05x, 95% interval "
         "0.97-1.12x), so no break-even to project."
     )
@@ -210,5 +202,5 @@ def test_the_command_line_gives_the_interval_s_range_beside_the_medians_projecti
     eager, compiled = demo_times()
     summary = analysis.summarize(eager[:300], compiled[:120], [], [], BATCH)
     span = analysis.projected_range(summary)
-    text = break_even_text(summary)
+    text = words.break_even(summary)
     assert f"between step {math.floor(span[0]) + 1:,} and " in text and "within its 95% interval" in text

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from core.engine import analysis, planning
+from core.engine import analysis, planning, words
 from core.view.run_screen.cards import result_cards
 
 
@@ -39,7 +39,9 @@ def test_the_plan_breaks_even_at_the_step_the_race_crossed_at():
     naive = summary["compile_time_s"] / (summary["eager_median_step_s"] - summary["compiled_median_step_s"])
     assert abs(naive - summary["break_even_step"]) > 50  # the two computations the page used to show
     plan = planning.plan_from_summary(summary, 50_000)
-    assert planning.break_even_words(plan) == f"step {summary['break_even_step']:,}"
+    assert (
+        words.break_even_step(plan.break_even_step, plan.break_even_measured) == f"step {summary['break_even_step']:,}"
+    )
     assert card_value(summary) == f"step {summary['break_even_step']:,}"
     short = planning.plan_from_summary(summary, summary["break_even_step"] - 5)
     assert short.saved_s < 0 and f"(step {summary['break_even_step']:,})" in planning.plan_sentence(short)
@@ -52,7 +54,7 @@ def test_the_plan_breaks_even_where_the_card_projects_it():
     plan = planning.plan_from_summary(summary, 50_000)
     projected = math.floor(analysis.projected_position(summary)) + 1
     assert plan.break_even_step == pytest.approx(analysis.projected_position(summary))
-    assert planning.break_even_words(plan) == f"about step {projected:,}"
+    assert words.break_even_step(plan.break_even_step, plan.break_even_measured) == f"about step {projected:,}"
     assert card_value(summary) == f"≈ step {projected:,}"
     shorter = planning.plan_sentence(planning.plan_from_summary(summary, projected - 2))
     assert f"shorter than the break-even (about step {projected:,})" in shorter

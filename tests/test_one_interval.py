@@ -104,7 +104,7 @@ def test_the_final_reading_and_the_table_say_the_interval_was_widened_for_the_lo
         summary = analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16, paired=True,
                                      alpha=race_alpha(spec))  # fmt: skip
         low, high = summary["speedup_ci95"]
-        words_read = reading.plain_reading(summary)
+        words_read = reading.reading(summary)
         assert f"95% interval {low:.2f}-{high:.2f}x" in words_read
         assert (words in words_read) is widened
         table = summary_table({"summary": summary, "variants": {v: {"final_loss": 1.0} for v in ("eager", "compiled")}})
@@ -115,7 +115,7 @@ def test_where_the_run_to_run_spread_sets_the_interval_the_reading_says_that_and
     eager, compiled = paired_race()
     summary = analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16, paired=True,
                                  alpha=race_alpha(ADAPTIVE), spread=WIDE)  # fmt: skip
-    words_read = reading.plain_reading(summary)
+    words_read = reading.reading(summary)
     assert "widened for the stopping rule's" not in words_read and "run to run" in words_read
 
 

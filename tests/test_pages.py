@@ -76,7 +76,7 @@ def record_race(store, status, steps=12, error=None, pid=None):
         summary = analysis.summarize(
             eager, compiled, [sum(eager[:6]), sum(eager[6:])], [sum(compiled[:6]), sum(compiled[6:])], 16
         )
-        summary["reading"] = reading.plain_reading(summary)
+        summary["reading"] = reading.reading(summary)
         store.finish_run(run_id, status, summary=summary, error=error)
     return run_id
 

@@ -8,8 +8,6 @@ from core.engine.planning import (
     OVERHEAD_BOUND,
     THROUGHPUT_BOUND,
     StepRates,
-    fmt_duration,
-    fmt_range,
     plan_from_summary,
     plan_sentence,
     plan_training,
@@ -53,7 +51,7 @@ def test_when_compiled_steps_are_slower_compile_never_pays_off():
     plan = plan_training(slower, compile_s=10.0, steps=10_000)
     assert plan.break_even_step is None and plan.saved_s == pytest.approx(-110.0)
     assert plan_sentence(plan) == (  # what costs is the slower steps, not the 10 s compile
-        "Over 10,000 steps compiled takes about 1.8 min longer: its slower steps (60.00 ms against 50.00 ms) "
+        "Over 10,000 steps compiled takes about 1.8 min longer: its slower steps (60 ms against 50 ms) "
         "cost about 1.7 min and the 10 s compile is paid once; it never pays off."
     )
 
@@ -63,6 +61,33 @@ def test_a_saving_whose_interval_reaches_a_loss_is_not_called_a_saving():
     plan = plan_training(noisy, compile_s=5.0, steps=100_000)
     sentence = plan_sentence(plan)
     assert "no clear saving" in sentence and "saves about 1.6 min at the measured medians" in sentence
+
+
+def test_steps_not_clearly_slower_are_not_said_to_never_pay_off():
+    """Issue 34's walk-through: a sweep point whose verdict was "no clear difference" read "never
+    pays off" in its plan because compiled's median step was a hair slower."""
+    hair_slower = StepRates(0.050, 0.0502, (0.049, 0.051), (0.049, 0.051), (-0.0012, 0.0008))
+    plan = plan_training(hair_slower, compile_s=10.0, steps=50_000)
+    assert plan.verdict == "no clear difference" and plan.saved_s < 0
+    sentence = plan_sentence(plan)
+    assert "never pays off" not in sentence and "slower steps" not in sentence
+    assert sentence == (
+        "Over 50,000 steps compile costs about 20 s: the 10 s compile, plus about 10 s that compiled steps lose at "
+        "the measured medians; they are not clearly faster or slower here, so there is no break-even to count on."
+    )
+
+
+def test_a_net_cost_below_the_compile_says_what_the_steps_won_back():
+    """Issue 34's walk-through: "compile costs about 40 s: ... nothing earns the 1.8 min compile back"
+    left a reader to wonder where the other minute went."""
+    hair_faster = StepRates(0.050, 0.04986, (0.049, 0.051), (0.049, 0.051), (-0.0009, 0.0012))
+    plan = plan_training(hair_faster, compile_s=108.0, steps=50_000)
+    assert plan.break_even_step is None and -108 < plan.saved_s < 0
+    assert plan_sentence(plan) == (
+        "Over 50,000 steps compile costs about 1.7 min: the 1.8 min compile, less about 7 s that compiled steps win "
+        "back at the measured medians; they are not clearly faster or slower here, so there is no break-even to "
+        "count on."
+    )
 
 
 def test_a_run_has_at_least_one_step():
@@ -92,18 +117,6 @@ def test_plan_from_a_stored_summary_follows_the_race_s_own_steps_then_its_steady
     assert plan.compiled_total_s == pytest.approx(10.0 + 999 * 0.05) and plan.eager_total_s == pytest.approx(100.0)
     assert plan_from_summary({**summary, "compile_skipped": "no graph was compiled"}, 1_000) is None
     assert plan_from_summary({**summary, "compile_time_s": None}, 1_000) is None
-
-
-@pytest.mark.parametrize(
-    "seconds, text", [(40, "40 s"), (150, "2.5 min"), (2_480, "41 min"), (-900, "15 min"), (4 * 3600, "4.0 h")]
-)
-def test_durations_read_without_false_precision(seconds, text):
-    assert fmt_duration(seconds) == text
-
-
-def test_an_interval_is_shown_in_its_figures_unit():
-    assert fmt_range(2_300, 2_660, 2_480) == "38-44"
-    assert fmt_range(-30, 60, 20) == "-30 to 60"
 
 
 BATCHES = [64, 256, 1024, 4096]

@@ -10,14 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.engine import analysis, planning, reading
+from core.engine import analysis, planning, reading, words
 from core.engine.spec import RunSpec
 from core.runs.store import Run, Store
 from core.runs.sweeps import Axis, SweepSpec
-from core.view.report import break_even_text
 from core.view.run_screen import layout as live_layout
 from core.view.run_screen.cards import result_cards
-from core.view.run_screen.sentences import race_reading
 from core.view.run_screen.shared_board import LiveBoard
 from core.view.sweep import EXTRAPOLATED, regime_readings, sweep_frame
 
@@ -86,15 +84,15 @@ def test_the_charts_draw_no_projected_crossing_from_a_gain_the_interval_does_not
 
 def test_the_break_even_card_projects_no_step_from_a_gain_in_doubt():
     summary = summary_of(*doubtful_times())
-    card = next(c for c in result_cards(summary, total=60, running=False) if c.label == "Break-even")
-    assert card.value == "not reached" and not card.delta and not re.search(r"step \d", card.help), card
+    card = next(c for c in result_cards(summary, total=60, live=False) if c.label == "Break-even")
+    assert card.value == "none" and not card.delta and not re.search(r"step \d", card.help), card
     clear = next(c for c in result_cards(summary_of(*clear_times()), total=60) if c.label == "Break-even")
     assert clear.value.startswith("≈ step")
 
 
 def test_the_command_line_projects_no_step_from_a_gain_in_doubt():
-    assert "about step" in break_even_text(summary_of(*clear_times()))
-    assert "about step" not in break_even_text(summary_of(*doubtful_times()))
+    assert "about step" in words.break_even(summary_of(*clear_times()))
+    assert "about step" not in words.break_even(summary_of(*doubtful_times()))
 
 
 def sweep_run(run_id: int, spec: RunSpec, summary: dict) -> Run:
@@ -121,21 +119,23 @@ def test_a_summary_records_no_projection_from_a_gain_in_doubt():
 def test_a_summary_stored_before_the_rule_still_shows_no_projection_from_a_gain_in_doubt():
     old = {**summary_of(*doubtful_times()), "break_even_extrapolated_step": 662.0, "break_even_projected_wall_s": 60.0}
     assert analysis.projected_position(old) is None
-    assert "about step" not in break_even_text(old)
-    assert "step 662" not in reading.plain_reading(old)
-    card = next(c for c in result_cards(old, total=60, running=True) if c.label == "Break-even")
+    assert "about step" not in words.break_even(old)
+    assert "step 662" not in reading.reading(old)
+    card = next(c for c in result_cards(old, total=60, live=True) if c.label == "Break-even")
     assert "662" not in card.help and not card.delta
-    assert "projected" not in race_reading(old, running=True, total=60, counts={"compiled": 60})
+    assert "projected" not in reading.reading(old, live=True, total=60, counts={"compiled": 60})
 
 
 def test_the_words_project_only_from_a_clear_gain():
     clear = summary_of(*clear_times())
-    assert "breaks even between step" in race_reading(clear, running=True, total=60, counts={"compiled": 60})
-    assert "about step" in reading.plain_reading(clear)
+    assert "breaks even between step" in reading.reading(clear, live=True, total=60, counts={"compiled": 60})
+    assert "about step" in reading.reading(clear)
     span = analysis.projected_range(clear)
-    words = reading.span_words(span)  # the finished reading gives the range the live words and the card give
-    assert f"({words} within its 95% interval)" in reading.plain_reading(clear)
-    assert f"{words} within its 95% interval" in break_even_text(clear)
+    said = words.steps_range(
+        span, None, live=False
+    )  # the finished reading gives the range the live words and the card give
+    assert f"({said} within its 95% interval)" in reading.reading(clear)
+    assert f"{said} within its 95% interval" in words.break_even(clear)
 
 
 BATCHES = [64, 128, 256]

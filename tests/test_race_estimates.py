@@ -36,7 +36,7 @@ def test_the_same_race_measured_here_is_said_as_its_measurement_not_an_estimate(
     assert est.basis == "same race" and est.based_on.run_id == 2
     assert est.total_s == pytest.approx(108.0)  # same steps: what it took
     text = estimate_text(SPEC, est)
-    assert text == "measured: 108 s as run 2"
+    assert text == "measured: 1.8 min as run 2"
     assert "roughly" not in race_promise(SPEC, CPU, est)
 
 
@@ -48,14 +48,14 @@ def test_the_same_race_with_more_steps_scales_its_step_time_not_its_compile():
     assert est.total_s == pytest.approx(16.4 + 5 + 1200 * per_step)
     assert est.compile_s == pytest.approx(16.4)
     assert est.low_s < est.total_s < est.high_s
-    assert "from run 2: the same race with 600 steps took 108 s" in estimate_text(longer, est)
+    assert "from run 2: the same race with 600 steps took 1.8 min" in estimate_text(longer, est)
 
 
 def test_the_same_model_at_another_batch_is_scaled_by_the_work_per_step():
     est = estimate_race(SPEC, CPU, [measured(batch_size=1024)])
     per_step = (108.0 - 16.4 - 5) / 600 * 4
     assert est.basis == "same model" and est.total_s == pytest.approx(16.4 + 5 + 600 * per_step)
-    assert "scaled from run 2 (pointwise_mlp, batch 1,024: 108 s)" in estimate_text(SPEC, est)
+    assert "scaled from run 2 (pointwise_mlp, batch 1,024: 1.8 min)" in estimate_text(SPEC, est)
 
 
 def test_the_range_comes_from_how_far_past_estimates_of_that_kind_missed():
@@ -98,7 +98,7 @@ def test_only_races_measured_on_this_device_count(store):
     (race,) = estimates.measured_here(store, SPEC, CPU)
     assert race.run_id == mine and race.wall_s == pytest.approx(108.0, abs=0.01) and race.compile_s == 16.4
     assert race.estimate == {"total_s": 52.0, "basis": "table"}
-    assert estimate_text(SPEC, estimates.race_estimate(store, SPEC, CPU)) == f"measured: 108 s as run {mine}"
+    assert estimate_text(SPEC, estimates.race_estimate(store, SPEC, CPU)) == f"measured: 1.8 min as run {mine}"
 
 
 def test_a_queued_race_keeps_the_estimate_it_was_launched_with_through_its_worker(store, sleepers):

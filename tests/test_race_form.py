@@ -149,7 +149,7 @@ def test_estimate_of_an_unknown_model_is_zero():
     [
         (10, 40, "roughly 10 s to 40 s"),
         (75, 85, "roughly 75 s to 85 s"),
-        (30, 120, "roughly 30 s to 2 min"),
+        (30, 120, "roughly 30 s to 2.0 min"),
         (600, 2400, "roughly 10 min to 40 min"),
     ],
 )

@@ -136,8 +136,8 @@ def test_the_reading_says_the_interval_was_widened_and_what_the_race_alone_gives
     assert (
         widened["speedup_ci95"][0] < alone["speedup_ci95"][0] and widened["speedup_ci95"][1] > alone["speedup_ci95"][1]
     )
-    assert "from run to run here (assumed until a configuration has run twice)" in reading.plain_reading(widened)
-    assert "run to run" not in reading.plain_reading(alone)
+    assert "from run to run here (assumed until a configuration has run twice)" in reading.reading(widened)
+    assert "run to run" not in reading.reading(alone)
 
 
 class _Sink:

@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.engine import analysis
+from core.engine import analysis, words
+from core.engine.reading import reading
 from core.view.run_screen import sentences
 
 RUNNING_FASTER = {
@@ -19,7 +20,7 @@ RUNNING_FASTER = {
 
 
 def test_a_run_in_progress_that_has_not_broken_even_says_not_yet_with_a_steadied_projection():
-    text = sentences.race_reading(RUNNING_FASTER, running=True, total=1500, counts={"compiled": 700})
+    text = reading(RUNNING_FASTER, live=True, total=1500, counts={"compiled": 700})
     assert text == (
         "After 700 of 1,500 compiled steps: compiled steps are 1.17x faster (95% interval 1.16-1.18x); "
         "compile has not paid off yet, projected ≈ step 950 of 1,500."
@@ -28,7 +29,7 @@ def test_a_run_in_progress_that_has_not_broken_even_says_not_yet_with_a_steadied
 
 
 def test_the_same_numbers_once_finished_give_the_final_reading():
-    text = sentences.race_reading(RUNNING_FASTER, running=False, total=1500)
+    text = reading(RUNNING_FASTER, live=False, total=1500)
     assert "did not pay off within this run" in text and "about step 948" in text
 
 
@@ -36,22 +37,20 @@ def test_the_same_numbers_once_finished_give_the_final_reading():
     ("projected", "shown"), [(947.3, "950"), (1034.6, "1,000"), (1049.9, "1,100"), (88.2, "89"), (12345.0, "12,000")]
 )
 def test_a_running_projection_is_rounded_to_two_significant_digits(projected, shown):
-    assert sentences.projected_words(projected, 20_000, running=True) == f"projected ≈ step {shown} of 20,000"
+    assert words.projected_step(projected, 20_000, live=True) == f"projected ≈ step {shown} of 20,000"
 
 
 def test_a_projection_past_the_end_of_the_run_says_so():
-    assert (
-        sentences.projected_words(2299.0, 1500, running=False) == "projected ≈ step 2,300, past this run's 1,500 steps"
-    )
+    assert words.projected_step(2299.0, 1500, live=False) == "projected ≈ step 2,300, past this run's 1,500 steps"
 
 
 def test_running_slower_or_unclear_runs_speak_of_so_far_only():
     slower = {**RUNNING_FASTER, "steady_state_speedup": 0.9, "speedup_ci95": [0.88, 0.92], "verdict": "slower"}
-    assert sentences.race_reading(slower, True, 1500, {"compiled": 40}).startswith("After 40 of 1,500 compiled steps")
+    assert reading(slower, True, 1500, {"compiled": 40}).startswith("After 40 of 1,500 compiled steps")
     unclear = {**RUNNING_FASTER, "verdict": analysis.NO_CLEAR_DIFFERENCE, "speedup_ci95": [0.95, 1.3]}
-    assert "no clear difference per step yet" in sentences.race_reading(unclear, True, 1500, {"compiled": 40})
+    assert "no clear difference per step yet" in reading(unclear, True, 1500, {"compiled": 40})
     ahead = {**RUNNING_FASTER, "break_even_step": 1035}
-    assert sentences.race_reading(ahead, True, 1500, {"compiled": 1200}).endswith("ahead since step 1,035.")
+    assert reading(ahead, True, 1500, {"compiled": 1200}).endswith("ahead since step 1,035.")
 
 
 def test_while_eager_runs_the_words_say_where_it_is_and_that_the_compile_comes_next():
@@ -145,11 +144,17 @@ def test_total_steps_and_the_projection_label():
     assert sentences.total_steps({"epochs": 3, "steps_per_epoch": 500}) == 1500
     assert sentences.total_steps({}) is None
     projection = {"position": 947.3, "wall_s": 80.4}
-    assert sentences.projection_label(projection, running=False) == "≈ step 948 (projected, ~80 s)"
-    assert sentences.projection_label(projection, running=True) == "≈ step 950 (projected, ~80 s)"
+    assert (
+        words.projection_label(projection["position"], None, projection["wall_s"], live=False)
+        == "≈ step 948 (projected, ~80 s)"
+    )
+    assert (
+        words.projection_label(projection["position"], None, projection["wall_s"], live=True)
+        == "≈ step 950 (projected, ~80 s)"
+    )
 
 
 def test_a_run_where_compile_did_not_happen_says_so_even_while_running():
     summary = {**RUNNING_FASTER, "compile_skipped": "the model's forward was skipped by Dynamo"}
-    text = sentences.race_reading(summary, running=True, total=1500, counts={"compiled": 700})
+    text = reading(summary, live=True, total=1500, counts={"compiled": 700})
     assert text.startswith("Compile did not happen: the model's forward was skipped by Dynamo.")

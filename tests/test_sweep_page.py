@@ -36,7 +36,7 @@ def measured_summary(batch_size: int, rng: random.Random, steps: int = 60, compi
     eager = [eager_s * (1 + 0.02 * rng.gauss(0, 1)) for _ in range(steps)]
     compiled = [compile_s] + [compiled_s * (1 + 0.02 * rng.gauss(0, 1)) for _ in range(steps - 1)]
     summary = analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], batch_size)
-    summary.update(compile_skipped=None, reading=reading.plain_reading(summary))
+    summary.update(compile_skipped=None, reading=reading.reading(summary))
     return summary
 
 
@@ -144,7 +144,7 @@ def test_a_finished_sweep_shows_every_chart_the_regime_and_plans_a_training_run(
     assert at.get("progress")[0].proto.text == f"Sweep #{sweep_id}: finished: 4 done"
     assert chart_descriptions(at) == [f"{t}: {n} points" for t, n in zip(CHART_TITLES, (4, 4, 2, 4))]
     assert "Regime:** Overhead-bound below about batch 200" in texts(at)
-    assert "Never breaks even (compiled steps no faster): batch size 64; batch size 256." in texts(at)
+    assert "No break-even to chart: batch size 64 (never: compiled steps are slower); batch size 256 (" in texts(at)
     assert "Plan your training" in [s.value for s in at.subheader]
     plan = table(at, 1)
     assert [r["point"] for r in plan] == ["batch size 64", "batch size 256", "batch size 1024", "batch size 4096"]

@@ -114,7 +114,10 @@ def test_no_finished_point_gives_a_valid_empty_chart(build):
 def test_points_that_never_break_even_are_named_not_drawn():
     sweep = batch_sweep()
     frame = sweep_frame(sweep, fake_runs(sweep, ["done"] * 4))
-    assert break_even_note(frame) == "Never breaks even (compiled steps no faster): batch size 64; batch size 256."
+    assert break_even_note(frame) == (
+        "No break-even to chart: batch size 64 (never: compiled steps are slower); "
+        "batch size 256 (never: compiled steps are slower)."
+    )
     assert sweep_charts.break_even_chart(sweep, frame).to_dict()["description"] == "Break-even step: 2 points"
 
 

@@ -247,7 +247,7 @@ def test_overhead_bound_is_said_only_when_the_time_outside_kernels_could_be_over
     assert "about 20 µs per operator" in bound_words("Eager", part(0.003, 0.001))
     # the profile: 138 ms outside kernels over 134 operators, ~1 ms each: work the figure missed
     missed = bound_words("Eager", part(0.205, 0.067, operators=134))
-    assert "overhead-bound" not in missed and "missed work" in missed and "1030 µs per operator" in missed
+    assert "overhead-bound" not in missed and "missed work" in missed and "1.03 ms per operator" in missed
     assert "sets its pace" in bound_words("Eager", part(0.003, 0.0025))
     stale = part(0.004, 0.0012, counting=STALE_CPU_COUNTING)
     words = profile_reading(stale, part(0.002, 0.0015))

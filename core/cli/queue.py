@@ -149,8 +149,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         # An owner's whole token would let anyone with a shell cancel or delete that visitor's runs.
         say(f"run {run.id} ({run.kind}, owner {shown_owner(run.owner)}, {run.device_key}): {describe(store, run)}")
-        if run.summary and run.summary.get("reading"):
-            say(run.summary["reading"])
+        if run.kind == "race" and run.summary:
+            from core.engine.reading import reading
+
+            say(reading(run.summary))
         return EXIT_OK
     active = store.list_runs(status=("queued", "starting", "running"))
     if not active:

@@ -13,6 +13,7 @@ from typing import TextIO
 
 from core.cli.common import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from core.cli.race_flags import add_spec_arguments, spec_from_args
+from core.engine import words
 from core.engine.spec import SpecError
 
 
@@ -72,14 +73,12 @@ class ProgressPrinter:
             self._last = time.monotonic()
             self.stream.write(
                 f"\r[{event.variant}] epoch {event.epoch} {event.phase} step {event.step}  "
-                f"{event.time_s * 1000:.1f} ms  loss {event.loss:.4f}   "
+                f"{words.seconds(event.time_s)}  loss {event.loss:.4f}   "
             )
             self.stream.flush()
         elif isinstance(event, EpochEvent):
-            from core.view.report import fmt_seconds
-
-            evals = f", eval {fmt_seconds(event.eval_time_s)}" if event.eval_time_s is not None else ""
-            self._line(f"[{event.variant}] epoch {event.epoch} done: train {fmt_seconds(event.train_time_s)}{evals}")
+            evals = f", eval {words.seconds(event.eval_time_s)}" if event.eval_time_s is not None else ""
+            self._line(f"[{event.variant}] epoch {event.epoch} done: train {words.seconds(event.train_time_s)}{evals}")
 
     def _line(self, text: str) -> None:
         from core.view.safe_text import terminal_text

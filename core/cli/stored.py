@@ -11,7 +11,8 @@ from core.cli.common import EXIT_OK, EXIT_USAGE, open_store, row_limit, run_id_a
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from core.view.report import fmt_seconds, fmt_speedup, run_row
+    from core.engine import words
+    from core.view.report import run_row
     from core.view.safe_text import terminal_text
 
     runs = open_store(args).list_runs(kind="race", limit=args.limit)
@@ -24,9 +25,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     headers.append("break-even")
     rows = []
     for r in runs:
-        row, s = run_row(r), r.summary or {}
+        row = run_row(r)
         row = {k: terminal_text(v) if isinstance(v, str) else v for k, v in row.items()}  # a bundle's text
-        be = f"step {s['break_even_step']}" if s.get("break_even_step") else (s.get("break_even_reason") or "-")
         rows.append(
             [
                 str(row["id"]),
@@ -37,9 +37,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 str(row["batch_size"]),
                 row["precision"],
                 row["mode"],
-                fmt_seconds(s.get("first_epoch_overhead_s"), signed=True),
-                fmt_speedup(row["steady_state_speedup"]),
-                terminal_text(be),
+                words.seconds(row["first_epoch_overhead_s"], signed=True),
+                words.speedup(row["steady_state_speedup"]),
+                row["break_even"],
             ]
         )
     for line in text_table(headers, rows, right={"id", "batch", "overhead", "speedup"}):

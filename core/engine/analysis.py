@@ -24,10 +24,6 @@ import numpy as np
 from core.engine import intervals, noise, replicates
 from core.engine.spec import CUDA_GRAPH_MODES
 from core.engine.speedup import (  # the speedup's own module; these names are analysis's too
-    BUSY,
-    FASTER,
-    NO_CLEAR_DIFFERENCE,
-    SLOWER,  # noqa: F401 - analysis.SLOWER, as every view names it
     Speedup,
     default_warmup,
     first_process,
@@ -35,11 +31,17 @@ from core.engine.speedup import (  # the speedup's own module; these names are a
     steady,
     steady_state_speedup,
 )
-
-NOT_WITHIN_RUN = "not within this run"
-NEVER_SLOWER = "never: compiled is slower"
-NEVER_NO_GAIN = "never: no clear per-step gain"
-NO_VERDICT_BUSY = "no verdict: the machine was busy"
+from core.engine.summary import (  # noqa: F401 - the verdicts and reasons, named here as they always were
+    BUSY,
+    FASTER,
+    NEVER_NO_GAIN,
+    NEVER_SLOWER,
+    NO_CLEAR_DIFFERENCE,
+    NO_VERDICT_BUSY,
+    NOT_WITHIN_RUN,
+    SLOWER,
+    Summary,
+)
 
 
 def warmup_floor(mode: str, backend: str = "inductor") -> int:
@@ -233,37 +235,20 @@ def projected_span(
     return (early.position if early else base.position, late.position if late else None)
 
 
-def projection_stands(summary: dict[str, Any]) -> bool:
-    """The one rule for a projected break-even, which every view follows: project only from a steady
-    speedup whose 95% interval lies above 1 (verdict "faster"), with compiled code having run and
-    compile not yet paid off. From a gain in doubt there is no crossing to name."""
-    return (
-        summary.get("verdict") == FASTER
-        and summary.get("break_even_step") is None
-        and not summary.get("compile_skipped")
-        and not summary.get("compile_failed")
-    )
+def projection_stands(summary: Summary | dict[str, Any]) -> bool:
+    """The one rule for a projected break-even (Summary.projection_stands), for a summary or its dict."""
+    return Summary.of(summary).projection_stands
 
 
-def projected_position(summary: dict[str, Any]) -> float | None:
-    """The summary's projected break-even (fractional steps), where projection_stands allows one: what
-    the cards, the words, the command line and a sweep show (a summary stored before the rule held
-    may carry a projection from a gain in doubt; it is not shown)."""
-    extra = summary.get("break_even_extrapolated_step")
-    return float(extra) if isinstance(extra, int | float) and extra > 0 and projection_stands(summary) else None
+def projected_position(summary: Summary | dict[str, Any]) -> float | None:
+    """The summary's projected break-even (fractional steps) where the one rule allows it
+    (Summary.projected_position): what the cards, the words, the command line and a sweep show."""
+    return Summary.of(summary).projected_position
 
 
-def projected_range(summary: dict[str, Any]) -> tuple[float, float | None] | None:
-    """The summary's projected break-even as the span its speedup's interval allows (projected_span:
-    earliest, latest or None for "maybe never"), under the same rule as projected_position; None
-    where there is none (a summary stored before spans were recorded has only the point)."""
-    span = summary.get("break_even_projected_range")
-    if projected_position(summary) is None or not isinstance(span, list | tuple) or len(span) != 2:
-        return None
-    early, late = span
-    if not isinstance(early, int | float) or early <= 0 or not (late is None or isinstance(late, int | float)):
-        return None
-    return float(early), None if late is None else float(late)
+def projected_range(summary: Summary | dict[str, Any]) -> tuple[float, float | None] | None:
+    """The projected break-even as the span its speedup's interval allows (Summary.projected_range)."""
+    return Summary.of(summary).projected_range
 
 
 def whole_run_speedup(eager_total_s: float, compiled_total_s: float) -> float | None:
@@ -312,7 +297,7 @@ def summarize(
     speed = headline_speedup(own, first, replicated, spread)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
-    projects = speed is not None and projection_stands({"verdict": speed.verdict, "break_even_step": be and be.step})
+    projects = speed is not None and Summary(verdict=speed.verdict, break_even_step=be and be.step).projection_stands
     compile_s, compile_under_s = measured_compile(eager_steps, compiled_steps, w)
     return {
         "warmup_steps": w,
@@ -356,7 +341,7 @@ def summarize(
         "compiled_eval_epoch_times_s": list(compiled_eval_epochs),
         "compile_events": list(compile_events),  # compiles and recompiles, at the step that paid for them
         "interval_paired": paired,
-        "interval_alpha": alpha,  # below 5%: a race that stopped on its interval (interval_words says so)
+        "interval_alpha": alpha,  # below 5%: a race that stopped on its interval (words.interval says so)
         "noise_warnings": noise.drift_warnings(steady(eager_steps, w), steady(compiled_steps, w), paired)
         if n > w
         else [],

@@ -18,14 +18,13 @@ How long a race takes before it is measured is core.engine.race_estimates.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
 import numpy as np
 
-from core.engine import intervals
+from core.engine import intervals, words
 from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, default_warmup, steady
 
 
@@ -100,6 +99,7 @@ class TrainingPlan:
     eager_step_s: float = 0.0  # the steady rates the plan extends with
     compiled_step_s: float = 0.0
     break_even_measured: bool = False  # the race itself crossed there (not a projection)
+    verdict: str = NO_CLEAR_DIFFERENCE  # the per-step verdict the race's interval gives (analysis' words)
 
     @property
     def shorter_than_break_even(self) -> bool:
@@ -146,6 +146,7 @@ def plan_training(rates: StepRates, compile_s: float, steps: int, start: RaceSta
         eager_step_s=rates.eager_s,
         compiled_step_s=rates.compiled_s,
         break_even_measured=measured,
+        verdict=FASTER if rates.saving_ci[0] > 0 else SLOWER if rates.saving_ci[1] < 0 else NO_CLEAR_DIFFERENCE,
     )
 
 
@@ -176,77 +177,53 @@ def plan_from_summary(summary: dict, steps: int) -> TrainingPlan | None:
     return plan_training(rates, compile_s, steps, start)
 
 
-def _unit(seconds: float) -> tuple[float, str, int]:
-    """(seconds per unit, unit name, decimals) for a duration of this size: no false precision."""
-    s = abs(seconds)
-    if s < 90:
-        return 1.0, "s", 0
-    if s < 90 * 60:
-        return 60.0, "min", 1 if s < 10 * 60 else 0
-    return 3600.0, "h", 1
-
-
-def fmt_duration(seconds: float) -> str:
-    """'40 s', '2.5 min', '41 min', '3.2 h': the size of a duration (its sign dropped)."""
-    unit, name, digits = _unit(seconds)
-    return f"{abs(seconds) / unit:.{digits}f} {name}"
-
-
-def fmt_range(low: float, high: float, like: float) -> str:
-    """'38-44': an interval in the unit (and decimals) fmt_duration picks for `like`."""
-    unit, _, digits = _unit(like)
+def plan_sentence(plan: TrainingPlan) -> str:
+    """One sentence: what compile saves or costs over the user's run, and what the cost is (the
+    compile, or slower steps), with the break-even the race's card shows. Steps are called slower
+    only where the race's interval says so (its verdict), as every other surface says it."""
+    over = f"Over {plan.steps:,} steps"
+    low, high = plan.saved_ci
+    compile_words = f"the {words.duration(plan.compile_s)} compile"
+    be = None if plan.break_even_step is None else words.break_even_step(plan.break_even_step, plan.break_even_measured)
+    if plan.saved_s < 0 and not plan.shorter_than_break_even and plan.verdict == SLOWER:
+        ends = (
+            "it never pays off"
+            if be is None
+            else f"ahead from {be} of the race, it falls behind again over a longer run"
+        )
+        return (
+            f"{over} compiled takes about {words.duration(plan.saved_s)} longer: its slower steps "
+            f"({words.seconds(plan.compiled_step_s)} against {words.seconds(plan.eager_step_s)}) cost about "
+            f"{words.duration(plan.slower_steps_cost_s)} and {compile_words} is paid once; {ends}."
+        )
+    if plan.saved_s <= 0 and not plan.shorter_than_break_even:
+        return f"{over} compile costs about {words.duration(plan.saved_s)}: {_no_clear_gain(plan, compile_words, be)}."
+    if plan.shorter_than_break_even:
+        return f"{over} compile costs about {words.duration(plan.saved_s)}: your run is shorter than the break-even ({be})."
+    if low <= 0:  # the interval reaches a loss: no saving to stand behind
+        return (
+            f"{over} compile saves about {words.duration(plan.saved_s)} at the measured medians, but the "
+            f"interval runs from a loss to a gain ({words.signed_duration(low)} to {words.signed_duration(high)}): "
+            "no clear saving."
+        )
     return (
-        f"{low / unit:.{digits}f}-{high / unit:.{digits}f}"
-        if low >= 0
-        else f"{low / unit:.{digits}f} to {high / unit:.{digits}f}"
+        f"{over} compile saves about {words.duration(plan.saved_s)} ({words.duration_range(low, high, plan.saved_s)})."
     )
 
 
-def plan_sentence(plan: TrainingPlan) -> str:
-    """One sentence: what compile saves or costs over the user's run, and what the cost is (the
-    compile, or slower steps), with the break-even the race's card shows."""
-    over = f"Over {plan.steps:,} steps"
-    low, high = plan.saved_ci
-    compile_words = f"the {fmt_duration(plan.compile_s)} compile"
-    if plan.saved_s < 0 and plan.slower_steps_cost_s > 0 and not plan.shorter_than_break_even:
-        ends = (
-            "it never pays off"
-            if plan.break_even_step is None
-            else f"ahead from {break_even_words(plan)} of the race, it falls behind again over a longer run"
-        )
-        return (
-            f"{over} compiled takes about {fmt_duration(plan.saved_s)} longer: its slower steps "
-            f"({_ms(plan.compiled_step_s)} against {_ms(plan.eager_step_s)}) cost about "
-            f"{fmt_duration(plan.slower_steps_cost_s)} and {compile_words} is paid once; {ends}."
-        )
-    if plan.break_even_step is None and plan.saved_s <= 0:
-        return (
-            f"{over} compile costs about {fmt_duration(plan.saved_s)}: compiled steps are not clearly faster "
-            f"here, so nothing earns {compile_words} back."
-        )
-    if plan.shorter_than_break_even:
-        return (
-            f"{over} compile costs about {fmt_duration(plan.saved_s)}: your run is shorter than the "
-            f"break-even ({break_even_words(plan)})."
-        )
-    if low <= 0:  # the interval reaches a loss: no saving to stand behind
-        return (
-            f"{over} compile saves about {fmt_duration(plan.saved_s)} at the measured medians, but the "
-            f"interval runs from a loss to a gain ({_signed(low)} to {_signed(high)}): no clear saving."
-        )
-    return f"{over} compile saves about {fmt_duration(plan.saved_s)} ({fmt_range(low, high, plan.saved_s)})."
-
-
-def break_even_words(plan: TrainingPlan) -> str:
-    """'step 344' where the race crossed, 'about step 400' where it is projected (as the card counts)."""
-    if plan.break_even_step is None:
-        return "none"
-    step = max(math.ceil(plan.break_even_step), 1)
-    return f"step {step:,}" if plan.break_even_measured else f"about step {step:,}"
-
-
-def _signed(seconds: float) -> str:
-    return ("-" if seconds < 0 else "+") + fmt_duration(seconds)
+def _no_clear_gain(plan: TrainingPlan, compile_words: str, be: str | None) -> str:
+    """Why a run with no clear per-step gain costs what it does: the compile, less (or plus) what
+    the steps win (or lose) at the medians, which the interval cannot tell from nothing."""
+    won = plan.saved_s + plan.compile_s  # what the steps themselves gave back over the run
+    ahead = "" if be is None else f"; the race was ahead from {be}, but a longer run cannot count on staying ahead"
+    if abs(won) < 0.05 * max(plan.compile_s, 1e-9):
+        return f"compiled steps are not clearly faster here, so nothing earns {compile_words} back{ahead}"
+    way = "less" if won > 0 else "plus"
+    what = "win back" if won > 0 else "lose"
+    return (
+        f"{compile_words}, {way} about {words.duration(won)} that compiled steps {what} at the measured medians; "
+        f"they are not clearly faster or slower here, so there is no break-even to count on{ahead}"
+    )
 
 
 OVERHEAD_BOUND = "overhead-bound"
@@ -304,19 +281,19 @@ def regime(
         kind = OVERHEAD_BOUND
         text = (
             f"Overhead-bound from batch {lo:,.0f} to {hi:,.0f}: the eager step barely grows with the batch "
-            f"({_ms(overhead)} fixed per step, {_per_sample(per_sample)}), so {overhead_advice}."
+            f"({words.seconds(overhead)} fixed per step, {words.seconds(per_sample)} per sample), so {overhead_advice}."
         )
     elif share_lo <= 0.5:
         kind = THROUGHPUT_BOUND
         text = (
             f"Bandwidth- or compute-bound from batch {lo:,.0f} to {hi:,.0f}: the eager step grows in "
-            f"proportion to the batch ({_per_sample(per_sample)}, {_ms(overhead)} fixed), so {throughput_advice}."
+            f"proportion to the batch ({words.seconds(per_sample)} per sample, {words.seconds(overhead)} fixed), so {throughput_advice}."
         )
     else:
         kind = CHANGES
         text = (
             f"Overhead-bound below about batch {crossover:,.0f}, bandwidth- or compute-bound above it: the eager "
-            f"step is {_ms(overhead)} fixed plus {_per_sample(per_sample)}. Below it, {overhead_advice}; above "
+            f"step is {words.seconds(overhead)} fixed plus {words.seconds(per_sample)} per sample. Below it, {overhead_advice}; above "
             f"it, {throughput_advice}."
         )
     if doubt:
@@ -347,14 +324,3 @@ def _fit_relative(b: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     elif per_sample < 0:
         overhead, per_sample = float(np.sum(1 / t) / np.sum((1 / t) ** 2)), 0.0
     return float(overhead), float(per_sample)
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms" if seconds < 0.1 else f"{seconds * 1000:,.0f} ms"
-
-
-def _per_sample(seconds: float) -> str:
-    """'25.48 µs per sample', '3.56 ms per sample': three significant figures in a readable unit."""
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms per sample"
-    return f"{seconds * 1e6:.2f} µs per sample"

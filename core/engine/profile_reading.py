@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.engine import words
+
 # Kernels for less than this share of the step: the rest of the step sets its pace.
 OVERHEAD_SHARE = 0.5
 # Python, dispatch, autograd and launch cost a few to a few tens of microseconds per operator on any
@@ -63,19 +65,11 @@ def bound_words(name: str, part: dict[str, Any]) -> str | None:
         return f"{name}'s kernels run for {share:.0%} of its step: the work itself sets its pace, not overhead."
     if per_op > OVERHEAD_PER_OP_CEILING_S:
         return (
-            f"{name}'s kernels account for only {share:.0%} of its step, but the other {_ms(rest)} come to "
-            f"{_us(per_op)} per operator, more than Python and dispatch cost (under {_us(OVERHEAD_PER_OP_CEILING_S)}): "
+            f"{name}'s kernels account for only {share:.0%} of its step, but the other {words.seconds(rest)} come to "
+            f"{words.seconds(per_op)} per operator, more than Python and dispatch cost (under {words.seconds(OVERHEAD_PER_OP_CEILING_S)}): "
             "the profile missed work there, so it cannot say what bounds this step."
         )
     return (
-        f"{name}'s kernels run for only {share:.0%} of its step: the other {_ms(rest)} (about {_us(per_op)} per "
+        f"{name}'s kernels run for only {share:.0%} of its step: the other {words.seconds(rest)} (about {words.seconds(per_op)} per "
         "operator) is Python, dispatch and launch overhead, so it is overhead-bound."
     )
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} µs"
-
-
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:.0f} µs"

@@ -79,5 +79,5 @@ def summarize_variants(
         else None,
         compile_failed=compile_failed,
     )
-    summary["reading"] = reading.plain_reading(summary)
+    summary["reading"] = reading.reading(summary)
     return summary

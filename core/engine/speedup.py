@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from core.engine import intervals, noise, replicates
-
-FASTER, NO_CLEAR_DIFFERENCE, SLOWER = "faster", "no clear difference", "slower"
-BUSY = "machine busy"  # no verdict: every process measured while other work had the race's cores
+from core.engine.summary import BUSY, FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 
 
 def default_warmup(n: int, at_least: int = 1) -> int:

@@ -252,7 +252,7 @@ def summary_from_events(
     for key in ("graphs", "graph_breaks"):  # counted by torch in the bundle's run; they shape the reading
         value = (compile_info or {}).get(key)
         summary[key] = value if isinstance(value, int) and not isinstance(value, bool) else None
-    summary["reading"] = reading.plain_reading(summary)
+    summary["reading"] = reading.reading(summary)
     return summary
 
 

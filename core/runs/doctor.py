@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.engine import words
 from core.engine.spec import SpecError
 from core.runs import devices, queue
 from core.runs.bundle import export_bundle
@@ -69,11 +70,11 @@ def judge(check: Check, run: Run | None) -> Outcome:
     speedup, compile_s = summary.get("steady_state_speedup"), summary.get("compile_time_s")
     if speedup is None:
         return Outcome(check.name, FAILED, "too few steps finished to compare the variants", run.id)
-    compiled = f"compile {compile_s:.1f} s" if compile_s is not None else "compile time not measured"
-    figure = f"{speedup:.2f}x steady ({summary.get('verdict')}), {compiled}"
+    compiled = f"compile {words.seconds(compile_s)}" if compile_s is not None else "compile time not measured"
+    figure = f"{words.speedup(speedup)} steady ({summary.get('verdict')}), {compiled}"
     added = summary.get("compiled_reserved_growth_bytes")
     if added:
-        figure += f", compiled added {added / 2**30:.1f} GiB to the CUDA cache (CUDA-graph pool included)"
+        figure += f", compiled added {words.bytes_(added)} to the CUDA cache (CUDA-graph pool included)"
     for problem, note in (_tf32(check, run), _graphs_replayed(check, summary), _losses_agree(check, summary)):
         if problem:
             return Outcome(check.name, FAILED, f"{note}; {figure}", run.id)

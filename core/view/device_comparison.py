@@ -1,24 +1,24 @@
 """One race on several device types side by side, for people (Race on every GPU type:
 core.runs.fleet_races): for each device its compile time, its steady speedup with the 95% interval,
 its break-even (the one projection rule: a projected step only from an interval above 1, through
-report.break_even_text) and the published figures for that GPU and model where the reference data
+words.break_even) and the published figures for that GPU and model where the reference data
 has one. A group of races is named by its run ids, the one number a person sees for each race:
 `?compare=12,13,14` on the Race page, `python -m core status 12 13 14` in a terminal.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
+from core.engine import words
+from core.engine.summary import Summary
 from core.runs import fleet
 from core.runs.store import Run, Store, id_from_text
 from core.view import reference
 from core.view.compare import SETTING_WORDS, differing_settings, run_name
 from core.view.queue import describe
-from core.view.report import break_even_text, fmt_seconds, fmt_speedup, text_table
+from core.view.report import text_table
 from core.view.safe_text import terminal_text
 
 COMPARE_PARAM = "compare"  # the Race page's query parameter: the group's run ids, "12,13,14"
@@ -65,14 +65,15 @@ def published_figures(device_name: object, model: object) -> list[str]:
                 x = ref.break_even_epochs
                 be = f"break-even at {x:.1f} epochs" if ref.break_even_observed else f"break-even about {x:.1f} epochs"
                 figures.append(
-                    f"tutorial ResNet50 on {ref.gpu}, torch 2.0: {fmt_speedup(ref.steady_speedup)} steady, "
+                    f"tutorial ResNet50 on {ref.gpu}, torch 2.0: {words.speedup(ref.steady_speedup)} steady, "
                     f"first epoch +{ref.first_epoch_overhead_s:.0f} s, {be}"
                 )
     release = reference.PYTORCH2_RELEASE
     if gpu_family(release["source"]) == family:
         figures.append(
-            f"PyTorch 2.0 release, {release['models']} models on an A100: {release['training_speedup_weighted']:.2f}x "
-            f"training (AMP {release['training_speedup_amp']:.2f}x, fp32 {release['training_speedup_fp32']:.2f}x)"
+            f"PyTorch 2.0 release, {release['models']} models on an A100: "
+            f"{words.speedup(release['training_speedup_weighted'])} training "
+            f"(AMP {words.speedup(release['training_speedup_amp'])}, fp32 {words.speedup(release['training_speedup_fp32'])})"
         )
     return figures
 
@@ -122,22 +123,18 @@ def comparison(store: Store, ids: list[int]) -> Comparison:
     return Comparison(tuple(runs), {r.id: device_of(r, lanes) for r in runs}, states, notes)
 
 
-def _interval(summary: dict[str, Any]) -> str:
-    ci = summary.get("speedup_ci95")
-    if not ci or summary.get("compile_failed") or summary.get("compile_skipped"):
+def _interval(s: Summary) -> str:
+    if s.speedup_ci95 is None or not s.compiled:
         return "-"
-    low, high = ci
-    if not all(isinstance(x, int | float) and math.isfinite(x) for x in (low, high)):
-        return "-"
-    return f"{low:.2f}x to {high:.2f}x"
+    return words.speedup_range(*s.speedup_ci95)
 
 
-def _speedup(summary: dict[str, Any]) -> str:
-    if summary.get("compile_failed"):
+def _speedup(s: Summary) -> str:
+    if s.compile_failed:
         return "none: compile failed"
-    if summary.get("compile_skipped"):
+    if s.compile_skipped:
         return "none: compile did not happen"
-    return fmt_speedup(summary.get("steady_state_speedup"))
+    return words.speedup(s.steady_state_speedup)
 
 
 def comparison_rows(group: Comparison) -> list[dict[str, str]]:
@@ -145,16 +142,16 @@ def comparison_rows(group: Comparison) -> list[dict[str, str]]:
     text from the store is made inert for a terminal (a page shows the rows as a table's cells)."""
     rows = []
     for run in group.runs:
-        s = (run.summary or {}) if run.status == "done" else {}
+        s = Summary.of(run.summary) if run.status == "done" and run.summary else None
         figures = published_figures(group.devices[run.id], (run.params or {}).get("model"))
         row = {
             "run": run_name(run.id),
             "device": group.devices[run.id],
             "status": group.states[run.id],
-            "compile time": fmt_seconds(s.get("compile_time_s")) if s else "-",
+            "compile time": words.seconds(s.compile_time_s) if s else "-",
             "steady speedup": _speedup(s) if s else "-",
             "95% interval": _interval(s) if s else "-",
-            "break-even": break_even_text(s) if s else "-",
+            "break-even": words.break_even(s) if s else "-",
             "published": "; ".join(figures) if figures else "none for this GPU and model",
         }
         rows.append({k: terminal_text(v) for k, v in row.items()})

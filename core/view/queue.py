@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.engine import words
 from core.engine.spec import DeviceCaps
 from core.runs.devices import ANY_GPU, device_lanes, same_device
 from core.runs.queue import queue_position
 from core.runs.store import ACTIVE_STATES, Run, Store
-from core.view.report import fmt_bytes
 
 
 def gpu_lines(probe_summary: dict[str, Any]) -> list[str]:
@@ -25,7 +25,7 @@ def gpu_lines(probe_summary: dict[str, Any]) -> list[str]:
     for gpu in gpus:
         sms = f", {gpu['sm_count']} SMs" if gpu.get("sm_count") else ""
         lines.append(
-            f"cuda:{gpu.get('index', 0)} {gpu.get('name') or '?'}: {fmt_bytes(gpu.get('memory_bytes'))}{sms}, "
+            f"cuda:{gpu.get('index', 0)} {gpu.get('name') or '?'}: {words.bytes_(gpu.get('memory_bytes'))}{sms}, "
             f"compute capability {gpu.get('compute_capability') or '?'}"
         )
     driver = f", driver CUDA {probe_summary['cuda_driver']}" if probe_summary.get("cuda_driver") else ""

@@ -20,6 +20,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from core.engine import words
 from core.view.chart_style import (
     EPOCH_COLUMNS,
     MAX_POINTS_PER_VARIANT,
@@ -39,7 +40,6 @@ from core.view.chart_style import (
     variant_tooltips,
     with_columns,
 )
-from core.view.report import fmt_about
 
 PROJECTION_DASH = [5, 4]
 LEAD_HEIGHT = 260  # Streamlit's theme takes title and axes out of this: less squashes the plot to a line
@@ -268,8 +268,7 @@ def _projection_layers(projection: Mapping[str, Any], ends: Mapping[str, tuple[i
             tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("step:Q"), alt.Tooltip("cumulative_s:Q", format=".1f")],
         )
     )
-    step = math.floor(position) + 1
-    label = projection.get("label") or f"≈ step {step:,} (projected" + (f", {fmt_about(float(wall))})" if wall else ")")
+    label = projection.get("label") or words.projection_label(position, None, wall, live=False)
     if not on_chart:  # the crossing lies far beyond: name it where the dashed lines leave the chart
         top = max(r["cumulative_s"] for r in rows if r["step"] == end)
         edge = pd.DataFrame({"step": [end], "cumulative_s": [top], "label": [f"{label} →"]})
@@ -408,7 +407,7 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
     wall_s = (break_even or {}).get("wall_s")
     has_wall = wall_s is not None and math.isfinite(float(wall_s))
     # Two lines: at a projector's 20 px one line ran past the plot's edge from a mid-run break-even.
-    label = f"break-even: step {int(step):,}" + (f"\n({float(wall_s):.1f} s)" if has_wall else "")
+    label = f"break-even: step {int(step):,}" + (f"\n({words.seconds(float(wall_s))})" if has_wall else "")
     point = pd.DataFrame({"step": [int(step)], "cumulative_s": [float(wall_s) if has_wall else 0.0], "label": [label]})
     base = alt.Chart(point).encode(x=alt.X("step:Q", title="step"))
     late = last_step > 0 and int(step) > last_step / 2

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from core.engine import words
 from core.engine.models.regions import region_description
 from core.engine.models.sources import model_name_problem, source_of
 from core.engine.models.zoo import MODELS
@@ -74,19 +75,10 @@ def unavailable_options(
     return out
 
 
-def _fmt_s(s: float) -> str:
-    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
-
-
-def _fmt_measured(s: float) -> str:
-    """A measured wall time, to the second under ten minutes: '108 s', '12.5 min'."""
-    return f"{s:.0f} s" if s < 600 else f"{s / 60:.1f} min"
-
-
 def describe_duration(low: float, high: float) -> str:
     if high <= 0:  # a timm, Hugging Face or file model: no measured step time to scale from
         return "unknown for this model"
-    return f"roughly {_fmt_s(low)} to {_fmt_s(high)}"
+    return f"roughly {words.duration(low)} to {words.duration(high)}"
 
 
 def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
@@ -101,16 +93,16 @@ def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
         name = run_name(base.run_id)
         same_steps = _steps_of(base.params) == _steps_of(spec.to_dict())
         if same_steps:
-            return f"measured: {_fmt_measured(base.wall_s)} as {name}"
+            return f"measured: {words.duration(base.wall_s)} as {name}"
         text = (
-            f"about {_fmt_s(estimate.total_s)} ({_fmt_s(estimate.low_s)} to {_fmt_s(estimate.high_s)}), from {name}: "
-            f"the same race with {_race_steps(base.params):,} steps took {_fmt_measured(base.wall_s)}"
+            f"about {words.duration(estimate.total_s)} ({words.duration(estimate.low_s)} to {words.duration(estimate.high_s)}), from {name}: "
+            f"the same race with {_race_steps(base.params):,} steps took {words.duration(base.wall_s)}"
         )
     elif base is not None:
         text = (
-            f"about {_fmt_s(estimate.total_s)} ({_fmt_s(estimate.low_s)} to {_fmt_s(estimate.high_s)}), scaled "
+            f"about {words.duration(estimate.total_s)} ({words.duration(estimate.low_s)} to {words.duration(estimate.high_s)}), scaled "
             f"from {run_name(base.run_id)} ({base.params.get('model')}, batch "
-            f"{int(base.params.get('batch_size') or 0):,}: {_fmt_measured(base.wall_s)})"
+            f"{int(base.params.get('batch_size') or 0):,}: {words.duration(base.wall_s)})"
         )
     else:
         text = (
@@ -306,27 +298,13 @@ def _with_option(option: Any, reason: str) -> str:
     return reason if str(option) in reason else f"{option}: {reason}"
 
 
-def ago(seconds: float) -> str:
-    """'just now', '40 s ago', '12 min ago', '3 h ago', '2 days ago'."""
-    seconds = max(0.0, seconds)
-    if seconds < 10:
-        return "just now"
-    if seconds < 90:
-        return f"{seconds:.0f} s ago"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min ago"
-    if seconds < 36 * 3600:
-        return f"{seconds / 3600:.0f} h ago"
-    return f"{seconds / 86400:.0f} days ago"
-
-
 def shared_result_text(run: Run, now: float | None = None) -> str:
     """'Measured 12 min ago on this GPU (NVIDIA A100, torch 2.4.1)': a recent run offered instead
     of a new measurement (core.runs.shared_results)."""
     env = run.environment or {}
     kind = {"cuda": "GPU", "cpu": "CPU", "mps": "Mac GPU"}.get(str(env.get("device_type")), "device")
     finished = run.finished_at or run.created_at
-    age = ago((time.time() if now is None else now) - finished)
+    age = words.ago((time.time() if now is None else now) - finished)
     return (
         f"Measured {age} on this {kind} ({env.get('device_name', '?')}, torch {env.get('torch', '?')}) as run {run.id}"
     )

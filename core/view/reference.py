@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from core import PROJECT_ROOT
-from core.engine import analysis
+from core.engine import analysis, words
 
 REFERENCE_DIR = os.path.join(PROJECT_ROOT, "assets", "reference")
 TUTORIAL_CSV = os.path.join(REFERENCE_DIR, "tutorial_resnet50_cifar10_epochs.csv")
@@ -77,8 +77,8 @@ def reference_rows() -> list[dict[str, str]]:
     rows = [
         {
             "source": "PyTorch 2.0 release, A100, 163 models",
-            "steady speedup": f"{rel['training_speedup_weighted']:.2f}x (AMP {rel['training_speedup_amp']:.2f}x, "
-            f"fp32 {rel['training_speedup_fp32']:.2f}x)",
+            "steady speedup": f"{words.speedup(rel['training_speedup_weighted'])} "
+            f"(AMP {words.speedup(rel['training_speedup_amp'])}, fp32 {words.speedup(rel['training_speedup_fp32'])})",
             "first-epoch overhead": "not published",
             "break-even": "not published",
         }
@@ -91,7 +91,7 @@ def reference_rows() -> list[dict[str, str]]:
         rows.append(
             {
                 "source": f"tutorial ResNet50, {run.gpu}",
-                "steady speedup": f"{run.steady_speedup:.2f}x",
+                "steady speedup": words.speedup(run.steady_speedup),
                 "first-epoch overhead": f"+{run.first_epoch_overhead_s:.1f} s",
                 "break-even": when + ("" if run.break_even_observed else ", beyond its 5"),
             }

@@ -14,11 +14,11 @@ from typing import Any
 
 import pandas as pd
 
-from core.engine import analysis, planning
+from core.engine import planning, words
+from core.engine.summary import PROJECTED, REACHED, Summary
 from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
 from core.view.queue import compile_skipped, describe
-from core.view.report import fmt_seconds
 from core.view.safe_text import terminal_text
 
 FRAME_COLUMNS = [
@@ -38,6 +38,8 @@ FRAME_COLUMNS = [
     "break_even_step",
     "break_even_at",
     "break_even_kind",
+    "break_even",
+    "break_even_short",
     "eager_step_s",
     "compiled_step_s",
     "eager_samples_per_s",
@@ -62,12 +64,12 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
     x_axis, series_axis = chart_axes(sweep)
     rows = []
     for i, run in enumerate(runs, start=1):
-        params, s = run.params or {}, (run.summary or {}) if run.status == "done" else {}
-        skipped = s.get("compile_skipped") or compile_skipped(run)
-        measured = run.status == "done" and s.get("steady_state_speedup") is not None and not skipped
-        ci = s.get("speedup_ci95") or [math.nan, math.nan]
-        observed = s.get("break_even_step")
-        extrapolated = analysis.projected_position(s)  # the one projection rule: only from a clear gain
+        params, s = run.params or {}, Summary.of(run.summary if run.status == "done" else None)
+        skipped = s.compile_skipped or compile_skipped(run)
+        measured = run.status == "done" and s.steady_state_speedup is not None and not skipped
+        ci = s.speedup_ci95 or (math.nan, math.nan)
+        observed, extrapolated = s.break_even_step, s.projected_position  # the one projection rule
+        kind = {REACHED: OBSERVED, PROJECTED: EXTRAPOLATED}.get(s.break_even)
         rows.append(
             {
                 "point": i,
@@ -78,20 +80,21 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
                 "x": params.get(x_axis),
                 "series": str(params.get(series_axis, "")) if series_axis else "",
                 "measured": measured,
-                "speedup": s.get("steady_state_speedup") if measured else math.nan,
+                "speedup": s.steady_state_speedup if measured else math.nan,
                 "ci_low": ci[0] if measured else math.nan,
                 "ci_high": ci[1] if measured else math.nan,
-                "verdict": s.get("verdict") if measured else None,
-                "compile_time_s": _num(s.get("compile_time_s")) if measured else math.nan,
+                "verdict": s.verdict if measured else None,
+                "compile_time_s": _num(s.compile_time_s) if measured else math.nan,
                 "break_even_step": _num(observed) if measured else math.nan,
                 "break_even_at": _num(observed if observed is not None else extrapolated) if measured else math.nan,
-                "break_even_kind": (OBSERVED if observed is not None else EXTRAPOLATED if extrapolated else None)
-                if measured
-                else None,
-                "eager_step_s": _num(s.get("eager_median_step_s")) if measured else math.nan,
-                "compiled_step_s": _num(s.get("compiled_median_step_s")) if measured else math.nan,
-                "eager_samples_per_s": _num(s.get("eager_samples_per_s")) if measured else math.nan,
-                "compiled_samples_per_s": _num(s.get("compiled_samples_per_s")) if measured else math.nan,
+                "break_even_kind": kind if measured else None,
+                # The words every surface says (the table's cell: short).
+                "break_even": words.break_even(s) if measured else None,
+                "break_even_short": words.break_even(s, short=True) if measured else None,
+                "eager_step_s": _num(s.eager_median_step_s) if measured else math.nan,
+                "compiled_step_s": _num(s.compiled_median_step_s) if measured else math.nan,
+                "eager_samples_per_s": _num(s.eager_samples_per_s) if measured else math.nan,
+                "compiled_samples_per_s": _num(s.compiled_samples_per_s) if measured else math.nan,
                 "compile_skipped": skipped,
                 "error": run.error,
             }
@@ -107,16 +110,6 @@ def _num(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
-def break_even_words(row: Any) -> str | None:
-    """'step 1,037', 'about step 48,000 (beyond the run)', or None where it never breaks even: the
-    same words in the table, the CLI's point lines and the page."""
-    if row.break_even_kind == OBSERVED:
-        return f"step {row.break_even_at:,.0f}"
-    if row.break_even_kind == EXTRAPOLATED:
-        return f"about step {row.break_even_at:,.0f} (beyond the run)"
-    return None
-
-
 SAMPLES_COLUMN = "samples/s, eager / compiled"
 
 
@@ -125,15 +118,13 @@ def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
     out = []
     for row in frame.itertuples():
         if row.measured:
-            speedup = f"{row.speedup:.2f}x ({row.ci_low:.2f}-{row.ci_high:.2f})"
-            be = break_even_words(row) or "never"
             figures = {
-                "steady speedup (95%)": speedup,
+                "steady speedup (95%)": words.speedup_with_range(row.speedup, row.ci_low, row.ci_high),
                 "verdict": row.verdict or "",
-                "compile time": fmt_seconds(row.compile_time_s),
-                "break-even": be,
+                "compile time": words.seconds(row.compile_time_s),
+                "break-even": row.break_even_short,
                 # One column for both (a page's width holds the table): "10,813 / 28,511".
-                SAMPLES_COLUMN: f"{row.eager_samples_per_s:,.0f} / {row.compiled_samples_per_s:,.0f}",
+                SAMPLES_COLUMN: f"{words.number(row.eager_samples_per_s)} / {words.number(row.compiled_samples_per_s)}",
             }
         else:
             why = f"compile did not happen: {row.compile_skipped}" if row.compile_skipped else ""
@@ -154,11 +145,12 @@ def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
 
 
 def break_even_note(frame: pd.DataFrame) -> str | None:
-    """The measured points that never break even (the break-even chart cannot draw them)."""
-    never = frame[frame["measured"] & frame["break_even_kind"].isna()]
-    if never.empty:
+    """The measured points the break-even chart cannot draw (no step reached or projected), each
+    with its break-even in the words every surface uses."""
+    off_chart = frame[frame["measured"] & frame["break_even_kind"].isna()]
+    if off_chart.empty:
         return None
-    return "Never breaks even (compiled steps no faster): " + "; ".join(never["label"]) + "."
+    return "No break-even to chart: " + "; ".join(f"{r.label} ({r.break_even})" for r in off_chart.itertuples()) + "."
 
 
 def regime_readings(sweep: SweepSpec, frame: pd.DataFrame) -> list[str]:
@@ -210,8 +202,8 @@ def scope_comparison(sweep: SweepSpec, frame: pd.DataFrame) -> list[dict[str, st
                 row[f"{scope_value}: compile time"] = row[f"{scope_value}: steady speedup"] = "-"
                 continue
             r = hit.iloc[0]
-            row[f"{scope_value}: compile time"] = fmt_seconds(r["compile_time_s"])
-            row[f"{scope_value}: steady speedup"] = f"{r['speedup']:.2f}x ({r['ci_low']:.2f}-{r['ci_high']:.2f})"
+            row[f"{scope_value}: compile time"] = words.seconds(r["compile_time_s"])
+            row[f"{scope_value}: steady speedup"] = words.speedup_with_range(r["speedup"], r["ci_low"], r["ci_high"])
         rows.append(row)
     return rows
 
@@ -232,7 +224,7 @@ def plan_figures(plan: planning.TrainingPlan) -> dict[str, str]:
     """Eager and compiled totals (compile included) with their intervals, and the sentence."""
 
     def span(total: float, ci: tuple[float, float]) -> str:
-        return f"{planning.fmt_duration(total)} ({planning.fmt_range(ci[0], ci[1], total)})"
+        return f"{words.duration(total)} ({words.duration_range(ci[0], ci[1], total)})"
 
     return {
         "eager total": span(plan.eager_total_s, plan.eager_ci),
@@ -242,18 +234,16 @@ def plan_figures(plan: planning.TrainingPlan) -> dict[str, str]:
 
 
 def point_line(frame_row: Any, total: int) -> str:
-    """'point 2/4 batch size 256: done, 1.12x (1.05-1.20) faster, compile 9.8 s, break-even step 1,037'."""
+    """'point 2/4 batch size 256: done, 1.12x (1.05-1.20x) faster, compile 9.80 s, break-even step 1,037 (4.10 s in)'."""
     r = frame_row
     head = f"point {r.point}/{total} {r.label}: "
     if not r.measured:
         if r.compile_skipped:
             return head + terminal_text(f"{r.status}, compile did not happen: {r.compile_skipped}")
         return head + terminal_text(r.state if r.state != r.status else r.status + (f": {r.error}" if r.error else ""))
-    words = break_even_words(r)
-    be = f"break-even {words}" if words else "never breaks even"
     return (
-        f"{head}done, {r.speedup:.2f}x ({r.ci_low:.2f}-{r.ci_high:.2f}) {r.verdict}, "
-        f"compile {fmt_seconds(r.compile_time_s)}, {be}"
+        f"{head}done, {words.speedup_with_range(r.speedup, r.ci_low, r.ci_high)} {r.verdict}, "
+        f"compile {words.seconds(r.compile_time_s)}, break-even {r.break_even}"
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core.engine import words
 from core.view.explain.figures import finish, variant_lines, variants_long
 
 # A fused kernel "stays flat" when its time grows at most this fraction as fast as eager's over the ks.
@@ -84,14 +85,14 @@ def fusion_sentence(result: dict[str, Any], k: int) -> str:
     )
     repeats = len(row.get("eager_samples_ms") or []) or (result.get("params") or {}).get("repeats")
     spread = (
-        f"; {_range(row['speedup_low'], row['speedup_high'], '.2f')}x over {repeats} paired repeats"
+        f"; {words.speedup_range(row['speedup_low'], row['speedup_high'])} over {repeats} paired repeats"
         if "speedup_low" in row
         else ""
     )
     e, c = row["eager_ms"], row["compiled_ms"]
     return (
         f"At k = {k}: eager {e:{ms_format(e)}} ms, compiled {c:{ms_format(c)}} ms "
-        f"(**{row['speedup']:.2f}x**{spread}). "
+        f"(**{words.speedup(row['speedup'])}**{spread}). "
         f"Eager must move {row['eager_bytes'] / 2**20:,.0f} MiB per call, the fused kernel "
         f"{row['compiled_bytes'] / 2**20:,.0f} MiB.{kernels}"
     )
@@ -109,13 +110,14 @@ def fusion_verdict(result: dict[str, Any]) -> tuple[bool, str]:
     low, high = last.get("speedup_low", last["speedup"]), last.get("speedup_high", last["speedup"])
     span = f"from k = {first['k']} to k = {last['k']}"
     fused = (
-        f"the fused kernel's stays flat ({compiled_growth:.1f}x)"
+        f"the fused kernel's stays flat ({words.ratio(compiled_growth)})"
         if compiled_growth < 1.1
-        else f"the fused kernel's {compiled_growth:.1f}x"
+        else f"the fused kernel's {words.ratio(compiled_growth)}"
     )
-    growth = f"{span} eager's time grows {eager_growth:.1f}x and {fused}"
+    growth = f"{span} eager's time grows {words.ratio(eager_growth)} and {fused}"
     at_last = (
-        f"at k = {last['k']} compiled is {last['speedup']:.2f}x faster ({_range(low, high, '.2f')}x over the repeats)"
+        f"at k = {last['k']} compiled is {words.speedup(last['speedup'])} faster "
+        f"({words.speedup_range(low, high)} over the repeats)"
     )
     flat = compiled_growth - 1 <= FLAT_SHARE * (eager_growth - 1)
     if flat and low >= CLEAR_SPEEDUP:
@@ -151,8 +153,9 @@ def fusion_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             "k": r["k"],
             "eager (ms)": with_range(r, "eager_ms"),
             "compiled (ms)": with_range(r, "compiled_ms"),
-            "speedup": f"{r['speedup']:.2f}x"
-            + (f" ({_range(r['speedup_low'], r['speedup_high'], '.2f')}x)" if "speedup_low" in r else ""),
+            "speedup": words.speedup_with_range(r["speedup"], r["speedup_low"], r["speedup_high"])
+            if "speedup_low" in r
+            else words.speedup(r["speedup"]),
             "eager GB/s": round(r["eager_gbps"], 1),
             "compiled GB/s": round(r["compiled_gbps"], 1),
             "kernels eager / compiled": f"{r.get('eager_kernels')} / {r.get('compiled_kernels')}",

@@ -8,6 +8,7 @@ from typing import Any
 
 import altair as alt
 
+from core.engine import words
 from core.view.explain.figures import finish, variant_lines, variants_long
 
 
@@ -21,7 +22,7 @@ def overhead_tiny_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             "compiled (µs/call)": round(r["compiled_us"], 1),
             "compiled range (µs)": range_text(r, "compiled_us"),
             "eager (µs/op)": round(r["eager_us_per_op"], 2),
-            "speedup": f"{r['speedup']:.2f}x",
+            "speedup": words.speedup(r["speedup"]),
             "repeats": r.get("samples"),
         }
         for r in result.get("tiny", {}).get("rows", [])
@@ -139,7 +140,10 @@ def batch_reading(sweep: list[dict[str, Any]], fixed: dict[str, float] | None) -
         bound = "about in proportion to the data: arithmetic sets the time here"
     else:
         bound = "per-op cost sets the time at the small batches, arithmetic at the large ones"
-    text = f"From batch {small['batch']} to {large['batch']} eager's time grows {moved:.1f}x for {data:.0f}x the data: {bound}."
+    text = (
+        f"From batch {small['batch']} to {large['batch']} eager's time grows {words.ratio(moved)} for "
+        f"{data:.0f}x the data: {bound}."
+    )
     compiled = [r for r in sweep if r.get("compiled_us")]
     if not compiled:
         return text

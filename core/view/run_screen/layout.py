@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine import analysis
+from core.engine import analysis, words
 from core.engine.race_estimates import expected_compile_estimate
+from core.engine.reading import reading
 from core.runs.store import Run, Store
 from core.view import race_charts
 from core.view.chart_style import for_projector
@@ -104,10 +105,10 @@ def live_words(
             phase = quote(live["phase"]) if isinstance(live.get("phase"), str) else None
             return Words(sentences.compiling_text(elapsed, seconds, estimated, phase), compiling=True)
         return Words(sentences.eager_phase_text(counts["eager"], total, seconds, estimated))
-    reading = view.derive(("reading", total), lambda: sentences.race_reading(summary, not run.finished, total, counts))
+    said = view.derive(("reading", total), lambda: reading(summary, not run.finished, total, counts))
     # All this app's words and numbers, except a compile-skipped or -failed reason (torch's, or a bundle's).
     from_torch = summary.get("compile_skipped") or summary.get("compile_failed")
-    return Words(quote(reading) if from_torch else reading)
+    return Words(quote(said) if from_torch else said)
 
 
 def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale: bool = False) -> dict[Any, Callable]:
@@ -126,7 +127,9 @@ def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale:
     projection = view.projection() if analysis.projection_stands(summary) and not be else None
     if projection:
         projection["span"] = analysis.projected_range(summary)  # the words' range: the same interval's
-        projection["label"] = sentences.projection_label(projection, running=not run.finished)
+        projection["label"] = words.projection_label(
+            float(projection["position"]), projection["span"], projection.get("wall_s"), live=not run.finished
+        )
     marks = view.derive("compile_marks", lambda: why_per_step.compile_marks(view.compiles()))
     built = _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale, summary)
     # Each chart built once per snapshot, for the page's viewers and the feed's alike.
@@ -162,7 +165,7 @@ def cards(run: Run, view: Any, summary: dict, total: int | None) -> list[Card]:
     """The result cards, once per snapshot; none while nothing is measured to compare (the eager run,
     the compile): six dashes would only push the race down."""
     built = view.derive(
-        ("cards", total), lambda: result_cards(summary, memory_of(run), total=total, running=not run.finished)
+        ("cards", total), lambda: result_cards(summary, memory_of(run), total=total, live=not run.finished)
     )
     return [] if all(card.value == "-" for card in built) else built
 

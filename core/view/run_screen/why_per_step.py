@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from core.engine.profile_reading import profile_reading
+from core.engine.summary import Summary
 
 MAX_MARKS = 60  # compile marks drawn on the step chart; a run recompiling every step names the rest in words
 
@@ -22,14 +23,13 @@ def is_recompile(note: Any) -> bool:
     return isinstance(note, str) and note.startswith("recompile")
 
 
-def recompile_count(summary: dict[str, Any]) -> int | None:
+def recompile_count(summary: Summary | dict[str, Any]) -> int | None:
     """Recompiles of the compiled variant: counted from its compile events where the run has them
     (a live run, a new run), else torch's own counter from a finished run (older bundles)."""
-    events = summary.get("compile_events")
-    if events:
-        return sum(1 for e in events if e.get("variant") == "compiled" and is_recompile(e.get("note")))
-    count = summary.get("recompiles")
-    return int(count) if isinstance(count, int | float) else None
+    s = Summary.of(summary)
+    if s.compile_events:
+        return sum(1 for e in s.compile_events if e.get("variant") == "compiled" and is_recompile(e.get("note")))
+    return s.recompiles
 
 
 def compile_marks(compiles: pd.DataFrame | None) -> pd.DataFrame:
