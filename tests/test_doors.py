@@ -118,8 +118,10 @@ def test_what_differs_from_a_standard_race(environ, differs):
 
 
 def test_the_reading_names_the_cores_and_threads():
-    one = {"machine_cores": 2, "cores": [1], "threads": 1, "malloc": STANDARD, "differs": []}
+    one = {"machine_cores": 2, "cores": [1], "threads": 1, "malloc": STANDARD, "differs": [], "device": "cpu"}
     assert reading.conditions_note(one) == " Measured on 1 of this machine's 2 cores, 1 thread."
     unpinned = {**one, "cores": None, "threads": 8, "machine_cores": 8}
     assert reading.conditions_note(unpinned) == " Measured on 8 cores, unpinned, 8 threads."
     assert reading.conditions_note(None) == ""  # a race stored before conditions were kept
+    gpu = {**one, "device": "cuda", "differs": ["MALLOC_ARENA_MAX=2"]}
+    assert reading.conditions_note(gpu) == " Unlike a standard race here: MALLOC_ARENA_MAX=2."

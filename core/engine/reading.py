@@ -230,6 +230,8 @@ def conditions_note(conditions: Any) -> str:
     threads = f", {words.count(threads, 'thread')}" if isinstance(threads, int) else ""
     differs = [d for d in conditions.get("differs") or [] if isinstance(d, str)]
     other = f" Unlike a standard race here: {'; '.join(differs)}." if differs else ""
+    if conditions.get("device", "cpu") != "cpu":  # a GPU race: its cores are the host thread's, not the number's
+        return other
     return f" Measured {on}{threads}.{other}"
 
 

@@ -73,6 +73,7 @@ class Conditions:
     threads: int | None
     malloc: dict[str, str] = field(default_factory=dict)
     differs: tuple[str, ...] = ()
+    device: str = "cpu"  # the race's device type: a GPU race's host thread is not pinned
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -92,6 +93,7 @@ class Conditions:
                 int(data["threads"]) if data.get("threads") is not None else None,
                 {str(k): str(v) for k, v in (data.get("malloc") or {}).items()},
                 tuple(str(d) for d in data.get("differs") or ()),
+                str(data.get("device") or "cpu"),
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -127,7 +129,8 @@ def apply(device_type: str, environ: dict[str, str] | None = None) -> Conditions
         if share.threads:
             torch.set_num_threads(share.threads)
     malloc = {k: v for k, v in env.items() if k.startswith("MALLOC_")}
-    return Conditions(os.cpu_count() or 1, pinned, torch.get_num_threads(), malloc, tuple(differences(env)))
+    threads = torch.get_num_threads()
+    return Conditions(os.cpu_count() or 1, pinned, threads, malloc, tuple(differences(env)), device_type)
 
 
 def apply_given(conditions: Conditions) -> Conditions:
@@ -143,7 +146,8 @@ def apply_given(conditions: Conditions) -> Conditions:
         torch.set_num_threads(conditions.threads)
     malloc = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
     cores = tuple(sorted(os.sched_getaffinity(0))) if conditions.cores is not None else None
-    return Conditions(os.cpu_count() or 1, cores, torch.get_num_threads(), malloc, conditions.differs)
+    threads = torch.get_num_threads()
+    return Conditions(os.cpu_count() or 1, cores, threads, malloc, conditions.differs, conditions.device)
 
 
 def keep_in_environment(environment: dict[str, Any], conditions: Conditions) -> None:
