@@ -67,6 +67,8 @@ def one_race(spec, target: float) -> dict:
         "load": (load_before, os.getloadavg()[0]),
         "error": race["error"],
         "story": story_intact(s),
+        "replicate_s": [p.get("wall_s") for p in processes[1:] if p.get("wall_s") is not None],
+        "start_s": [p.get("start_s") for p in processes[1:] if p.get("start_s") is not None],
     }
 
 
@@ -114,6 +116,10 @@ def main() -> int:
             pm = f"{row['reached']:.1%}" if row["reached"] is not None else "-"
             load = f"{row['load'][0]:.1f}->{row['load'][1]:.1f}"
             notes = [f"{row['busy']} busy" if row["busy"] else "", "" if row["story"] else "first-epoch story missing"]
+            if row["replicate_s"]:
+                notes.append(
+                    f"a replicate {median(row['replicate_s']):.1f} s ({median(row['start_s'] or [0]):.1f} s to start)"
+                )
             notes.append(f"error: {row['error']}" if row["error"] else "")
             print(f"{i:>4}  {sp:>8}  {ci:>12}  {pm:>5}  {row['processes']:>5}  {str(row['verdict']):<20} {load:>9} "
                   f"{row['wall_s']:>5.0f}s  {' '.join(n for n in notes if n)}", flush=True)  # fmt: skip

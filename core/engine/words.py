@@ -82,8 +82,8 @@ def looks_note(summary: Summary | Mapping[str, Any]) -> str:
     (reading.spread_note says when the spread did); else ''."""
     s = Summary.of(summary)
     alpha = s.interval_alpha
-    if alpha is None or not 0 < alpha < ALPHA or widened_to_spread(s):
-        return ""
+    if alpha is None or not 0 < alpha < ALPHA or widened_to_spread(s) or s.replicates:
+        return ""  # (with replicates the interval rests on the processes, not on the first one's looks)
     return f", widened for the stopping rule's {round(ALPHA / alpha)} looks"
 
 
