@@ -182,7 +182,13 @@ def processes_note(summary: Summary | Mapping[str, Any]) -> str:
         learnt = f"learnt from {words.count(spread.races, 'race')} here" if spread.races else "assumed here"
         prior = f"the run-to-run spread {learnt} as a prior"
     inside = "; ".join(part for part in (each, prior) if part)
-    return f" It rests on {words.count(len(counted), 'process', 'processes')}" + (f" ({inside})." if inside else ".")
+    failed = [p.error for p in replicates.processes_of(list(s.replicates)) if p.error]
+    ended = f" Then {failed[-1][0].lower()}{failed[-1][1:]}." if failed else ""  # the replicate that ended them
+    return (
+        f" It rests on {words.count(len(counted), 'process', 'processes')}"
+        + (f" ({inside})." if inside else ".")
+        + ended
+    )
 
 
 def busy_processes(summary: Summary | Mapping[str, Any]) -> str:

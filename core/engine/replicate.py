@@ -169,5 +169,7 @@ def add_replicates(race: Any, replicate: ReplicateRunner, cache_dir: str, first_
             race.processes.append(process)
             race.replicate_steps.append(measured)
             race.emit(ReplicateEvent(process.to_dict()))
+            if process.error:  # said with its reason; the next would most likely fail the same way
+                break
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
         race.error = explain_failure(exc, spec, race.device)

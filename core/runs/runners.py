@@ -45,7 +45,7 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
         caps=caps,
         trace_dir=trace_dir,
         spread=spread,
-        replicate=functools.partial(run_replicate, conditions=conditions),
+        replicate=functools.partial(replicate_in_time, deadline=getattr(sink, "deadline", None), conditions=conditions),
         conditions=conditions.to_dict(),
     )
     result.environment["load_at_end"] = machine_load()  # the race's own threads included
@@ -59,6 +59,26 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     fields = {"summary": result.summary, "details": details, "environment": result.environment, "error": result.error}
     status = "done" if not result.error else ("cancelled" if result.error == "cancelled" else "failed")
     return status, fields
+
+
+REPLICATE_MARGIN_S = 30.0  # a replicate is not started with less than this left before the job's time limit
+
+
+def replicate_in_time(
+    spec: Any, number: int, steps: int, cache_dir: str, limit_s: float, deadline: float | None, conditions: Any
+) -> dict[str, Any]:
+    """run_replicate, unless the job's time limit (a host's) is too near for another one: then a
+    process that says so, and the race ends with what it measured instead of being cut off."""
+    import time
+
+    from core.engine.replicates import ProcessResult
+
+    if deadline is not None and deadline - time.time() < REPLICATE_MARGIN_S:
+        error = "no replicate started this close to the job's time limit"
+        return {"process": ProcessResult(number, None, None, 0, error=error).to_dict()}
+    if deadline is not None:
+        limit_s = min(limit_s, deadline - time.time() - 5.0)
+    return run_replicate(spec, number, steps, cache_dir, limit_s, conditions=conditions)
 
 
 def _spread(sink: Any, params: dict[str, Any], here: dict[str, Any]) -> Any:

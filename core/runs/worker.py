@@ -57,6 +57,7 @@ class EventSink:
         self._steps_done = 0
         self._last_write = 0.0
         self._live: dict[str, Any] = {}  # what the page shows beside the phase while the run goes on
+        self.deadline: float | None = None  # the job's time limit, as a time.time(), where it has one
         self._where: Any = None
         self.stored = 0  # events written to the store so far
         self.why_unstored = "disk full"  # what kept the last events out of the store, if any
@@ -341,6 +342,7 @@ def run_job(store_path: str, run_id: int) -> int:
     done = threading.Event()
     if run.time_limit_s:
         remaining = max(run.time_limit_s - (time.time() - (run.started_at or time.time())), 0.0)
+        sink.deadline = time.time() + remaining  # no replicate is started too close to it (runners)
         threading.Thread(
             target=_watchdog, args=(store_path, run_id, run.time_limit_s, remaining, sink, done), daemon=True
         ).start()
