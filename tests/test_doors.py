@@ -63,9 +63,9 @@ def test_every_door_records_the_same_process_conditions(tmp_path, monkeypatch):
     recorded["sweep point"] = point.environment["conditions"]
     launched = queue.enqueue(store, quick_spec(), "visitor:page", limits=HostLimits())  # what Launch calls
     recorded["app Launch"] = finished_run(store, launched).environment["conditions"]
-    recorded["bench (terminal)"] = race_process.race_summary("mlp", 16, 2, 4, "--backend", "aot_eager", "--replicates", "0")[
-        "conditions"
-    ]
+    recorded["bench (terminal)"] = race_process.race_summary(
+        "mlp", 16, 2, 4, "--backend", "aot_eager", "--replicates", "0"
+    )["conditions"]
     recorded["bench (worker)"] = race_process.submitted_race(quick_spec(), path)["summary"]["conditions"]
 
     share = worker_cores.this_host()
@@ -108,7 +108,10 @@ def test_a_host_setting_that_differs_is_recorded_and_said(tmp_path, monkeypatch)
         (dict(STANDARD), []),
         ({**STANDARD, "MALLOC_ARENA_MAX": "2"}, ["MALLOC_ARENA_MAX=2"]),
         ({"MALLOC_MMAP_THRESHOLD_": "65536"}, ["MALLOC_MMAP_THRESHOLD_=65536"]),  # the host's own thresholds
-        ({race_conditions.MALLOC_SETTING: "glibc"}, ["glibc's moving malloc thresholds (COMPILE_LAB_WORKER_MALLOC=glibc)"]),
+        (
+            {race_conditions.MALLOC_SETTING: "glibc"},
+            ["glibc's moving malloc thresholds (COMPILE_LAB_WORKER_MALLOC=glibc)"],
+        ),
         ({**STANDARD, worker_cores.CPUS_SETTING: "off"}, ["COMPILE_LAB_WORKER_CPUS=off"]),
         ({**STANDARD, worker_cores.CPUS_SETTING: "auto", "MKL_NUM_THREADS": "4"}, ["MKL_NUM_THREADS=4"]),
     ],

@@ -111,7 +111,13 @@ def test_a_target_adds_replicates_until_known_or_the_most_asked(monkeypatch):
     result = run_race(quick_spec(steps_per_epoch=40, target_interval=0.03, replicates=9), replicate=agreeing)
     ran = len(result.summary["replicates"])
     assert 2 <= ran < 9
-    assert intervals.relative_half_width(math.log(result.summary["speedup_ci95"][1] / result.summary["steady_state_speedup"])) <= 0.03 + 1e-9 or result.summary["verdict"] == analysis.BUSY  # noqa: E501
+    assert (
+        intervals.relative_half_width(
+            math.log(result.summary["speedup_ci95"][1] / result.summary["steady_state_speedup"])
+        )
+        <= 0.03 + 1e-9
+        or result.summary["verdict"] == analysis.BUSY
+    )  # noqa: E501
     assert stop_reading(result.summary, 0.03, 80).startswith("Known to ±3%")
 
     def scattered(spec, number, steps, cache_dir, limit_s):
