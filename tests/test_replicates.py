@@ -149,3 +149,27 @@ def test_replicate_steps_fill_a_few_seconds_in_whole_blocks():
     assert replicates.replicates_asked(None, None) == replicates.AUTO_FIXED
     assert replicates.replicates_asked(None, 0.03) == replicates.AUTO_TARGET
     assert replicates.replicates_asked(4, 0.03) == 4
+
+
+BOTH_BACKENDS = True  # the store tests below run on SQLite and on PostgreSQL (tests/conftest.py)
+
+
+def test_the_store_learns_the_spread_from_a_races_own_processes(store):
+    from test_run_to_run import done_race
+
+    from core.runs import run_to_run
+
+    spec = quick_spec(replicates=2)
+    speedups = (1.20, 1.26, 1.23)
+    first = ProcessResult(1, speedups[0], 0.01, 100).to_dict()
+    rest = [ProcessResult(n, x, 0.01, 40).to_dict() for n, x in zip((2, 3), speedups[1:])]
+    busy = ProcessResult(4, 0.5, 0.01, 40, busy_share=0.9).to_dict()  # a busy process says nothing
+    done_race(store, spec, 1.23, first_process=first, replicates=[*rest, busy])
+    logs = [math.log(x) for x in speedups]
+    learnt = run_to_run.spread_here(store, spec.to_dict(), "Test CPU", "2.x")
+    device = intervals.run_to_run([logs])  # one race of three processes: two degrees of freedom
+    assert device.races == 3 and device.df == ASSUMED.df + 2
+    start = RunToRun(device.log_sd, intervals.PRIOR_RACES, device.races)
+    assert learnt == intervals.run_to_run([logs], prior=start)
+    # Its replicate count does not make it another configuration.
+    assert run_to_run.spread_here(store, quick_spec(replicates=9).to_dict(), "Test CPU", "2.x") == learnt

@@ -221,10 +221,10 @@ _ROWS = (
         "in turns; the interval rests on the spread between the processes (auto: 2; with --target-interval, "
         "added until it is met, at most 9; 0: the first process alone)",
         min=0, max=19, optional=True, metavar="N", form=(6, 0), sweep_form=True, link=True,
-        form_choices=(None, 0, 2, 4, 9, 19),
+        form_choices=(None, *range(20)),  # every count, so a link made from the command line shows as it was
         choice_labels={
             None: "auto (2, or up to 9 with a target)", 0: "none: the first process alone",
-            2: "2", 4: "4", 9: "9", 19: "19 (20 processes, as pyperf)",
+            **{n: str(n) for n in range(1, 19)}, 19: "19 (20 processes, as pyperf)",
         },
         form_help="After the first process (the cold compile, the first epoch, the break-even), short processes run "
         "both variants again from the warm cache, taking turns: a second process lands a few percent apart however "

@@ -1,16 +1,18 @@
-"""How far races of one configuration land from each other on this device: the run-to-run spread a
-new race's interval is widened to (core.engine.intervals.RunToRun).
+"""How far processes of one configuration land from each other on this device: the run-to-run
+spread, the prior a new race's processes are pooled with (core.engine.replicates.combine).
 
 Learnt from the store: the done races measured on the same device (its name, as the race's
-environment records it) with the same torch, grouped by configuration; each configuration raced
-twice or more says how far a second race lands from the first. Spreads differ by configuration
-(on the 2-core CPU box the default MLP race's about 0.5%, the small CNN demo's about 3%:
-bench/steady_malloc.py), so it is learnt in two tiers: the device's, pooled over every
-configuration and shrunk towards the assumed one, is where a configuration starts; that
-configuration's own repeated races then take over. Imported races never count (another
-machine's bundle says nothing of this one), nor races whose compile did not happen. Which host of
-a fleet ran them does not matter: a second race of the configuration may land on any box of this
-device type.
+environment records it) with the same torch. A race with replicate processes says it directly: how
+far its own processes (the first and its replicates, each a fresh process) landed from each other.
+Races of one process each (stored before replicates, or run with `replicates` 0) say it as before,
+grouped by configuration: each configuration raced twice or more says how far a second race lands
+from the first. Spreads differ by configuration (on the 2-core CPU box the default MLP race's about
+0.5%, the small CNN demo's about 3%: bench/steady_malloc.py), so it is learnt in two tiers: the
+device's, pooled over every configuration and shrunk towards the assumed one, is where a
+configuration starts; that configuration's own races then take over. Imported races never count
+(another machine's bundle says nothing of this one), nor races whose compile did not happen, nor
+processes the machine was busy during. Which host of a fleet ran them does not matter: a second
+race of the configuration may land on any box of this device type.
 """
 
 from __future__ import annotations
