@@ -281,7 +281,7 @@ from core.runs import queue
 from core.engine.spec import DeviceCaps, RunSpec
 from core.runs.limits import HostLimits
 from core.runs.store import Store
-spec = RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=2, backend="eager", device="cpu")
+spec = RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=2, backend="eager", device="cpu", replicates=0)
 print(queue.enqueue(Store(sys.argv[1]), spec, "p" + sys.argv[2], limits=HostLimits(job_time_limit_s=None), caps=DeviceCaps()))
 """
 
