@@ -173,3 +173,57 @@ def test_the_store_learns_the_spread_from_a_races_own_processes(store):
     assert learnt == intervals.run_to_run([logs], prior=start)
     # Its replicate count does not make it another configuration.
     assert run_to_run.spread_here(store, quick_spec(replicates=9).to_dict(), "Test CPU", "2.x") == learnt
+
+
+def test_the_speedup_chart_has_a_dot_per_process_grey_where_busy_and_the_headline_band():
+    from test_busy_and_compile_cost import race_events
+
+    from core.view.process_chart import process_chart, process_rows
+
+    summary = analysis.summarize_events(race_events(busy_from=6), 64)  # the first process busy
+    rows = process_rows(summary)
+    assert list(rows["process"]) == [1, 2, 3] and list(rows["counts"]) == ["busy machine", "counts", "counts"]
+    assert (rows["low"] <= rows["speedup"]).all() and (rows["speedup"] <= rows["high"]).all()
+    spec = process_chart(summary).to_dict()
+    drawn = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
+    assert drawn == ["rect", "rule", "rule", "rule", "point"]  # the band, the headline, 1x, own intervals, dots
+    band = next(d for name, d in spec["datasets"].items() if any("high" in r and "point" in r for r in d))
+    assert band[0]["low"] == pytest.approx(summary["speedup_ci95"][0])
+
+
+def test_the_race_screen_draws_the_process_chart_once_a_replicate_has_landed():
+    from test_busy_and_compile_cost import race_events
+
+    from core.view.run_screen import layout
+    from core.view.run_screen.store_reader import RunView
+
+    view = RunView(1)
+    events = race_events()
+    view.feed([{**e, "id": i + 1, "recorded_at": 1.0} for i, e in enumerate(events)])
+
+    class Snap:  # what layout reads of a LiveSnapshot
+        def __init__(self, v):
+            self.v = v
+
+        def counts(self):
+            return self.v.counts()
+
+        def frames(self):
+            return self.v.frames()
+
+        def compiles(self):
+            return self.v.compiles()
+
+        def projection(self):
+            return self.v.projection()
+
+        def derive(self, key, build):
+            return build()
+
+    class Run:
+        finished, params, id = False, {}, 1
+
+    summary = analysis.summarize_events(view.events(), 64)
+    assert "processes" in layout.chart_builders(Run(), Snap(view), summary, present=False)
+    first_only = analysis.summarize_events([e for e in view.events() if e["kind"] != "replicate"], 64)
+    assert "processes" not in layout.chart_builders(Run(), Snap(view), first_only, present=False)
