@@ -15,6 +15,7 @@ import dataclasses
 import time
 from typing import Any
 
+from core.engine.replicates import replicates_asked
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs import devices
 from core.runs.device_types import race_device_type
@@ -25,10 +26,12 @@ SCAN_LIMIT = 500  # newest finished races looked at: plenty for one reuse window
 
 
 def comparable(spec: RunSpec, device: str) -> dict[str, Any]:
-    """The fields that decide what a race measures, with the device resolved ('auto' -> 'cpu')
-    and the input size made explicit; a dataset folder and the download flag do not change it."""
+    """The fields that decide what a race measures, with the device resolved ('auto' -> 'cpu'),
+    the input size and the replicate processes made explicit (auto: the count it runs); a dataset
+    folder and the download flag do not change it."""
     return {
         **dataclasses.replace(spec, device=device, image_size=spec.input_size).to_dict(),
+        "replicates": replicates_asked(spec.replicates, spec.target_interval),
         "data_dir": None,
         "download": False,
     }
