@@ -125,3 +125,21 @@ def test_a_measurable_compile_is_its_time():
     compiled = [2.5] + [0.08] * 59
     cost, under = analysis.measured_compile(eager, compiled, 1)
     assert cost == pytest.approx(2.4) and under is None
+
+
+def test_a_sweep_point_and_a_device_comparison_say_a_compile_too_small_to_measure():
+    from test_sweep_view import batch_sweep, fake_runs
+
+    from core.view.device_comparison import Comparison, comparison_rows
+    from core.view.sweep import point_line, points_table, sweep_frame
+
+    sweep = batch_sweep()
+    runs = fake_runs(sweep, ["done", "done", "done", "done"])
+    runs[0].summary.update(compile_time_s=None, compile_time_under_s=0.012)
+    frame = sweep_frame(sweep, runs)
+    said = f"too small to measure here (under {words.seconds(0.012)})"
+    assert points_table(frame)[0]["compile time"] == said
+    assert f"compile {said}, break-even" in point_line(next(frame.itertuples()), 4)
+    assert points_table(frame)[1]["compile time"] == words.seconds(runs[1].summary["compile_time_s"])
+    group = Comparison(runs=(runs[0],), devices={runs[0].id: "Test CPU"}, states={runs[0].id: "done"})
+    assert comparison_rows(group)[0]["compile time"] == said
