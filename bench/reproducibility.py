@@ -14,7 +14,8 @@ On a busy machine the honest outcome is a race that says so (and no verdict), no
 misses. Prints, never asserts.
 
 Run from the repo root: python bench/reproducibility.py [--quick] [--races 5] [--only default|demo]
-[--target 0.03] (--quick: a fifth of the first process's steps, to try it).
+[--target 0.03] (--quick, to try it: two races of each, a fifth of the first process's steps, at most 3
+replicates).
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def configurations(quick: bool, target: float) -> dict[str, object]:
     """The default CPU race and the CPU break-even demo, as the Race page launches them, with a target."""
     base = dataclasses.replace(default_spec(None), target_interval=target)
     demo = dataclasses.replace(base, **CPU_BREAK_EVEN_PRESET)
-    if quick:
-        base = dataclasses.replace(base, steps_per_epoch=max(10, base.steps_per_epoch // 5))
-        demo = dataclasses.replace(demo, steps_per_epoch=max(10, demo.steps_per_epoch // 5))
+    if quick:  # to try the bench: its figures are not the goal's
+        base = dataclasses.replace(base, steps_per_epoch=max(10, base.steps_per_epoch // 5), replicates=3)
+        demo = dataclasses.replace(demo, steps_per_epoch=max(10, demo.steps_per_epoch // 5), replicates=3)
     return {"default": base, "demo": demo}
 
 
@@ -94,11 +95,12 @@ def check(rows: list[dict]) -> tuple[bool, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a fifth of the steps, to try the bench")
-    parser.add_argument("--races", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="to try the bench: 2 races, a fifth of the steps")
+    parser.add_argument("--races", type=int, default=None, help="races of each configuration (5; --quick: 2)")
     parser.add_argument("--only", choices=("default", "demo"), default=None)
     parser.add_argument("--target", type=float, default=0.03)
     args = parser.parse_args()
+    args.races = args.races or (2 if args.quick else 5)
     met = True
     for name, spec in configurations(args.quick, args.target).items():
         if args.only and name != args.only:
