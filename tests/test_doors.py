@@ -1,7 +1,7 @@
 """Every door runs a race the same way: the terminal's `race`, `submit`, the app's Launch, a sweep
 point and the benchmarks give the race's process the same conditions (malloc settings, cores,
-threads), record them with the run, and the reading names what shapes the number; a replicate runs
-under its first process's conditions. The doctor queues its races through the same queue and worker
+threads, compile caches of its own), record them with the run, and the reading names what shapes the
+number; a replicate runs under its first process's conditions (its caches: what that one left). The doctor queues its races through the same queue and worker
 as the app's Launch (core.runs.doctor), on a GPU only.
 
 These start real processes: tiny aot_eager races (no Inductor), each in the process its door gives it.
@@ -74,6 +74,7 @@ def test_every_door_records_the_same_process_conditions(tmp_path, monkeypatch):
         "cores": list(share.worker) if share.worker else None,
         "malloc": STANDARD,
         "differs": [],
+        "caches": "cold: a fresh folder of its own",  # read back from the variables Inductor and Triton use
     }
     for door, conditions in recorded.items():
         assert {k: conditions[k] for k in expected} == expected, door
@@ -85,7 +86,9 @@ def test_a_replicate_runs_under_its_first_process_conditions(tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     (replicate,) = result["replicates"]
-    assert replicate["conditions"] == result["environment"]["conditions"]
+    first = result["environment"]["conditions"]
+    assert replicate["conditions"] == {**first, "caches": race_conditions.REPLICATE_CACHES}
+    assert first["caches"] == "cold: a fresh folder of its own"
     assert replicate["eager_step_times_s"] and replicate["compiled_step_times_s"]  # every step kept
     process = result["summary"]["replicates"][0]
     assert process["number"] == 2 and process["steps"] == len(replicate["compiled_step_times_s"]) - 5
@@ -114,6 +117,8 @@ def test_a_host_setting_that_differs_is_recorded_and_said(tmp_path, monkeypatch)
         ),
         ({**STANDARD, worker_cores.CPUS_SETTING: "off"}, ["COMPILE_LAB_WORKER_CPUS=off"]),
         ({**STANDARD, worker_cores.CPUS_SETTING: "auto", "MKL_NUM_THREADS": "4"}, ["MKL_NUM_THREADS=4"]),
+        ({**STANDARD, "TORCHINDUCTOR_FX_GRAPH_CACHE": "0"}, ["TORCHINDUCTOR_FX_GRAPH_CACHE=0"]),  # a cold replicate
+        ({**STANDARD, "TORCHINDUCTOR_CACHE_DIR": "/elsewhere"}, []),  # each race's caches are its own regardless
     ],
 )
 def test_what_differs_from_a_standard_race(environ, differs):

@@ -31,6 +31,7 @@ from core.engine.compile_stats import CompileStats, compile_skipped_reason, read
 from core.engine.cpu_probe import probe_cpu_vector_isa
 from core.engine.data import BatchSource
 from core.engine.device_state import (
+    cache_record,
     inductor_cache,
     precision_settings,
     random_state,
@@ -100,7 +101,8 @@ def run_race(
         environment["precision"] = spec.precision
         environment["inductor_cache"] = spec.cache
         environment["run_to_run"] = spread.to_dict()  # the prior of the processes' spread (analysis.spread_of)
-        if conditions is not None:
+        if conditions is not None:  # and where its compile caches are (every door's race alike)
+            conditions = {**conditions, "caches": cache_record(cache_dir, spec.cache != "warm")}
             environment["conditions"] = race.conditions = conditions
         race.emit(StartEvent(environment))
         try:  # a model that cannot be built ends the race here, with the reason, before any timing

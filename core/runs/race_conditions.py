@@ -30,6 +30,18 @@ MALLOC_SETTING = "COMPILE_LAB_WORKER_MALLOC"
 # Thread pools' own settings a host may have set: they decide threads where torch.set_num_threads
 # does not reach (OpenMP's other pools, MKL's), so a race under them differs from a standard one.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# Compile-cache switches a host may have set: they decide whether a replicate's compile is warm
+# (torch/compiler/config.py, torch/_inductor/config.py), so a race under them differs from a standard
+# one. The cache folders themselves are each race's own whatever the host set (device_state).
+CACHE_VARIABLES = (
+    "TORCHINDUCTOR_FORCE_DISABLE_CACHES",
+    "TORCH_COMPILE_FORCE_DISABLE_CACHES",
+    "TORCHINDUCTOR_FX_GRAPH_CACHE",
+    "TORCHINDUCTOR_AUTOGRAD_CACHE",
+)
+# A replicate compiles from what its first process's cold compile left (core.engine.replicate); a
+# first process records its own caches (core.engine.device_state.cache_record).
+REPLICATE_CACHES = "warm: its first process's folder"
 RACE_PROCESS = "COMPILE_LAB_RACE_PROCESS"  # set in a terminal race started again with these conditions
 
 
@@ -66,7 +78,8 @@ def restart_as_race_process() -> None:
 @dataclass(frozen=True)
 class Conditions:
     """What a race's process ran under: the machine's cores, the cores it had (None: not pinned), its
-    torch threads, its MALLOC_* settings, and what differs from a standard race on this machine."""
+    torch threads, its MALLOC_* settings, what differs from a standard race on this machine, and
+    where its compile caches were (the race records that once it has made them)."""
 
     machine_cores: int
     cores: tuple[int, ...] | None
@@ -74,6 +87,7 @@ class Conditions:
     malloc: dict[str, str] = field(default_factory=dict)
     differs: tuple[str, ...] = ()
     device: str = "cpu"  # the race's device type: a GPU race's host thread is not pinned
+    caches: str = ""  # where its compile caches were (core.engine.device_state.cache_record), once it has them
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -94,6 +108,7 @@ class Conditions:
                 {str(k): str(v) for k, v in (data.get("malloc") or {}).items()},
                 tuple(str(d) for d in data.get("differs") or ()),
                 str(data.get("device") or "cpu"),
+                str(data.get("caches") or ""),
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -101,7 +116,8 @@ class Conditions:
 
 def differences(environ: dict[str, str]) -> list[str]:
     """What a race process started from `environ` has that a standard race here has not: glibc's
-    moving malloc thresholds, a host's own malloc or thread settings, its own cores or threads."""
+    moving malloc thresholds, a host's own malloc, thread or compile-cache settings, its own cores or
+    threads."""
     out = []
     own_malloc = {k: v for k, v in environ.items() if k.startswith("MALLOC_") and STEADY_MALLOC.get(k) != v}
     if environ.get(MALLOC_SETTING) == "glibc":
@@ -109,7 +125,7 @@ def differences(environ: dict[str, str]) -> list[str]:
     elif not all(environ.get(k) == v for k, v in STEADY_MALLOC.items()) and not own_malloc:
         out.append("glibc's moving malloc thresholds (this process was not started as a race process)")
     out += [f"{k}={v}" for k, v in sorted(own_malloc.items())]
-    out += [f"{k}={environ[k]}" for k in THREAD_VARIABLES if environ.get(k)]
+    out += [f"{k}={environ[k]}" for k in THREAD_VARIABLES + CACHE_VARIABLES if environ.get(k)]
     for setting in (worker_cores.CPUS_SETTING, worker_cores.THREADS_SETTING):
         if environ.get(setting, "").strip().lower() not in ("", "auto"):
             out.append(f"{setting}={environ[setting]}")
@@ -147,13 +163,18 @@ def apply_given(conditions: Conditions) -> Conditions:
     malloc = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
     cores = tuple(sorted(os.sched_getaffinity(0))) if conditions.cores is not None else None
     threads = torch.get_num_threads()
-    return Conditions(os.cpu_count() or 1, cores, threads, malloc, conditions.differs, conditions.device)
+    return Conditions(
+        os.cpu_count() or 1, cores, threads, malloc, conditions.differs, conditions.device, REPLICATE_CACHES
+    )
 
 
 def keep_in_environment(environment: dict[str, Any], conditions: Conditions) -> None:
-    """What a race ran under, in its environment record: `conditions`, and the fields runs stored
+    """What a race ran under, in its environment record: `conditions` (with the caches the race
+    recorded), and the fields runs stored
     before there were conditions (`worker_cpus`: the cores it had to itself; `malloc`)."""
-    environment["conditions"] = conditions.to_dict()
+    recorded = environment.get("conditions")
+    caches = recorded.get("caches") if isinstance(recorded, dict) else None  # the race's own record
+    environment["conditions"] = {**conditions.to_dict(), **({"caches": caches} if caches else {})}
     if conditions.cores is not None:
         environment["worker_cpus"] = list(conditions.cores)
     environment["malloc"] = dict(conditions.malloc) or None
