@@ -10,7 +10,7 @@ from core.runs import fleet
 from core.runs.queue import ensure_probe
 from core.runs.seal import seal_from_workers
 from core.view.fleet import device_type_lines, fleet_summary
-from core.view.queue import gpu_lines, lane_lines
+from core.view.job_status import gpu_lines, lane_lines
 from core.view.safe_text import markdown_text
 
 seal_from_workers()  # no worker (a model file's code) reads this server's environment from /proc

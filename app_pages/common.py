@@ -20,7 +20,7 @@ from core.runs import admin, devices, queue, shared_results
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.store import Run, Store, StoreError
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
 from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
 from core.view.run_screen.store_reader import RunView, expected_steps, run_label
@@ -248,7 +248,7 @@ def demo_section(name: str, params: dict, key: str) -> dict | None:
         st.caption(
             f"Measured {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.finished_at or run.created_at))} "
             f"on {markdown_text(env.get('device_name', '?'))} with torch {markdown_text(env.get('torch', '?'))} "
-            f"(took {took:.0f} s). "
+            f"(took {words.duration(took)}). "
             "Stored: a revisit shows it at once."
         )
     label = "Measure again" if run is not None else "Measure on this device"

@@ -7,11 +7,12 @@ import streamlit as st
 
 from app_pages.common import host_limits, plan_section, run_view, store, tick, visitor, visitor_address
 from app_pages.run_screen.show import run_file_downloads, show_run
+from core.engine import words
 from core.runs import queue
 from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
 from core.view import overlay_charts
 from core.view.compare import column_headings, comparison_labels, run_name, shown_columns, table_row
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.safe_text import csv_text, markdown_text
 
 owner = visitor()
@@ -43,7 +44,7 @@ if not table.empty:
         column_order=shown_columns(shown.to_dict("records")),
         column_config={
             **{key: heading for key, heading in headings.items()},
-            "speedup": st.column_config.NumberColumn(headings["speedup"], format="%.2fx"),
+            "speedup": st.column_config.NumberColumn(headings["speedup"], format=words.SPEEDUP_FORMAT),
             "overhead_s": st.column_config.NumberColumn(headings["overhead_s"], format="%+.1f"),
             "compile_s": st.column_config.NumberColumn(headings["compile_s"], format="%.1f"),
             "break_even": st.column_config.NumberColumn(headings["break_even"], format="%d"),

@@ -37,7 +37,7 @@ os.environ.pop("COMPILE_LAB_CONFIG", None)
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from core.engine import analysis, reading  # noqa: E402
+from core.engine import analysis  # noqa: E402
 from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
 from core.runs import devices, processes, queue, sweeps  # noqa: E402
 from core.runs.store import Store  # noqa: E402
@@ -83,7 +83,6 @@ def summary(batch: int, rng: random.Random) -> dict:
         eager, compiled, [sum(eager[:half]), sum(eager[half:])], [sum(compiled[:half]), sum(compiled[half:])], batch
     )
     s.update(compile_skipped=None, eager_peak_memory_bytes=2**28, compiled_peak_memory_bytes=2**28)
-    s["reading"] = reading.reading(s)
     return s
 
 

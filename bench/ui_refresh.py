@@ -54,7 +54,7 @@ os.environ.pop("COMPILE_LAB_CONFIG", None)  # no host limits from the caller's e
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app_pages.common import vega_spec  # noqa: E402
-from core.engine import analysis, reading  # noqa: E402
+from core.engine import analysis  # noqa: E402
 from core.engine.models.zoo import MODELS  # noqa: E402
 from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
 from core.runs import devices, processes, queue  # noqa: E402
@@ -220,7 +220,6 @@ def stored_summary(rng: random.Random, batch: int) -> dict:
             "total_s": 12.0,
         },
     )
-    summary["reading"] = reading.reading(summary)
     return summary
 
 

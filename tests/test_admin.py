@@ -10,7 +10,7 @@ from test_pages import APP, record_probe, record_race
 
 from core.runs import admin, devices, queue
 from core.runs.limits import ConfigError, HostLimits
-from core.view.queue import describe
+from core.view.job_status import describe
 
 TOKEN = "correct-horse-battery-staple-42"
 

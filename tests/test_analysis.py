@@ -170,7 +170,7 @@ def test_no_clear_difference_is_not_called_slower_in_break_even():
         ([1.0] * 20, [50.0] + [0.9] * 19, "did not pay off within this run; at these rates it would at about step"),
     ],
 )
-def test_plain_reading_says_what_happened(eager, compiled, phrase):
+def test_the_reading_says_what_happened(eager, compiled, phrase):
     s = summarize(eager, compiled, [sum(eager)], [sum(compiled)], batch_size=1)
     assert phrase in reading(s)
 

@@ -14,6 +14,7 @@ import pytest
 from conftest import ROOT
 
 from core.engine.spec import RunSpec
+from core.engine.summary import Summary
 from core.runs.bundle import MAX_BUNDLE_BYTES, BundleError, events_allowed, import_bundle, read_bundle
 from core.view import replay
 from core.view.run_screen import shared_board
@@ -87,7 +88,7 @@ def test_a_bundle_at_the_cap_is_served_to_viewers_in_bounded_memory(store):
     assert "its charts draw one point per" in document["progress_text"]  # the page says it is thinned
     snap = feeds.board.snapshot(run_id)
     assert snap.bucket > 1 and len(snap.frames()[0]) <= 8_000
-    assert snap.summary() == store.get_run(run_id).summary  # the numbers: the summary of every step
+    assert snap.summary() == Summary.of(store.get_run(run_id).summary)  # the numbers: the summary of every step
     assert snap.frames()[0]["time_s"].max() == pytest.approx(5.01)  # the compile step's spike survives
     assert snap.frames()[0]["time_s"].median() in (0.01, 0.02)  # the others: real steps' own times
 

@@ -12,7 +12,7 @@ from core.runs.doctor import FAILED, judge
 from core.runs.doctor_plan import Check
 from core.runs.store import Store
 from core.runs.worker import phase_text
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.report import run_row, summary_table
 from core.view.run_screen.cards import result_cards
 
@@ -23,7 +23,6 @@ def failed_compile_summary() -> dict:
     eager = [0.02, 0.01, 0.01, 0.01]
     summary = analysis.summarize(eager, [], [0.05], [], 8)
     summary.update(compile_failed=REASON, compile_skipped=None, graphs=0, graph_breaks=0)
-    summary["reading"] = reading.reading(summary)
     return summary
 
 
@@ -42,7 +41,7 @@ def stored_run(tmp_path) -> tuple[Store, int]:
 
 
 def test_the_reading_says_compile_failed_and_that_eager_ran():
-    assert failed_compile_summary()["reading"] == f"Compile failed on this model: {REASON}; eager ran."
+    assert reading.reading(failed_compile_summary()) == f"Compile failed on this model: {REASON}; eager ran."
 
 
 def test_graph_breaks_add_a_sentence_to_any_reading():
@@ -87,7 +86,7 @@ def test_a_bundle_carries_the_finding(tmp_path):
     store, run_id = stored_run(tmp_path)
     imported = store.get_run(import_bundle(store, export_bundle(store, run_id), "bob"))
     assert imported.summary["compile_failed"] == REASON
-    assert imported.summary["reading"] == f"Compile failed on this model: {REASON}; eager ran."
+    assert reading.reading(imported.summary) == f"Compile failed on this model: {REASON}; eager ran."
 
 
 def test_the_doctor_counts_a_failed_compile_as_a_failed_check(tmp_path):

@@ -8,8 +8,8 @@ import time
 import numpy as np
 from conftest import AMPERE, quick_spec
 
+from core.cli.jobs import follow_group
 from core.cli.main import main
-from core.cli.queue import follow_group
 from core.engine import analysis, words
 from core.runs import fleet, queue
 from core.runs.limits import HostLimits

@@ -99,9 +99,9 @@ def test_a_host_setting_that_differs_is_recorded_and_said(tmp_path, monkeypatch)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     done = cli("race", "--json", "--quiet", *QUICK_CLI, env=dict(os.environ))
     assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)["summary"]
-    assert summary["conditions"]["differs"] == ["MALLOC_ARENA_MAX=2", "OMP_NUM_THREADS=1"]
-    assert "Unlike a standard race here: MALLOC_ARENA_MAX=2; OMP_NUM_THREADS=1." in summary["reading"]
+    data = json.loads(done.stdout)
+    assert data["summary"]["conditions"]["differs"] == ["MALLOC_ARENA_MAX=2", "OMP_NUM_THREADS=1"]
+    assert "Unlike a standard race here: MALLOC_ARENA_MAX=2; OMP_NUM_THREADS=1." in data["reading"]
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import sys
 from conftest import ROOT
 
 from core.engine.events import VARIANTS, CompileEvent, EpochEvent, RaceResult, StepEvent, VariantResult
+from core.engine.summary import Summary
 
 
 def test_importing_the_records_never_imports_torch():
@@ -29,7 +30,7 @@ def test_a_race_result_is_failed_when_it_carries_an_error_and_lists_both_variant
 
     compiled = VariantResult("compiled", epochs=[EpochEvent("compiled", 1, 1.0, None)])
     compiled.compiles.append(CompileEvent("compiled", "train", 1, 1, "compiled forward"))
-    result = RaceResult(RunSpec(), {}, VariantResult("eager"), compiled, CompileStats(), {}, error="cancelled")
+    result = RaceResult(RunSpec(), {}, VariantResult("eager"), compiled, CompileStats(), Summary(), error="cancelled")
     data = result.to_dict()
     assert result.status == data["status"] == "failed"
     assert tuple(data["variants"]) == VARIANTS

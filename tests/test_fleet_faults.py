@@ -187,7 +187,7 @@ def test_a_draining_agent_claims_nothing_and_cancels_its_runs_when_its_stop_time
     store, sleepers, monkeypatch
 ):
     from core.runs.agent import AGENT_PID_VARIABLE, AGENT_VARIABLE, Agent
-    from core.view.queue import describe
+    from core.view.job_status import describe
 
     for name in (AGENT_VARIABLE, AGENT_PID_VARIABLE):  # what the agent sets for its workers, undone after
         monkeypatch.setenv(name, "")

@@ -6,6 +6,7 @@ import torch
 from conftest import AMPERE, CPU, end_run, quick_spec
 
 from core.engine import spec as spec_module
+from core.engine.reading import reading
 from core.engine.spec import DeviceCaps, RunSpec, inductor_problem, native_bf16, validate
 
 V100 = DeviceCaps(
@@ -130,9 +131,9 @@ def test_a_race_whose_frames_were_skipped_says_compile_did_not_happen(monkeypatc
     assert result.status == "done"
     summary = result.summary
     # Newer torch names the skipped frame's reason; older ones leave only Inductor's warning.
-    assert summary["compile_skipped"].startswith("no graph was compiled (")
-    assert "BF16 is not supported" in summary["compile_skipped"] or "bfloat16" in summary["compile_skipped"]
-    assert summary["reading"].startswith("Compile did not happen: no graph was compiled")
+    assert summary.compile_skipped.startswith("no graph was compiled (")
+    assert "BF16 is not supported" in summary.compile_skipped or "bfloat16" in summary.compile_skipped
+    assert reading(summary).startswith("Compile did not happen: no graph was compiled")
     assert result.compile_stats.graphs == 0
     assert any("bfloat16" in w for w in result.compile_stats.warnings)
     live = [e for e in events if isinstance(e, StatusEvent) and e.state == "compile_skipped"]
@@ -147,7 +148,7 @@ def test_a_normal_race_has_no_compile_skipped_reason():
     from core.engine.trainer import run_race
 
     result = run_race(quick_spec(epochs=1, steps_per_epoch=3), caps=CPU)
-    assert result.summary["compile_skipped"] is None and result.compile_stats.graphs >= 1
+    assert result.summary.compile_skipped is None and result.compile_stats.graphs >= 1
 
 
 def test_skipped_cuda_graphs_in_a_cuda_graph_mode_are_not_a_finding():
@@ -163,7 +164,7 @@ def test_skipped_cuda_graphs_in_a_cuda_graph_mode_are_not_a_finding():
 
 def test_the_queue_status_and_the_cli_table_say_compile_did_not_happen():
     from core.runs.store import Run
-    from core.view.queue import describe
+    from core.view.job_status import describe
     from core.view.report import summary_table
 
     summary = {"compile_skipped": "no graph was compiled (BF16 is not supported)"}
@@ -187,7 +188,7 @@ def test_an_imported_bundle_with_no_compiled_graph_is_read_as_no_compile():
     ]
     summary = summary_from_events(events, quick_spec(), {}, {"graphs": 0, "frame_skips": ["BF16 is not supported"]})
     assert summary["compile_skipped"] == "no graph was compiled (BF16 is not supported)"
-    assert summary["reading"].startswith("Compile did not happen")
+    assert reading(summary).startswith("Compile did not happen")
 
 
 # -- 4. CUDA-graph modes: compile window, skips, reserved memory --------------------------------------
@@ -218,7 +219,7 @@ def test_a_cuda_graph_race_summary_uses_the_longer_window():
     summary = summarize_variants(
         spec, variant("eager", [0.01] * 30), variant("compiled", [5, 0.5, 0.2] + [0.005] * 27), CompileStats()
     )
-    assert summary["warmup_steps"] >= 3 and summary["compile_time_s"] == pytest.approx(5.67)
+    assert summary.warmup_steps >= 3 and summary.compile_time_s == pytest.approx(5.67)
 
 
 class FakeCudaMemory:
@@ -353,7 +354,7 @@ def test_a_sticky_device_error_keeps_the_first_error_and_what_was_measured(monke
     assert result.status == "failed"
     assert "illegal memory access" in result.error and "raised again" not in result.error
     assert len(result.eager.times()) == 6 and len(result.compiled.times()) == 2
-    assert result.summary["eager_step_times_s"] and result.summary["compiled_step_times_s"]
+    assert result.summary.eager_step_times_s and result.summary.compiled_step_times_s
 
 
 # -- 11. counters a torch version does not have are "not available", never 0 --------------------------
@@ -469,7 +470,7 @@ def test_the_sidebar_shows_each_gpu_and_each_lane(store, sleepers, monkeypatch):
 
     from core.runs import queue
     from core.runs.limits import HostLimits
-    from core.view.queue import gpu_lines, lane_lines
+    from core.view.job_status import gpu_lines, lane_lines
 
     monkeypatch.setenv("COMPILE_LAB_STORE", store.path)
     probe = record_probe(store, EIGHT_GPUS)

@@ -98,7 +98,7 @@ def test_both_variants_are_profiled_after_both_timed_runs(monkeypatch, schedule)
     assert profiled.status == "done", profiled.error
     assert timeline.count("profile") == 2
     assert timeline.index("profile") > max(i for i, e in enumerate(timeline) if e != "profile")
-    assert profiled.summary["profile"]["eager"]["steps"] == profiled.summary["profile"]["compiled"]["steps"] == 2
+    assert profiled.summary.profile["eager"]["steps"] == profiled.summary.profile["compiled"]["steps"] == 2
     plain = run_race(quick_spec(schedule=schedule, profile_steps=0), None, CPU)
     for name in ("eager", "compiled"):  # the timed runs are the same ones, profiled or not
         assert [s.loss for s in getattr(profiled, name).steps] == [s.loss for s in getattr(plain, name).steps]
@@ -136,7 +136,7 @@ def test_each_variant_reports_what_it_added_to_the_cuda_cache_not_eagers_leftove
     assert result.peak_reserved_bytes == 4 * 2**30 + 3 * 2**29  # the whole cache, eager's part included
     assert result.reserved_growth_bytes == 3 * 2**29  # what compiled added: its graph pool
     summary = summarize_variants(quick_spec(), VariantResult("eager"), result, CompileStats())
-    assert summary["compiled_reserved_growth_bytes"] == 3 * 2**29
+    assert summary.compiled_reserved_growth_bytes == 3 * 2**29
     rows = _reserved_rows(Summary.of(summary))
     assert rows[0] == ("CUDA cache added (reserved growth)", "-", words.bytes_(3 * 2**29))
 

@@ -11,6 +11,7 @@ from conftest import CPU, require_model_libraries
 from core.engine.models import sources as model_sources
 from core.engine.models.resolve import describe_model, workload_for
 from core.engine.models.workload import ModelError
+from core.engine.reading import reading
 from core.engine.spec import RunSpec, SpecError
 from core.engine.trainer import run_race
 
@@ -52,7 +53,7 @@ def assert_fair_race(result):
     """Both variants trained every step, from the same weights on the same batches."""
     assert result.status == "done", result.error
     assert len(result.eager.steps) == len(result.compiled.steps) == 3
-    assert result.summary["compile_failed"] is None and result.summary["compile_skipped"] is None
+    assert result.summary.compile_failed is None and result.summary.compile_skipped is None
     assert result.compile_stats.graphs >= 1
     assert result.eager.steps[0].loss == pytest.approx(result.compiled.steps[0].loss, rel=1e-4)
     assert result.eager.steps[0].samples == 2
@@ -63,7 +64,7 @@ def test_a_timm_model_races_at_the_input_size_of_its_pretrained_config():
     assert (workload.input_kind, workload.size, workload.task) == ("image", 160, "image-classification")
     result = race("timm:test_resnet")
     assert_fair_race(result)
-    assert result.summary["reading"]
+    assert reading(result.summary)
 
 
 def test_a_causal_language_model_races_on_next_token_targets():

@@ -8,6 +8,7 @@ import time
 from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe, record_race
 
+from core.engine.summary import Summary
 from core.runs.identity import owner_of
 from core.view import race_charts
 from core.view.run_screen import sentences, why_per_step
@@ -62,7 +63,7 @@ def test_an_unchanged_run_keeps_its_snapshot_and_new_events_make_a_new_one(store
 def test_a_finished_run_shows_its_stored_summary(store):
     run_id = record_race(store, "done")
     snap = LiveBoard(store.path).snapshot(run_id)
-    assert snap.run.finished and snap.summary() == store.get_run(run_id).summary
+    assert snap.run.finished and snap.summary() == Summary.of(store.get_run(run_id).summary)
     assert LiveBoard(store.path).snapshot(424242) is None
 
 

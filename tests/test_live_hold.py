@@ -62,5 +62,5 @@ def test_the_shared_board_holds_the_live_numbers_too(tmp_path):
     before = LiveBoard(store.path).snapshot(run_id).summary()
     append(steps("eager", 2, [0.14] * 20))
     during = LiveBoard(store.path).snapshot(run_id).summary()
-    assert during["steady_state_speedup"] == before["steady_state_speedup"]
-    assert during["break_even_extrapolated_step"] == before["break_even_extrapolated_step"]
+    assert during.steady_state_speedup == before.steady_state_speedup
+    assert during.break_even_extrapolated_step == before.break_even_extrapolated_step

@@ -19,6 +19,7 @@ import pytest
 
 from core.engine import analysis, words
 from core.engine.reading import reading
+from core.engine.summary import Summary
 from core.view.run_screen.cards import result_cards
 from core.view.run_screen.store_reader import RunView
 
@@ -78,12 +79,12 @@ def test_the_live_break_even_is_the_range_the_interval_allows_and_does_not_jump(
         counts = view.counts()
         if summary["verdict"] != analysis.FASTER:
             assert "breaks even" not in said and "projected" not in said, said
-            assert analysis.projected_range(summary) is None
+            assert Summary.of(summary).projected_range is None
             card = next(c for c in result_cards(summary, total=TOTAL, live=True) if c.label == "Break-even")
             assert not (card.delta or "").startswith("projected"), card
         elif summary["break_even_step"] is None:
-            span = analysis.projected_range(summary)
-            point = analysis.projected_position(summary)
+            span = Summary.of(summary).projected_range
+            point = Summary.of(summary).projected_position
             assert span is not None and span[0] <= point <= (math.inf if span[1] is None else span[1])
             low, high = summary["speedup_ci95"]
             assert low > 1  # only an interval clear of 1 names a break-even
@@ -98,9 +99,9 @@ def test_the_live_break_even_is_the_range_the_interval_allows_and_does_not_jump(
             named += 1
         if counts["compiled"] and held is not None and held[0] == counts["compiled"]:
             # No new compiled step since the last look: nothing the live numbers stand on moved.
-            assert (summary["steady_state_speedup"], analysis.projected_range(summary)) == held[1:], schedule
+            assert (summary["steady_state_speedup"], Summary.of(summary).projected_range) == held[1:], schedule
         if counts["compiled"]:
-            held = (counts["compiled"], summary["steady_state_speedup"], analysis.projected_range(summary))
+            held = (counts["compiled"], summary["steady_state_speedup"], Summary.of(summary).projected_range)
     assert named >= 5, named  # the race did name a break-even before reaching it
     # What the words show (two digits) overlaps from look to look. (The unrounded span can narrow to
     # a fraction of a step just before the crossing, finer than one step's noise moves it.)
@@ -135,7 +136,7 @@ def test_during_eager_s_epoch_of_the_demo_the_words_hold_and_say_what_waits():
         during = view.summary(BATCH)
         said = reading(during, True, TOTAL, view.counts())
         assert during["steady_state_speedup"] == before["steady_state_speedup"]
-        assert analysis.projected_range(during) == analysis.projected_range(before)
+        assert Summary.of(during).projected_range == Summary.of(before).projected_range
         waits = (
             f" Eager's {k} newer steps count once compiled steps meet them."
             if k > 1
@@ -201,6 +202,6 @@ def test_a_doubtful_gain_says_there_is_no_break_even_to_project():
 def test_the_command_line_gives_the_interval_s_range_beside_the_medians_projection():
     eager, compiled = demo_times()
     summary = analysis.summarize(eager[:300], compiled[:120], [], [], BATCH)
-    span = analysis.projected_range(summary)
+    span = Summary.of(summary).projected_range
     text = words.break_even(summary)
     assert f"between step {math.floor(span[0]) + 1:,} and " in text and "within its 95% interval" in text

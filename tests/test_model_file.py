@@ -12,6 +12,7 @@ from conftest import CPU
 from core.cli.main import main
 from core.engine.models.resolve import describe_model
 from core.engine.models.workload import ModelError
+from core.engine.reading import reading
 from core.engine.spec import RunSpec
 from core.engine.trainer import run_race
 
@@ -153,21 +154,18 @@ def test_a_model_that_does_not_fit_in_memory_says_so(tmp_path):
 def test_a_compile_error_on_the_model_is_a_finding_and_eager_results_stand(tmp_path):
     result = race(model_file(tmp_path, BREAKS), fullgraph=True)
     assert result.status == "done" and result.error is None
-    reason = result.summary["compile_failed"]
+    reason = result.summary.compile_failed
     assert "graph break" in reason
-    assert result.summary["reading"] == f"Compile failed on this model: {reason}; eager ran."
+    assert reading(result.summary) == f"Compile failed on this model: {reason}; eager ran."
     assert len(result.eager.steps) == 3 and result.compiled.steps == []
-    assert result.summary["eager_median_step_s"] is None  # nothing to compare with: no ratio is claimed
-    assert result.summary["steady_state_speedup"] is None
+    assert result.summary.eager_median_step_s is None  # nothing to compare with: no ratio is claimed
+    assert result.summary.steady_state_speedup is None
 
 
 def test_graph_breaks_are_part_of_the_reading(tmp_path):
     result = race(model_file(tmp_path, BREAKS))
-    assert result.status == "done" and result.summary["graph_breaks"] >= 1
-    assert (
-        "torch.compile split this model into" in result.summary["reading"]
-        and "graph break" in result.summary["reading"]
-    )
+    assert result.status == "done" and result.summary.graph_breaks >= 1
+    assert "torch.compile split this model into" in reading(result.summary) and "graph break" in reading(result.summary)
 
 
 def test_describe_catches_a_loss_mismatch_before_a_race_is_queued(tmp_path):

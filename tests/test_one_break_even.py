@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from core.engine import analysis, planning, words
+from core.engine.summary import Summary
 from core.view.run_screen.cards import result_cards
 
 
@@ -50,10 +51,10 @@ def test_the_plan_breaks_even_at_the_step_the_race_crossed_at():
 
 def test_the_plan_breaks_even_where_the_card_projects_it():
     summary = summary_of(*slow_start_race(100))
-    assert summary["break_even_step"] is None and analysis.projected_position(summary) is not None
+    assert summary["break_even_step"] is None and Summary.of(summary).projected_position is not None
     plan = planning.plan_from_summary(summary, 50_000)
-    projected = math.floor(analysis.projected_position(summary)) + 1
-    assert plan.break_even_step == pytest.approx(analysis.projected_position(summary))
+    projected = math.floor(Summary.of(summary).projected_position) + 1
+    assert plan.break_even_step == pytest.approx(Summary.of(summary).projected_position)
     assert words.break_even_step(plan.break_even_step, plan.break_even_measured) == f"about step {projected:,}"
     assert card_value(summary) == f"≈ step {projected:,}"
     shorter = planning.plan_sentence(planning.plan_from_summary(summary, projected - 2))

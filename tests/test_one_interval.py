@@ -14,7 +14,7 @@ import pytest
 
 from core.engine import analysis, intervals, planning, reading
 from core.engine.spec import RunSpec
-from core.engine.stopping import StopRule, race_alpha, race_steps, stored_alpha
+from core.engine.stopping import StopRule, race_alpha, stored_alpha
 from core.runs.bundle import export_bundle, import_bundle
 from core.runs.store import Store
 from core.view.report import summary_table
@@ -63,23 +63,23 @@ def running_race(store: Store, spec: RunSpec, eager, compiled) -> int:
 
 
 def test_the_live_interval_of_an_adaptive_race_is_the_one_its_stopping_rule_decides_on(store):
-    rule = StopRule(ADAPTIVE.target_interval, race_steps(ADAPTIVE), ADAPTIVE.schedule)
+    rule = StopRule(ADAPTIVE.target_interval, ADAPTIVE.total_steps, ADAPTIVE.schedule)
     assert stored_alpha(ADAPTIVE.to_dict()) == rule.alpha == race_alpha(ADAPTIVE)
-    assert rule.alpha == pytest.approx(intervals.ALPHA / len(intervals.looks(race_steps(ADAPTIVE))))
+    assert rule.alpha == pytest.approx(intervals.ALPHA / len(intervals.looks(ADAPTIVE.total_steps)))
     eager, compiled = paired_race()
     run_id = running_race(store, ADAPTIVE, eager, compiled)
     snap = LiveBoard(store.path).snapshot(run_id)
     live = snap.summary()  # what the live feed draws from
     view = RunView(run_id)
     view.poll(store)
-    assert run_summary(store.get_run(run_id), view)["speedup_ci95"] == live["speedup_ci95"]  # the Streamlit path
-    w = live["warmup_steps"]
+    assert run_summary(store.get_run(run_id), view).speedup_ci95 == live.speedup_ci95  # the Streamlit path
+    w = live.warmup_steps
     ruled = analysis.steady_state_speedup(eager, compiled, warmup=w, paired=True, alpha=rule.alpha)
     plain = analysis.steady_state_speedup(eager, compiled, warmup=w, paired=True)
-    assert live["interval_paired"] and live["speedup_ci95"] == pytest.approx([ruled.ci_low, ruled.ci_high])
+    assert live.interval_paired and live.speedup_ci95 == pytest.approx((ruled.ci_low, ruled.ci_high))
     assert ruled.ci_low < plain.ci_low and plain.ci_high < ruled.ci_high  # wider than the plain 95%
     text = feed_document(snap, False, lambda: (None, False))["words"]["text"]
-    looks = len(intervals.looks(race_steps(ADAPTIVE)))
+    looks = len(intervals.looks(ADAPTIVE.total_steps))
     assert (
         f"95% interval {ruled.ci_low:.2f}-{ruled.ci_high:.2f}x, widened for the stopping rule's {looks} looks" in text
     )
@@ -92,14 +92,14 @@ def test_a_fixed_length_race_shows_the_plain_95_percent_interval_and_says_nothin
     eager, compiled = paired_race()
     snap = LiveBoard(store.path).snapshot(running_race(store, FIXED, eager, compiled))
     live = snap.summary()
-    plain = analysis.steady_state_speedup(eager, compiled, warmup=live["warmup_steps"], paired=True)
-    assert live["speedup_ci95"] == pytest.approx([plain.ci_low, plain.ci_high])
+    plain = analysis.steady_state_speedup(eager, compiled, warmup=live.warmup_steps, paired=True)
+    assert live.speedup_ci95 == pytest.approx((plain.ci_low, plain.ci_high))
     assert "widened" not in feed_document(snap, False, lambda: (None, False))["words"]["text"]
 
 
 def test_the_final_reading_and_the_table_say_the_interval_was_widened_for_the_looks():
     eager, compiled = paired_race()
-    words = f"widened for the stopping rule's {len(intervals.looks(race_steps(ADAPTIVE)))} looks"
+    words = f"widened for the stopping rule's {len(intervals.looks(ADAPTIVE.total_steps))} looks"
     for spec, widened in ((ADAPTIVE, True), (FIXED, False)):
         summary = analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16, paired=True,
                                      alpha=race_alpha(spec))  # fmt: skip
@@ -201,7 +201,7 @@ def test_an_imported_bundle_keeps_its_busy_machine_warning_said_again_from_its_l
     run = store.get_run(import_bundle(store, bundle, "bob"))
     assert run.imported == 1
     assert run.summary["noise_warnings"] == [BUSY]
-    assert f"Note: {BUSY}." in run.summary["reading"]
+    assert f"Note: {BUSY}." in reading.reading(run.summary)
     assert len(run.summary["machine_load"]) == 4
 
 
@@ -220,4 +220,4 @@ def test_an_imported_bundle_s_warning_words_are_not_trusted_and_bad_samples_are_
     assert run.summary["machine_load"] == [
         {"variant": "compiled", "epoch": 1, "load": 0.5, "cores": 2, "cpu_share": 1.0}
     ]
-    assert "example.com" not in run.summary["reading"] and "busy" not in run.summary["reading"]
+    assert "example.com" not in reading.reading(run.summary) and "busy" not in reading.reading(run.summary)

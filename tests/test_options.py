@@ -14,7 +14,18 @@ from streamlit.testing.v1 import AppTest
 from core.cli.main import build_parser
 from core.cli.race_flags import spec_flags, spec_from_args
 from core.cli.sweeps import sweep_from_args
-from core.engine.options import OPTIONS, Option, cli_word, in_link, on_form, sweep_axes
+from core.engine.options import (
+    COMPILE,
+    LENGTH,
+    OPTIONS,
+    RECORDED,
+    STEP_TIME,
+    Option,
+    cli_word,
+    in_link,
+    on_form,
+    sweep_axes,
+)
 from core.engine.spec import DeviceCaps, RunSpec, validate
 from core.runs import queue
 from core.runs.store import Store
@@ -167,3 +178,50 @@ def test_the_cli_loads_no_ui_library_and_no_torch_to_build_its_flags():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# -- what an option changes: every "same race" question is derived from the rows -----------------
+
+
+def test_every_option_says_what_it_changes_and_the_device_and_data_folder_change_nothing():
+    effects = {STEP_TIME, COMPILE, LENGTH, RECORDED}
+    for option in ROWS:
+        assert set(option.changes) <= effects, option.name
+    nothing = {o.name for o in ROWS if not o.changes}
+    assert nothing == {"data_dir", "download", "device"}  # each question is asked of one device already
+
+
+@pytest.mark.parametrize(
+    "changed, step_time, compile_, shared",
+    [
+        ("batch_size", True, True, True),
+        ("compile_scope", True, True, True),
+        ("image_size", True, True, True),
+        ("cache", False, True, True),  # a warm cache: the same steps, another compile
+        ("schedule", True, False, True),
+        ("epochs", False, False, True),  # a longer race: same steps and compile, more of them
+        ("seed", False, False, True),
+        ("data_dir", False, False, False),
+    ],
+)
+def test_two_races_are_the_same_race_for_a_question_as_the_table_says(changed, step_time, compile_, shared):
+    base = RunSpec(model="gpt")
+    other = dataclasses.replace(base, **{changed: other_value(OPTIONS[changed])})
+    assert (base.same_race(STEP_TIME) == other.same_race(STEP_TIME)) is not step_time
+    assert (base.same_race(COMPILE) == other.same_race(COMPILE)) is not compile_
+    everything = (STEP_TIME, COMPILE, LENGTH, RECORDED)
+    assert (base.same_race(*everything) == other.same_race(*everything)) is not shared
+
+
+def test_the_input_size_a_race_used_is_the_same_whether_named_or_left_to_the_model():
+    named = RunSpec(model="gpt", image_size=RunSpec(model="gpt").input_size)
+    assert named.same_race(STEP_TIME, COMPILE) == RunSpec(model="gpt").same_race(STEP_TIME, COMPILE)
+
+
+def test_no_list_of_option_names_is_kept_beside_the_table():
+    """The four "same race" questions read the table's `changes` column (core.engine.options.same_race)."""
+    for path in ("core/runs/run_to_run.py", "core/engine/race_estimates.py", "core/runs/shared_results.py",
+                 "core/view/run_screen/sentences.py"):  # fmt: skip
+        with open(os.path.join(ROOT, path)) as fh:
+            text = fh.read()
+        assert "same_race(" in text and '"batch_size", "precision"' not in text and "NOT_TIMING" not in text

@@ -1,7 +1,7 @@
 """A break-even is projected only from a speedup whose 95% interval lies above 1 (verdict "faster"):
 from a gain in doubt the app draws no dashed crossing and names no projected step, on every surface
 that shows one (the run's charts, its cards, its words, the command line, a sweep). The rule lives in
-one place, core.engine.analysis.projection_stands; a sweep's regime advice follows the same verdicts."""
+one place, core.engine.summary.Summary.projection_stands; a sweep's regime advice follows the same verdicts."""
 
 import json
 import re
@@ -12,6 +12,7 @@ import pytest
 
 from core.engine import analysis, planning, reading, words
 from core.engine.spec import RunSpec
+from core.engine.summary import Summary
 from core.runs.store import Run, Store
 from core.runs.sweeps import Axis, SweepSpec
 from core.view.run_screen import layout as live_layout
@@ -112,13 +113,13 @@ def test_a_sweep_plots_no_projected_break_even_from_a_gain_in_doubt():
 def test_a_summary_records_no_projection_from_a_gain_in_doubt():
     doubtful, clear = summary_of(*doubtful_times()), summary_of(*clear_times())
     assert doubtful["break_even_extrapolated_step"] is None and doubtful["break_even_projected_wall_s"] is None
-    assert analysis.projected_position(doubtful) is None
-    assert analysis.projected_position(clear) == pytest.approx(clear["break_even_extrapolated_step"])
+    assert Summary.of(doubtful).projected_position is None
+    assert Summary.of(clear).projected_position == pytest.approx(clear["break_even_extrapolated_step"])
 
 
 def test_a_summary_stored_before_the_rule_still_shows_no_projection_from_a_gain_in_doubt():
     old = {**summary_of(*doubtful_times()), "break_even_extrapolated_step": 662.0, "break_even_projected_wall_s": 60.0}
-    assert analysis.projected_position(old) is None
+    assert Summary.of(old).projected_position is None
     assert "about step" not in words.break_even(old)
     assert "step 662" not in reading.reading(old)
     card = next(c for c in result_cards(old, total=60, live=True) if c.label == "Break-even")
@@ -130,7 +131,7 @@ def test_the_words_project_only_from_a_clear_gain():
     clear = summary_of(*clear_times())
     assert "breaks even between step" in reading.reading(clear, live=True, total=60, counts={"compiled": 60})
     assert "about step" in reading.reading(clear)
-    span = analysis.projected_range(clear)
+    span = Summary.of(clear).projected_range
     said = words.steps_range(
         span, None, live=False
     )  # the finished reading gives the range the live words and the card give

@@ -23,7 +23,7 @@ from core.runs.identity import client_address
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.lookups import model_params
 from core.runs.store import Store
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.run_screen.feed import LiveFeeds
 from core.view.run_screen.shared_board import LiveBoard
 

@@ -166,6 +166,6 @@ def test_every_convnext_block_runs_compiled_although_each_compiles_its_own_graph
 def test_a_regional_race_runs_and_records_its_scope():
     spec = quick_spec(model="pointwise_mlp", batch_size=32, compile_scope="regional")
     result = run_race(spec, caps=CPU)
-    assert result.error is None and result.summary["steady_state_speedup"] is not None
+    assert result.error is None and result.summary.steady_state_speedup is not None
     assert result.to_dict()["spec"]["compile_scope"] == "regional"
-    assert result.compile_stats.graphs >= 1 and result.summary["compile_skipped"] is None
+    assert result.compile_stats.graphs >= 1 and result.summary.compile_skipped is None

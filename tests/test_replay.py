@@ -51,7 +51,7 @@ def test_a_finished_replay_yields_the_runs_own_summary_and_midway_reads_as_runni
     stored = store.get_run(run_id).summary
     assert end.run.status == "done" and end.run.progress == 1.0
     for key in ("steady_state_speedup", "break_even_step", "compile_time_s", "first_epoch_overhead_s"):
-        assert end.summary()[key] == stored[key]
+        assert getattr(end.summary(), key) == stored[key]
     midway = replay.replay_view(recording, clock, recording.duration_s / 3)
     assert midway.run.status == "running" and midway.run.summary is None
     assert midway.state.startswith("eager epoch") and 0 < midway.run.progress < 1

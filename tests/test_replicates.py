@@ -19,6 +19,7 @@ from core.engine import analysis, intervals, replicates
 from core.engine.intervals import ASSUMED, RunToRun
 from core.engine.replicates import ProcessResult, combine
 from core.engine.stopping import stop_reading
+from core.engine.summary import Summary
 from core.engine.trainer import run_race
 
 FIRST_STEPS, REPLICATE_STEPS = 300, 150
@@ -109,23 +110,19 @@ def test_a_target_adds_replicates_until_known_or_the_most_asked(monkeypatch):
         return {"process": ProcessResult(number, 1.0, 0.005, steps).to_dict()}
 
     result = run_race(quick_spec(steps_per_epoch=40, target_interval=0.03, replicates=9), replicate=agreeing)
-    ran = len(result.summary["replicates"])
+    s = result.summary
+    ran = len(s.replicates)
     assert 2 <= ran < 9
-    assert (
-        intervals.relative_half_width(
-            math.log(result.summary["speedup_ci95"][1] / result.summary["steady_state_speedup"])
-        )
-        <= 0.03 + 1e-9
-        or result.summary["verdict"] == analysis.BUSY
-    )  # noqa: E501
+    reached = intervals.relative_half_width(math.log(s.speedup_ci95[1] / s.steady_state_speedup))
+    assert reached <= 0.03 + 1e-9 or s.verdict == analysis.BUSY
     assert stop_reading(result.summary, 0.03, 80).startswith("Known to ±3%")
 
     def scattered(spec, number, steps, cache_dir, limit_s):
         return {"process": ProcessResult(number, 1.0 + 0.2 * (number % 2), 0.005, steps).to_dict()}
 
     result = run_race(quick_spec(steps_per_epoch=40, target_interval=0.03, replicates=3), replicate=scattered)
-    assert len(result.summary["replicates"]) == 3
-    assert "the most replicates asked for (3)" in result.summary["stop_reason"]
+    assert len(result.summary.replicates) == 3
+    assert "the most replicates asked for (3)" in result.summary.stop_reason
 
 
 def test_a_fixed_length_race_runs_the_replicates_asked_for():
@@ -138,7 +135,7 @@ def test_a_fixed_length_race_runs_the_replicates_asked_for():
     run_race(quick_spec(steps_per_epoch=20), replicate=counting)  # replicates=0 (quick_spec)
     assert seen == []
     result = run_race(quick_spec(steps_per_epoch=20, replicates=None), replicate=counting)
-    assert [n for n, _ in seen] == [2, 3] and len(result.summary["replicates"]) == replicates.AUTO_FIXED
+    assert [n for n, _ in seen] == [2, 3] and len(result.summary.replicates) == replicates.AUTO_FIXED
     assert all(steps >= replicates.REPLICATE_MIN_STEPS and steps % intervals.BLOCK_STEPS == 0 for _, steps in seen)
 
 
@@ -223,7 +220,9 @@ def test_the_race_screen_draws_the_process_chart_once_a_replicate_has_landed():
     class Run:
         finished, params, id = False, {}, 1
 
-    summary = analysis.summarize_events(view.events(), 64)
+    summary = Summary.from_dict(analysis.summarize_events(view.events(), 64))
     assert "processes" in layout.chart_builders(Run(), Snap(view), summary, present=False)
-    first_only = analysis.summarize_events([e for e in view.events() if e["kind"] != "replicate"], 64)
+    first_only = Summary.from_dict(
+        analysis.summarize_events([e for e in view.events() if e["kind"] != "replicate"], 64)
+    )
     assert "processes" not in layout.chart_builders(Run(), Snap(view), first_only, present=False)

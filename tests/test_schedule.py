@@ -9,6 +9,7 @@ import pytest
 from conftest import CPU, quick_spec
 
 from core.engine.events import CompileEvent, EpochEvent, StepEvent
+from core.engine.reading import reading
 from core.engine.spec import RunSpec, validate
 from core.engine.stopping import StopRule
 from core.engine.trainer import ALTERNATING_MEMORY, run_race
@@ -40,8 +41,8 @@ def test_alternating_takes_turns_epoch_by_epoch_and_says_memory_is_both_models()
     assert turns == ["eager", "compiled"] * 3
     steps = [e.variant for e in events if isinstance(e, StepEvent)]
     assert steps.index("compiled") < len(steps) - steps[::-1].index("eager") - 1  # compiled ran before eager ended
-    assert result.summary["memory_kind"] == ALTERNATING_MEMORY
-    assert result.summary["steady_state_speedup"] is not None and result.compile_stats.graphs >= 1
+    assert result.summary.memory_kind == ALTERNATING_MEMORY
+    assert result.summary.steady_state_speedup is not None and result.compile_stats.graphs >= 1
 
 
 def test_the_schedule_is_checked_like_every_other_field():
@@ -62,7 +63,7 @@ def test_blocks_is_the_default_and_takes_turns_every_few_steps_with_the_sequenti
         assert losses(blocks, variant) == losses(sequential, variant)
     epochs = [(e.variant, e.epoch) for e in events if isinstance(e, EpochEvent)]
     assert epochs == [("eager", 1), ("compiled", 1), ("eager", 2), ("compiled", 2)]
-    assert blocks.summary["memory_kind"] == ALTERNATING_MEMORY and blocks.summary["interval_paired"] is True
+    assert blocks.summary.memory_kind == ALTERNATING_MEMORY and blocks.summary.interval_paired is True
 
 
 def test_with_blocks_compile_still_lands_in_compiled_first_step_and_epoch():
@@ -70,7 +71,7 @@ def test_with_blocks_compile_still_lands_in_compiled_first_step_and_epoch():
     compiles = [e for e in events if isinstance(e, CompileEvent)]
     assert compiles and all((c.variant, c.epoch) == ("compiled", 1) for c in compiles)
     assert compiles[0].step == 1  # the first compiled step paid for the compile
-    assert result.summary["first_epoch_overhead_s"] is not None and result.summary["compile_time_s"] is not None
+    assert result.summary.first_epoch_overhead_s is not None and result.summary.compile_time_s is not None
 
 
 @pytest.mark.parametrize("schedule", ["blocks", "sequential", "alternating"])
@@ -85,13 +86,13 @@ def test_a_target_interval_ends_the_timed_steps_at_a_look_once_the_rule_says_kno
     expected = 60 if schedule == "alternating" else 40
     assert len(result.eager.times()) == len(result.compiled.times()) == expected
     assert sorted(e.epoch for e in events if isinstance(e, EpochEvent)) == [1, 1, 2, 2]  # epoch 2 cut short
-    stop = result.summary["stop_reason"]
-    assert f"after {expected} steps per variant" in stop and stop in result.summary["reading"]
+    stop = result.summary.stop_reason
+    assert f"after {expected} steps per variant" in stop and stop in reading(result.summary)
 
 
 def test_a_race_without_a_target_says_nothing_of_stopping_and_runs_every_step():
     result, _ = race(quick_spec(epochs=1, steps_per_epoch=7, profile_steps=0))
-    assert result.summary["stop_reason"] is None and len(result.compiled.times()) == 7
+    assert result.summary.stop_reason is None and len(result.compiled.times()) == 7
 
 
 def test_the_charts_draw_a_blocks_race_per_variant_with_compile_in_compiled_epoch_one():

@@ -79,6 +79,17 @@ def test_expected_compile_time_is_the_median_of_earlier_races_with_the_same_sett
     assert sentences.expected_compile_seconds(earlier, {**params, "model": "mlp"}) is None
 
 
+def test_a_regional_race_expects_no_compile_time_from_whole_model_races():
+    """The options table says what changes the compile: compile scope and input size do (the list
+    kept beside the table left them out, so a regional race expected a whole-model compile)."""
+    params = {"model": "gpt", "batch_size": 16}
+    whole = [{"params": params, "summary": {"compile_time_s": 30.0}}]
+    assert sentences.expected_compile_seconds(whole, params) == 30.0
+    assert sentences.expected_compile_seconds(whole, {**params, "compile_scope": "regional"}) is None
+    assert sentences.expected_compile_seconds(whole, {**params, "image_size": 64}) is None
+    assert sentences.expected_compile_seconds(whole, {**params, "epochs": 9, "seed": 3}) == 30.0  # same compile
+
+
 def test_the_overhead_bridge_says_what_faster_steps_won_back():
     short, sentence = sentences.overhead_bridge({"compile_time_s": 11.3, "first_epoch_overhead_s": 5.8})
     assert short == "5.5 s won back in epoch 1"
@@ -142,7 +153,8 @@ def test_a_late_drift_past_the_losss_scatter_is_not_called_a_change_of_numerics_
 
 def test_total_steps_and_the_projection_label():
     assert sentences.total_steps({"epochs": 3, "steps_per_epoch": 500}) == 1500
-    assert sentences.total_steps({}) is None
+    assert sentences.total_steps({}) == 60  # a race with every default: RunSpec counts its steps
+    assert sentences.total_steps({"epochs": "three"}) is None and sentences.total_steps({"lr": 1, "nope": 2}) is None
     projection = {"position": 947.3, "wall_s": 80.4}
     assert (
         words.projection_label(projection["position"], None, projection["wall_s"], live=False)

@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
-from core.engine import analysis, reading
+from core.engine import analysis
 from core.engine.options import OPTIONS
 from core.engine.spec import DeviceCaps, RunSpec
 from core.runs import devices
@@ -36,7 +36,7 @@ def measured_summary(batch_size: int, rng: random.Random, steps: int = 60, compi
     eager = [eager_s * (1 + 0.02 * rng.gauss(0, 1)) for _ in range(steps)]
     compiled = [compile_s] + [compiled_s * (1 + 0.02 * rng.gauss(0, 1)) for _ in range(steps - 1)]
     summary = analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], batch_size)
-    summary.update(compile_skipped=None, reading=reading.reading(summary))
+    summary.update(compile_skipped=None)
     return summary
 
 

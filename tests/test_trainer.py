@@ -13,6 +13,7 @@ from conftest import CPU, ROOT, quick_spec
 from core.engine import device_state
 from core.engine.events import EpochEvent, StartEvent, StatusEvent, StepEvent
 from core.engine.failures import explain_failure
+from core.engine.reading import reading
 from core.engine.spec import RunSpec, SpecError
 from core.engine.trainer import ALTERNATING_MEMORY, run_race
 from core.engine.variant import VariantRun
@@ -120,7 +121,7 @@ def test_out_of_memory_mid_run_keeps_what_was_measured(monkeypatch):
     assert result.error == "out of memory at batch size 16 on cpu: try a smaller batch size or amp-bf16"
     assert len(result.eager.steps) == 8 and len(result.compiled.steps) == 5
     assert result.compiled.error == result.error
-    assert result.summary["steady_state_speedup"] is not None  # 5 compiled steps are enough to compare
+    assert result.summary.steady_state_speedup is not None  # 5 compiled steps are enough to compare
     assert [e.state for e in events if isinstance(e, StatusEvent)][-1] == "failed"
 
 
@@ -129,7 +130,7 @@ def test_failure_in_the_eager_variant_skips_compiled(monkeypatch):
     result, _ = record(quick_spec())
     assert result.error == "RuntimeError: boom"
     assert len(result.eager.steps) == 2 and result.compiled.steps == []
-    assert result.summary["steady_state_speedup"] is None
+    assert result.summary.steady_state_speedup is None
 
 
 def test_ctrl_c_ends_the_run_as_cancelled(monkeypatch):
@@ -155,10 +156,10 @@ def test_fullgraph_with_a_graph_break_is_a_finding_with_advice(monkeypatch):
     monkeypatch.setattr(networks, "mlp", Breaks)
     result, _ = record(quick_spec(fullgraph=True, backend="eager"))
     assert result.status == "done" and result.error is None
-    reason = result.summary["compile_failed"]
+    reason = result.summary.compile_failed
     assert "fullgraph" in reason and "turn fullgraph off" in reason and result.compiled.error == reason
     assert len(result.eager.steps) == 8 and result.compiled.steps == []
-    assert result.summary["reading"] == f"Compile failed on this model: {reason}; eager ran."
+    assert reading(result.summary) == f"Compile failed on this model: {reason}; eager ran."
     relaxed, _ = record(quick_spec(fullgraph=False, backend="eager"))
     assert relaxed.status == "done" and relaxed.compile_stats.graph_breaks >= 1
     assert relaxed.compile_stats.break_reasons
@@ -206,9 +207,9 @@ def test_real_inductor_race_on_a_tiny_model():
     result, events = record(spec)
     assert result.status == "done", result.error
     s = result.summary
-    assert s["compile_time_s"] > 0.5  # a cold Inductor compile takes seconds, not milliseconds
-    assert s["first_epoch_overhead_s"] > 0.5
-    assert s["eval_first_epoch_overhead_s"] > 0  # eval mode compiles another graph
+    assert s.compile_time_s > 0.5  # a cold Inductor compile takes seconds, not milliseconds
+    assert s.first_epoch_overhead_s > 0.5
+    assert s.eval_first_epoch_overhead_s > 0  # eval mode compiles another graph
     assert result.compile_stats.graphs >= 2 and result.compile_stats.recompiles >= 1  # eval mode recompiles
     phases = result.compile_stats.phases  # torch told us where the time went, and it adds up
     for graph in ("forward", "backward"):
@@ -216,7 +217,7 @@ def test_real_inductor_race_on_a_tiny_model():
     assert phases["total_s"] == pytest.approx(phases["forward"]["total_s"] + phases["backward"]["total_s"])
     assert result.eager.final_loss == pytest.approx(result.compiled.final_loss, rel=1e-2)
     for key in ("steady_state_speedup", "whole_run_speedup", "compile_time_s"):
-        assert math.isfinite(s[key])
+        assert math.isfinite(getattr(s, key))
     assert len([e for e in events if isinstance(e, StepEvent)]) == 2 * (12 + 4)
     # Inductor's one-time CPU feature probe ran before timing, and the race says how long it took.
     assert result.environment["cpu_isa_probe_s"] >= 0
@@ -261,6 +262,6 @@ def test_resnet50_amp_bf16_race_on_a_gpu():
     spec = RunSpec(model="resnet50", batch_size=64, precision="amp-bf16", epochs=2, steps_per_epoch=10, device="cuda")
     result = run_race(spec, caps=detect_device_caps())
     assert result.status == "done", result.error
-    assert result.summary["memory_kind"] == "CUDA allocator peak"
-    assert result.summary["compiled_peak_memory_bytes"] > 0
+    assert result.summary.memory_kind == "CUDA allocator peak"
+    assert result.summary.compiled_peak_memory_bytes > 0
     assert result.environment["compute_capability"]

@@ -42,7 +42,7 @@ def test_varying_shapes_under_dynamic_false_recompile_at_each_new_length_with_th
     if torch_records(RECOMPILE_REASONS):  # the guard that failed, where torch records it (always on CI's)
         assert all("size mismatch" in note for _, note in recompiles), recompiles
     assert compiles[0].step == 1 and compiles[0].note.startswith("forward graph compiled")
-    assert result.summary["compile_events"] == [
+    assert list(result.summary.compile_events) == [
         {"variant": e.variant, "phase": e.phase, "epoch": e.epoch, "step": e.step, "note": e.note} for e in compiles
     ]
 
@@ -51,7 +51,7 @@ def test_dynamic_true_compiles_once_for_all_lengths_and_auto_in_between():
     counts = {}
     for dynamic in (False, None, True):
         result, _ = race(varying_gpt(dynamic))
-        counts[dynamic] = sum(e["note"].startswith("recompile") for e in result.summary["compile_events"])
+        counts[dynamic] = sum(e["note"].startswith("recompile") for e in result.summary.compile_events)
     assert counts[True] == 0 < counts[None] < counts[False] == 3
 
 
@@ -59,7 +59,7 @@ def test_image_models_get_a_smaller_last_batch_per_epoch():
     spec = quick_spec(model="small_cnn", batch_size=8, epochs=2, steps_per_epoch=3, shapes="varying", profile_steps=0)
     result, _ = race(spec)
     assert [s.samples for s in result.eager.steps] == [8, 8, 4, 8, 8, 4]
-    notes = [(e["epoch"], e["step"], e["note"]) for e in result.summary["compile_events"]]
+    notes = [(e["epoch"], e["step"], e["note"]) for e in result.summary.compile_events]
     assert any(step == 3 and note.startswith("recompile") for _, step, note in notes)  # the half batch
 
 
@@ -73,7 +73,7 @@ def test_fail_on_recompile_stops_the_run_at_the_recompile_and_keeps_what_was_mea
 def test_eager_on_recompile_runs_new_shapes_eagerly_instead_of_recompiling():
     result, _ = race(RunSpec(**{**varying_gpt(False).to_dict(), "stance": "eager_on_recompile"}))
     assert result.status == "done", result.error
-    assert not [e for e in result.summary["compile_events"] if e["note"].startswith("recompile")]
+    assert not [e for e in result.summary.compile_events if e["note"].startswith("recompile")]
 
 
 def test_a_stance_with_eval_steps_is_refused_with_the_reason():
@@ -134,17 +134,18 @@ def test_a_real_inductor_race_reports_phases_in_order_profiles_both_variants_and
     ]
     seen = list(dict.fromkeys(p for p in phases if p))
     # Sampled stacks see a phase only when it lasts two samples: a small model's Dynamo trace can
-    # pass unseen on a fast machine, its lowering (seconds on CPU) cannot. Whatever was seen came in
-    # the compiler's order.
+    # pass unseen on a fast machine, its lowering (seconds on CPU) cannot. After the front end the
+    # phases interleave (AOT autograd returns between the forward's and the backward's lowering;
+    # Inductor's compile workers start while Dynamo still traces), so only the start is fixed: the
+    # first phase seen is the front end's, never Inductor's.
     assert LOWERING in seen and len(seen) >= 2, phases
-    order = [DYNAMO, AOT, LOWERING]
-    assert [p for p in order if p in seen] == [p for p in seen if p in order], phases
+    assert seen[0] in (DYNAMO, AOT), phases
     assert phases[-1] == ""  # and the compile ended
     eager, compiled = result.eager.profile, result.compiled.profile
     assert eager["steps"] == compiled["steps"] == 2
     assert compiled["kernels_per_step"] < eager["kernels_per_step"], (eager, compiled)  # counted: fused C++ kernels
     assert any("cpp_fused" in k["name"] for k in compiled["top_kernels"]) or compiled["kernels_per_step"] > 0
-    assert result.summary["profile"]["reading"].startswith("Per step, eager launches")
+    assert result.summary.profile["reading"].startswith("Per step, eager launches")
     phases_s = result.compile_stats.phases
     for graph in ("forward", "backward"):
         assert sum(phases_s[graph]["phases"].values()) == pytest.approx(phases_s[graph]["total_s"])

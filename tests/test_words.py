@@ -5,6 +5,8 @@ break-even state, and a summary that any stored run, recording or bundle reads b
 import json
 import math
 import os
+import re
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -28,7 +30,27 @@ def test_a_speedup_and_its_interval_read_one_way():
     assert words.speedup(1.234) == "1.23x" and words.speedup(None) == "-" and words.speedup(math.nan) == "-"
     assert words.speedup_range(1.1, 1.2) == "1.10-1.20x"
     assert words.speedup_with_range(1.12, 1.05, 1.2) == "1.12x (1.05-1.20x)"
-    assert words.ratio(3.24) == "3.2x"
+    assert words.ratio(3.24) == "3.2x" and words.ratio(256, digits=0) == "256x"
+
+
+# A number printed with an 'x' after it: f"{x:.2f}x", "%.2fx" (words.SPEEDUP_FORMAT's own shape).
+BY_HAND = re.compile(r"\.\d+f\}x|%[,.\d]*fx")
+
+
+def test_no_page_or_core_module_formats_a_speedup_by_hand():
+    """Speedups and ratios are written by words only: anywhere else, an f-string or printf format
+    ending in 'x' is a second voice (the surfaces test catches the ones it reads; this, the rest)."""
+    assert BY_HAND.search('f"{s:.2f}x"') and BY_HAND.search('"%.2fx" % s')  # the check sees both shapes
+    root = Path(ROOT)
+    found = [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for folder in ("core", "app_pages")
+        for path in sorted((root / folder).rglob("*.py"))
+        if path != root / "core" / "engine" / "words.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if BY_HAND.search(line)
+    ]
+    assert not found, "format these through core.engine.words:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize(
@@ -131,11 +153,6 @@ def test_the_state_follows_the_verdict_not_a_stored_reason():
     )
     assert Summary.of(doubtful).break_even == NO_GAIN
     assert Summary.of({**doubtful, "break_even_reason": analysis.NEVER_NO_GAIN}).break_even == NO_GAIN
-
-
-def test_a_projection_s_words_name_the_run_s_length_when_it_lies_beyond():
-    s = STATES[PROJECTED]
-    assert words.break_even(s, total=600).startswith("not within this run: about step 948 at the steady rates, past")
 
 
 def test_a_summary_round_trips_and_drops_the_derived_reading():

@@ -9,6 +9,8 @@ import os
 import streamlit as st
 
 from app_pages.common import draw_chart, store, vega_spec
+from core.engine import words
+from core.engine.summary import Summary
 from core.runs import run_files
 from core.runs.store import Run
 from core.view.run_screen import cadence, layout, sentences, why_per_step
@@ -72,7 +74,7 @@ def expected_compile_s(run: Run) -> tuple[float | None, bool]:
     return cache[run.id]
 
 
-def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -> None:
+def show_words(run: Run, view: LiveSnapshot, summary: Summary, total: int | None) -> None:
     """What is happening now, or what the race says (core.view.run_screen.layout.live_words)."""
     words = layout.live_words(run, view, summary, total, lambda: expected_compile_s(run), quote=markdown_text)
     if words is None:
@@ -83,7 +85,7 @@ def show_words(run: Run, view: LiveSnapshot, summary: dict, total: int | None) -
         st.markdown(f"**{words.text}**")
 
 
-def show_cards(summary: dict, run: Run, view: LiveSnapshot, total: int | None) -> None:
+def show_cards(summary: Summary, run: Run, view: LiveSnapshot, total: int | None) -> None:
     cards = layout.cards(run, view, summary, total)  # once per snapshot for every viewer
     if not cards:
         return
@@ -160,21 +162,21 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
         show_why(summary, view)
 
 
-def show_why(summary: dict, view: LiveSnapshot) -> None:
+def show_why(summary: Summary, view: LiveSnapshot) -> None:
     """Why, per step: each variant's anatomy side by side, the compiles and recompiles with what
     happened, and the compile's phases (forward and backward apart, adding up)."""
-    anatomy = why_per_step.anatomy_rows(summary.get("profile"))
+    anatomy = why_per_step.anatomy_rows(summary.profile)
     events = why_per_step.compile_event_rows(summary, view.compiles())
     phases = why_per_step.phase_rows(summary)
     if not (anatomy or events or phases):
         return
     st.subheader("Why, per step")
     if anatomy:
-        reading = why_per_step.profile_words(summary.get("profile"))
+        reading = why_per_step.profile_words(summary.profile)
         if reading:
             st.markdown(f"**{markdown_text(reading)}**")
         st.dataframe(anatomy, hide_index=True, width="stretch")
-        counted = why_per_step.kernels_counted(summary.get("profile"))
+        counted = why_per_step.kernels_counted(summary.profile)
         st.caption(
             "Profiled after the timed epochs, never inside them"
             + (f"; kernels counted here: {markdown_text(counted)}" if counted else "")
@@ -182,7 +184,7 @@ def show_why(summary: dict, view: LiveSnapshot) -> None:
         )
         left, right = st.columns(2)
         for column, variant in ((left, "eager"), (right, "compiled")):
-            rows = why_per_step.top_kernel_rows(summary.get("profile"), variant)
+            rows = why_per_step.top_kernel_rows(summary.profile, variant)
             if rows:
                 column.markdown(f"**Top kernels, {variant}**")
                 column.dataframe(rows, hide_index=True, width="stretch")
@@ -213,7 +215,7 @@ def run_file_downloads(run: Run) -> None:
     columns = st.columns(4)
     for column, trace in zip(columns, traces):
         column.download_button(
-            f"{trace.label.capitalize()}, {why_per_step.size_text(trace.size_bytes)}",
+            f"{trace.label.capitalize()}, {words.bytes_(trace.size_bytes)}",
             data=lambda p=trace.path: _file_bytes(p),
             file_name=f"compile_lab_run_{run.id}_{os.path.basename(trace.path)}",
             mime="application/json",
@@ -222,7 +224,7 @@ def run_file_downloads(run: Run) -> None:
         )
     if trace_size:
         columns[2].download_button(
-            f"Compile trace (TORCH_TRACE), {why_per_step.size_text(trace_size)} before zipping",
+            f"Compile trace (TORCH_TRACE), {words.bytes_(trace_size)} before zipping",
             data=lambda: run_files.compile_trace_zip(path, run.id) or b"",
             file_name=f"compile_lab_run_{run.id}_compile_trace.zip",
             mime="application/zip",

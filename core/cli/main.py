@@ -9,14 +9,14 @@ import os
 import sqlite3
 import sys
 
-from core.cli import agent, doctor, models, queue, races, record, stored, sweeps
+from core.cli import agent, doctor, jobs, models, races, record, stored, sweeps
 from core.cli.common import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_USAGE, OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m core", description="Compile Lab: eager vs torch.compile, measured.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for group in (models, races, queue, stored, record, doctor, sweeps, agent):  # the order `--help` lists them in
+    for group in (models, races, jobs, stored, record, doctor, sweeps, agent):  # the order `--help` lists them in
         group.add_commands(sub)
     return parser
 

@@ -54,7 +54,7 @@ class ProgressPrinter:
                 if event.message:
                     self._compile_started = self._compile_started or time.monotonic()
                     elapsed = time.monotonic() - self._compile_started
-                    self._line(f"[{event.variant}] compiling, {elapsed:.1f} s in: {event.message}")
+                    self._line(f"[{event.variant}] compiling, {words.seconds(elapsed)} in: {event.message}")
                 else:
                     self._compile_started = None
             elif event.state == "compiling":

@@ -36,7 +36,7 @@ def wait_for_quiet(wait_s: float, sleep=time.sleep, now=time.monotonic) -> str |
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from core.cli.queue import follow
+    from core.cli.jobs import follow
     from core.runs import queue
     from core.runs.bundle import export_bundle
     from core.runs.store import Store

@@ -235,22 +235,6 @@ def projected_span(
     return (early.position if early else base.position, late.position if late else None)
 
 
-def projection_stands(summary: Summary | dict[str, Any]) -> bool:
-    """The one rule for a projected break-even (Summary.projection_stands), for a summary or its dict."""
-    return Summary.of(summary).projection_stands
-
-
-def projected_position(summary: Summary | dict[str, Any]) -> float | None:
-    """The summary's projected break-even (fractional steps) where the one rule allows it
-    (Summary.projected_position): what the cards, the words, the command line and a sweep show."""
-    return Summary.of(summary).projected_position
-
-
-def projected_range(summary: Summary | dict[str, Any]) -> tuple[float, float | None] | None:
-    """The projected break-even as the span its speedup's interval allows (Summary.projected_range)."""
-    return Summary.of(summary).projected_range
-
-
 def whole_run_speedup(eager_total_s: float, compiled_total_s: float) -> float | None:
     """Eager total / compiled total, compile included (>1: the compiled run finished sooner)."""
     if compiled_total_s <= 0:

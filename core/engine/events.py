@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.engine.compile_stats import CompileStats
+from core.engine.reading import reading
 from core.engine.spec import RunSpec
+from core.engine.summary import Summary
 
 VARIANTS = ("eager", "compiled")
 
@@ -132,7 +134,7 @@ class RaceResult:
     eager: VariantResult
     compiled: VariantResult
     compile_stats: CompileStats
-    summary: dict[str, Any]
+    summary: Summary
     error: str | None = None
     replicates: list[dict[str, Any]] = field(default_factory=list)  # each replicate's steps, as measured
 
@@ -146,7 +148,8 @@ class RaceResult:
             "error": self.error,
             "spec": self.spec.to_dict(),
             "environment": self.environment,
-            "summary": self.summary,
+            "summary": self.summary.to_dict(),
+            "reading": reading(self.summary),  # derived, for a reader of the JSON: never stored
             "compile": self.compile_stats.to_dict(),
             "variants": {v.name: _variant_dict(v) for v in (self.eager, self.compiled)},
             "replicates": self.replicates,

@@ -7,7 +7,9 @@ and the Sweep page's form). `RunSpec` (core.engine.spec) is built from these row
 validation, the CLI's flags (core.cli.race_flags), the forms and links (core.view.race_form,
 core.view.sweep_form), the sweep axes (core.runs.sweeps.AXES) and the comparison words
 (core.view.compare). Adding an option is one row here plus its use in the trainer; what depends on
-the machine (CUDA-only precisions, a model's input sizes) stays logic in core.engine.spec.
+the machine (CUDA-only precisions, a model's input sizes) stays logic in core.engine.spec. What an
+option changes (the step's time, the compile, the race's length, what is recorded) is a column too:
+whether two races are "the same race" for a question is derived from it (same_race).
 
 Torch-free: the app's process reads this table too.
 """
@@ -18,6 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine.models.regions import COMPILE_SCOPES
+
+# What a race option changes: every "is it the same race?" question is a set of these, answered from the
+# rows' `changes` (same_race below), never from a list kept beside the table. The device is none of them:
+# every question is asked of races on one device (or device type) already.
+STEP_TIME = "changes the step's time"
+COMPILE = "changes the compile"
+LENGTH = "changes how long the race runs"
+RECORDED = "changes what is recorded besides the timing"  # profiles, traces, the loss curve
 
 # Ranges other modules need by name (a bundle's step numbers, a library model's input sizes).
 MAX_BATCH_SIZE = 65536
@@ -53,6 +63,7 @@ class Option:
     link: bool = False  # it travels in the Race page's link (a shared configuration)
     compare: str | None = None  # its word in a comparison's labels ("batch 1,024"); None: not compared
     sweep: str | None = None  # the help of its sweep-axis flag (--<flag>s); None: not a sweep axis
+    changes: tuple[str, ...] = ()  # what a different value changes: STEP_TIME, COMPILE, LENGTH, RECORDED
 
     @property
     def flag(self) -> str:
@@ -94,18 +105,18 @@ _ROWS = (
         "model", str, "pointwise_mlp", "Model",
         "a zoo model (see `python -m core models`), timm:<name> or hf:<name> (default: {default})",
         flag_unset=True, form=(1, 0), sweep_form=True, link=True, compare="",
-        form_help="What is trained: a small model from the zoo (quick on a CPU), or a timm or Hugging Face model.",
-    ),  # a zoo name, timm:<name>, hf:<name> or file:<name>.py (core.engine.model_sources)
+        form_help="What is trained: a small model from the zoo (quick on a CPU), or a timm or Hugging Face model.", changes=(STEP_TIME, COMPILE),
+    ),  # a zoo name, timm:<name>, hf:<name> or file:<name>.py (core.engine.models.sources)
     Option(
         "model_file", str, None, "Model file",
         "your own model: a Python file defining build_model() (and optionally example_batch, loss)",
-        optional=True, metavar="PATH",
+        optional=True, metavar="PATH", changes=(STEP_TIME, COMPILE),
     ),  # the Python file of a file: model (defines build_model)
     Option(
         "batch_size", int, 256, "Batch size", "samples per step (default: the model's)",
         min=1, max=MAX_BATCH_SIZE, flag_unset=True, form=(1, 1), sweep_form=True, link=True, compare="batch",
         form_help="Samples per step. Bigger batches give compile more work per step to speed up.",
-        sweep="batch sizes, e.g. 64,256,1024,4096 (shown on a log-2 axis)",
+        sweep="batch sizes, e.g. 64,256,1024,4096 (shown on a log-2 axis)", changes=(STEP_TIME, COMPILE),
     ),
     Option(
         "precision", str, "fp32", "Precision", "one of {choices}",
@@ -113,20 +124,20 @@ _ROWS = (
         form=(1, 3), sweep_form=True, link=True, compare="",
         sweep="precisions, e.g. fp32,amp-bf16 (of {choices})",
         form_help="The number format: fp32 everywhere, TF32 matrix multiplies, or mixed precision (amp) with "
-        "float16 or bfloat16, where a GPU supports it.",
+        "float16 or bfloat16, where a GPU supports it.", changes=(STEP_TIME, COMPILE),
     ),
     Option(
         "mode", str, "default", "Compile mode", "torch.compile mode: {choices}",
         choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
         form=(1, 2), sweep_form=True, link=True, compare="mode", sweep="compile modes (of {choices})",
         form_help="torch.compile's mode: default; reduce-overhead (CUDA graphs: fewer launches per step); "
-        "max-autotune (tries many kernels while compiling: a much longer compile).",
+        "max-autotune (tries many kernels while compiling: a much longer compile).", changes=(STEP_TIME, COMPILE),
     ),
     Option(
         "backend", str, "inductor", "Backend", "torch.compile backend: {choices}",
         choices=("inductor", "aot_eager", "eager"), form=(2, 0), sweep_form=True, link=True, compare="backend",
         form_help="Who turns the captured graph into code: inductor generates fused kernels (the real thing); "
-        "aot_eager and eager only trace, to tell capture costs from code generation.",
+        "aot_eager and eager only trace, to tell capture costs from code generation.", changes=(STEP_TIME, COMPILE),
     ),
     Option(
         "dynamic", bool, None, "Dynamic shapes", "dynamic shapes: auto (default), true, false",
@@ -137,36 +148,36 @@ _ROWS = (
             None: "auto (torch decides)",
             True: "true (any shape)",
             False: "false (one per shape)",
-        },
+        }, changes=(STEP_TIME, COMPILE),
     ),  # torch.compile's own default: None = decide automatically
     Option(
         "fullgraph", bool, False, "Full graph", "fail on any graph break instead of splitting the graph",
-        link=True, compare="fullgraph",
+        link=True, compare="fullgraph", changes=(STEP_TIME, COMPILE),
     ),
     Option(
         "compile_scope", str, "whole", "Compile scope",
         "what torch.compile compiles: {choices} (regional: each repeated block, in place)",
         choices=COMPILE_SCOPES, form=(2, 1), sweep_form=True, link=True, sweep="compile scopes: {typed}",
         form_help="Compile the whole model at once, or only its repeated block (regional), compiled once and "
-        "reused: a shorter compile for deep models.",
-    ),  # "regional": compile each repeated block in place (core.engine.regions)
+        "reused: a shorter compile for deep models.", changes=(STEP_TIME, COMPILE),
+    ),  # "regional": compile each repeated block in place (core.engine.models.regions)
     Option(
         "epochs", int, 3, "Epochs",
         min=1, max=MAX_EPOCHS, form=(3, 0), sweep_form=True, link=True, compare="epochs",
-        form_help="How many passes each variant makes; the first compiled one pays the compile.",
+        form_help="How many passes each variant makes; the first compiled one pays the compile.", changes=(LENGTH,),
     ),
     Option(
         "steps_per_epoch", int, 20, "Steps per epoch",
         min=1, max=MAX_STEPS_PER_EPOCH, form=(3, 1), sweep_form=True, link=True, compare="steps/epoch",
-        form_help="Training steps per epoch: more steps give compile more time to win back what it cost.",
+        form_help="Training steps per epoch: more steps give compile more time to win back what it cost.", changes=(LENGTH,),
     ),
     Option(
         "eval_steps", int, 0, "Evaluation steps", "evaluation steps after each epoch (0: none)",
-        min=0, max=MAX_STEPS_PER_EPOCH, link=True,
+        min=0, max=MAX_STEPS_PER_EPOCH, link=True, changes=(LENGTH,),
     ),
     Option(
         "image_size", int, None, "Input size", "input size: image side, sequence length (default: the model's)",
-        min=1, max=MAX_INPUT_SIZE, optional=True, link=True, compare="size",
+        min=1, max=MAX_INPUT_SIZE, optional=True, link=True, compare="size", changes=(STEP_TIME, COMPILE),
     ),  # None: the model's default
     Option(
         "data", str, "synthetic", "Data", "one of {choices}",
@@ -174,6 +185,7 @@ _ROWS = (
         form_help="Random tensors made on the device (synthetic), or torchvision's FakeData images through a "
         "DataLoader, for image models.",
         form_choices=("synthetic", "fakedata"),  # cifar10 needs a local folder: CLI only
+        changes=(STEP_TIME,),
     ),
     Option(
         "data_dir", str, None, "Data folder", "for cifar10: the folder holding cifar-10-batches-py", optional=True
@@ -186,7 +198,7 @@ _ROWS = (
         "cache", str, "cold", "Inductor cache", "Inductor cache: {choices} (cold: a fresh cache, what a new user pays)",
         choices=("cold", "warm"), form=(2, 2), link=True, compare="cache",
         form_help="Cold: a fresh Inductor cache, the full compile a new user pays. Warm: reuse what earlier "
-        "races here compiled, as a second run of the same model does.",
+        "races here compiled, as a second run of the same model does.", changes=(COMPILE,),
     ),
     Option(
         "schedule", str, "blocks", "Schedule",
@@ -199,7 +211,7 @@ _ROWS = (
             "blocks": "turns every 5 steps",
             "sequential": "eager, then compiled",
             "alternating": "turns, epoch by epoch",
-        },
+        }, changes=(STEP_TIME,),
     ),  # "blocks": turns every BLOCK_STEPS steps (core.engine.intervals), so drift falls on both alike
     Option(
         "target_interval", float, None, "Run until the speedup is known",
@@ -213,7 +225,7 @@ _ROWS = (
         },
         form_help="Stop once the steady speedup's 95% interval is within this much of it (checked at fixed "
         "points from 40 steps, the 5% shared among the looks, so the interval still holds); epochs x steps per "
-        "epoch is then the maximum. A noisy machine needs more steps, a steady one fewer.",
+        "epoch is then the maximum. A noisy machine needs more steps, a steady one fewer.", changes=(LENGTH,),
     ),  # core.engine.stopping
     Option(
         "replicates", int, None, "Replicate processes",
@@ -230,6 +242,7 @@ _ROWS = (
         "both variants again from the warm cache, taking turns: a second process lands a few percent apart however "
         "long either runs, so the interval rests on how far the processes agree. With a target interval, they are "
         "added until it is met or this many ran. Each costs a process start, a warm compile and a few seconds of steps.",
+        changes=(LENGTH,),
     ),  # core.engine.replicates
     Option(
         "shapes", str, "fixed", "Input shapes",
@@ -237,7 +250,7 @@ _ROWS = (
         choices=("fixed", "varying"), form=(4, 1), link=True,
         form_help="Fixed: every batch the same shape. Varying: a smaller last batch (or a new sequence length "
         "per batch for gpt), which makes compile decide what to do with a new shape.",
-        choice_labels={"fixed": "fixed", "varying": "varying (new shapes)"},
+        choice_labels={"fixed": "fixed", "varying": "varying (new shapes)"}, changes=(STEP_TIME, COMPILE),
     ),  # varying: sequence length per batch (gpt), else a smaller last batch per epoch
     Option(
         "stance", str, "default", "On a recompile",
@@ -249,26 +262,33 @@ _ROWS = (
             "default": "recompile (default)",
             "fail_on_recompile": "fail (fail_on_recompile)",
             "eager_on_recompile": "run eager (eager_on_recompile)",
-        },
+        }, changes=(STEP_TIME, COMPILE),
     ),  # torch.compiler.set_stance, after the first compile
     Option(
         "profile_steps", int, 3, "Profiled steps", "steady steps profiled per variant afterwards (0: none)",
-        min=0, max=50,
+        min=0, max=50, changes=(RECORDED,),
     ),  # steady steps profiled per variant after the timed epochs
     Option(
         "compile_trace", bool, False, "Compile trace",
         "keep torch's structured compile trace (TORCH_TRACE; tlparse reads it)",
         form=(5, 1),
         form_help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "
-        "page. Off by default: a large model's trace can take tens of MB.",
+        "page. Off by default: a large model's trace can take tens of MB.", changes=(RECORDED,),
     ),
-    Option("seed", int, 0, "Seed", min=0, max=2**31 - 1, link=True, compare="seed"),
+    Option("seed", int, 0, "Seed", min=0, max=2**31 - 1, link=True, compare="seed", changes=(RECORDED,)),
     Option("device", str, "auto", "Device", "one of {choices}", choices=("auto", "cuda", "cpu", "mps")),
-    Option("lr", float, 1e-3, "Learning rate", "Adam learning rate", min=0, max=10, compare="lr"),
+    Option("lr", float, 1e-3, "Learning rate", "Adam learning rate", min=0, max=10, compare="lr", changes=(RECORDED,)),
 )  # fmt: skip
 
 # name -> row, in the order the command line's help lists them (RunSpec's fields follow it too).
 OPTIONS: dict[str, Option] = {row.name: row for row in _ROWS}
+
+
+def same_race(*effects: str) -> tuple[str, ...]:
+    """The options two races must share to be the same race as far as `effects` go: the run-to-run
+    spread's configuration (STEP_TIME), the expected compile time (COMPILE), an estimate scaled by
+    length (STEP_TIME, COMPILE), a shared result (all four). RunSpec.same_race gives their values."""
+    return tuple(o.name for o in OPTIONS.values() if set(o.changes) & set(effects))
 
 
 def on_form() -> list[Option]:

@@ -26,6 +26,7 @@ import numpy as np
 
 from core.engine import intervals, words
 from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, default_warmup, steady
+from core.engine.summary import Summary
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def plan_training(rates: StepRates, compile_s: float, steps: int, start: RaceSta
     steady rates: the plan then breaks even where the race does, or where its projection does.
 
     A break-even is named only from a per-step saving whose interval lies above 0: the race's
-    speedup interval above 1, so the same rule as analysis.projection_stands."""
+    speedup interval above 1, so the same rule as Summary.projection_stands."""
     if steps < 1:
         raise ValueError(f"a run has at least one step (got {steps})")
     compile_s = max(compile_s, 0.0)
@@ -159,17 +160,21 @@ def _crossed_at(start: RaceStart) -> int:
     return k + 1
 
 
-def plan_from_summary(summary: dict, steps: int) -> TrainingPlan | None:
+def plan_from_summary(summary: Summary | dict, steps: int) -> TrainingPlan | None:
     """The plan for a stored race's summary (None when it lacks the steps or the compile time): the
     race's own steps, then its steady rates, so the plan's break-even is the card's."""
-    eager, compiled = summary.get("eager_step_times_s") or [], summary.get("compiled_step_times_s") or []
-    compile_s = summary.get("compile_time_s")
-    if summary.get("compile_skipped") or compile_s is None:
+    s = Summary.of(summary)
+    eager, compiled, compile_s = s.eager_step_times_s, s.compiled_step_times_s, s.compile_time_s
+    if s.compile_skipped or compile_s is None:
         return None
-    alpha = summary.get("interval_alpha")
-    alpha = alpha if isinstance(alpha, float) and 0 < alpha <= intervals.ALPHA else intervals.ALPHA
-    paired, spread = bool(summary.get("interval_paired")), intervals.RunToRun.from_dict(summary.get("run_to_run"))
-    rates = step_rates(eager, compiled, summary.get("warmup_steps"), paired, alpha, spread)
+    alpha = (
+        s.interval_alpha
+        if s.interval_alpha is not None and 0 < s.interval_alpha <= intervals.ALPHA
+        else intervals.ALPHA
+    )
+    rates = step_rates(
+        eager, compiled, s.warmup_steps, s.interval_paired, alpha, intervals.RunToRun.from_dict(s.run_to_run)
+    )
     if rates is None:
         return None
     n = min(len(eager), len(compiled))

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.engine.models.zoo import MODELS
+from core.engine.options import COMPILE, STEP_TIME
 from core.engine.replicates import REPLICATE_SECONDS, replicates_asked
 from core.engine.spec import DeviceCaps, RunSpec, resolve_device
 
@@ -40,12 +41,6 @@ def _compile_estimate(model: str, backend: str, mode: str | None, on_gpu: bool) 
     return compile_s * (AUTOTUNE_COMPILE_FACTOR if mode in AUTOTUNE_MODES else 1)
 
 
-def _race_steps(params: dict | RunSpec) -> int:
-    """Steps of both variants, evaluation included: what a race's step time is paid for."""
-    get = params.get if isinstance(params, dict) else lambda k, d=None: getattr(params, k, d)
-    return 2 * int(get("epochs") or 1) * (int(get("steps_per_epoch") or 1) + int(get("eval_steps") or 0))
-
-
 def _size_scale(spec: RunSpec, batch_size: int, input_size: int | None) -> float:
     """How much more work one step of `spec` is than one at (batch_size, input_size) of its model:
     linear in the batch, and in the pixels for an image model."""
@@ -66,7 +61,7 @@ def _table_total(spec: RunSpec, caps: DeviceCaps | None) -> tuple[float, float] 
     cpu_step = info.cpu_step_s if info.cpu_step_s is not None else UNMEASURED_CPU_STEP_S
     step = (GPU_STEP_S if on_gpu else cpu_step) * scale
     compile_s = _compile_estimate(spec.model, spec.backend, spec.mode, on_gpu)
-    return _race_steps(spec) * step + compile_s + WORKER_START_S + replicates_seconds(spec, compile_s), compile_s
+    return spec.recorded_steps * step + compile_s + WORKER_START_S + replicates_seconds(spec, compile_s), compile_s
 
 
 WARM_COMPILE_SHARE = 0.3  # a replicate's compile from the first process's cache, as a share of the cold one
@@ -95,8 +90,9 @@ TABLE_SPREAD = (0.5, 2.0)  # the zoo rows' figures are for one 2-core CPU: anoth
 # How far a scaled measurement is trusted before its own record says more (MIN_PAST_ESTIMATES of them).
 MEASURED_SPREAD = {"same race": (0.8, 1.25), "same model": (0.6, 1.6)}
 MIN_PAST_ESTIMATES = 3
-# What makes two races the same race for its duration (the rest: epochs and steps, scaled by).
-SAME_RACE_KEYS = ("model", "batch_size", "mode", "backend", "precision", "compile_scope", "cache", "image_size")
+# Two races are the same race for its duration when they share what changes the step's time and the
+# compile (options.same_race); the rest (epochs and steps) it is scaled by.
+SAME_RACE = (STEP_TIME, COMPILE)
 
 
 @dataclass(frozen=True)
@@ -158,15 +154,15 @@ def _from_measured(spec: RunSpec, caps: DeviceCaps | None, race: MeasuredRace) -
     """(whole race, compile) for `spec` scaled from one measured race of the same model: its step
     time by the steps and the work per step, its compile by the table's ratio between the two
     settings (mode, backend), the worker's start as measured in it."""
-    p = race.params
+    p, theirs = race.params, RunSpec.stored(race.params) or spec
     on_gpu = caps is not None and resolve_device(spec.device, caps) == "cuda"
     table_compile = _compile_estimate(spec.model, spec.backend, spec.mode, on_gpu)
     their_table = _compile_estimate(str(p.get("model")), p.get("backend", "inductor"), p.get("mode"), on_gpu)
     compile_s = table_compile if race.compile_s is None else race.compile_s * table_compile / their_table
     measured_compile = race.compile_s if race.compile_s is not None else their_table
-    step = max(race.wall_s - measured_compile - WORKER_START_S, 0.0) / _race_steps(p)
-    step *= _size_scale(spec, int(p.get("batch_size") or spec.batch_size), p.get("image_size") or spec.input_size)
-    return _race_steps(spec) * step + compile_s + WORKER_START_S, compile_s
+    step = max(race.wall_s - measured_compile - WORKER_START_S, 0.0) / theirs.recorded_steps
+    step *= _size_scale(spec, theirs.batch_size, theirs.input_size)
+    return spec.recorded_steps * step + compile_s + WORKER_START_S, compile_s
 
 
 def estimate_race(spec: RunSpec, caps: DeviceCaps | None, measured: Sequence[MeasuredRace] = ()) -> RaceEstimate | None:
@@ -176,16 +172,13 @@ def estimate_race(spec: RunSpec, caps: DeviceCaps | None, measured: Sequence[Mea
     else the zoo's rough figures. The range is what past estimates of that kind missed by, once there
     are MIN_PAST_ESTIMATES of them, else a fixed spread. None: nothing to estimate from (a library
     model never measured here)."""
-    wanted = {k: getattr(spec, k) for k in SAME_RACE_KEYS}
-    wanted["image_size"] = spec.input_size
+    wanted = spec.same_race(*SAME_RACE)
     same = same_model = None
     for race in measured:
-        p = {**race.params}
-        if p.get("model") != spec.model or race.wall_s <= 0:
+        theirs = RunSpec.stored(race.params)
+        if theirs is None or theirs.model != spec.model or race.wall_s <= 0:
             continue
-        theirs = {k: p.get(k) for k in SAME_RACE_KEYS}
-        theirs["image_size"] = p.get("image_size") or spec.input_size
-        if theirs == wanted and same is None:
+        if theirs.same_race(*SAME_RACE) == wanted and same is None:
             same = race
         same_model = same_model or race
     based_on = same or same_model

@@ -1,6 +1,7 @@
 """A race's summary from what its variants recorded: analysis.summarize over their steps and epochs
 (with the race's replicate processes and the steps a busy machine touched), plus memory, losses,
-compile counters, the profile's reading, why the race stopped, and the reading itself."""
+compile counters, the profile's reading and why the race stopped: a Summary (its reading is derived,
+never stored: core.engine.reading)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from core.engine import analysis, noise, reading
+from core.engine import analysis, noise
 from core.engine.compile_stats import CompileStats, compile_skipped_reason
 from core.engine.events import VariantResult
 from core.engine.intervals import ASSUMED, RunToRun
 from core.engine.profile_reading import profile_reading
 from core.engine.replicates import ProcessResult, replicates_asked
 from core.engine.spec import RunSpec
-from core.engine.stopping import race_alpha, race_steps, stop_reading
+from core.engine.stopping import race_alpha, stop_reading
+from core.engine.summary import Summary
 
 
 def summarize_variants(
@@ -27,12 +29,12 @@ def summarize_variants(
     spread: RunToRun | None = ASSUMED,
     replicated: Sequence[ProcessResult] = (),
     conditions: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """analysis.summarize over the recorded events, plus memory, losses and compile counters;
     `compile_failed` is why torch.compile could not handle the model, when it could not;
     `replicated`: the race's replicate processes (core.engine.replicates); `conditions`: what its
     process ran under, which the reading names."""
-    summary = analysis.summarize(
+    measured = analysis.summarize(
         eager.times("train"),
         compiled.times("train"),
         [e.train_time_s for e in eager.epochs],
@@ -48,14 +50,15 @@ def summarize_variants(
         replicated=replicated,
         busy={"eager": eager.busy_steps, "compiled": compiled.busy_steps},
     )
-    summary["replicates_asked"] = replicates_asked(spec.replicates, spec.target_interval)
-    summary["conditions"] = conditions  # what the race's process ran under (core.runs.race_conditions)
-    summary["noise_warnings"] = summary["noise_warnings"] + noise.load_warnings(eager.load + compiled.load)
-    summary["machine_load"] = eager.load + compiled.load
-    summary["stop_reason"] = stop_reading(summary, spec.target_interval, race_steps(spec))
-    summary.update(
-        eager_eval_step_times_s=eager.times("eval"),
-        compiled_eval_step_times_s=compiled.times("eval"),
+    load = eager.load + compiled.load
+    summary = Summary.from_dict(measured)
+    summary = summary.replace(
+        replicates_asked=replicates_asked(spec.replicates, spec.target_interval),
+        conditions=conditions,  # what the race's process ran under (core.runs.race_conditions)
+        noise_warnings=summary.noise_warnings + tuple(noise.load_warnings(load)),
+        machine_load=tuple(load),
+        eager_eval_step_times_s=tuple(eager.times("eval")),
+        compiled_eval_step_times_s=tuple(compiled.times("eval")),
         eager_peak_memory_bytes=eager.peak_memory_bytes,
         compiled_peak_memory_bytes=compiled.peak_memory_bytes,
         eager_peak_reserved_bytes=eager.peak_reserved_bytes,
@@ -79,5 +82,4 @@ def summarize_variants(
         else None,
         compile_failed=compile_failed,
     )
-    summary["reading"] = reading.reading(summary)
-    return summary
+    return summary.replace(stop_reason=stop_reading(summary, spec.target_interval, spec.total_steps))

@@ -143,18 +143,16 @@ def add_replicates(race: Any, replicate: ReplicateRunner, cache_dir: str, first_
     spec = race.spec
     asked = replicates_asked(spec.replicates, spec.target_interval)
     first = race.result({}).summary
-    if asked == 0 or race.error or race.compile_failed or first.get("compile_skipped"):
+    if asked == 0 or race.error or race.compile_failed or first.compile_skipped:
         return
-    if first.get("steady_state_speedup") is None:
+    if first.steady_state_speedup is None:
         return
     steps = replicate_steps(
-        first.get("eager_median_step_s"),
-        first.get("compiled_median_step_s"),
-        len(race.variants["compiled"].times("train")),
+        first.eager_median_step_s, first.compiled_median_step_s, len(race.variants["compiled"].times("train"))
     )
     release_device_cache(race.device)  # a GPU's cached blocks are the replicate's to use now
     limit_s = max(REPLICATE_MIN_LIMIT_S, 3 * first_s)
-    first_process = ProcessResult.from_dict(first.get("first_process"))
+    first_process = ProcessResult.from_dict(first.first_process)
     try:
         while more_wanted([first_process, *race.processes], race.spread, spec.target_interval, asked):
             number = len(race.processes) + 2

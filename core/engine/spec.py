@@ -20,7 +20,7 @@ from core import PROJECT_ROOT
 from core.engine.models.regions import REGIONAL_BLOCKS, region_problem
 from core.engine.models.sources import library_problem, model_name_problem, source_of
 from core.engine.models.zoo import MODELS
-from core.engine.options import OPTIONS, Option
+from core.engine.options import OPTIONS, Option, same_race
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # these compile modes capture CUDA graphs
 # Checked in the model's branch of validate: a size is range-checked only for a model that exists.
@@ -49,6 +49,17 @@ class _RunSpecMethods:
             raise SpecError([Problem(k, f"unknown field; allowed: {', '.join(sorted(names))}") for k in unknown])
         return cls(**data)
 
+    @classmethod
+    def stored(cls, data: Any) -> RunSpec | None:
+        """A stored race's spec (a run's params, a bundle's), None where they are no race's (a
+        damaged row, a foreign or older one): for reading what is kept, never for running it."""
+        try:
+            spec = cls.from_dict(data)
+        except (SpecError, TypeError, ValueError):
+            return None
+        numbers = [o for o in OPTIONS.values() if o.type in (int, float)]  # what step counts are made of
+        return spec if all(_option_ok([], o, getattr(spec, o.name)) for o in numbers) else None
+
     @property
     def input_size(self) -> int:
         """The input size actually used: the given one or the model's default (0: a timm, Hugging
@@ -60,7 +71,20 @@ class _RunSpecMethods:
 
     @property
     def total_steps(self) -> int:
+        """Timed training steps each variant runs: epochs x steps per epoch."""
         return self.epochs * self.steps_per_epoch
+
+    @property
+    def recorded_steps(self) -> int:
+        """Step events both variants record, training and evaluation: what a race writes to the store."""
+        return 2 * self.epochs * (self.steps_per_epoch + self.eval_steps)
+
+    def same_race(self, *effects: str) -> tuple[tuple[str, Any], ...]:
+        """The values two races must share to be the same race as far as `effects` go
+        (core.engine.options.same_race), the input size as used (a model's default made explicit):
+        compare two specs' same_race(...) to ask."""
+        values = {**self.to_dict(), "image_size": self.input_size}
+        return tuple((name, values[name]) for name in same_race(*effects))
 
 
 RunSpec = dataclasses.make_dataclass(

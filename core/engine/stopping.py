@@ -22,16 +22,13 @@ from typing import Any
 
 from core.engine import intervals
 from core.engine.analysis import default_warmup, steady, steady_state_speedup
+from core.engine.spec import RunSpec
+from core.engine.summary import Summary
 
 
-def race_steps(spec: Any) -> int:
-    """The most train steps per variant a race takes: its epochs x steps per epoch."""
-    return int(spec.epochs) * int(spec.steps_per_epoch)
-
-
-def race_alpha(spec: Any) -> float:
+def race_alpha(spec: RunSpec) -> float:
     """The error rate of each look's interval for this race (5% for a fixed-length race)."""
-    return alpha_of(getattr(spec, "target_interval", None), race_steps(spec), spec.schedule)
+    return alpha_of(spec.target_interval, spec.total_steps, spec.schedule)
 
 
 def alpha_of(target: float | None, max_steps: int, schedule: str) -> float:
@@ -47,14 +44,10 @@ def alpha_of(target: float | None, max_steps: int, schedule: str) -> float:
 def stored_alpha(params: Mapping[str, Any]) -> float:
     """race_alpha from a stored run's params (what a live view has), so the interval it shows while
     the race runs is the one the stopping rule looks at; 5% when the params name no target."""
-    target = params.get("target_interval")
-    if not isinstance(target, int | float) or isinstance(target, bool) or target <= 0:
+    spec = RunSpec.stored(dict(params))
+    if spec is None or not isinstance(spec.target_interval, int | float) or not spec.target_interval > 0:
         return intervals.ALPHA
-    try:
-        steps = int(params["epochs"]) * int(params["steps_per_epoch"])
-    except (KeyError, TypeError, ValueError):
-        return intervals.ALPHA
-    return alpha_of(float(target), steps, str(params.get("schedule") or "blocks"))
+    return race_alpha(spec)
 
 
 class StopRule:
@@ -108,17 +101,18 @@ class StopRule:
         return intervals.known_within(half, self.target / math.sqrt(2)) or half <= self.spread_half / math.sqrt(2)
 
 
-def stop_reading(summary: dict[str, Any], target: float | None, max_steps: int) -> str | None:
+def stop_reading(summary: Summary | dict[str, Any], target: float | None, max_steps: int) -> str | None:
     """Why the race ended when it did, in the words the reading adds: "Known to ±3% after 240 steps."
     or "Stopped at the maximum of 600 steps: known to ±5%."; None for a fixed-length race."""
     if not target:
         return None
-    steps = min(len(summary.get("eager_step_times_s") or []), len(summary.get("compiled_step_times_s") or []))
-    speedup, ci = summary.get("steady_state_speedup"), summary.get("speedup_ci95")
+    s = Summary.of(summary)
+    steps = min(len(s.eager_step_times_s), len(s.compiled_step_times_s))
+    speedup, ci = s.steady_state_speedup, s.speedup_ci95
     if not speedup or not ci or not ci[0]:
         return f"Stopped at {steps:,} steps: too few to know the speedup to ±{target:.0%}."
     reached = intervals.relative_half_width(math.log(ci[1] / speedup))
-    ran, asked = len(summary.get("replicates") or []), summary.get("replicates_asked")
+    ran, asked = len(s.replicates), s.replicates_asked
     if ran:  # the race added replicate processes until the target or its maximum (core.engine.replicates)
         processes = (
             f"{ran + 1} processes (the first, {steps:,} steps per variant, and {ran} replicate{'s' * (ran > 1)})"
@@ -132,7 +126,7 @@ def stop_reading(summary: dict[str, Any], target: float | None, max_steps: int) 
         return f"Stopped at the maximum of {max_steps:,} steps per variant: known to ±{reached:.0%}."
     if reached <= target + 1e-9:
         return f"Known to ±{target:.0%} after {steps:,} steps per variant (the race stopped there)."
-    spread = intervals.RunToRun.from_dict(summary.get("run_to_run"))
+    spread = intervals.RunToRun.from_dict(s.run_to_run)
     if spread is not None and intervals.relative_half_width(spread.log_half_width()) > target:
         return (
             f"Stopped after {steps:,} steps per variant: known to ±{reached:.0%}, as close as races here "

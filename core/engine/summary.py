@@ -241,6 +241,8 @@ def _checked_tuple(value: Any, args: tuple) -> tuple | None:
     if len(args) == 2 and args[1] is Ellipsis:  # a series: its well-formed items
         item = args[0]
         if item is float:
+            if all(type(v) is float and v == v for v in value):  # what this app writes (no NaN): kept whole
+                return tuple(value)
             return tuple(float(v) for v in value if _is_number(v))
         return tuple(v for v in value if isinstance(v, item))
     if len(value) != len(args):  # a pair: both ends well formed, or none

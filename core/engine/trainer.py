@@ -57,7 +57,7 @@ from core.engine.race_summary import summarize_variants
 from core.engine.replicate import ReplicateRunner, add_replicates
 from core.engine.replicates import ProcessResult
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, detect_device_caps, resolve_device
-from core.engine.stopping import StopRule, race_steps
+from core.engine.stopping import StopRule
 from core.engine.variant import VariantRun, set_stance, stance_problem, warm_up_device
 
 ALTERNATING_MEMORY = "peak of both variants together (they take turns: both models in memory)"
@@ -94,7 +94,7 @@ def run_race(
     race = _Race(spec, device, on_event or (lambda event: None), trace_dir, spread=spread)
     if spec.target_interval:
         floor = analysis.warmup_floor(spec.mode, spec.backend)
-        race.stop_rule = StopRule(spec.target_interval, race_steps(spec), spec.schedule, floor, spread)
+        race.stop_rule = StopRule(spec.target_interval, spec.total_steps, spec.schedule, floor, spread)
     started = time.perf_counter()
     with precision_settings(spec), inductor_cache(spec, device) as cache_dir:
         environment = environment_record(device)
@@ -170,8 +170,7 @@ class _Race:
         summary = summarize_variants(
             self.spec, eager, compiled, self.stats, self.compile_failed, self.spread, self.processes, self.conditions
         )
-        summary.update(extra)
-        result = RaceResult(self.spec, environment, eager, compiled, self.stats, summary, self.error)
+        result = RaceResult(self.spec, environment, eager, compiled, self.stats, summary.replace(**extra), self.error)
         result.replicates = list(self.replicate_steps)
         return result
 

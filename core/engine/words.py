@@ -8,7 +8,7 @@ Torch-free, pure; importable by the engine, the CLI on a bare GPU box and the vi
     words.speedup_range(1.1, 1.2)         '1.10-1.20x'     a speedup's interval, its ends
     words.speedup_with_range(1.12, 1.05, 1.2)  '1.12x (1.05-1.20x)'  a table cell
     words.interval(summary)               '95% interval 1.10-1.20x' (+ the stopping rule's looks)
-    words.ratio(3.24)                     '3.2x'           a growth factor, not a speedup
+    words.ratio(3.24)                     '3.2x'           a growth factor, not a speedup (digits=0: '256x')
     words.seconds(0.01234)                '12.3 ms'        a measured time: 3 significant figures, µs/ms/s
     words.duration(150)                   '2.5 min'        a span in a sentence: s below 90 s, min below 90 min, h
     words.about(150)                      '~2.5 min'       the same, rough
@@ -26,6 +26,9 @@ Torch-free, pure; importable by the engine, the CLI on a bare GPU box and the vi
     words.break_even(summary, short=True) 'step 1,037', '≈ step 948', 'never', 'none', 'not reached'
     words.break_even_step(948, measured=False)  'about step 948'
     words.steps_range(span, total, live=True)   'between step 300 and 380 of 600'
+    words.projected_step(947.3, 1500, live=True)  'projected ≈ step 950 of 1,500'
+    words.projection_label(947.3, None, 80.4, live=False)  '≈ step 948 (projected, ~80 s)'
+    words.percent(0.07), words.of_total(200, 600)   '7%', 'step 200 of 600'
 
 A summary is a core.engine.summary.Summary or its dict; its break-even's state (Summary.break_even)
 decides the words, never a stored reason's wording. Duration cut-offs live here only:
@@ -44,13 +47,14 @@ from core.engine.summary import NEVER, NO_COMPILE, NO_GAIN, NO_VERDICT, NOT_REAC
 MINUTES_FROM_S = 90.0  # a span this long or longer is said in minutes
 HOURS_FROM_S = 90 * 60.0  # and this long or longer in hours
 NONE = "-"  # a figure that is not there
+SPEEDUP_FORMAT = "%.2fx"  # a speedup, for a table that keeps the number (a sortable column's printf format)
 
 # -- speed ----------------------------------------------------------------------------------------
 
 
 def speedup(x: float | None) -> str:
     """'1.23x': eager time / compiled time (above 1: compiled is faster); '-' when there is none."""
-    return NONE if x is None or not math.isfinite(x) else f"{x:.2f}x"
+    return NONE if x is None or not math.isfinite(x) else SPEEDUP_FORMAT % x
 
 
 def speedup_range(low: float, high: float) -> str:
@@ -63,9 +67,9 @@ def speedup_with_range(x: float, low: float, high: float) -> str:
     return f"{speedup(x)} ({speedup_range(low, high)})"
 
 
-def ratio(x: float) -> str:
-    """'3.2x': how many times larger (a time's growth, more data), not a speedup."""
-    return f"{x:.1f}x"
+def ratio(x: float, digits: int = 1) -> str:
+    """'3.2x' ('256x' digits=0): how many times larger (a time's growth, more data), not a speedup."""
+    return f"{x:,.{digits}f}x"
 
 
 def interval(summary: Summary | Mapping[str, Any]) -> str:
@@ -322,7 +326,7 @@ _SETTLED = {
 }
 
 
-def break_even(summary: Summary | Mapping[str, Any], total: int | None = None, short: bool = False) -> str:
+def break_even(summary: Summary | Mapping[str, Any], short: bool = False) -> str:
     """A finished race's break-even, the same state in the same words on every surface:
     'step 1,037 (12.3 s in)' ('step 1,037' short); 'not within this run: about step 948 at the
     steady rates (between step 305 and 372 within its 95% interval)' ('≈ step 948' short);
@@ -341,8 +345,7 @@ def break_even(summary: Summary | Mapping[str, Any], total: int | None = None, s
             return f"≈ step {step:,}"
         span = s.projected_range
         within = f" ({steps_range(span, None, live=False)} within its 95% interval)" if span else ""
-        past = f", past this run's {total:,} steps" if total and step > total else ""
-        return f"not within this run: about step {step:,} at the steady rates{past}{within}"
+        return f"not within this run: about step {step:,} at the steady rates{within}"
     short_words, long_words = _SETTLED[state]
     return short_words if short else long_words
 

@@ -15,14 +15,15 @@ import sqlite3
 import time
 from typing import Any, BinaryIO
 
-from core.engine import analysis, noise, reading
+from core.engine import analysis, noise
 from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
 from core.engine.intervals import RunToRun
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
 from core.engine.replicates import ProcessResult, replicates_asked
 from core.engine.spec import RunSpec, SpecError, validate
-from core.engine.stopping import race_alpha, race_steps, stop_reading
+from core.engine.stopping import race_alpha, stop_reading
+from core.engine.summary import Summary
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 
 FORMAT = "compile-lab/run-bundle"
@@ -109,8 +110,7 @@ def events_allowed(spec: RunSpec) -> int:
     """The most events a race of `spec` can have recorded: a step event per step and variant, an
     epoch event per epoch, phase and variant, and a few compile notes. A bundle with more was not
     recorded by this app, and would only cost memory wherever it is drawn."""
-    steps = spec.epochs * (spec.steps_per_epoch + spec.eval_steps)
-    return min(MAX_EVENTS, len(VARIANTS) * (steps + spec.epochs * len(PHASES)) + MAX_COMPILE_EVENTS)
+    return min(MAX_EVENTS, spec.recorded_steps + len(VARIANTS) * spec.epochs * len(PHASES) + MAX_COMPILE_EVENTS)
 
 
 def parse_bundle(raw: bytes | str) -> dict[str, Any]:
@@ -234,26 +234,26 @@ def summary_from_events(
 
     floor = analysis.warmup_floor(spec.mode, spec.backend)
     spread = RunToRun.from_dict(claimed.get("run_to_run"))  # the run-to-run spread it was measured with
-    summary = analysis.summarize_events(events, spec.batch_size, floor, alpha=race_alpha(spec), spread=spread)
-    summary["replicates_asked"] = replicates_asked(spec.replicates, spec.target_interval)
-    summary["stop_reason"] = stop_reading(summary, spec.target_interval, race_steps(spec))
+    summary = Summary.from_dict(
+        analysis.summarize_events(events, spec.batch_size, floor, alpha=race_alpha(spec), spread=spread)
+    ).replace(replicates_asked=replicates_asked(spec.replicates, spec.target_interval))
     # The machine's load during each epoch, which events do not carry: the samples are checked and
     # the busy-machine warning said again from them (as the trainer says it), never a bundle's words.
-    summary["machine_load"] = load_samples(claimed.get("machine_load"), spec)
-    summary["noise_warnings"] = summary["noise_warnings"] + noise.load_warnings(summary["machine_load"])
-    for key in MEMORY_KEYS:
-        value = claimed.get(key)
-        summary[key] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    kind = claimed.get("memory_kind")
-    summary["memory_kind"] = kind if isinstance(kind, str) else None
-    summary["compile_skipped"] = compile_skipped_reason(compile_info, spec.backend, spec.mode) if compile_info else None
-    failed = claimed.get("compile_failed")  # a reason in words, kept as text (never markup)
-    summary["compile_failed"] = failed[:MAX_STRING] if isinstance(failed, str) and failed else None
-    for key in ("graphs", "graph_breaks"):  # counted by torch in the bundle's run; they shape the reading
-        value = (compile_info or {}).get(key)
-        summary[key] = value if isinstance(value, int) and not isinstance(value, bool) else None
-    summary["reading"] = reading.reading(summary)
-    return summary
+    load = load_samples(claimed.get("machine_load"), spec)
+    told = Summary.from_dict(claimed)  # read as typed: a value of the wrong type is missing
+    counted = Summary.from_dict(compile_info)  # graphs and breaks, counted by torch in the bundle's run
+    failed = told.compile_failed  # a reason in words, kept as text (never markup)
+    summary = summary.replace(
+        machine_load=tuple(load),
+        noise_warnings=summary.noise_warnings + tuple(noise.load_warnings(load)),
+        **{key: getattr(told, key) for key in MEMORY_KEYS},
+        memory_kind=told.memory_kind,
+        compile_skipped=compile_skipped_reason(compile_info, spec.backend, spec.mode) if compile_info else None,
+        compile_failed=failed[:MAX_STRING] if failed else None,
+        graphs=counted.graphs,
+        graph_breaks=counted.graph_breaks,
+    )
+    return summary.replace(stop_reason=stop_reading(summary, spec.target_interval, spec.total_steps)).to_dict()
 
 
 def load_samples(value: Any, spec: RunSpec) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from core.engine import words
 from core.engine.spec import SpecError
+from core.engine.summary import Summary
 from core.runs import devices, queue
 from core.runs.bundle import export_bundle
 from core.runs.doctor_plan import BUNDLE_CHECK, DEFAULT_BUDGET_S, Check, cpu_smoke_plan, fit_budget, gpu_plan, plan_text
@@ -49,7 +50,6 @@ def judge(check: Check, run: Run | None) -> Outcome:
     """The table line for a finished job. Pure: the run as stored decides."""
     if run is None:
         return Outcome(check.name, FAILED, "never ran")
-    summary = run.summary or {}
     if check.expect_error is not None:
         if run.status == "failed" and check.expect_error in (run.error or ""):
             return Outcome(check.name, OK, f"failed as it should: {run.error}", run.id)
@@ -57,22 +57,23 @@ def judge(check: Check, run: Run | None) -> Outcome:
     if run.status != "done":
         return Outcome(check.name, FAILED, f"{run.status}: {run.error or 'no reason recorded'}", run.id)
     if check.kind == "demo":
-        result = summary.get("result") or {}
+        result = (run.summary or {}).get("result") or {}  # a demo's result, not a race's summary
         unavailable = _unavailable(result)
         if unavailable:
             return Outcome(check.name, FAILED, f"part of the demo was unavailable: {unavailable}", run.id)
         took = (run.finished_at or 0) - (run.started_at or 0)
         return Outcome(check.name, OK, f"measured in {took:.0f} s", run.id)
-    if summary.get("compile_failed"):
-        return Outcome(check.name, FAILED, f"compile failed: {summary['compile_failed']}", run.id)
-    if summary.get("compile_skipped"):
-        return Outcome(check.name, FAILED, f"compile did not happen: {summary['compile_skipped']}", run.id)
-    speedup, compile_s = summary.get("steady_state_speedup"), summary.get("compile_time_s")
+    summary = Summary.of(run.summary)
+    if summary.compile_failed:
+        return Outcome(check.name, FAILED, f"compile failed: {summary.compile_failed}", run.id)
+    if summary.compile_skipped:
+        return Outcome(check.name, FAILED, f"compile did not happen: {summary.compile_skipped}", run.id)
+    speedup, compile_s = summary.steady_state_speedup, summary.compile_time_s
     if speedup is None:
         return Outcome(check.name, FAILED, "too few steps finished to compare the variants", run.id)
     compiled = f"compile {words.seconds(compile_s)}" if compile_s is not None else "compile time not measured"
-    figure = f"{words.speedup(speedup)} steady ({summary.get('verdict')}), {compiled}"
-    added = summary.get("compiled_reserved_growth_bytes")
+    figure = f"{words.speedup(speedup)} steady ({summary.verdict}), {compiled}"
+    added = summary.compiled_reserved_growth_bytes
     if added:
         figure += f", compiled added {words.bytes_(added)} to the CUDA cache (CUDA-graph pool included)"
     for problem, note in (_tf32(check, run), _graphs_replayed(check, summary), _losses_agree(check, summary)):
@@ -97,27 +98,27 @@ def _tf32(check: Check, run: Run) -> tuple[bool, str]:
     return (False, f"TF32 in force ({seen})") if on else (True, f"TF32 not in force ({seen})")
 
 
-def _graphs_replayed(check: Check, summary: dict[str, Any]) -> tuple[bool, str]:
+def _graphs_replayed(check: Check, summary: Summary) -> tuple[bool, str]:
     """(failed, note): CUDA graphs replayed in compiled's profiled steps (cudaGraphLaunch calls)."""
     if not check.cudagraphs:
         return False, ""
-    profile = ((summary.get("profile") or {}).get("compiled")) or {}
+    profile = (summary.profile or {}).get("compiled") or {}
     launches = profile.get("graph_launches_per_step")
     if not launches:
         return True, "no CUDA graph replayed in the profiled steps"
     return False, f"CUDA graphs replayed ({launches:.0f} launches per step)"
 
 
-def _losses_agree(check: Check, summary: dict[str, Any]) -> tuple[bool, str]:
+def _losses_agree(check: Check, summary: Summary) -> tuple[bool, str]:
     """(failed, note): eager's and compiled's final losses within the check's relative tolerance."""
     if check.loss_tolerance is None:
         return False, ""
-    eager, compiled = summary.get("eager_final_loss"), summary.get("compiled_final_loss")
+    eager, compiled = summary.eager_final_loss, summary.compiled_final_loss
     if eager is None or compiled is None:
         return True, "final losses not recorded"
     gap = abs(eager - compiled) / max(abs(eager), 1e-12)
-    words = f"final losses {eager:.4g} vs {compiled:.4g} (gap {gap:.1e}, tolerance {check.loss_tolerance:.0e})"
-    return gap > check.loss_tolerance, ("losses agree: " if gap <= check.loss_tolerance else "losses differ: ") + words
+    said = f"final losses {eager:.4g} vs {compiled:.4g} (gap {gap:.1e}, tolerance {check.loss_tolerance:.0e})"
+    return gap > check.loss_tolerance, ("losses agree: " if gap <= check.loss_tolerance else "losses differ: ") + said
 
 
 def _unavailable(result: Any, depth: int = 0) -> str | None:

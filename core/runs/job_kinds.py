@@ -2,8 +2,9 @@
 counts toward a visitor's limits, and the function its worker runs (named by module path, so
 reading the table imports no torch). Adding a kind is one row here plus its runner.
 
-The queue (core.runs.queue) and the worker (core.runs.worker) both read this table; nothing
-else spells the kinds out.
+The queue (core.runs.queue) and the worker (core.runs.worker) both read this table: what a kind
+does is said here only. Other modules name a kind where they ask the store for runs of it
+(`list_runs(kind="race")`: the Runs page, shared results, the doctor, the device probe's answer).
 """
 
 from __future__ import annotations

@@ -87,11 +87,7 @@ class HostLimits:
             p.append(Problem("batch_size", f"this host allows at most {self.max_batch_size} (got {spec.batch_size})"))
         if self.max_epochs is not None and isinstance(spec.epochs, int) and spec.epochs > self.max_epochs:
             p.append(Problem("epochs", f"this host allows at most {self.max_epochs} (got {spec.epochs})"))
-        steps = (
-            spec.epochs * spec.steps_per_epoch
-            if isinstance(spec.epochs, int) and isinstance(spec.steps_per_epoch, int)
-            else 0
-        )
+        steps = spec.total_steps if isinstance(spec.epochs, int) and isinstance(spec.steps_per_epoch, int) else 0
         if self.max_steps is not None and steps > self.max_steps:
             p.append(
                 Problem(

@@ -46,7 +46,7 @@ class Lookup:
     facts: dict[str, Any] = field(default_factory=dict)  # a model's parameters, input, task
     names: list[str] = field(default_factory=list)  # a list's names
     message: str = ""  # why it failed or is unavailable; what it waits for
-    run: Run | None = None  # pending: the lookup job it waits for (core.view.queue.describe says where it is)
+    run: Run | None = None  # pending: the lookup job it waits for (core.view.job_status.describe says where it is)
 
 
 def _find(store: Store, params: dict[str, Any]) -> Run | None:

@@ -1,8 +1,10 @@
 """The job queue: enqueue (with its room checks), dispatch, reconcile, cancel, delete. No daemon, no torch.
 
 Any process may `tick()`: whoever enqueues, a worker that finishes, a page refreshing, a CLI
-waiting. Dispatch runs inside an IMMEDIATE (write-locked) SQLite transaction, so two ticks at
-once cannot start the same job or two jobs on one device, across threads and processes. What each
+waiting. Dispatch is serialised by the store (core.runs.store): on SQLite inside an IMMEDIATE
+(write-locked) transaction, on PostgreSQL by an advisory lock on the lane it fills and `FOR UPDATE
+SKIP LOCKED` on the job it takes, so two ticks at once (threads, processes, a fleet's boxes) cannot
+start the same job or two jobs on one device. What each
 kind of job is comes from core.runs.job_kinds; lanes from core.runs.devices; the worker processes
 it starts and stops from core.runs.processes.
 """

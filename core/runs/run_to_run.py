@@ -22,47 +22,26 @@ from collections import defaultdict
 from typing import Any
 
 from core.engine.intervals import ASSUMED, PRIOR_RACES, RunToRun, run_to_run
+from core.engine.options import STEP_TIME
 from core.engine.replicates import ProcessResult, processes_of
-from core.engine.spec import RunSpec, SpecError
+from core.engine.spec import RunSpec
+from core.engine.summary import Summary
 from core.runs.store import Run, Store
 
 SCAN_LIMIT = 500  # newest done races looked at
-# What does not change a step's time, so races differing only in these are one configuration: how
-# long the race is, when it stops, what is kept besides the timing, the seed and learning rate.
-NOT_TIMING = (
-    "epochs",
-    "steps_per_epoch",
-    "eval_steps",
-    "target_interval",
-    "profile_steps",
-    "compile_trace",
-    "cache",
-    "seed",
-    "lr",
-    "data_dir",
-    "download",
-    "replicates",
-)
 
 
 def configuration(params: dict[str, Any]) -> tuple | None:
     """A race's configuration as far as its steady speedup goes (None: params that are no race)."""
-    try:
-        spec = RunSpec.from_dict(params)
-    except (SpecError, TypeError, ValueError):
-        return None
-    fields = {**spec.to_dict(), "image_size": spec.input_size}
-    fields.pop("device")  # "auto" or "cpu": the device name the race recorded is what decides
-    return tuple(sorted((k, repr(v)) for k, v in fields.items() if k not in NOT_TIMING))
+    spec = RunSpec.stored(params)
+    return None if spec is None else spec.same_race(STEP_TIME)  # the device name the race recorded decides the rest
 
 
 def log_speedup(run: Run) -> float | None:
     """The log steady speedup a done race measured; None when it is no compile speedup."""
-    summary = run.summary or {}
-    speedup = summary.get("steady_state_speedup")
-    if summary.get("compile_skipped") or summary.get("compile_failed"):
-        return None
-    if not isinstance(speedup, (int, float)) or not speedup > 0 or not math.isfinite(speedup):
+    summary = Summary.of(run.summary)
+    speedup = summary.steady_state_speedup
+    if not summary.compiled or speedup is None or not speedup > 0 or not math.isfinite(speedup):
         return None
     return math.log(speedup)
 
@@ -105,7 +84,7 @@ def spread_here(
 def process_log_speedups(run: Run) -> list[float]:
     """The log speedups of a done race's processes that counted (its first and its replicates: the
     spread between them is the run-to-run spread, measured inside the race)."""
-    summary = run.summary or {}
-    first = ProcessResult.from_dict(summary.get("first_process"))
-    counted = [p for p in ([first] if first else []) + processes_of(summary) if p.counts]
+    summary = Summary.of(run.summary)
+    first = ProcessResult.from_dict(summary.first_process)
+    counted = [p for p in ([first] if first else []) + processes_of(list(summary.replicates)) if p.counts]
     return [math.log(p.speedup) for p in counted]

@@ -56,7 +56,12 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
         "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},
         "replicates": data["replicates"],  # every replicate's steps, as measured
     }
-    fields = {"summary": result.summary, "details": details, "environment": result.environment, "error": result.error}
+    fields = {
+        "summary": result.summary.to_dict(),
+        "details": details,
+        "environment": result.environment,
+        "error": result.error,
+    }
     status = "done" if not result.error else ("cancelled" if result.error == "cancelled" else "failed")
     return status, fields
 

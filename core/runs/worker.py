@@ -276,11 +276,8 @@ def phase_text(event: Any) -> str:
 
 
 def _total_steps(params: dict[str, Any]) -> int:
-    try:
-        spec = RunSpec.from_dict(params)
-        return 2 * spec.epochs * (spec.steps_per_epoch + spec.eval_steps)
-    except Exception:  # noqa: BLE001 - a bad spec fails properly in the runner
-        return 1
+    spec = RunSpec.stored(params)
+    return spec.recorded_steps if spec is not None else 1  # a bad spec fails properly in the runner
 
 
 def _watchdog(

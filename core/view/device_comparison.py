@@ -17,7 +17,7 @@ from core.runs import fleet
 from core.runs.store import Run, Store, id_from_text
 from core.view import reference
 from core.view.compare import SETTING_WORDS, differing_settings, run_name
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.report import text_table
 from core.view.safe_text import terminal_text
 
@@ -66,7 +66,7 @@ def published_figures(device_name: object, model: object) -> list[str]:
                 be = f"break-even at {x:.1f} epochs" if ref.break_even_observed else f"break-even about {x:.1f} epochs"
                 figures.append(
                     f"tutorial ResNet50 on {ref.gpu}, torch 2.0: {words.speedup(ref.steady_speedup)} steady, "
-                    f"first epoch +{ref.first_epoch_overhead_s:.0f} s, {be}"
+                    f"first epoch {words.seconds(ref.first_epoch_overhead_s, signed=True)}, {be}"
                 )
     release = reference.PYTORCH2_RELEASE
     if gpu_family(release["source"]) == family:

@@ -19,7 +19,7 @@ from core.engine.models.zoo import MODELS
 from core.runs.limits import HostLimits, model_allowed
 from core.runs.model_catalog import Lookup
 from core.runs.store import Store
-from core.view.queue import describe
+from core.view.job_status import describe
 
 SOURCE_LABELS = {"zoo": "Zoo", "timm": "timm", "hf": "Hugging Face", "file": "Your file"}
 DEFAULT_MODEL = {"timm": "timm:resnet18", "hf": "hf:gpt2", "file": "file:model.py"}

@@ -7,23 +7,26 @@ A process that ran while the machine was busy, or failed, is drawn hollow and gr
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import altair as alt
 import pandas as pd
 
 from core.engine.replicates import ProcessResult, processes_of
+from core.engine.summary import Summary
 from core.view.chart_style import NEUTRAL, VARIANT_COLORS, finish, layer
 
 PROCESS_TITLE = "Speedup by process: one dot each"
 PROCESS_HEIGHT = 220
 
 
-def process_rows(summary: dict[str, Any]) -> pd.DataFrame:
+def process_rows(summary: Summary | Mapping[str, Any]) -> pd.DataFrame:
     """One row per process: its number, label, speedup, own interval's ends and whether it counts."""
-    first = ProcessResult.from_dict(summary.get("first_process"))
+    s = Summary.of(summary)
+    first = ProcessResult.from_dict(s.first_process)
     rows = []
-    for p in ([first] if first is not None else []) + processes_of(summary):
+    for p in ([first] if first is not None else []) + processes_of(list(s.replicates)):
         if p.speedup is None:
             continue
         half = p.log_half if p.log_half is not None else 0.0
@@ -40,10 +43,11 @@ def process_rows(summary: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["process", "label", "speedup", "low", "high", "counts"])
 
 
-def process_chart(summary: dict[str, Any]) -> alt.LayerChart:
+def process_chart(summary: Summary | Mapping[str, Any]) -> alt.LayerChart:
     """The processes' speedups side by side, the headline's 95% interval behind them."""
-    data = process_rows(summary)
-    ci = summary.get("speedup_ci95") or [None, None]
+    s = Summary.of(summary)
+    data = process_rows(s)
+    ci = s.speedup_ci95 or (None, None)
     x = alt.X("process:O", title="process (1: the first, which compiled cold)", axis=alt.Axis(labelAngle=0))
     y_scale = alt.Scale(zero=False)
     tooltip = [
@@ -62,7 +66,7 @@ def process_chart(summary: dict[str, Any]) -> alt.LayerChart:
     )
     layers = []
     if ci[0] is not None and ci[1] is not None:
-        band = pd.DataFrame([{"low": ci[0], "high": ci[1], "point": summary.get("steady_state_speedup")}])
+        band = pd.DataFrame([{"low": ci[0], "high": ci[1], "point": s.steady_state_speedup}])
         layers.append(alt.Chart(band).mark_rect(opacity=0.15, color=VARIANT_COLORS["compiled"]).encode(
             y=alt.Y("low:Q", scale=y_scale), y2="high:Q"
         ))  # fmt: skip

@@ -156,8 +156,8 @@ def _compile_step_ms(data: pd.DataFrame) -> float | None:
 
 
 def compile_step_words(compile_ms: float) -> str:
-    """'compile step 11.3 s' (or '... 640 ms')."""
-    return f"compile step {compile_ms / 1000:.1f} s" if compile_ms >= 1000 else f"compile step {compile_ms:.0f} ms"
+    """'compile step 11.3 s' (or '... 640 ms'): words.seconds."""
+    return f"compile step {words.seconds(compile_ms / 1000)}"
 
 
 def _compile_step_marker(compile_ms: float, ceiling: float) -> alt.Chart:

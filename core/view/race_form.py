@@ -83,7 +83,7 @@ def describe_duration(low: float, high: float) -> str:
 
 def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
     """How long the race will take here, and what that rests on. The same race measured here is
-    said as the measurement ('measured: 108 s as run 2'), never as an estimate beside
+    said as the measurement ('measured: 1.8 min as run 2'), never as an estimate beside
     it; a scaled one names the race it comes from; the zoo's figures say nothing was measured yet.
     Where past estimates of that kind were kept, how far they missed."""
     if estimate is None:
@@ -96,7 +96,7 @@ def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
             return f"measured: {words.duration(base.wall_s)} as {name}"
         text = (
             f"about {words.duration(estimate.total_s)} ({words.duration(estimate.low_s)} to {words.duration(estimate.high_s)}), from {name}: "
-            f"the same race with {_race_steps(base.params):,} steps took {words.duration(base.wall_s)}"
+            f"the same race with {(RunSpec.stored(base.params) or spec).recorded_steps:,} steps took {words.duration(base.wall_s)}"
         )
     elif base is not None:
         text = (
@@ -115,15 +115,6 @@ def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
     return text
 
 
-def _race_steps(params: dict) -> int:
-    """Steps of both variants, as the estimate counts them."""
-    return (
-        2
-        * int(params.get("epochs") or 1)
-        * (int(params.get("steps_per_epoch") or 1) + int(params.get("eval_steps") or 0))
-    )
-
-
 def _steps_of(params: dict) -> tuple:
     return tuple(params.get(k) for k in ("epochs", "steps_per_epoch", "eval_steps"))
 
@@ -131,7 +122,7 @@ def _steps_of(params: dict) -> tuple:
 def race_promise(spec: RunSpec, caps: DeviceCaps | None, estimate: RaceEstimate | None = None) -> str:
     """The line above Launch: what a race gives you, and about how long it takes here (`estimate`:
     from this device's races, core.runs.estimates; without one, the zoo's rough figures)."""
-    steps = spec.epochs * spec.steps_per_epoch
+    steps = spec.total_steps
     if estimate is None:
         estimate = estimate_race(spec, caps)
     return (

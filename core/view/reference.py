@@ -92,7 +92,7 @@ def reference_rows() -> list[dict[str, str]]:
             {
                 "source": f"tutorial ResNet50, {run.gpu}",
                 "steady speedup": words.speedup(run.steady_speedup),
-                "first-epoch overhead": f"+{run.first_epoch_overhead_s:.1f} s",
+                "first-epoch overhead": words.seconds(run.first_epoch_overhead_s, signed=True),
                 "break-even": when + ("" if run.break_even_observed else ", beyond its 5"),
             }
         )
@@ -109,8 +109,8 @@ def regional_reference_rows() -> tuple[dict[str, str], ...]:
             "source": r["source"],
             "hardware": r["hardware"],
             "model, workload": f"{r['model']}, {r['workload']}",
-            "whole: compile": f"{float(r['whole_compile_s']):.1f} s",
-            "regional: compile": f"{float(r['regional_compile_s']):.2f} s",
+            "whole: compile": words.seconds(float(r["whole_compile_s"])),
+            "regional: compile": words.seconds(float(r["regional_compile_s"])),
             "whole: steady": r["whole_steady"],
             "regional: steady": r["regional_steady"],
         }

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
+from core.engine.spec import RunSpec
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
 from core.runs.store import DamagedEvents, Run, Store, id_from_text
 from core.view.compare import run_name
@@ -221,9 +222,8 @@ def events_until(recording: Recording, position: float) -> list[dict[str, Any]]:
 
 def replay_state(recording: Recording, shown: list[dict[str, Any]]) -> tuple[str, str, float]:
     """(status, phase, progress) of the race as of the events shown, worded as the worker words them."""
-    params = recording.run.params or {}
-    epochs = int(params.get("epochs") or 1)
-    total = 2 * epochs * int(params.get("steps_per_epoch") or 1)
+    spec = RunSpec.stored(recording.run.params) or RunSpec(epochs=1, steps_per_epoch=1)  # a bundle's: checked
+    total = 2 * spec.total_steps
     train = [e for e in shown if e["kind"] == "step" and e.get("phase") == "train"]
     if len(shown) == len(recording.events):
         return recording.run.status, recording.run.status, 1.0
@@ -234,7 +234,7 @@ def replay_state(recording: Recording, shown: list[dict[str, Any]]) -> tuple[str
     eager_done = sum(1 for e in train if e["variant"] == "eager") >= total // 2
     if last["variant"] == "eager" and eager_done:
         return "running", "compiling", progress  # the first compiled step, compile included, is not in yet
-    return "running", f"{last['variant']} epoch {last.get('epoch') or 1}/{epochs}", progress
+    return "running", f"{last['variant']} epoch {last.get('epoch') or 1}/{spec.epochs}", progress
 
 
 def replay_view(recording: Recording, clock: ReplayClock, now: float) -> LiveSnapshot:

@@ -18,7 +18,7 @@ from core.engine import planning, words
 from core.engine.summary import PROJECTED, REACHED, Summary
 from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
-from core.view.queue import compile_skipped, describe
+from core.view.job_status import compile_skipped, describe
 from core.view.safe_text import terminal_text
 
 FRAME_COLUMNS = [
@@ -67,7 +67,7 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
     for i, run in enumerate(runs, start=1):
         params, s = run.params or {}, Summary.of(run.summary if run.status == "done" else None)
         skipped = s.compile_skipped or compile_skipped(run)
-        measured = run.status == "done" and s.steady_state_speedup is not None and not skipped
+        measured = run.status == "done" and s.steady_state_speedup is not None and s.compiled and not skipped
         ci = s.speedup_ci95 or (math.nan, math.nan)
         observed, extrapolated = s.break_even_step, s.projected_position  # the one projection rule
         kind = {REACHED: OBSERVED, PROJECTED: EXTRAPOLATED}.get(s.break_even)

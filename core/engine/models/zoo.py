@@ -2,7 +2,7 @@
 
 A row is all the app knows about a model without building it: its builder, its input and
 defaults, its repeated block (regional compile, core.engine.models.regions), rough CPU figures
-for the duration estimate (core.engine.planning) and whether the caches demo offers it. Pure
+for the duration estimate (core.engine.race_estimates) and whether the caches demo offers it. Pure
 metadata (no torch import), so validation and the app can list models, sizes and parameter counts
 without loading PyTorch; the builders live in core.engine.models.networks, which reads these rows
 (never the other way round). Models get random weights: nothing is downloaded.

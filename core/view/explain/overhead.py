@@ -142,7 +142,7 @@ def batch_reading(sweep: list[dict[str, Any]], fixed: dict[str, float] | None) -
         bound = "per-op cost sets the time at the small batches, arithmetic at the large ones"
     text = (
         f"From batch {small['batch']} to {large['batch']} eager's time grows {words.ratio(moved)} for "
-        f"{data:.0f}x the data: {bound}."
+        f"{words.ratio(data, digits=0)} the data: {bound}."
     )
     compiled = [r for r in sweep if r.get("compiled_us")]
     if not compiled:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import words
-from core.engine.reading import compile_failed_reading, processes_note
+from core.engine.reading import compile_failed_reading, compile_skipped_reading, processes_note
 from core.engine.summary import NEVER, NO_COMPILE, NO_GAIN, NO_VERDICT, PROJECTED, REACHED, Summary
 from core.runs.store import Run
 from core.view.report import probe_worth_naming
@@ -61,14 +61,10 @@ def break_even_card(summary: Summary | dict[str, Any], total: int | None, live: 
         )
     if live:  # the rest of the run could still change it: no final word yet
         return _live_break_even_card(s, total, about)
-    help_text = about + words.break_even(s, total).capitalize() + "."
-    if state == PROJECTED and s.break_even_projected_wall_s is not None:
-        help_text += (
-            f" At the steady rates that is {words.seconds(s.break_even_projected_wall_s)} into the compiled run."
-        )
-    delta = ("projected, " + words.about(s.break_even_projected_wall_s)) if state == PROJECTED else None
-    if state == PROJECTED and s.break_even_projected_wall_s is None:
-        delta = "projected"
+    help_text, delta, wall = about + words.break_even(s).capitalize() + ".", None, s.break_even_projected_wall_s
+    if state == PROJECTED:
+        delta = "projected" + (f", {words.about(wall)}" if wall is not None else "")
+        help_text += f" At the steady rates that is {words.seconds(wall)} into the compiled run." if wall else ""
     return Card("Break-even", words.break_even(s, short=True), help_text, delta=delta, **_QUIET)
 
 
@@ -198,9 +194,7 @@ _COMPILE_CARDS = ("Compile time", "Steady-state speedup", "Break-even")
 
 def _compile_did_not_happen(cards: list[Card], reason: str) -> list[Card]:
     """No figure that needs compiled code is shown as a finding when compile did not happen."""
-    return _without_compiled_figures(
-        cards, f"Compile did not happen: {reason}. Both variants ran eager code.", "compile did not happen"
-    )
+    return _without_compiled_figures(cards, compile_skipped_reading(reason), "compile did not happen")
 
 
 def _without_compiled_figures(cards: list[Card], note: str, delta: str) -> list[Card]:

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine import analysis, words
+from core.engine import words
 from core.engine.race_estimates import expected_compile_estimate
 from core.engine.reading import reading
+from core.engine.summary import Summary
 from core.runs.store import Run, Store
 from core.view import race_charts
 from core.view.chart_style import for_projector
@@ -81,7 +82,7 @@ def progress_fraction(run: Run) -> float:
 def live_words(
     run: Run,
     view: Any,
-    summary: dict,
+    summary: Summary,
     total: int | None,
     expected: Callable[[], tuple[float | None, bool]],
     now: float | None = None,
@@ -107,26 +108,24 @@ def live_words(
         return Words(sentences.eager_phase_text(counts["eager"], total, seconds, estimated))
     said = view.derive(("reading", total), lambda: reading(summary, not run.finished, total, counts))
     # All this app's words and numbers, except a compile-skipped or -failed reason (torch's, or a bundle's).
-    from_torch = summary.get("compile_skipped") or summary.get("compile_failed")
+    from_torch = not summary.compiled
     return Words(quote(said) if from_torch else said)
 
 
-def chart_builders(run: Run, view: Any, summary: dict, present: bool, log_scale: bool = False) -> dict[Any, Callable]:
+def chart_builders(
+    run: Run, view: Any, summary: Summary, present: bool, log_scale: bool = False
+) -> dict[Any, Callable]:
     """The charts of this view, in the order they are shown, by the key a snapshot memoises them
     under. Presenter mode: the race and the step times only, tall. Otherwise the race, the lead
     (once both variants have steps), the step times, the epochs and the loss."""
     if not any(view.counts().values()):
         return {}  # nothing measured yet: WAITING_FOR_STEPS, not empty axes
     steps, epochs = view.frames()
-    be = (
-        {"step": summary["break_even_step"], "wall_s": summary["break_even_wall_s"]}
-        if summary.get("break_even_step")
-        else None
-    )
-    # The one projection rule (analysis.projection_stands): a dashed crossing only from a clear gain.
-    projection = view.projection() if analysis.projection_stands(summary) and not be else None
+    be = {"step": summary.break_even_step, "wall_s": summary.break_even_wall_s} if summary.break_even_step else None
+    # The one projection rule (Summary.projection_stands): a dashed crossing only from a clear gain.
+    projection = view.projection() if summary.projection_stands and not be else None
     if projection:
-        projection["span"] = analysis.projected_range(summary)  # the words' range: the same interval's
+        projection["span"] = summary.projected_range  # the words' range: the same interval's
         projection["label"] = words.projection_label(
             float(projection["position"]), projection["span"], projection.get("wall_s"), live=not run.finished
         )
@@ -153,7 +152,7 @@ def _chart_builders(  # noqa: PLR0913
     }
     if view.counts()["compiled"]:  # a lead needs both variants at the same step
         built["lead"] = lambda: race_charts.lead_chart(steps, break_even=be, projection=projection)
-    if summary.get("replicates"):  # a dot per process, as each replicate lands
+    if summary.replicates:  # a dot per process, as each replicate lands
         built["processes"] = lambda: process_chart(summary)
     built[("step_time", log_scale)] = lambda: race_charts.step_time_chart(steps, log_scale=log_scale, marks=marks)
     built["epochs"] = lambda: race_charts.epoch_chart(epochs)
@@ -161,7 +160,7 @@ def _chart_builders(  # noqa: PLR0913
     return built
 
 
-def cards(run: Run, view: Any, summary: dict, total: int | None) -> list[Card]:
+def cards(run: Run, view: Any, summary: Summary, total: int | None) -> list[Card]:
     """The result cards, once per snapshot; none while nothing is measured to compare (the eager run,
     the compile): six dashes would only push the race down."""
     built = view.derive(

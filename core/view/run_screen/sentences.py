@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from core.engine import words
+from core.engine.options import COMPILE
+from core.engine.spec import RunSpec
 from core.engine.summary import Summary
 
 # Losses of the two variants closer than this (relative) are the same curve to the eye; and at the
@@ -25,12 +27,9 @@ LOSS_EARLY_STEPS = 3  # the steps before rounding differences have been carried 
 
 
 def total_steps(params: Mapping[str, Any] | None) -> int | None:
-    """Training steps each variant runs: epochs x steps per epoch (None when unknown)."""
-    params = params or {}
-    epochs, per_epoch = params.get("epochs"), params.get("steps_per_epoch")
-    if isinstance(epochs, int) and isinstance(per_epoch, int) and epochs > 0 and per_epoch > 0:
-        return epochs * per_epoch
-    return None
+    """Training steps each variant of a stored race runs (RunSpec.total_steps; None when unknown)."""
+    spec = RunSpec.stored(dict(params or {}))
+    return spec.total_steps if spec is not None and spec.total_steps > 0 else None
 
 
 def eager_phase_text(eager_steps: int, total: int | None, expected_compile_s: float | None, estimated: bool) -> str:
@@ -64,18 +63,19 @@ def is_compiling(phase: str | None) -> bool:
 
 
 def expected_compile_seconds(previous: Iterable[Mapping[str, Any]], params: Mapping[str, Any]) -> float | None:
-    """Median compile time of earlier finished races of the same model, batch size, precision,
-    backend, mode and cache on this device; None when there are none. `previous`: summaries with
-    their spec under "params"."""
-    keys = ("model", "batch_size", "precision", "backend", "mode", "cache")
-    times = [
-        float(p["summary"]["compile_time_s"])
-        for p in previous
-        if all((p.get("params") or {}).get(k) == params.get(k) for k in keys)
-        and isinstance((p.get("summary") or {}).get("compile_time_s"), int | float)
-        and p["summary"]["compile_time_s"] > 0
-        and not p["summary"].get("compile_skipped")  # nothing compiled: its "compile time" is noise
-    ]
+    """Median compile time of earlier finished races on this device that compile the same thing (the
+    options that change the compile: options.same_race(COMPILE)); None when there are none.
+    `previous`: summaries with their spec under "params"."""
+    spec = RunSpec.stored(dict(params))
+    if spec is None:
+        return None
+    wanted, times = spec.same_race(COMPILE), []
+    for earlier in previous:
+        theirs, summary = RunSpec.stored(earlier.get("params")), Summary.of(earlier.get("summary"))
+        if theirs is None or theirs.same_race(COMPILE) != wanted or summary.compile_skipped:
+            continue  # another compile, or nothing compiled: its "compile time" is noise
+        if summary.compile_time_s is not None and summary.compile_time_s > 0:
+            times.append(summary.compile_time_s)
     return median(times) if times else None
 
 

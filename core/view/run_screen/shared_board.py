@@ -32,9 +32,10 @@ import pandas as pd
 from core.engine import analysis
 from core.engine.intervals import ALPHA, RunToRun
 from core.engine.spec import DeviceCaps
+from core.engine.summary import Summary
 from core.runs import devices, worker_cores
 from core.runs.store import Run, Store
-from core.view.queue import describe
+from core.view.job_status import describe
 from core.view.run_screen.store_reader import RunView, expected_steps, held_events, run_label, run_summary
 
 VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
@@ -146,15 +147,13 @@ class LiveSnapshot:
         """RunView.projection as of this snapshot (a copy: a page may label it)."""
         return dict(self._projection) if self._projection else None
 
-    def summary(self, *args: Any) -> dict[str, Any]:
+    def summary(self, *args: Any) -> Summary:
         """What store_reader.run_summary gives for this run as of this snapshot: the finished
         run's stored summary, else the one computed from its events so far (computed once)."""
-        if self.run.finished and self.run.summary:
-            return self.run.summary
         with self._lock:
-            if self._memo.get("events_summary") is None:
-                self._memo["events_summary"] = run_summary(self.run, _Events(self._events))
-            return self._memo["events_summary"]
+            if self._memo.get("summary") is None:
+                self._memo["summary"] = run_summary(self.run, _Events(self._events))
+            return self._memo["summary"]
 
     def derive(self, key: Any, build: Callable[[], Any]) -> Any:
         """build(), once per snapshot and key, however many sessions ask (the others wait for it)."""

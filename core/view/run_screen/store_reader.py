@@ -14,7 +14,9 @@ import pandas as pd
 
 from core.engine import analysis
 from core.engine.intervals import ALPHA, RunToRun
+from core.engine.spec import RunSpec
 from core.engine.stopping import stored_alpha
+from core.engine.summary import Summary
 from core.runs.store import DamagedEvents, Run, Store
 
 STEP_COLUMNS = ["run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s"]
@@ -292,25 +294,20 @@ def _row(time_s: float, cumulative: float | None, e: dict[str, Any], spike: bool
 def expected_steps(params: Any) -> int | None:
     """The most step events a race of these params records (both variants, training and
     evaluation), None where the params cannot say."""
-    try:
-        epochs, per_epoch = int(params["epochs"]), int(params["steps_per_epoch"]) + int(params.get("eval_steps") or 0)
-    except (TypeError, KeyError, ValueError, AttributeError):
-        return None
-    return 2 * epochs * per_epoch if epochs > 0 and per_epoch > 0 else None
+    spec = RunSpec.stored(params)
+    return spec.recorded_steps if spec is not None and spec.recorded_steps > 0 else None
 
 
-def run_summary(run: Run, view: RunView) -> dict[str, Any]:
-    """The summary a page shows: the stored one when the run is finished, else computed from the
-    events so far with the run's compile window, and the compile-did-not-happen reason as soon as
-    the worker knows it."""
+def run_summary(run: Run, view: RunView) -> Summary:
+    """The summary a page shows: the stored one when the run is finished (the worker's), else
+    computed here from the events so far with the run's compile window, and the
+    compile-did-not-happen reason as soon as the worker knows it."""
     if run.finished and run.summary:
-        return run.summary
+        return Summary.of(run.summary)
     params = run.params or {}
     floor = analysis.warmup_floor(str(params.get("mode", "default")), str(params.get("backend", "inductor")))
     summary = view.summary(  # the interval the stopping rule looks at, widened as the race's headline is
         params.get("batch_size", 1), floor, stored_alpha(params), analysis.spread_of(run.environment)
     )
     skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
-    if isinstance(skipped, str):
-        summary["compile_skipped"] = skipped
-    return summary
+    return Summary.from_dict({**summary, "compile_skipped": skipped})

@@ -51,13 +51,13 @@ def compile_marks(compiles: pd.DataFrame | None) -> pd.DataFrame:
     return marks.reset_index(drop=True)
 
 
-def compile_event_rows(summary: dict[str, Any], compiles: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+def compile_event_rows(summary: Summary, compiles: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """Every compile and recompile: variant, phase, epoch, step and what happened (from the live
     frame when given, else the summary's events)."""
     if compiles is not None and not compiles.empty:
         records = compiles.to_dict("records")
     else:
-        records = list(summary.get("compile_events") or [])
+        records = list(Summary.of(summary).compile_events)
     return [
         {
             "variant": r.get("variant"),
@@ -130,10 +130,10 @@ def top_kernel_rows(profile: dict[str, Any] | None, variant: str) -> list[dict[s
     ]
 
 
-def phase_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def phase_rows(summary: Summary) -> list[dict[str, Any]]:
     """The compile's phases, forward and backward apart, each part adding up to its total and the
     two totals to the whole (torch's own timers, compile_stats.compile_breakdown)."""
-    breakdown = summary.get("compile_phases")
+    breakdown = Summary.of(summary).compile_phases
     if not isinstance(breakdown, dict):
         return []
     return [{"graph": graph, "phase": phase, "seconds": s} for graph, phase, s in phase_table(breakdown)]
@@ -156,14 +156,3 @@ def phase_table(*breakdowns: dict[str, Any]) -> list[tuple]:
 
 def _s(value: float | None) -> float | None:
     return None if value is None else round(float(value), 3)
-
-
-def size_text(size_bytes: int | None) -> str:
-    """'1.2 MB', '340 kB', '12 bytes'."""
-    if size_bytes is None:
-        return "none"
-    if size_bytes >= 1e6:
-        return f"{size_bytes / 1e6:.1f} MB"
-    if size_bytes >= 1e3:
-        return f"{size_bytes / 1e3:.0f} kB"
-    return f"{size_bytes} bytes"

@@ -27,7 +27,7 @@ from core.cli.race_flags import add_spec_arguments, spec_from_args
 def cmd_submit(args: argparse.Namespace) -> int:
     from core.runs import queue
     from core.runs.limits import load_host_limits
-    from core.view.queue import describe
+    from core.view.job_status import describe
 
     store = open_store(args)
     if args.every_gpu_type:
@@ -74,7 +74,7 @@ def follow_group(store, ids: list[int]) -> int:
     """Follow a group of races to their end (one line on stderr whenever one changes), then print
     them side by side."""
     from core.runs import queue
-    from core.view.queue import describe
+    from core.view.job_status import describe
     from core.view.safe_text import terminal_text
 
     last: dict[int, str] = {}
@@ -103,7 +103,7 @@ def print_comparison(store, ids: list[int]) -> None:
 def follow(store, run_id: int, args: argparse.Namespace) -> int:
     """Follow a run to its end with a progress bar on stderr, ticking the queue meanwhile."""
     from core.runs import queue
-    from core.view.queue import describe
+    from core.view.job_status import describe
     from core.view.report import summary_table
     from core.view.safe_text import terminal_text
 
@@ -135,7 +135,7 @@ def follow(store, run_id: int, args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from core.runs import queue
     from core.runs.identity import shown_owner
-    from core.view.queue import describe
+    from core.view.job_status import describe
 
     store = open_store(args)
     queue.tick(store)
