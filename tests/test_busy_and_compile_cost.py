@@ -143,3 +143,37 @@ def test_a_sweep_point_and_a_device_comparison_say_a_compile_too_small_to_measur
     assert points_table(frame)[1]["compile time"] == words.seconds(runs[1].summary["compile_time_s"])
     group = Comparison(runs=(runs[0],), devices={runs[0].id: "Test CPU"}, states={runs[0].id: "done"})
     assert comparison_rows(group)[0]["compile time"] == said
+
+
+RACE_BESIDE_A_HOG = """
+import os, subprocess, sys
+from core.runs import worker_cores
+share = worker_cores.this_host()
+core = share.worker[0] if share.worker else sorted(os.sched_getaffinity(0))[0]  # the core the race gets
+hog = subprocess.Popen([sys.executable, "-c", "import os\\nos.sched_setaffinity(0, {%d})\\nwhile True: pass" % core])
+try:
+    done = subprocess.run([sys.executable, "-m", "core", "race", "--json", "--quiet", *sys.argv[1:]],
+                          capture_output=True, text=True, timeout=300)
+finally:
+    hog.kill(); hog.wait()
+sys.stderr.write(done.stderr)
+print(done.stdout)
+sys.exit(done.returncode)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="run-queue delay is Linux's (schedstat)")
+def test_a_race_beside_a_process_spinning_on_its_core_is_busy_not_a_verdict():
+    # Another process has the race's core all along: both variants' timed steps read busy, the
+    # race names them and gives no "faster" or "slower" about the model.
+    flags = ["--model", "mlp", "--batch-size", "8", "--epochs", "2", "--steps-per-epoch", "60", "--device", "cpu"]
+    flags += ["--backend", "aot_eager", "--replicates", "0"]
+    done = subprocess.run(
+        [sys.executable, "-c", RACE_BESIDE_A_HOG, *flags], cwd=ROOT, capture_output=True, text=True, timeout=400
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)["summary"]
+    assert summary["busy_steps"].get("eager") and summary["busy_steps"].get("compiled")
+    assert summary["verdict"] == analysis.BUSY
+    text = reading.reading(summary)
+    assert "busy" in text and "faster" not in text and "slower" not in text
