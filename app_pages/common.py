@@ -21,6 +21,7 @@ from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.store import Run, Store, StoreError
 from core.view.job_status import describe
+from core.view.plan_words import plan_caveat
 from core.view.reference import TUTORIAL_SOURCE, reference_rows
 from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
 from core.view.run_screen.store_reader import RunView, expected_steps, run_label
@@ -325,3 +326,6 @@ def plan_section(run: Run, key: str) -> None:
     ):
         column.metric(label, words.duration(total), help=words.duration_interval(ci[0], ci[1], total), border=True)
     st.markdown(f"**{plan_sentence(plan)}**")
+    caveat = plan_caveat(run, store().list_runs(kind="race", status=["done"], limit=200), steps)
+    if caveat:  # one race's extrapolation: what other races of it here predict, or that there are none
+        st.caption(caveat)

@@ -246,7 +246,10 @@ if not present:  # presenter mode: one run in focus, no configuration
     with launch_area:
         spec = form_spec(st.session_state)
         kept = {k: st.query_params[k] for k in ("run", "replay", "speed", "present", "compare") if k in st.query_params}
-        st.query_params.from_dict({**spec_to_query(spec), **kept})  # the form's fields, and what is shown
+        # The form's fields and what is shown; a replay's link names only the replay, so it never
+        # reads as another model's configuration (the form's stay in the form).
+        form_fields = {} if "replay" in kept else spec_to_query(spec)
+        st.query_params.from_dict({**form_fields, **kept})
         not_here = unavailable_summary(first_blocked)
         if not_here:
             st.caption(not_here)
@@ -322,10 +325,11 @@ def live(run_id: int) -> None:
     note = st.session_state.get("reuse_note")
     if note and note[0] == run.id:
         st.info(f"The queue is long, so this host shows the same race: {markdown_text(note[1])}.")
-    top, cancel_col = st.columns([5, 1])
+    # Beside a Cancel button while it runs; the whole width once finished (nothing to cancel).
+    top, cancel_col = (st.container(), None) if run.finished else st.columns([5, 1])
     text = snap.derive("progress_text", lambda: layout.progress_line(snap, markdown_text))
     top.progress(layout.progress_fraction(run), text=text)
-    if not run.finished and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
+    if cancel_col is not None and run.owner == me and cancel_col.button("Cancel", key=f"cancel_{run.id}"):
         queue.cancel(store(), run.id, me)
         st.rerun()
     show_run(run, snap, key="live", present=present)

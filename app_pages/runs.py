@@ -9,9 +9,17 @@ from app_pages.common import host_limits, plan_section, run_view, store, tick, v
 from app_pages.run_screen.show import run_file_downloads, show_run
 from core.engine import words
 from core.runs import queue
-from core.runs.bundle import BundleError, export_bundle, import_bundle, read_bundle
-from core.view import overlay_charts
-from core.view.compare import column_headings, comparison_labels, run_name, shown_columns, table_row
+from core.runs.bundle import AlreadyImported, BundleError, export_bundle, import_bundle, read_bundle
+from core.view import answers, overlay_charts
+from core.view.compare import (
+    column_headings,
+    comparison_labels,
+    numbering_note,
+    run_name,
+    shown_columns,
+    table_row,
+)
+from core.view.comparison_words import comparison_rows, comparison_words
 from core.view.job_status import describe
 from core.view.safe_text import csv_text, markdown_text
 
@@ -55,6 +63,9 @@ if not table.empty:
     # A selection is kept by row position and can outlive its rows (a filter, a deletion): drop those.
     selected = [int(shown.iloc[i]["id"]) for i in picked.selection.rows if i < len(shown)] if picked else []
     st.download_button("Download table as CSV", csv_text(shown), "compile_lab_runs.csv", "text/csv")
+    skipped = numbering_note(runs, store().list_runs(limit=5000))  # why the numbers have gaps
+    if skipped:
+        st.caption(skipped)
     chosen = [r for r in runs if r.id in selected]
     if len(chosen) == 1:
         run = chosen[0]
@@ -64,6 +75,18 @@ if not table.empty:
         if run.status == "done":
             plan_section(run, key=f"runs_{run.id}")
     elif len(chosen) > 1:
+        st.subheader(f"Comparing {len(chosen)} runs")
+        for line in comparison_words(chosen):  # what differs, and whether the verdicts agree
+            st.markdown(markdown_text(line))
+        st.dataframe(comparison_rows(chosen), hide_index=True, width="stretch")
+        for run in chosen[:6]:  # each run's cause and what to try next on its device
+            found = answers.finished_answers(run.summary, run.params, run.environment)
+            nxt = " · ".join(f"[{markdown_text(r.label)}]({r.link})" for r in found.next_races)
+            if found.cause_text:
+                st.markdown(
+                    f"**{run_name(run.id).capitalize()}:** {markdown_text(found.cause_text)}"
+                    + (f" **Try next:** {nxt}." if nxt else "")
+                )
         labels = comparison_labels(chosen)
         frames = [run_view(r).frames()[0].assign(run=labels[r.id]) for r in chosen]
         steps = pd.concat(frames, ignore_index=True)
@@ -98,5 +121,10 @@ if upload is not None and st.session_state.get("imported_name") != upload.name:
         new_id = import_bundle(store(), read_bundle(upload), owner, max_imports, visitor_address(limits))
         st.session_state.imported_name = upload.name
         st.success(f"Imported as {run_name(new_id)}.")
+    except AlreadyImported as exc:  # one bundle, one run: the visitor is sent to the run it already is
+        st.session_state.imported_name = upload.name
+        st.info(
+            f"Already here as {run_name(exc.run_id)}: this bundle was imported before, so it was not imported again."
+        )
     except BundleError as exc:
         st.error(f"Not imported: {markdown_text(exc)}")

@@ -15,8 +15,8 @@ from core.engine.models.zoo import MODELS
 from core.engine.spec import SpecError
 from core.runs import devices, queue, sweeps
 from core.runs.store import id_from_text
+from core.view import answers, sweep_charts
 from core.view import sweep as view
-from core.view import sweep_charts
 from core.view import sweep_form as form
 from core.view.race_form import CHOICES, describe_duration, scope_label
 from core.view.reference import regional_reference_rows
@@ -50,14 +50,21 @@ def choose(field: str, label: str, column, fmt=str) -> None:
     )
     if st.session_state.get(f"sweep_{field}") not in options:
         st.session_state[f"sweep_{field}"] = options[0]
-    column.selectbox(label, options, key=f"sweep_{field}", format_func=fmt)
+    # A None choice (no target) reads as "no selection" to Streamlit: its words are the placeholder then,
+    # as on the Race form ("no: the steps asked for", not "Choose an option").
+    extra = {"placeholder": fmt(None)} if None in options else {}
+    column.selectbox(label, options, key=f"sweep_{field}", format_func=fmt, **extra)
 
 
 with st.expander("Configure a sweep", expanded=followed_sweep() is None):
     axis_errors = form.tidy_axes(st.session_state, caps, limits)
     swept = {st.session_state.get("sweep_axis1"), st.session_state.get("sweep_axis2")}
     shown = [o for o in form.base_options() if o.name not in swept]  # an axis' own field is hidden while swept
-    columns = iter([column for _ in range(0, len(shown), 4) for column in st.columns(4)])
+    # The first row's first box is twice as wide: the model with its size ("pointwise_mlp (0.14 M
+    # params)") does not fit a quarter of the form at 1280x720; four to a row after it.
+    first = list(st.columns([2, 1, 1])) if shown else []
+    rest = len(shown) - len(first)
+    columns = iter(first + [column for _ in range(0, max(rest, 0), 4) for column in st.columns(4)])
     for option in shown:
         if option.name == "model":
             choose("model", option.label, next(columns), fmt=lambda m: f"{m} ({MODELS[m].params / 1e6:.2f} M params)")
@@ -141,11 +148,12 @@ def live(sweep_id: int) -> None:
     sweep, runs = found
     if polling and not sweeps.sweep_running(runs):
         st.rerun()  # stop polling: redraw once with every point final
-    top, cancel_col = st.columns([5, 1])
+    running = sweeps.sweep_running(runs)
+    top, cancel_col = st.columns([5, 1]) if running else (st.container(), None)  # the whole width once finished
     state = view.sweep_state(store(), runs, shown=markdown_text)
     top.progress(min(sweeps.sweep_progress(runs), 1.0), text=f"Sweep #{sweep_id}: {state}")
     me = visitor()
-    if sweeps.sweep_running(runs) and row.owner == me:
+    if cancel_col is not None and row.owner == me:
         if cancel_col.button("Cancel sweep", key=f"cancel_sweep_{sweep_id}"):
             try:
                 sweeps.cancel_sweep(store(), sweep_id, me)
@@ -157,6 +165,12 @@ def live(sweep_id: int) -> None:
     st.dataframe(view.points_table(frame), hide_index=True, width="stretch")
     for reading in view.regime_readings(sweep, frame):
         st.markdown(f"**Regime:** {reading}")
+    nxt = answers.sweep_next(view.measured_points(frame), runs) if not sweeps.sweep_running(runs) else None
+    if nxt is not None:  # why its best point reads so, and what to try next here, with the link that launches it
+        if nxt.why:
+            st.markdown(f"**Why ({markdown_text(nxt.point)}):** {markdown_text(nxt.why)}")
+        link = f" Try [{markdown_text(nxt.race.label)}]({nxt.race.link})." if nxt.race else ""
+        st.markdown(f"**Next:** {markdown_text(nxt.text)}{link}")
     for column, spec in zip(st.columns(2) * 2, sweep_charts.chart_specs(sweep, frame)):
         column.vega_lite_chart(spec=spec, width="stretch")
     st.caption(view.break_even_note(frame) or "")

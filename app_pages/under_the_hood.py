@@ -2,9 +2,11 @@
 
 import streamlit as st
 
-from app_pages.common import demo_section, wait_for_device
+from app_pages.common import demo_section, store, visitor, wait_for_device
 from core.engine.explain import CODEGEN_FUNCTIONS, DEMOS, FUSION_OP_SETS, PAGE_PARAMS
+from core.view.answers import latest_cause
 from core.view.explain import caches, codegen, fusion, graphs, overhead
+from core.view.safe_text import markdown_text
 
 st.title("Under the hood")
 st.caption(
@@ -14,6 +16,14 @@ st.caption(
 )
 wait_for_device()
 fusion_tab, overhead_tab, graphs_tab, codegen_tab, caches_tab = st.tabs([d.title for d in DEMOS.values()])
+# The cause of the newest finished race here, where each of these two tabs shows the idea it rests on.
+yours = latest_cause(store().list_runs(kind="race", status=["done"], limit=20), visitor())
+
+
+def your_race() -> None:
+    if yours:
+        st.markdown(f"**{markdown_text(yours[0])}:** {markdown_text(yours[1])}")
+
 
 with fusion_tab:
     st.markdown(
@@ -23,6 +33,7 @@ with fusion_tab:
         "more slowly with *k*, as long as moving memory, not arithmetic, is what costs. The measurement below "
         "says whether this machine shows it."
     )
+    your_race()
     op_set = st.radio("Ops in the chain", list(FUSION_OP_SETS), format_func=FUSION_OP_SETS.get, horizontal=True)
     result = demo_section("fusion", {**PAGE_PARAMS["fusion"], "op_set": op_set}, key=f"fusion_{op_set}")
     if result:
@@ -46,6 +57,7 @@ with overhead_tab:
         "call has enough ops to outweigh it. On a GPU, CUDA graphs (`mode='reduce-overhead'`) go further and "
         "replay a whole recorded sequence of kernels with one launch."
     )
+    your_race()
     result = demo_section("overhead", PAGE_PARAMS["overhead"], key="overhead")
     if result:
         readings = overhead.overhead_readings(result)
@@ -105,7 +117,8 @@ with caches_tab:
     st.markdown(
         "Compiling costs time once per process, unless a cache already holds the result. A **cold** compile (a "
         "fresh Inductor cache directory) is what a new user pays; a **warm** one reuses kernels the cold one "
-        "wrote. Both run here in fresh processes. Then the same function meets new input shapes: with "
+        "wrote; a **fresh machine** starts with an empty cache but loads the artifacts the cold one saved "
+        "(`torch.compiler.save_cache_artifacts`), as a host that ships its cache would. All run here in fresh processes. Then the same function meets new input shapes: with "
         "`dynamic=False` each shape recompiles; by default the second shape makes the size symbolic; "
         "`dynamic=True` compiles once for all."
     )
@@ -113,6 +126,7 @@ with caches_tab:
     if result:
         st.altair_chart(caches.caches_chart(result), width="stretch")
         st.caption(caches.caches_wall_vs_phases(result) or "")
+        st.markdown(caches.portable_words(result) or "")
         st.dataframe(caches.cache_phase_rows(result), hide_index=True, width="stretch")
         st.markdown("**Recompilation when shapes change**")
         st.dataframe(caches.recompile_rows(result), hide_index=True, width="stretch")

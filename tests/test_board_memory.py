@@ -159,7 +159,7 @@ def test_a_thinned_view_draws_what_the_whole_view_does(when):
 
 
 def test_the_board_keeps_a_bounded_number_of_runs_and_lets_idle_ones_go(store, monkeypatch):
-    ids = [import_bundle(store, recording(), "visitor:a") for _ in range(4)]
+    ids = [import_bundle(store, recording(), f"visitor:{i}") for i in range(4)]  # one bundle, one run per visitor
     monkeypatch.setattr(shared_board, "MAX_BOARD_RUNS", 2)
     feeds = LiveFeeds(LiveBoard(store.path))
     for run_id in ids:

@@ -74,15 +74,20 @@ def test_more_events_than_the_race_could_record_are_refused_and_nothing_is_writt
     assert store.list_runs() == []
 
 
+def another(data, i):
+    """The bundle of another race (one bundle imported twice is one run: core.runs.bundle.AlreadyImported)."""
+    return {**data, "run": {**data["run"], "created_at": data["run"]["created_at"] + i}}
+
+
 def test_a_visitor_keeps_at_most_the_hosts_number_of_imports(store):
     data = recording()
-    first, second = (import_bundle(store, data, "visitor:a", max_imports=2) for _ in range(2))
+    first, second = (import_bundle(store, another(data, i), "visitor:a", max_imports=2) for i in range(2))
     with pytest.raises(BundleError, match="at most 2 imported runs per visitor"):
-        import_bundle(store, data, "visitor:a", max_imports=2)
+        import_bundle(store, another(data, 2), "visitor:a", max_imports=2)
     assert {r.id for r in store.list_runs()} == {first, second}
     assert import_bundle(store, data, "visitor:b", max_imports=2)  # another visitor is not affected
     store.delete_run(first)
-    assert import_bundle(store, data, "visitor:a", max_imports=2)  # deleting one makes room again
+    assert import_bundle(store, another(data, 3), "visitor:a", max_imports=2)  # deleting one makes room again
 
 
 def test_fresh_identities_at_one_address_share_one_import_allowance(store):

@@ -39,6 +39,11 @@ def test_cold_compile_misses_the_cache_warm_compile_hits_it_and_dynamic_shapes_a
     else:  # this torch keeps no cache counters: "not available", never 0
         assert cold["cache_hits"] is None and warm["cache_hits"] is None
     assert cold["compile_s"] > 0 and warm["compile_s"] > 0 and result["warm_saves"] > 0
+    # A fresh machine: an empty cache that loaded the artifacts the cold compile saved, and read from them.
+    portable = result["portable"]
+    assert cold["artifact_bytes"] > 0 and portable["load_s"] >= 0, portable
+    if torch_records(CACHE_HITS):
+        assert portable["cache_hits"] >= 1 and portable["cache_misses"] == 0
     by_setting = {row["dynamic"]: row for row in result["recompiles"]}
     assert by_setting["False"]["recompiles"] == 2 and by_setting["False"]["graphs"] == 3
     assert by_setting["None (automatic)"]["recompiles"] == 1  # the second shape marks the size dynamic

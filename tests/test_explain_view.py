@@ -293,3 +293,43 @@ def test_a_phase_the_warm_compile_skipped_reads_as_a_word_not_none():
     assert "None" not in str(caches.cache_phase_rows(result))
     result["warm"]["cache_hits"] = None  # no cache counters: nothing is claimed about why
     assert {r["phase"]: r for r in caches.cache_phase_rows(result)}["Inductor lowering"]["warm (s)"] == "not timed"
+
+
+def test_a_fresh_machine_with_the_shipped_cache_is_shown_beside_cold_and_warm_per_stage():
+    cold = {
+        "forward": {"phases": {"Dynamo tracing": 0.8, "Inductor code generation": 4.0}, "total_s": 4.8},
+        "total_s": 4.8,
+    }
+    fresh = {"forward": {"phases": {"Dynamo tracing": 0.7}, "total_s": 0.7}, "total_s": 0.7}
+    result = {
+        "model": "mlp",
+        "cold": {"compile_s": 5.0, "phases": cold, "cache_hits": 0, "artifact_bytes": 3 * 2**20},
+        "warm": {"compile_s": 1.0, "phases": fresh, "cache_hits": 2},
+        "portable": {"compile_s": 1.2, "load_s": 0.05, "phases": fresh, "cache_hits": 2},
+    }
+    rows = {r["phase"]: r for r in caches.cache_phase_rows(result)}
+    assert rows["Dynamo tracing"]["fresh machine (s)"] == "0.700"
+    assert rows["Inductor code generation"]["fresh machine (s)"] == "not run: read from the cache"
+    bars = caches.caches_chart(result).to_dict()
+    data = [row for values in bars["datasets"].values() for row in values]
+    assert [(r["cache"], r["compile_s"]) for r in data] == [("cold", 5.0), ("warm", 1.0), ("fresh machine", 1.25)]
+    words = caches.portable_words(result)
+    assert "loads the 3.0 MiB of artifacts" in words and "pays 1.25 s: 50 ms to load them and 1.2 s to compile" in words
+    assert "against 5 s cold and 1 s warm" in words
+    assert "not measured: no artifacts" in caches.portable_words({"portable": {"error": "no artifacts"}})
+
+
+def test_outlying_repeats_do_not_flatten_the_overhead_medians():
+    rows = [
+        {"batch": b, "eager_us": m, "eager_us_low": m - 1, "eager_us_high": m + 2, "compiled_us": m + 3,
+         "compiled_us_low": m + 2, "compiled_us_high": high, "samples": 15}
+        for b, m, high in ((64, 15.0, 19.0), (256, 22.0, 7181.0), (1024, 33.0, 40.0))
+    ]  # fmt: skip
+    spec = overhead.overhead_batch_chart({"batch_sweep": {"rows": rows}}).to_dict()
+    domains = [layer["encoding"]["y"]["scale"]["domain"] for layer in spec["layer"]]
+    assert all(d == [0, 36.0 * 3] for d in domains)  # three times the largest median, not 7,181 µs
+    title = spec["title"]["text"] if isinstance(spec["title"], dict) else spec["title"]
+    assert "the highest repeat reached 7,181 µs" in title[1]
+    rows[1]["compiled_us_high"] = 30.0  # nothing outlying: the axis is Altair's own
+    spec = overhead.overhead_batch_chart({"batch_sweep": {"rows": rows}}).to_dict()
+    assert "scale" not in spec["layer"][0]["encoding"]["y"]

@@ -341,12 +341,12 @@ def test_a_change_that_rounds_to_zero_has_no_sign_no_arrow_and_no_colour():
 
 
 def test_throughput_delta_is_a_signed_percentage_against_eager():
-    faster = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 1250.0})
+    faster = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 1250.0, "verdict": "faster"})
     assert card(faster, "Throughput (compiled)").value == "1,250 samples/s"
     big = result_cards({"compiled_samples_per_s": 62855.0})
     assert card(big, "Throughput (compiled)").value == "62.9k samples/s"  # with its unit, short enough for a card
     assert card(faster, "Throughput (compiled)").delta == "+25% vs eager"
-    assert card(faster, "Throughput (compiled)").delta_color == "normal"  # more samples per second is better
+    assert card(faster, "Throughput (compiled)").delta_color == "normal"  # more samples per second, a clear gain
     slower = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 800.0})
     assert card(slower, "Throughput (compiled)").delta == "-20% vs eager"
 

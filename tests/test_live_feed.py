@@ -75,7 +75,8 @@ def test_presenter_mode_holds_the_race_and_the_step_times_only(store):
 
 def test_before_the_compile_the_words_give_the_expected_compile_time(store):
     run_id = record_race(store, "running")
-    store.update_run(run_id, phase="eager epoch 1/2")
+    sequential = {**store.get_run(run_id).params, "schedule": "sequential"}  # eager's whole run first
+    store.update_run(run_id, phase="eager epoch 1/2", params=sequential)
     no_compiled_steps(store, run_id)
     doc = feed_document(LiveBoard(store.path).snapshot(run_id), False, lambda: (11.0, False))
     assert doc["words"] == {

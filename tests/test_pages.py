@@ -323,6 +323,8 @@ def test_during_the_compile_the_page_says_it_is_compiling_with_the_time_so_far(s
 def test_while_eager_runs_the_page_says_which_step_and_what_comes_next(store, sleepers):
     record_probe(store)
     run_id = record_live_race(store, compiled_steps=0, phase="eager epoch 2/3")
+    sequential = {**store.get_run(run_id).params, "schedule": "sequential"}  # eager's whole run first
+    store.update_run(run_id, params=sequential)
     at = app(run=run_id)
     assert "Eager run: step 600 of 600. Next: compile" in markdown_of(at)
 

@@ -114,3 +114,15 @@ def test_a_queued_race_keeps_the_estimate_it_was_launched_with_through_its_worke
     # what the worker stores at the end keeps it beside what was measured
     final = estimates.keep_estimate(store.get_run(run_id).details, {"compile": {"graphs": 1}})
     assert final == {"compile": {"graphs": 1}, "estimate": kept}
+
+
+def test_the_zoos_figures_are_scaled_by_how_far_they_missed_here_before():
+    # The walk-through: "roughly 21 s to 84 s" from the zoo's figures, then the race took 144 s.
+    first = estimate_race(SPEC, CPU)
+    assert first.basis == "table" and not first.corrected
+    missed = MeasuredRace(7, {"model": "small_cnn", "batch_size": 128, "epochs": 1, "steps_per_epoch": 10}, 144.0,
+                          9.0, {"total_s": 42.0, "basis": "table"})  # fmt: skip
+    again = estimate_race(SPEC, CPU, [missed])  # another model: still the zoo's figures, but corrected
+    assert again.basis == "table" and again.corrected
+    assert again.total_s == pytest.approx(first.total_s * 144.0 / 42.0)
+    assert again.low_s <= again.total_s <= again.high_s

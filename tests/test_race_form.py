@@ -334,7 +334,7 @@ def test_the_line_above_launch_says_what_a_race_gives_and_how_long_saying_rough_
     spec = dataclasses.replace(default_spec(CPU), epochs=3, steps_per_epoch=500)
     line = race_promise(spec, CPU)
     assert "compile cost" in line and "steady speedup" in line and "when compile pays off" in line
-    assert "1,500 steps eager, then compiled" in line
+    assert "eager and compiled taking turns every 5 steps (1,500 steps each)" in line  # the default schedule
     low, high = estimate_seconds(spec, CPU)
     assert describe_duration(low, high) in line
     assert line.lower().count("rough") == 1

@@ -50,3 +50,22 @@ def test_the_sweep_table_names_each_point_by_its_run_id():
         for i, p in zip((14, 17), sweep.points())
     ]  # fmt: skip
     assert [row["run"] for row in points_table(sweep_frame(sweep, runs))] == ["14", "17"]
+
+
+def test_the_runs_page_says_why_race_numbers_skip(store, sleepers):
+    from core.view.compare import numbering_note
+
+    record_probe(store)  # run 1
+    store.create_run("demo", {"demo": "graphs", "params": {}}, "someone", "cpu", status="done")  # run 2
+    first = record_race(store, "done")  # run 3
+    gone = record_race(store, "done")  # run 4, deleted below
+    last = record_race(store, "done")  # run 5
+    store.delete_run(gone)
+    races = store.list_runs(kind="race")
+    note = numbering_note(races, store.list_runs())
+    assert note == (
+        "Run numbers skip 1, 2, 4: every job here takes the next number, and those went to the device probe and "
+        "Under the hood demos and a deleted run. A run's number is the one in its link and its bundle."
+    )
+    assert [r.id for r in races] == [last, first]
+    assert numbering_note([store.get_run(last)], [store.get_run(last)]) is not None  # 1-4 not races

@@ -13,6 +13,7 @@ from core.engine import words
 from core.engine.summary import Summary
 from core.runs import run_files
 from core.runs.store import Run
+from core.view import answers
 from core.view.run_screen import cadence, layout, sentences, why_per_step
 from core.view.run_screen.shared_board import LiveSnapshot
 from core.view.safe_text import markdown_text
@@ -85,6 +86,25 @@ def show_words(run: Run, view: LiveSnapshot, summary: Summary, total: int | None
         st.markdown(f"**{words.text}**")
 
 
+def show_answers(run: Run, view: LiveSnapshot, summary: Summary) -> None:
+    """Under the verdict: why (the cause), the recompiles, the cost, and what to try next with links
+    that fill the Race form (core.view.answers)."""
+    found = view.derive(
+        "answers",
+        lambda: answers.finished_answers(summary, run.params, run.environment, (run.details or {}).get("compile")),
+    )
+    with st.container(key=f"answers_{run.id}"):
+        for head, text in (("Why", found.cause_text), ("Recompiles", found.recompiles), ("Cache", found.warm_cache)):
+            if text:
+                st.markdown(f"**{head}:** {markdown_text(text)}")
+        advice = found.advice
+        if advice is not None and (advice.cost or found.next_races):
+            links = " · ".join(f"[{markdown_text(r.label)}]({r.link})" for r in found.next_races)
+            first = f" {markdown_text(found.next_races[0].why)}" if found.next_races else ""
+            cost = f"{markdown_text(advice.cost)} " if advice.cost else ""
+            st.markdown(f"**Next:** {cost}" + (f"Try {links}.{first}" if links else ""))
+
+
 def show_cards(summary: Summary, run: Run, view: LiveSnapshot, total: int | None) -> None:
     cards = layout.cards(run, view, summary, total)  # once per snapshot for every viewer
     if not cards:
@@ -116,6 +136,8 @@ def show_run(run: Run, view: LiveSnapshot, key: str, present: bool = False) -> N
     if view.damaged:
         st.warning(f"Part of this run cannot be read: {markdown_text(view.damaged)}. Shown: what can.")
     show_words(run, view, summary, total)
+    if run.finished and not present:
+        show_answers(run, view, summary)
     note = cadence.watching_note(run)
     if note:
         st.caption(note)  # one core: the open page is part of the measurement
@@ -172,9 +194,12 @@ def show_why(summary: Summary, view: LiveSnapshot) -> None:
         return
     st.subheader("Why, per step")
     if anatomy:
+        cause = why_per_step.cause_words(summary, view.run.params, view.run.environment)
+        if cause:
+            st.markdown(f"**{markdown_text(cause)}**")
         reading = why_per_step.profile_words(summary.profile)
         if reading:
-            st.markdown(f"**{markdown_text(reading)}**")
+            st.caption(markdown_text(reading))
         st.dataframe(anatomy, hide_index=True, width="stretch")
         counted = why_per_step.kernels_counted(summary.profile)
         st.caption(
@@ -184,15 +209,19 @@ def show_why(summary: Summary, view: LiveSnapshot) -> None:
         )
         left, right = st.columns(2)
         for column, variant in ((left, "eager"), (right, "compiled")):
-            rows = why_per_step.top_kernel_rows(summary.profile, variant)
-            if rows:
+            lines = why_per_step.top_kernel_lines(summary.profile, variant)
+            if lines:  # as wrapped lines: Inductor's fused kernels' names run past any table cell
                 column.markdown(f"**Top kernels, {variant}**")
-                column.dataframe(rows, hide_index=True, width="stretch")
+                column.markdown("\n".join(f"- {markdown_text(line)}" for line in lines))
     left, right = st.columns(2)
     if events:
         recompiles = why_per_step.recompile_count(summary) or 0
         left.markdown(f"**Compiles: {len(events)}, of which recompiles: {recompiles}**")
-        left.dataframe(events, hide_index=True, width="stretch")
+        story = why_per_step.recompile_story(summary, view.run.params)
+        if story:  # each guard in full, wrapped: a table cell would cut it
+            left.markdown(markdown_text(story))
+        wide = {"what happened": st.column_config.TextColumn(width="large")}
+        left.dataframe(events, hide_index=True, width="stretch", column_config=wide)
     if phases:
         right.markdown("**Where the compile went (torch's own timers)**")
         right.dataframe(phases, hide_index=True, width="stretch")

@@ -78,9 +78,12 @@ def open_store(args: argparse.Namespace):
 
 
 def stored_result(run) -> dict:
-    """A stored run in the shape summary_table reads (the same as race --json)."""
+    """A stored run in the shape summary_table reads (the same as race --json): its settings and the
+    environment it ran in too, which its answers (why, what to try next on its device) read."""
     details = run.details or {}
     return {
+        "spec": run.params or {},
+        "environment": run.environment or {},
         "summary": run.summary or {},
         "variants": details.get("variants", {"eager": {"final_loss": None}, "compiled": {"final_loss": None}}),
         "compile": details.get("compile", {}),

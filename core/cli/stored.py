@@ -72,10 +72,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from core.runs.bundle import BundleError, import_bundle, load_bundle_file
+    from core.runs.bundle import AlreadyImported, BundleError, import_bundle, load_bundle_file
 
     try:
         run_id = import_bundle(open_store(args), load_bundle_file(args.file), args.owner)
+    except AlreadyImported as exc:  # one bundle, one run
+        print(f"already imported as run {exc.run_id}: not imported again")
+        return EXIT_OK
     except BundleError as exc:
         print(f"error: {args.file}: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -276,7 +276,13 @@ def summarize(
     """
     n = min(len(eager_steps), len(compiled_steps))
     w = default_warmup(n, min_warmup) if warmup is None else warmup
-    own = steady_state_speedup(eager_steps, compiled_steps, warmup=w, paired=paired, alpha=alpha)
+    # No steady step yet while every compiled step is a compile step (the first one, or three with CUDA
+    # graphs): a ratio then is the compile against a step ("0.01x"), not a speedup.
+    own = (
+        steady_state_speedup(eager_steps, compiled_steps, warmup=w, paired=paired, alpha=alpha)
+        if n > min_warmup
+        else None
+    )
     first = first_process(own, n, busy, w)
     speed = headline_speedup(own, first, replicated, spread)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None

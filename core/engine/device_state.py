@@ -14,10 +14,11 @@ import shutil
 
 import torch
 
+from core.engine import warm_cache
 from core.engine.cold_caches import make_cold_cache
 from core.engine.events import VariantResult
 from core.engine.failures import first_line
-from core.engine.spec import RunSpec, data_home
+from core.engine.spec import RunSpec
 from core.engine.timing import device_sync
 
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
@@ -107,18 +108,25 @@ def autocast_context(spec: RunSpec, device: torch.device):
 
 
 @contextlib.contextmanager
-def inductor_cache(spec: RunSpec, device: torch.device):
+def inductor_cache(spec: RunSpec, device: torch.device, notes: dict | None = None, filled_by: dict | None = None):
     """Cold: a fresh, private Inductor cache (what a new user pays). Warm: a persistent one.
 
     Triton keeps its own cache of compiled GPU kernels (TRITON_CACHE_DIR, default ~/.triton); a
     host that sets it, or a warm ~/.triton, would make a "cold" run partly warm. So both caches
     point inside the run's directory. Both variables are read when a cache is looked up, so
     setting them before this process compiles anything is enough.
+
+    `notes` is filled with what the race should record (core.engine.warm_cache): what a warm race
+    found before compiling, and whether a cold race's cache was kept for later warm races, which
+    it is when it ends (`filled_by` names the race in the warm folder's list).
     """
+    notes = {} if notes is None else notes
     saved = {name: os.environ.get(name) for name in CACHE_VARIABLES}
+    warm = warm_cache.warm_cache_dir(device.type, torch.__version__)
     if spec.cache == "warm":
-        path = os.path.join(data_home(), "inductor-cache", f"{device.type}-torch{torch.__version__}")
+        path = warm
         os.makedirs(path, exist_ok=True)
+        notes["warm_cache"] = warm_cache.found(path)
     else:
         path = make_cold_cache()  # under the data dir; a killed worker's is swept by the next one
     os.environ.update(cache_environment(path))
@@ -130,8 +138,13 @@ def inductor_cache(spec: RunSpec, device: torch.device):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        entry = {**(filled_by or {}), "model": spec.model, "batch_size": spec.batch_size, "cache": spec.cache}
         if spec.cache == "cold":
+            notes["kept_for_warm"] = warm_cache.keep_for_warm(path, warm, entry)
             shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                warm_cache.note_filled(path, entry)
 
 
 def reset_peak_memory(device: torch.device) -> int | None:

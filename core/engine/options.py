@@ -198,7 +198,8 @@ _ROWS = (
         "cache", str, "cold", "Inductor cache", "Inductor cache: {choices} (cold: a fresh cache, what a new user pays)",
         choices=("cold", "warm"), form=(2, 2), link=True, compare="cache",
         form_help="Cold: a fresh Inductor cache, the full compile a new user pays. Warm: reuse what earlier "
-        "races here compiled, as a second run of the same model does.", changes=(COMPILE,),
+        "races of this device and torch compiled (every cold race leaves its kernels there as it ends), as a second "
+        "run of the same model does; the race says what it found.", changes=(COMPILE,),
     ),
     Option(
         "schedule", str, "blocks", "Schedule",

@@ -236,10 +236,15 @@ THROUGHPUT_BOUND = "bandwidth- or compute-bound"
 CHANGES = "changes with batch size"
 OVERHEAD_ADVICE = "reduce-overhead / CUDA graphs help most here"
 THROUGHPUT_ADVICE = "fusion helps; bigger batches amortise compile"
+# Off a CUDA GPU there are no CUDA graphs to offer (core.engine.spec refuses those modes there).
+OVERHEAD_ADVICE_NO_CUDA = (
+    "bigger batches spread that fixed cost over more samples (CUDA graphs, which cut it, need a CUDA GPU)"
+)
 # The same advice where the measured points do not bear it out (most read no clear gain).
 HEDGED_ADVICE = {
     OVERHEAD_ADVICE: "reduce-overhead / CUDA graphs are what could help most here",
     THROUGHPUT_ADVICE: "fusion is what could help; bigger batches amortise compile",
+    OVERHEAD_ADVICE_NO_CUDA: "bigger batches are what could spread that fixed cost (CUDA graphs need a CUDA GPU)",
 }
 MIN_BATCH_SIZES = 3
 MAX_FIT_ERROR = 0.35  # a fit worse than this (relative error) is no pattern to read
@@ -258,12 +263,16 @@ class Regime:
 
 
 def regime(
-    batch_sizes: Sequence[int], eager_step_s: Sequence[float], verdicts: Sequence[str | None] = ()
+    batch_sizes: Sequence[int],
+    eager_step_s: Sequence[float],
+    verdicts: Sequence[str | None] = (),
+    cuda: bool = True,
 ) -> Regime | None:
     """Read the regime from eager step times at 3 or more batch sizes; None when the points do not
     allow a reading (fewer sizes, or times that no overhead-plus-linear model fits). `verdicts`, the
     points' speedup verdicts: unless most are "faster", the advice is hedged and the count said
-    (never "fusion helps" beside points that read no clear difference)."""
+    (never "fusion helps" beside points that read no clear difference). `cuda`: whether the device
+    is a CUDA GPU (elsewhere CUDA graphs are not advised)."""
     points = sorted((int(b), float(t)) for b, t in zip(batch_sizes, eager_step_s) if t and t > 0 and b and b > 0)
     if len({b for b, _ in points}) < MIN_BATCH_SIZES:
         return None
@@ -280,7 +289,8 @@ def regime(
     share_hi = overhead / (overhead + per_sample * hi)
     doubt = _doubt(verdicts)
     overhead_advice, throughput_advice = (
-        HEDGED_ADVICE[a] if doubt else a for a in (OVERHEAD_ADVICE, THROUGHPUT_ADVICE)
+        HEDGED_ADVICE[a] if doubt else a
+        for a in (OVERHEAD_ADVICE if cuda else OVERHEAD_ADVICE_NO_CUDA, THROUGHPUT_ADVICE)
     )
     if share_hi >= 0.5:
         kind = OVERHEAD_BOUND

@@ -46,11 +46,24 @@ def profile_reading(eager: dict[str, Any] | None, compiled: dict[str, Any] | Non
             " This profile was recorded when the CPU kernel time left out the operators that call others "
             "(oneDNN convolutions, matmuls and their backward), so it cannot say what bounds a step."
         )
+    shares = [_kernel_share(part) for part in (eager, compiled)]
+    if all(share is not None and share >= OVERHEAD_SHARE for share in shares):
+        # Both kernel-bound: one clause for both. What makes them differ is the cause's to say
+        # (core.engine.cause), from the verdict and both variants' times together.
+        return sentence + (
+            f" Kernels run for most of each step (eager {shares[0]:.0%}, compiled {shares[1]:.0%}): overhead is not "
+            "what bounds either."
+        )
     for name, part in (("eager", eager), ("compiled", compiled)):
         words = bound_words(name.capitalize(), part)
         if words:
             sentence += " " + words
     return sentence
+
+
+def _kernel_share(part: dict[str, Any]) -> float | None:
+    host, kernels = float(part.get("host_s_per_step") or 0.0), float(part.get("device_s_per_step") or 0.0)
+    return min(kernels / host, 1.0) if host > 0 else None
 
 
 def bound_words(name: str, part: dict[str, Any]) -> str | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -35,6 +36,7 @@ from core.engine.profile_reading import CPU_COUNTING
 from core.engine.timing import device_sync
 
 STEP_MARK = "compile_lab::profiled_step"
+KINETO_QUIET = "6"  # above every Kineto log level, USDT and STAGE included (torch 2.14's Kineto)
 TOP_KERNELS = 6
 _CPP_KERNEL = re.compile(r"cpp_fused|^graph_\d+_")
 _NOT_KERNELS = ("Memcpy", "Memset", "cudaDeviceSynchronize")
@@ -74,6 +76,10 @@ def profile_steps(
     Chrome/Perfetto trace to `trace_path` when given."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    # Kineto, the profiler's C++ side, writes its own lines to stderr ("USDT: ... profiler_start", and on a
+    # machine without a GPU "ERROR: ... gpuGetDeviceCount failed with code 35"): noise in a terminal race,
+    # and no error. Read when the profiler first starts; a host's own setting wins.
+    os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     device_sync(device)
     with profile(activities=activities) as prof:

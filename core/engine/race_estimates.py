@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import median
 
 from core.engine.models.zoo import MODELS
 from core.engine.options import COMPILE, STEP_TIME
@@ -119,6 +120,7 @@ class RaceEstimate:
     basis: str
     based_on: MeasuredRace | None = None
     past: tuple[float, float, int] | None = None  # past estimates' errors (lowest, highest, how many)
+    corrected: bool = False  # the zoo's figures scaled by how far they missed on this device before
 
     def record(self) -> dict:
         """What the run keeps (details['estimate']), so later races can say how good estimates were."""
@@ -191,6 +193,9 @@ def estimate_race(spec: RunSpec, caps: DeviceCaps | None, measured: Sequence[Mea
             return None
         basis, (total, compile_s) = "table", table
     errors = past_errors(measured, basis)
+    corrected = basis == "table" and 0 < len(errors) < MIN_PAST_ESTIMATES
+    if corrected:  # the zoo's figures missed here before (another box, a busier one): as far again
+        total, compile_s = total / (1 + median(errors)), compile_s / (1 + median(errors))
     if len(errors) >= MIN_PAST_ESTIMATES:
         # estimate = measured x (1 + error), so what this race takes lies at total / (1 + error)
         low, high = total / (1 + max(errors)), total / (1 + min(errors))
@@ -198,7 +203,9 @@ def estimate_race(spec: RunSpec, caps: DeviceCaps | None, measured: Sequence[Mea
     else:
         spread = TABLE_SPREAD if basis == "table" else MEASURED_SPREAD[basis]
         low, high, past = total * spread[0], total * spread[1], None
-    return RaceEstimate(total, low, high, compile_s, basis, based_on, past)
+        if corrected:
+            past = (min(errors), max(errors), len(errors))
+    return RaceEstimate(total, low, high, compile_s, basis, based_on, past, corrected)
 
 
 def expected_compile_estimate(params: dict, on_gpu: bool) -> float:

@@ -71,6 +71,7 @@ def run_race(
     spread: RunToRun = ASSUMED,
     replicate: ReplicateRunner | None = None,
     conditions: dict[str, Any] | None = None,
+    run_id: int | None = None,
 ) -> RaceResult:
     """Validate, then race eager against compiled. Raises SpecError before any work if invalid.
 
@@ -82,6 +83,7 @@ def run_race(
     replicate process and waits for it (core.runs.replicate_process.run_replicate), called while the
     first process's compile cache is still there; without it, the race is its first process alone.
     `conditions`: what this process runs under (core.runs.race_conditions), kept with the race.
+    `run_id`: the stored run this race is, named in the warm cache's list of the races that filled it.
     """
     caps = caps or detect_device_caps()
     check(spec, caps)
@@ -96,8 +98,10 @@ def run_race(
         floor = analysis.warmup_floor(spec.mode, spec.backend)
         race.stop_rule = StopRule(spec.target_interval, spec.total_steps, spec.schedule, floor, spread)
     started = time.perf_counter()
-    with precision_settings(spec), inductor_cache(spec, device) as cache_dir:
+    cache_notes: dict = {}  # what the warm cache held, or whether a cold one was kept (core.engine.warm_cache)
+    with precision_settings(spec), inductor_cache(spec, device, cache_notes, {"run": run_id}) as cache_dir:
         environment = environment_record(device)
+        environment.update(cache_notes)
         environment["precision"] = spec.precision
         environment["inductor_cache"] = spec.cache
         environment["run_to_run"] = spread.to_dict()  # the prior of the processes' spread (analysis.spread_of)
@@ -117,6 +121,7 @@ def run_race(
         SCHEDULES[spec.schedule](race, initial)
         if replicate is not None:
             add_replicates(race, replicate, cache_dir, time.perf_counter() - started)
+    environment.update(cache_notes)  # a cold race's cache is kept for warm races as it ends
     return race.result(
         environment, model_params=initial.model_params, cpu_isa_probe_s=environment.get("cpu_isa_probe_s")
     )
@@ -323,6 +328,7 @@ def _block_by_block(turn: _Turn, initial: _InitialModel) -> None:
                 for name in list(running):
                     turn.active = name
                     set_random_state(device, streams[name])
+                    turn.runs[name].announce()  # the status line follows the turn
                     try:
                         ran = turn.runs[name].run_block(BLOCK_STEPS)
                     except Exception as exc:  # noqa: BLE001 - a compile failure is a finding; eager goes on

@@ -244,6 +244,11 @@ class VariantRun:
         self._epoch_train_s = 0.0
         self._epoch_started = (time.perf_counter(), time.process_time())
 
+    def announce(self) -> None:
+        """Say this variant's turn has come (the blocks schedule, at each turn: the run's status line
+        then names the variant running, not the last one whose epoch began)."""
+        self._status("training", self.epoch)
+
     def run_block(self, steps: int | None) -> int:
         """Up to `steps` more timed train steps of this epoch (None: the rest of it); how many ran."""
         before = self.counts["train"]

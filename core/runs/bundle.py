@@ -9,6 +9,7 @@ transaction or not at all.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import sqlite3
@@ -24,6 +25,7 @@ from core.engine.replicates import ProcessResult, replicates_asked
 from core.engine.spec import RunSpec, SpecError, validate
 from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
+from core.runs.bundle_profile import profile_from_bundle
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 
 FORMAT = "compile-lab/run-bundle"
@@ -141,11 +143,43 @@ def import_bundle(
             + ": delete one on the Runs page first"
         )
     run_fields, events = validate_bundle(data)
+    mark = fingerprint(data)
+    earlier = _imported_before(store, owner, mark)
+    if earlier is not None:
+        raise AlreadyImported(earlier)
+    run_fields["details"] = {**(run_fields.get("details") or {}), FINGERPRINT: mark}
     run_fields.update(owner=owner, imported=1, device_key="imported", phase=run_fields["status"], client=address)
     try:
         return store.import_run(run_fields, events)
     except sqlite3.IntegrityError as exc:  # validation should have caught it; still a message, not a traceback
         raise BundleError(f"the store refused the bundle ({exc}); nothing was imported") from None
+
+
+FINGERPRINT = "bundle_fingerprint"  # in an imported run's details: which bundle it came from
+
+
+class AlreadyImported(BundleError):
+    """This visitor imported the same bundle before: it is not imported twice (two runs that are one)."""
+
+    def __init__(self, run_id: int):
+        self.run_id = run_id
+        super().__init__(f"this bundle was already imported as run {run_id}; it was not imported again")
+
+
+def fingerprint(data: dict[str, Any]) -> str:
+    """What identifies a bundle's run: its run and events, not when it was exported."""
+    canonical = json.dumps({"run": data.get("run"), "events": data.get("events")}, sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _imported_before(store: Store, owner: str, mark: str) -> int | None:
+    """The run this owner already imported from the same bundle, if any (a run is its owner's to
+    delete: another browser at the same address gets a copy of its own)."""
+    with store.transaction() as c:
+        rows = c.execute(
+            "SELECT id FROM runs WHERE imported = 1 AND owner = ? AND details LIKE ? ORDER BY id", (owner, f"%{mark}%")
+        ).fetchall()
+    return int(rows[0][0]) if rows else None
 
 
 def _imports_kept(store: Store, owner: str, address: str | None) -> int:
@@ -252,6 +286,8 @@ def summary_from_events(
         compile_failed=failed[:MAX_STRING] if failed else None,
         graphs=counted.graphs,
         graph_breaks=counted.graph_breaks,
+        # Its per-step anatomy, checked: what the cause of its verdict is read from (core.engine.cause).
+        profile=profile_from_bundle(claimed.get("profile"), BundleError),
     )
     return summary.replace(stop_reason=stop_reading(summary, spec.target_interval, spec.total_steps)).to_dict()
 

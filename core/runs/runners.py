@@ -47,6 +47,7 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
         spread=spread,
         replicate=functools.partial(replicate_in_time, deadline=getattr(sink, "deadline", None), conditions=conditions),
         conditions=conditions.to_dict(),
+        run_id=sink.run_id,
     )
     result.environment["load_at_end"] = machine_load()  # the race's own threads included
     data = result.to_dict()

@@ -117,6 +117,8 @@ class EventSink:
             elif isinstance(event, StatusEvent):
                 self._where = event
                 self._fields["phase"] = phase_text(event)
+                if event.state != "compiling" and self._live.pop("compile_phase", None) is not None:
+                    self._fields["details"] = dict(self._live)  # the compile is over: its clock with it
             elif isinstance(event, StartEvent):
                 self._fields["environment"] = event.environment
 
@@ -128,6 +130,11 @@ class EventSink:
             self._live["compile_phase"] = {**live, "phase": event.message, "since": now}
             where = f"{event.variant} epoch {event.epoch}/{event.epochs}"
             self._fields["phase"] = f"compiling ({where}): {event.message}"
+        elif self._where is not None and self._where.state == "compiling" and "compile_phase" in self._live:
+            # Between two graphs of one compile (the forward's, then the backward's at the first
+            # backward): the compile goes on, and so does its clock ("51 s so far" never goes back).
+            self._live["compile_phase"] = {**self._live["compile_phase"], "phase": None, "since": now}
+            self._fields["phase"] = phase_text(self._where)
         else:
             self._live.pop("compile_phase", None)
             if self._where is not None:

@@ -28,6 +28,9 @@ VARIANT_COLORS = {"eager": "#4C78A8", "compiled": "#EE4C2C"}
 VARIANT_DASHES = {"eager": [1, 0], "compiled": [6, 3]}
 NEUTRAL = "#444444"
 CHART_HEIGHT = 320
+# A step axis in whole steps: with a few steps drawn Vega-Lite would tick 0.0, 0.2, ... 5.0, and its
+# labels ran together ("0.00.2 ... 4.85.0") on the live view's first seconds.
+STEP_AXIS = alt.Axis(format=",d", tickMinStep=1)
 # Streamlit fits a chart's title, legends and axes inside this height: the plot gets what is left.
 AXIS_FONT = {"labelFontSize": 14, "titleFontSize": 15}
 TEXT_FONT = 14  # the notes written on a chart ("break-even: step 305"), set here so presenter mode can grow them

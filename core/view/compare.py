@@ -125,3 +125,29 @@ def shown_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def column_headings() -> dict[str, str]:
     return dict(TABLE_COLUMNS)
+
+
+JOB_WORDS = {"probe": "the device probe", "demo": "Under the hood demos", "lookup": "model lookups"}
+
+
+def numbering_note(races: Sequence[Run], jobs: Sequence[Run]) -> str | None:
+    """Why race numbers skip: every job here takes the next number (the device probe, the Under the
+    hood demos, model lookups), and a deleted run's number is not given again. None without gaps.
+    `races`: the races listed; `jobs`: every run of the store (any kind)."""
+    ids = sorted(r.id for r in races)
+    if len(ids) < 1:
+        return None
+    gaps = [i for i in range(1, ids[-1]) if i not in set(ids)]
+    if not gaps:
+        return None
+    kinds = {r.id: r.kind for r in jobs}
+    took = [JOB_WORDS.get(kinds[i], f"{kinds[i]} jobs") for i in gaps if i in kinds and kinds[i] != "race"]
+    deleted = sum(1 for i in gaps if i not in kinds)
+    parts = list(dict.fromkeys(took))
+    if deleted:
+        parts.append("deleted runs" if deleted > 1 else "a deleted run")
+    shown = ", ".join(str(i) for i in gaps[:8]) + (f" and {len(gaps) - 8} more" if len(gaps) > 8 else "")
+    return (
+        f"Run numbers skip {shown}: every job here takes the next number, and those went to "
+        f"{' and '.join(parts) or 'other jobs'}. A run's number is the one in its link and its bundle."
+    )

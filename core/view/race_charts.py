@@ -25,6 +25,7 @@ from core.view.chart_style import (
     EPOCH_COLUMNS,
     MAX_POINTS_PER_VARIANT,
     NEUTRAL,
+    STEP_AXIS,
     VARIANT_COLORS,
     VARIANTS,
     downsample_keep_max,
@@ -87,7 +88,7 @@ def step_time_chart(
     y_title = "step time (ms)"
     y_axis = alt.Axis(tickCount=STEP_TIME_TICKS)
     base = alt.Chart(data).encode(
-        x=alt.X("step:Q", title="step"),
+        x=alt.X("step:Q", title="step", axis=STEP_AXIS),
         color=variant_color(),
     )
     tooltip = variant_tooltips() + [
@@ -129,7 +130,7 @@ def _compile_marks(marks: pd.DataFrame) -> alt.Chart:
         alt.Chart(marks[["variant", "step", "kind", "note"]])
         .mark_rule(color=COMPILE_MARK_COLOR, opacity=0.8)
         .encode(
-            x=alt.X("step:Q", title="step"),
+            x=alt.X("step:Q", title="step", axis=STEP_AXIS),
             strokeDash=alt.StrokeDash(
                 "kind:N",
                 scale=alt.Scale(domain=["compile", "recompile"], range=[[5, 3], [1, 0]]),
@@ -168,7 +169,7 @@ def _compile_step_marker(compile_ms: float, ceiling: float) -> alt.Chart:
         alt.Chart(note)
         .mark_point(shape="triangle-up", size=120, filled=True, color=VARIANT_COLORS["compiled"])
         .encode(
-            x=alt.X("step:Q", title="step"),
+            x=alt.X("step:Q", title="step", axis=STEP_AXIS),
             y=alt.Y("time_ms:Q"),
             tooltip=[alt.Tooltip("label:N", title="off the scale")],
         )
@@ -192,7 +193,7 @@ def cumulative_chart(
     data = data.assign(time_ms=data["time_s"] * 1000.0).drop(columns="time_s")
     y_title = "cumulative training time (s)"
     base = alt.Chart(data).encode(
-        x=alt.X("step:Q", title="step"),
+        x=alt.X("step:Q", title="step", axis=STEP_AXIS),
         y=alt.Y("cumulative_s:Q", title=y_title),
         color=variant_color(),
         tooltip=variant_tooltips()
@@ -202,7 +203,7 @@ def cumulative_chart(
         ],
     )
     x_end = race_x_end(data, projection if break_even is None else None)
-    base = base.encode(x=alt.X("step:Q", title="step", scale=alt.Scale(domain=[0, x_end], nice=False)))
+    base = base.encode(x=alt.X("step:Q", title="step", axis=STEP_AXIS, scale=alt.Scale(domain=[0, x_end], nice=False)))
     lines = [base.transform_filter(alt.datum.variant == v).mark_line(strokeWidth=2.5) for v in VARIANTS]
     last_step = int(data["step"].max()) if len(data) else 0
     layers: list[alt.Chart] = []
@@ -261,7 +262,7 @@ def _projection_layers(projection: Mapping[str, Any], ends: Mapping[str, tuple[i
         alt.Chart(pd.DataFrame(rows))
         .mark_line(strokeDash=PROJECTION_DASH, strokeWidth=2.5, opacity=0.9)
         .encode(
-            x=alt.X("step:Q", title="step"),
+            x=alt.X("step:Q", title="step", axis=STEP_AXIS),
             y=alt.Y("cumulative_s:Q", title=y_title),
             color=variant_color(),
             detail="variant:N",
@@ -280,7 +281,7 @@ def _projection_layers(projection: Mapping[str, Any], ends: Mapping[str, tuple[i
         return [dashed, text]
     crossing = pd.DataFrame({"step": [position], "cumulative_s": [float(wall or 0.0)], "label": [label]})
     at = alt.Chart(crossing).encode(
-        x=alt.X("step:Q", title="step"),
+        x=alt.X("step:Q", title="step", axis=STEP_AXIS),
         y=alt.Y("cumulative_s:Q", title=y_title),
         tooltip=[alt.Tooltip("label:N", title="projected break-even")],
     )
@@ -308,7 +309,7 @@ def lead_chart(
     else:
         lead = pd.DataFrame({"step": pd.Series(dtype="int64"), "lead_s": pd.Series(dtype="float64")})
     x_end = race_x_end(data, projection if not (break_even and break_even.get("step") is not None) else None)
-    x = alt.X("step:Q", title="step", scale=alt.Scale(domain=[0, x_end], nice=False))
+    x = alt.X("step:Q", title="step", axis=STEP_AXIS, scale=alt.Scale(domain=[0, x_end], nice=False))
     lead = downsample_stride(lead.assign(series="measured"), ["series"], MAX_POINTS_PER_VARIANT)
     y = alt.Y("lead_s:Q", title="compiled ahead by (s)")
     measured = (
@@ -387,7 +388,7 @@ def loss_chart(steps: pd.DataFrame | None) -> alt.LayerChart:
     counts = variant_counts(data)
     data = downsample_stride(data, ["variant"], MAX_POINTS_PER_VARIANT)
     base = alt.Chart(data).encode(
-        x=alt.X("step:Q", title="step"),
+        x=alt.X("step:Q", title="step", axis=STEP_AXIS),
         y=alt.Y("loss:Q", title="training loss", scale=alt.Scale(zero=False)),
         color=variant_color(),
         strokeDash=variant_dash(),
@@ -409,7 +410,7 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
     # Two lines: at a projector's 20 px one line ran past the plot's edge from a mid-run break-even.
     label = f"break-even: step {int(step):,}" + (f"\n({words.seconds(float(wall_s))})" if has_wall else "")
     point = pd.DataFrame({"step": [int(step)], "cumulative_s": [float(wall_s) if has_wall else 0.0], "label": [label]})
-    base = alt.Chart(point).encode(x=alt.X("step:Q", title="step"))
+    base = alt.Chart(point).encode(x=alt.X("step:Q", title="step", axis=STEP_AXIS))
     late = last_step > 0 and int(step) > last_step / 2
     align, side = ("right", -1) if late else ("left", 1)
     rule = base.mark_rule(color="#555555", strokeDash=[4, 4], strokeWidth=1.5)

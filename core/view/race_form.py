@@ -11,7 +11,7 @@ from typing import Any
 
 from core.engine import words
 from core.engine.models.regions import region_description
-from core.engine.models.sources import model_name_problem, source_of
+from core.engine.models.sources import default_batch_size, model_name_problem, source_of
 from core.engine.models.zoo import MODELS
 from core.engine.options import OPTIONS, in_link, on_form
 from core.engine.race_estimates import RaceEstimate, estimate_race
@@ -19,6 +19,7 @@ from core.engine.spec import DeviceCaps, RunSpec, validate
 from core.runs.limits import HostLimits
 from core.runs.store import Run
 from core.view.compare import run_name
+from core.view.run_screen.sentences import schedule_words
 
 # What the form offers for each select box (the model: the zoo), in the order the form shows them;
 # the options table says which options are on the form, where, and how each choice is worded.
@@ -105,8 +106,9 @@ def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
             f"{int(base.params.get('batch_size') or 0):,}: {words.duration(base.wall_s)})"
         )
     else:
+        fixed = ", scaled by how far they missed on this device before" if estimate.corrected else ""
         text = (
-            f"{describe_duration(estimate.low_s, estimate.high_s)} (the zoo's figures for a 2-core CPU: "
+            f"{describe_duration(estimate.low_s, estimate.high_s)} (the zoo's figures for a 2-core CPU{fixed}: "
             "no race of this model was measured on this device yet)"
         )
     if estimate.past is not None:
@@ -126,8 +128,8 @@ def race_promise(spec: RunSpec, caps: DeviceCaps | None, estimate: RaceEstimate 
     if estimate is None:
         estimate = estimate_race(spec, caps)
     return (
-        f"You get the compile cost, the steady speedup and when compile pays off: {steps:,} steps eager, "
-        f"then compiled, {estimate_text(spec, estimate)}."
+        f"You get the compile cost, the steady speedup and when compile pays off: "
+        f"{schedule_words(spec.schedule, steps)}, {estimate_text(spec, estimate)}."
     )
 
 
@@ -233,6 +235,9 @@ def spec_from_query(
                 values[name] = raw
         except (KeyError, ValueError):
             notes.append(LinkNote(name, getattr(base, name), f"ignored {name}={raw!r} from the link"))
+    if "model" in values and "batch_size" not in query:  # the model's own batch, as the form's picker gives it
+        low, high, _ = number_range("batch_size", limits)
+        values["batch_size"] = min(max(default_batch_size(values["model"]), low), high)
     return dataclasses.replace(base, **values), notes
 
 

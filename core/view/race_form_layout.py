@@ -15,9 +15,11 @@ STORY = "torch.compile compiles up front so every step runs faster. A race shows
 DEMO_LEAD = "New here? Watch compile pay for itself on this CPU, or race your own model below:"
 MORE_SETTINGS = "More settings"
 FIRST_ROW = 1  # the options table's form row that is on the first screen; the rest are More settings
-# Column widths per row: the model picker needs room for its source and its facts line.
-# More settings' rows have three places each, so a choice's words fit its box at 1280x720.
-ROW_WIDTHS = {FIRST_ROW: [3, 2, 2, 2]}
+# Column widths per row: the model picker needs room for its source and its facts line, the compile
+# mode for its longest choice ("max-autotune-no-cudagraphs" was cut at 1280x720), batch size and
+# precision little (a number, "amp-bf16"). More settings' rows have three places each, so a choice's
+# words fit its box at 1280x720.
+ROW_WIDTHS = {FIRST_ROW: [3, 1.7, 3.2, 1.7]}
 MORE_SETTINGS_COLUMNS = 3
 
 
@@ -39,7 +41,7 @@ def rows(options: list[Option]) -> dict[int, list[Option]]:
     return out
 
 
-def row_widths(row: int, options: list[Option]) -> list[int]:
+def row_widths(row: int, options: list[Option]) -> list[float]:
     """The columns of one form row: as wide as ROW_WIDTHS says, else one per place, evenly."""
     return ROW_WIDTHS.get(row) or [1] * max(MORE_SETTINGS_COLUMNS, max(o.form[1] for o in options) + 1)
 

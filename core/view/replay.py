@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
+from core.engine import words
+from core.engine.recompiles import recompiles_of
 from core.engine.spec import RunSpec
+from core.engine.summary import NO_CLEAR_DIFFERENCE, SLOWER, Summary
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
 from core.runs.store import DamagedEvents, Run, Store, id_from_text
 from core.view.compare import run_name
@@ -54,8 +57,10 @@ class Recording:
         p, env = self.run.params or {}, self.run.environment or {}
         when = time.strftime("%Y-%m-%d", time.localtime(self.run.finished_at or self.run.created_at))
         device = env.get("device_name") or env.get("cpu_name") or "an unnamed device"
+        shows = shows_words(self.run.summary)
         return (
-            f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
+            (f"{shows}: " if shows else "")
+            + f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
             f"{p.get('steps_per_epoch', '?')} steps: recorded on {device} ({env.get('device_type', '?')}) "
             f"{recorded_load(env)}, torch {env.get('torch', '?')}, {when}"
         )
@@ -172,12 +177,38 @@ def load_recording(key: str, store: Store | None = None, folder: str = RECORDING
     raise BundleError(f"not a recording: {key!r}")
 
 
+def shows_words(summary: Summary | dict[str, Any] | None) -> str | None:
+    """What a recorded race shows, first in its label (a recording is chosen for what it shows, not
+    for its settings): 'breaks even at step 523', 'no clear per-step gain, no break-even to count on',
+    '1 recompile'."""
+    s = Summary.of(summary)
+    if not s.compiled or s.steady_state_speedup is None:
+        return None
+    parts = []
+    if s.break_even_step:
+        parts.append(f"breaks even at step {words.number(s.break_even_step)}")
+    elif s.verdict == SLOWER:
+        parts.append("compiled steps slower, compile never pays off")
+    elif s.verdict == NO_CLEAR_DIFFERENCE:  # the break-even's words: none to count on, never 'never pays off'
+        parts.append("no clear per-step gain, no break-even to count on")
+    else:
+        parts.append("faster, but does not break even within the run")
+    recompiles = len(recompiles_of(s))
+    if recompiles:
+        parts.append(words.count(recompiles, "recompile"))
+    return ", ".join(parts)
+
+
 def stored_race_label(run: Run) -> str:
     """How the replay picker names a stored race: 'Run 3 here: mlp, batch 64', or 'Run 4
-    (imported): ...' for a bundle from another machine, which was not measured here."""
+    (imported): ...' for a bundle from another machine, which was not measured here; what it shows
+    after that where it finished with a verdict (shows_words)."""
     p = run.params or {}
     where = "(imported)" if run.imported else "here"
-    return f"{run_name(run.id).capitalize()} {where}: {p.get('model')}, batch {p.get('batch_size')}"
+    shows = shows_words(run.summary)
+    return f"{run_name(run.id).capitalize()} {where}: {p.get('model')}, batch {p.get('batch_size')}" + (
+        f" ({shows})" if shows else ""
+    )
 
 
 @dataclass

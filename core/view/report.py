@@ -16,6 +16,7 @@ from core.engine.noise import BUSY_STEPS_SHARE
 from core.engine.profile_reading import profile_reading
 from core.engine.reading import reading
 from core.engine.summary import Summary
+from core.view.answers import finished_answers
 
 if TYPE_CHECKING:
     from core.runs.store import Run
@@ -178,6 +179,7 @@ def summary_table(result: dict[str, Any]) -> str:
         if len(events) > 20:
             lines.append(f"  ... and {len(events) - 20} more")
     lines += ["", reading(s)]
+    lines += finished_answers(s, result.get("spec"), result.get("environment"), compile_info).lines()
     return "\n".join(lines)
 
 

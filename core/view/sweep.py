@@ -18,6 +18,7 @@ from core.engine import planning, words
 from core.engine.summary import PROJECTED, REACHED, Summary
 from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
+from core.view.answers import sweep_next
 from core.view.job_status import compile_skipped, describe
 from core.view.safe_text import terminal_text
 
@@ -47,6 +48,7 @@ FRAME_COLUMNS = [
     "compiled_samples_per_s",
     "compile_skipped",
     "error",
+    "device_type",
 ]
 OBSERVED, EXTRAPOLATED = "within the run", "at the steady rates"
 
@@ -99,6 +101,7 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
                 "compiled_samples_per_s": _num(s.compiled_samples_per_s) if measured else math.nan,
                 "compile_skipped": skipped,
                 "error": run.error,
+                "device_type": (run.environment or {}).get("device_type"),
             }
         )
     return pd.DataFrame(rows, columns=FRAME_COLUMNS)
@@ -146,6 +149,12 @@ def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
     return out
 
 
+def measured_points(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The measured points as dicts (label, verdict, speedup, interval, run), for what to try next."""
+    columns = ["label", "verdict", "speedup", "ci_low", "ci_high", "run_id"]
+    return [dict(zip(columns, row, strict=True)) for row in frame[frame["measured"]][columns].itertuples(index=False)]
+
+
 def break_even_note(frame: pd.DataFrame) -> str | None:
     """The measured points the break-even chart cannot draw (no step reached or projected), each
     with its break-even in the words every surface uses."""
@@ -168,7 +177,10 @@ def regime_readings(sweep: SweepSpec, frame: pd.DataFrame) -> list[str]:
         part = done[done["series"] == series]
         prefix = f"{series}: " if series_axis else ""
         reading = planning.regime(
-            part["x"].astype(int).tolist(), part["eager_step_s"].tolist(), part["verdict"].tolist()
+            part["x"].astype(int).tolist(),
+            part["eager_step_s"].tolist(),
+            part["verdict"].tolist(),
+            cuda=bool((part["device_type"] == "cuda").any()),  # no CUDA-graph advice for a CPU's points
         )
         if reading is not None:
             out.append(prefix + reading.text)
@@ -257,6 +269,11 @@ def sweep_report(sweep: SweepSpec, frame: pd.DataFrame, state: str, plan_steps: 
     readings = regime_readings(sweep, frame)
     if readings:
         lines += ["", "regime (eager step time against batch size):"] + [f"  {t}" for t in readings]
+    if runs and not frame.empty and frame["measured"].any():
+        nxt = sweep_next(measured_points(frame), list(runs))
+        if nxt is not None:
+            lines += [""] + ([f"why ({nxt.point}): {nxt.why}"] if nxt.why else [])
+            lines.append(f"next: {nxt.text}" + (f" {nxt.race.label}: {nxt.race.link}" if nxt.race else ""))
     scopes = scope_comparison(sweep, frame)
     if scopes:
         lines += ["", "whole vs regional compile:"]

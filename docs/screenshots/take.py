@@ -4,7 +4,7 @@ two-point aot_eager sweep of a tiny MLP; one Under-the-hood demo measured here),
 at 1280x720 (a projector) and 390x844 (a phone). Prints what it measured on the way: the step
 chart's height and font sizes, and where presenter mode's cards end against the fold.
 
-    python docs/screenshots/take.py [--out docs/screenshots] [--no-sweep]
+    python docs/screenshots/take.py [--out docs/screenshots] [--no-sweep | --race-only | --answers-only]
 
 Needs Playwright and Chromium (requirements-dev.txt); takes a few minutes on a small CPU. Stops
 the server and every worker it started before it exits.
@@ -218,8 +218,8 @@ def other_pages(page, url: str, out: str, suffix: str, sweep: bool) -> None:
         shoot(page, out, f"sweep{suffix}.png")
     page.goto(f"{url}/under_the_hood")
     wait_until(lambda: page.get_by_role("tab").count() >= 5, timeout=60)
-    page.get_by_role("tab", name="Graph capture and graph breaks").click()
-    panel = page.get_by_role("tabpanel", name="Graph capture and graph breaks")
+    page.get_by_role("tab", name="Graphs and graph breaks").click()
+    panel = page.get_by_role("tabpanel", name="Graphs and graph breaks")
     measure = panel.get_by_role("button", name="Measure on this device")
     if measure.count():
         measure.click()
@@ -232,11 +232,48 @@ def other_pages(page, url: str, out: str, suffix: str, sweep: bool) -> None:
     shoot(page, out, f"under-the-hood-graphs{suffix}.png")
 
 
+ANSWERS_OF = "cpu-recompiles-varying-shapes"  # the recording a finished race's answers are shown on
+COMPARED = ("cpu-compile-never-pays-off", "cpu-recompiles-varying-shapes")  # the two runs compared
+
+
+def answer_pages(page, url: str, out: str, ids: dict[str, int], races: list, sweep: bool) -> None:
+    """Issue 34's answers at 1280x720: a finished race under its verdict (why, recompiles, what next),
+    a sweep's why and next, and a comparison in words with each run's cause and next."""
+    page.goto(f"{url}/?run={ids[ANSWERS_OF]}")
+    wait_until(lambda: page.get_by_text("Why:").count() > 0 and page.locator(STATUS).count() > 0, timeout=120)
+    scroll_to(page, STATUS)
+    settle(page)
+    shoot(page, out, "race-answers.png")
+    if sweep:
+        page.goto(f"{url}/sweep?sweep=1")
+        wait_until(lambda: page.get_by_text("Next:").count() > 0, timeout=120)
+        page.get_by_text("Regime:").first.evaluate(SCROLL_UNDER_HEADER)
+        settle(page, 2)
+        shoot(page, out, "sweep-answers.png")
+    page.goto(f"{url}/runs")
+    wait_until(lambda: page.locator("[data-testid='stDataFrame']").count() > 0, timeout=60)
+    rows = [r.id for r in races]  # the table's order: newest first, as the Runs page lists them
+    box = page.locator("[data-testid='stDataFrame']").first.bounding_box()
+    for run_id in sorted(ids[name] for name in COMPARED):
+        page.mouse.click(box["x"] + 16, box["y"] + 35 + 17 + 35 * rows.index(run_id))
+        time.sleep(1.5)
+    try:
+        wait_until(lambda: page.get_by_text("Comparing 2 runs").count() > 0, timeout=30)
+        page.get_by_text("Comparing 2 runs").evaluate(SCROLL_UNDER_HEADER)
+        settle(page, 1.5)
+        shoot(page, out, "runs-compare-answers.png")
+    except SystemExit:
+        print("runs-compare-answers.png: not taken (the rows could not be ticked)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "screenshots"))
     parser.add_argument("--no-sweep", action="store_true", help="skip the sweep (its two races take a minute or two)")
     parser.add_argument("--race-only", action="store_true", help="only the Race page and presenter mode")
+    parser.add_argument(
+        "--answers-only", action="store_true", help="only the answers' three at 1280x720 (the sweep included)"
+    )
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -246,9 +283,10 @@ def main() -> None:
     server = None
     try:
         folder = os.path.join(ROOT, "assets", "recordings")
+        ids = {}
         for name in sorted(os.listdir(folder)):
-            import_bundle(store, load_bundle_file(os.path.join(folder, name)), OWNER)
-        if not (args.no_sweep or args.race_only):
+            ids[name.removesuffix(".json")] = import_bundle(store, load_bundle_file(os.path.join(folder, name)), OWNER)
+        if args.answers_only or not (args.no_sweep or args.race_only):
             env = {**os.environ, "COMPILE_LAB_DATA": data}
             done = subprocess.run([sys.executable, "-m", "core", *SWEEP, "--store", store_path], cwd=ROOT, env=env)
             if done.returncode != 0:
@@ -258,10 +296,16 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
                 for suffix, viewport in VIEWPORTS.items():
+                    if args.answers_only and suffix:
+                        continue  # the answers are taken at 1280x720 only
                     page = browser.new_page(viewport=viewport)
-                    race_pages(page, url, args.out, suffix)
-                    if not args.race_only:
+                    if not args.answers_only:
+                        race_pages(page, url, args.out, suffix)
+                    if not (args.race_only or args.answers_only):
                         other_pages(page, url, args.out, suffix, sweep=not args.no_sweep)
+                    if not suffix and not args.race_only:
+                        sweep = args.answers_only or not args.no_sweep
+                        answer_pages(page, url, args.out, ids, store.list_runs(kind="race"), sweep=sweep)
                     page.close()
             finally:
                 browser.close()

@@ -38,9 +38,9 @@ DEMOS: dict[str, Demo] = {
     for d in [
         Demo("fusion", "Fusion and memory bandwidth", "core.engine.explain.fusion"),
         Demo("overhead", "Overhead", "core.engine.explain.overhead"),
-        Demo("graphs", "Graph capture and graph breaks", "core.engine.explain.graphs", needs_inductor=False),
+        Demo("graphs", "Graphs and graph breaks", "core.engine.explain.graphs", needs_inductor=False),
         Demo("codegen", "The code Inductor writes", "core.engine.explain.codegen"),
-        Demo("caches", "Where compile time goes, and caches", "core.engine.explain.caches"),
+        Demo("caches", "Compile time and caches", "core.engine.explain.caches"),
     ]
 }
 

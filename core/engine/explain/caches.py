@@ -4,7 +4,9 @@ in-memory cache flatters the warm number; then recompilation when input shapes c
 `dynamic` setting with its own empty cache (after one untimed warm-up compile has paid the
 process's one-time costs), so no row reads code a row above it wrote.
 
-A cold compile is what a new user pays; a warm one is every later run on the same machine.
+A cold compile is what a new user pays; a warm one is every later run on the same machine; a portable
+one is a fresh machine (an empty cache, a new process) that loads the artifacts the cold compile saved
+(torch.compiler.save_cache_artifacts / load_cache_artifacts): what shipping the cache saves a host.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from core.engine.explain.params import CACHES_DEFAULTS as DEFAULTS
 from core.engine.explain.params import caches_problems as validate  # noqa: F401 - a demo module's API: DEFAULTS, validate, run
 
 
-def compile_in_fresh_process(cache_dir: str, model: str, batch_size: int, device: str) -> dict[str, Any]:
+def compile_in_fresh_process(cache_dir: str, model: str, batch_size: int, device: str, *extra: str) -> dict[str, Any]:
     """Run core.engine.explain.compile_once in a new process whose Inductor and Triton caches are
     both inside cache_dir (as a race's: core.engine.device_state), so a host's TRITON_CACHE_DIR
-    cannot make the cold compile warm."""
+    cannot make the cold compile warm. `extra`: its --save or --load FILE."""
     env = {**os.environ, **cache_environment(cache_dir), "PYTHONPATH": PROJECT_ROOT}
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "core.engine.explain.compile_once", model, str(batch_size), device],
+        [sys.executable, "-m", "core.engine.explain.compile_once", model, str(batch_size), device, *extra],
         cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,
@@ -115,18 +117,27 @@ def own_cache():
 
 def run(params: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
     p = {**DEFAULTS, **params}
-    cache_dir = make_cold_cache("demo")
+    cache_dir, fresh_dir, kept = make_cold_cache("demo"), make_cold_cache("demo-fresh"), make_cold_cache("artifacts")
+    artifacts = os.path.join(kept, "artifacts.bin")  # outside both caches: what a host would ship
     try:
-        cold = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device)
+        cold = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device, "--save", artifacts)
         warm = compile_in_fresh_process(cache_dir, p["model"], p["batch_size"], device)
+        # A fresh machine: an empty cache of its own, loading the artifacts the cold compile saved.
+        portable = (
+            compile_in_fresh_process(fresh_dir, p["model"], p["batch_size"], device, "--load", artifacts)
+            if os.path.isfile(artifacts)
+            else {"error": "this torch saved no cache artifacts"}
+        )
     finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
+        for folder in (cache_dir, fresh_dir, kept):
+            shutil.rmtree(folder, ignore_errors=True)
     result: dict[str, Any] = {
         "model": p["model"],
         "batch_size": p["batch_size"],
         "device": device,
         "cold": cold,
         "warm": warm,
+        "portable": portable,
     }
     if "compile_s" in cold and "compile_s" in warm and warm["compile_s"] > 0:
         result["warm_saves"] = cold["compile_s"] / warm["compile_s"]

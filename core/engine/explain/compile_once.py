@@ -1,6 +1,9 @@
-"""`python -m core.engine.explain.compile_once MODEL BATCH DEVICE`: compile one training step in this fresh
-process and print one JSON line: how long the first (compiling) step took against a steady one,
-and torch's own breakdown by phase. Used by core.engine.explain.caches for cold vs warm caches."""
+"""`python -m core.engine.explain.compile_once MODEL BATCH DEVICE [--save FILE | --load FILE]`: compile one
+training step in this fresh process and print one JSON line: how long the first (compiling) step took
+against a steady one, and torch's own breakdown by phase. Used by core.engine.explain.caches for cold
+vs warm caches, and for what a fresh machine pays with another's portable cache: `--save` writes the
+compile's artifacts (torch.compiler.save_cache_artifacts) to FILE after it; `--load` loads FILE's
+(torch.compiler.load_cache_artifacts) into this process's empty cache before it, timed apart."""
 
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ from core.engine.models.zoo_workload import random_batch
 from core.engine.timing import device_sync
 
 
-def main(model_name: str, batch_size: int, device_name: str) -> dict:
+def main(
+    model_name: str, batch_size: int, device_name: str, save_to: str | None = None, load_from: str | None = None
+) -> dict:
     device = torch.device(device_name)
     info = get_model_info(model_name)
     torch.manual_seed(0)
@@ -45,11 +50,27 @@ def main(model_name: str, batch_size: int, device_name: str) -> dict:
     # One untimed eager step first: a fresh process pays one-time device costs (CUDA context,
     # cuBLAS/cuDNN handles, allocator growth) on its first step, and they are not compile time.
     step(model)
+    load_s = None
+    if load_from:  # another machine's artifacts into this process's empty cache, before anything compiles
+        with open(load_from, "rb") as fh:
+            artifacts = fh.read()
+        started = time.perf_counter()
+        torch.compiler.load_cache_artifacts(artifacts)
+        load_s = time.perf_counter() - started
     compiled = torch.compile(model)
     first = step(compiled)
     steady = sorted(step(compiled) for _ in range(5))[2]
     stats = read_compile_stats()
+    saved_bytes = None
+    if save_to:
+        saved = torch.compiler.save_cache_artifacts()
+        if saved is not None:
+            with open(save_to, "wb") as fh:
+                fh.write(saved[0])
+            saved_bytes = len(saved[0])
     return {
+        "load_s": load_s,
+        "artifact_bytes": saved_bytes,
         "first_step_s": first,
         "steady_step_s": steady,
         "compile_s": max(first - steady, 0.0),
@@ -62,4 +83,5 @@ def main(model_name: str, batch_size: int, device_name: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], int(sys.argv[2]), sys.argv[3])))
+    extra = dict(zip(sys.argv[4::2], sys.argv[5::2]))
+    print(json.dumps(main(sys.argv[1], int(sys.argv[2]), sys.argv[3], extra.get("--save"), extra.get("--load"))))

@@ -8,53 +8,67 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core.engine import words
 from core.view.explain.figures import finish
 from core.view.report import probe_worth_naming
 from core.view.run_screen.why_per_step import phase_table
 
-CACHE_COLORS = {"cold": "#5F6B73", "warm": "#A9B4BB"}  # neutral: orange means "compiled" everywhere else
+CACHE_COLORS = {"cold": "#5F6B73", "warm": "#A9B4BB", "fresh machine": "#87939B"}  # neutral: orange is "compiled"
+# The three compiles, as the chart and the table name them: the result's key, the name shown.
+COMPILES = (("cold", "cold"), ("warm", "warm"), ("portable", "fresh machine"))
+
+
+def portable_total_s(run: dict[str, Any]) -> float | None:
+    """What a fresh machine pays with shipped artifacts: loading them, then its compile."""
+    if not isinstance(run.get("compile_s"), int | float):
+        return None
+    return float(run["compile_s"]) + float(run.get("load_s") or 0.0)
 
 
 def caches_chart(result: dict[str, Any]) -> alt.Chart:
-    """Cold against warm compile time of the same model, each measured in a fresh process."""
-    rows = [
-        {"cache": name, "compile_s": result[name]["compile_s"]}
-        for name in ("cold", "warm")
-        if isinstance(result.get(name), dict) and "compile_s" in result[name]
-    ]
+    """Cold, warm and fresh-machine compile time of the same model, each measured in a fresh process
+    (the fresh machine's bar includes loading the artifacts)."""
+    rows = []
+    for key, name in COMPILES:
+        run = result.get(key)
+        if isinstance(run, dict) and "compile_s" in run:
+            rows.append({"cache": name, "compile_s": portable_total_s(run) if key == "portable" else run["compile_s"]})
+    order = [row["cache"] for row in rows]  # COMPILES' order, the ones measured
     data = pd.DataFrame(rows, columns=["cache", "compile_s"])
     chart = (
         alt.Chart(data)
         .mark_bar()
         .encode(
             x=alt.X("compile_s:Q", title="compile time (s)"),
-            y=alt.Y("cache:N", title=None, sort=["cold", "warm"]),
+            y=alt.Y("cache:N", title=None, sort=order),
             color=alt.Color(
                 "cache:N",
-                scale=alt.Scale(domain=["cold", "warm"], range=[CACHE_COLORS["cold"], CACHE_COLORS["warm"]]),
+                scale=alt.Scale(domain=order, range=[CACHE_COLORS[name] for name in order]),
                 legend=None,
             ),
             tooltip=[alt.Tooltip("cache:N"), alt.Tooltip("compile_s:Q", format=".2f", title="seconds")],
         )
     )
-    return finish(chart, f"Compile time of {result.get('model', '?')}: cold vs warm cache", "cold vs warm compile time")
+    return finish(
+        chart,
+        f"Compile time of {result.get('model', '?')}: cold, warm, and a fresh machine with the cache shipped",
+        "cold, warm and fresh-machine compile time",
+    )
 
 
 def cache_phase_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Torch's own phase breakdown for the cold and warm compile, side by side (seconds): forward
     and backward graphs apart, each phase without the phases nested in it, so each part's rows add
     up to its total and the two totals to the whole."""
-    cold_run, warm_run = result.get("cold") or {}, result.get("warm") or {}
-    cold, warm = cold_run.get("phases") or {}, warm_run.get("phases") or {}
-    return [
-        {
-            "graph": graph,
-            "phase": phase,
-            "cold (s)": seconds_cell(cold_s, cold_run),
-            "warm (s)": seconds_cell(warm_s, warm_run),
-        }
-        for graph, phase, cold_s, warm_s in phase_table(cold, warm)
-    ]
+    runs = [(name, result.get(key) or {}) for key, name in COMPILES if isinstance(result.get(key), dict)]
+    runs = [(name, run) for name, run in runs if "error" not in run or name == "cold"]
+    rows = []
+    for graph, phase, *seconds in phase_table(*(run.get("phases") or {} for _, run in runs)):
+        row = {"graph": graph, "phase": phase}
+        for (name, run), s in zip(runs, seconds):
+            row[f"{name} (s)"] = seconds_cell(s, run)
+        rows.append(row)
+    return rows
 
 
 NOT_RUN = "not run: read from the cache"
@@ -68,6 +82,28 @@ def seconds_cell(seconds: float | None, compile_run: dict[str, Any]) -> str:
         return f"{seconds:.3f}"
     hits = compile_run.get("cache_hits")
     return NOT_RUN if isinstance(hits, int) and hits > 0 else NOT_TIMED
+
+
+def portable_words(result: dict[str, Any]) -> str | None:
+    """What shipping the cache saves a fresh machine, with the numbers: the artifacts' size, loading
+    them, the compile after, against cold and warm; or why it was not measured."""
+    portable, cold, warm = (result.get(k) or {} for k in ("portable", "cold", "warm"))
+    if portable.get("error"):
+        return f"A fresh machine with the cache shipped was not measured: {portable['error']}."
+    total = portable_total_s(portable)
+    if total is None or not isinstance(cold.get("compile_s"), int | float):
+        return None
+    warm_s = warm.get("compile_s")
+    beside = f", against {words.seconds(cold['compile_s'])} cold" + (
+        f" and {words.seconds(warm_s)} warm" if isinstance(warm_s, int | float) else ""
+    )
+    return (
+        f"A fresh machine (a new process, an empty cache) that loads the {words.bytes_(cold.get('artifact_bytes') or 0)} "
+        f"of artifacts the cold compile saved (torch.compiler.save_cache_artifacts, then load_cache_artifacts) pays "
+        f"{words.seconds(total)}: {words.seconds(float(portable.get('load_s') or 0.0))} to load them and "
+        f"{words.seconds(portable['compile_s'])} to compile{beside}. Dynamo still traces the model (its row in the "
+        "table); the stages the artifacts hold are read, not run."
+    )
 
 
 def phase_total_s(breakdown: dict[str, Any]) -> float | None:

@@ -9,7 +9,7 @@ from typing import Any
 import altair as alt
 
 from core.engine import words
-from core.view.explain.figures import finish, variant_lines, variants_long
+from core.view.explain.figures import finish, outlier_cut, variant_lines, variants_long
 
 
 def overhead_tiny_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -42,11 +42,14 @@ def overhead_batch_chart(result: dict[str, Any]) -> alt.LayerChart:
     rows = result.get("batch_sweep", {}).get("rows", [])
     fields = {"eager": "eager_us"} | ({"compiled": "compiled_us"} if rows and rows[0].get("compiled_us") else {})
     data = variants_long(rows, "batch", fields)
-    chart = variant_lines(data, "batch", "batch size", "time per call (µs)", ".1f")
+    cut = outlier_cut(data)  # an outlying repeat (a descheduled call) would flatten the medians read here
+    chart = variant_lines(data, "batch", "batch size", "time per call (µs)", ".1f", cut=cut)
     repeats = rows[0].get("samples") if rows else None
     title = "Time per call of a small MLP against batch size" + (
         f" (median of {repeats} repeats; bars: lowest to highest)" if repeats else ""
     )
+    if cut:  # a second line: the first stays as wide as before
+        title = [title, f"Axis cut at {cut:,.0f} µs: the highest repeat reached {float(data['high'].max()):,.0f} µs"]
     return finish(chart, title, "overhead batch sweep")
 
 

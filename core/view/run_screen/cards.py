@@ -39,6 +39,15 @@ def _change_delta(new: float | None, old: float | None, less_is_better: bool = F
     return {"delta": text, "delta_color": "inverse" if less_is_better else "normal", "delta_arrow": "auto"}
 
 
+def _throughput_delta(compiled: float | None, eager: float | None, verdict: str | None) -> dict[str, str | None]:
+    """Throughput's change against eager, green or red only where the speedup's verdict is clear: beside
+    "no clear difference" a +3% is grey, no gain or loss to colour (the same steps, in samples)."""
+    delta = _change_delta(compiled, eager)
+    if verdict not in ("faster", "slower") and delta["delta_color"] != "off":
+        return {**delta, "delta_color": "off"}
+    return delta
+
+
 _QUIET = {"delta_color": "off", "delta_arrow": "off"}
 
 
@@ -148,7 +157,7 @@ def result_cards(
             words.rate(compiled_tput),
             "Training samples per second at the steady median step"
             + (f"; eager: {words.rate(eager_tput)}." if eager_tput else "."),
-            **_change_delta(compiled_tput, eager_tput),
+            **_throughput_delta(compiled_tput, eager_tput, s.verdict),
         ),
         Card(
             "Peak memory (compiled)",

@@ -105,7 +105,8 @@ def live_words(
             elapsed = max(now - float(since), 0.0) if since else None
             phase = quote(live["phase"]) if isinstance(live.get("phase"), str) else None
             return Words(sentences.compiling_text(elapsed, seconds, estimated, phase), compiling=True)
-        return Words(sentences.eager_phase_text(counts["eager"], total, seconds, estimated))
+        schedule = (run.params or {}).get("schedule", "blocks")
+        return Words(sentences.eager_phase_text(counts["eager"], total, seconds, estimated, schedule))
     said = view.derive(("reading", total), lambda: reading(summary, not run.finished, total, counts))
     # All this app's words and numbers, except a compile-skipped or -failed reason (torch's, or a bundle's).
     from_torch = not summary.compiled

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from core.engine import words
+from core.engine.intervals import BLOCK_STEPS
 from core.engine.options import COMPILE
 from core.engine.spec import RunSpec
 from core.engine.summary import Summary
@@ -32,11 +33,35 @@ def total_steps(params: Mapping[str, Any] | None) -> int | None:
     return spec.total_steps if spec is not None and spec.total_steps > 0 else None
 
 
-def eager_phase_text(eager_steps: int, total: int | None, expected_compile_s: float | None, estimated: bool) -> str:
-    """While the eager run goes: where it is and what comes next."""
+def schedule_words(schedule: str | None, steps: int | None = None) -> str:
+    """How the two variants share the race, as the form promises and the live words say it: 'eager and
+    compiled taking turns every 5 steps (300 steps each)', '300 steps eager, then 300 compiled'."""
+    each = f" ({words.count(steps, 'step')} each)" if steps else ""
+    if schedule == "sequential":
+        return f"{words.count(steps, 'step')} eager, then {steps:,} compiled" if steps else "eager, then compiled"
+    if schedule == "alternating":
+        return f"eager and compiled taking turns epoch by epoch{each}"
+    return f"eager and compiled taking turns every {BLOCK_STEPS} steps{each}"
+
+
+def eager_phase_text(
+    eager_steps: int,
+    total: int | None,
+    expected_compile_s: float | None,
+    estimated: bool,
+    schedule: str | None = "sequential",
+) -> str:
+    """Before the first compiled step: where eager is and what comes next, as the schedule has it
+    (eager's whole run first, or its first turn: blocks of 5 steps, or its first epoch)."""
     compile_part = f" (about {words.duration(expected_compile_s)} on this device)" if expected_compile_s else ""
     if estimated and expected_compile_s:
         compile_part = f" (roughly {words.duration(expected_compile_s)}, estimated)"
+    if schedule in ("blocks", "alternating"):
+        turn = f"first {BLOCK_STEPS} steps" if schedule == "blocks" else "first epoch"
+        return (
+            f"Eager's {turn}: {words.of_total(eager_steps, total)}. Next: compile{compile_part}, then "
+            f"{schedule_words(schedule)}."
+        )
     return f"Eager run: {words.of_total(eager_steps, total)}. Next: compile{compile_part}, then the compiled run."
 
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from core.engine.cause import race_cause
 from core.engine.profile_reading import profile_reading
+from core.engine.recompiles import recompile_words
 from core.engine.summary import Summary
 
 MAX_MARKS = 60  # compile marks drawn on the step chart; a run recompiling every step names the rest in words
@@ -108,6 +110,19 @@ def profile_words(profile: dict[str, Any] | None) -> str | None:
     return profile_reading(profile.get("eager"), profile.get("compiled")) or profile.get("reading")
 
 
+def cause_words(
+    summary: dict[str, Any], params: dict[str, Any] | None, environment: dict[str, Any] | None
+) -> str | None:
+    """Why compiled is faster, slower or the same, from this anatomy and the verdict (core.engine.cause)."""
+    cause = race_cause(summary, params, environment)
+    return cause.sentence if cause else None
+
+
+def recompile_story(summary: dict[str, Any], params: dict[str, Any] | None) -> str | None:
+    """The recompiles with each failed guard in full, what they cost and what avoids them."""
+    return recompile_words(summary, params)
+
+
 def kernels_counted(profile: dict[str, Any] | None) -> str | None:
     """What counts as a kernel on this device (CUDA kernels; on a CPU, leaf ATen ops and Inductor's C++ kernels)."""
     for variant in ("compiled", "eager"):
@@ -128,6 +143,21 @@ def top_kernel_rows(profile: dict[str, Any] | None, variant: str) -> list[dict[s
         }
         for k in part.get("top_kernels") or []
     ]
+
+
+def top_kernel_lines(profile: dict[str, Any] | None, variant: str) -> list[str]:
+    """The same kernels as lines that wrap whole: '17.133 ms per step, 1 call: graph_0_cpp_fused_...',
+    the name breakable after each underscore (a zero-width space), so no part of it or its time is cut."""
+    return [
+        f"{row['ms per step']:.3f} ms per step, {row['calls per step']:g} call{'s' if row['calls per step'] != 1 else ''}"
+        f": {wrappable(str(row['kernel']))}"
+        for row in top_kernel_rows(profile, variant)
+    ]
+
+
+def wrappable(name: str) -> str:
+    """A long identifier that a page may wrap after each underscore or dot (zero-width spaces)."""
+    return name.replace("_", "_\u200b").replace(".", ".\u200b").replace("::", "::\u200b")
 
 
 def phase_rows(summary: Summary) -> list[dict[str, Any]]:

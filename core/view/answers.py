@@ -1,0 +1,152 @@
+"""A finished race's answers, for every surface that shows one (the Race page, a run reopened on the
+Runs page, the CLI's table): why compiled is faster, slower or the same here (core.engine.cause),
+its recompiles with the guard that failed and what avoids it (core.engine.recompiles), what to try
+next on its device with a link that fills the Race form with it (core.engine.recommend), and
+whether a warm race found a cache (core.engine.warm_cache). Plain text; the page escapes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from core.engine import words
+from core.engine.cause import Cause, race_cause
+from core.engine.recommend import Advice, advise, sweep_advice
+from core.engine.recompiles import recompile_words
+from core.engine.spec import RunSpec, SpecError
+from core.engine.summary import Summary
+from core.engine.warm_cache import cache_words
+from core.view.race_form import spec_to_query
+
+
+@dataclass(frozen=True)
+class NextRace:
+    """One suggestion as the page offers it: its label, the Race page link that fills the form with
+    it, and why."""
+
+    label: str
+    link: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What a finished race answers beyond its verdict, each None where it has nothing to say."""
+
+    cause: Cause | None
+    recompiles: str | None
+    advice: Advice | None
+    next_races: tuple[NextRace, ...]
+    warm_cache: str | None = None
+
+    @property
+    def cause_text(self) -> str | None:
+        return self.cause.sentence if self.cause else None
+
+    def lines(self) -> list[str]:
+        """Every answer as a line of text, for a terminal."""
+        out = []
+        if self.cause_text:
+            out.append(f"Why: {self.cause_text}")
+        if self.recompiles:
+            out.append(f"Recompiles: {self.recompiles}")
+        if self.warm_cache:
+            out.append(f"Cache: {self.warm_cache}")
+        if self.advice and self.advice.cost:
+            out.append(f"Cost: {self.advice.cost}")
+        for race in self.next_races:
+            out.append(f"Try next: {race.label}: {race.why} ({race.link})")
+        if self.advice and not self.next_races and not self.advice.cost:
+            out.append(f"Next: {self.advice.sentence()}")
+        return out
+
+
+def race_link(params: dict[str, Any], changes: dict[str, Any]) -> str | None:
+    """The Race page's link for this race with `changes` (the options table says what travels)."""
+    try:
+        spec = dataclasses.replace(RunSpec.from_dict(params), **changes)
+    except (SpecError, TypeError):
+        return None
+    return "/?" + urlencode(spec_to_query(spec))
+
+
+def finished_answers(
+    summary: Summary | dict[str, Any] | None,
+    params: dict[str, Any] | None,
+    environment: dict[str, Any] | None,
+    compile_info: dict[str, Any] | None = None,
+) -> Answers:
+    """The answers of one finished race from what it stored (`compile_info`: torch's counters, the
+    run's details["compile"], for whether a warm cache was read)."""
+    summary, params, env = Summary.of(summary), params or {}, environment or {}
+    cause = race_cause(summary, params, env)
+    advice = advise(summary, params, env, cause)
+    races = []
+    for suggestion in advice.suggestions if advice else ():
+        link = race_link(params, suggestion.changes)
+        if link:
+            races.append(NextRace(suggestion.label, link, suggestion.why))
+    cache = cache_words(env, compile_info)
+    return Answers(
+        cause, recompile_words(summary, params), advice, tuple(races), cache[0].upper() + cache[1:] if cache else None
+    )
+
+
+@dataclass(frozen=True)
+class SweepNext:
+    """What a finished sweep says to try next, the race that launches it, and why its best point
+    reads as it does (that point's cause)."""
+
+    text: str
+    race: NextRace | None
+    why: str | None = None
+    point: str = ""
+
+
+def sweep_next(points: list[dict[str, Any]], runs: list[Any]) -> SweepNext | None:
+    """What a finished sweep says to try next: its surest gain with a link to race that point alone,
+    else (no point clearly faster) the advice of its best point on its device, with that link; and
+    the cause of that point's verdict. `points`: the sweep frame's measured rows as dicts (label,
+    verdict, speedup, ci_low, ci_high, run_id)."""
+    if not points:
+        return None
+    by_id = {r.id: r for r in runs}
+    best_text = sweep_advice(points)
+    if best_text:
+        best = max((p for p in points if p.get("verdict") == "faster"), key=lambda p: p["ci_low"])
+    else:
+        best = max(points, key=lambda p: p.get("speedup") or 0.0)
+    run = by_id.get(best["run_id"])
+    if run is None:
+        return None
+    found = finished_answers(run.summary, run.params, run.environment)
+    if best_text:
+        link = race_link(run.params or {}, {})
+        race = NextRace(f"race {best['label']} alone", link, "") if link else None
+        return SweepNext(best_text, race, found.cause_text, best["label"])
+    head = f"No point reads clearly faster; the best, {best['label']}, reads {words.speedup(best['speedup'])}."
+    if found.next_races:
+        first = found.next_races[0]
+        return SweepNext(f"{head} {first.why}", first, found.cause_text, best["label"])
+    cost = f" {found.advice.cost}" if found.advice and found.advice.cost else ""
+    return SweepNext(head + cost, None, found.cause_text, best["label"])
+
+
+def latest_cause(runs: list[Any], owner: str) -> tuple[str, str] | None:
+    """The newest finished race with a cause to name, this visitor's first (else any here), as
+    (which race, why): what the Overhead and Fusion tabs tie their measurement to. `runs`: done races,
+    newest first."""
+    mine = [r for r in runs if r.owner == owner]
+    for run in mine + [r for r in runs if r.owner != owner]:
+        cause = race_cause(run.summary, run.params, run.environment)
+        if cause is not None:
+            p = run.params or {}
+            whose = "Your latest race" if run.owner == owner else "The latest race here"
+            return (
+                f"{whose}, run {run.id} ({p.get('model')}, batch {words.number(p.get('batch_size'))})",
+                cause.sentence,
+            )
+    return None
