@@ -23,6 +23,7 @@ from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
 from core.engine.options import Option
 from core.engine.race_estimates import duration_note
 from core.engine.spec import SpecError, validate
+from core.engine.summary import BUSY
 from core.runs import devices, estimates, queue, shared_results
 from core.runs.limits import HostLimits
 from core.runs.store import id_from_text
@@ -352,6 +353,14 @@ def live(run_id: int) -> None:
     show_run(run, snap, key="live", present=present)
     if present:
         return
+    if run.finished and run.owner == me and (run.summary or {}).get("verdict") == BUSY:
+        st.button(  # the reading said the machine was busy: the same race again, on a quieter moment
+            "Run it again",
+            key=f"again_{run.id}",
+            on_click=fold_and_launch,
+            args=(dict(run.params or {}),),
+            help="The same race again: this one ran while other work had its cores, so it gave no verdict.",
+        )
     if run.status == "done":
         plan_section(run, key="race")
     if run.finished:

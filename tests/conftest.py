@@ -107,12 +107,17 @@ QUICK_CLI = [
     "aot_eager",
     "--device",
     "cpu",
+    "--replicates",
+    "0",
 ]
 
 
 def quick_spec(**overrides) -> RunSpec:
-    """A race that finishes in about a second on CPU: tiny MLP, aot_eager (no Inductor codegen)."""
-    base = dict(model="mlp", batch_size=16, epochs=2, steps_per_epoch=4, backend="aot_eager", device="cpu")
+    """A race that finishes in about a second on CPU: tiny MLP, aot_eager (no Inductor codegen), its
+    first process alone (a test of replicate processes asks for them)."""
+    base = dict(
+        model="mlp", batch_size=16, epochs=2, steps_per_epoch=4, backend="aot_eager", device="cpu", replicates=0
+    )
     base.update(overrides)
     return RunSpec(**base)
 

@@ -196,8 +196,8 @@ def wait_until(predicate, timeout, every=0.25):
 # the page has a compile to announce and a break-even to project; short enough for a test.
 # Sequential (eager's epochs, then compiled's): the story this test reads step by step, a compile
 # phase of its own; the default schedule (turns every 5 steps) is drawn in tests/test_schedule.py.
-RACE = "model=pointwise_mlp&batch_size=4096&epochs=3&steps_per_epoch=80&schedule=sequential"
-SECOND_RACE = "model=pointwise_mlp&batch_size=1024&epochs=2&steps_per_epoch=100&schedule=sequential"
+RACE = "model=pointwise_mlp&batch_size=4096&epochs=3&steps_per_epoch=80&schedule=sequential&replicates=0"
+SECOND_RACE = "model=pointwise_mlp&batch_size=1024&epochs=2&steps_per_epoch=100&schedule=sequential&replicates=0"
 
 
 def run_ids(page) -> set[str]:

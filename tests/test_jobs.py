@@ -215,7 +215,8 @@ def test_a_worker_runs_a_race_and_stores_events_environment_and_summary(store):
     assert run.progress == pytest.approx(1.0) and run.phase == "done"
     assert run.environment["device_type"] == "cpu"
     assert run.summary["steady_state_speedup"] > 0 and "reading" not in run.summary  # derived, never stored
-    assert reading(run.summary).startswith(("Compiled steps", "No clear difference"))
+    # a verdict, or on a machine busy at that moment (the suite shares it) the busy words instead of one
+    assert reading(run.summary).startswith(("Compiled steps", "No clear difference", "The machine was busy"))
     assert run.details["compile"]["graphs"] >= 1
     events = store.events_after(run_id)
     assert len([e for e in events if e["kind"] == "step"]) == 2 * (6 + 2)
@@ -283,7 +284,7 @@ from core.runs import queue
 from core.engine.spec import DeviceCaps, RunSpec
 from core.runs.limits import HostLimits
 from core.runs.store import Store
-spec = RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=2, backend="eager", device="cpu")
+spec = RunSpec(model="mlp", batch_size=8, epochs=1, steps_per_epoch=2, backend="eager", device="cpu", replicates=0)
 print(queue.enqueue(Store(sys.argv[1]), spec, "p" + sys.argv[2], limits=HostLimits(job_time_limit_s=None), caps=DeviceCaps()))
 """
 

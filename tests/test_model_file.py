@@ -227,7 +227,20 @@ def test_submitting_a_model_file_needs_the_host_to_allow_it(tmp_path):
 
     path = model_file(tmp_path, GOOD)
     store = str(tmp_path / "store.sqlite3")
-    flags = ["--model-file", path, "--image-size", "8", "--batch-size", "4", "--epochs", "1", "--steps-per-epoch", "2"]
+    flags = [
+        "--model-file",
+        path,
+        "--image-size",
+        "8",
+        "--batch-size",
+        "4",
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "2",
+        "--replicates",
+        "0",
+    ]
     command = [sys.executable, "-m", "core", "submit", *flags, "--backend", "aot_eager", "--device", "cpu"]
     command += ["--store", store, "--wait"]
     refused = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)

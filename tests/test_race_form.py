@@ -162,7 +162,13 @@ def test_duration_reads_in_seconds_below_a_minute_and_a_half_and_in_minutes_abov
 
 def test_the_link_holds_only_form_fields_never_the_visitor_or_local_paths():
     spec = RunSpec(
-        data_dir="/home/alice/datasets", download=True, device="cuda", dynamic=True, image_size=64, target_interval=0.03
+        data_dir="/home/alice/datasets",
+        download=True,
+        device="cuda",
+        dynamic=True,
+        image_size=64,
+        target_interval=0.03,
+        replicates=4,
     )  # the optional fields set: a link leaves out what is None
     query = spec_to_query(spec)
     assert set(query) <= SPEC_FIELDS
@@ -352,7 +358,9 @@ def test_expected_compile_estimate_is_the_one_the_duration_estimate_uses(caps):
     for model in CHOICES["model"]:
         for backend in CHOICES["backend"]:
             for mode in CHOICES["mode"]:
-                spec = RunSpec(model=model, backend=backend, mode=mode, device="cuda" if on_gpu else "cpu")
+                spec = RunSpec(
+                    model=model, backend=backend, mode=mode, device="cuda" if on_gpu else "cpu", replicates=0
+                )
                 expected = expected_compile_estimate(spec.to_dict(), on_gpu=on_gpu)
                 offsets[(model, backend, mode)] = round(compile_and_start_s(spec, caps) - expected, 6)
     assert len(offsets) > 20 and len(set(offsets.values())) == 1, offsets

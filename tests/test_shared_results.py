@@ -128,7 +128,9 @@ def test_the_race_page_offers_a_recent_result_and_shows_it_at_once(store, sleepe
     at = small_race_form(app())
     spec_now = at.session_state["form_batch_size"]
     assert not any(b.label == "Show it" for b in at.button)
-    spec = quick_spec(model="mlp", batch_size=spec_now, epochs=3, steps_per_epoch=3, device="cpu", backend="inductor")
+    spec = quick_spec(
+        model="mlp", batch_size=spec_now, epochs=3, steps_per_epoch=3, device="cpu", backend="inductor", replicates=None
+    )  # as the form launches it: its replicates too
     done = finished_race(store, spec, age_s=12 * 60)
     at.run()
     offers = [i.value for i in at.info if "Measured" in i.value]
@@ -143,7 +145,7 @@ def test_launch_still_measures_again_unless_the_queue_is_long(store, sleepers, m
     record_probe(store)
     at = small_race_form(app())
     spec = dict(model="mlp", batch_size=at.session_state["form_batch_size"], epochs=3, steps_per_epoch=3)
-    done = finished_race(store, quick_spec(**spec, device="cpu", backend="inductor"))
+    done = finished_race(store, quick_spec(**spec, device="cpu", backend="inductor", replicates=None))
     at.run()
     [b for b in at.button if b.label == "Launch"][0].click().run()
     assert at.query_params["run"] != str(done) and len(store.list_runs(kind="race")) == 2  # measured again

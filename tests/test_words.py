@@ -18,6 +18,7 @@ from core.engine.summary import (
     NEVER,
     NO_COMPILE,
     NO_GAIN,
+    NO_VERDICT,
     NOT_REACHED,
     PROJECTED,
     REACHED,
@@ -121,6 +122,7 @@ STATES = {
     NO_GAIN: summary_with(verdict=analysis.NO_CLEAR_DIFFERENCE, speedup_ci95=[0.97, 1.05], steady_state_speedup=1.01),
     NEVER: summary_with(verdict=analysis.SLOWER, speedup_ci95=[0.8, 0.9], steady_state_speedup=0.85),
     NO_COMPILE: summary_with(compile_skipped="no graph was compiled"),
+    NO_VERDICT: summary_with(verdict=analysis.BUSY, speedup_ci95=[0.6, 0.9], steady_state_speedup=0.7),
 }
 
 
@@ -137,6 +139,7 @@ def test_each_break_even_state_has_its_words_short_and_long():
         NO_GAIN: ("none", "none to count on: no clear per-step gain"),
         NEVER: ("never", "never: compiled steps are slower"),
         NO_COMPILE: ("-", "-"),
+        NO_VERDICT: ("no verdict", "no verdict: the machine was busy"),
     }
 
 

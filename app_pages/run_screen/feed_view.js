@@ -89,8 +89,9 @@ export default function (component) {
     }
     const [first, ...rest] = names;
     root.append(chart(first), slots.cards);
-    const pairs = rest.filter((n) => n !== "lead");
+    const pairs = rest.filter((n) => n !== "lead" && n !== "processes");
     if (rest.includes("lead")) root.appendChild(chart("lead"));
+    if (rest.includes("processes")) root.appendChild(chart("processes")); // a dot per process
     for (let i = 0; i < pairs.length; i += 2) {
       const row = el("div", "cl-row");
       row.appendChild(chart(pairs[i]));

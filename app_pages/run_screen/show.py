@@ -170,6 +170,8 @@ def _show_run(run: Run, view: LiveSnapshot, key: str, present: bool) -> None:
     show_cards(summary, run, view, total)
     if "lead" in built:  # a lead needs both variants at the same step
         draw_chart(st, chart("lead"))
+    if "processes" in built:  # the race's processes, a dot each (core.view.process_chart)
+        draw_chart(st, chart("processes"))
     left, right = st.columns(2)
     with left:
         st.toggle(

@@ -4,6 +4,7 @@ the summary table (or JSON)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -26,11 +27,26 @@ class ProgressPrinter:
         self._compile_started: float | None = None
 
     def __call__(self, event) -> None:
-        from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
-        from core.view.report import environment_header
+        from core.engine.events import (
+            BusyEvent,
+            CompileEvent,
+            EpochEvent,
+            ReplicateEvent,
+            StartEvent,
+            StatusEvent,
+            StepEvent,
+        )
+        from core.view.report import environment_header, process_line
 
         if isinstance(event, StartEvent):
             self._line(environment_header(event.environment))
+        elif isinstance(event, ReplicateEvent):
+            self._line(process_line(event.process))
+        elif isinstance(event, BusyEvent):
+            steps = f"{event.first_step}-{event.last_step}" if event.last_step > event.first_step else event.first_step
+            self._line(
+                f"[{event.variant}] busy machine during steps {steps}: waited for a core {event.wait_share:.0%} of the time"
+            )
         elif isinstance(event, CompileEvent):
             self._line(f"[{event.variant}] {event.phase} step {event.step}: {event.note}")
         elif isinstance(event, StatusEvent):
@@ -43,6 +59,8 @@ class ProgressPrinter:
                     self._compile_started = None
             elif event.state == "compiling":
                 self._line(f"[compiled] {event.message} ...")
+            elif event.state == "replicating":
+                self._line(f"[{event.message}] both variants again in a new process, from the warm cache ...")
             elif event.state == "starting":
                 self._line(f"[{event.variant}] starting" + (f" ({event.message})" if event.message else ""))
             elif event.state == "compile_skipped":
@@ -71,6 +89,9 @@ class ProgressPrinter:
 
 
 def cmd_race(args: argparse.Namespace) -> int:
+    from core.runs import race_conditions
+
+    race_conditions.restart_as_race_process()  # the malloc settings every door's race starts with
     trace = None
     if args.compile_trace:  # read when torch is imported, so before anything imports it
         trace = os.path.abspath(args.trace_dir or f"compile-lab-trace-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -87,12 +108,26 @@ def cmd_race(args: argparse.Namespace) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
 
+    from core.engine.spec import resolve_device
     from core.engine.trainer import run_race
+    from core.runs.replicate_process import run_replicate
+    from core.runs.worker_cores import CoreSettingError
     from core.view.report import summary_table
 
+    try:  # the cores, threads and malloc settings a worker's race has (core.runs.race_conditions)
+        conditions = race_conditions.apply(resolve_device(spec.device, caps))
+    except CoreSettingError as exc:
+        print(f"error: this host's configuration: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     result = run_race(
-        spec, on_event=None if args.quiet else ProgressPrinter(sys.stderr), caps=caps, trace_dir=args.trace_dir
+        spec,
+        on_event=None if args.quiet else ProgressPrinter(sys.stderr),
+        caps=caps,
+        trace_dir=args.trace_dir,
+        replicate=functools.partial(run_replicate, conditions=conditions),
+        conditions=conditions.to_dict(),
     )
+    race_conditions.keep_in_environment(result.environment, conditions)
     if trace and not args.quiet:
         print(f"compile trace (TORCH_TRACE, for tlparse): {trace}", file=sys.stderr)
     data = result.to_dict()

@@ -12,6 +12,7 @@ The definitions follow PyTorch's own compiler benchmark harness where it has one
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,27 +21,27 @@ from typing import Any
 
 import numpy as np
 
-from core.engine import intervals, noise
+from core.engine import intervals, noise, replicates
 from core.engine.spec import CUDA_GRAPH_MODES
+from core.engine.speedup import (  # the speedup's own module; these names are analysis's too
+    Speedup,
+    default_warmup,
+    first_process,
+    headline_speedup,
+    steady,
+    steady_state_speedup,
+)
 from core.engine.summary import (  # noqa: F401 - the verdicts and reasons, named here as they always were
+    BUSY,
     FASTER,
     NEVER_NO_GAIN,
     NEVER_SLOWER,
     NO_CLEAR_DIFFERENCE,
+    NO_VERDICT_BUSY,
     NOT_WITHIN_RUN,
     SLOWER,
     Summary,
 )
-
-
-def default_warmup(n: int, at_least: int = 1) -> int:
-    """Warm-up steps to drop from a series of n: ~10% (at least `at_least`, at most 10), leaving >= 2
-    (>= 1 when `at_least` asks for a longer window than that allows)."""
-    if n <= 2:
-        return max(0, n - 1)
-    if at_least <= 1:
-        return min(max(1, n // 10), 10, n - 2)
-    return min(max(at_least, n // 10), max(10, at_least), n - 1)
 
 
 def warmup_floor(mode: str, backend: str = "inductor") -> int:
@@ -50,61 +51,33 @@ def warmup_floor(mode: str, backend: str = "inductor") -> int:
     return 3 if backend == "inductor" and mode in CUDA_GRAPH_MODES else 1
 
 
-def steady(times: Sequence[float], warmup: int) -> list[float]:
-    """The samples after warm-up (never empty when times is not)."""
-    return list(times[warmup:]) or list(times[-1:])
-
-
-@dataclass(frozen=True)
-class Speedup:
-    """Steady-state speedup (eager time / compiled time: >1 means compiled is faster)."""
-
-    speedup: float
-    ci_low: float
-    ci_high: float
-    verdict: str
-    eager_median_s: float
-    compiled_median_s: float
-    within: tuple[float, float] | None = None  # the race's own interval, before the run-to-run spread
-
-
-def steady_state_speedup(
-    eager: Sequence[float],
-    compiled: Sequence[float],
-    warmup: int | None = None,
-    paired: bool = False,
-    alpha: float = intervals.ALPHA,
-    spread: intervals.RunToRun | None = None,
-) -> Speedup | None:
-    """Ratio of steady-state medians with a (1 - alpha) interval from blocks of steps and a verdict.
-
-    `paired`: the variants took turns (their block i ran side by side), so the interval is over
-    pair ratios (core.engine.intervals); else over each variant's blocks apart. None when either
-    series is empty. The verdict is "faster"/"slower" only when the whole interval lies on one side
-    of 1; with too few steps for two blocks there is no interval to stand behind, so no verdict.
-    `spread`: the device's run-to-run spread; the interval is then the wider of it and the race's own.
-    """
-    if not eager or not compiled:
-        return None
-    w = default_warmup(min(len(eager), len(compiled))) if warmup is None else warmup
-    e, c = steady(eager, w), steady(compiled, w)
-    e_med, c_med = median(e), median(c)
-    if c_med <= 0:
-        return None
-    point = e_med / c_med
-    within = intervals.log_half_width(e, c, paired, alpha)
-    if within is None:
-        return Speedup(point, point, point, NO_CLEAR_DIFFERENCE, e_med, c_med)
-    low, high = intervals.interval(point, intervals.headline_half_width(within, spread))
-    verdict = FASTER if low > 1 else SLOWER if high < 1 else NO_CLEAR_DIFFERENCE
-    return Speedup(point, low, high, verdict, e_med, c_med, intervals.interval(point, within))
-
-
 def compile_overhead(eager: Sequence[float], compiled: Sequence[float], warmup: int) -> float | None:
     """Extra time the compiled variant spent in its first `warmup` items (steps or epochs)."""
     if len(eager) < warmup or len(compiled) < warmup or warmup < 1:
         return None
     return sum(compiled[:warmup]) - sum(eager[:warmup])
+
+
+def compile_noise(eager: Sequence[float], compiled: Sequence[float], warmup: int) -> float:
+    """The least compile cost the steps can show: `warmup` steps' worth of the steady steps' own
+    scatter (the 90th percentile less the median, the wider variant's), at least 1 ms a step."""
+    scatter = [float(np.percentile(x, 90) - median(x)) for x in (steady(eager, warmup), steady(compiled, warmup)) if x]
+    return warmup * max([0.001, *scatter])
+
+
+def measured_compile(
+    eager: Sequence[float], compiled: Sequence[float], warmup: int
+) -> tuple[float | None, float | None]:
+    """(compile time, None) where compiled's first `warmup` steps are measurably slower than both
+    eager's first steps and its own steady steps; else (None, the noise it hides under: "too small to
+    measure here, under N ms"); (None, None) without steps past the window."""
+    n = min(len(eager), len(compiled))
+    cost = compile_overhead(eager, compiled, warmup) if n > warmup else None
+    if cost is None:
+        return None, None
+    noise_s = compile_noise(eager[:n], compiled[:n], warmup)
+    over_own = sum(compiled[:warmup]) - warmup * median(steady(compiled[:n], warmup))
+    return (cost, None) if cost > noise_s and over_own > noise_s else (None, noise_s)
 
 
 @dataclass(frozen=True)
@@ -221,8 +194,11 @@ def projected_span(
     base = projected_break_even(eager, compiled)
     if base is None:
         return None
-    early = projected_break_even(eager, compiled, base.compiled_step_s * speed.speedup / speed.ci_high)
-    late = projected_break_even(eager, compiled, base.compiled_step_s * speed.speedup / speed.ci_low)
+    # Compiled's step at each end: eager's steady step over that end's speedup (the same as scaling
+    # compiled's own median by point / end where the point is this process's; with replicates the
+    # point is the race's, and the ends are what its interval allows).
+    early = projected_break_even(eager, compiled, base.eager_step_s / speed.ci_high)
+    late = projected_break_even(eager, compiled, base.eager_step_s / speed.ci_low)
     return (early.position if early else base.position, late.position if late else None)
 
 
@@ -251,6 +227,8 @@ def summarize(
     paired: bool = False,
     alpha: float = intervals.ALPHA,
     spread: intervals.RunToRun | None = None,
+    replicated: Sequence[replicates.ProcessResult] = (),
+    busy: dict[str, list[int]] | None = None,
 ) -> dict[str, Any]:
     """The race's headline numbers from per-step and per-epoch train times of both variants.
 
@@ -258,29 +236,40 @@ def summarize(
     `min_warmup` is the shortest compile window (warmup_floor: 3 for CUDA-graph modes). `paired`:
     the variants took turns (steady_state_speedup); `alpha`: the interval's error rate (smaller than
     5% for a race that stopped on its interval: core.engine.intervals.look_alpha); `spread`: the
-    device's run-to-run spread the interval is widened to (None: the race's own interval alone).
+    device's run-to-run spread, the prior of the spread between processes (None: the race's own
+    interval alone); `replicated`: the race's replicate processes (core.engine.replicates), whose
+    speedups the headline combines with the first process's; `busy`: per variant, the first
+    process's train steps timed while the machine was busy (core.engine.noise).
     """
     n = min(len(eager_steps), len(compiled_steps))
     w = default_warmup(n, min_warmup) if warmup is None else warmup
     # No steady step yet while every compiled step is a compile step (the first one, or three with CUDA
     # graphs): a ratio then is the compile against a step ("0.01x"), not a speedup.
-    speed = (
-        steady_state_speedup(eager_steps, compiled_steps, warmup=w, paired=paired, alpha=alpha, spread=spread)
+    own = (
+        steady_state_speedup(eager_steps, compiled_steps, warmup=w, paired=paired, alpha=alpha)
         if n > min_warmup
         else None
     )
+    first = first_process(own, n, busy, w)
+    speed = headline_speedup(own, first, replicated, spread)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
     projects = speed is not None and Summary(verdict=speed.verdict, break_even_step=be and be.step).projection_stands
+    compile_s, compile_under_s = measured_compile(eager_steps, compiled_steps, w)
     return {
         "warmup_steps": w,
-        "compile_time_s": compile_overhead(eager_steps, compiled_steps, w) if n > w else None,
+        "compile_time_s": compile_s,  # None where it is too small to measure: then compile_time_under_s
+        "compile_time_under_s": compile_under_s,
         "first_epoch_overhead_s": compile_overhead(eager_epochs, compiled_epochs, 1),
         "eval_first_epoch_overhead_s": compile_overhead(eager_eval_epochs, compiled_eval_epochs, 1),
         "steady_state_speedup": speed.speedup if speed else None,
         "speedup_ci95": [speed.ci_low, speed.ci_high] if speed else None,
         "speedup_ci95_within": list(speed.within) if speed and speed.within else None,
         "run_to_run": spread.to_dict() if spread else None,
+        "first_process": first.to_dict(),
+        "replicates": [p.to_dict() for p in replicated],
+        "processes_counted": sum(p.counts for p in (first, *replicated)),
+        "busy_steps": first.busy,  # the first process's steps timed while the machine was busy
         "verdict": speed.verdict if speed else None,
         "eager_median_step_s": speed.eager_median_s if speed else None,
         "compiled_median_step_s": speed.compiled_median_s if speed else None,
@@ -330,6 +319,8 @@ def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | Non
         return NOT_WITHIN_RUN
     if be.reason == NEVER_SLOWER and speed is not None and speed.verdict == NO_CLEAR_DIFFERENCE:
         return NEVER_NO_GAIN
+    if be.step is None and speed is not None and speed.verdict == BUSY:
+        return NO_VERDICT_BUSY
     return be.reason
 
 
@@ -348,11 +339,20 @@ def summarize_events(
     epochs: dict[str, list[float]] = {"eager": [], "compiled": []}
     evals: dict[str, list[float]] = {"eager": [], "compiled": []}
     compiles: list[dict[str, Any]] = []
+    replicated: list[replicates.ProcessResult] = []
+    busy: dict[str, list[int]] = {"eager": [], "compiled": []}
     paired = False  # a compiled train step before an eager one: the variants took turns
     for e in events:
         if e["kind"] == "step" and e["phase"] == "train" and e["variant"] == "eager" and steps["compiled"]:
             paired = True
-        if e["kind"] == "compile":
+        if e["kind"] == "replicate":
+            process = replicates.ProcessResult.from_dict(_json(e.get("note")))
+            if process is not None and process.number >= 2:
+                replicated.append(process)
+        elif e["kind"] == "busy":
+            if e.get("variant") in busy:
+                busy[e["variant"]].extend(range(int(e["step"]), int(_json(e.get("note")) or e["step"]) + 1))
+        elif e["kind"] == "compile":
             compiles.append({k: e.get(k) for k in ("variant", "phase", "epoch", "step", "note")})
         elif e["kind"] == "step" and e["phase"] == "train":
             steps[e["variant"]].append(e["time_s"])
@@ -373,7 +373,19 @@ def summarize_events(
         paired=paired,
         alpha=alpha,
         spread=spread,
+        replicated=sorted(replicated, key=lambda p: p.number),
+        busy=busy,
     )
+
+
+def _json(text: Any) -> Any:
+    """A stored event's note as the JSON it holds (a replicate's result, a busy stretch's last step)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def spread_of(environment: dict[str, Any] | None) -> intervals.RunToRun | None:

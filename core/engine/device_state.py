@@ -31,6 +31,14 @@ def cache_environment(path: str) -> dict[str, str]:
     return dict(zip(CACHE_VARIABLES, (path, os.path.join(path, "triton")), strict=True))
 
 
+def cache_record(path: str, cold: bool) -> str:
+    """Where a race's compile caches were, as its conditions record them (no machine path): read back
+    from the variables Inductor and Triton look up, so a cache a host's setting moved elsewhere says so."""
+    if any(os.environ.get(k) != v for k, v in cache_environment(path).items()):
+        return "the host's: " + ", ".join(f"{k}={os.environ.get(k)}" for k in CACHE_VARIABLES)
+    return "cold: a fresh folder of its own" if cold else "warm: the data dir's shared one"
+
+
 # The new per-backend float32 API (torch 2.9+), parents before children: a child left at "none"
 # reads its parent's value, so putting them back in this order gives back what each read before.
 # Inductor's conv templates read `cudnn.fp32_precision` (torch/_inductor/kernel/conv.py), its
@@ -217,3 +225,10 @@ def release_variant(result: VariantResult, device: torch.device) -> str | None:
     except Exception as exc:  # noqa: BLE001 - reported by the caller unless an earlier error explains it
         return f"the device failed after the {result.name} run: {type(exc).__name__}: {first_line(exc)}"
     return None
+
+
+def release_device_cache(device: torch.device) -> None:
+    """Give back what a GPU's caching allocator holds once this process has finished its timed work
+    (a replicate process on the same GPU then has it)."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

@@ -74,7 +74,27 @@ class CompileEvent:
     note: str  # "compiled forward", "recompile: <the guard that failed>", ...
 
 
-Event = StepEvent | EpochEvent | StatusEvent | StartEvent | CompileEvent
+@dataclass
+class BusyEvent:
+    """A stretch of one variant's timed train steps (first_step..last_step) during which the race's
+    threads waited for a core `wait_share` of the time: the machine was busy (core.engine.noise)."""
+
+    variant: str
+    epoch: int
+    first_step: int
+    last_step: int
+    wait_share: float
+
+
+@dataclass
+class ReplicateEvent:
+    """A replicate process of the race landed: its result as the headline uses it
+    (core.engine.replicates.ProcessResult.to_dict)."""
+
+    process: dict[str, Any]
+
+
+Event = StepEvent | EpochEvent | StatusEvent | StartEvent | CompileEvent | BusyEvent | ReplicateEvent
 EventCallback = Callable[[Event], None]
 
 
@@ -94,6 +114,7 @@ class VariantResult:
     compiles: list[CompileEvent] = field(default_factory=list)
     profile: dict[str, Any] | None = None  # per-step anatomy, profiled after the timed epochs
     load: list[dict[str, Any]] = field(default_factory=list)  # per epoch: the machine's load (core.engine.noise)
+    busy_steps: list[int] = field(default_factory=list)  # train steps timed while the machine was busy
 
     def times(self, phase: str = "train") -> list[float]:
         return [s.time_s for s in self.steps if s.phase == phase]
@@ -115,6 +136,7 @@ class RaceResult:
     compile_stats: CompileStats
     summary: Summary
     error: str | None = None
+    replicates: list[dict[str, Any]] = field(default_factory=list)  # each replicate's steps, as measured
 
     @property
     def status(self) -> str:
@@ -130,6 +152,7 @@ class RaceResult:
             "reading": reading(self.summary),  # derived, for a reader of the JSON: never stored
             "compile": self.compile_stats.to_dict(),
             "variants": {v.name: _variant_dict(v) for v in (self.eager, self.compiled)},
+            "replicates": self.replicates,
         }
 
 

@@ -19,6 +19,11 @@ from typing import Any
 DRIFT = 0.15  # a variant's last third of steady steps this much slower or faster than its first
 BUSY_MARGIN = 0.5  # load above the machine's cores by this much: something else wants them too
 TOO_NARROW = "this interval may be too narrow"
+# A block of timed steps during which the race's threads waited for a core (on a run queue, while
+# they could have run) this share of its time ran on a busy machine: some other process had the
+# core. And a process with more than BUSY_STEPS_SHARE of its steady steps busy gives no verdict.
+BUSY_WAIT = 0.10
+BUSY_STEPS_SHARE = 0.10
 
 
 def drift_warnings(eager: Sequence[float], compiled: Sequence[float], paired: bool) -> list[str]:
@@ -73,3 +78,64 @@ def load_warnings(samples: Sequence[dict[str, Any]]) -> list[str]:
                 parts.append(f"{name}'s epoch{'s' if len(epochs) > 1 else ''} {', '.join(epochs)}")
         where = "during " + " and ".join(parts)
     return [f"the machine was busy {where} ({load}): {TOO_NARROW}"]
+
+
+def run_queue_wait_s() -> float | None:
+    """Seconds this process's threads have spent waiting on a run queue so far: runnable, but a
+    core was running something else (Linux's /proc/self/task/*/schedstat, second field, in ns).
+    None where the kernel does not keep it."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    total, read = 0, False
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as fh:
+                total += int(fh.read().split()[1])
+                read = True
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9 if read else None
+
+
+class BusyWatch:
+    """The share of a stretch of timed steps that the race's threads spent waiting for a core, by
+    run-queue delay: 0 on a machine that gives the race its cores, up to 1 and more (several
+    threads) when other work has them. Read between steps, never inside a step's clock."""
+
+    def __init__(self, threads: int = 1):
+        self.threads = max(1, threads)
+        self._wall = 0.0
+        self._wait: float | None = None
+
+    def start(self) -> None:
+        self._wall, self._wait = time.perf_counter(), run_queue_wait_s()
+
+    def share(self) -> float | None:
+        """The share since start() (and start again); None where the kernel cannot say."""
+        wall, wait = time.perf_counter(), run_queue_wait_s()
+        before, self._wall, self._wait = (self._wall, self._wait), wall, wait
+        if wait is None or before[1] is None or wall <= before[0]:
+            return None
+        return max(wait - before[1], 0.0) / ((wall - before[0]) * self.threads)
+
+
+def busy_share(busy_steps: Sequence[int], steady_from: int, steps: int) -> float:
+    """The share of a variant's steady steps (steady_from + 1 .. steps, 1-based) that ran busy."""
+    steady = steps - steady_from
+    if steady <= 0:
+        return 0.0
+    return sum(1 for s in busy_steps if steady_from < s <= steps) / steady
+
+
+def busy_steps_words(busy: dict[str, Sequence[Sequence[int]]]) -> str:
+    """ "eager's steps 41-80 and compiled's step 3": the steps a busy machine touched, per variant."""
+    parts = []
+    for name in ("eager", "compiled"):
+        ranges = [f"{a:,}" if a == b else f"{a:,}-{b:,}" for a, b in busy.get(name) or []]
+        if ranges:
+            many = len(ranges) > 1 or "-" in ranges[0]
+            shown = ", ".join(ranges[:4]) + (f" and {len(ranges) - 4} more stretches" if len(ranges) > 4 else "")
+            parts.append(f"{name}'s step{'s' if many else ''} {shown}")
+    return " and ".join(parts)

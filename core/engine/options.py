@@ -229,6 +229,23 @@ _ROWS = (
         "epoch is then the maximum. A noisy machine needs more steps, a steady one fewer.", changes=(LENGTH,),
     ),  # core.engine.stopping
     Option(
+        "replicates", int, None, "Replicate processes",
+        "short processes added after the first, each running both variants again from the warm compile cache "
+        "in turns; the interval rests on the spread between the processes (auto: 2; with --target-interval, "
+        "added until it is met, at most 9; 0: the first process alone)",
+        min=0, max=19, optional=True, metavar="N", form=(6, 0), sweep_form=True, link=True,
+        form_choices=(None, *range(20)),  # every count, so a link made from the command line shows as it was
+        choice_labels={
+            None: "auto (2, or up to 9 with a target)", 0: "none: the first process alone",
+            **{n: str(n) for n in range(1, 19)}, 19: "19 (20 processes, as pyperf)",
+        },
+        form_help="After the first process (the cold compile, the first epoch, the break-even), short processes run "
+        "both variants again from the warm cache, taking turns: a second process lands a few percent apart however "
+        "long either runs, so the interval rests on how far the processes agree. With a target interval, they are "
+        "added until it is met or this many ran. Each costs a process start, a warm compile and a few seconds of steps.",
+        changes=(LENGTH,),
+    ),  # core.engine.replicates
+    Option(
         "shapes", str, "fixed", "Input shapes",
         "fixed, or varying: sequence length per batch (gpt), a smaller last batch",
         choices=("fixed", "varying"), form=(4, 1), link=True,

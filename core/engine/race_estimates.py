@@ -18,6 +18,7 @@ from statistics import median
 
 from core.engine.models.zoo import MODELS
 from core.engine.options import COMPILE, STEP_TIME
+from core.engine.replicates import REPLICATE_SECONDS, replicates_asked
 from core.engine.spec import DeviceCaps, RunSpec, resolve_device
 
 # Before a race: rough figures, only for "about how long". A zoo row carries its CPU figures
@@ -61,7 +62,19 @@ def _table_total(spec: RunSpec, caps: DeviceCaps | None) -> tuple[float, float] 
     cpu_step = info.cpu_step_s if info.cpu_step_s is not None else UNMEASURED_CPU_STEP_S
     step = (GPU_STEP_S if on_gpu else cpu_step) * scale
     compile_s = _compile_estimate(spec.model, spec.backend, spec.mode, on_gpu)
-    return spec.recorded_steps * step + compile_s + WORKER_START_S, compile_s
+    return spec.recorded_steps * step + compile_s + WORKER_START_S + replicates_seconds(spec, compile_s), compile_s
+
+
+WARM_COMPILE_SHARE = 0.3  # a replicate's compile from the first process's cache, as a share of the cold one
+
+
+def replicates_seconds(spec: RunSpec, compile_s: float) -> float:
+    """What the race's replicate processes add (core.engine.replicates): each a process start, a warm
+    compile and about REPLICATE_SECONDS of steps; with a target interval, half its most (it stops
+    once known)."""
+    asked = replicates_asked(spec.replicates, spec.target_interval)
+    count = asked / 2 if spec.target_interval else asked
+    return count * (WORKER_START_S + WARM_COMPILE_SHARE * compile_s + REPLICATE_SECONDS)
 
 
 def estimate_seconds(spec: RunSpec, caps: DeviceCaps | None) -> tuple[float, float]:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.engine import intervals, words
-from core.engine.summary import NO_CLEAR_DIFFERENCE, PROJECTED, REACHED, SLOWER, Summary
+from core.engine import intervals, replicates, words
+from core.engine.noise import busy_steps_words
+from core.engine.summary import BUSY, NO_CLEAR_DIFFERENCE, PROJECTED, REACHED, SLOWER, Summary
 
 
 def compile_failed_reading(reason: str) -> str:
@@ -55,8 +56,13 @@ def _verdict(s: Summary) -> str:
     if s.steady_state_speedup is None:
         return "Not enough steps finished in both variants to compare them."
     x, interval = words.speedup(s.steady_state_speedup), words.interval(s)
-    cost = f" after {words.seconds(s.compile_time_s)} of compilation" if s.compile_time_s is not None else ""
+    cost = compile_words(s)
     state = s.break_even
+    if s.verdict == BUSY:
+        return (
+            f"The machine was busy during {busy_processes(s) or 'the race'}: other work had the race's cores, "
+            f"so {x} ({interval}) is no verdict on this model. Run it again when the machine is quieter."
+        )
     if s.verdict == SLOWER:
         return (
             f"Compiled steps are slower here ({x}, {interval}){cost}: "
@@ -88,6 +94,10 @@ def _live_reading(s: Summary, total: int | None, counts: Mapping[str, int]) -> s
         return "Not enough compiled steps yet to compare the two."
     x, interval = words.speedup(s.steady_state_speedup), words.interval(s)
     where, later = rests_on(s, counts, total)
+    if s.replicates:  # the first process is done: replicates land one by one
+        later = f"{later}{processes_note(s)} More replicate processes may follow."
+    if s.verdict == BUSY:
+        return f"{where}: the machine is busy ({x} so far, {interval}), so no verdict yet.{later}"
     if s.verdict == SLOWER:
         return f"{where}: compiled steps are slower ({x}, {interval}); compile is not paying off here.{later}"
     if s.verdict in (NO_CLEAR_DIFFERENCE, None):
@@ -132,11 +142,103 @@ def caveats(summary: Summary | Mapping[str, Any]) -> str:
     if s.steady_state_speedup is None or not s.compiled:
         return ""  # no verdict on a speedup to qualify
     out = f" {s.stop_reason}" if s.stop_reason else ""
-    out += spread_note(s)
+    out += processes_note(s) if s.replicates else spread_note(s)
+    out += busy_note(s)
     for warning in s.noise_warnings:
-        if warning:
+        if warning and not (s.verdict == BUSY and "busy" in warning):  # the verdict says it already
             out += f" Note: {warning}."
-    return out
+    return out + conditions_note(s.conditions)
+
+
+def compile_words(summary: Summary | Mapping[str, Any]) -> str:
+    """' after 9.5 s of compilation', or where compiled's first steps were not measurably slower than
+    its steady ones, ' after a compile too small to measure here (under 12 ms)'; '' where unknown."""
+    s = Summary.of(summary)
+    cost = words.compile_cost(s)
+    if s.compile_time_s is None and s.compile_time_under_s is None:
+        return ""
+    return f" after {cost} of compilation" if s.compile_time_s is not None else f" after a compile {cost}"
+
+
+def counted_processes(summary: Summary | Mapping[str, Any]) -> list[replicates.ProcessResult]:
+    """The race's processes whose speedups the headline rests on (core.engine.replicates), in order."""
+    s = Summary.of(summary)
+    first = replicates.ProcessResult.from_dict(s.first_process)
+    return [p for p in ([first] if first else []) + replicates.processes_of(list(s.replicates)) if p.counts]
+
+
+def processes_note(summary: Summary | Mapping[str, Any]) -> str:
+    """What the interval rests on when the race ran replicates: ' It rests on 5 processes (1.29x to
+    1.36x each; the run-to-run spread assumed here as a prior).'"""
+    s = Summary.of(summary)
+    counted = counted_processes(s)
+    if not counted:
+        return ""
+    speedups = [p.speedup for p in counted]
+    each = f"{words.speedup(min(speedups))} to {words.speedup(max(speedups))} each" if len(counted) > 1 else ""
+    spread = intervals.RunToRun.from_dict(s.run_to_run)
+    prior = ""
+    if spread is not None:
+        learnt = f"learnt from {words.count(spread.races, 'race')} here" if spread.races else "assumed here"
+        prior = f"the run-to-run spread {learnt} as a prior"
+    inside = "; ".join(part for part in (each, prior) if part)
+    failed = [p.error for p in replicates.processes_of(list(s.replicates)) if p.error]
+    ended = f" Then {failed[-1][0].lower()}{failed[-1][1:]}." if failed else ""  # the replicate that ended them
+    return (
+        f" It rests on {words.count(len(counted), 'process', 'processes')}"
+        + (f" ({inside})." if inside else ".")
+        + ended
+    )
+
+
+def busy_processes(summary: Summary | Mapping[str, Any]) -> str:
+    """'the first process (eager's steps 41-80) and replicate 3': the processes a busy machine
+    touched (core.engine.noise), in words; '' where none."""
+    s = Summary.of(summary)
+    first = replicates.ProcessResult.from_dict(s.first_process)
+    parts = []
+    if first is not None and first.was_busy:
+        steps = busy_steps_words(first.busy)
+        parts.append("the first process" + (f" ({steps})" if steps else ""))
+    numbers = [str(p.number - 1) for p in replicates.processes_of(list(s.replicates)) if p.was_busy]
+    if numbers:
+        parts.append(f"replicate{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}")
+    return " and ".join(parts)
+
+
+def busy_note(summary: Summary | Mapping[str, Any]) -> str:
+    """Which processes a busy machine touched, where some did and the others still give a verdict:
+    those do not count (a race whose every process was busy says so in its verdict)."""
+    s = Summary.of(summary)
+    busy = busy_processes(s)
+    if not busy or s.verdict == BUSY:
+        return ""
+    return (
+        f" The machine was busy during {busy}: {'they do' if ' and ' in busy or ', ' in busy else 'it does'} not count."
+    )
+
+
+def conditions_note(conditions: Any) -> str:
+    """What shaped the number besides the model: ' Measured on 1 of this machine's 2 cores, 1
+    thread.', and what this race's process had that a standard race here has not
+    (core.runs.race_conditions)."""
+    if not isinstance(conditions, Mapping):
+        return ""
+    total, cores, threads = conditions.get("machine_cores"), conditions.get("cores"), conditions.get("threads")
+    if not isinstance(total, int) or total < 1:
+        return ""
+    if total == 1:
+        on = "on this machine's one core"
+    elif isinstance(cores, list):
+        on = f"on {len(cores)} of this machine's {total} cores"
+    else:
+        on = f"on {total} cores, unpinned"
+    threads = f", {words.count(threads, 'thread')}" if isinstance(threads, int) else ""
+    differs = [d for d in conditions.get("differs") or [] if isinstance(d, str)]
+    other = f" Unlike a standard race here: {'; '.join(differs)}." if differs else ""
+    if conditions.get("device", "cpu") != "cpu":  # a GPU race: its cores are the host thread's, not the number's
+        return other
+    return f" Measured {on}{threads}.{other}"
 
 
 def spread_note(summary: Summary | Mapping[str, Any]) -> str:

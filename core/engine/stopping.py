@@ -112,6 +112,16 @@ def stop_reading(summary: Summary | dict[str, Any], target: float | None, max_st
     if not speedup or not ci or not ci[0]:
         return f"Stopped at {steps:,} steps: too few to know the speedup to ±{target:.0%}."
     reached = intervals.relative_half_width(math.log(ci[1] / speedup))
+    ran, asked = len(s.replicates), s.replicates_asked
+    if ran:  # the race added replicate processes until the target or its maximum (core.engine.replicates)
+        processes = (
+            f"{ran + 1} processes (the first, {steps:,} steps per variant, and {ran} replicate{'s' * (ran > 1)})"
+        )
+        if reached <= target + 1e-9:
+            return f"Known to ±{target:.0%} from {processes}: no more were added."
+        if isinstance(asked, int) and ran >= asked:
+            return f"Stopped at the most replicates asked for ({asked}): known to ±{reached:.0%} from {processes}."
+        return f"Stopped after {processes}: known to ±{reached:.0%}."
     if steps >= max_steps:
         return f"Stopped at the maximum of {max_steps:,} steps per variant: known to ±{reached:.0%}."
     if reached <= target + 1e-9:

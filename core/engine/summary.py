@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FASTER, NO_CLEAR_DIFFERENCE, SLOWER = "faster", "no clear difference", "slower"
+BUSY = "machine busy"  # no verdict: every process of the race measured while other work had its cores
 NOT_WITHIN_RUN = "not within this run"
 NEVER_SLOWER = "never: compiled is slower"
 NEVER_NO_GAIN = "never: no clear per-step gain"
+NO_VERDICT_BUSY = "no verdict: the machine was busy"
 
 # Where a race's break-even stands: what every surface words (core.engine.words.break_even).
 REACHED = "reached"  # compiled pulled ahead during the race, for good
@@ -32,7 +34,8 @@ NOT_REACHED = "not reached"  # a clear gain but nothing to project from (an olde
 NO_GAIN = "no clear gain"  # the interval spans 1: no break-even to count on
 NEVER = "never"  # compiled steps are clearly slower
 NO_COMPILE = "no compile"  # compile failed or did not happen, or too few steps to compare
-BREAK_EVEN_STATES = (REACHED, PROJECTED, NOT_REACHED, NO_GAIN, NEVER, NO_COMPILE)
+NO_VERDICT = "no verdict"  # the machine was busy during every process: nothing to judge it from
+BREAK_EVEN_STATES = (REACHED, PROJECTED, NOT_REACHED, NO_GAIN, NEVER, NO_COMPILE, NO_VERDICT)
 
 
 @dataclass(frozen=True)
@@ -41,14 +44,21 @@ class Summary:
     the trainer's memory, losses and compile counters). Times in seconds, memory in bytes."""
 
     warmup_steps: int | None = None
-    compile_time_s: float | None = None
+    compile_time_s: float | None = None  # None where too small to measure: then compile_time_under_s
+    compile_time_under_s: float | None = None  # the noise a compile too small to measure hides under
     first_epoch_overhead_s: float | None = None
     eval_first_epoch_overhead_s: float | None = None
     steady_state_speedup: float | None = None
     speedup_ci95: tuple[float, float] | None = None
     speedup_ci95_within: tuple[float, float] | None = None  # the race's own, before the run-to-run spread
-    run_to_run: dict | None = None  # intervals.RunToRun.to_dict()
-    verdict: str | None = None  # FASTER | NO_CLEAR_DIFFERENCE | SLOWER
+    run_to_run: dict | None = None  # intervals.RunToRun.to_dict(): the prior of the processes' spread
+    first_process: dict | None = None  # replicates.ProcessResult.to_dict() of the first process
+    replicates: tuple[dict, ...] = ()  # each replicate process's, in order (core.engine.replicates)
+    replicates_asked: int | None = None  # how many the race runs, or adds at most with a target interval
+    processes_counted: int | None = None  # how many processes the headline rests on
+    busy_steps: dict | None = None  # the first process's steps timed on a busy machine, per variant
+    conditions: dict | None = None  # what the race's process ran under (core.runs.race_conditions)
+    verdict: str | None = None  # FASTER | NO_CLEAR_DIFFERENCE | SLOWER | BUSY
     eager_median_step_s: float | None = None
     compiled_median_step_s: float | None = None
     eager_samples_per_s: float | None = None
@@ -177,6 +187,8 @@ class Summary:
             return NO_COMPILE
         if self.break_even_step is not None:
             return REACHED
+        if self.verdict == BUSY:
+            return NO_VERDICT
         if self.verdict == SLOWER:
             return NEVER
         if self.verdict != FASTER:

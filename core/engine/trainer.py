@@ -14,10 +14,10 @@ what its failures mean core.engine.failures. Both schedules give every turn the 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import gc
 import os
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,12 +25,13 @@ from typing import Any
 
 import torch
 
-from core.engine import analysis, noise
+from core.engine import analysis
 from core.engine.compile_phases import PhaseWatcher
 from core.engine.compile_stats import CompileStats, compile_skipped_reason, read_compile_stats, reset_compile_state
 from core.engine.cpu_probe import probe_cpu_vector_isa
 from core.engine.data import BatchSource
 from core.engine.device_state import (
+    cache_record,
     inductor_cache,
     precision_settings,
     random_state,
@@ -39,16 +40,24 @@ from core.engine.device_state import (
     set_random_state,
 )
 from core.engine.environment import environment_record
-from core.engine.events import VARIANTS, EventCallback, RaceResult, StartEvent, StatusEvent, VariantResult
+from core.engine.events import (
+    VARIANTS,
+    EventCallback,
+    RaceResult,
+    StartEvent,
+    StatusEvent,
+    VariantResult,
+)
 from core.engine.failures import build_failure, compile_failure, explain_failure
 from core.engine.intervals import ASSUMED, BLOCK_STEPS, RunToRun
 from core.engine.models.resolve import workload_for
 from core.engine.models.workload import Workload
-from core.engine.profile_reading import profile_reading
 from core.engine.profiling import kernel_profiling
+from core.engine.race_summary import summarize_variants
+from core.engine.replicate import ReplicateRunner, add_replicates
+from core.engine.replicates import ProcessResult
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, detect_device_caps, resolve_device
-from core.engine.stopping import StopRule, race_alpha, stop_reading
-from core.engine.summary import Summary
+from core.engine.stopping import StopRule
 from core.engine.variant import VariantRun, set_stance, stance_problem, warm_up_device
 
 ALTERNATING_MEMORY = "peak of both variants together (they take turns: both models in memory)"
@@ -60,6 +69,8 @@ def run_race(
     caps: DeviceCaps | None = None,
     trace_dir: str | None = None,
     spread: RunToRun = ASSUMED,
+    replicate: ReplicateRunner | None = None,
+    conditions: dict[str, Any] | None = None,
     run_id: int | None = None,
 ) -> RaceResult:
     """Validate, then race eager against compiled. Raises SpecError before any work if invalid.
@@ -67,9 +78,12 @@ def run_race(
     An exception during training (out of memory, a compile error, Ctrl-C) ends the race early:
     the result keeps every event so far and carries a readable `error`. With `trace_dir`, each
     variant's profiled steps are written there as a Chrome/Perfetto trace. `spread`: this device's
-    run-to-run spread (core.runs.run_to_run learns it from the store; alone, the assumed one), which
-    the headline interval and the stopping rule are widened to. `run_id`: the stored run this race
-    is, named in the warm cache's list of the races that filled it.
+    run-to-run spread (core.runs.run_to_run learns it from the store; alone, the assumed one), the
+    prior of the spread between the race's processes. `replicate`: how this process starts a
+    replicate process and waits for it (core.runs.replicate_process.run_replicate), called while the
+    first process's compile cache is still there; without it, the race is its first process alone.
+    `conditions`: what this process runs under (core.runs.race_conditions), kept with the race.
+    `run_id`: the stored run this race is, named in the warm cache's list of the races that filled it.
     """
     caps = caps or detect_device_caps()
     check(spec, caps)
@@ -83,13 +97,17 @@ def run_race(
     if spec.target_interval:
         floor = analysis.warmup_floor(spec.mode, spec.backend)
         race.stop_rule = StopRule(spec.target_interval, spec.total_steps, spec.schedule, floor, spread)
+    started = time.perf_counter()
     cache_notes: dict = {}  # what the warm cache held, or whether a cold one was kept (core.engine.warm_cache)
-    with precision_settings(spec), inductor_cache(spec, device, cache_notes, {"run": run_id}):
+    with precision_settings(spec), inductor_cache(spec, device, cache_notes, {"run": run_id}) as cache_dir:
         environment = environment_record(device)
         environment.update(cache_notes)
         environment["precision"] = spec.precision
         environment["inductor_cache"] = spec.cache
-        environment["run_to_run"] = spread.to_dict()  # what the interval was widened to (analysis.spread_of)
+        environment["run_to_run"] = spread.to_dict()  # the prior of the processes' spread (analysis.spread_of)
+        if conditions is not None:  # and where its compile caches are (every door's race alike)
+            conditions = {**conditions, "caches": cache_record(cache_dir, spec.cache != "warm")}
+            environment["conditions"] = race.conditions = conditions
         race.emit(StartEvent(environment))
         try:  # a model that cannot be built ends the race here, with the reason, before any timing
             initial = _initial_model(spec)
@@ -101,6 +119,8 @@ def run_race(
         if probe_s is not None:
             environment["cpu_isa_probe_s"] = round(probe_s, 3)
         SCHEDULES[spec.schedule](race, initial)
+        if replicate is not None:
+            add_replicates(race, replicate, cache_dir, time.perf_counter() - started)
     environment.update(cache_notes)  # a cold race's cache is kept for warm races as it ends
     return race.result(
         environment, model_params=initial.model_params, cpu_isa_probe_s=environment.get("cpu_isa_probe_s")
@@ -146,11 +166,18 @@ class _Race:
     compile_failed: str | None = None
     trained: dict[str, tuple] = field(default_factory=dict)  # a variant's state and batches, to profile it later
     stop_rule: StopRule | None = None  # a race that stops once its speedup is known (core.engine.stopping)
+    processes: list[ProcessResult] = field(default_factory=list)  # its replicate processes, in order
+    replicate_steps: list[dict[str, Any]] = field(default_factory=list)  # what each replicate measured, whole
+    conditions: dict[str, Any] | None = None  # what this process runs under (core.runs.race_conditions)
 
     def result(self, environment: dict[str, Any], **extra: Any) -> RaceResult:
         eager, compiled = self.variants["eager"], self.variants["compiled"]
-        summary = summarize_variants(self.spec, eager, compiled, self.stats, self.compile_failed, self.spread)
-        return RaceResult(self.spec, environment, eager, compiled, self.stats, summary.replace(**extra), self.error)
+        summary = summarize_variants(
+            self.spec, eager, compiled, self.stats, self.compile_failed, self.spread, self.processes, self.conditions
+        )
+        result = RaceResult(self.spec, environment, eager, compiled, self.stats, summary.replace(**extra), self.error)
+        result.replicates = list(self.replicate_steps)
+        return result
 
 
 def _race_sequential(race: _Race, initial: _InitialModel) -> None:
@@ -428,60 +455,3 @@ def _replay_warnings(caught: list[warnings.WarningMessage]) -> None:
     """Show the recorded warnings as Python would have (they were captured to be stored)."""
     for w in caught:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-
-
-def summarize_variants(
-    spec: RunSpec,
-    eager: VariantResult,
-    compiled: VariantResult,
-    stats: CompileStats,
-    compile_failed: str | None = None,
-    spread: RunToRun | None = ASSUMED,
-) -> Summary:
-    """analysis.summarize over the recorded events, plus memory, losses and compile counters;
-    `compile_failed` is why torch.compile could not handle the model, when it could not."""
-    measured = analysis.summarize(
-        eager.times("train"),
-        compiled.times("train"),
-        [e.train_time_s for e in eager.epochs],
-        [e.train_time_s for e in compiled.epochs],
-        spec.batch_size,
-        [e.eval_time_s for e in eager.epochs if e.eval_time_s is not None],
-        [e.eval_time_s for e in compiled.epochs if e.eval_time_s is not None],
-        min_warmup=analysis.warmup_floor(spec.mode, spec.backend),
-        compile_events=[dataclasses.asdict(c) for c in compiled.compiles],
-        paired=spec.schedule != "sequential",
-        alpha=race_alpha(spec),
-        spread=spread,
-    )
-    load = eager.load + compiled.load
-    summary = Summary.from_dict(measured)
-    summary = summary.replace(
-        noise_warnings=summary.noise_warnings + tuple(noise.load_warnings(load)),
-        machine_load=tuple(load),
-        eager_eval_step_times_s=tuple(eager.times("eval")),
-        compiled_eval_step_times_s=tuple(compiled.times("eval")),
-        eager_peak_memory_bytes=eager.peak_memory_bytes,
-        compiled_peak_memory_bytes=compiled.peak_memory_bytes,
-        eager_peak_reserved_bytes=eager.peak_reserved_bytes,
-        compiled_peak_reserved_bytes=compiled.peak_reserved_bytes,
-        eager_reserved_growth_bytes=eager.reserved_growth_bytes,
-        compiled_reserved_growth_bytes=compiled.reserved_growth_bytes,
-        memory_kind=compiled.memory_kind or eager.memory_kind,
-        eager_final_loss=eager.final_loss,
-        compiled_final_loss=compiled.final_loss,
-        graphs=stats.graphs,
-        graph_breaks=stats.graph_breaks,
-        recompiles=stats.recompiles,
-        compile_phases=stats.phases,
-        compile_skipped=compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode) if compiled.steps else None,
-        profile={
-            "eager": eager.profile,
-            "compiled": compiled.profile,
-            "reading": profile_reading(eager.profile, compiled.profile),
-        }
-        if eager.profile or compiled.profile
-        else None,
-        compile_failed=compile_failed,
-    )
-    return summary.replace(stop_reason=stop_reading(summary, spec.target_interval, spec.total_steps))

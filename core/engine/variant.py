@@ -19,12 +19,12 @@ import torch
 from core.engine.compile_stats import CompileWatch
 from core.engine.data import BatchSource
 from core.engine.device_state import autocast_context, reset_peak_memory
-from core.engine.events import CompileEvent, EpochEvent, EventCallback, StatusEvent, StepEvent, VariantResult
+from core.engine.events import BusyEvent, CompileEvent, EpochEvent, EventCallback, StatusEvent, StepEvent, VariantResult
 from core.engine.intervals import BLOCK_STEPS
 from core.engine.models.regions import compile_regions
 from core.engine.models.resolve import workload_for
 from core.engine.models.workload import Workload, batch_samples, stage
-from core.engine.noise import load_sample
+from core.engine.noise import BUSY_WAIT, BusyWatch, load_sample
 from core.engine.profiling import profile_steps
 from core.engine.spec import CUDA_GRAPH_MODES, Problem, RunSpec
 from core.engine.timing import Stopwatch, device_sync
@@ -91,6 +91,8 @@ class VariantRun:
         self.counts = {"train": 0, "eval": 0}
         self.compile_watch = CompileWatch() if name == "compiled" else None
         self.epoch = 0
+        self.busy_watch = BusyWatch(torch.get_num_threads())
+        self._compiled_since_look = False  # a compile's own helper processes share the race's cores
 
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.cudagraphs:  # tell CUDA-graph trees a new iteration starts (outputs are reused)
@@ -132,6 +134,9 @@ class VariantRun:
         epoch_clock = Stopwatch(self.device)
         epoch_clock.start()
         batches = iter(batches)
+        watched_from = self.counts[phase]  # train steps since the last look at the machine (busy_look)
+        if phase == "train":
+            self.busy_watch.start()
         while True:
             if self.counts[phase] == 0 and self.name == "compiled":
                 self._status("compiling", epoch, f"compiling the {phase} graph (the first compiled step pays for it)")
@@ -155,13 +160,29 @@ class VariantRun:
                 self._status("training" if phase == "train" else "evaluating", epoch)
                 if phase == "train":
                     self._apply_stance()
+            if phase == "train" and self.counts[phase] - watched_from >= BLOCK_STEPS:
+                watched_from = self._busy_look(epoch, watched_from)
+        if phase == "train" and self.counts[phase] > watched_from:
+            self._busy_look(epoch, watched_from)
         return epoch_clock.stop()
+
+    def _busy_look(self, epoch: int, since: int) -> int:
+        """Between steps: whether the train steps since step `since` ran while other work had the
+        race's cores (core.engine.noise.BusyWatch); those steps are recorded, and said, if so."""
+        share = self.busy_watch.share()
+        last = self.counts["train"]
+        compiled, self._compiled_since_look = self._compiled_since_look, False
+        if share is not None and share > BUSY_WAIT and not compiled:
+            self.result.busy_steps.extend(range(since + 1, last + 1))
+            self.emit(BusyEvent(self.name, epoch, since + 1, last, round(share, 3)))
+        return last
 
     def _note_compiles(self, phase: str, epoch: int) -> None:
         """After a step (outside its clock): the compiles and recompiles it paid for, if any."""
         if self.compile_watch is None:
             return
         for note in self.compile_watch.new_compiles():
+            self._compiled_since_look = True
             event = CompileEvent(self.name, phase, epoch, self.counts[phase], note)
             self.result.compiles.append(event)
             self.emit(event)

@@ -18,6 +18,7 @@ Torch-free, pure; importable by the engine, the CLI on a bare GPU box and the vi
     words.ago(700)                        '12 min ago'
     words.bytes_(3 * 2**30)               '3.0 GiB'
     words.count(3, "recompile")           '3 recompiles'   words.number(12345) '12,345'
+    words.compile_cost(summary)           '9.5 s', 'too small to measure here (under 12 ms)'
     words.rate(62_900)                    '62.9k samples/s'
     words.change(90, 100)                 '-10% vs eager'
     words.step_at(947.3)                  948              the step a fractional position falls in
@@ -41,7 +42,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.engine.intervals import ALPHA
-from core.engine.summary import NEVER, NO_COMPILE, NO_GAIN, NOT_REACHED, PROJECTED, REACHED, Summary
+from core.engine.summary import NEVER, NO_COMPILE, NO_GAIN, NO_VERDICT, NOT_REACHED, PROJECTED, REACHED, Summary
 
 MINUTES_FROM_S = 90.0  # a span this long or longer is said in minutes
 HOURS_FROM_S = 90 * 60.0  # and this long or longer in hours
@@ -85,8 +86,8 @@ def looks_note(summary: Summary | Mapping[str, Any]) -> str:
     (reading.spread_note says when the spread did); else ''."""
     s = Summary.of(summary)
     alpha = s.interval_alpha
-    if alpha is None or not 0 < alpha < ALPHA or widened_to_spread(s):
-        return ""
+    if alpha is None or not 0 < alpha < ALPHA or widened_to_spread(s) or s.replicates:
+        return ""  # (with replicates the interval rests on the processes, not on the first one's looks)
     return f", widened for the stopping rule's {round(ALPHA / alpha)} looks"
 
 
@@ -200,6 +201,18 @@ def ago(s: float) -> str:
     return f"{s / 86400:.0f} days ago"
 
 
+COMPILE_TOO_SMALL = "too small to measure here"
+
+
+def compile_cost(summary: Summary | Mapping[str, Any]) -> str:
+    """A race's compile time ('9.5 s'), or where compiled's first steps were not measurably slower
+    than its steady ones, 'too small to measure here (under 12 ms)'; '-' where unknown."""
+    s = Summary.of(summary)
+    if s.compile_time_s is None and s.compile_time_under_s is not None:
+        return f"{COMPILE_TOO_SMALL} (under {seconds(s.compile_time_under_s)})"
+    return seconds(s.compile_time_s)
+
+
 # -- sizes and counts ------------------------------------------------------------------------------
 
 
@@ -305,6 +318,7 @@ def projected_step(position: float | None, total: int | None, live: bool) -> str
 
 # What each state of a finished race's break-even is called: (short, long).
 _SETTLED = {
+    NO_VERDICT: ("no verdict", "no verdict: the machine was busy"),
     NOT_REACHED: ("not reached", "not within this run"),
     NO_GAIN: ("none", "none to count on: no clear per-step gain"),
     NEVER: ("never", "never: compiled steps are slower"),

@@ -21,6 +21,7 @@ from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
 from core.engine.intervals import RunToRun
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
+from core.engine.replicates import ProcessResult, replicates_asked
 from core.engine.spec import RunSpec, SpecError, validate
 from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
@@ -39,7 +40,7 @@ MAX_STRING = 20_000
 MAX_DEPTH = 8
 MAX_NUMBER = 1e15
 PHASES = ("train", "eval")
-EVENT_KINDS = ("step", "epoch", "compile")
+EVENT_KINDS = ("step", "epoch", "compile", "busy", "replicate")
 MAX_NOTE = 2000
 # What a bundle may cost to parse, counted on its bytes before json.loads: each JSON value becomes a
 # Python object, and an empty list (3 bytes of `[],`) takes 64 bytes, so 61 MB of them took the app
@@ -355,7 +356,7 @@ def summary_from_events(
     spread = RunToRun.from_dict(claimed.get("run_to_run"))  # the run-to-run spread it was measured with
     summary = Summary.from_dict(
         analysis.summarize_events(events, spec.batch_size, floor, alpha=race_alpha(spec), spread=spread)
-    )
+    ).replace(replicates_asked=replicates_asked(spec.replicates, spec.target_interval))
     # The machine's load during each epoch, which events do not carry: the samples are checked and
     # the busy-machine warning said again from them (as the trainer says it), never a bundle's words.
     load = load_samples(claimed.get("machine_load"), spec)
@@ -415,8 +416,26 @@ def _event(e: Any, where: str) -> dict[str, Any]:
         "samples": _integer(e.get("samples"), f"{where}.samples", 0, 10**9, optional=True),
         # Required: the store keeps when every event was recorded (a bundle without it was not exported here).
         "recorded_at": _number(e.get("recorded_at"), f"{where}.recorded_at", 0, time.time() + 86400),
-        "note": _note(e.get("note"), f"{where}.note"),
+        "note": _kind_note(e, f"{where}.note"),
     }
+
+
+def _kind_note(e: dict[str, Any], where: str) -> str | None:
+    """An event's note, checked for what its kind keeps there: a busy stretch its last step, a
+    replicate process its result (core.engine.replicates.ProcessResult), other kinds words."""
+    note = _note(e.get("note"), where)
+    kind = e.get("kind")
+    if kind == "busy" and not (isinstance(note, str) and note.isdecimal() and note.isascii()):
+        raise BundleError(f"{where} of a busy stretch must be its last step")
+    if kind == "replicate":
+        try:
+            process = ProcessResult.from_dict(json.loads(note or ""))
+        except ValueError:
+            process = None
+        if process is None or process.number < 2:
+            raise BundleError(f"{where} of a replicate must be its result")
+        return json.dumps(process.to_dict())  # as this app writes it, nothing else kept
+    return note
 
 
 def _note(value: Any, where: str) -> str | None:

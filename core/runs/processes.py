@@ -24,6 +24,7 @@ from core import PROJECT_ROOT
 from core.engine.spec import data_home
 from core.runs import warm_start, worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
+from core.runs.race_conditions import MALLOC_SETTING, STEADY_MALLOC, malloc_settings  # noqa: F401 - where they were
 from core.runs.run_files import compile_trace_dir
 from core.runs.seal import secret_name  # (its SECRET_WORDS: never inherited, whatever the prefix)
 from core.runs.store import Store, is_server_url, store_files_dir
@@ -43,7 +44,7 @@ WORKER_VARIABLES = frozenset(
         "TRANSFORMERS_CACHE", "HF_HUB_DISABLE_TELEMETRY",
         # the Compile Lab settings a worker reads (its store: store_arguments)
         "COMPILE_LAB_DATA", "COMPILE_LAB_STORE", "COMPILE_LAB_WORKER_THREADS", "COMPILE_LAB_WORKER_CPUS",
-        "COMPILE_LAB_STORE_LOST_LIMIT_S", "COMPILE_LAB_WARM_START", "COMPILE_LAB_WARM_IDLE_S",
+        "COMPILE_LAB_STORE_LOST_LIMIT_S", "COMPILE_LAB_WORKER_MALLOC", "COMPILE_LAB_WARM_START", "COMPILE_LAB_WARM_IDLE_S",
         "COMPILE_LAB_APP_PID",  # whose warm servers a worker's ticker starts (core.runs.warm_start)
         # libpq's own ways to a server without a password in the URL (~/.pgpass is found through HOME)
         "PGPASSFILE", "PGSERVICE", "PGSERVICEFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY",
@@ -56,14 +57,6 @@ WORKER_PREFIXES = (
     "COMPILE_LAB_TEST_",  # the tests' own: their stand-in launcher, their process guard's marker
 )  # fmt: skip
 
-
-# glibc's malloc moves its mmap threshold as a process frees large blocks, so whether a step's
-# tensors come from reused heap memory or from fresh pages (faulted in and zeroed every step) depends
-# on what the process happened to allocate before: on the 2-core CPU box the demo's eager step moved
-# 20% between epochs and races with it. Fixed thresholds make every worker reuse its memory the same
-# way. A host's own MALLOC_* settings win; COMPILE_LAB_WORKER_MALLOC=glibc leaves glibc's defaults.
-STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(1024**3)}
-MALLOC_SETTING = "COMPILE_LAB_WORKER_MALLOC"
 
 # Nothing a worker runs reaches the Hugging Face hub, whatever the server's own settings: with
 # local_files_only an unknown hub id still asked the hub (huggingface_hub's registry fetch).
@@ -92,9 +85,7 @@ def worker_environment(device_key: str, environ: dict[str, str] | None = None) -
         visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
         env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
         env["COMPILE_LAB_LANE"] = device_key
-    source = os.environ if environ is None else environ
-    if source.get(MALLOC_SETTING, "steady") != "glibc" and not any(k in env for k in STEADY_MALLOC):
-        env.update(STEADY_MALLOC)
+    env.update(malloc_settings(dict(os.environ if environ is None else environ)))  # core.runs.race_conditions
     env.update(OFFLINE)
     return env
 

@@ -9,12 +9,14 @@ so a new kind adds its function here and its row to the table. torch is imported
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Any
 
 from core.engine.events import StartEvent
 from core.engine.spec import RunSpec
-from core.runs import run_to_run, warm_start, worker_cores
+from core.runs import race_conditions, run_to_run, warm_start, worker_cores
+from core.runs.replicate_process import run_replicate
 from core.runs.run_files import run_files_dir
 from core.runs.store import Store
 
@@ -31,20 +33,14 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
     if too_large:
         return "failed", {"error": too_large}
     caps = detect_device_caps()
-    pinned = None
-    if resolve_device(spec.device, caps) == "cpu":
-        # Cores of its own where the machine has two or more, the app's work kept to the others, so
-        # that the page watching the race does not slow it (core.runs.worker_cores).
-        try:
-            share = worker_cores.this_host()
-        except worker_cores.CoreSettingError as exc:
-            return "failed", {"error": f"this host's configuration: {exc}"}
-        pinned = list(share.worker) if worker_cores.pin_worker(share) else None
-        if share.threads:
-            torch.set_num_threads(share.threads)
+    device = resolve_device(spec.device, caps)
+    try:  # the same process conditions as every door's race (core.runs.race_conditions)
+        conditions = race_conditions.apply(device)
+    except worker_cores.CoreSettingError as exc:
+        return "failed", {"error": f"this host's configuration: {exc}"}
     from core.engine.environment import environment_record, machine_load
 
-    here = environment_record(torch.device(resolve_device(spec.device, caps)))
+    here = environment_record(torch.device(device))
     spread = _spread(sink, params, here)
     trace_dir = run_files_dir(sink.store_path, sink.run_id)
 
@@ -53,15 +49,23 @@ def run_race_job(params: dict[str, Any], sink: Any) -> tuple[str, dict[str, Any]
             event.environment["process_start"] = warm_start.how_started()  # forked from a warm server, or not
         sink(event)
 
-    result = run_race(spec, on_event=on_event, caps=caps, trace_dir=trace_dir, spread=spread, run_id=sink.run_id)
+    result = run_race(
+        spec,
+        on_event=on_event,
+        caps=caps,
+        trace_dir=trace_dir,
+        spread=spread,
+        replicate=functools.partial(replicate_in_time, deadline=getattr(sink, "deadline", None), conditions=conditions),
+        conditions=conditions.to_dict(),
+        run_id=sink.run_id,
+    )
     result.environment["load_at_end"] = machine_load()  # the race's own threads included
     data = result.to_dict()
-    if pinned is not None and isinstance(result.environment, dict):
-        result.environment["worker_cpus"] = pinned  # the cores it had to itself, kept with the run
-    result.environment["malloc"] = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or None
+    race_conditions.keep_in_environment(result.environment, conditions)
     details = {
         "compile": data["compile"],
         "variants": {name: {k: v for k, v in d.items() if k != "steps"} for name, d in data["variants"].items()},
+        "replicates": data["replicates"],  # every replicate's steps, as measured
     }
     fields = {
         "summary": result.summary.to_dict(),
@@ -84,6 +88,26 @@ def _model_size_problem(sink: Any, spec: RunSpec) -> str | None:
     if not isinstance(limit, int) or isinstance(limit, bool):
         return None
     return model_size_problem(spec, limit)
+
+
+REPLICATE_MARGIN_S = 30.0  # a replicate is not started with less than this left before the job's time limit
+
+
+def replicate_in_time(
+    spec: Any, number: int, steps: int, cache_dir: str, limit_s: float, deadline: float | None, conditions: Any
+) -> dict[str, Any]:
+    """run_replicate, unless the job's time limit (a host's) is too near for another one: then a
+    process that says so, and the race ends with what it measured instead of being cut off."""
+    import time
+
+    from core.engine.replicates import ProcessResult
+
+    if deadline is not None and deadline - time.time() < REPLICATE_MARGIN_S:
+        error = "no replicate started this close to the job's time limit"
+        return {"process": ProcessResult(number, None, None, 0, error=error).to_dict()}
+    if deadline is not None:
+        limit_s = min(limit_s, deadline - time.time() - 5.0)
+    return run_replicate(spec, number, steps, cache_dir, limit_s, conditions=conditions)
 
 
 def _spread(sink: Any, params: dict[str, Any], here: dict[str, Any]) -> Any:

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from core.engine.options import COMPILE, LENGTH, RECORDED, STEP_TIME
+from core.engine.replicates import replicates_asked
 from core.engine.spec import DeviceCaps, RunSpec
 from core.runs import devices
 from core.runs.device_types import race_device_type
@@ -27,6 +28,13 @@ SCAN_LIMIT = 500  # newest finished races looked at: plenty for one reuse window
 # A shared result is the same race in everything it measures and records (a dataset folder and the
 # download flag change none of it; the device type is matched apart: race_device_type).
 SHARED = (STEP_TIME, COMPILE, LENGTH, RECORDED)
+
+
+def same_result(spec: RunSpec) -> tuple[tuple[str, Any], ...]:
+    """What two races must share to be one shared result: spec.same_race over SHARED, with the
+    replicate processes made explicit (auto: the count the race runs)."""
+    asked = replicates_asked(spec.replicates, spec.target_interval)
+    return tuple((name, asked if name == "replicates" else value) for name, value in spec.same_race(*SHARED))
 
 
 def recent_result(
@@ -46,7 +54,7 @@ def recent_result(
     target = race_device_type(store, spec, caps, host, lane)
     if target is None:
         return None
-    wanted = spec.same_race(*SHARED)
+    wanted = same_result(spec)
     now = time.time() if now is None else now
     for run in store.list_runs(kind="race", status=["done"], limit=SCAN_LIMIT):
         if run.imported or not run.summary or not target.measured(run):
@@ -54,7 +62,7 @@ def recent_result(
         if within_s is not None and (run.finished_at is None or now - run.finished_at > within_s):
             continue
         theirs = RunSpec.stored(run.params)
-        if theirs is not None and theirs.same_race(*SHARED) == wanted:
+        if theirs is not None and same_result(theirs) == wanted:
             return run
     return None
 

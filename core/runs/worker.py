@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from core.engine.events import CompileEvent, EpochEvent, StartEvent, StatusEvent, StepEvent
+from core.engine.events import BusyEvent, CompileEvent, EpochEvent, ReplicateEvent, StartEvent, StatusEvent, StepEvent
 from core.engine.spec import RunSpec, SpecError
 from core.runs import disk_space, outage
 from core.runs.agent import started_by_agent, watch_agent
@@ -56,6 +57,7 @@ class EventSink:
         self._steps_done = 0
         self._last_write = 0.0
         self._live: dict[str, Any] = {}  # what the page shows beside the phase while the run goes on
+        self.deadline: float | None = None  # the job's time limit, as a time.time(), where it has one
         self._where: Any = None
         self.stored = 0  # events written to the store so far
         self.why_unstored = "disk full"  # what kept the last events out of the store, if any
@@ -102,6 +104,10 @@ class EventSink:
                         "recorded_at": now,
                     }
                 )
+            elif isinstance(event, BusyEvent):  # the steps a busy machine touched, live
+                self._rows.append(busy_row(event, now))
+            elif isinstance(event, ReplicateEvent):  # one more process of the race landed
+                self._rows.append(replicate_row(event, now))
             elif isinstance(event, StatusEvent) and event.state == "compile_skipped":
                 # Kept beside the phase (which moves on) until the final details replace it.
                 self._live["compile_skipped"] = event.message
@@ -231,9 +237,40 @@ def _why_unstored(exc: BaseException) -> str:
     return "store unreachable" if disk_space.is_store_lost(exc) else "disk full"
 
 
+def busy_row(event: Any, now: float) -> dict[str, Any]:
+    """A busy stretch as a stored event: its first step, its wait share as time_s, its last step as note."""
+    return {
+        "kind": "busy",
+        "variant": event.variant,
+        "phase": "train",
+        "epoch": event.epoch,
+        "step": event.first_step,
+        "time_s": event.wait_share,
+        "note": str(event.last_step),
+        "recorded_at": now,
+    }
+
+
+def replicate_row(event: Any, now: float) -> dict[str, Any]:
+    """A replicate process as a stored event: its number as step, its wall time, its result as note."""
+    process = event.process
+    return {
+        "kind": "replicate",
+        "variant": "compiled",
+        "phase": "train",
+        "epoch": 0,
+        "step": int(process["number"]),
+        "time_s": float(process.get("wall_s") or 0.0),
+        "note": json.dumps(process, default=float),
+        "recorded_at": now,
+    }
+
+
 def phase_text(event: Any) -> str:
     """'eager epoch 2/3', 'compiling (compiled epoch 1/3)', 'evaluating ...': what the UI shows."""
     where = f"{event.variant} epoch {event.epoch}/{event.epochs}"
+    if event.state == "replicating":
+        return f"{event.message}: both variants again in a new process"
     return {
         "starting": f"{event.variant}: starting",
         "compiling": f"compiling ({where})",
@@ -309,6 +346,7 @@ def run_job(store_path: str, run_id: int) -> int:
     done = threading.Event()
     if run.time_limit_s:
         remaining = max(run.time_limit_s - (time.time() - (run.started_at or time.time())), 0.0)
+        sink.deadline = time.time() + remaining  # no replicate is started too close to it (runners)
         threading.Thread(
             target=_watchdog, args=(store_path, run_id, run.time_limit_s, remaining, sink, done), daemon=True
         ).start()

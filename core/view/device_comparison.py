@@ -148,7 +148,7 @@ def comparison_rows(group: Comparison) -> list[dict[str, str]]:
             "run": run_name(run.id),
             "device": group.devices[run.id],
             "status": group.states[run.id],
-            "compile time": words.seconds(s.compile_time_s) if s else "-",
+            "compile time": words.compile_cost(s) if s else "-",
             "steady speedup": _speedup(s) if s else "-",
             "95% interval": _interval(s) if s else "-",
             "break-even": words.break_even(s) if s else "-",

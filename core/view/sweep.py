@@ -36,6 +36,7 @@ FRAME_COLUMNS = [
     "ci_high",
     "verdict",
     "compile_time_s",
+    "compile_cost",
     "break_even_step",
     "break_even_at",
     "break_even_kind",
@@ -87,6 +88,7 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
                 "ci_high": ci[1] if measured else math.nan,
                 "verdict": s.verdict if measured else None,
                 "compile_time_s": _num(s.compile_time_s) if measured else math.nan,
+                "compile_cost": words.compile_cost(s) if measured else None,  # or too small to measure
                 "break_even_step": _num(observed) if measured else math.nan,
                 "break_even_at": _num(observed if observed is not None else extrapolated) if measured else math.nan,
                 "break_even_kind": kind if measured else None,
@@ -124,7 +126,7 @@ def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
             figures = {
                 "steady speedup (95%)": words.speedup_with_range(row.speedup, row.ci_low, row.ci_high),
                 "verdict": row.verdict or "",
-                "compile time": words.seconds(row.compile_time_s),
+                "compile time": row.compile_cost,
                 "break-even": row.break_even_short,
                 # One column for both (a page's width holds the table): "10,813 / 28,511".
                 SAMPLES_COLUMN: f"{words.number(row.eager_samples_per_s)} / {words.number(row.compiled_samples_per_s)}",
@@ -214,7 +216,7 @@ def scope_comparison(sweep: SweepSpec, frame: pd.DataFrame) -> list[dict[str, st
                 row[f"{scope_value}: compile time"] = row[f"{scope_value}: steady speedup"] = "-"
                 continue
             r = hit.iloc[0]
-            row[f"{scope_value}: compile time"] = words.seconds(r["compile_time_s"])
+            row[f"{scope_value}: compile time"] = r["compile_cost"]
             row[f"{scope_value}: steady speedup"] = words.speedup_with_range(r["speedup"], r["ci_low"], r["ci_high"])
         rows.append(row)
     return rows
@@ -255,7 +257,7 @@ def point_line(frame_row: Any, total: int) -> str:
         return head + terminal_text(r.state if r.state != r.status else r.status + (f": {r.error}" if r.error else ""))
     return (
         f"{head}done, {words.speedup_with_range(r.speedup, r.ci_low, r.ci_high)} {r.verdict}, "
-        f"compile {words.seconds(r.compile_time_s)}, break-even {r.break_even}"
+        f"compile {r.compile_cost}, break-even {r.break_even}"
     )
 
 
@@ -288,6 +290,7 @@ _JSON_KEYS = (
     "speedup_ci95",
     "verdict",
     "compile_time_s",
+    "compile_time_under_s",
     "break_even_step",
     "break_even_extrapolated_step",
     "break_even_reason",

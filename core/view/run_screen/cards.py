@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import words
-from core.engine.reading import compile_failed_reading, compile_skipped_reading
-from core.engine.summary import NEVER, NO_COMPILE, NO_GAIN, PROJECTED, REACHED, Summary
+from core.engine.reading import compile_failed_reading, compile_skipped_reading, processes_note
+from core.engine.summary import NEVER, NO_COMPILE, NO_GAIN, NO_VERDICT, PROJECTED, REACHED, Summary
 from core.runs.store import Run
 from core.view.report import probe_worth_naming
 from core.view.run_screen.sentences import overhead_bridge
@@ -90,7 +90,7 @@ def _live_break_even_card(s: Summary, total: int | None, about: str) -> Card:
             delta=f"projected {shown}" if shown else words.projected_step(s.projected_position, total, live=True),
             **_QUIET,
         )
-    value = words.NONE if state == NO_COMPILE else "not yet"
+    value = words.NONE if state == NO_COMPILE else "no verdict" if state == NO_VERDICT else "not yet"
     so_far = {NEVER: "compiled steps are slower", NO_GAIN: "no clear per-step gain to project a break-even from"}
     help_text = about + (f"So far {so_far[state]}." if state in so_far else "Not within the steps so far.")
     return Card("Break-even", value, help_text, delta="not on course so far" if state == NEVER else None, **_QUIET)
@@ -114,15 +114,22 @@ def result_cards(
     bridge = overhead_bridge(s)
     recompiles = recompile_count(s)
     verdict = s.verdict or ""
+    too_small = s.compile_time_s is None and s.compile_time_under_s is not None
     cards = [
         Card(
             "Compile time",
-            words.seconds(s.compile_time_s),
+            f"under {words.seconds(s.compile_time_under_s)}" if too_small else words.seconds(s.compile_time_s),
             "First compiled steps minus the same eager steps: what torch.compile cost up front."
+            + (
+                f" Compile cost {words.compile_cost(s)}: compiled's first steps were not measurably slower than "
+                "its steady steps or eager's first ones."
+                if too_small
+                else ""
+            )
             + (f" {_recompiles_help(recompiles)}" if recompiles is not None else "")
             + _probe_help(s.cpu_isa_probe_s),
-            delta=_recompiles_delta(recompiles),
-            delta_color="inverse" if recompiles else "off",
+            delta=words.COMPILE_TOO_SMALL if too_small else _recompiles_delta(recompiles),
+            delta_color="inverse" if recompiles and not too_small else "off",
             delta_arrow="off",
         ),
         Card(
@@ -137,7 +144,8 @@ def result_cards(
             "Steady-state speedup",
             words.speedup(s.steady_state_speedup),
             "Median eager step / median compiled step after warm-up"
-            + (f"; {words.interval(s)}." if s.speedup_ci95 else "."),
+            + (f"; {words.interval(s)}." if s.speedup_ci95 else ".")
+            + processes_note(s),
             delta=s.verdict,
             # Unsigned text reads as "up": green and up for faster, red and down for slower, grey otherwise.
             delta_color={"faster": "normal", "slower": "inverse"}.get(verdict, "off"),

@@ -22,6 +22,7 @@ from core.runs.store import Run, Store
 from core.view import race_charts
 from core.view.chart_style import for_projector
 from core.view.compare import run_name
+from core.view.process_chart import process_chart
 from core.view.run_screen import sentences, why_per_step
 from core.view.run_screen.cards import Card, memory_of, result_cards
 
@@ -153,12 +154,14 @@ def chart_builders(
     marks = view.derive("compile_marks", lambda: why_per_step.compile_marks(view.compiles()))
     clock = compile_clock(run, view, now)
     stamp = None if clock is None else int(clock)
-    built = _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale, stamp)
+    built = _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale, stamp, summary)
     # Each chart built once per snapshot (and compile clock second), for the page's viewers and the feed's alike.
     return {key: (lambda k=key, b=build: view.derive(("altair", k, stamp), b)) for key, build in built.items()}
 
 
-def _chart_builders(run, view, steps, epochs, be, projection, marks, present, log_scale, clock) -> dict[Any, Callable]:
+def _chart_builders(  # noqa: PLR0913
+    run, view, steps, epochs, be, projection, marks, present, log_scale, clock, summary
+) -> dict[Any, Callable]:
     if present:  # the race itself first: at 1280x720 the sentence and both charts fill the first screen
         return {
             "present_cumulative": lambda: for_projector(
@@ -176,6 +179,8 @@ def _chart_builders(run, view, steps, epochs, be, projection, marks, present, lo
     }
     if view.counts()["compiled"]:  # a lead needs both variants at the same step
         built["lead"] = lambda: race_charts.lead_chart(steps, break_even=be, projection=projection)
+    if summary.replicates:  # a dot per process, as each replicate lands
+        built["processes"] = lambda: process_chart(summary)
     built[("step_time", log_scale)] = lambda: race_charts.step_time_chart(steps, log_scale=log_scale, marks=marks)
     built["epochs"] = lambda: race_charts.epoch_chart(epochs)
     built["loss"] = lambda: race_charts.loss_chart(steps)

@@ -57,6 +57,7 @@ class RunView:
         self._steps: list[dict[str, Any]] = []
         self._epochs: list[dict[str, Any]] = []
         self._compiles: list[dict[str, Any]] = []  # compiles and recompiles, at the step that paid for them
+        self._others: list[dict[str, Any]] = []  # replicate processes that landed, busy stretches
         self._frames: tuple[pd.DataFrame, pd.DataFrame] | None = None
         self.last_recorded_at: dict[str, float] = {}  # per variant: when its latest event was stored
         self.damaged: str | None = None  # why some of the run's events cannot be read (DamagedEvents)
@@ -98,7 +99,9 @@ class RunView:
             if e["kind"] == "step" and self._thin is not None:
                 self._add_steps((e,))
             else:
-                {"step": self._steps, "compile": self._compiles}.get(e["kind"], self._epochs).append(e)
+                {"step": self._steps, "compile": self._compiles, "epoch": self._epochs}.get(
+                    e["kind"], self._others
+                ).append(e)
             if e.get("recorded_at") is not None:
                 self.last_recorded_at[e["variant"]] = float(e["recorded_at"])
         if new:
@@ -198,7 +201,11 @@ class RunView:
 
     def events(self) -> list[dict[str, Any]]:
         """Every event read so far (a copy: later polls do not change it)."""
-        return [*self._rows(), *self._epochs, *self._compiles]
+        return [*self._rows(), *self._epochs, *self._compiles, *self._others]
+
+    def processes(self) -> list[dict[str, Any]]:
+        """The replicate processes that have landed so far, as stored (their notes: their results)."""
+        return [e for e in self._others if e["kind"] == "replicate"]
 
 
 class _Thinned:

@@ -1,0 +1,228 @@
+"""A race measures its own run-to-run spread: after the first process, replicate processes run both
+variants again, and the headline interval rests on the spread between the processes, with the
+store's learnt spread as a prior that more replicates outweigh (core.engine.replicates).
+
+The simulations give every process a process effect of its own (its log speedup is the truth's plus
+N(0, spread)), and each process's steps their own noise (test_intervals.simulated_race: drift and
+bursts within a process); an empty store's prior is the assumed spread. The truth is the ratio
+every process scatters around.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from conftest import quick_spec
+from test_intervals import simulated_race
+
+from core.engine import analysis, intervals, replicates
+from core.engine.intervals import ASSUMED, RunToRun
+from core.engine.replicates import ProcessResult, combine
+from core.engine.stopping import stop_reading
+from core.engine.summary import Summary
+from core.engine.trainer import run_race
+
+FIRST_STEPS, REPLICATE_STEPS = 300, 150
+
+
+def simulated_process(rng, number: int, truth: float, spread: float) -> ProcessResult:
+    """One process of a race: its own ratio (the truth's times exp(N(0, spread))), its steps (the
+    first process's longer, with a compile), measured as the race measures them."""
+    ratio = truth * math.exp(rng.normal(0, spread))
+    steps = FIRST_STEPS if number == 1 else REPLICATE_STEPS
+    eager, compiled = simulated_race(rng, ratio, steps, "blocks")
+    w = analysis.default_warmup(steps)
+    speed = analysis.steady_state_speedup(eager, compiled, warmup=w, paired=True)
+    first = analysis.first_process(speed, steps, None, w)
+    return ProcessResult(number, first.speedup, first.log_half, first.steps)
+
+
+def simulated_races(seed: int, spread: float, processes: int, races: int = 400, truth: float = 1.1):
+    """`races` races of `processes` processes each: [[ProcessResult, ...], ...]."""
+    rng = np.random.default_rng(seed)
+    return [[simulated_process(rng, k, truth, spread) for k in range(1, processes + 1)] for _ in range(races)]
+
+
+def coverage(races, prior: RunToRun | None = ASSUMED, truth: float = 1.1) -> float:
+    hits = [c.low <= truth <= c.high for c in (combine(r, prior) for r in races)]
+    return sum(hits) / len(hits)
+
+
+@pytest.mark.parametrize(
+    ("spread", "processes"),
+    [(0.01, 3), (0.01, 5), (ASSUMED.log_sd, 3), (ASSUMED.log_sd, 5), (2 * ASSUMED.log_sd, 5), (2 * ASSUMED.log_sd, 9)],
+)
+def test_with_an_empty_store_the_interval_covers_the_truth(spread, processes):
+    # The prior is the assumed spread alone; the truth may spread less, as much, or twice as much
+    # between processes: from five processes, their own spread bounds the interval too.
+    races = simulated_races(seed=int(spread * 1000) + processes, spread=spread, processes=processes)
+    assert coverage(races) >= 0.95
+
+
+def test_the_first_process_alone_misses_and_its_processes_together_cover():
+    races = simulated_races(seed=3, spread=ASSUMED.log_sd, processes=5)
+    alone = [r[0] for r in races]
+    own = sum(p.speedup * math.exp(-p.log_half) <= 1.1 <= p.speedup * math.exp(p.log_half) for p in alone)
+    assert own / len(alone) < 0.8  # what one process's steps say is far too narrow across processes
+    assert coverage(races) >= 0.95
+
+
+def test_the_interval_narrows_as_replicates_are_added():
+    races = simulated_races(seed=4, spread=ASSUMED.log_sd, processes=9)
+    widths = [float(np.median([combine(r[:n], ASSUMED).log_half for r in races])) for n in (1, 2, 3, 5, 9)]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == len(widths)
+    assert widths[-1] < widths[0] / 2 and widths[1] < widths[0]
+
+
+def test_the_prior_is_outweighed_not_a_floor():
+    # Nine processes that agree to 0.2% read far narrower than the assumed spread, and still cover.
+    rng = np.random.default_rng(5)
+    races = [
+        [ProcessResult(k, 1.1 * math.exp(rng.normal(0, 0.002)), 0.004, 60) for k in range(1, 10)] for _ in range(400)
+    ]
+    assert all(combine(r, ASSUMED).log_half < ASSUMED.log_half_width() / 4 for r in races)
+    assert coverage(races) >= 0.95
+
+
+def test_one_process_reads_as_a_race_did_before_replicates():
+    process = ProcessResult(1, 1.2, 0.01, 100)
+    only = combine([process], ASSUMED)
+    assert only.speedup == 1.2 and only.log_half == pytest.approx(ASSUMED.log_half_width())
+    noisy = ProcessResult(1, 1.2, 0.5, 100)  # its own interval the wider: its own
+    assert combine([noisy], ASSUMED).log_half == pytest.approx(0.5)
+    assert combine([process], None).log_half == pytest.approx(0.01)  # a run stored before the spread
+
+
+def test_a_busy_process_does_not_count_and_all_busy_is_no_verdict():
+    quiet = [ProcessResult(n, 1.30, 0.01, 60) for n in (1, 2, 3)]
+    busy = ProcessResult(4, 0.70, 0.01, 60, busy_share=0.5, busy={"eager": [[1, 20]]})
+    assert combine([*quiet, busy], ASSUMED) == combine(quiet, ASSUMED)
+    assert combine([busy], ASSUMED) is None
+    first = ProcessResult(1, 0.7, 0.01, 60, busy_share=0.4)
+    own = analysis.Speedup(0.7, 0.69, 0.71, analysis.SLOWER, 0.07, 0.1, (0.69, 0.71))
+    speed = analysis.headline_speedup(own, first, [], ASSUMED)
+    assert speed.verdict == analysis.BUSY and speed.speedup == pytest.approx(0.7)
+
+
+def test_a_target_adds_replicates_until_known_or_the_most_asked(monkeypatch):
+    # Simulated replicate processes (the launcher's stand-in): ones that agree reach ±3% and stop.
+    def agreeing(spec, number, steps, cache_dir, limit_s):
+        return {"process": ProcessResult(number, 1.0, 0.005, steps).to_dict()}
+
+    result = run_race(quick_spec(steps_per_epoch=40, target_interval=0.03, replicates=9), replicate=agreeing)
+    s = result.summary
+    ran = len(s.replicates)
+    assert 2 <= ran < 9
+    reached = intervals.relative_half_width(math.log(s.speedup_ci95[1] / s.steady_state_speedup))
+    assert reached <= 0.03 + 1e-9 or s.verdict == analysis.BUSY
+    assert stop_reading(result.summary, 0.03, 80).startswith("Known to ±3%")
+
+    def scattered(spec, number, steps, cache_dir, limit_s):
+        return {"process": ProcessResult(number, 1.0 + 0.2 * (number % 2), 0.005, steps).to_dict()}
+
+    result = run_race(quick_spec(steps_per_epoch=40, target_interval=0.03, replicates=3), replicate=scattered)
+    assert len(result.summary.replicates) == 3
+    assert "the most replicates asked for (3)" in result.summary.stop_reason
+
+
+def test_a_fixed_length_race_runs_the_replicates_asked_for():
+    seen = []
+
+    def counting(spec, number, steps, cache_dir, limit_s):
+        seen.append((number, steps))
+        return {"process": ProcessResult(number, 1.0, 0.01, steps).to_dict()}
+
+    run_race(quick_spec(steps_per_epoch=20), replicate=counting)  # replicates=0 (quick_spec)
+    assert seen == []
+    result = run_race(quick_spec(steps_per_epoch=20, replicates=None), replicate=counting)
+    assert [n for n, _ in seen] == [2, 3] and len(result.summary.replicates) == replicates.AUTO_FIXED
+    assert all(steps >= replicates.REPLICATE_MIN_STEPS and steps % intervals.BLOCK_STEPS == 0 for _, steps in seen)
+
+
+def test_replicate_steps_fill_a_few_seconds_in_whole_blocks():
+    assert replicates.replicate_steps(0.05, 0.05, 600) == 60  # 6 s of both variants
+    assert replicates.replicate_steps(0.001, 0.001, 100) == 100  # never past what the first process ran
+    assert replicates.replicate_steps(1.0, 1.0, 600) == replicates.REPLICATE_MIN_STEPS
+    assert replicates.replicates_asked(None, None) == replicates.AUTO_FIXED
+    assert replicates.replicates_asked(None, 0.03) == replicates.AUTO_TARGET
+    assert replicates.replicates_asked(4, 0.03) == 4
+
+
+BOTH_BACKENDS = True  # the store tests below run on SQLite and on PostgreSQL (tests/conftest.py)
+
+
+def test_the_store_learns_the_spread_from_a_races_own_processes(store):
+    from test_run_to_run import done_race
+
+    from core.runs import run_to_run
+
+    spec = quick_spec(replicates=2)
+    speedups = (1.20, 1.26, 1.23)
+    first = ProcessResult(1, speedups[0], 0.01, 100).to_dict()
+    rest = [ProcessResult(n, x, 0.01, 40).to_dict() for n, x in zip((2, 3), speedups[1:])]
+    busy = ProcessResult(4, 0.5, 0.01, 40, busy_share=0.9).to_dict()  # a busy process says nothing
+    done_race(store, spec, 1.23, first_process=first, replicates=[*rest, busy])
+    logs = [math.log(x) for x in speedups]
+    learnt = run_to_run.spread_here(store, spec.to_dict(), "Test CPU", "2.x")
+    device = intervals.run_to_run([logs])  # one race of three processes: two degrees of freedom
+    assert device.races == 3 and device.df == ASSUMED.df + 2
+    start = RunToRun(device.log_sd, intervals.PRIOR_RACES, device.races)
+    assert learnt == intervals.run_to_run([logs], prior=start)
+    # Its replicate count does not make it another configuration.
+    assert run_to_run.spread_here(store, quick_spec(replicates=9).to_dict(), "Test CPU", "2.x") == learnt
+
+
+def test_the_speedup_chart_has_a_dot_per_process_grey_where_busy_and_the_headline_band():
+    from test_busy_and_compile_cost import race_events
+
+    from core.view.process_chart import process_chart, process_rows
+
+    summary = analysis.summarize_events(race_events(busy_from=6), 64)  # the first process busy
+    rows = process_rows(summary)
+    assert list(rows["process"]) == [1, 2, 3] and list(rows["counts"]) == ["busy machine", "counts", "counts"]
+    assert (rows["low"] <= rows["speedup"]).all() and (rows["speedup"] <= rows["high"]).all()
+    spec = process_chart(summary).to_dict()
+    drawn = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
+    assert drawn == ["rect", "rule", "rule", "rule", "point"]  # the band, the headline, 1x, own intervals, dots
+    band = next(d for name, d in spec["datasets"].items() if any("high" in r and "point" in r for r in d))
+    assert band[0]["low"] == pytest.approx(summary["speedup_ci95"][0])
+
+
+def test_the_race_screen_draws_the_process_chart_once_a_replicate_has_landed():
+    from test_busy_and_compile_cost import race_events
+
+    from core.view.run_screen import layout
+    from core.view.run_screen.store_reader import RunView
+
+    view = RunView(1)
+    events = race_events()
+    view.feed([{**e, "id": i + 1, "recorded_at": 1.0} for i, e in enumerate(events)])
+
+    class Snap:  # what layout reads of a LiveSnapshot
+        def __init__(self, v):
+            self.v = v
+
+        def counts(self):
+            return self.v.counts()
+
+        def frames(self):
+            return self.v.frames()
+
+        def compiles(self):
+            return self.v.compiles()
+
+        def projection(self):
+            return self.v.projection()
+
+        def derive(self, key, build):
+            return build()
+
+    class Run:
+        finished, params, id = False, {}, 1
+
+    summary = Summary.from_dict(analysis.summarize_events(view.events(), 64))
+    assert "processes" in layout.chart_builders(Run(), Snap(view), summary, present=False)
+    first_only = Summary.from_dict(
+        analysis.summarize_events([e for e in view.events() if e["kind"] != "replicate"], 64)
+    )
+    assert "processes" not in layout.chart_builders(Run(), Snap(view), first_only, present=False)
