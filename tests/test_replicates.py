@@ -218,7 +218,7 @@ def test_the_race_screen_draws_the_process_chart_once_a_replicate_has_landed():
             return build()
 
     class Run:
-        finished, params, id = False, {}, 1
+        finished, params, id, phase, details = False, {}, 1, "", {}  # not compiling: no compile clock
 
     summary = Summary.from_dict(analysis.summarize_events(view.events(), 64))
     assert "processes" in layout.chart_builders(Run(), Snap(view), summary, present=False)

@@ -21,10 +21,11 @@ from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
 from core.engine.intervals import RunToRun
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
-from core.engine.replicates import ProcessResult, replicates_asked
+from core.engine.replicates import replicates_asked
 from core.engine.spec import RunSpec, SpecError, validate
 from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
+from core.runs.bundle_notes import MAX_NOTE, event_note  # noqa: F401 - MAX_NOTE: where it was
 from core.runs.bundle_profile import profile_from_bundle
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 from core.runs.store.records import utf8_json, utf8_text
@@ -41,7 +42,6 @@ MAX_DEPTH = 8
 MAX_NUMBER = 1e15
 PHASES = ("train", "eval")
 EVENT_KINDS = ("step", "epoch", "compile", "busy", "replicate")
-MAX_NOTE = 2000
 # What a bundle may cost to parse, counted on its bytes before json.loads: each JSON value becomes a
 # Python object, and an empty list (3 bytes of `[],`) takes 64 bytes, so 61 MB of them took the app
 # from 179 MB to 1.8 GB and held every visitor for 6 s. A bundle this app exports has at most one
@@ -416,34 +416,8 @@ def _event(e: Any, where: str) -> dict[str, Any]:
         "samples": _integer(e.get("samples"), f"{where}.samples", 0, 10**9, optional=True),
         # Required: the store keeps when every event was recorded (a bundle without it was not exported here).
         "recorded_at": _number(e.get("recorded_at"), f"{where}.recorded_at", 0, time.time() + 86400),
-        "note": _kind_note(e, f"{where}.note"),
+        "note": event_note(e, f"{where}.note", BundleError),
     }
-
-
-def _kind_note(e: dict[str, Any], where: str) -> str | None:
-    """An event's note, checked for what its kind keeps there: a busy stretch its last step, a
-    replicate process its result (core.engine.replicates.ProcessResult), other kinds words."""
-    note = _note(e.get("note"), where)
-    kind = e.get("kind")
-    if kind == "busy" and not (isinstance(note, str) and note.isdecimal() and note.isascii()):
-        raise BundleError(f"{where} of a busy stretch must be its last step")
-    if kind == "replicate":
-        try:
-            process = ProcessResult.from_dict(json.loads(note or ""))
-        except ValueError:
-            process = None
-        if process is None or process.number < 2:
-            raise BundleError(f"{where} of a replicate must be its result")
-        return json.dumps(process.to_dict())  # as this app writes it, nothing else kept
-    return note
-
-
-def _note(value: Any, where: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > MAX_NOTE:
-        raise BundleError(f"{where} must be text of at most {MAX_NOTE} characters")
-    return utf8_text(value)
 
 
 def _obj(value: Any, where: str) -> dict[str, Any]:
