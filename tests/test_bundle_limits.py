@@ -140,3 +140,38 @@ def test_imports_at_once_keep_no_more_than_the_allowance(store, monkeypatch):
     assert len(kept) == 2 and len(refused) == tabs - 2, refused
     assert all("at most 2 imported runs per visitor" in r for r in refused)
     assert {r.id for r in store.list_runs()} == set(kept)
+
+
+def test_one_bundle_imported_in_tabs_at_once_is_one_run(store, monkeypatch):
+    """Four tabs of one visitor import the same bundle at once: whether it was imported before is
+    asked in the import's own transaction, so one run is kept and the others name it."""
+    import threading
+
+    from core.runs import bundle
+    from core.runs.store import Store
+
+    data, tabs = recording(), 4
+    everyone_marked = threading.Barrier(tabs, timeout=60)
+    mark = bundle.fingerprint
+
+    def slow_mark(bundle_data):  # every tab has its fingerprint before any of them writes
+        found = mark(bundle_data)
+        everyone_marked.wait()
+        return found
+
+    monkeypatch.setattr(bundle, "fingerprint", slow_mark)
+    kept, named = [], []
+
+    def tab():
+        try:
+            kept.append(import_bundle(Store(store.path), data, "visitor:one"))
+        except bundle.AlreadyImported as exc:
+            named.append(exc.run_id)
+
+    threads = [threading.Thread(target=tab) for _ in range(tabs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(kept) == 1 and named == [kept[0]] * (tabs - 1), (kept, named)
+    assert [r.id for r in store.list_runs()] == kept

@@ -175,13 +175,17 @@ def import_bundle(
         room(conn)  # before the work of checking the bundle
     run_fields, events = validate_bundle(data)
     mark = fingerprint(data)
-    earlier = _imported_before(store, owner, mark)
-    if earlier is not None:
-        raise AlreadyImported(earlier)
+
+    def new_here(conn: Any) -> None:  # in the import's own transaction too: two tabs at once make one run
+        room(conn)
+        earlier = _imported_before(conn, owner, mark)
+        if earlier is not None:
+            raise AlreadyImported(earlier)
+
     run_fields["details"] = {**(run_fields.get("details") or {}), FINGERPRINT: mark}
     run_fields.update(owner=owner, imported=1, device_key="imported", phase=run_fields["status"], client=address)
     try:
-        return store.import_run(run_fields, events, check=room)
+        return store.import_run(run_fields, events, check=new_here)
     except sqlite3.IntegrityError as exc:  # validation should have caught it; still a message, not a traceback
         raise BundleError(f"the store refused the bundle ({exc}); nothing was imported") from None
 
@@ -203,13 +207,12 @@ def fingerprint(data: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def _imported_before(store: Store, owner: str, mark: str) -> int | None:
+def _imported_before(conn: Any, owner: str, mark: str) -> int | None:
     """The run this owner already imported from the same bundle, if any (a run is its owner's to
     delete: another browser at the same address gets a copy of its own)."""
-    with store.transaction() as c:
-        rows = c.execute(
-            "SELECT id FROM runs WHERE imported = 1 AND owner = ? AND details LIKE ? ORDER BY id", (owner, f"%{mark}%")
-        ).fetchall()
+    rows = conn.execute(
+        "SELECT id FROM runs WHERE imported = 1 AND owner = ? AND details LIKE ? ORDER BY id", (owner, f"%{mark}%")
+    ).fetchall()
     return int(rows[0][0]) if rows else None
 
 
