@@ -343,8 +343,9 @@ MEMORY_KEYS = (
     "eager_reserved_growth_bytes",
     "compiled_reserved_growth_bytes",
 )
-# What summary_from_events reads of a bundle's own summary (the rest is computed from the events).
-CLAIMED_SUMMARY = ("run_to_run", "machine_load", "memory_kind", "compile_failed", *MEMORY_KEYS)
+# What summary_from_events reads of a bundle's own summary (the rest is computed from the events; the
+# profile is checked field by field: core.runs.bundle_profile).
+CLAIMED_SUMMARY = ("run_to_run", "machine_load", "memory_kind", "compile_failed", "profile", *MEMORY_KEYS)
 
 
 def summary_from_events(
