@@ -28,7 +28,7 @@ def test_with_nothing_measured_the_zoo_figures_give_the_range_and_say_so():
     est = estimate_race(SPEC, CPU)
     assert est.basis == "table" and est.based_on is None
     assert (est.low_s, est.high_s) == pytest.approx(estimate_seconds(SPEC, CPU))
-    assert "no race of this model was measured on this device yet" in estimate_text(SPEC, est)
+    assert "2-core CPU: not yet measured here)" in estimate_text(SPEC, est)
 
 
 def test_the_same_race_measured_here_is_said_as_its_measurement_not_an_estimate():

@@ -132,7 +132,7 @@ def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
         fixed = ", scaled by how far they missed on this device before" if estimate.corrected else ""
         text = (
             f"{describe_duration(estimate.low_s, estimate.high_s)} (the zoo's figures for a 2-core CPU{fixed}: "
-            "no race of this model was measured on this device yet)"
+            "not yet measured here)"
         )
     if estimate.past is not None:
         low, high, n = estimate.past
