@@ -102,13 +102,27 @@ PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture
-def browser():
+def browser(tmp_path_factory):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=browser_on_the_apps_core(tmp_path_factory), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+def browser_on_the_apps_core(tmp_path_factory) -> str:
+    """Chromium kept to the first core, the one the app keeps to, where the machine has two or more:
+    the test's browser stands in for a visitor's, which is not on the race's core, and the race's
+    busy check (run-queue wait on its core) would otherwise count the test's own drawing as load."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    taskset = shutil.which("taskset")
+    if len(cores) < 2 or taskset is None:
+        return CHROMIUM
+    wrapper = tmp_path_factory.mktemp("chromium") / "chromium"
+    wrapper.write_text(f'#!/bin/sh\nexec {taskset} -c {cores[0]} {CHROMIUM} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
 
 
 @pytest.fixture
@@ -264,7 +278,9 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     said = page.get_by_text(re.compile(r"After [\d,]+ of 240 compiled steps")).first.inner_text()
     assert re.match(r"After \d+ of 240 compiled steps and all 240 eager: ", said), said
     assert re.search(
-        r"slower|so no break-even to project|breaks even (between|from|at about) step|ahead since step", said
+        r"slower|so no break-even to project|breaks even (between|from|at about) step|ahead since step"
+        r"|the machine is busy .*, so no verdict yet",  # load from outside the test: still "not yet"
+        said,
     ), said
     screenshot(page, "race-midrun.png")
     phone.goto(f"{app_url}/?run={run_id}")
