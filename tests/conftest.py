@@ -88,6 +88,23 @@ VOLTA = DeviceCaps(cuda=True, cuda_name="Tesla V100", compute_capability=(7, 0),
 
 
 @pytest.fixture(autouse=True)
+def _process_conditions_restored():
+    """A race run in this process (the terminal's `race` called in-process, a race job run directly)
+    pins it to the race's cores and sets torch's threads, as a race process should
+    (core.runs.race_conditions): put back after the test, as monkeypatch puts back a variable, so
+    one test's race does not leave every later test on one core (where a worker's share of the
+    machine would be read as nothing to pin)."""
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    yield
+    if cores is not None and os.sched_getaffinity(0) != cores:
+        os.sched_setaffinity(0, cores)
+    if torch is not None and threads is not None and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
 def _private_data_home(tmp_path, monkeypatch):
     """Warm caches and stores go to a per-test folder, never the user's data directory."""
     monkeypatch.setenv("COMPILE_LAB_DATA", str(tmp_path / "data"))

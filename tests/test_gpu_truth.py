@@ -570,7 +570,7 @@ def test_the_caches_demo_measures_recompiles_on_the_chosen_device(monkeypatch):
         return real_randn(*args, device=device, **kwargs)
 
     # The cold and warm compiles run in fresh processes (their own test): only the recompiles here.
-    monkeypatch.setattr(caches, "compile_in_fresh_process", lambda *a: {"compile_s": 1.0})
+    monkeypatch.setattr(caches, "compile_in_fresh_process", lambda *a, **k: {"compile_s": 1.0})
     monkeypatch.setattr(torch, "randn", randn)
     result = caches.run({"shapes": [8, 16], "recompile_backend": "eager"}, device="cpu:0")
     assert result["device"] == "cpu:0"

@@ -177,6 +177,7 @@ SIZE_LIMITS = [
         dict(epochs=2, steps_per_epoch=40, eval_steps=11),
     ),
     ("image_size", "max_input_size", 64, dict(model="resnet18", image_size=64), dict(model="resnet18", image_size=65)),
+    ("replicates", "max_replicates", 3, dict(replicates=3), dict(replicates=4)),
 ]
 NOT_SIZES = {"seed": "a number, not a size", "profile_steps": "at most 50 steps, profiled after the timed epochs"}
 

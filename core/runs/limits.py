@@ -19,6 +19,7 @@ from typing import Any
 from core.engine.models.sources import model_name_problem, parse_model_name, source_of
 from core.engine.models.zoo import MODELS
 from core.engine.options import OPTIONS
+from core.engine.replicates import replicates_asked
 from core.engine.spec import Problem, RunSpec
 
 
@@ -55,6 +56,9 @@ class HostLimits:
     max_steps: int | None = None  # epochs x (steps_per_epoch + eval_steps), per variant
     max_epochs: int | None = None
     max_input_size: int | None = None  # image side, sequence length (image_size)
+    # Replicate processes a race may run (each a process start, a warm compile and about 6 s of
+    # steps): a count of 19 would hold the lane 20 times as long as the race asked.
+    max_replicates: int | None = None
     # A model's parameters, counted by its worker on the meta device before it is built for real:
     # a library model's settings (hf:gpt2:n_layer=2000,n_embd=16384) can make any size.
     max_model_parameters: int | None = None
@@ -119,6 +123,10 @@ class HostLimits:
             and spec.image_size > self.max_input_size
         ):
             p.append(Problem("image_size", f"this host allows at most {self.max_input_size} (got {spec.image_size})"))
+        asked = replicates_asked(spec.replicates, spec.target_interval)
+        if self.max_replicates is not None and isinstance(asked, int) and asked > self.max_replicates:
+            auto = " (auto with a target interval: choose a count)" if spec.replicates is None else ""
+            p.append(Problem("replicates", f"this host allows at most {self.max_replicates} (got {asked}{auto})"))
         eval_steps = spec.eval_steps if isinstance(spec.eval_steps, int) else 0
         steps = (
             spec.epochs * (spec.steps_per_epoch + eval_steps)
@@ -237,6 +245,7 @@ _LIMIT_PARSERS = {
     "max_steps": _whole_number,
     "max_epochs": _whole_number,
     "max_input_size": _whole_number,
+    "max_replicates": lambda v: _whole_number(v, low=0),
     "max_model_parameters": _whole_number,
     "max_queued_per_owner": _whole_number,
     "max_queue_length": _whole_number,

@@ -159,8 +159,10 @@ def race_promise(spec: RunSpec, caps: DeviceCaps | None, estimate: RaceEstimate 
 def unavailable_summary(blocked: dict[str, dict[Any, str]]) -> str | None:
     """Options this device cannot run, said once: those needing CUDA together, the rest with their
     reason ("Not offered here: tf32, amp-fp16, reduce-overhead and max-autotune need a CUDA GPU.")."""
+    blocked, capped = _counts_over_a_limit(blocked)
     cuda = [str(o) for why in blocked.values() for o, reason in why.items() if "CUDA" in reason]
     other = [_with_option(o, r.split(";")[0]) for why in blocked.values() for o, r in why.items() if "CUDA" not in r]
+    other += capped
     parts = []
     if cuda:
         names = ", ".join(cuda[:-1]) + (f" and {cuda[-1]}" if len(cuda) > 1 else cuda[-1])
@@ -310,6 +312,18 @@ def form_spec(state: Any) -> RunSpec:
         if isinstance(values.get(name), float) and values[name].is_integer():
             values[name] = int(values[name])
     return RunSpec(**values)
+
+
+def _counts_over_a_limit(blocked: dict[str, dict[Any, str]]) -> tuple[dict[str, dict[Any, str]], list[str]]:
+    """Counts a host caps (replicates over max_replicates) said once per field, not once per count:
+    (what else is blocked, ["replicate processes over 3 (this host's limit)"])."""
+    rest, capped = {}, []
+    for field, why in blocked.items():
+        over = [o for o, r in why.items() if isinstance(o, int) and r.startswith("this host allows at most")]
+        if over:
+            capped.append(f"{OPTIONS[field].label.lower()} over {min(over) - 1} (this host's limit)")
+        rest[field] = {o: r for o, r in why.items() if o not in over}
+    return rest, capped
 
 
 def _with_option(option: Any, reason: str) -> str:
