@@ -116,7 +116,7 @@ def show_replay(state: dict, present: bool) -> None:
         leave.button("Stop", key="replay_stop", on_click=stop)
         show_run(snap.run, snap, key="replay", present=present)
         (note or st.container(key="replay_note")).info(
-            f"Replay at {speed} of a race {markdown_text(recording.label)}. Nothing is measured now.",
+            f"Replay at {speed} of a race {markdown_text(recording.race_label)}. Nothing is measured now.",
             icon=":material/replay:",
         )
         if playing and snap.run.finished:

@@ -54,13 +54,18 @@ class Recording:
     def label(self) -> str:
         """'pointwise_mlp, batch 4,096, 3 x 500 steps: recorded on Intel Xeon (cpu) with load 0.1 at the start
         and 1.2 at the end on 2 cores, torch 2.14.1, 2026-11-30' (the load: load_reading)."""
+        shows = shows_words(self.run.summary)
+        return (f"{shows}: " if shows else "") + self.race_label
+
+    @property
+    def race_label(self) -> str:
+        """The label without what the recording shows: which race, where and when ('a race small_cnn,
+        batch 128, ...' in the replay's banner, which says what it shows as it plays)."""
         p, env = self.run.params or {}, self.run.environment or {}
         when = time.strftime("%Y-%m-%d", time.localtime(self.run.finished_at or self.run.created_at))
         device = env.get("device_name") or env.get("cpu_name") or "an unnamed device"
-        shows = shows_words(self.run.summary)
         return (
-            (f"{shows}: " if shows else "")
-            + f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
+            f"{p.get('model', '?')}, batch {p.get('batch_size', 0):,}, {p.get('epochs', '?')} x "
             f"{p.get('steps_per_epoch', '?')} steps: recorded on {device} ({env.get('device_type', '?')}) "
             f"{recorded_load(env)}, torch {env.get('torch', '?')}, {when}"
         )
