@@ -90,14 +90,20 @@ VOLTA = DeviceCaps(cuda=True, cuda_name="Tesla V100", compute_capability=(7, 0),
 @pytest.fixture(autouse=True)
 def _process_conditions_restored():
     """A race run in this process (the terminal's `race` called in-process, a race job run directly)
-    pins it to the race's cores and sets torch's threads, as a race process should
-    (core.runs.race_conditions): put back after the test, as monkeypatch puts back a variable, so
-    one test's race does not leave every later test on one core (where a worker's share of the
-    machine would be read as nothing to pin)."""
+    pins it to the race's cores, sets torch's threads and its compile cache variables, as a race
+    process should (core.runs.race_conditions, core.engine.replicate): put back after the test, as
+    monkeypatch puts back a variable, so one test's race does not leave every later test on one core
+    (where a worker's share of the machine would be read as nothing to pin) or with its cache."""
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     torch = sys.modules.get("torch")
     threads = torch.get_num_threads() if torch is not None else None
+    environ = dict(os.environ)  # a race or replicate run here sets Inductor's cache folders in it
     yield
+    for name in set(os.environ) - set(environ):
+        del os.environ[name]
+    for name, value in environ.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
     if cores is not None and os.sched_getaffinity(0) != cores:
         os.sched_setaffinity(0, cores)
     if torch is not None and threads is not None and torch.get_num_threads() != threads:
