@@ -105,9 +105,20 @@ def test_a_busy_process_does_not_count_and_all_busy_is_no_verdict():
 
 
 def test_a_target_adds_replicates_until_known_or_the_most_asked(monkeypatch):
-    # Simulated replicate processes (the launcher's stand-in): ones that agree reach ±3% and stop.
+    # Simulated replicate processes (the launcher's stand-in): ones that agree with the first process
+    # (a real race here, whose speedup moves with the machine's load) reach ±3% and stop.
+    first_seen = {}
+    first_process = analysis.first_process
+
+    def seen_first(*args, **kwargs):
+        found = first_process(*args, **kwargs)
+        first_seen["speedup"] = found.speedup
+        return found
+
+    monkeypatch.setattr(analysis, "first_process", seen_first)
+
     def agreeing(spec, number, steps, cache_dir, limit_s):
-        return {"process": ProcessResult(number, 1.0, 0.005, steps).to_dict()}
+        return {"process": ProcessResult(number, first_seen.get("speedup") or 1.0, 0.005, steps).to_dict()}
 
     result = run_race(quick_spec(steps_per_epoch=40, target_interval=0.03, replicates=9), replicate=agreeing)
     s = result.summary
