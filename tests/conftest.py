@@ -108,6 +108,12 @@ def _process_conditions_restored():
         os.sched_setaffinity(0, cores)
     if torch is not None and threads is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+    feed = sys.modules.get("app_pages.run_screen.feed_routes")
+    if feed is not None and feed.served():
+        # Only `streamlit run` mounts the live feed's routes; a test that built them (a TestClient of
+        # feed_routes.routes()) without its own Event left every later AppTest page on the feed's
+        # component, with no progress line of its own: the order-dependent failures of stop 37.
+        feed._served.clear()
 
 
 @pytest.fixture(autouse=True)

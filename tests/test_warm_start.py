@@ -195,8 +195,11 @@ def test_a_server_leaves_when_the_code_changes_or_its_app_exits_and_frees_its_na
         assert warm_start.ensure_server(env, str(tmp_path)) is None
 
 
-def test_an_unused_server_leaves_and_a_job_with_other_settings_is_refused():
-    """Unit: the loop's rules, without forking."""
+def test_an_unused_server_leaves_and_a_job_with_other_settings_is_refused(monkeypatch):
+    """Unit: the loop's rules, without forking. The server's process has one thread; pytest's may
+    have more (an earlier test's daemon), so the count the rule reads is set here."""
+    threads = [1]
+    monkeypatch.setattr(warm_server.threading, "active_count", lambda: threads[0])
     server = warm_server.Server(None, "k", idle_s=5.0, problem=None, code_root=warm_start.CODE_ROOT, code="c")
     server.last_used -= 10
     server.check_leaving()
@@ -210,6 +213,9 @@ def test_an_unused_server_leaves_and_a_job_with_other_settings_is_refused():
     assert "core." in refusing.refusal({**request, "entry": "os:system"}, [0, 1, 2])
     assert refusing.refusal({**request, "entry": "bench.replicate_start:main"}, [0, 1, 2]) is None
     assert "stdin" in refusing.refusal(request, [1])
+    threads[0] = 2  # a thread started in the server since it was ready: a fork would copy a half-held lock
+    assert refusing.refusal(request, [0, 1, 2]) == "a thread started in the server"
+    threads[0] = 1
     unclean = warm_server.Server(None, "k", 5.0, problem="CUDA was initialised", code_root="", code="c")
     assert "not clean" in unclean.refusal(request, [0, 1, 2])
 
