@@ -13,10 +13,10 @@ one with it on. In Chromium, a new visitor opens the Race page and presses Launc
 then cancels the race and waits for its worker to be gone. One race per app first, not counted: it
 runs the device probe and, in the warm app, is the idle tick that starts the warm server.
 
-Then a replicate's start: `bench/replicate_start.py` (what a replicate does before its first timed
-step: the default race's model, batches and warm-up step, then one eager step), started cold
-(`python -m`) and forked warm (warm_start.start), in turns; from the start to its first timed step,
-and how much of that was the process start itself.
+Then a replicate's start: a replicate of the default race through the app's own path
+(core.runs.replicate_process.start_replicate, from the race's compile cache), started cold (warm
+starts off) and forked warm, in turns; from the start to its first timed step (the model, batches
+and warm-up step behind it), and how much of that was the process start itself.
 
 Goals (issue 36): the median first chart at most 2 s after Launch with warm starts on this CPU; a
 replicate process's overhead (start to first timed step) under 0.5 s. Prints figures, never asserts;
@@ -208,25 +208,47 @@ def launch_once(app: App, browser) -> dict:
     return times
 
 
-def replicate_once(arm: str, env: dict) -> dict:
-    """bench/replicate_start.py started cold or forked warm: its timeline from the start, in seconds."""
-    with tempfile.TemporaryFile() as out:
-        started = time.time()
-        if arm == "warm":
-            proc = warm_start.start("bench.replicate_start:main", [], env, stdout=out, keep=True)
-            if proc is None:
-                return {"error": "no warm server"}
-            proc.wait(120)
-        else:
-            subprocess.run([sys.executable, "-m", "bench.replicate_start"], cwd=ROOT, env=env, stdout=out, check=True)
-        out.seek(0)
-        lines = [line for line in out.read().decode().splitlines() if line.startswith("{")]
-    marks = json.loads(lines[-1])
-    return {name: at - started for name, at in marks.items()}
+# The Race page's default CPU race (core.view.race_form.default_spec), named here without the view.
+REPLICATE_SPEC = dict(model="pointwise_mlp", batch_size=4096, epochs=3, steps_per_epoch=100, device="cpu")
+REPLICATE_STEPS = 10  # timed steps per variant: the start is measured, not the steps
+
+
+def replicate_once(arm: str, env: dict, cache_dir: str) -> dict:
+    """One replicate of the default race through the app's own path (core.runs.replicate_process:
+    start_replicate, warm where the server of `env` is ready; cold with warm starts off), from the
+    race's compile cache: its timeline from the start, in seconds."""
+    from core.engine.spec import RunSpec
+    from core.runs.replicate_process import RESULT_PREFIX, start_replicate
+
+    sent = time.time()
+    job = {
+        "spec": RunSpec(**REPLICATE_SPEC).to_dict(),
+        "number": 2,
+        "steps": REPLICATE_STEPS,
+        "cache_dir": cache_dir,
+        "conditions": None,
+        "sent_at": sent,
+    }
+    proc = start_replicate(job, env if arm == "warm" else {**env, warm_start.SETTING: "off"})
+    if proc.warm != (arm == "warm"):
+        proc.kill()
+        return {"error": "no warm server" if arm == "warm" else "started warm"}
+    out, err = proc.communicate(300)
+    line = next((x for x in out.splitlines() if x.startswith(RESULT_PREFIX)), None)
+    if line is None:
+        return {"error": (err.strip().splitlines() or ["no result"])[-1][:200]}
+    result = json.loads(line[len(RESULT_PREFIX) :])
+    return {
+        "entered": result["entered_at"] - sent,
+        "first_step": result["first_step_at"] - sent,
+        "first_counted": result["process"].get("start_s"),  # its first timed blocks dropped, warm compile included
+        "started": result["process"].get("started"),
+    }
 
 
 def replicates(rounds: int) -> dict[str, list[dict]]:
     data = tempfile.mkdtemp(prefix="compile-lab-bench-replicate-")
+    cache_dir = os.path.join(data, "inductor")
     env = processes.worker_environment("cpu", {**os.environ, "COMPILE_LAB_DATA": data, warm_start.SETTING: "on"})
     warm_start.ensure_server(env, data)
     deadline = time.monotonic() + 120
@@ -234,10 +256,10 @@ def replicates(rounds: int) -> dict[str, list[dict]]:
         time.sleep(0.2)
     results: dict[str, list[dict]] = {"cold": [], "warm": []}
     try:
-        replicate_once("cold", env)  # not counted: Inductor's CPU probe and the disk's caches
+        replicate_once("cold", env, cache_dir)  # not counted: fills the cache (the race's first process did)
         for _ in range(rounds):
             for arm in ("cold", "warm"):
-                result = replicate_once(arm, env)
+                result = replicate_once(arm, env, cache_dir)
                 result["load"] = os.getloadavg()[0]
                 results[arm].append(result)
                 print(f"  replicate {arm}: {_fmt(result)}", flush=True)
@@ -305,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     for arm, rows in reps.items():
         print(
             f"{arm:<6} entered {median([r.get('entered') for r in rows])}, first timed step "
-            f"{median([r.get('first_step') for r in rows])} (of which model, batches and warm-up step "
+            f"{median([r.get('first_step') for r in rows])} (of which the model, batches and warm-up step "
             f"{median([r.get('first_step', 0) - r.get('entered', 0) for r in rows if 'first_step' in r])})"
         )
     warm_rep = [r["first_step"] for r in reps["warm"] if "first_step" in r]

@@ -237,3 +237,14 @@ def test_the_race_screen_draws_the_process_chart_once_a_replicate_has_landed():
         analysis.summarize_events([e for e in view.events() if e["kind"] != "replicate"], 64)
     )
     assert "processes" not in layout.chart_builders(Run(), Snap(view), first_only, present=False)
+
+
+def test_the_terminal_says_each_replicate_with_its_start():
+    from core.view.report import process_line
+
+    process = ProcessResult(3, 1.31, 0.015, 60, wall_s=14.2, start_s=4.1, started="warm").to_dict()
+    line = process_line(process)
+    assert line.startswith("[replicate 2] 1.31x (its own 95% interval 1.29-1.33x), 60 steps per variant")
+    assert line.endswith("(4.1 s until its first timed step, warm start)")
+    assert "start" not in process_line({**process, "start_s": None, "started": None}).split("variant")[1]
+    assert ProcessResult.from_dict({**process, "started": "lukewarm"}).started is None  # a bundle's text is not kept

@@ -95,14 +95,16 @@ def test_a_warm_child_is_as_clean_as_a_fresh_process_and_gets_the_jobs_settings(
 
 def test_a_race_starts_warm_through_the_queue_and_the_next_one_too(warm_starts, store):
     """An idle box's tick starts the warm server; a race then forks from it (and says so), is pinned
-    as a cold one is, and the race its ticker starts is warm too."""
+    as a cold one is, and the race its ticker starts is warm too, its replicate as well."""
     assert queue.tick(store) == []  # nothing to run: it starts the CPU lane's warm server
     env = processes.worker_environment("cpu")
     wait_until("the warm server", lambda: warm_start.server_state(env) == "ready", 90)
     # The device probe's and the demos' workers start through the same launcher with this environment.
     assert processes.worker_environment(devices.PROBE_DEVICE_KEY) == env
     first = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=DeviceCaps())
-    second = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=DeviceCaps())
+    second = queue.enqueue(  # with a replicate, forked from the same server as its worker
+        store, quick_spec(replicates=1, steps_per_epoch=10), "ann", limits=NO_LIMITS, caps=DeviceCaps()
+    )
     pid = store.get_run(first).pid
     assert pid and processes.pid_alive(pid)  # a warm child counts as its run's worker
     with open(f"/proc/{pid}/comm") as fh:
@@ -115,6 +117,8 @@ def test_a_race_starts_warm_through_the_queue_and_the_next_one_too(warm_starts, 
         assert run.environment["malloc"] == processes.STEADY_MALLOC
         if len(os.sched_getaffinity(0)) >= 2:
             assert run.environment["worker_cpus"] == sorted(os.sched_getaffinity(0))[1:]
+    (replicate,) = store.get_run(second).summary["replicates"]
+    assert replicate["started"] == "warm" and replicate["error"] is None and replicate["steps"] > 0
     wait_until("the last worker to exit", lambda: not processes.pid_alive(store.get_run(second).pid), 30)
     time.sleep(machine_seconds(2))  # its ticker, which finds the lane idle and the server there
     (server,) = warm_servers_of_this_test()
@@ -211,7 +215,7 @@ def test_an_unused_server_leaves_and_a_job_with_other_settings_is_refused(monkey
     refusing.key = warm_start.server_key(request["env"], "c")
     assert refusing.refusal(request, [0, 1, 2]) is None
     assert "core." in refusing.refusal({**request, "entry": "os:system"}, [0, 1, 2])
-    assert refusing.refusal({**request, "entry": "bench.replicate_start:main"}, [0, 1, 2]) is None
+    assert refusing.refusal({**request, "entry": "bench.launch_latency:main"}, [0, 1, 2]) is None
     assert "stdin" in refusing.refusal(request, [1])
     threads[0] = 2  # a thread started in the server since it was ready: a fork would copy a half-held lock
     assert refusing.refusal(request, [0, 1, 2]) == "a thread started in the server"
@@ -315,3 +319,42 @@ def test_a_warm_child_ends_as_a_process_ends_even_with_a_thread_pool_left_open(t
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 3, done.stderr
     assert done.stdout.split() == ["joined", "atexit", "ran"]
+
+
+def test_a_replicate_forks_from_its_race_process_server_and_leaves_with_its_race(warm_starts, tmp_path):
+    """A race's replicate starts from the warm server of the race process's environment (a worker's),
+    measures as a cold one does and says it started warm; in a session of its own, it still ends the
+    moment its race process is gone (a time limit's SIGKILL to the worker's group does not reach it)."""
+    from core.runs import replicate_process
+
+    env = processes.worker_environment("cpu")
+    ready_server(env)
+    race = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # the race process
+    try:
+        job = {
+            "spec": quick_spec().to_dict(),
+            "number": 2,
+            "steps": 20,
+            "cache_dir": str(tmp_path / "cache"),
+            "conditions": None,
+            "sent_at": time.time(),
+            "race_pid": race.pid,
+        }
+        done = replicate_process.start_replicate(job, env)
+        assert done.warm
+        out, err = done.communicate(machine_seconds(120))
+        line = next(x for x in out.splitlines() if x.startswith(replicate_process.RESULT_PREFIX))
+        process = json.loads(line[len(replicate_process.RESULT_PREFIX) :])["process"]
+        assert process["started"] == "warm" and process["error"] is None, err[-2000:]
+        assert process["steps"] == 20 and process["speedup"] > 0
+        endless = replicate_process.start_replicate({**job, "steps": 10**7, "sent_at": time.time()}, env)
+        assert endless.warm
+        time.sleep(machine_seconds(1))
+        assert warm_start.pid_running(endless.pid)  # measuring
+        race.kill()
+        race.wait()
+        wait_until("the replicate to leave with its race", lambda: not warm_start.pid_running(endless.pid), 10)
+        endless.close()
+    finally:
+        race.kill()
+        race.wait()

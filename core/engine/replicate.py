@@ -60,7 +60,8 @@ def run_replicate(
 ) -> dict[str, Any]:
     """Run replicate `number` of the race `spec` in this process, compiling from `cache_dir` (the
     first process's cache). Returns {"process": ProcessResult.to_dict(), "eager_step_times_s": [...],
-    "compiled_step_times_s": [...]}; `sent_at` (time.time() when it was started) gives its start cost."""
+    "compiled_step_times_s": [...], "first_step_at": time.time() as its first step began}; `sent_at`
+    (time.time() when it was started) gives its start cost."""
     os.environ.update(cache_environment(cache_dir))  # before anything compiles: Inductor reads it then
     caps = detect_device_caps()
     device = torch.device(resolve_device(spec.device, caps))
@@ -80,6 +81,7 @@ def run_replicate(
             sources[name].prepare()
             streams[name] = random_state(device)
             runs[name].start_epoch(sources[name], 1)
+        first_step_at = time.time()  # the process's start is behind it: what a replicate costs before measuring
         try:
             running = list(runs)
             while running:
@@ -98,6 +100,7 @@ def run_replicate(
         "process": measured_process(number, eager, compiled, runs, sent_at, ready).to_dict(),
         "eager_step_times_s": eager,
         "compiled_step_times_s": compiled,
+        "first_step_at": first_step_at,
     }
 
 

@@ -56,6 +56,7 @@ class ProcessResult:
     wall_s: float | None = None  # the whole process, start to result (replicates)
     start_s: float | None = None  # until its first timed step: process start, model, warm compile
     error: str | None = None
+    started: str | None = None  # "warm" (forked from a warm server) or "cold" (a fresh interpreter)
 
     @property
     def counts(self) -> bool:
@@ -101,6 +102,7 @@ class ProcessResult:
                 _number(data.get("wall_s")),
                 _number(data.get("start_s")),
                 error if isinstance(error, str) else None,
+                data.get("started") if data.get("started") in ("warm", "cold") else None,
             )
         except (KeyError, TypeError, ValueError):
             return None

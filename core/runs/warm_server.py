@@ -381,7 +381,12 @@ def run_child(job: Job, server_started_at: float) -> int:
             os.environ.pop(name, None)
     if request.get("cpus"):
         os.sched_setaffinity(0, request["cpus"])
-    warm_start.STARTED = {"server_pid": os.getppid(), "server_started_at": server_started_at, "forked_at": time.time()}
+    warm_start.STARTED = {
+        "server_pid": os.getppid(),
+        "server_started_at": server_started_at,
+        "forked_at": time.time(),
+        "env": dict(request["env"]),  # what its own jobs (a race's replicates) name this server by
+    }
     module, _, function = request["entry"].partition(":")
     argv = list(request.get("argv") or [])
     sys.argv = [module, *argv]

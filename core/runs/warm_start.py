@@ -19,9 +19,9 @@ no server ready (none yet, one still importing, one that died), a job starts col
 
 The API for other process starters (a race's replicates): `start` (a handle, or None: start it cold)
 and `run_fresh` (warm if it can, else cold, and its output). Linux only; elsewhere all is cold. From
-inside a worker (whose environment is its server's), e.g.:
+inside a worker, e.g.:
 
-    env = {**os.environ, **cache_environment(folder)}   # the cache folders are the job's own
+    env = {**server_environment(), **cache_environment(folder)}   # the cache folders are the job's own
     proc = warm_start.start("core.engine.replicate:main", argv, env, stdout=log, stderr=log,
                             cpus=pinned_cores, keep=True)   # the child starts on the server's cores
     if proc is None:                                        # no server ready: the same, cold
@@ -93,6 +93,17 @@ def idle_s(environ: dict[str, str] | None = None) -> float:
     if not value > 0:
         raise SettingError(f"{IDLE_SETTING}={text!r}: expected a number of seconds above 0")
     return value
+
+
+def server_environment() -> dict[str, str]:
+    """The environment that names this process's own warm server: in a warm child, the one its job
+    was forked with (the server's, less what torch's import set since, which a fresh process's import
+    sets again), with this process's LAZY_VARIABLES; elsewhere this process's environment."""
+    if not STARTED or not isinstance(STARTED.get("env"), dict):
+        return dict(os.environ)
+    env = {k: v for k, v in STARTED["env"].items() if k not in LAZY_VARIABLES}
+    env.update({k: os.environ[k] for k in LAZY_VARIABLES if k in os.environ})
+    return env
 
 
 def how_started() -> str:

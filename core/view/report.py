@@ -237,7 +237,7 @@ def processes_text(s: Summary) -> str:
 
 def process_line(process: dict[str, Any]) -> str:
     """A replicate process as the terminal says it when it lands: '[replicate 2] 1.31x (its own 95%
-    interval 1.29-1.33x), 60 steps per variant, 14.2 s (4.1 s until its first timed step)'."""
+    interval 1.29-1.33x), 60 steps per variant, 14.2 s (4.1 s until its first timed step, warm start)'."""
     number = process.get("number")
     head = f"[replicate {number - 1 if isinstance(number, int) else '?'}]"
     if process.get("error"):
@@ -247,8 +247,14 @@ def process_line(process: dict[str, Any]) -> str:
     if isinstance(speedup, int | float) and isinstance(half, int | float):
         own = f" (its own 95% interval {words.speedup_range(speedup * math.exp(-half), speedup * math.exp(half))})"
     took = f", {words.seconds(process.get('wall_s'))}" if process.get("wall_s") is not None else ""
-    if process.get("start_s") is not None:
-        took += f" ({words.seconds(process['start_s'])} until its first timed step)"
+    start = (
+        [f"{words.seconds(process['start_s'])} until its first timed step"]
+        if process.get("start_s") is not None
+        else []
+    )
+    if process.get("started") in ("warm", "cold"):
+        start.append(f"{process['started']} start")  # warm: forked from a warm server (core.runs.warm_start)
+    took += f" ({', '.join(start)})" if start else ""
     busy = (
         " - ran while the machine was busy: it does not count"
         if (process.get("busy_share") or 0) > BUSY_STEPS_SHARE
