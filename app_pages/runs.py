@@ -76,7 +76,6 @@ if not table.empty:
             **{key: heading for key, heading in headings.items()},
             "speedup": st.column_config.NumberColumn(headings["speedup"], format=words.SPEEDUP_FORMAT),
             "overhead_s": st.column_config.NumberColumn(headings["overhead_s"], format="%+.1f"),
-            "compile_s": st.column_config.NumberColumn(headings["compile_s"], format="%.1f"),
             "break_even": st.column_config.NumberColumn(headings["break_even"], format="%d"),
             "batch_size": st.column_config.NumberColumn(headings["batch_size"], format="%d"),
             "id": st.column_config.NumberColumn(headings["id"], format="%d", width="small"),

@@ -1,6 +1,7 @@
 """The Runs page for people: each race by its run id, results first under plain headings, and runs in a
 comparison named by what differs between them."""
 
+import dataclasses
 import time
 
 import pytest
@@ -69,6 +70,12 @@ def test_table_rows_put_results_first_under_plain_headings(store):
         1035,
         "3 x 500",
         "Intel Xeon",
+    )
+    assert row["compile_s"] == "11.3 s"
+    small = {"steady_state_speedup": 1.0, "compile_time_s": None, "compile_time_under_s": 0.012}
+    assert (
+        table_row(dataclasses.replace(store.get_run(run_id), summary=small))["compile_s"]
+        == "too small to measure here (under 12 ms)"
     )
     headings = column_headings()
     assert headings["batch_size"] == "Batch size" and headings["overhead_s"] == "First-epoch overhead (s)"

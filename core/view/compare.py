@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from core.engine import words
 from core.engine.options import OPTIONS
 from core.runs.store import Run
 
@@ -23,7 +24,7 @@ TABLE_COLUMNS = (
     ("status", "Status"),
     ("speedup", "Steady speedup"),
     ("overhead_s", "First-epoch overhead (s)"),
-    ("compile_s", "Compile time (s)"),
+    ("compile_s", "Compile time"),
     ("break_even", "Break-even step"),
     ("model", OPTIONS["model"].label),
     ("batch_size", OPTIONS["batch_size"].label),
@@ -89,7 +90,9 @@ def table_row(run: Run) -> dict[str, Any]:
         "status": run.status,
         "speedup": s.get("steady_state_speedup"),
         "overhead_s": s.get("first_epoch_overhead_s"),
-        "compile_s": s.get("compile_time_s"),
+        # In words (core.engine.words): '9.5 s', or 'too small to measure here (under 12 ms)' where
+        # compiled's first steps were not measurably slower; a blank would read as not measured.
+        "compile_s": words.compile_cost(s) if run.summary else None,
         "break_even": s.get("break_even_step"),
         "model": str(p.get("model", "?")),
         "batch_size": p.get("batch_size"),
