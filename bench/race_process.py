@@ -4,7 +4,8 @@ Each race gets its own process so every variant starts from a cold compile cache
 allocator; the benches only choose the flags and compare the summaries. `race_summary` runs
 `python -m core race --json` (the engine alone); `submitted_race` runs it the way the app does,
 queued in a store and run by the app's worker (pinned to its cores, with the run-to-run spread
-that store's earlier races have shown).
+that store's earlier races have shown). `warm_server` readies the CPU lane's warm server first, as
+an app's idle tick does, so a submitted race and its replicates start as they would from the app.
 """
 
 from __future__ import annotations
@@ -17,6 +18,33 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def warm_server(timeout_s: float = 180.0) -> str | None:
+    """Start the CPU lane's warm server for this environment's workers (as the queue's idle tick does
+    for an app) and wait until it forks jobs; why not, or None once it is ready. Stop it with
+    stop_warm_server() when the bench is done (an unused one leaves by itself after 15 minutes)."""
+    sys.path.insert(0, ROOT)
+    from core.runs import processes, warm_start, worker_cores
+
+    env = processes.worker_environment("cpu")
+    if not warm_start.enabled(env):
+        return f"{warm_start.SETTING} is off"
+    # On the cores the app's idle tick gives it (core.runs.processes.prewarm): torch reads them at import.
+    warm_start.ensure_server(env, os.path.join(processes.data_home(), "logs"), worker_cores.unpinned_cores())
+    deadline = time.monotonic() + timeout_s
+    while warm_start.server_state(env) != "ready":
+        if time.monotonic() > deadline:
+            return f"the warm server was not ready within {timeout_s:.0f} s"
+        time.sleep(0.2)
+    return None
+
+
+def stop_warm_server() -> None:
+    sys.path.insert(0, ROOT)
+    from core.runs import processes, warm_start
+
+    warm_start.stop_server(processes.worker_environment("cpu"))
 
 
 def race_summary(model: str, batch: int, epochs: int, steps: int, *extra: str) -> dict:

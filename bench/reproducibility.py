@@ -11,10 +11,11 @@ and after, busy processes), then checks the goal of issue 33:
 - no two races give opposite verdicts (one "slower", another "faster");
 - each race's interval covers the median speedup of the other four, in at least 4 of 5 races.
 On a busy machine the honest outcome is a race that says so (and no verdict), not a narrow one that
-misses. Prints, never asserts.
+misses. As in the app, the CPU lane's warm server is readied first (bench/race_process.warm_server),
+so workers and replicates fork from it; --cold starts every process cold. Prints, never asserts.
 
 Run from the repo root: python bench/reproducibility.py [--quick] [--races 5] [--only default|demo]
-[--target 0.03] (--quick, to try it: two races of each, a fifth of the first process's steps, at most 3
+[--target 0.03] [--cold] (--quick, to try it: two races of each, a fifth of the first process's steps, at most 3
 replicates).
 """
 
@@ -31,7 +32,7 @@ from statistics import median
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from race_process import submitted_race  # noqa: E402
+from race_process import stop_warm_server, submitted_race, warm_server  # noqa: E402
 
 from core.engine.analysis import FASTER, SLOWER  # noqa: E402
 from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec  # noqa: E402
@@ -70,6 +71,7 @@ def one_race(spec, target: float) -> dict:
         "story": story_intact(s),
         "replicate_s": [p.get("wall_s") for p in processes[1:] if p.get("wall_s") is not None],
         "start_s": [p.get("start_s") for p in processes[1:] if p.get("start_s") is not None],
+        "warm": sum(1 for p in processes[1:] if p.get("started") == "warm"),
     }
 
 
@@ -99,8 +101,21 @@ def main() -> int:
     parser.add_argument("--races", type=int, default=None, help="races of each configuration (5; --quick: 2)")
     parser.add_argument("--only", choices=("default", "demo"), default=None)
     parser.add_argument("--target", type=float, default=0.03)
+    parser.add_argument("--cold", action="store_true", help="every process starts cold (no warm server)")
     args = parser.parse_args()
     args.races = args.races or (2 if args.quick else 5)
+    if args.cold:
+        os.environ["COMPILE_LAB_WARM_START"] = "off"
+    problem = None if args.cold else warm_server()
+    print(f"process starts: {'cold' if args.cold else 'warm, as the app' + (f' (but {problem})' if problem else '')}")
+    try:
+        return races(args)
+    finally:
+        if not args.cold:
+            stop_warm_server()
+
+
+def races(args) -> int:
     met = True
     for name, spec in configurations(args.quick, args.target).items():
         if args.only and name != args.only:
@@ -120,7 +135,8 @@ def main() -> int:
             notes = [f"{row['busy']} busy" if row["busy"] else "", "" if row["story"] else "first-epoch story missing"]
             if row["replicate_s"]:
                 notes.append(
-                    f"a replicate {median(row['replicate_s']):.1f} s ({median(row['start_s'] or [0]):.1f} s to start)"
+                    f"a replicate {median(row['replicate_s']):.1f} s ({median(row['start_s'] or [0]):.1f} s to start,"
+                    f" {row['warm']} of {len(row['replicate_s'])} warm)"
                 )
             notes.append(f"error: {row['error']}" if row["error"] else "")
             print(f"{i:>4}  {sp:>8}  {ci:>12}  {pm:>5}  {row['processes']:>5}  {str(row['verdict']):<20} {load:>9} "

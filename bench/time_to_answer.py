@@ -9,10 +9,11 @@ With --compare-fixed (issue 23): the fixed-length race against the same race sto
 for pointwise_mlp, small_cnn and resnet18, ABBA, in one store: the adaptive race's wall time as a
 share of the fixed one's (goal: median at most 60%, at least as narrow in most).
 
-Each race as the app runs it: queued and run by the app's worker, a fresh process per race. Prints,
-never asserts.
+Each race as the app runs it: queued and run by the app's worker, a fresh process per race, forked
+(with its replicates) from the CPU lane's warm server, readied first as an app's idle tick does
+(--cold: every process starts cold). Prints, never asserts.
 
-Run from the repo root: python bench/time_to_answer.py [--races 3] [--target 0.03] [--quick]
+Run from the repo root: python bench/time_to_answer.py [--races 3] [--target 0.03] [--quick] [--cold]
                         python bench/time_to_answer.py --compare-fixed [--quick]
 """
 
@@ -27,7 +28,7 @@ from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from race_process import submitted_race  # noqa: E402
+from race_process import stop_warm_server, submitted_race, warm_server  # noqa: E402
 from reproducibility import story_intact  # noqa: E402
 
 from core.engine import words  # noqa: E402
@@ -76,6 +77,7 @@ def demo_time_to_answer(races: int, target: float, quick: bool) -> None:
         speedup, ci = s.get("steady_state_speedup"), s.get("speedup_ci95")
         reached = ci[1] / speedup - 1 if speedup and ci else None
         processes = 1 + len(s.get("replicates") or [])
+        warm = sum(1 for p in s.get("replicates") or [] if p.get("started") == "warm")
         first = len(s.get("compiled_step_times_s") or [])
         row = {
             "wall_s": race["wall_s"],
@@ -87,7 +89,7 @@ def demo_time_to_answer(races: int, target: float, quick: bool) -> None:
         sp = f"{speedup:.2f}x" if speedup else "-"
         be = s.get("break_even_step") or s.get("break_even_reason")
         print(f"  race {i}: {row['wall_s']:5.0f} s to the verdict, {sp} {pm} from {processes} processes (first: "
-              f"{first} steps per variant), {s.get('verdict')}, compile {words.compile_cost(s)}, break-even {be}, "
+              f"{first} steps per variant; {warm} of {processes - 1} replicates warm), {s.get('verdict')}, compile {words.compile_cost(s)}, break-even {be}, "
               f"story {'intact' if row['story'] else 'MISSING'}, load {load:.1f}->{os.getloadavg()[0]:.1f}"
               f"{' error: ' + race['error'] if race['error'] else ''}", flush=True)  # fmt: skip
     middle = median(r["wall_s"] for r in rows)
@@ -97,18 +99,31 @@ def demo_time_to_answer(races: int, target: float, quick: bool) -> None:
           f"goal {'met' if met else 'NOT met'}")  # fmt: skip
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="to try the bench: a quarter of the steps, one demo race")
     parser.add_argument("--target", type=float, default=0.03)
     parser.add_argument("--races", type=int, default=None, help="the demo's races (default mode: 3; --quick: 1)")
     parser.add_argument("--compare-fixed", action="store_true", help="issue 23's fixed against adaptive table")
     parser.add_argument("--models", default=",".join(MODELS))
-    args = parser.parse_args()
+    parser.add_argument("--cold", action="store_true", help="every process starts cold (no warm server)")
+    args = parser.parse_args(argv)
     args.races = args.races or (1 if args.quick else 3)
-    if not args.compare_fixed:
-        demo_time_to_answer(args.races, args.target, args.quick)
-        return 0
+    if args.cold:
+        os.environ["COMPILE_LAB_WARM_START"] = "off"
+    problem = None if args.cold else warm_server()  # as the app: workers and replicates fork from it
+    print(f"process starts: {'cold' if args.cold else 'warm, as the app' + (f' (but {problem})' if problem else '')}")
+    try:
+        if not args.compare_fixed:
+            demo_time_to_answer(args.races, args.target, args.quick)
+            return 0
+        return compare_fixed(args)
+    finally:
+        if not args.cold:
+            stop_warm_server()
+
+
+def compare_fixed(args) -> int:
     store_path = os.path.join(tempfile.mkdtemp(prefix="compile-lab-answer-"), "store.sqlite3")
     shares, narrow_enough = [], []
     for i, model in enumerate(args.models.split(",")):

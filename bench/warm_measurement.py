@@ -24,9 +24,8 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
-from race_process import ROOT, submitted_race
+from race_process import ROOT, submitted_race, warm_server
 
 sys.path.insert(0, ROOT)
 
@@ -38,22 +37,11 @@ ARMS = {"cold": "off", "warm": "on"}
 GOAL_COMPILE = 0.10
 
 
-def ready_warm_server(timeout_s: float = 180.0) -> bool:
-    """The warm server of the CPU lane as the CLI's workers will ask for it (this environment)."""
-    env = processes.worker_environment("cpu")
-    warm_start.ensure_server(env, os.path.join(os.environ["COMPILE_LAB_DATA"], "logs"))
-    deadline = time.monotonic() + timeout_s
-    while warm_start.server_state(env) != "ready":
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.2)
-    return True
-
-
 def race(spec, store_path: str, arm: str) -> dict:
     os.environ[warm_start.SETTING] = ARMS[arm]
-    if arm == "warm" and not ready_warm_server():
-        return {"error": "the warm server did not start"}
+    problem = warm_server() if arm == "warm" else None
+    if problem:
+        return {"error": problem}
     result = submitted_race(spec, store_path)
     s = result["summary"]
     runs = Store(store_path).list_runs(kind="race", limit=1)
