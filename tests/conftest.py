@@ -1,6 +1,7 @@
 """Shared fixtures: machine descriptions for validation, quick race specs, stand-in workers, and the
 guard that fails any test leaving a process running."""
 
+import gc
 import importlib.util
 import itertools
 import os
@@ -108,6 +109,8 @@ def _process_conditions_restored():
         os.sched_setaffinity(0, cores)
     if torch is not None and threads is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+    if gc.get_freeze_count():
+        gc.unfreeze()  # a race's warm-up froze what this process held (core.engine.variant.warm_up_device)
     feed = sys.modules.get("app_pages.run_screen.feed_routes")
     if feed is not None and feed.served():
         # Only `streamlit run` mounts the live feed's routes; a test that built them (a TestClient of

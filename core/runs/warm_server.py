@@ -50,7 +50,8 @@ PRELOAD = (
     "core.engine.models.networks",
     "core.engine.models.zoo_workload",
     "core.engine.explain.compile_once",
-)
+)  # Not torch.utils.cpp_extension (the CPU probe's, 0.1 s of a child's start): imported here, the
+# check child found CUDA initialised, so the server refused every job.
 # Caches torch fills on the first compile of a process; each must still be empty in a child.
 FIRST_COMPILE_CACHES = (
     "torch._inductor.codecache:CacheBase.get_local_cache_path",
