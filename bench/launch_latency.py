@@ -277,20 +277,13 @@ def median(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} s" if values else "-"
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--races", type=int, default=5, help="races per arm, in A B A B order (default 5)")
-    p.add_argument("--replicates", type=int, default=5, help="replicate starts per arm (default 5)")
-    p.add_argument("--quick", action="store_true", help="2 races and 2 replicates per arm")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.races, args.replicates = 2, 2
+def launch_races(rounds: int) -> dict[str, list[dict]]:
+    """The two apps, `rounds` races each in A B A B order, after one not counted per app."""
     from playwright.sync_api import sync_playwright
 
     os.environ[warm_start.SETTING] = (
         "off"  # this process's own ticks (a cancel's) start no server: each app has its setting
     )
-    print(f"machine: {os.cpu_count()} cores, load average {load_average()} before starting", flush=True)
     apps = {arm: App(arm) for arm in ARMS}
     results: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     try:
@@ -299,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
             try:
                 for arm, app in apps.items():  # the device probe; the warm app's idle tick starts its server
                     print(f"  {arm} app {app.url}: first race, not counted: {_fmt(launch_once(app, browser))}")
-                for i in range(args.races):
+                for i in range(rounds):
                     for arm, app in apps.items():
                         times = launch_once(app, browser)
                         results[arm].append(times)
@@ -309,6 +302,22 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for app in apps.values():
             app.stop()
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--races", type=int, default=5, help="races per arm, in A B A B order (default 5)")
+    p.add_argument("--replicates", type=int, default=5, help="replicate starts per arm (default 5)")
+    p.add_argument("--quick", action="store_true", help="2 races and 2 replicates per arm")
+    p.add_argument("--replicates-only", action="store_true", help="a replicate's start alone (no apps, no browser)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.races, args.replicates = 2, 2
+    if args.replicates_only:
+        args.races = 0
+    print(f"machine: {os.cpu_count()} cores, load average {load_average()} before starting", flush=True)
+    results = launch_races(args.races) if args.races else {arm: [] for arm in ARMS}
     reps = replicates(args.replicates)
     print("\nFrom Launch (medians, seconds)")
     print(f"{'':<6} {'queued':>8} {'claimed':>8} {'1st step timed':>15} {'stored':>8} {'first chart':>12}  started")

@@ -7,6 +7,7 @@ pays a process's one-time costs before eager's first timed step.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 import os
@@ -322,7 +323,7 @@ def warm_up_device(spec: RunSpec, device: torch.device, init_state: dict, worklo
     gc.freeze()
     workload = workload or workload_for(spec)
     spare = VariantRun("warm-up", spec, device, init_state, lambda event: None, workload)
-    source = BatchSource(spec, device, workload)
+    source = BatchSource(dataclasses.replace(spec, steps_per_epoch=1), device, workload)  # its one batch, not a pool
     x, y = next(iter(source.train_epoch(0)))
     spare.checked_train_step(x, y)
     if spec.eval_steps:
