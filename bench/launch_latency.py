@@ -22,7 +22,7 @@ Goals (issue 36): the median first chart at most 2 s after Launch with warm star
 replicate process's overhead (start to first timed step) under 0.5 s. Prints figures, never asserts;
 the load average beside each (a shared box is noisy).
 
-Run from the repo root: python bench/launch_latency.py [--races 5] [--replicates 5] [--quick]
+Run from the repo root: python bench/launch_latency.py [--races 5] [--replicates 5] [--quick] [--replicates-only]
 """
 
 from __future__ import annotations
