@@ -25,13 +25,12 @@ def warm_server(timeout_s: float = 180.0) -> str | None:
     for an app) and wait until it forks jobs; why not, or None once it is ready. Stop it with
     stop_warm_server() when the bench is done (an unused one leaves by itself after 15 minutes)."""
     sys.path.insert(0, ROOT)
-    from core.runs import processes, warm_start, worker_cores
+    from core.runs import processes, warm_start
 
     env = processes.worker_environment("cpu")
     if not warm_start.enabled(env):
         return f"{warm_start.SETTING} is off"
-    # On the cores the app's idle tick gives it (core.runs.processes.prewarm): torch reads them at import.
-    warm_start.ensure_server(env, os.path.join(processes.data_home(), "logs"), worker_cores.unpinned_cores())
+    processes.prewarm(["cpu"])  # what the app's idle tick calls: the same server, on the same cores
     deadline = time.monotonic() + timeout_s
     while warm_start.server_state(env) != "ready":
         if time.monotonic() > deadline:
