@@ -151,7 +151,7 @@ def test_a_fixed_length_race_runs_the_replicates_asked_for():
 
 
 def test_replicate_steps_fill_a_few_seconds_in_whole_blocks():
-    assert replicates.replicate_steps(0.05, 0.05, 600) == 120  # 12 s of both variants
+    assert replicates.replicate_steps(0.05, 0.05, 600) == 60  # 6 s of both variants
     assert replicates.replicate_steps(0.001, 0.001, 100) == 100  # never past what the first process ran
     assert replicates.replicate_steps(1.0, 1.0, 600) == replicates.REPLICATE_MIN_STEPS
     assert replicates.replicates_asked(None, None) == replicates.AUTO_FIXED

@@ -34,12 +34,12 @@ from core.engine.noise import BUSY_STEPS_SHARE
 AUTO_FIXED = 2  # replicates of a fixed-length race when none are asked for (three processes in all)
 AUTO_TARGET = 9  # with a target interval, at most this many (ten processes: half pyperf's twenty)
 MAX_REPLICATES = 19
-REPLICATE_SECONDS = 12.0  # a replicate's timed steps take about this long, both variants together.
-# Why 12 s: the replicates' spread around each other on the 2-core box is their own step noise (in every
-# stored race of bench/reproducibility.py, the spread between them was no wider than their blocks
-# implied), so it halves with twice the steps, while each costs about 4.5 s besides (start, warm compile,
-# its dropped first blocks). With 6 s, simulated races reached ±3% within 9 replicates 57% of the time;
-# with 12 s, 94%, in about the same median time, since fewer replicates are needed (docs/benchmarks.md).
+REPLICATE_SECONDS = 6.0  # a replicate's timed steps take about this long, both variants together.
+# Why not longer: 12 s was tried (bench/reproducibility.py, 2026-12-02): a replicate's own speedup spread
+# 3.1-3.9% instead of about 4.5% (not the 3.2% that halving its variance would give: the ratio itself
+# drifts with the machine's load over tens of seconds, which no turn length cancels), for 1.6 times
+# the cost, so a race learnt no more per second, and stopped less finely: the demo reached ±3% in 2 of
+# 5 races (3 of 5 with 6 s) and took 251 s to its verdict (173 s).
 REPLICATE_MIN_STEPS = 20  # per variant: four blocks, whatever the step time
 STUDENT_FROM = 5  # processes from which their own spread alone (Student's t) bounds the interval too
 

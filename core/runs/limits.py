@@ -56,7 +56,7 @@ class HostLimits:
     max_steps: int | None = None  # epochs x (steps_per_epoch + eval_steps), per variant
     max_epochs: int | None = None
     max_input_size: int | None = None  # image side, sequence length (image_size)
-    # Replicate processes a race may run (each a process start, a warm compile and about 12 s of
+    # Replicate processes a race may run (each a process start, a warm compile and about 6 s of
     # steps): a count of 19 would hold the lane 20 times as long as the race asked.
     max_replicates: int | None = None
     # A model's parameters, counted by its worker on the meta device before it is built for real:
