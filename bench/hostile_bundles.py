@@ -17,16 +17,15 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+from viewers import launch_browser, start_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 RECORDING = os.path.join("assets", "recordings", "cpu-compile-never-pays-off.json")
 LISTS = 20_000_000  # the issue's bundle: 61 MB of `[],` in the environment, under the 64 MiB cap
 QUICK_LISTS = 2_000_000
@@ -71,12 +70,6 @@ print(json.dumps(out))
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def memory_mb(pid: int) -> tuple[float, float]:
     """(VmRSS, VmHWM) of a process, in MB: its memory now and at its peak."""
     fields = {}
@@ -107,31 +100,6 @@ def prepare(checkout: str, data: str, lists: int) -> tuple[dict, float]:
         sys.exit(f"preparing the store failed:\n{done.stderr[-3000:]}")
     peak = next(line for line in done.stderr.splitlines() if "Maximum resident set size" in line)
     return json.loads(done.stdout.strip().splitlines()[-1]), int(peak.split(":")[1]) / 1024
-
-
-def start_server(checkout: str, data: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    log = open(os.path.join(data, "streamlit.log"), "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=checkout,
-        env={**os.environ, "COMPILE_LAB_DATA": data, "COMPILE_LAB_STORE": os.path.join(data, "store.sqlite3"),
-             "STREAMLIT_CLIENT_SHOW_ERROR_DETAILS": "full"},
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).status == 200:
-                return server, url
-        except OSError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                sys.exit("streamlit did not start; see " + os.path.join(data, "streamlit.log"))
-            time.sleep(0.3)
 
 
 def open_page(browser, url: str, drawn: str) -> tuple[float, str]:
@@ -165,9 +133,11 @@ def main() -> int:
         for name, run in runs.items():
             print(f"  {name} bundle ({run['bytes'] / 1e6:.0f} MB): {run['import']} in {run['import_s']:.1f} s")
         print(f"  importing both took at most {import_peak:.0f} MB (its process's peak)")
-        server, url = start_server(os.path.abspath(args.checkout), data)
+        server, url = start_server(
+            data, cwd=os.path.abspath(args.checkout), env={"STREAMLIT_CLIENT_SHOW_ERROR_DETAILS": "full"}
+        )
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            browser = launch_browser(p)
             open_page(browser, url + "/under_the_hood", "Under the hood")  # the server warmed up, no run read
             idle = memory_mb(server.pid)[0]
             print(f"  server at rest: {idle:.0f} MB")

@@ -37,13 +37,11 @@ import sys
 import tempfile
 import time
 
-from viewers import ROOT, free_port, load_average  # noqa: F401  (viewers puts the repo on sys.path)
+from viewers import ROOT, free_port, launch_browser, load_average  # noqa: F401  (viewers puts the repo on sys.path)
 
 from core.runs import processes, queue, warm_start  # noqa: E402
 from core.runs.store import Store  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 ARMS = {"cold": "off", "warm": "on"}
 GOAL_FIRST_CHART_S = 2.0
 GOAL_REPLICATE_S = 0.5
@@ -289,7 +287,7 @@ def launch_races(rounds: int) -> dict[str, list[dict]]:
     results: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = launch_browser(pw)
             try:
                 for arm, app in apps.items():  # the device probe; the warm app's idle tick starts its server
                     print(f"  {arm} app {app.url}: first race, not counted: {_fmt(launch_once(app, browser))}")

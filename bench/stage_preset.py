@@ -22,14 +22,12 @@ import sys
 import tempfile
 import time
 
-from viewers import ROOT, start_server
+from viewers import ROOT, launch_browser, start_server
 
 from core.runs.bundle import export_bundle  # noqa: E402  (viewers puts the repo on sys.path)
 from core.runs.store import Run, Store  # noqa: E402
 from core.view.race_form import CPU_BREAK_EVEN_LABEL, CPU_BREAK_EVEN_PRESET  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 GOALS = {"break_even_share": 0.60, "wall_s": 240.0}
 
 
@@ -79,7 +77,7 @@ def main() -> None:
     met = []
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = launch_browser(p)
             page = browser.new_page(viewport={"width": 1280, "height": 720})
             for i in range(args.runs):
                 run = one_run(page, url, store)

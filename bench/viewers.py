@@ -39,6 +39,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -79,24 +80,49 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(data: str, script: str = "app.py") -> tuple[subprocess.Popen, str]:
+# Debian's Chromium, as every browser bench drives it (`playwright install` cannot download one here).
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def launch_browser(playwright):
+    """A headless Chromium for a bench (Playwright's sync API)."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def start_server(
+    data: str, script: str = "app.py", *, cwd: str = ROOT, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, str]:
     """`streamlit run app.py` as the Dockerfile runs it: the repo's .streamlit/config.toml, and no
     file watcher (a hosted box does not edit its code; each new session would otherwise scan every
-    imported module's file). `script`: streamlit_app.py for the app without the live feed's routes."""
+    imported module's file). `script`: streamlit_app.py for the app without the live feed's routes;
+    `cwd`: the checkout served (this one); `env`: settings besides its data folder and store."""
     port = free_port()
     log = open(os.path.join(data, "streamlit.log"), "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port)]
         + ["--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
         + ["--server.fileWatcherType", "none"],
-        cwd=ROOT,
-        env={**os.environ, "COMPILE_LAB_DATA": data, "COMPILE_LAB_STORE": os.path.join(data, "store.sqlite3")},
+        cwd=cwd,
+        env={
+            **os.environ,
+            "COMPILE_LAB_DATA": data,
+            "COMPILE_LAB_STORE": os.path.join(data, "store.sqlite3"),
+            **(env or {}),
+        },
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 120
     while True:
         try:
             if urllib.request.urlopen(url + "/_stcore/health", timeout=2).status == 200:

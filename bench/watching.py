@@ -31,7 +31,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from viewers import ROOT, cpu_seconds, load_average, start_server
+from viewers import ROOT, cpu_seconds, launch_browser, load_average, start_server
 
 from core.engine.spec import RunSpec  # noqa: E402  (viewers puts the repo on sys.path)
 from core.runs import devices, queue  # noqa: E402
@@ -39,15 +39,6 @@ from core.runs.identity import owner_of  # noqa: E402
 from core.runs.limits import HostLimits  # noqa: E402
 from core.runs.store import Store  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 VISITOR_COOKIE = "compile_lab_visitor"
 GOAL = 1.05  # the owner's page: steady steps within 5% of no page
 ARMS = ("none", "owner", "viewer")
@@ -319,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
     races: list[Race] = []
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = launch_browser(pw)
             try:
                 for arm in order(args.rounds):
                     race = race_once(arm, spec, url, store, server.pid, browser, owner_token)

@@ -89,7 +89,8 @@ def test_a_live_summary_reads_the_replicates_and_busy_stretches_stored_as_events
     assert busy["first_process"]["busy_share"] > noise.BUSY_STEPS_SHARE and busy["processes_counted"] == 2
     text = reading.reading(busy)
     assert "The machine was busy during the first process (eager's steps 6-60): it does not count." in text
-    assert "It rests on 2 processes" in text
+    assert "It rests on 2 replicate processes (1.24x to 1.27x each)." in text  # the first is not among them
+    assert "It rests on 3 processes (" in reading.reading(summary)
 
 
 def test_a_bundle_checks_what_a_replicate_and_a_busy_stretch_keep():

@@ -20,6 +20,7 @@ from core.engine.device_state import CACHE_VARIABLES
 from core.engine.spec import DeviceCaps
 from core.runs import devices, processes, queue, warm_server, warm_start
 from core.runs.limits import HostLimits
+from core.runs.pids import pid_running
 
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 STATE = "core.runs.warm_server:report_state"
@@ -350,11 +351,42 @@ def test_a_replicate_forks_from_its_race_process_server_and_leaves_with_its_race
         endless = replicate_process.start_replicate({**job, "steps": 10**7, "sent_at": time.time()}, env)
         assert endless.warm
         time.sleep(machine_seconds(1))
-        assert warm_start.pid_running(endless.pid)  # measuring
+        assert pid_running(endless.pid)  # measuring
         race.kill()
         race.wait()
-        wait_until("the replicate to leave with its race", lambda: not warm_start.pid_running(endless.pid), 10)
+        wait_until("the replicate to leave with its race", lambda: not pid_running(endless.pid), 10)
         endless.close()
     finally:
         race.kill()
         race.wait()
+
+
+@pytest.mark.parametrize("interrupt", ["timeout", "cancel"])
+def test_a_fresh_process_is_ended_with_what_it_started_when_its_wait_is_cut_short(warm_starts, monkeypatch, interrupt):
+    """run_fresh (the cache demo's fresh processes) ends its warm child, compile workers and all,
+    whatever cuts its wait short: its time limit, or a cancel (any exception) while it runs."""
+    env = processes.worker_environment("cpu")
+    ready_server(env)
+    started = []
+    real_start = warm_start.start_fresh
+
+    def start_fresh(*args, **kwargs):
+        started.append(real_start(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(warm_start, "start_fresh", start_fresh)
+    if interrupt == "cancel":
+
+        def cancelled(self, timeout=None):
+            time.sleep(machine_seconds(1))  # it is compiling by now
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(warm_start.FreshProcess, "communicate", cancelled)
+    job = {**env, "TORCHINDUCTOR_CACHE_DIR": os.path.join(os.environ["COMPILE_LAB_DATA"], f"cold-{interrupt}")}
+    with pytest.raises(subprocess.TimeoutExpired if interrupt == "timeout" else KeyboardInterrupt):
+        warm_start.run_fresh(
+            "core.engine.explain.compile_once:entry", "core.engine.explain.compile_once", ["mlp", "8", "cpu"], job, 1.0
+        )
+    (proc,) = started
+    assert proc.warm  # forked from the server: in a session of its own, which no group kill of ours reaches
+    assert not pid_running(proc.pid)

@@ -184,8 +184,11 @@ def processes_note(summary: Summary | Mapping[str, Any]) -> str:
     inside = "; ".join(part for part in (each, prior) if part)
     failed = [p.error for p in replicates.processes_of(list(s.replicates)) if p.error]
     ended = f" Then {failed[-1][0].lower()}{failed[-1][1:]}." if failed else ""  # the replicate that ended them
+    # Where the first process did not count (busy, or failed), the ones that did are all replicates:
+    # said, so the busy note after it ("the first process ... does not count") reads as one account.
+    kind = "" if any(p.number == 1 for p in counted) else "replicate "
     return (
-        f" It rests on {words.count(len(counted), 'process', 'processes')}"
+        f" It rests on {words.count(len(counted), kind + 'process', kind + 'processes')}"
         + (f" ({inside})." if inside else ".")
         + ended
     )

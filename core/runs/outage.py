@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from core.runs.disk_space import DISK_FULL_WAIT_S
+from core.runs.pids import pid_running
 from core.runs.store import Store, store_files_dir
 from core.runs.store.records import shown_location
 
@@ -131,16 +132,6 @@ def write_kept(
     return path
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def deliver_kept(store: Store) -> list[int]:
     """Deliver the files of kept events this box holds for `store`: each in one transaction (its
     events, its fields, its end unless the run has ended meanwhile), then removed. Returns the runs
@@ -157,7 +148,7 @@ def deliver_kept(store: Store) -> list[int]:
         path = os.path.join(folder, name)
         if DELIVERING in name:  # a claim: taken back if its process is gone
             base, _, pid = name.rpartition(DELIVERING)
-            if pid.isdigit() and not _pid_alive(int(pid)):
+            if pid.isdigit() and not pid_running(int(pid)):
                 _rename(path, os.path.join(folder, base))
             continue
         if not name.endswith(KEPT_SUFFIX):

@@ -24,6 +24,7 @@ from core import PROJECT_ROOT
 from core.engine.spec import data_home
 from core.runs import warm_start, worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
+from core.runs.pids import pid_running
 from core.runs.race_conditions import MALLOC_SETTING, STEADY_MALLOC, malloc_settings  # noqa: F401 - where they were
 from core.runs.run_files import compile_trace_dir
 from core.runs.seal import secret_name  # (its SECRET_WORDS: never inherited, whatever the prefix)
@@ -227,16 +228,9 @@ def pid_alive(pid: int | None) -> bool:
         os.waitpid(pid, os.WNOHANG)
     except (ChildProcessError, OSError):
         pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_running(pid):
         return False
-    except PermissionError:
-        return True
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                return False
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             command = fh.read()
         if b"core.runs.worker" in command:

@@ -2,9 +2,10 @@
 replicate and reads back what it measured (core.engine.replicate runs it; core.engine.replicates
 says why and how the headline uses it). No torch in the parent.
 
-`start_replicate` is the one place a replicate process is started. Where a warm server for the race
-process's own environment is ready (a worker's: core.runs.warm_start), the replicate is forked from
-it, torch and the engine already imported, and costs little more than its steps; otherwise it starts
+`start_replicate` is the one place a replicate process is started, through the one way any fresh
+process with captured output starts (core.runs.warm_start.start_fresh, as the Under the hood demos'
+do). Where a warm server for the race process's own environment is ready (a worker's), the replicate
+is forked from it, torch and the engine already imported, and costs little more than its steps; otherwise it starts
 cold, `python -m core.runs.replicate_process`, as before. Either way it inherits its race's process
 conditions: the same environment (malloc settings included), the cores and threads the first
 process had (core.runs.race_conditions.Conditions, handed over in its job), and the first process's
@@ -16,134 +17,48 @@ warm one leads a session of its own (the server's fork), so it watches the race 
 in its job) and leaves the moment that process is gone, and the race process kills it on a cancel
 or its own time limit for it.
 
-`python -m core.runs.replicate_process` reads its job as one JSON object on stdin (a warm one: from
-the file named by its one argument) and prints its result as one line, RESULT_PREFIX and JSON, on
+`python -m core.runs.replicate_process` (and a warm one alike) reads its job as one JSON object on
+stdin and prints its result as one line, RESULT_PREFIX and JSON, on
 stdout.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import select
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from typing import IO, Any
+from typing import Any
 
-from core import PROJECT_ROOT
 from core.engine.replicates import ProcessResult
 from core.runs import warm_start
+from core.runs.pids import pid_running
 from core.runs.race_conditions import Conditions
 
 RESULT_PREFIX = "replicate-result "
 WARM_ENTRY = "core.runs.replicate_process:warm_main"
 
 
-class ReplicateProcess:
-    """A started replicate, cold (a Popen) or warm (forked by the warm server, its output in files):
-    what run_replicate waits on, as Popen.communicate."""
-
-    def __init__(self, proc: subprocess.Popen | warm_start.WarmProcess, files: tuple[IO, ...] = ()):
-        self.proc = proc
-        self.files = files  # a warm one's job, stdout and stderr
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @property
-    def warm(self) -> bool:
-        return isinstance(self.proc, warm_start.WarmProcess)
-
-    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
-        """Its stdout and stderr once it has ended; subprocess.TimeoutExpired past `timeout`."""
-        if not self.warm:
-            return self.proc.communicate(timeout=timeout)
-        code = self.proc.wait(timeout)
-        if code is None and warm_start.pid_running(self.pid):
-            raise subprocess.TimeoutExpired(WARM_ENTRY, timeout or 0.0)
-        _, out, err = self.files
-        texts = []
-        for f in (out, err):
-            f.seek(0)
-            texts.append(f.read().decode(errors="replace"))
-        self.close()
-        return texts[0], texts[1]
-
-    @property
-    def returncode(self) -> int | None:
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        """End it and what it started (a warm one leads its own session: its compile workers too)."""
-        if self.warm:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, signal.SIGKILL)
-            self.proc.wait(5.0)
-            self.close()
-        else:
-            self.proc.kill()
-            self.proc.wait()
-
-    def close(self) -> None:
-        if self.warm:
-            self.proc.close()
-        for f in self.files:
-            f.close()
-        self.files = ()
-
-
-def start_replicate(job: dict[str, Any], env: dict[str, str] | None = None) -> ReplicateProcess:
-    """Start one replicate process for `job` (what run_replicate sends): the one way one starts,
-    warm where the warm server of `env` is ready, else cold. `env`: the race process's own (its
-    malloc settings, its store's environment), the default; a warm-started race process's is the
-    one it was forked with, which names the server that forked it."""
+def start_replicate(job: dict[str, Any], env: dict[str, str] | None = None) -> warm_start.FreshProcess:
+    """Start one replicate process for `job` (what run_replicate sends), on its stdin: the one way
+    one starts, warm where the warm server of `env` is ready (on the race's cores), else cold.
+    `env`: the race process's own (its malloc settings, its store's environment), the default; a
+    warm-started race process's is the one it was forked with, which names the server that forked it."""
     job = {"race_pid": os.getpid(), **job}
     env = warm_start.server_environment() if env is None else env
-    warm = _start_warm(job, env)
-    if warm is not None:
-        return warm
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "core.runs.replicate_process"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdin is not None
-    proc.stdin.write(json.dumps(job))
-    proc.stdin.close()
-    proc.stdin = None  # sent: what is left is to read its result (communicate)
-    return ReplicateProcess(proc)
-
-
-def _start_warm(job: dict[str, Any], env: dict[str, str]) -> ReplicateProcess | None:
-    """Fork the replicate from the warm server of this environment; None where none is ready."""
-    try:
-        if not warm_start.enabled(env):
-            return None
-    except warm_start.SettingError:
-        return None  # said where the setting is read for jobs (the queue's tick); here: start cold
-    files = (tempfile.NamedTemporaryFile(suffix=".json"), tempfile.TemporaryFile(), tempfile.TemporaryFile())
-    job_file, out, err = files
-    job_file.write(json.dumps(job).encode())
-    job_file.flush()
     cores = (job.get("conditions") or {}).get("cores")
-    proc = warm_start.start(
-        WARM_ENTRY, [job_file.name], env, stdout=out, stderr=err, cpus=list(cores) if cores else None, keep=True
+    return warm_start.start_fresh(
+        WARM_ENTRY,
+        "core.runs.replicate_process",
+        [],
+        env,
+        stdin_text=json.dumps(job),
+        cpus=list(cores) if cores else None,
     )
-    if proc is None:
-        for f in files:
-            f.close()
-        return None
-    return ReplicateProcess(proc, files)
 
 
 def run_replicate(
@@ -190,11 +105,10 @@ def _failed(number: int, error: str, started: float) -> dict[str, Any]:
 
 
 def warm_main(argv: list[str]) -> int:
-    """A replicate forked by a warm server: its job from the file named in `argv`; it leaves with its
+    """A replicate forked by a warm server: its job on its stdin, as a cold one's; it leaves with its
     race process (it is in no process group of the race's)."""
     entered = time.time()
-    with open(argv[0], encoding="utf-8") as fh:
-        job = json.load(fh)
+    job = json.loads(sys.stdin.read())
     leave_with(int(job.get("race_pid") or 0))
     return measure_job(job, entered)
 
@@ -214,11 +128,11 @@ def leave_with(pid: int) -> None:
         if fd is not None:
             select.select([fd], [], [])
         else:
-            while warm_start.pid_running(pid):
+            while pid_running(pid):
                 time.sleep(0.5)
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
-    if not warm_start.pid_running(pid):
+    if not pid_running(pid):
         os.killpg(os.getpgrp(), signal.SIGKILL)
     threading.Thread(target=watch, name="leave-with-race", daemon=True).start()
 

@@ -31,10 +31,12 @@ inside a worker, e.g.:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -45,6 +47,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from core import PROJECT_ROOT
+from core.runs.pids import pid_running
 
 SETTING = "COMPILE_LAB_WARM_START"  # "on" (the default) or "off": every process starts cold
 APP_PID_VARIABLE = "COMPILE_LAB_APP_PID"  # the app process whose servers these are (they leave with it)
@@ -244,21 +247,6 @@ def owner_gone(env: dict[str, str]) -> str | None:
     return None
 
 
-def pid_running(pid: int) -> bool:
-    """Whether process `pid` runs (not a zombie)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True
-
-
 def start(
     entry: str,
     argv: list[str],
@@ -315,26 +303,126 @@ def _fileno(f: IO | int | None, null: IO) -> int:
     return f if isinstance(f, int) else f.fileno()
 
 
+class FreshProcess:
+    """A fresh process start_fresh started, warm (forked by a warm server, its output in files) or
+    cold (a Popen): one handle for either, as Popen's communicate, kill and returncode."""
+
+    def __init__(self, proc: subprocess.Popen | WarmProcess, args: list[str], files: tuple[IO, ...] = ()):
+        self.proc = proc
+        self.args = args
+        self.files = files  # a warm one's stdout and stderr
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def warm(self) -> bool:
+        return isinstance(self.proc, WarmProcess)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Its stdout and stderr once it has ended; subprocess.TimeoutExpired past `timeout` (it runs
+        on: kill() ends it)."""
+        if not self.warm:
+            return self.proc.communicate(timeout=timeout)
+        code = self.proc.wait(timeout)
+        if code is None and pid_running(self.pid):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        texts = []
+        for f in self.files:
+            f.seek(0)
+            texts.append(f.read().decode(errors="replace"))
+        self.close()
+        return texts[0], texts[1]
+
+    def kill(self) -> None:
+        """End it and what it started (a warm one leads its own session: its compile workers too)."""
+        if self.warm:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+            self.proc.wait(5.0)
+        else:
+            self.proc.kill()
+            self.proc.communicate()
+        self.close()
+
+    def close(self) -> None:
+        """Stop listening for it (it runs on) and drop its output files."""
+        if self.warm:
+            self.proc.close()
+        for f in self.files:
+            f.close()
+        self.files = ()
+
+
+def start_fresh(
+    entry: str,
+    module: str,
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    stdin_text: str | None = None,
+    cwd: str = PROJECT_ROOT,
+    cpus: list[int] | None = None,
+) -> FreshProcess:
+    """Start a fresh process, its output captured: forked from the warm server of `env` when one is
+    ready (`entry`, as for `start`, on `cpus`), else `python -m module *argv`, which inherits this
+    process's cores and group. `stdin_text`: what it reads on its stdin (nothing by default)."""
+    stdin = None
+    if stdin_text is not None:
+        stdin = tempfile.TemporaryFile()
+        stdin.write(stdin_text.encode())
+        stdin.flush()
+        stdin.seek(0)
+    files = (tempfile.TemporaryFile(), tempfile.TemporaryFile())
+    try:
+        proc = start(entry, argv, env, stdin=stdin, stdout=files[0], stderr=files[1], cwd=cwd, cpus=cpus, keep=True)
+    except SettingError:
+        proc = None  # said where the setting is read for jobs (the queue's tick); here: start cold
+    finally:
+        if stdin is not None:
+            stdin.close()  # a warm child holds its own descriptor of it
+    if proc is not None:
+        return FreshProcess(proc, [entry, *argv], files)
+    for f in files:
+        f.close()
+    command = [sys.executable, "-m", module, *argv]
+    cold = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if stdin_text is not None:
+        assert cold.stdin is not None
+        cold.stdin.write(stdin_text)
+        cold.stdin.close()
+        cold.stdin = None  # sent: what is left is to read its output (communicate)
+    return FreshProcess(cold, command)
+
+
 def run_fresh(
     entry: str, module: str, argv: list[str], env: dict[str, str], timeout: float, cwd: str = PROJECT_ROOT
 ) -> subprocess.CompletedProcess:
     """Run a fresh process to its end and return its output, as subprocess.run(capture_output=True,
-    text=True) does: forked from the warm server of `env` when one is ready (`entry`, as for
-    `start`), else `python -m module *argv`. Raises subprocess.TimeoutExpired past `timeout`."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = start(entry, argv, env, stdout=out, stderr=err, cwd=cwd, keep=True)
-        if proc is None:
-            return subprocess.run(
-                [sys.executable, "-m", module, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-            )
-        code = proc.wait(timeout)
-        if code is None and pid_running(proc.pid):
-            os.killpg(proc.pid, 9)
-            raise subprocess.TimeoutExpired([entry, *argv], timeout)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    return subprocess.CompletedProcess([entry, *argv], -1 if code is None else code, stdout, stderr)
+    text=True) does: warm where it can be, else cold (start_fresh). Past `timeout`, or on any
+    exception while it runs (a cancel), it is ended with what it started; subprocess.TimeoutExpired
+    past `timeout`."""
+    proc = start_fresh(entry, module, argv, env, cwd=cwd)
+    try:
+        stdout, stderr = proc.communicate(timeout)
+    except BaseException:
+        proc.kill()
+        raise
+    code = proc.returncode
+    return subprocess.CompletedProcess(proc.args, -1 if code is None else code, stdout, stderr)
 
 
 def server_state(env: dict[str, str]) -> str | None:
