@@ -36,10 +36,11 @@ AUTO_TARGET = 9  # with a target interval, at most this many (ten processes: hal
 MAX_REPLICATES = 19
 REPLICATE_SECONDS = 6.0  # a replicate's timed steps take about this long, both variants together.
 # Why not longer: 12 s was tried (bench/reproducibility.py, 2026-12-02): a replicate's own speedup spread
-# 3.1-3.9% instead of about 4.5% (not the 3.2% that halving its variance would give: the ratio itself
-# drifts with the machine's load over tens of seconds, which no turn length cancels), for 1.6 times
+# 3.1-3.9% instead of about 4.5% (not the 3.2% that halving its variance would give), for 1.6 times
 # the cost, so a race learnt no more per second, and stopped less finely: the demo reached ±3% in 2 of
-# 5 races (3 of 5 with 6 s) and took 251 s to its verdict (173 s).
+# 5 races (3 of 5 with 6 s) and took 251 s to its verdict (173 s). Turns of 1 step instead of 5 narrowed
+# the spread of 40-step stretches 1.5-5 fold in bench/turn_length.py, but read 1.4-2.7% lower (each step
+# then follows the other model's): not adopted until that is understood (docs/benchmarks.md).
 REPLICATE_MIN_STEPS = 20  # per variant: four blocks, whatever the step time
 STUDENT_FROM = 5  # processes from which their own spread alone (Student's t) bounds the interval too
 
