@@ -39,8 +39,8 @@ REPLICATE_SECONDS = 6.0  # a replicate's timed steps take about this long, both 
 # 3.1-3.9% instead of about 4.5% (not the 3.2% that halving its variance would give), for 1.6 times
 # the cost, so a race learnt no more per second, and stopped less finely: the demo reached ±3% in 2 of
 # 5 races (3 of 5 with 6 s) and took 251 s to its verdict (173 s). Finer turns (every step, or the
-# second of every 2) spread 1.4-2.7 times less per block in bench/turn_length.py, but whether they read
-# the same speedup is not settled (-2.7% to +2.1% against 5-step turns, about ±1.5%): not adopted yet.
+# second of every 2) spread 1.4-2.7 times less per block in bench/turn_length.py, and read the same
+# speedup within -2.7% to +2.1% (no steady sign, about ±1.5% each): promising, not adopted yet.
 REPLICATE_MIN_STEPS = 20  # per variant: four blocks, whatever the step time
 STUDENT_FROM = 5  # processes from which their own spread alone (Student's t) bounds the interval too
 
