@@ -4,9 +4,9 @@ says why and how the headline uses it). No torch in the parent.
 
 `start_replicate` is the one place a replicate process is started, through the one way any fresh
 process with captured output starts (core.runs.warm_start.start_fresh, as the Under the hood demos'
-do). Where a warm server for the race process's own environment is ready (a worker's), the replicate
-is forked from it, torch and the engine already imported, and costs little more than its steps; otherwise it starts
-cold, `python -m core.runs.replicate_process`, as before. Either way it inherits its race's process
+do). Where a warm server for the race process's own environment is ready (a worker's), the
+replicate is forked from it, torch and the engine already imported, and costs little more than its
+steps; otherwise it starts cold, `python -m core.runs.replicate_process`, as before. Either way it inherits its race's process
 conditions: the same environment (malloc settings included), the cores and threads the first
 process had (core.runs.race_conditions.Conditions, handed over in its job), and the first process's
 compile cache.
@@ -18,8 +18,7 @@ in its job) and leaves the moment that process is gone, and the race process kil
 or its own time limit for it.
 
 `python -m core.runs.replicate_process` (and a warm one alike) reads its job as one JSON object on
-stdin and prints its result as one line, RESULT_PREFIX and JSON, on
-stdout.
+stdin and prints its result as one line, RESULT_PREFIX and JSON, on stdout.
 """
 
 from __future__ import annotations
