@@ -1,5 +1,5 @@
 """One replicate process of a race: both variants again in a fresh process, from the warm compile
-cache the first process left, taking turns every BLOCK_STEPS steps, for a short stretch of timed
+cache the first process left, taking turns every step (REPLICATE_TURN_STEPS), for a short stretch of timed
 steps (core.engine.replicates.replicate_steps). What it measures is one more process's speedup for
 the headline (core.engine.replicates.combine): the spread between processes is what no single
 process can see.
@@ -39,7 +39,14 @@ from core.engine.failures import explain_failure
 from core.engine.intervals import BLOCK_STEPS
 from core.engine.models.resolve import workload_for
 from core.engine.noise import busy_share
-from core.engine.replicates import ProcessResult, more_wanted, replicate_steps, replicates_asked, spans
+from core.engine.replicates import (
+    REPLICATE_TURN_STEPS,
+    ProcessResult,
+    more_wanted,
+    replicate_steps,
+    replicates_asked,
+    spans,
+)
 from core.engine.spec import RunSpec, detect_device_caps, resolve_device
 from core.engine.variant import VariantRun, set_stance
 
@@ -91,7 +98,7 @@ def run_replicate(
             while running:
                 for name in list(running):
                     set_random_state(device, streams[name])
-                    if runs[name].run_block(BLOCK_STEPS) < BLOCK_STEPS:
+                    if runs[name].run_block(REPLICATE_TURN_STEPS) < REPLICATE_TURN_STEPS:
                         running.remove(name)
                     streams[name] = random_state(device)
                     if ready is None and name == "compiled":  # the warm compile is behind it

@@ -39,8 +39,13 @@ REPLICATE_SECONDS = 6.0  # a replicate's timed steps take about this long, both 
 # 3.1-3.9% instead of about 4.5% (not the 3.2% that halving its variance would give), for 1.6 times
 # the cost, so a race learnt no more per second, and stopped less finely: the demo reached ±3% in 2 of
 # 5 races (3 of 5 with 6 s) and took 251 s to its verdict (173 s). Finer turns (every step, or the
-# second of every 2) spread 1.4-2.7 times less per block in bench/turn_length.py, and read the same
-# speedup within -2.7% to +2.1% (no steady sign, about ±1.5% each): promising, not adopted yet.
+# second of every 2) spread 1.4-2.7 times less per block in bench/turn_length.py: see REPLICATE_TURN_STEPS.
+REPLICATE_TURN_STEPS = 1  # a replicate's variants take turns every step (the first process: every 5, or by epoch).
+# Why: step-to-step drift (the core's clock, the allocator, the other core's work) then falls on both
+# variants of a pair alike. bench/turn_length.py: per 5-step block, the pairs spread 1.4-2.7 times
+# less than with turns of 5 steps, and whole 40-step stretches 1.5-4.7 times less in 5 of 6 runs; the
+# speedup read moved -2.7% to +2.1% with no steady sign (about ±1.5% each). Measured on whole races
+# (bench/reproducibility.py): docs/benchmarks.md#reproducibilitypy.
 REPLICATE_MIN_STEPS = 20  # per variant: four blocks, whatever the step time
 STUDENT_FROM = 5  # processes from which their own spread alone (Student's t) bounds the interval too
 

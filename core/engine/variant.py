@@ -94,6 +94,7 @@ class VariantRun:
         self.epoch = 0
         self.busy_watch = BusyWatch(torch.get_num_threads())
         self._compiled_since_look = False  # a compile's own helper processes share the race's cores
+        self._watched_from: int | None = None  # the train step the busy watch's open window began after
 
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.cudagraphs:  # tell CUDA-graph trees a new iteration starts (outputs are reused)
@@ -135,9 +136,9 @@ class VariantRun:
         epoch_clock = Stopwatch(self.device)
         epoch_clock.start()
         batches = iter(batches)
-        watched_from = self.counts[phase]  # train steps since the last look at the machine (busy_look)
-        if phase == "train":
+        if phase == "train" and self._watched_from is None:  # a new look-out window (run_block ends it)
             self.busy_watch.start()
+            self._watched_from = self.counts[phase]
         while True:
             if self.counts[phase] == 0 and self.name == "compiled":
                 self._status("compiling", epoch, f"compiling the {phase} graph (the first compiled step pays for it)")
@@ -161,10 +162,8 @@ class VariantRun:
                 self._status("training" if phase == "train" else "evaluating", epoch)
                 if phase == "train":
                     self._apply_stance()
-            if phase == "train" and self.counts[phase] - watched_from >= BLOCK_STEPS:
-                watched_from = self._busy_look(epoch, watched_from)
-        if phase == "train" and self.counts[phase] > watched_from:
-            self._busy_look(epoch, watched_from)
+            if phase == "train" and self.counts[phase] - self._watched_from >= BLOCK_STEPS:
+                self._watched_from = self._busy_look(epoch, self._watched_from)
         return epoch_clock.stop()
 
     def _busy_look(self, epoch: int, since: int) -> int:
@@ -255,7 +254,16 @@ class VariantRun:
         before = self.counts["train"]
         batches = self._batches if steps is None else itertools.islice(self._batches, steps)
         self._epoch_train_s += self._timed("train", self.epoch, batches, self.train_step)
-        return self.counts["train"] - before
+        ran, pending = self.counts["train"] - before, self.counts["train"] - self._watched_from
+        # The machine is looked at every BLOCK_STEPS of this variant's steps. Turns shorter than that (a
+        # replicate's) keep the window open across the other variant's steps between them: a look over
+        # one step's few milliseconds would call a passing kernel thread a busy machine. Otherwise, and
+        # when the epoch's steps ran out, the window ends here, so the next turn's starts afresh.
+        if steps is None or ran < steps or pending == 0:
+            if pending > 0:
+                self._busy_look(self.epoch, self._watched_from)
+            self._watched_from = None
+        return ran
 
     def end_epoch(self, source: BatchSource, after_first_epoch: Callable[[], None] | None = None) -> None:
         """The epoch's evaluation (timed), its event with the train time of its blocks, and what the
