@@ -14,7 +14,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT, machine_seconds, quick_spec, warm_servers_of_this_test
+from conftest import QUICK_CLI, ROOT, machine_seconds, quick_spec, warm_servers_of_this_test
 
 from core.engine.device_state import CACHE_VARIABLES
 from core.engine.spec import DeviceCaps
@@ -390,3 +390,22 @@ def test_a_fresh_process_is_ended_with_what_it_started_when_its_wait_is_cut_shor
     (proc,) = started
     assert proc.warm  # forked from the server: in a session of its own, which no group kill of ours reaches
     assert not pid_running(proc.pid)
+
+
+def test_a_terminal_race_forks_its_replicates_from_a_server_of_its_own_and_stops_it(warm_starts):
+    """The terminal's `race` has no app's server to fork from: after its first process it starts one
+    for its own environment, forks every replicate from it (as the app's worker does) and stops it
+    as the race ends, so nothing is left running."""
+    flags = list(QUICK_CLI)
+    flags[flags.index("--replicates") + 1] = "2"
+    done = subprocess.run(
+        [sys.executable, "-m", "core", "race", "--json", "--quiet", *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=machine_seconds(300),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    replicates = json.loads(done.stdout)["summary"]["replicates"]
+    assert [(p["number"], p["started"], p["error"]) for p in replicates] == [(2, "warm", None), (3, "warm", None)]
+    assert warm_servers_of_this_test() == []  # stopped with its race

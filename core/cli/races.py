@@ -4,7 +4,6 @@ the summary table (or JSON)."""
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
@@ -110,7 +109,7 @@ def cmd_race(args: argparse.Namespace) -> int:
 
     from core.engine.spec import resolve_device
     from core.engine.trainer import run_race
-    from core.runs.replicate_process import run_replicate
+    from core.runs.replicate_process import OwnWarmServer
     from core.runs.worker_cores import CoreSettingError
     from core.view.report import summary_table
 
@@ -119,14 +118,18 @@ def cmd_race(args: argparse.Namespace) -> int:
     except CoreSettingError as exc:
         print(f"error: this host's configuration: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    result = run_race(
-        spec,
-        on_event=None if args.quiet else ProgressPrinter(sys.stderr),
-        caps=caps,
-        trace_dir=args.trace_dir,
-        replicate=functools.partial(run_replicate, conditions=conditions),
-        conditions=conditions.to_dict(),
-    )
+    replicates = OwnWarmServer(conditions)  # replicates fork from it, as a worker's do from the app's
+    try:
+        result = run_race(
+            spec,
+            on_event=None if args.quiet else ProgressPrinter(sys.stderr),
+            caps=caps,
+            trace_dir=args.trace_dir,
+            replicate=replicates,
+            conditions=conditions.to_dict(),
+        )
+    finally:
+        replicates.close()
     race_conditions.keep_in_environment(result.environment, conditions)
     if trace and not args.quiet:
         print(f"compile trace (TORCH_TRACE, for tlparse): {trace}", file=sys.stderr)

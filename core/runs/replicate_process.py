@@ -4,9 +4,10 @@ says why and how the headline uses it). No torch in the parent.
 
 `start_replicate` is the one place a replicate process is started, through the one way any fresh
 process with captured output starts (core.runs.warm_start.start_fresh, as the Under the hood demos'
-do). Where a warm server for the race process's own environment is ready (a worker's), the
-replicate is forked from it, torch and the engine already imported, and costs little more than its
-steps; otherwise it starts cold, `python -m core.runs.replicate_process`, as before. Either way it inherits its race's process
+do). Where a warm server for the race process's own environment is ready (a worker's: the app's
+lane's; a terminal's `race`: one of its own, OwnWarmServer), the replicate is forked from it, torch
+and the engine already imported, and costs little more than its steps; otherwise it starts cold,
+`python -m core.runs.replicate_process`, as before. Either way it inherits its race's process
 conditions: the same environment (malloc settings included), the cores and threads the first
 process had (core.runs.race_conditions.Conditions, handed over in its job), and the first process's
 compile cache.
@@ -23,6 +24,7 @@ stdin and prints its result as one line, RESULT_PREFIX and JSON, on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -68,6 +70,7 @@ def run_replicate(
     timeout_s: float | None = None,
     *,
     conditions: Conditions | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run replicate `number` of the race `spec` in a process of its own and wait for it: what it
     measured ({"process": ..., "eager_step_times_s": ..., "compiled_step_times_s": ...}), or a
@@ -81,7 +84,7 @@ def run_replicate(
         "conditions": conditions.to_dict() if conditions is not None else None,
         "sent_at": started,
     }
-    proc = start_replicate(job)
+    proc = start_replicate(job, env)
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except BaseException as exc:  # a cancel, Ctrl-C, or the time limit: the replicate goes with it
@@ -96,6 +99,63 @@ def run_replicate(
             return result
     last = next((line for line in reversed(err.splitlines()) if line.strip()), f"exit status {proc.returncode}")
     return _failed(number, f"replicate {number} failed: {last.strip()[:300]}", started)
+
+
+SERVER_READY_WAIT_S = 30.0  # how long a race outside the app waits for its own warm server to serve
+
+
+class OwnWarmServer:
+    """The replicates of a race outside the app (the terminal's `race`), forked from a warm server
+    of its own, as the app's worker forks them from the lane's.
+
+    The terminal has no warm server to fork from, and a replicate started cold pays 6-7 s of imports
+    here before its first step (0.4 s forked). So before the first replicate, once the first process
+    has ended and nothing is being measured, this starts a server for the race process's environment,
+    waits until it serves (its imports take about what one cold start does), and stops it when the
+    race ends (`close`); it leaves with the race process too, should that be killed. Where warm starts
+    are off, unsupported, or the server does not come up in time, replicates start cold, as before."""
+
+    def __init__(self, conditions: Conditions | None):
+        self.conditions = conditions
+        self.env = {**warm_start.server_environment(), warm_start.APP_PID_VARIABLE: str(os.getpid())}
+        self._asked = False
+        self._started: int | None = None
+
+    def __call__(self, spec: Any, number: int, steps: int, cache_dir: str, timeout_s: float | None = None):
+        if not self._asked:
+            self._asked = True
+            self._start_server()
+        return run_replicate(spec, number, steps, cache_dir, timeout_s, conditions=self.conditions, env=self.env)
+
+    def _start_server(self) -> None:
+        from core.engine.spec import data_home
+        from core.runs import worker_cores
+
+        try:
+            if not (warm_start.supported() and warm_start.enabled(self.env)):
+                return
+            self._started = warm_start.ensure_server(
+                self.env, os.path.join(data_home(), "logs"), worker_cores.unpinned_cores()
+            )
+        except (warm_start.SettingError, OSError):
+            return  # a setting it cannot read, a data folder it cannot write: replicates start cold
+        deadline = time.monotonic() + SERVER_READY_WAIT_S
+        while warm_start.server_state(self.env) != "ready":
+            if self._started is not None and not pid_running(self._started):
+                return  # it left (its log says why): cold
+            if time.monotonic() > deadline:  # still importing: it must not import beside a replicate's steps
+                if self._started is not None:
+                    with contextlib.suppress(OSError):
+                        os.kill(self._started, signal.SIGKILL)
+                    self._started = None
+                return
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        """Stop the server this race started (its children, the replicates, run on)."""
+        if self._started is not None:
+            warm_start.stop_server(self.env)
+            self._started = None
 
 
 def _failed(number: int, error: str, started: float) -> dict[str, Any]:
