@@ -13,11 +13,16 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+import torch
+from conftest import ROOT, quick_spec
 
 from core.engine import analysis, noise, reading, words
+from core.engine.data import BatchSource
+from core.engine.events import BusyEvent
+from core.engine.models.resolve import workload_for
 from core.engine.replicates import ProcessResult
 from core.engine.summary import Summary
+from core.engine.variant import VariantRun
 from core.runs.bundle import BundleError, _event
 from core.view.report import summary_table
 from core.view.run_screen.cards import result_cards
@@ -63,14 +68,14 @@ def stored(kind, variant, step, time_s, note=None, phase="train", epoch=1):
             "eval_time_s": None, "note": note}  # fmt: skip
 
 
-def race_events(busy_from: int = 0):
-    """A stored race's events: 60 steps of each variant in turns (compiled 1.25x faster, its first
-    paying a 2 s compile), then a busy stretch and two replicate processes."""
+def race_events(busy_from: int = 0, turn: int = 5):
+    """A stored race's events: 60 steps of each variant in turns of `turn` steps (compiled 1.25x
+    faster, its first paying a 2 s compile), then a busy stretch and two replicate processes."""
     events = []
-    for block in range(12):
+    for block in range(60 // turn):
         for variant, step_s in (("eager", 0.10), ("compiled", 0.08)):
-            for i in range(1, 6):
-                step = 5 * block + i
+            for i in range(1, turn + 1):
+                step = turn * block + i
                 extra = 2.0 if variant == "compiled" and step == 1 else 0.0
                 events.append(stored("step", variant, step, step_s * (1 + 0.01 * (step % 3)) + extra))
     if busy_from:
@@ -178,3 +183,30 @@ def test_a_race_beside_a_process_spinning_on_its_core_is_busy_not_a_verdict():
     assert summary["verdict"] == analysis.BUSY
     text = reading.reading(summary)
     assert "busy" in text and "faster" not in text and "slower" not in text
+
+
+@pytest.mark.parametrize("turn", [1, 2, 5, None])
+def test_the_machine_is_looked_at_every_five_of_a_variants_own_steps_whatever_its_turns(monkeypatch, turn):
+    # A replicate's variants take turns every step; the first process's every 5 steps or epoch by
+    # epoch. Each variant's busy watch still spans 5 of its own steps (a window kept open across the
+    # other's turns), and the epoch's last steps are looked at when it runs out.
+    monkeypatch.setattr(noise.BusyWatch, "share", lambda self: 0.5)  # another process has the core all along
+    spec = quick_spec(epochs=1, steps_per_epoch=12, backend="eager")
+    device, workload = torch.device("cpu"), workload_for(spec)
+    init = workload.build().state_dict()
+    seen: dict[str, list] = {"a": [], "b": []}
+    runs = {}
+    for name in seen:
+        runs[name] = VariantRun("eager", spec, device, init, seen[name].append, workload)
+        runs[name].start_epoch(BatchSource(spec, device, workload), 1)
+    running = list(runs)
+    while running:
+        for name in list(running):
+            if turn is None or runs[name].run_block(turn) < turn:
+                if turn is None:
+                    runs[name].run_block(None)
+                running.remove(name)
+    for name in seen:
+        windows = [(e.first_step, e.last_step) for e in seen[name] if isinstance(e, BusyEvent)]
+        assert windows == [(1, 5), (6, 10), (11, 12)]
+        assert runs[name].result.busy_steps == list(range(1, 13))

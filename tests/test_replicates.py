@@ -248,3 +248,40 @@ def test_the_terminal_says_each_replicate_with_its_start():
     assert line.endswith("(4.1 s until its first timed step, warm start)")
     assert "start" not in process_line({**process, "start_s": None, "started": None}).split("variant")[1]
     assert ProcessResult.from_dict({**process, "started": "lukewarm"}).started is None  # a bundle's text is not kept
+
+
+@pytest.mark.parametrize(
+    ("turn", "apart", "how"), [(30, "alternating", "turns, epoch by epoch"), (60, "sequential", "eager, then compiled")]
+)
+def test_a_first_process_whose_variants_ran_apart_is_shown_not_counted_where_replicates_count(turn, apart, how):
+    # Its stretches ran apart, so drift falls on one variant and not the other: the headline rests on
+    # the replicates (turns every step), and says why; the dot stays on the chart, marked.
+    from test_busy_and_compile_cost import race_events
+
+    from core.engine import reading
+    from core.view.process_chart import RAN_APART, process_rows
+
+    summary = analysis.summarize_events(race_events(turn=turn), 64)
+    assert summary["first_process"]["apart"] == apart and summary["processes_counted"] == 2
+    assert summary["steady_state_speedup"] == pytest.approx(math.sqrt(1.24 * 1.27))
+    text = reading.reading(summary)
+    assert "It rests on 2 replicate processes (1.24x to 1.27x each" in text
+    assert f"The first process (1.25x) is shown, not counted: its variants ran apart ({how})" in text
+    assert list(process_rows(summary)["counts"]) == [RAN_APART, "counts", "counts"]
+    alone = analysis.summarize_events([e for e in race_events(turn=turn) if e["kind"] != "replicate"], 64)
+    assert alone["processes_counted"] == 1 and "shown, not counted" not in reading.reading(alone)
+    side_by_side = analysis.summarize_events(race_events(turn=5), 64)  # blocks: the first counts
+    assert side_by_side["first_process"]["apart"] is None and side_by_side["processes_counted"] == 3
+
+
+def test_a_race_run_epoch_by_epoch_rests_on_its_replicates():
+    def agreeing(spec, number, steps, cache_dir, limit_s):
+        return {"process": ProcessResult(number, 1.2 + 0.01 * number, 0.01, steps).to_dict()}
+
+    result = run_race(quick_spec(schedule="alternating", steps_per_epoch=10, replicates=2), replicate=agreeing)
+    s = result.summary
+    assert ProcessResult.from_dict(s.first_process).apart == "alternating"
+    assert s.processes_counted == 2 and s.steady_state_speedup == pytest.approx(math.sqrt(1.22 * 1.23))
+    blocks = run_race(quick_spec(replicates=2), replicate=agreeing).summary
+    first = ProcessResult.from_dict(blocks.first_process)
+    assert first.apart is None and blocks.processes_counted == 2 + first.counts  # (unless the machine was busy)

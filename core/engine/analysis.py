@@ -229,6 +229,7 @@ def summarize(
     spread: intervals.RunToRun | None = None,
     replicated: Sequence[replicates.ProcessResult] = (),
     busy: dict[str, list[int]] | None = None,
+    apart: str | None = None,
 ) -> dict[str, Any]:
     """The race's headline numbers from per-step and per-epoch train times of both variants.
 
@@ -239,7 +240,8 @@ def summarize(
     device's run-to-run spread, the prior of the spread between processes (None: the race's own
     interval alone); `replicated`: the race's replicate processes (core.engine.replicates), whose
     speedups the headline combines with the first process's; `busy`: per variant, the first
-    process's train steps timed while the machine was busy (core.engine.noise).
+    process's train steps timed while the machine was busy (core.engine.noise); `apart`: the
+    schedule, where the first process's variants ran apart (replicates.APART_SCHEDULES).
     """
     n = min(len(eager_steps), len(compiled_steps))
     w = default_warmup(n, min_warmup) if warmup is None else warmup
@@ -250,7 +252,7 @@ def summarize(
         if n > min_warmup
         else None
     )
-    first = first_process(own, n, busy, w)
+    first = first_process(own, n, busy, w, apart)
     speed = headline_speedup(own, first, replicated, spread)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
@@ -268,7 +270,7 @@ def summarize(
         "run_to_run": spread.to_dict() if spread else None,
         "first_process": first.to_dict(),
         "replicates": [p.to_dict() for p in replicated],
-        "processes_counted": sum(p.counts for p in (first, *replicated)),
+        "processes_counted": len(replicates.counted([first, *replicated])),
         "busy_steps": first.busy,  # the first process's steps timed while the machine was busy
         "verdict": speed.verdict if speed else None,
         "eager_median_step_s": speed.eager_median_s if speed else None,
@@ -342,9 +344,13 @@ def summarize_events(
     replicated: list[replicates.ProcessResult] = []
     busy: dict[str, list[int]] = {"eager": [], "compiled": []}
     paired = False  # a compiled train step before an eager one: the variants took turns
+    turn, longest, last = 0, 0, None  # the longest run of one variant's train steps: how far apart they ran
     for e in events:
         if e["kind"] == "step" and e["phase"] == "train" and e["variant"] == "eager" and steps["compiled"]:
             paired = True
+        if e["kind"] == "step" and e["phase"] == "train":
+            turn = turn + 1 if e["variant"] == last else 1
+            last, longest = e["variant"], max(longest, turn)
         if e["kind"] == "replicate":
             process = replicates.ProcessResult.from_dict(_json(e.get("note")))
             if process is not None and process.number >= 2:
@@ -375,6 +381,7 @@ def summarize_events(
         spread=spread,
         replicated=sorted(replicated, key=lambda p: p.number),
         busy=busy,
+        apart=None if longest <= intervals.BLOCK_STEPS else "alternating" if paired else "sequential",
     )
 
 

@@ -12,9 +12,9 @@ from typing import Any
 from core.engine import analysis, noise
 from core.engine.compile_stats import CompileStats, compile_skipped_reason
 from core.engine.events import VariantResult
-from core.engine.intervals import ASSUMED, RunToRun
+from core.engine.intervals import ASSUMED, BLOCK_STEPS, RunToRun
 from core.engine.profile_reading import profile_reading
-from core.engine.replicates import ProcessResult, replicates_asked
+from core.engine.replicates import APART_SCHEDULES, ProcessResult, replicates_asked
 from core.engine.spec import RunSpec
 from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
@@ -49,6 +49,7 @@ def summarize_variants(
         spread=spread,
         replicated=replicated,
         busy={"eager": eager.busy_steps, "compiled": compiled.busy_steps},
+        apart=_apart(spec, len(eager.times("train"))),
     )
     load = eager.load + compiled.load
     summary = Summary.from_dict(measured)
@@ -83,3 +84,16 @@ def summarize_variants(
         compile_failed=compile_failed,
     )
     return summary.replace(stop_reason=stop_reading(summary, spec.target_interval, spec.total_steps))
+
+
+def _apart(spec: RunSpec, eager_steps: int) -> str | None:
+    """How the first process's variants ran apart, as analysis.summarize_events reads it from the
+    stored order of their steps (so a live view and the result agree): turns longer than a block
+    (the alternating schedule's epochs, or everything: sequential, or one epoch), else None."""
+    if spec.schedule not in APART_SCHEDULES:
+        return None
+    one_turn = spec.schedule == "sequential" or spec.epochs == 1
+    longest = eager_steps if one_turn else spec.steps_per_epoch
+    if longest <= BLOCK_STEPS:
+        return None
+    return "sequential" if one_turn else "alternating"

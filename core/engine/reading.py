@@ -15,6 +15,7 @@ from typing import Any
 
 from core.engine import intervals, replicates, words
 from core.engine.noise import busy_steps_words
+from core.engine.options import OPTIONS
 from core.engine.summary import BUSY, NO_CLEAR_DIFFERENCE, PROJECTED, REACHED, SLOWER, Summary
 
 
@@ -164,7 +165,7 @@ def counted_processes(summary: Summary | Mapping[str, Any]) -> list[replicates.P
     """The race's processes whose speedups the headline rests on (core.engine.replicates), in order."""
     s = Summary.of(summary)
     first = replicates.ProcessResult.from_dict(s.first_process)
-    return [p for p in ([first] if first else []) + replicates.processes_of(list(s.replicates)) if p.counts]
+    return replicates.counted(([first] if first else []) + replicates.processes_of(list(s.replicates)))
 
 
 def processes_note(summary: Summary | Mapping[str, Any]) -> str:
@@ -190,7 +191,22 @@ def processes_note(summary: Summary | Mapping[str, Any]) -> str:
     return (
         f" It rests on {words.count(len(counted), kind + 'process', kind + 'processes')}"
         + (f" ({inside})." if inside else ".")
+        + apart_note(s, counted)
         + ended
+    )
+
+
+def apart_note(summary: Summary, counted: list[replicates.ProcessResult]) -> str:
+    """Why a first process that counts is not among the processes the headline rests on: its
+    variants ran apart (core.engine.replicates.counted); '' otherwise."""
+    first = replicates.ProcessResult.from_dict(summary.first_process)
+    if first is None or not first.counts or first.apart is None or any(p.number == 1 for p in counted):
+        return ""
+    how = OPTIONS["schedule"].choice_labels.get(first.apart, first.apart)
+    return (
+        f" The first process ({words.speedup(first.speedup)}) is shown, not counted: its variants ran apart"
+        f" ({how}), so drift between their stretches fell on one and not the other, where the replicates'"
+        f" took turns every {words.count(replicates.REPLICATE_TURN_STEPS, 'step') if replicates.REPLICATE_TURN_STEPS > 1 else 'step'}."
     )
 
 

@@ -1,12 +1,13 @@
 """One replicate process of a race: both variants again in a fresh process, from the warm compile
-cache the first process left, taking turns every step (REPLICATE_TURN_STEPS), for a short stretch of timed
-steps (core.engine.replicates.replicate_steps). What it measures is one more process's speedup for
+cache the first process left, taking turns every step (REPLICATE_TURN_STEPS), for a short stretch of
+timed steps (core.engine.replicates.replicate_steps). What it measures is one more process's speedup for
 the headline (core.engine.replicates.combine): the spread between processes is what no single
 process can see.
 
 Everything else is the race's own: the same spec, seed, weights, batches, precision and compile
-options (core.engine.variant), the same busy watch. The compiled variant's first block pays the warm
-compile and is dropped with the first block of eager, which pays the process's one-time costs (the
+options (core.engine.variant), the same busy watch (a look every 5 of a variant's steps, across the
+other's turns). The compiled variant's first block (its first 5 steps) pays the warm compile and is
+dropped with the first block of eager, which pays the process's one-time costs (the
 first oneDNN primitives, the allocator's growth): those dropped blocks are the replicate's warm-up,
 so it runs no separate untimed step first, as the first process must (its eager steps all count).
 That step was 0.24-0.39 s of the 0.5 s a warm replicate took to its first step here.

@@ -76,7 +76,11 @@ def steady_state_speedup(
 
 
 def first_process(
-    speed: Speedup | None, steps: int, busy: dict[str, list[int]] | None = None, warmup: int = 0
+    speed: Speedup | None,
+    steps: int,
+    busy: dict[str, list[int]] | None = None,
+    warmup: int = 0,
+    apart: str | None = None,
 ) -> replicates.ProcessResult:
     """The first process as one of the race's processes: its steady speedup and own interval (from
     steady_state_speedup without a spread), and the steady steps a busy machine touched."""
@@ -92,6 +96,7 @@ def first_process(
         speed.compiled_median_s if speed is not None else None,
         round(share, 3),
         {name: replicates.spans(busy[name]) for name in ("eager", "compiled") if busy.get(name)},
+        apart=apart,
     )
 
 
@@ -116,7 +121,8 @@ def headline_speedup(
             return Speedup(combined.speedup, combined.low, combined.high, verdict, *_medians(own), own.within)
     if combined is None:
         return own  # too few blocks for an interval anywhere: no verdict to stand behind
-    if combined.processes == 1 and first.counts and combined.log_half <= (first.log_half or 0) * (1 + 1e-9):
+    alone = combined.processes == 1 and replicates.counted(processes) == [first]
+    if alone and combined.log_half <= (first.log_half or 0) * (1 + 1e-9):
         return own  # the first process alone, its own interval the wider: exactly as it measured
     verdict = FASTER if combined.low > 1 else SLOWER if combined.high < 1 else NO_CLEAR_DIFFERENCE
     return Speedup(combined.speedup, combined.low, combined.high, verdict, *_medians(own), own.within)

@@ -23,7 +23,7 @@ from typing import Any
 
 from core.engine.intervals import ASSUMED, PRIOR_RACES, RunToRun, run_to_run
 from core.engine.options import STEP_TIME
-from core.engine.replicates import ProcessResult, processes_of
+from core.engine.replicates import ProcessResult, counted, processes_of
 from core.engine.spec import RunSpec
 from core.engine.summary import Summary
 from core.runs.store import Run, Store
@@ -86,5 +86,4 @@ def process_log_speedups(run: Run) -> list[float]:
     spread between them is the run-to-run spread, measured inside the race)."""
     summary = Summary.of(run.summary)
     first = ProcessResult.from_dict(summary.first_process)
-    counted = [p for p in ([first] if first else []) + processes_of(list(summary.replicates)) if p.counts]
-    return [math.log(p.speedup) for p in counted]
+    return [math.log(p.speedup) for p in counted(([first] if first else []) + processes_of(list(summary.replicates)))]

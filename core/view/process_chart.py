@@ -1,7 +1,8 @@
 """The speedup chart of a race that ran replicate processes: one dot per process (its steady speedup,
 with its own interval as a bar), the headline interval as a band across them, and 1x marked. It
 shows at a glance what the interval rests on: how far the processes agree (core.engine.replicates).
-A process that ran while the machine was busy, or failed, is drawn hollow and grey: it does not count.
+A process that ran while the machine was busy, or failed, is drawn hollow and grey: it does not count;
+nor does a first process whose variants ran apart (turns epoch by epoch), where replicates count.
 """
 
 from __future__ import annotations
@@ -13,20 +14,23 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from core.engine.replicates import ProcessResult, processes_of
+from core.engine.replicates import ProcessResult, counted, processes_of
 from core.engine.summary import Summary
 from core.view.chart_style import NEUTRAL, VARIANT_COLORS, finish, layer
 
 PROCESS_TITLE = "Speedup by process: one dot each"
 PROCESS_HEIGHT = 220
+RAN_APART = "variants ran apart"  # a first process shown, not counted (core.engine.replicates.counted)
 
 
 def process_rows(summary: Summary | Mapping[str, Any]) -> pd.DataFrame:
     """One row per process: its number, label, speedup, own interval's ends and whether it counts."""
     s = Summary.of(summary)
     first = ProcessResult.from_dict(s.first_process)
+    processes = ([first] if first is not None else []) + processes_of(list(s.replicates))
+    used = {p.number for p in counted(processes)}
     rows = []
-    for p in ([first] if first is not None else []) + processes_of(list(s.replicates)):
+    for p in processes:
         if p.speedup is None:
             continue
         half = p.log_half if p.log_half is not None else 0.0
@@ -37,7 +41,15 @@ def process_rows(summary: Summary | Mapping[str, Any]) -> pd.DataFrame:
                 "speedup": p.speedup,
                 "low": p.speedup * math.exp(-half),
                 "high": p.speedup * math.exp(half),
-                "counts": "counts" if p.counts else ("busy machine" if p.was_busy else "no interval"),
+                "counts": (
+                    "counts"
+                    if p.number in used
+                    else "busy machine"
+                    if p.was_busy
+                    else RAN_APART
+                    if p.counts
+                    else "no interval"
+                ),
             }
         )
     return pd.DataFrame(rows, columns=["process", "label", "speedup", "low", "high", "counts"])
@@ -60,7 +72,8 @@ def process_chart(summary: Summary | Mapping[str, Any]) -> alt.LayerChart:
     colour = alt.Color(
         "counts:N",
         scale=alt.Scale(
-            domain=["counts", "busy machine", "no interval"], range=[VARIANT_COLORS["compiled"], NEUTRAL, NEUTRAL]
+            domain=["counts", "busy machine", RAN_APART, "no interval"],
+            range=[VARIANT_COLORS["compiled"], NEUTRAL, NEUTRAL, NEUTRAL],
         ),
         legend=alt.Legend(title=None, orient="bottom"),
     )
