@@ -5,7 +5,7 @@ from another: its interval rests on the processes it ran itself (the first, then
 ±3% or its maximum) with only the assumed run-to-run spread as a prior (core.engine.replicates).
 
 For each configuration it prints a table (per race: steady speedup, 95% interval, the ± it reached,
-how many processes it rests on, verdict, wall time from submit to result, the machine's load before
+how many processes ran and how many it rests on, verdict, wall time from submit to result, the machine's load before
 and after, busy processes), then checks the goal of issue 33:
 - every race reaches ±3% before its cap (its most replicates);
 - no two races give opposite verdicts (one "slower", another "faster");
@@ -63,6 +63,7 @@ def one_race(spec, target: float) -> dict:
         "reached": reached,
         "known": reached is not None and reached <= target + 1e-9,
         "processes": len(processes),
+        "counted": s.get("processes_counted"),
         "busy": sum(1 for p in processes if (p.get("busy_share") or 0) > 0.1),
         "verdict": s.get("verdict"),
         "wall_s": race["wall_s"],
@@ -122,7 +123,7 @@ def races(args) -> int:
             continue
         print(f"\n{name}: {spec.model}, batch {spec.batch_size}, {spec.epochs} x {spec.steps_per_epoch} steps, "
               f"schedule {spec.schedule}, target ±{args.target:.0%} ({os.cpu_count()} cores)", flush=True)  # fmt: skip
-        print(f"{'race':>4}  {'speedup':>8}  {'95% interval':>12}  {'±':>5}  {'procs':>5}  {'verdict':<20} "
+        print(f"{'race':>4}  {'speedup':>8}  {'95% interval':>12}  {'±':>5}  {'procs (counted)':>15}  {'verdict':<20} "
               f"{'load':>9} {'wall':>6}  notes")  # fmt: skip
         rows = []
         for i in range(1, args.races + 1):
@@ -139,7 +140,8 @@ def races(args) -> int:
                     f" {row['warm']} of {len(row['replicate_s'])} warm)"
                 )
             notes.append(f"error: {row['error']}" if row["error"] else "")
-            print(f"{i:>4}  {sp:>8}  {ci:>12}  {pm:>5}  {row['processes']:>5}  {str(row['verdict']):<20} {load:>9} "
+            procs = f"{row['processes']} ({row['counted']})"
+            print(f"{i:>4}  {sp:>8}  {ci:>12}  {pm:>5}  {procs:>15}  {str(row['verdict']):<20} {load:>9} "
                   f"{row['wall_s']:>5.0f}s  {' '.join(n for n in notes if n)}", flush=True)  # fmt: skip
         consistent, covered = check(rows)
         known = sum(r["known"] for r in rows)

@@ -222,8 +222,8 @@ def test_the_race_screen_draws_the_process_chart_once_a_replicate_has_landed():
         def compiles(self):
             return self.v.compiles()
 
-        def projection(self):
-            return self.v.projection()
+        def projection(self, speedup=None):
+            return self.v.projection(speedup)
 
         def derive(self, key, build):
             return build()
@@ -285,3 +285,55 @@ def test_a_race_run_epoch_by_epoch_rests_on_its_replicates():
     blocks = run_race(quick_spec(replicates=2), replicate=agreeing).summary
     first = ProcessResult.from_dict(blocks.first_process)
     assert first.apart is None and blocks.processes_counted == 2 + first.counts  # (unless the machine was busy)
+
+
+def test_a_first_process_reading_slower_beside_faster_replicates_is_not_called_never():
+    # The demo's first process (turns epoch by epoch) read 0.98x where its replicates read 1.09-1.10x:
+    # the headline is "faster", so its break-even is "not within this run", never "compiled is slower".
+    from core.engine.summary import NOT_WITHIN_RUN, PROJECTED
+
+    eager, compiled = [0.10] * 60, [2.0] + [0.102] * 59
+    replicated = [ProcessResult(n, 1.10, 0.01, 40) for n in (2, 3, 4)]
+    s = analysis.summarize(
+        eager, compiled, [6.0], [8.0], 64, paired=True, spread=ASSUMED, replicated=replicated, apart="alternating"
+    )
+    assert s["first_process"]["speedup"] < 1 and s["verdict"] == analysis.FASTER
+    assert s["break_even_reason"] == NOT_WITHIN_RUN and Summary.from_dict(s).break_even == PROJECTED
+
+
+@pytest.mark.parametrize("first_speedup", [0.98, 1.02, 1.10, 1.25])
+def test_the_projected_break_even_is_the_headlines_and_lies_inside_its_range(first_speedup):
+    from core.engine.summary import PROJECTED
+
+    # A first process that read 1.02x beside replicates at 1.11x projected step 5,500 beside a range of
+    # 1,116-1,858 from the headline's interval: the point and its range now both come from the headline.
+    eager, compiled = [0.10] * 60, [20.0] + [0.10 / first_speedup] * 59
+    replicated = [ProcessResult(n, 1.11, 0.01, 40) for n in (2, 3, 4)]
+    s = Summary.from_dict(
+        analysis.summarize(
+            eager, compiled, [6.0], [26.0], 64, paired=True, spread=ASSUMED, replicated=replicated, apart="alternating"
+        )
+    )
+    assert s.verdict == analysis.FASTER and s.break_even == PROJECTED
+    low, high = s.projected_range
+    assert low <= s.projected_position <= high
+    # At the headline's 1.11x: eager's 0.1 s against compiled's 0.09 s from where compiled's 60 steps left it.
+    behind = sum(compiled) - sum(eager)
+    assert s.projected_position == pytest.approx(60 + behind / (0.10 - 0.10 / 1.11), rel=1e-6)
+
+
+def test_the_race_charts_projection_is_the_sentences():
+    # The dashed lines of the race chart cross where the sentence says: at the headline's rate (with
+    # replicates the race's), not at the first process's own medians.
+    from test_busy_and_compile_cost import race_events
+
+    from core.view.run_screen.store_reader import RunView
+
+    events = race_events(turn=30)  # the first process ran apart: the headline is its replicates'
+    view = RunView(1)
+    view.feed([{**e, "id": i + 1, "recorded_at": 1.0} for i, e in enumerate(events)])
+    s = Summary.from_dict(analysis.summarize_events(view.events(), 64))
+    assert s.projection_stands and s.steady_state_speedup == pytest.approx(math.sqrt(1.24 * 1.27))
+    drawn = view.projection(s.steady_state_speedup)
+    assert drawn["position"] == pytest.approx(s.projected_position)
+    assert drawn["position"] != pytest.approx(view.projection()["position"])  # the first process's own rate

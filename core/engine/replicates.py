@@ -131,9 +131,9 @@ def counted(processes: Sequence[ProcessResult]) -> list[ProcessResult]:
     """The processes the headline rests on: those that count (ProcessResult.counts), less a first
     process whose variants ran apart (`apart`: turns epoch by epoch, or one after the other) while a
     process whose variants took turns every few steps counts. Slow drift between its stretches falls
-    on one variant and not the other, which its own interval cannot see: in 15 stored demo races
-    (alternating) it landed 6.6% (rms, in logs) from its replicates' mean, where replicates spread
-    4.0% (pooled sd); the default race's first process (turns every 5 steps) 1.9% (16 races).
+    on one variant and not the other, which its own interval cannot see: in 22 stored demo races
+    (alternating) it landed 6.8% (rms, in logs) from its replicates' mean, where replicates spread
+    3.8% (pooled sd); the default race's first process (turns every 5 steps) 1.9% (16 races).
     It is still shown (a dot on the process chart, its reading in the story); alone it still counts."""
     counting = [p for p in processes if p.counts]
     side_by_side = [p for p in counting if p.apart is None]

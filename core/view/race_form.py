@@ -28,9 +28,12 @@ CHOICES: dict[str, tuple] = {
     **{o.name: o.offered for o in on_form() if o.offered is not None},
 }
 # The break-even demo for a CPU, sized from runs of bench/stage_preset.py on a 2-core Xeon with the
-# page open in a browser (docs/benchmarks.md, stage_preset.py): small_cnn compiles in 11-14 s, then runs 1.36-1.73x
-# faster (the spread between runs on that machine), and paid for itself at step 204, 305 and 357 of
-# 600. Eager and compiled take turns, so both lines grow together, as a race looks.
+# page open in a browser (docs/benchmarks.md, stage_preset.py): small_cnn compiled in 11-14 s, then ran 1.36-1.73x
+# faster, and paid for itself at step 204, 305 and 357 of 600 (2026-11-30). It no longer does: with
+# the race on one core and one thread (core.runs.race_conditions, as every door now runs it), 22
+# races of 2026-12-02 compiled in 16-24 s and ran 1.05-1.17x faster, projecting the break-even past
+# the run (step 806-2,556). Re-sizing it is open. Eager and compiled take turns, so both lines grow
+# together, as a race looks.
 CPU_BREAK_EVEN_PRESET = {
     "model": "small_cnn",
     "batch_size": 128,
@@ -40,9 +43,10 @@ CPU_BREAK_EVEN_PRESET = {
 }
 CPU_BREAK_EVEN_LABEL = "CPU break-even demo (2 min)"
 CPU_BREAK_EVEN_HELP = (
-    "Launches small_cnn, batch 128, 3 x 200 steps, eager and compiled taking turns: on 2 CPU cores compile "
-    "paid for itself between step 430 and 542 of 600 in four of five measured runs (1.24-1.38x faster); "
-    "in the fifth it would have a little after the last step."
+    "Launches small_cnn, batch 128, 3 x 200 steps, eager and compiled taking turns epoch by epoch. On this "
+    "project's 2-core box, with the race on one core, 22 races on 2026-12-02 ran 1.05-1.17x faster after 16-24 s "
+    "of compile, which paid for itself only past the 600 steps (projected between step 806 and 2,556); "
+    "on 2026-12-01 it paid off at step 430-542."
 )
 
 

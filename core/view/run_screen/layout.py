@@ -145,7 +145,7 @@ def chart_builders(
     steps, epochs = view.frames()
     be = {"step": summary.break_even_step, "wall_s": summary.break_even_wall_s} if summary.break_even_step else None
     # The one projection rule (Summary.projection_stands): a dashed crossing only from a clear gain.
-    projection = view.projection() if summary.projection_stands and not be else None
+    projection = view.projection(summary.steady_state_speedup) if summary.projection_stands and not be else None
     if projection:
         projection["span"] = summary.projected_range  # the words' range: the same interval's
         projection["label"] = words.projection_label(

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from core.engine import analysis
@@ -36,7 +37,14 @@ from core.engine.summary import Summary
 from core.runs import devices, worker_cores
 from core.runs.store import Run, Store
 from core.view.job_status import describe
-from core.view.run_screen.store_reader import RunView, expected_steps, held_events, run_label, run_summary
+from core.view.run_screen.store_reader import (
+    RunView,
+    expected_steps,
+    held_events,
+    projection_of,
+    run_label,
+    run_summary,
+)
 
 VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
 QUEUE_MAX_AGE_S = 1.0  # the sidebar's device card and queue
@@ -126,11 +134,14 @@ class LiveSnapshot:
         self.bucket = view.bucket  # steps per drawn row: more than 1 for a long finished run (RunView.thin_steps)
         if same_events:  # only the run row moved (phase, progress): keep what the events gave
             self._frames, self._counts, self._events = previous._frames, previous._counts, previous._events
-            self._projection, self.last_recorded_at = previous._projection, previous.last_recorded_at
+            self._train, self.last_recorded_at = previous._train, previous.last_recorded_at
             self._compiles = previous._compiles
         else:
             self._frames, self._counts, self._events = view.frames(), view.counts(), view.events()
-            self._projection, self.last_recorded_at = view.projection(), dict(view.last_recorded_at)
+            # the steps a projection is drawn from, as arrays (8 bytes a step: a capped bundle's
+            # million steps stay within the board's memory bound, tests/test_board_memory.py)
+            self._train = {name: np.asarray(view.train_times(name), dtype=float) for name in ("eager", "compiled")}
+            self.last_recorded_at = dict(view.last_recorded_at)
             self._compiles = view.compiles()
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -143,9 +154,10 @@ class LiveSnapshot:
         """RunView.compiles as of this snapshot: every compile and recompile, at its step."""
         return self._compiles
 
-    def projection(self) -> dict[str, Any] | None:
-        """RunView.projection as of this snapshot (a copy: a page may label it)."""
-        return dict(self._projection) if self._projection else None
+    def projection(self, speedup: float | None = None) -> dict[str, Any] | None:
+        """RunView.projection as of this snapshot (computed once per speedup; a copy: a page may label it)."""
+        found = self.derive(("projection", speedup), lambda: projection_of(*self._train.values(), speedup))
+        return dict(found) if found else None
 
     def summary(self, *args: Any) -> Summary:
         """What store_reader.run_summary gives for this run as of this snapshot: the finished
