@@ -409,3 +409,13 @@ def test_a_terminal_race_forks_its_replicates_from_a_server_of_its_own_and_stops
     replicates = json.loads(done.stdout)["summary"]["replicates"]
     assert [(p["number"], p["started"], p["error"]) for p in replicates] == [(2, "warm", None), (3, "warm", None)]
     assert warm_servers_of_this_test() == []  # stopped with its race
+
+
+def test_a_traced_terminal_race_starts_no_server_of_its_own():
+    # torch reads TORCH_TRACE when it is imported: a server started with it would trace its own import.
+    from core.runs.replicate_process import OwnWarmServer
+
+    own = OwnWarmServer(None)
+    own.env.update({"COMPILE_LAB_WARM_START": "on", "TORCH_TRACE": "/nonexistent/trace"})
+    own._start_server()
+    assert own._started is None and warm_start.server_state(own.env) is None

@@ -113,7 +113,8 @@ class OwnWarmServer:
     has ended and nothing is being measured, this starts a server for the race process's environment,
     waits until it serves (its imports take about what one cold start does), and stops it when the
     race ends (`close`); it leaves with the race process too, should that be killed. Where warm starts
-    are off, unsupported, or the server does not come up in time, replicates start cold, as before."""
+    are off, unsupported, the race is traced (`--compile-trace`), or the server does not come up in
+    time, replicates start cold, as before."""
 
     def __init__(self, conditions: Conditions | None):
         self.conditions = conditions
@@ -132,8 +133,8 @@ class OwnWarmServer:
         from core.runs import worker_cores
 
         try:
-            if not (warm_start.supported() and warm_start.enabled(self.env)):
-                return
+            if not (warm_start.supported() and warm_start.enabled(self.env)) or "TORCH_TRACE" in self.env:
+                return  # a traced race's replicates start cold, as a traced worker does: torch reads it at import
             self._started = warm_start.ensure_server(
                 self.env, os.path.join(data_home(), "logs"), worker_cores.unpinned_cores()
             )
