@@ -142,12 +142,16 @@ class Projection:
 
 
 def projected_break_even(
-    eager: Sequence[float], compiled: Sequence[float], compiled_step_s: float | None = None
+    eager: Sequence[float],
+    compiled: Sequence[float],
+    compiled_step_s: float | None = None,
+    speedup: float | None = None,
 ) -> Projection | None:
     """The projected crossing of the cumulative lines, for a run where compiled is still behind.
 
-    Compiled continues from its last measured step at its steady median (or at `compiled_step_s`:
-    projected_span's ends of the interval); eager follows its own measured steps as far as it has
+    Compiled continues from its last measured step at its steady median, or at `compiled_step_s`, or
+    at eager's steady median over `speedup` (the headline's, or an end of its interval:
+    headline_projection, projected_span); eager follows its own measured steps as far as it has
     them (during the compiled run it has all of them), then its steady median. Using every eager
     step, not only as many as compiled has done, is what keeps the projection steady while the
     compiled run goes on. None when compiled has no steps yet, is not faster per step, or is
@@ -157,7 +161,12 @@ def projected_break_even(
     if n_e == 0 or n_c == 0:
         return None
     m_e = median(steady(eager, default_warmup(n_e)))
-    m_c = median(steady(compiled, default_warmup(n_c))) if compiled_step_s is None else compiled_step_s
+    if compiled_step_s is not None:
+        m_c = compiled_step_s
+    elif speedup is not None:
+        m_c = m_e / speedup if speedup > 0 else math.inf
+    else:
+        m_c = median(steady(compiled, default_warmup(n_c)))
     if m_e <= m_c:
         return None
     eager_cum = np.cumsum(np.asarray(eager, dtype=float))
@@ -180,20 +189,13 @@ def projected_break_even(
     return Projection(position, start + (position - n_c) * m_c, m_e, m_c)
 
 
-def projected_at(eager: Sequence[float], compiled: Sequence[float], ratio: float) -> Projection | None:
-    """projected_break_even with compiled continuing at eager's steady step over `ratio`."""
-    if len(eager) == 0 or len(compiled) == 0 or not ratio > 0:
-        return None
-    return projected_break_even(eager, compiled, median(steady(eager, default_warmup(len(eager)))) / ratio)
-
-
 def headline_projection(eager: Sequence[float], compiled: Sequence[float], speed: Speedup | None) -> Projection | None:
     """Where compile would pay for itself at the headline speedup: this process's measured steps,
     then compiled continuing at eager's steady step over the headline. With replicates the headline is
     the race's, not this process's own ratio of medians: a first process that read 1.02x beside
     replicates at 1.11x projected step 5,500 beside a range of 1,116-1,858 from the headline's
     interval. At the headline, the point lies inside its range (projected_span)."""
-    return projected_at(eager, compiled, speed.speedup) if speed is not None else None
+    return projected_break_even(eager, compiled, speedup=speed.speedup) if speed is not None else None
 
 
 def projected_span(
@@ -210,7 +212,8 @@ def projected_span(
     point = headline_projection(eager, compiled, speed)
     if point is None:
         return None
-    early, late = projected_at(eager, compiled, speed.ci_high), projected_at(eager, compiled, speed.ci_low)
+    early = projected_break_even(eager, compiled, speedup=speed.ci_high)
+    late = projected_break_even(eager, compiled, speedup=speed.ci_low)
     return (early.position if early else point.position, late.position if late else None)
 
 

@@ -203,10 +203,12 @@ def apart_note(summary: Summary, counted: list[replicates.ProcessResult]) -> str
     if first is None or not first.counts or first.apart is None or any(p.number == 1 for p in counted):
         return ""
     how = OPTIONS["schedule"].choice_labels.get(first.apart, first.apart)
+    turn = replicates.REPLICATE_TURN_STEPS
+    every = "step" if turn == 1 else words.count(turn, "step")
     return (
         f" The first process ({words.speedup(first.speedup)}) is shown, not counted: its variants ran apart"
         f" ({how}), so drift between their stretches fell on one and not the other, where the replicates'"
-        f" took turns every {words.count(replicates.REPLICATE_TURN_STEPS, 'step') if replicates.REPLICATE_TURN_STEPS > 1 else 'step'}."
+        f" took turns every {every}."
     )
 
 

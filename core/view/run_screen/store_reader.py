@@ -305,12 +305,10 @@ def run_summary(run: Run, view: RunView) -> Summary:
 
 def projection_of(eager: list[float], compiled: list[float], speedup: float | None) -> dict[str, Any] | None:
     """Where compile would pay for itself, as the dict the race and lead charts take: at the headline
-    `speedup` (analysis.projected_at: the sentence's point, which with replicates is the race's rate,
+    `speedup` (analysis.headline_projection: the sentence's point, which with replicates is the race's rate,
     not this process's own), or at this process's steady medians where none is given; None when there
     is nothing to project."""
-    found = (
-        analysis.projected_at(eager, compiled, speedup) if speedup else analysis.projected_break_even(eager, compiled)
-    )
+    found = analysis.projected_break_even(eager, compiled, speedup=speedup or None)
     if found is None:
         return None
     return {
