@@ -263,6 +263,8 @@ def test_a_first_process_whose_variants_ran_apart_is_shown_not_counted_where_rep
 
     summary = analysis.summarize_events(race_events(turn=turn), 64)
     assert summary["first_process"]["apart"] == apart and summary["processes_counted"] == 2
+    crafted = {**summary["first_process"], "apart": "**<b>epoch</b>**"}  # a bundle's text is not kept
+    assert ProcessResult.from_dict(crafted).apart is None
     assert summary["steady_state_speedup"] == pytest.approx(math.sqrt(1.24 * 1.27))
     text = reading.reading(summary)
     assert "It rests on 2 replicate processes (1.24x to 1.27x each" in text
