@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine.models.regions import COMPILE_SCOPES
+from core.engine.replicates import AUTO_FIXED, AUTO_TARGET, MAX_REPLICATES
 
 # What a race option changes: every "is it the same race?" question is a set of these, answered from the
 # rows' `changes` (same_race below), never from a list kept beside the table. The device is none of them:
@@ -231,13 +232,14 @@ _ROWS = (
     Option(
         "replicates", int, None, "Replicate processes",
         "short processes added after the first, each running both variants again from the warm compile cache "
-        "in turns; the interval rests on the spread between the processes (auto: 2; with --target-interval, "
-        "added until it is met, at most 9; 0: the first process alone)",
-        min=0, max=19, optional=True, metavar="N", form=(6, 0), sweep_form=True, link=True,
-        form_choices=(None, *range(20)),  # every count, so a link made from the command line shows as it was
+        "in turns; the interval rests on the spread between the processes (auto: "
+        f"{AUTO_FIXED}; with --target-interval, added until it is met, at most {AUTO_TARGET}; 0: the first process alone)",
+        min=0, max=MAX_REPLICATES, optional=True, metavar="N", form=(6, 0), sweep_form=True, link=True,
+        form_choices=(None, *range(MAX_REPLICATES + 1)),  # every count, so a link made from the command line shows as it was
         choice_labels={
-            None: "auto (2, or up to 9 with a target)", 0: "none: the first process alone",
-            **{n: str(n) for n in range(1, 19)}, 19: "19 (20 processes, as pyperf)",
+            None: f"auto ({AUTO_FIXED}, or up to {AUTO_TARGET} with a target)", 0: "none: the first process alone",
+            **{n: str(n) for n in range(1, MAX_REPLICATES)},
+            MAX_REPLICATES: f"{MAX_REPLICATES} ({MAX_REPLICATES + 1} processes, as pyperf)",
         },
         form_help="After the first process (the cold compile, the first epoch, the break-even), short processes run "
         "both variants again from the warm cache, taking turns: a second process lands a few percent apart however "

@@ -32,7 +32,11 @@ from core.engine import intervals
 from core.engine.noise import BUSY_STEPS_SHARE
 
 AUTO_FIXED = 2  # replicates of a fixed-length race when none are asked for (three processes in all)
-AUTO_TARGET = 9  # with a target interval, at most this many (ten processes: half pyperf's twenty)
+AUTO_TARGET = 14  # with a target interval, at most this many (fifteen processes; pyperf runs twenty).
+# Why 14, not 9: the CPU break-even demo's replicates spread about 4% (log sd, 3.5-4.9% over this box's
+# stored races), and with a spread of 4% a race adding replicates until ±3% reaches it by the ninth in
+# 58% of races, by the fourteenth in 95% (tests/test_replicates.py simulates the whole rule). A race
+# that agrees sooner stops sooner: the cap is paid only where the processes disagree.
 MAX_REPLICATES = 19
 REPLICATE_SECONDS = 6.0  # a replicate's timed steps take about this long, both variants together.
 # Why not longer: 12 s was tried (bench/reproducibility.py, 2026-12-02): a replicate's own speedup spread

@@ -38,7 +38,7 @@ CPU_BREAK_EVEN_PRESET = {
     "model": "small_cnn",
     "batch_size": 128,
     "epochs": 3,
-    "steps_per_epoch": 200,
+    "steps_per_epoch": 100,
     "schedule": "alternating",
 }
 CPU_BREAK_EVEN_LABEL = "CPU break-even demo (2 min)"
