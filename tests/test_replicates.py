@@ -8,7 +8,9 @@ bursts within a process); an empty store's prior is the assumed spread. The trut
 every process scatters around.
 """
 
+import dataclasses
 import math
+import os
 
 import numpy as np
 import pytest
@@ -18,7 +20,7 @@ from test_intervals import simulated_race
 from core.engine import analysis, intervals, replicates
 from core.engine.intervals import ASSUMED, RunToRun
 from core.engine.replicates import ProcessResult, combine
-from core.engine.stopping import stop_reading
+from core.engine.stopping import StopRule, stop_reading
 from core.engine.summary import Summary
 from core.engine.trainer import run_race
 
@@ -325,6 +327,31 @@ def test_a_race_run_epoch_by_epoch_rests_on_its_replicates():
     assert first.apart is None and blocks.processes_counted == 2 + first.counts  # (unless the machine was busy)
 
 
+@pytest.mark.parametrize("schedule", ["alternating", "sequential", "blocks"])
+def test_a_first_process_run_apart_ends_at_its_first_look_when_replicates_follow(schedule):
+    # Its own interval is not what the race reports once a replicate counts, so it tells its story
+    # (the compile, a first epoch) and hands over. Side by side it still runs until its own interval
+    # is known, as without replicates; and with none to follow, an apart one does too.
+    def agreeing(spec, number, steps, cache_dir, limit_s):
+        return {"process": ProcessResult(number, 1.2 + 0.01 * number, 0.004, steps).to_dict()}
+
+    # ±0.2% with a learnt spread of 0.05%: not known from the first look's 40 steps of a tiny model
+    spec = quick_spec(schedule=schedule, epochs=4, steps_per_epoch=40, target_interval=0.002, replicates=2)
+    narrow = RunToRun(0.0005, 4, 2)
+    ran = run_race(spec, replicate=agreeing, spread=narrow).summary
+    steps = min(len(ran.eager_step_times_s), len(ran.compiled_step_times_s))
+    alone = run_race(dataclasses.replace(spec, replicates=0), spread=narrow).summary
+    steps_alone = min(len(alone.eager_step_times_s), len(alone.compiled_step_times_s))
+    if schedule == "blocks":
+        assert steps > intervals.ADAPTIVE_MIN_STEPS
+    else:
+        assert steps == 40 and len(ran.replicates) == 2  # one epoch of each: the first look
+        assert steps_alone > 40
+    rule = StopRule(0.01, 160, schedule, replicates_follow=True)
+    assert rule.story_only == (schedule != "blocks")
+    assert not StopRule(0.01, 160, schedule, replicates_follow=False).story_only
+
+
 def test_a_first_process_reading_slower_beside_faster_replicates_is_not_called_never():
     # The demo's first process (turns epoch by epoch) read 0.98x where its replicates read 1.09-1.10x:
     # the headline is "faster", so its break-even is "not within this run", never "compiled is slower".
@@ -375,3 +402,31 @@ def test_the_race_charts_projection_is_the_sentences():
     drawn = view.projection(s.steady_state_speedup)
     assert drawn["position"] == pytest.approx(s.projected_position)
     assert drawn["position"] != pytest.approx(view.projection()["position"])  # the first process's own rate
+
+
+def test_a_replicate_compiles_from_its_first_processs_cache_and_adds_nothing_to_it():
+    # The first process of a CPU race that profiles compiles with Inductor's per-kernel profiler
+    # scopes, which are part of Inductor's cache key: a replicate compiled without them missed every
+    # entry and compiled afresh. Compiled alike, it finds every graph it needs and writes none.
+    from core.runs import replicate_process
+
+    seen = {}
+
+    def entries(cache_dir):
+        return sorted(
+            os.path.relpath(os.path.join(root, name), cache_dir)
+            for kind in ("fxgraph", "aotautograd")
+            for root, _, names in os.walk(os.path.join(cache_dir, kind))
+            for name in names
+        )
+
+    def in_a_process_of_its_own(spec, number, steps, cache_dir, limit_s):
+        seen["before"] = entries(cache_dir)
+        measured = replicate_process.run_replicate(spec, number, steps, cache_dir, limit_s)
+        seen["after"] = entries(cache_dir)
+        return measured
+
+    spec = quick_spec(backend="inductor", profile_steps=2, epochs=1, steps_per_epoch=10, replicates=1)
+    result = run_race(spec, replicate=in_a_process_of_its_own)
+    assert len(result.summary.replicates) == 1 and not ProcessResult.from_dict(result.summary.replicates[0]).error
+    assert seen["before"] and seen["after"] == seen["before"]

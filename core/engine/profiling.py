@@ -47,6 +47,14 @@ _ALLOCATIONS = frozenset(
 )
 
 
+def shows_cpu_kernels(profile_steps: int, device: torch.device) -> bool:
+    """Whether a race's compiled variant is compiled with Inductor's per-kernel profiler scopes: on a
+    CPU, when the race profiles. Its replicates compile the same way, though they profile nothing:
+    the switch is part of Inductor's cache key, and a replicate compiled otherwise missed the first
+    process's cache and compiled afresh (16 s of the demo's first replicate, against 2 s warm)."""
+    return profile_steps > 0 and device.type == "cpu"
+
+
 @contextlib.contextmanager
 def kernel_profiling(enabled: bool) -> Iterator[bool]:
     """Compile with Inductor's per-kernel profiler scopes on a CPU, where this torch has the

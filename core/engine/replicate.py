@@ -5,7 +5,8 @@ the headline (core.engine.replicates.combine): the spread between processes is w
 process can see.
 
 Everything else is the race's own: the same spec, seed, weights, batches, precision and compile
-options (core.engine.variant), the same busy watch (a look every 5 of a variant's steps, across the
+options (core.engine.variant) and Inductor settings (its profiler scopes: part of the cache key, so the
+first process's cache serves), the same busy watch (a look every 5 of a variant's steps, across the
 other's turns). The compiled variant's first block (its first 5 steps) pays the warm compile and is
 dropped with the first block of eager, which pays the process's one-time costs (the
 first oneDNN primitives, the allocator's growth): those dropped blocks are the replicate's warm-up,
@@ -40,6 +41,7 @@ from core.engine.failures import explain_failure
 from core.engine.intervals import BLOCK_STEPS
 from core.engine.models.resolve import workload_for
 from core.engine.noise import busy_share
+from core.engine.profiling import kernel_profiling, shows_cpu_kernels
 from core.engine.replicates import (
     REPLICATE_TURN_STEPS,
     ProcessResult,
@@ -83,7 +85,8 @@ def run_replicate(
     torch.manual_seed(spec.seed)
     init_state = {k: v.clone() for k, v in workload.build().state_dict().items()}
     ready: float | None = None
-    with precision_settings(run_spec):
+    # compiled as the first process compiled it (profiler scopes included), so its cache serves
+    with precision_settings(run_spec), kernel_profiling(shows_cpu_kernels(spec.profile_steps, device)):
         gc.freeze()  # what the process holds so far stays out of the collector, as warm_up_device does
         runs, sources, streams = {}, {}, {}
         for name in ("eager", "compiled"):

@@ -11,7 +11,12 @@ compiled on the ratio; its looks are counted for both variants.
 
 The headline interval is never narrower than the device's run-to-run spread (core.engine.intervals.
 RunToRun): once the race's own interval is inside that spread, more steps cannot narrow what it
-reports, so the race stops there too, and says so, even when the target is narrower. Torch-free.
+reports, so the race stops there too, and says so, even when the target is narrower.
+
+A first process whose variants run apart (alternating, sequential) in a race that adds replicates
+stops at its first look: once a replicate counts, its speedup is shown, not counted
+(core.engine.replicates.counted), so more of its steps buy the headline nothing. It has told its
+story by then (the compile, a first epoch, the steady step times). Torch-free.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 from core.engine import intervals
 from core.engine.analysis import default_warmup, steady, steady_state_speedup
+from core.engine.replicates import APART_SCHEDULES
 from core.engine.spec import RunSpec
 from core.engine.summary import Summary
 
@@ -61,8 +67,11 @@ class StopRule:
         schedule: str,
         min_warmup: int = 1,
         spread: intervals.RunToRun | None = None,
+        replicates_follow: bool = False,
     ):
         self.target, self.max_steps, self.min_warmup = target, max_steps, min_warmup
+        # the first process's own interval is not what the race reports: it ends at its first look
+        self.story_only = replicates_follow and schedule in APART_SCHEDULES
         self.spread_half = spread.log_half_width() if spread else 0.0  # the narrowest the headline can be
         self.looks = intervals.looks(max_steps)
         self.paired = schedule != "sequential"
@@ -83,6 +92,8 @@ class StopRule:
         n = min(len(eager), len(compiled)) if self.paired else len(compiled)
         if not self._due("ratio", n):
             return False
+        if self.story_only:
+            return True
         w = default_warmup(min(len(eager), len(compiled)), self.min_warmup)
         speed = steady_state_speedup(eager, compiled, warmup=w, paired=self.paired, alpha=self.alpha)
         if speed is None or speed.ci_low <= 0:
@@ -94,6 +105,8 @@ class StopRule:
         """Sequential: at a look of eager's, is eager's own median known to ±target/√2?"""
         if not self._due("eager", len(eager)):
             return False
+        if self.story_only:
+            return True
         times = steady(eager, default_warmup(len(eager), self.min_warmup))
         half = intervals.own_log_half_width(times, self.alpha)
         if half is None:

@@ -52,10 +52,10 @@ from core.engine.failures import build_failure, compile_failure, explain_failure
 from core.engine.intervals import ASSUMED, BLOCK_STEPS, RunToRun
 from core.engine.models.resolve import workload_for
 from core.engine.models.workload import Workload
-from core.engine.profiling import kernel_profiling
+from core.engine.profiling import kernel_profiling, shows_cpu_kernels
 from core.engine.race_summary import summarize_variants
 from core.engine.replicate import ReplicateRunner, add_replicates
-from core.engine.replicates import ProcessResult
+from core.engine.replicates import ProcessResult, replicates_asked
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, detect_device_caps, resolve_device
 from core.engine.stopping import StopRule
 from core.engine.variant import VariantRun, set_stance, stance_problem, warm_up_device
@@ -96,7 +96,8 @@ def run_race(
     race = _Race(spec, device, on_event or (lambda event: None), trace_dir, spread=spread)
     if spec.target_interval:
         floor = analysis.warmup_floor(spec.mode, spec.backend)
-        race.stop_rule = StopRule(spec.target_interval, spec.total_steps, spec.schedule, floor, spread)
+        follow = replicate is not None and replicates_asked(spec.replicates, spec.target_interval) > 0
+        race.stop_rule = StopRule(spec.target_interval, spec.total_steps, spec.schedule, floor, spread, follow)
     started = time.perf_counter()
     cache_notes: dict = {}  # what the warm cache held, or whether a cold one was kept (core.engine.warm_cache)
     with precision_settings(spec), inductor_cache(spec, device, cache_notes, {"run": run_id}) as cache_dir:
@@ -419,7 +420,7 @@ def _take_turn(race: _Race, names: tuple[str, ...], play: Callable[[_Turn], None
     spec, device = race.spec, race.device
     turn = _Turn(race, names)
     # On a CPU, compiled kernels show up in the per-step profile only if compiled to say so.
-    visible_kernels = "compiled" in names and spec.profile_steps > 0 and device.type == "cpu"
+    visible_kernels = "compiled" in names and shows_cpu_kernels(spec.profile_steps, device)
     with (
         warnings.catch_warnings(record=True) as caught,
         kernel_profiling(visible_kernels),
