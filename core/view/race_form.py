@@ -27,13 +27,14 @@ CHOICES: dict[str, tuple] = {
     "model": tuple(MODELS),
     **{o.name: o.offered for o in on_form() if o.offered is not None},
 }
-# The break-even demo for a CPU, sized from runs of bench/stage_preset.py on a 2-core Xeon with the
-# page open in a browser (docs/benchmarks.md, stage_preset.py): small_cnn compiled in 11-14 s, then ran 1.36-1.73x
-# faster, and paid for itself at step 204, 305 and 357 of 600 (2026-11-30). It no longer does: with
-# the race on one core and one thread (core.runs.race_conditions, as every door now runs it), 22
-# races of 2026-12-02 compiled in 16-24 s and ran 1.05-1.17x faster, projecting the break-even past
-# the run (step 806-2,556). Re-sizing it is open. Eager and compiled take turns, so both lines grow
-# together, as a race looks.
+# The break-even demo for a CPU. Sized first (bench/stage_preset.py, 2026-11-30, races on both cores)
+# to break even inside 3 x 200 steps: it did, at step 204-357, then 430-542 once the workers fixed
+# glibc's malloc thresholds. With the race on one core and one thread, as every door now runs it
+# (core.runs.race_conditions), none of the small zoo models tried breaks even within minutes here
+# (docs/app.md#the-cpu-break-even-demo): small_cnn compiles in 17-23 s and runs 1.08-1.13x faster,
+# projecting the break-even at step 1,036-1,795. So it runs 3 x 100 steps: the same projection, a
+# race half as long, and with a target its first process is one epoch of each (core.engine.stopping).
+# Eager and compiled take turns, so both lines grow together, as a race looks.
 CPU_BREAK_EVEN_PRESET = {
     "model": "small_cnn",
     "batch_size": 128,
@@ -43,10 +44,10 @@ CPU_BREAK_EVEN_PRESET = {
 }
 CPU_BREAK_EVEN_LABEL = "CPU break-even demo (2 min)"
 CPU_BREAK_EVEN_HELP = (
-    "Launches small_cnn, batch 128, 3 x 200 steps, eager and compiled taking turns epoch by epoch. On this "
-    "project's 2-core box, with the race on one core, 22 races on 2026-12-02 ran 1.05-1.17x faster after 16-24 s "
-    "of compile, which paid for itself only past the 600 steps (projected between step 806 and 2,556); "
-    "on 2026-12-01 it paid off at step 430-542."
+    "Launches small_cnn, batch 128, 3 x 100 steps, eager and compiled taking turns epoch by epoch. On this "
+    "project's 2-core box, with the race on one core, it compiled in 17-23 s and then ran 1.08-1.13x faster, so "
+    "compile paid for itself only past the run (projected at step 1,036-1,795; 2026-12-02). With both cores "
+    "(2026-12-01, 3 x 200 steps) it paid off at step 430-542."
 )
 
 
