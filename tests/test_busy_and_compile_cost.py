@@ -210,3 +210,12 @@ def test_the_machine_is_looked_at_every_five_of_a_variants_own_steps_whatever_it
         windows = [(e.first_step, e.last_step) for e in seen[name] if isinstance(e, BusyEvent)]
         assert windows == [(1, 5), (6, 10), (11, 12)]
         assert runs[name].result.busy_steps == list(range(1, 13))
+
+
+def test_processes_that_read_alike_are_said_once():
+    summary = analysis.summarize_events(race_events(busy_from=6), 64)  # the first does not count
+    alike = [ProcessResult(n, s, 0.01, 40).to_dict() for n, s in ((2, 0.951), (3, 0.949))]
+    text = reading.processes_note({**summary, "replicates": alike})
+    assert "It rests on 2 replicate processes (0.95x each)." in text and "0.95x to 0.95x" not in text
+    apart = [ProcessResult(n, s, 0.01, 40).to_dict() for n, s in ((2, 0.93), (3, 0.97))]
+    assert "to 0.97x each" in reading.processes_note({**summary, "replicates": apart})

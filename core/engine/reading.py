@@ -175,8 +175,8 @@ def processes_note(summary: Summary | Mapping[str, Any]) -> str:
     counted = counted_processes(s)
     if not counted:
         return ""
-    speedups = [p.speedup for p in counted]
-    each = f"{words.speedup(min(speedups))} to {words.speedup(max(speedups))} each" if len(counted) > 1 else ""
+    low, high = (words.speedup(f(p.speedup for p in counted)) for f in (min, max))
+    each = "" if len(counted) < 2 else f"{low} each" if low == high else f"{low} to {high} each"
     spread = intervals.RunToRun.from_dict(s.run_to_run)
     prior = ""
     if spread is not None:
