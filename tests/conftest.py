@@ -1,6 +1,7 @@
 """Shared fixtures: machine descriptions for validation, quick race specs, stand-in workers, and the
 guard that fails any test leaving a process running."""
 
+import contextlib
 import gc
 import importlib.util
 import itertools
@@ -88,35 +89,44 @@ AMPERE = DeviceCaps(cuda=True, cuda_name="NVIDIA A100", compute_capability=(8, 0
 VOLTA = DeviceCaps(cuda=True, cuda_name="Tesla V100", compute_capability=(7, 0), cuda_bf16=False)
 
 
-@pytest.fixture(autouse=True)
-def _process_conditions_restored():
+@contextlib.contextmanager
+def process_conditions_kept():
     """A race run in this process (the terminal's `race` called in-process, a race job run directly)
     pins it to the race's cores, sets torch's threads and its compile cache variables, as a race
-    process should (core.runs.race_conditions, core.engine.replicate): put back after the test, as
+    process should (core.runs.race_conditions, core.engine.replicate): put back afterwards, as
     monkeypatch puts back a variable, so one test's race does not leave every later test on one core
     (where a worker's share of the machine would be read as nothing to pin) or with its cache."""
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     torch = sys.modules.get("torch")
     threads = torch.get_num_threads() if torch is not None else None
     environ = dict(os.environ)  # a race or replicate run here sets Inductor's cache folders in it
-    yield
-    for name in set(os.environ) - set(environ):
-        del os.environ[name]
-    for name, value in environ.items():
-        if os.environ.get(name) != value:
-            os.environ[name] = value
-    if cores is not None and os.sched_getaffinity(0) != cores:
-        os.sched_setaffinity(0, cores)
-    if torch is not None and threads is not None and torch.get_num_threads() != threads:
-        torch.set_num_threads(threads)
-    if gc.get_freeze_count():
-        gc.unfreeze()  # a race's warm-up froze what this process held (core.engine.variant.warm_up_device)
-    feed = sys.modules.get("app_pages.run_screen.feed_routes")
-    if feed is not None and feed.served():
-        # Only `streamlit run` mounts the live feed's routes; a test that built them (a TestClient of
-        # feed_routes.routes()) without its own Event left every later AppTest page on the feed's
-        # component, with no progress line of its own: the order-dependent failures of stop 37.
-        feed._served.clear()
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(environ):
+            del os.environ[name]
+        for name, value in environ.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+        if cores is not None and os.sched_getaffinity(0) != cores:
+            os.sched_setaffinity(0, cores)
+        if torch is not None and threads is not None and torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        if gc.get_freeze_count():
+            gc.unfreeze()  # a race's warm-up froze what this process held (core.engine.variant.warm_up_device)
+        feed = sys.modules.get("app_pages.run_screen.feed_routes")
+        if feed is not None and feed.served():
+            # Only `streamlit run` mounts the live feed's routes; a test that built them (a TestClient of
+            # feed_routes.routes()) without its own Event left every later AppTest page on the feed's
+            # component, with no progress line of its own: the order-dependent failures of stop 37.
+            feed._served.clear()
+
+
+@pytest.fixture(autouse=True)
+def _process_conditions_restored():
+    """Each test's process conditions put back after it (process_conditions_kept)."""
+    with process_conditions_kept():
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -166,6 +176,45 @@ def machine_seconds(seconds: float) -> float:
     """A wall-clock bound for this machine as loaded now: `seconds` when it is idle, stretched by its
     load, so a promise like "within 3 s" is checked as strictly as the machine allows, not flaked."""
     return seconds * load_factor()
+
+
+# -- the explainer demos, measured once ------------------------------------------------------------
+# Real results of the demos that compile with Inductor, at small sizes, measured once for the session:
+# each demo's own tests (tests/test_explain_*.py) check them, and the Under the hood page test renders
+# them (tests/test_explain_page.py). Nothing mutates them. Measured as a test would be: with a data home
+# of their own and the process conditions put back (a session fixture is set up before a test's own).
+SMALL_FUSION = {"ks": [1, 4], "numel": 65536, "repeats": 3, "warmup": 1, "calls_per_sample": 2}
+SMALL_OVERHEAD = {"ks": [1, 4], "batch_sizes": [1, 8], "repeats": 3, "warmup": 2, "calls_per_sample": 5}
+SMALL_CACHES = {"model": "mlp", "batch_size": 8, "shapes": [8, 16, 32], "recompile_backend": "eager"}
+
+
+def measured_once(tmp_path_factory, demo: str, params: dict, **kwargs) -> dict:
+    """core.engine.explain.<demo>.run(params, **kwargs), in a data home of its own, conditions put back."""
+    import importlib
+
+    with process_conditions_kept():
+        os.environ["COMPILE_LAB_DATA"] = str(tmp_path_factory.mktemp(f"{demo}-data"))
+        return importlib.import_module(f"core.engine.explain.{demo}").run(params, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def fusion_result(tmp_path_factory) -> dict:
+    return measured_once(tmp_path_factory, "fusion", SMALL_FUSION, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def overhead_result(tmp_path_factory) -> dict:
+    return measured_once(tmp_path_factory, "overhead", SMALL_OVERHEAD, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def gelu_result(tmp_path_factory) -> dict:
+    return measured_once(tmp_path_factory, "codegen", {"function": "gelu_chain", "size": 4096}, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def caches_result(tmp_path_factory) -> dict:
+    return measured_once(tmp_path_factory, "caches", SMALL_CACHES)
 
 
 # -- nothing left running ----------------------------------------------------------------------

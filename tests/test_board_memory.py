@@ -3,6 +3,7 @@ holds) is drawn from thinned steps, its numbers from every step; the board keeps
 of runs and lets idle ones go. Memory is measured with tracemalloc, never with a clock."""
 
 import copy
+import functools
 import glob
 import io
 import json
@@ -45,6 +46,7 @@ def step(variant: str, n: int) -> dict:
     }
 
 
+@functools.cache  # built once for the session (tests/test_hostile_bundles.py reads it too): bytes, never changed
 def bundle_at_the_cap() -> tuple[bytes, int, int]:
     """A sequential race's bundle (eager's steps, then compiled's) of as many step events as fit
     in MAX_BUNDLE_BYTES, each one its race could record."""

@@ -211,7 +211,9 @@ def wait_until(predicate, timeout, every=0.25):
 # Sequential (eager's epochs, then compiled's): the story this test reads step by step, a compile
 # phase of its own; the default schedule (turns every 5 steps) is drawn in tests/test_schedule.py.
 RACE = "model=pointwise_mlp&batch_size=4096&epochs=3&steps_per_epoch=80&schedule=sequential&replicates=0"
+# The second race is only the other run on the Runs page: aot_eager spares it a second cold Inductor compile.
 SECOND_RACE = "model=pointwise_mlp&batch_size=1024&epochs=2&steps_per_epoch=100&schedule=sequential&replicates=0"
+SECOND_RACE += "&backend=aot_eager"
 
 
 def run_ids(page) -> set[str]:
@@ -436,9 +438,8 @@ def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e
 
     from core.runs.store import Store
 
-    config = (
-        "model=mlp&batch_size=64&epochs=2&steps_per_epoch=500&backend=eager"  # long enough for several feed refreshes
-    )
+    # Long enough for several feed refreshes; its first process alone (replicates are not what a viewer follows here).
+    config = "model=mlp&batch_size=64&epochs=2&steps_per_epoch=500&backend=eager&replicates=0"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         owner = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()

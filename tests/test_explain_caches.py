@@ -29,8 +29,8 @@ def test_a_demo_job_with_bad_parameters_is_refused_before_it_is_queued(tmp_path)
 
 
 @pytest.mark.slow
-def test_cold_compile_misses_the_cache_warm_compile_hits_it_and_dynamic_shapes_avoid_recompiles():
-    result = caches.run({"model": "mlp", "batch_size": 8, "shapes": [8, 16, 32], "recompile_backend": "eager"})
+def test_cold_compile_misses_the_cache_warm_compile_hits_it_and_dynamic_shapes_avoid_recompiles(caches_result):
+    result = caches_result  # caches.run(conftest.SMALL_CACHES), measured once for the session
     json.dumps(result)
     cold, warm = result["cold"], result["warm"]
     if torch_records(CACHE_HITS):

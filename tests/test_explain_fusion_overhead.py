@@ -9,12 +9,10 @@ import math
 
 import pytest
 import torch
+from conftest import SMALL_FUSION, SMALL_OVERHEAD  # fusion_result and overhead_result: measured once (conftest)
 
 from core.engine.explain import fusion, overhead, working_set
 from core.engine.explain import params as demo_params
-
-SMALL_FUSION = {"ks": [1, 4], "numel": 65536, "repeats": 3, "warmup": 1, "calls_per_sample": 2}
-SMALL_OVERHEAD = {"ks": [1, 4], "batch_sizes": [1, 8], "repeats": 3, "warmup": 2, "calls_per_sample": 5}
 
 
 def numbers(value):
@@ -27,16 +25,6 @@ def numbers(value):
             yield from numbers(item)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         yield value
-
-
-@pytest.fixture(scope="module")
-def fusion_result():
-    return fusion.run(SMALL_FUSION, device="cpu")
-
-
-@pytest.fixture(scope="module")
-def overhead_result():
-    return overhead.run(SMALL_OVERHEAD, device="cpu")
 
 
 # --- parameters ---------------------------------------------------------------------------

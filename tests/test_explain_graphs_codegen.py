@@ -279,12 +279,7 @@ def test_eager_ops_are_counted_as_eager_calls_them():
     assert codegen.aten_ops(codegen.softmax, x, decompose=True)["count"] == 5  # amax, sub, exp, sum, div
 
 
-# --- codegen: real Inductor compiles --------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def gelu_result() -> dict:
-    return codegen.run({"function": "gelu_chain", "size": 4096}, device="cpu")
+# --- codegen: real Inductor compiles (gelu_result: measured once, in conftest) ---------------------
 
 
 @pytest.mark.slow
