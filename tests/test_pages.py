@@ -342,7 +342,7 @@ def test_launch_folds_the_form_and_the_preset_launches_at_once(store, sleepers):
     preset.click().run()
     runs = store.list_runs(kind="race")
     assert len(runs) == 2 and runs[0].params["model"] == "small_cnn"
-    assert (runs[0].params["epochs"], runs[0].params["steps_per_epoch"]) == (3, 200)
+    assert (runs[0].params["epochs"], runs[0].params["steps_per_epoch"]) == (3, 100)
     # The whole demo: what the form held before (bf16 here) does not leak into it.
     assert (runs[0].params["schedule"], runs[0].params["precision"]) == ("alternating", "fp32")
     assert at.query_params["run"] == str(runs[0].id)
