@@ -42,7 +42,7 @@ def one_run(page, url: str, store: Store) -> Run:
             sys.exit("the preset button stayed disabled" if button.count() else "the preset button never showed")
         # From the second run on the page follows this visitor's last race, "Configure a race" folded
         # (as a speaker finds it after a race): unfold it, as they would.
-        form = page.locator("summary", has_text="Configure a race")
+        form = page.locator("details:not([open]) > summary", has_text="Configure a race")  # folded only
         if not unfolded and not button.count() and form.count():
             time.sleep(2)  # let the page settle: a click during a rerun can be lost
             form.first.click()
