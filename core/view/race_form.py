@@ -42,7 +42,7 @@ CPU_BREAK_EVEN_PRESET = {
     "steps_per_epoch": 100,
     "schedule": "alternating",
 }
-CPU_BREAK_EVEN_LABEL = "CPU break-even demo (3 min)"  # 174 s with the page open (stage_preset.py, 2026-12-02)
+CPU_BREAK_EVEN_LABEL = "CPU break-even demo (3 min)"  # 142-175 s with the page open (stage_preset.py, 2026-12-02)
 CPU_BREAK_EVEN_HELP = (
     "Launches small_cnn, batch 128, 3 x 100 steps, eager and compiled taking turns epoch by epoch. On this "
     "project's 2-core box, with the race on one core, it compiled in 17-23 s and then ran 1.08-1.13x faster, so "
