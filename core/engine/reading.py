@@ -175,8 +175,11 @@ def processes_note(summary: Summary | Mapping[str, Any]) -> str:
     counted = counted_processes(s)
     if not counted:
         return ""
-    low, high = (words.speedup(f(p.speedup for p in counted)) for f in (min, max))
-    each = "" if len(counted) < 2 else f"{low} each" if low == high else f"{low} to {high} each"
+    speedups = [p.speedup for p in counted]
+    low, high = words.speedup(min(speedups)), words.speedup(max(speedups))
+    each = ""
+    if len(counted) > 1:
+        each = f"{low} each" if low == high else f"{low} to {high} each"  # alike once rounded: said once
     spread = intervals.RunToRun.from_dict(s.run_to_run)
     prior = ""
     if spread is not None:
