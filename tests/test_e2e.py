@@ -212,8 +212,10 @@ def wait_until(predicate, timeout, every=0.25):
 # phase of its own; the default schedule (turns every 5 steps) is drawn in tests/test_schedule.py.
 RACE = "model=pointwise_mlp&batch_size=4096&epochs=3&steps_per_epoch=80&schedule=sequential&replicates=0"
 # The second race is only the other run on the Runs page: aot_eager spares it a second cold Inductor compile.
-SECOND_RACE = "model=pointwise_mlp&batch_size=1024&epochs=2&steps_per_epoch=100&schedule=sequential&replicates=0"
-SECOND_RACE += "&backend=aot_eager"
+SECOND_RACE = (
+    "model=pointwise_mlp&batch_size=1024&epochs=2&steps_per_epoch=100&schedule=sequential&replicates=0"
+    "&backend=aot_eager"
+)
 
 
 def run_ids(page) -> set[str]:
