@@ -170,8 +170,9 @@ def test_every_demo_module_offers_defaults_validate_and_run():
 
 # The house's shape, kept: no two modules of the app import each other (at any depth, function-level
 # imports included: an import inside a function hides a circle, it does not remove it), and no file
-# grows past what one reading holds.
-MAX_LINES = 500
+# grows past what one concept holds. Files are cut by concept, not by length (a cap of 500 made
+# splits by length: a module made only so another stays under it), so the cap is the house style's.
+MAX_LINES = 1000
 CHECKED_TREES = ("core", "app_pages")
 
 
@@ -249,7 +250,7 @@ def test_no_import_circle_in_the_app():
     assert import_circles(import_graph()) == []
 
 
-def test_no_file_of_the_app_passes_500_lines():
+def test_no_file_of_the_app_passes_the_line_cap():
     long = {}
     for tree in CHECKED_TREES:
         for path in python_files_of(tree):

@@ -16,12 +16,12 @@ import sqlite3
 import time
 from typing import Any, BinaryIO
 
-from core.engine import analysis, noise
+from core.engine import analysis, event_rows, noise
 from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
 from core.engine.intervals import RunToRun
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
-from core.engine.replicates import replicates_asked
+from core.engine.replicates import MAX_REPLICATES, replicates_asked
 from core.engine.spec import RunSpec, SpecError, validate
 from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
@@ -41,7 +41,7 @@ MAX_STRING = 20_000
 MAX_DEPTH = 8
 MAX_NUMBER = 1e15
 PHASES = ("train", "eval")
-EVENT_KINDS = ("step", "epoch", "compile", "busy", "replicate")
+EVENT_KINDS = event_rows.KINDS  # what a race can record: each kind's row is declared once there
 # What a bundle may cost to parse, counted on its bytes before json.loads: each JSON value becomes a
 # Python object, and an empty list (3 bytes of `[],`) takes 64 bytes, so 61 MB of them took the app
 # from 179 MB to 1.8 GB and held every visitor for 6 s. A bundle this app exports has at most one
@@ -122,9 +122,10 @@ def read_bundle(stream: BinaryIO) -> dict[str, Any]:
 
 def events_allowed(spec: RunSpec) -> int:
     """The most events a race of `spec` can have recorded: a step event per step and variant, an
-    epoch event per epoch, phase and variant, and a few compile notes. A bundle with more was not
-    recorded by this app, and would only cost memory wherever it is drawn."""
-    return min(MAX_EVENTS, spec.recorded_steps + len(VARIANTS) * spec.epochs * len(PHASES) + MAX_COMPILE_EVENTS)
+    epoch event per epoch, phase and variant, a few compile notes and its replicate processes. A
+    bundle with more was not recorded by this app, and would only cost memory wherever it is drawn."""
+    per_epoch = len(VARIANTS) * spec.epochs * len(PHASES)
+    return min(MAX_EVENTS, spec.recorded_steps + per_epoch + MAX_COMPILE_EVENTS + MAX_REPLICATES)
 
 
 def parse_bundle(raw: bytes | str) -> dict[str, Any]:
@@ -313,14 +314,20 @@ def _environment_numbers(env: dict[str, Any]) -> None:
 def _in_race_order(events: list[dict[str, Any]], spec: RunSpec) -> None:
     """Events as a race records them: a variant's steps of each phase numbered 1, 2, 3... in stored
     order (one event per step), one epoch event per variant and epoch, each within the race's
-    epochs. A bundle whose events repeat or stand still was not recorded by a race (a page drawing
+    epochs (a replicate process's at epoch 0, one per process: core.engine.event_rows). A bundle whose events repeat or stand still was not recorded by a race (a page drawing
     it met two rows for one step)."""
     last_step: dict[tuple[str, str], int] = {}
     epochs_seen: set[tuple[str, int]] = set()
+    processes_seen: set[int] = set()
     for i, e in enumerate(events):
         where = f"events[{i}]"
-        if e["epoch"] < 1 or e["epoch"] > spec.epochs:
-            raise BundleError(f"{where}.epoch must be from 1 to the race's {spec.epochs} epochs (got {e['epoch']})")
+        kind = event_rows.ROW_KINDS[e["kind"]]
+        low, high = kind.epochs(spec.epochs)
+        if not low <= e["epoch"] <= high:
+            belongs = (
+                f"from 1 to the race's {spec.epochs} epochs" if kind.in_epoch else "0 (it belongs to the whole race)"
+            )
+            raise BundleError(f"{where}.epoch of {kind.what} must be {belongs} (got {e['epoch']})")
         if e["kind"] == "step":
             key = (e["variant"], e["phase"])
             if e["step"] <= last_step.get(key, 0):
@@ -333,6 +340,11 @@ def _in_race_order(events: list[dict[str, Any]], spec: RunSpec) -> None:
             if (e["variant"], e["epoch"]) in epochs_seen or e["step"] != 0:
                 raise BundleError(f"{where}: one epoch event per variant and epoch, at step 0")
             epochs_seen.add((e["variant"], e["epoch"]))
+        elif e["kind"] == "replicate":  # counted once each in the headline: one event per process
+            number = json.loads(e["note"])["number"]  # event_note kept it as this app writes it
+            if e["step"] != number or number in processes_seen:
+                raise BundleError(f"{where}: one replicate event per process, its number as its step")
+            processes_seen.add(number)
 
 
 MEMORY_KEYS = (

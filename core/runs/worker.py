@@ -11,8 +11,6 @@ What a job of each kind runs is the runner its row in core.runs.job_kinds names 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
 import signal
 import sys
@@ -20,7 +18,8 @@ import threading
 import time
 from typing import Any
 
-from core.engine.events import BusyEvent, CompileEvent, EpochEvent, ReplicateEvent, StartEvent, StatusEvent, StepEvent
+from core.engine import event_rows
+from core.engine.events import StartEvent, StatusEvent, StepEvent
 from core.engine.spec import RunSpec, SpecError
 from core.runs import disk_space, outage
 from core.runs.agent import started_by_agent, watch_agent
@@ -74,40 +73,12 @@ class EventSink:
     def __call__(self, event: Any) -> None:
         now = time.time()
         with self._lock:
-            if isinstance(event, StepEvent):
-                self._rows.append({"kind": "step", **dataclasses.asdict(event), "recorded_at": now})
-                self._steps_done += 1
-                self._fields["progress"] = min(self._steps_done / self.total_steps, 1.0)
-            elif isinstance(event, EpochEvent):
-                self._rows.append(
-                    {
-                        "kind": "epoch",
-                        "variant": event.variant,
-                        "phase": "train",
-                        "epoch": event.epoch,
-                        "step": 0,
-                        "time_s": event.train_time_s,
-                        "eval_time_s": event.eval_time_s,
-                        "recorded_at": now,
-                    }
-                )
-            elif isinstance(event, CompileEvent):
-                self._rows.append(
-                    {
-                        "kind": "compile",
-                        "variant": event.variant,
-                        "phase": event.phase,
-                        "epoch": event.epoch,
-                        "step": event.step,
-                        "time_s": 0.0,
-                        "note": event.note,
-                        "recorded_at": now,
-                    }
-                )
-            elif isinstance(event, BusyEvent):  # the steps a busy machine touched, live
-                self._rows.append(busy_row(event, now))
-            elif isinstance(event, ReplicateEvent):  # one more process of the race landed
-                self._rows.append(replicate_row(event, now))
+            row = event_rows.to_row(event, now)
+            if row is not None:  # a step, an epoch, a compile, a busy stretch, a replicate process
+                self._rows.append(row)
+                if isinstance(event, StepEvent):
+                    self._steps_done += 1
+                    self._fields["progress"] = min(self._steps_done / self.total_steps, 1.0)
             elif isinstance(event, StatusEvent) and event.state == "compile_skipped":
                 # Kept beside the phase (which moves on) until the final details replace it.
                 self._live["compile_skipped"] = event.message
@@ -235,35 +206,6 @@ class EventSink:
 
 def _why_unstored(exc: BaseException) -> str:
     return "store unreachable" if disk_space.is_store_lost(exc) else "disk full"
-
-
-def busy_row(event: Any, now: float) -> dict[str, Any]:
-    """A busy stretch as a stored event: its first step, its wait share as time_s, its last step as note."""
-    return {
-        "kind": "busy",
-        "variant": event.variant,
-        "phase": "train",
-        "epoch": event.epoch,
-        "step": event.first_step,
-        "time_s": event.wait_share,
-        "note": str(event.last_step),
-        "recorded_at": now,
-    }
-
-
-def replicate_row(event: Any, now: float) -> dict[str, Any]:
-    """A replicate process as a stored event: its number as step, its wall time, its result as note."""
-    process = event.process
-    return {
-        "kind": "replicate",
-        "variant": "compiled",
-        "phase": "train",
-        "epoch": 0,
-        "step": int(process["number"]),
-        "time_s": float(process.get("wall_s") or 0.0),
-        "note": json.dumps(process, default=float),
-        "recorded_at": now,
-    }
 
 
 def phase_text(event: Any) -> str:
