@@ -192,6 +192,15 @@ def test_a_cpu_is_never_told_to_try_cuda_graphs():
     assert "CUDA graphs" not in (advice.sentence() or "")
 
 
+def test_an_overhead_bound_cpu_race_is_told_a_bigger_batch_never_cuda_graphs():
+    # The race the GPU test below gets CUDA graphs for, on a CPU: the same branch, less its CUDA part.
+    s = summary("no clear difference", 1.0, part(10.0, 2.0), part(10.1, 2.0), ci=(0.95, 1.05))
+    advice = advise(s, {"model": "mlp", "batch_size": 64, "device": "cpu"}, CPU_ENV)
+    changes = [a.changes for a in advice.suggestions]
+    assert {"batch_size": 256} in changes  # the overhead branch was reached
+    assert {"mode": "reduce-overhead"} not in changes and "CUDA graphs" not in (advice.sentence() or "")
+
+
 def test_an_overhead_bound_gpu_race_is_told_to_try_cuda_graphs():
     s = summary("no clear difference", 1.0, part(10.0, 2.0), part(10.1, 2.0), ci=(0.95, 1.05))
     advice = advise(s, {"model": "mlp", "batch_size": 64, "device": "cuda"}, H100_ENV)

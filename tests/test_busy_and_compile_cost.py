@@ -57,6 +57,9 @@ def test_another_process_on_the_race_core_reads_as_busy():
 
 def test_busy_steps_are_shares_of_the_steady_steps_and_said_per_variant():
     assert noise.busy_share([1, 2, 3, 11, 12], steady_from=10, steps=30) == pytest.approx(2 / 20)
+    # At its edges: step 10 (the last warm-up step) is not steady, steps 11 and 30 are, 31 is past the race.
+    assert noise.busy_share([10], steady_from=10, steps=30) == 0.0
+    assert noise.busy_share([10, 11, 30, 31], steady_from=10, steps=30) == pytest.approx(2 / 20)
     assert (
         noise.busy_steps_words({"eager": [[41, 80]], "compiled": [[3, 3]]})
         == "eager's steps 41-80 and compiled's step 3"

@@ -106,6 +106,15 @@ def test_a_busy_process_does_not_count_and_all_busy_is_no_verdict():
     assert speed.verdict == analysis.BUSY and speed.speedup == pytest.approx(0.7)
 
 
+def test_a_failed_replicate_does_not_count_even_with_a_speedup():
+    """A replicate that measured part of its steps and then failed (`error` set) says nothing."""
+    quiet = [ProcessResult(n, 1.10, 0.01, 60) for n in (1, 2)]
+    failed = ProcessResult(3, 2.0, 0.01, 30, error="replicate 3 was killed by SIGKILL")
+    assert not failed.counts
+    assert combine([*quiet, failed], ASSUMED) == combine(quiet, ASSUMED)
+    assert combine([failed], ASSUMED) is None
+
+
 def test_a_target_adds_replicates_until_known_or_the_most_asked(monkeypatch):
     # Simulated replicate processes (the launcher's stand-in): ones that agree with the first process
     # (a real race here, whose speedup moves with the machine's load) reach ±3% and stop.
