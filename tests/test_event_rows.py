@@ -9,11 +9,12 @@ import time
 
 import pytest
 from conftest import QUICK_CLI, ROOT, quick_spec
+from test_pages import app, record_probe
 
 from core.engine import event_rows
 from core.engine.events import BusyEvent, CompileEvent, EpochEvent, ReplicateEvent, StepEvent
 from core.engine.replicates import ProcessResult
-from core.runs.bundle import BundleError, export_bundle, import_bundle, validate_bundle
+from core.runs.bundle import BundleError, export_bundle, import_bundle, summary_from_events, validate_bundle
 from core.runs.store import Store
 from core.view.replay import events_until, recording_from_bundle, recording_from_run, replay_state
 
@@ -131,3 +132,16 @@ def test_a_real_race_with_a_replicate_exports_imports_and_replays(tmp_path):
     assert new.summary["replicates"] == run.summary["replicates"]
     recording = recording_from_run(store, run.id)  # "Run N here ..." on the Race page
     assert any(e["kind"] == "replicate" for e in recording.events)
+
+
+def test_the_race_page_replays_a_race_with_a_replicate(store, sleepers):
+    """Race page -> Replay a recorded run -> "Run N here ..." -> Play, as the issue found it failing."""
+    record_probe(store)
+    run_id = store.create_run("race", SPEC.to_dict(), "ann", "cpu", status="done", started_at=time.time())
+    store.append_events(run_id, race_rows(SAMPLES["replicate"]))
+    store.update_run(run_id, summary=summary_from_events(store.events_after(run_id), SPEC, {}))
+    at = app(replay=f"run:{run_id}", speed="instant")
+    assert not at.exception, at.exception
+    assert not [e.value for e in at.error], [e.value for e in at.error]
+    assert any(i.value.startswith("Replay at instant of a race") for i in at.info)
+    assert {m.label for m in at.metric} >= {"Compile time", "Steady-state speedup", "Break-even"}
