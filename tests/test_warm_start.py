@@ -14,7 +14,17 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import QUICK_CLI, ROOT, machine_seconds, quick_spec, warm_servers_of_this_test
+from conftest import (
+    QUICK_CLI,
+    ROOT,
+    TEST_ID_VARIABLE,
+    _process_table,
+    command_line,
+    machine_seconds,
+    processes_of_this_test,
+    quick_spec,
+    warm_servers_of_this_test,
+)
 
 from core.engine.device_state import CACHE_VARIABLES
 from core.engine.spec import DeviceCaps
@@ -359,6 +369,58 @@ def test_a_replicate_forks_from_its_race_process_server_and_leaves_with_its_race
     finally:
         race.kill()
         race.wait()
+
+
+def servers_started_by_this_test(before):
+    """Warm server processes this test started, importing or serving (found by the test's id)."""
+    test_id = os.environ[TEST_ID_VARIABLE]
+    return [pid for pid in processes_of_this_test(before, test_id) if "core.runs.warm_server" in command_line(pid)]
+
+
+def test_read_only_commands_start_no_warm_server_and_only_a_ticker_that_starts_races_does(
+    warm_starts, store, monkeypatch
+):
+    """`status`, `sweeps`, `runs` read the store: each started a 0.7 GB warm server (one per distinct
+    environment) that stayed for its idle time. Only a tick that starts races (the app's, a worker's
+    last, an enqueue's) starts the lanes' servers."""
+    from core.cli.main import main
+
+    monkeypatch.setattr(processes, "_PREWARMED", {})  # a server looked for by an earlier test: looked for again
+    before = set(_process_table())
+    for i, command in enumerate((["status"], ["sweeps"], ["runs"], ["status"], ["sweeps"])):
+        monkeypatch.setenv("LC_PAPER", f"C.{i}")  # a terminal's differing locale: another server each, before
+        assert main([*command, "--store", store.path]) == 0
+    assert servers_started_by_this_test(before) == []
+    queue.tick(store, prewarm=True)  # the app's tick: its lanes' next job starts warm
+    assert len(servers_started_by_this_test(before)) == 1
+
+
+def test_a_lane_keeps_one_warm_server_whatever_environment_asked_for_it(warm_starts, monkeypatch):
+    """A server for a lane asks the lane's servers of other environments to leave, but one that belongs
+    to a live app; a terminal's (no app) is then not started beside it: one server per lane."""
+    logs = os.path.join(os.environ["COMPILE_LAB_DATA"], "logs")
+    lane = warm_start.lane_name("cpu", os.environ["COMPILE_LAB_DATA"])
+
+    monkeypatch.delenv(warm_start.APP_PID_VARIABLE, raising=False)  # a terminal's, but where said
+
+    def server(paper, **more):
+        env = {**processes.worker_environment("cpu"), "LC_PAPER": paper, **more}
+        pid = warm_start.ensure_server(env, logs, lane=lane)
+        if pid is not None:  # named (and so found) once it holds its socket, before it imports
+            wait_until(
+                "the server to hold its name", lambda: pid in [p for p, _, _ in warm_start.lane_servers(lane)], 30
+            )
+        return pid
+
+    first = server("C.1")
+    second = server("C.2")
+    assert second is not None
+    wait_until("the lane's first server to leave", lambda: not pid_running(first), 10)
+    app = server("C.3", COMPILE_LAB_APP_PID=str(os.getpid()))  # an app's: the terminal's one leaves
+    wait_until("the terminal's server to leave", lambda: not pid_running(second), 10)
+    assert server("C.4") is None  # a terminal's beside a live app's: none started
+    assert [pid for pid, _, _ in warm_start.lane_servers(lane)] == [app]
+    assert warm_start.lane_servers(warm_start.lane_name("cpu", "/elsewhere")) == []
 
 
 @pytest.mark.parametrize("interrupt", ["timeout", "cancel"])
