@@ -371,6 +371,41 @@ def test_a_replicate_forks_from_its_race_process_server_and_leaves_with_its_race
         race.wait()
 
 
+def endless_replicate_job(tmp_path, race_pid):
+    return {
+        "spec": quick_spec().to_dict(),
+        "number": 2,
+        "steps": 10**7,
+        "cache_dir": str(tmp_path / "cache"),
+        "conditions": None,
+        "sent_at": time.time(),
+        "race_pid": race_pid,
+    }
+
+
+def test_a_cold_replicate_leaves_with_its_race_as_a_warm_one_does(tmp_path):
+    """A replicate started cold (no warm server: a traced race, a cold worker) watches its race
+    process as a warm one does: a kill -9 of the worker alone (not its group) ends it at once, so it
+    never shares the cores with the next race (it ran on for 14-50 s)."""
+    from core.runs import replicate_process
+
+    env = {**processes.worker_environment("cpu"), "COMPILE_LAB_WARM_START": "off"}
+    race = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # the race process
+    try:
+        endless = replicate_process.start_replicate(endless_replicate_job(tmp_path, race.pid), env)
+        assert not endless.warm
+        time.sleep(machine_seconds(2))  # importing torch, or measuring: either way, its race is alive
+        assert endless.proc.poll() is None
+        race.kill()
+        race.wait()
+        wait_until("the cold replicate to leave with its race", lambda: endless.proc.poll() is not None, 5)
+        assert endless.returncode == -signal.SIGKILL
+        endless.close()
+    finally:
+        race.kill()
+        race.wait()
+
+
 def servers_started_by_this_test(before):
     """Warm server processes this test started, importing or serving (found by the test's id)."""
     test_id = os.environ[TEST_ID_VARIABLE]
