@@ -214,7 +214,7 @@ def tick() -> None:
     if now - _last_tick["t"] >= _TICK_EVERY_S:
         _last_tick["t"] = now
         try:
-            queue.tick(store())
+            queue.tick(store(), prewarm=True)  # the app starts races: its lanes' next job starts warm
         except Exception as exc:
             if not store().is_damage(exc):
                 raise

@@ -439,3 +439,29 @@ def test_a_replicate_compiles_from_its_first_processs_cache_and_adds_nothing_to_
     result = run_race(spec, replicate=in_a_process_of_its_own)
     assert len(result.summary.replicates) == 1 and not ProcessResult.from_dict(result.summary.replicates[0]).error
     assert seen["before"] and seen["after"] == seen["before"]
+
+
+def test_a_killed_replicate_says_the_signal_that_ended_it_not_its_last_warning(monkeypatch, tmp_path):
+    """A replicate killed (SIGKILL, a time limit, the OOM killer) says so; its last line on stderr is
+    whatever it printed before (a torch warning naming a venv's path), not why it ended."""
+    import subprocess
+    import sys
+
+    from core.runs import replicate_process, warm_start
+
+    killed = (
+        "import os, signal, sys; sys.stderr.write('/venv/lib/torch/_inductor/config.py: UserWarning: x\\n'); "
+        "sys.stderr.flush(); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+
+    def start_replicate(job, env=None):
+        command = [sys.executable, "-c", killed]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return warm_start.FreshProcess(proc, command)
+
+    monkeypatch.setattr(replicate_process, "start_replicate", start_replicate)
+    result = replicate_process.run_replicate(quick_spec(), 3, 10, str(tmp_path / "cache"), 60)
+    assert result["process"]["error"] == "replicate 3 was killed by SIGKILL"
+    assert replicate_process.ended_why(4, 1, "warning\nValueError: no such model\n") == (
+        "replicate 4 failed: ValueError: no such model"
+    )

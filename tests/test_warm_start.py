@@ -14,7 +14,17 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import QUICK_CLI, ROOT, machine_seconds, quick_spec, warm_servers_of_this_test
+from conftest import (
+    QUICK_CLI,
+    ROOT,
+    TEST_ID_VARIABLE,
+    _process_table,
+    command_line,
+    machine_seconds,
+    processes_of_this_test,
+    quick_spec,
+    warm_servers_of_this_test,
+)
 
 from core.engine.device_state import CACHE_VARIABLES
 from core.engine.spec import DeviceCaps
@@ -361,6 +371,94 @@ def test_a_replicate_forks_from_its_race_process_server_and_leaves_with_its_race
         race.wait()
 
 
+def endless_replicate_job(tmp_path, race_pid):
+    return {
+        "spec": quick_spec().to_dict(),
+        "number": 2,
+        "steps": 10**7,
+        "cache_dir": str(tmp_path / "cache"),
+        "conditions": None,
+        "sent_at": time.time(),
+        "race_pid": race_pid,
+    }
+
+
+def test_a_cold_replicate_leaves_with_its_race_as_a_warm_one_does(tmp_path):
+    """A replicate started cold (no warm server: a traced race, a cold worker) watches its race
+    process as a warm one does: a kill -9 of the worker alone (not its group) ends it at once, so it
+    never shares the cores with the next race (it ran on for 14-50 s)."""
+    from core.runs import replicate_process
+
+    env = {**processes.worker_environment("cpu"), "COMPILE_LAB_WARM_START": "off"}
+    race = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # the race process
+    try:
+        endless = replicate_process.start_replicate(endless_replicate_job(tmp_path, race.pid), env)
+        assert not endless.warm
+        time.sleep(machine_seconds(2))  # importing torch, or measuring: either way, its race is alive
+        assert endless.proc.poll() is None
+        race.kill()
+        race.wait()
+        wait_until("the cold replicate to leave with its race", lambda: endless.proc.poll() is not None, 5)
+        assert endless.returncode == -signal.SIGKILL
+        endless.close()
+    finally:
+        race.kill()
+        race.wait()
+
+
+def servers_started_by_this_test(before):
+    """Warm server processes this test started, importing or serving (found by the test's id)."""
+    test_id = os.environ[TEST_ID_VARIABLE]
+    return [pid for pid in processes_of_this_test(before, test_id) if "core.runs.warm_server" in command_line(pid)]
+
+
+def test_read_only_commands_start_no_warm_server_and_only_a_ticker_that_starts_races_does(
+    warm_starts, store, monkeypatch
+):
+    """`status`, `sweeps`, `runs` read the store: each started a 0.7 GB warm server (one per distinct
+    environment) that stayed for its idle time; nor does a rejected race start one. Only a tick that
+    starts races (the app's, a worker's last, an enqueue's) starts the lanes' servers."""
+    from core.cli.main import main
+
+    monkeypatch.setattr(processes, "_PREWARMED", {})  # a server looked for by an earlier test: looked for again
+    before = set(_process_table())
+    for i, command in enumerate((["status"], ["sweeps"], ["runs"], ["status"], ["sweeps"])):
+        monkeypatch.setenv("LC_PAPER", f"C.{i}")  # a terminal's differing locale: another server each, before
+        assert main([*command, "--store", store.path]) == 0
+    assert main(["race", "--model", "resnet81"]) == 2  # a rejected race starts nothing either
+    assert servers_started_by_this_test(before) == []
+    queue.tick(store, prewarm=True)  # the app's tick: its lanes' next job starts warm
+    assert len(servers_started_by_this_test(before)) == 1
+
+
+def test_a_lane_keeps_one_warm_server_whatever_environment_asked_for_it(warm_starts, monkeypatch):
+    """A server for a lane asks the lane's servers of other environments to leave, but one that belongs
+    to a live app; a terminal's (no app) is then not started beside it: one server per lane."""
+    logs = os.path.join(os.environ["COMPILE_LAB_DATA"], "logs")
+    lane = warm_start.lane_name("cpu", os.environ["COMPILE_LAB_DATA"])
+
+    monkeypatch.delenv(warm_start.APP_PID_VARIABLE, raising=False)  # a terminal's, but where said
+
+    def server(paper, **more):
+        env = {**processes.worker_environment("cpu"), "LC_PAPER": paper, **more}
+        pid = warm_start.ensure_server(env, logs, lane=lane)
+        if pid is not None:  # named (and so found) once it holds its socket, before it imports
+            wait_until(
+                "the server to hold its name", lambda: pid in [p for p, _, _ in warm_start.lane_servers(lane)], 30
+            )
+        return pid
+
+    first = server("C.1")
+    second = server("C.2")
+    assert second is not None
+    wait_until("the lane's first server to leave", lambda: not pid_running(first), 10)
+    app = server("C.3", COMPILE_LAB_APP_PID=str(os.getpid()))  # an app's: the terminal's one leaves
+    wait_until("the terminal's server to leave", lambda: not pid_running(second), 10)
+    assert server("C.4") is None  # a terminal's beside a live app's: none started
+    assert [pid for pid, _, _ in warm_start.lane_servers(lane)] == [app]
+    assert warm_start.lane_servers(warm_start.lane_name("cpu", "/elsewhere")) == []
+
+
 @pytest.mark.parametrize("interrupt", ["timeout", "cancel"])
 def test_a_fresh_process_is_ended_with_what_it_started_when_its_wait_is_cut_short(warm_starts, monkeypatch, interrupt):
     """run_fresh (the cache demo's fresh processes) ends its warm child, compile workers and all,
@@ -409,6 +507,110 @@ def test_a_terminal_race_forks_its_replicates_from_a_server_of_its_own_and_stops
     replicates = json.loads(done.stdout)["summary"]["replicates"]
     assert [(p["number"], p["started"], p["error"]) for p in replicates] == [(2, "warm", None), (3, "warm", None)]
     assert warm_servers_of_this_test() == []  # stopped with its race
+
+
+# Runs a terminal's race as its child subreaper (what the race leaves is re-parented here, so its
+# exit status is read, not guessed), ends the race with a signal once a replicate runs, and reports,
+# as one JSON line, how each of the race's processes ended and how long after the signal.
+ENDED_RACE = r"""
+import ctypes, json, os, signal, subprocess, sys, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+sig = getattr(signal, sys.argv[1])
+race = subprocess.Popen([sys.executable, "-m", "core", "race", "--quiet", *sys.argv[2:]], stdout=subprocess.DEVNULL)
+seen, gone, codes = {}, {}, {}
+
+def read(pid, name):
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+def look():
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = read(entry, "stat")
+            if stat:
+                fields = stat.rsplit(")", 1)[1].split()
+                table[int(entry)] = (int(fields[1]), fields[0])
+    for pid, (parent, state) in table.items():
+        chain, p = set(), parent
+        while p in table and p not in chain and p != os.getpid():
+            chain.add(p)
+            p = table[p][0]
+        if p == os.getpid() and state not in ("Z", "X"):  # named again while it runs (a server names itself)
+            comm = read(pid, "comm")
+            role = "replicate" if "replicate_process" in read(pid, "cmdline") or comm == "compile-lab-job" else comm
+            role = "race" if pid == race.pid else "server" if comm == "compile-lab-srv" else role
+            seen[pid] = role if pid not in seen or role in ("race", "server", "replicate") else seen[pid]
+    for pid in seen:
+        if pid not in gone and table.get(pid, (0, "Z"))[1] in ("Z", "X"):
+            gone[pid] = time.monotonic()
+
+deadline = time.monotonic() + 600
+while "replicate" not in seen.values():
+    if race.poll() is not None or time.monotonic() > deadline:
+        print(json.dumps({"error": f"no replicate ran (race: {race.poll()})"}))
+        sys.exit(1)
+    look()
+    time.sleep(0.05)
+time.sleep(0.5)  # measuring
+look()
+race.send_signal(sig)
+killed = time.monotonic()
+while time.monotonic() < killed + 120:
+    look()
+    try:
+        while True:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            codes[pid] = os.waitstatus_to_exitcode(status)
+            gone.setdefault(pid, time.monotonic())
+    except ChildProcessError:
+        pass
+    if race.pid in codes and all(pid in gone for pid in seen):  # (a zombie leader may wait on its threads)
+        break
+    time.sleep(0.05)
+left = [pid for pid in seen if pid not in gone]
+for pid in left:
+    os.kill(pid, signal.SIGKILL)
+ended = [  # (what had gone before the signal, a server's check child, was no part of the race's end)
+    {"role": seen[p], "code": codes.get(p), "after_s": round(gone[p] - killed, 2)}
+    for p in seen
+    if p in gone and gone[p] >= killed
+]
+print(json.dumps({"race": codes.get(race.pid), "ended": ended, "left": [seen[p] for p in left]}))
+"""
+
+
+@pytest.mark.parametrize("how, warm", [("SIGKILL", "off"), ("SIGTERM", "off"), ("SIGTERM", "on"), ("SIGINT", "on")])
+def test_a_terminal_race_ended_any_way_leaves_nothing_running(how, warm, monkeypatch):
+    """Whatever ends a terminal's race once its replicates run (kill -9, SIGTERM, Ctrl-C), with its
+    replicates cold or forked from a server of its own, nothing it started runs on: each replicate
+    is ended (SIGKILL: it left with its race, never ran to its end beside the next race) and its
+    server leaves, none left after the signal."""
+    monkeypatch.setenv("COMPILE_LAB_WARM_START", warm)
+    flags = list(QUICK_CLI)
+    flags[flags.index("--replicates") + 1] = "2"
+    done = subprocess.run(
+        [sys.executable, "-c", ENDED_RACE, how, *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=machine_seconds(600),
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "error" not in report, done.stderr[-2000:]
+    assert report["left"] == []
+    assert report["race"] == {"SIGKILL": -9, "SIGTERM": -15, "SIGINT": 130}[how]
+    replicates = [p for p in report["ended"] if p["role"] == "replicate"]
+    print(json.dumps(report))  # how long each took to go (the issue note's figures)
+    assert replicates and all(p["code"] in (None, -signal.SIGKILL) for p in replicates), report
+    assert [p["code"] for p in report["ended"] if p["role"] == "server"] in ([], [0]), report
+    if warm == "off":  # a cold one is the race's child: its own status comes here
+        assert [p["code"] for p in replicates] == [-signal.SIGKILL], report
 
 
 def test_a_traced_terminal_race_starts_no_server_of_its_own():

@@ -163,7 +163,8 @@ def prewarm(device_keys: list[str]) -> list[int]:
             if time.monotonic() - _PREWARMED.get(server, -PREWARM_EVERY_S) < PREWARM_EVERY_S:
                 continue  # looked for lately (or another lane's environment is the same)
             _PREWARMED[server] = time.monotonic()
-            pid = warm_start.ensure_server(env, os.path.join(data_home(), "logs"), worker_cores.unpinned_cores())
+            lane = warm_start.lane_name(key, data_home())  # one server per lane: others' leave
+            pid = warm_start.ensure_server(env, os.path.join(data_home(), "logs"), worker_cores.unpinned_cores(), lane)
         except (warm_start.SettingError, OSError):
             continue  # a setting it cannot read, a data dir it cannot write: jobs start cold
         if pid is not None:
@@ -183,7 +184,7 @@ def launch_ticker(store_path: str, after_pid: int | None = None) -> None:
     store_arguments(store_path, env)
     code = (
         "from core.runs import processes; from core.runs.queue import tick; from core.runs.store import Store; "
-        f"processes.wait_for_exit({after_pid!r}, {TICKER_WAIT_S!r}); tick(Store({where}))"
+        f"processes.wait_for_exit({after_pid!r}, {TICKER_WAIT_S!r}); tick(Store({where}), prewarm=True)"
     )
     ticker = subprocess.Popen(
         [sys.executable, "-c", code],

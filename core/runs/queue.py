@@ -49,7 +49,7 @@ def ensure_probe(store: Store, owner: str = "system", wait_s: float = 0.0) -> De
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        tick(store)
+        tick(store, prewarm=True)
         caps = known_caps(store)
         if caps is not None:
             return caps
@@ -104,7 +104,7 @@ def enqueue(
         if host is not None:  # one box of a fleet (core.runs.fleet_races): only its agent takes it
             row["host"] = host
         run_id = store._insert_run(c, row)
-    tick(store)
+    tick(store, prewarm=True)
     return run_id
 
 
@@ -179,7 +179,7 @@ def job_row(
     }
 
 
-def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> list[int]:
+def tick(store: Store, launch: Callable[[str, int, str], int] | None = None, *, prewarm: bool = False) -> list[int]:
     """Reconcile, then start the next queued job (fair_order: round-robin across visitors) on every
     idle lane of this box. Safe to call anywhere.
 
@@ -187,8 +187,11 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
     it. The device probe never runs beside a job on a device (a second CUDA context during a
     measurement), except when there is no probe result yet, and no job starts while it runs.
     In a fleet (live agents in the store: core.runs.fleet) the agents start the measurements; this
-    box starts only its own device probe and model lookups (lanes that measure nothing). With nothing
-    running here, it starts the lanes' warm servers (core.runs.warm_start) that are not running yet.
+    box starts only its own device probe and model lookups (lanes that measure nothing). With
+    `prewarm` (a caller that starts races: the app's pages, a worker ending, an enqueue) and nothing
+    running here, it starts the lanes' warm servers (core.runs.warm_start) that are not running yet; a
+    read-only caller (the CLI's `status`, `sweeps`, a follow loop) never starts one (each held 0.7 GB
+    for its idle time).
     From a deprioritized thread it does nothing: the next tick of any other (a page's next refresh,
     the sidebar, a worker finishing, the CLI) starts what waits.
     """
@@ -202,7 +205,7 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
     lanes = [lane for lane in device_lanes(caps) if not lane.startswith("cuda:")]
     gpus = [lane for lane in device_lanes(caps) if lane.startswith("cuda:")] or ["cuda:0"]  # before the probe too
     started = dispatch(store, HOST, lanes + gpus, caps, launch, any_device=True)
-    if not started and launch is _LAUNCH_WORKER and not _running_here(store, HOST):
+    if prewarm and not started and launch is _LAUNCH_WORKER and not _running_here(store, HOST):
         processes.prewarm(device_lanes(caps))  # the next job starts warm (core.runs.warm_start)
     return started
 

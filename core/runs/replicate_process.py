@@ -12,11 +12,12 @@ conditions: the same environment (malloc settings included), the cores and threa
 process had (core.runs.race_conditions.Conditions, handed over in its job), and the first process's
 compile cache.
 
-Either way it ends with its race: a cold one is a child in the first process's process group, so a
-cancel (SIGTERM to the group), a time limit (SIGKILL to it) or Ctrl-C in a terminal ends it too; a
-warm one leads a session of its own (the server's fork), so it watches the race process (`race_pid`
-in its job) and leaves the moment that process is gone, and the race process kills it on a cancel
-or its own time limit for it.
+Either way it ends with its race: it watches the race process (`race_pid` in its job) and leaves
+the moment that process is gone, however it went (a kill -9 of the worker alone, a crash, a
+terminal's race ended by SIGTERM or SIGKILL), and the race process kills it on a cancel or its own
+time limit for it. A cold one is also a child in the first process's process group, so a cancel
+(SIGTERM to the group), a time limit (SIGKILL to it) or Ctrl-C in a terminal reach it at once; a
+warm one leads a session of its own (the server's fork), which no group signal of the race reaches.
 
 `python -m core.runs.replicate_process` (and a warm one alike) reads its job as one JSON object on
 stdin and prints its result as one line, RESULT_PREFIX and JSON, on stdout.
@@ -97,8 +98,20 @@ def run_replicate(
             result = json.loads(line[len(RESULT_PREFIX) :])
             result["process"]["wall_s"] = round(time.time() - started, 2)
             return result
-    last = next((line for line in reversed(err.splitlines()) if line.strip()), f"exit status {proc.returncode}")
-    return _failed(number, f"replicate {number} failed: {last.strip()[:300]}", started)
+    return _failed(number, ended_why(number, proc.returncode, err), started)
+
+
+def ended_why(number: int, code: int | None, err: str) -> str:
+    """Why replicate `number` gave no result: the signal that killed it (its last line on stderr is
+    then whatever it printed before, a warning, not why it ended), else its last line on stderr."""
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"replicate {number} was killed by {name}"
+    last = next((line for line in reversed(err.splitlines()) if line.strip()), f"exit status {code}")
+    return f"replicate {number} failed: {last.strip()[:300]}"
 
 
 SERVER_READY_WAIT_S = 30.0  # how long a race outside the app waits for its own warm server to serve
@@ -174,11 +187,18 @@ def warm_main(argv: list[str]) -> int:
 
 
 def leave_with(pid: int) -> None:
-    """End this process (and its session: its compile workers) the moment process `pid` is gone. A
+    """End this process the moment process `pid` is gone: with its session (its compile workers)
+    where it leads one (a warm replicate), else itself alone (a cold one, in its race's process
+    group, which may hold a terminal's other processes; its compile workers watch it and leave). A
     thread that blocks on the process's pidfd (Linux 5.3+; elsewhere it looks twice a second): it
     costs the measurement nothing while it waits."""
     if pid <= 0:
         return
+
+    def leave() -> None:
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     def watch() -> None:
         try:
@@ -190,17 +210,20 @@ def leave_with(pid: int) -> None:
         else:
             while pid_running(pid):
                 time.sleep(0.5)
-        os.killpg(os.getpgrp(), signal.SIGKILL)
+        leave()
 
     if not pid_running(pid):
-        os.killpg(os.getpgrp(), signal.SIGKILL)
+        leave()
     threading.Thread(target=watch, name="leave-with-race", daemon=True).start()
 
 
 def main() -> int:
-    """The replicate process: its race's conditions, then the replicate, then one line of result."""
+    """The replicate process started cold: its race's conditions, then the replicate, then one line
+    of result; it leaves with its race process, as a warm one does."""
     entered = time.time()
-    return measure_job(json.loads(sys.stdin.read()), entered)
+    job = json.loads(sys.stdin.read())
+    leave_with(int(job.get("race_pid") or 0))
+    return measure_job(job, entered)
 
 
 def measure_job(job: dict[str, Any], entered: float) -> int:

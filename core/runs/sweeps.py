@@ -144,7 +144,7 @@ def enqueue_sweep(
         for point in points:
             row = queue.job_row("race", point.to_dict(), owner, caps, limits, sweep_id=sweep_id, client=address)
             store._insert_run(c, row)
-    queue.tick(store)
+    queue.tick(store, prewarm=True)
     return sweep_id
 
 

@@ -404,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-s", type=float, default=warm_start.DEFAULT_IDLE_S)
     parser.add_argument("--cpus", default="", help="the cores it runs on, set before torch is imported")
     parser.add_argument("--code-root", default=warm_start.CODE_ROOT, help="the code whose change retires it")
+    parser.add_argument("--lane", default="", help="the lane it serves: a newer server of it asks this one to leave")
+    parser.add_argument("--owner", default="-", help="the pid of the app or agent it belongs to (-: none)")
     args = parser.parse_args(argv)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -330,7 +330,7 @@ def run_job(store_path: str, run_id: int) -> int:
     try:
         _record_end(store, run_id, status, fields)
         if not started_by_agent():  # (an agent's worker: its agent starts what comes next)
-            tick(store)  # other lanes' jobs start now; this lane's next one once this process is gone:
+            tick(store, prewarm=True)  # other lanes' jobs start now; this lane's next one once this process is gone:
             launch_ticker(store_path, after_pid=os.getpid())
     except Exception as exc:
         if not disk_space.worth_waiting(exc):
