@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from core.engine.events import BusyEvent, CompileEvent, EpochEvent, ReplicateEvent, StartEvent, StatusEvent, StepEvent
+from core.engine.machine_faults import machine_fault
 from core.engine.spec import RunSpec, SpecError
 from core.runs import disk_space, outage
 from core.runs.agent import started_by_agent, watch_agent
@@ -384,7 +385,8 @@ def run_job(store_path: str, run_id: int) -> int:
     except KeyboardInterrupt:
         status, fields = "cancelled", {}
     except Exception as exc:  # noqa: BLE001 - the job fails with a reason, the queue moves on
-        fields = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        fields = {"error": machine_fault(exc) or f"{type(exc).__name__}: {first}"}
     finally:
         done.set()  # no timeout and no SIGTERM may interrupt the recording below
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
