@@ -243,6 +243,19 @@ def test_kill_9_mid_run_fails_the_run_keeps_its_events_and_the_queue_moves_on(st
     assert store.get_run(nxt).status == "done"
 
 
+def test_a_sigterm_from_outside_the_app_ends_the_run_cancelled_saying_so(store):
+    """Nobody cancelled it here (a kill, a shutdown): the run says what stopped it, and keeps what
+    it measured. A cancel from the app still reads as a plain cancel (its end is recorded first)."""
+    run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=5000), "ann", limits=NO_LIMITS, caps=CPU)
+    wait_for(lambda: len(step_events(store, run_id)) >= 3)
+    os.kill(store.get_run(run_id).pid, signal.SIGTERM)
+    wait_for(finished(store, run_id), timeout=30)
+    run = store.get_run(run_id)
+    assert (run.status, run.error) == ("cancelled", "stopped by SIGTERM from outside the app")
+    assert describe(store, run) == "cancelled: stopped by SIGTERM from outside the app"
+    assert run.summary is not None and len(step_events(store, run_id)) >= 3
+
+
 def test_cancel_a_running_job_stops_its_process_group_within_3_s(store):
     run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=5000), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(lambda: len(step_events(store, run_id)) >= 3)

@@ -343,8 +343,19 @@ def _agent_gone(sink: EventSink) -> None:
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
+_STOPPED_BY: list[str] = []  # the signal that stopped this job, by name ('SIGTERM')
+
+
 def _raise_interrupt(signum, frame):  # noqa: ARG001
+    _STOPPED_BY.append(signal.Signals(signum).name)
     raise KeyboardInterrupt
+
+
+def stopped_from_outside(signal_name: str) -> str:
+    """Why a run ends cancelled that nobody cancelled: a cancel, a time limit, reconcile and an agent
+    record the run's end before they signal its worker, so a signal that finds the run still active
+    came from outside the app (a kill, a shutdown, a container stopped)."""
+    return f"stopped by {signal_name} from outside the app"
 
 
 def run_job(store_path: str, run_id: int) -> int:
@@ -391,6 +402,8 @@ def run_job(store_path: str, run_id: int) -> int:
         done.set()  # no timeout and no SIGTERM may interrupt the recording below
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         lost = sink.close()
+    if status == "cancelled" and _STOPPED_BY:  # (a cancel's own end is recorded first and stays)
+        fields = {**fields, "error": stopped_from_outside(_STOPPED_BY[0])}
     if sink.stopped_at_limit:
         status, fields = "failed", {**fields, "error": outage.lost_reason(sink.lost_for_s(), sink.steps)}
     if lost and sink.why_unstored in KEPT_FOR_LATER:  # still away or locked: left for this box to deliver
@@ -426,8 +439,10 @@ def run_job(store_path: str, run_id: int) -> int:
 def _ending(status: str, fields: dict[str, Any]) -> tuple[tuple[str, dict[str, Any]], dict[str, Any]]:
     """((status, the end's fields), what was measured): how a run's outcome is recorded."""
     measured = {k: v for k, v in fields.items() if k in ("summary", "details", "environment") and v is not None}
-    phase = {"done": "done", "cancelled": "cancelled"}.get(status, f"failed: {fields.get('error')}")
-    error = None if status == "cancelled" else fields.get("error")
+    error = fields.get("error")
+    if status == "cancelled" and error == "cancelled":  # (the trainer's word for it: no reason)
+        error = None
+    phase = "done" if status == "done" else f"{status}: {error}" if error else status
     return (status, {"phase": phase, "error": error}), measured
 
 
