@@ -49,6 +49,12 @@ def is_store_locked(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and any(w in str(exc).lower() for w in ("locked", "busy"))
 
 
+def store_unavailable(exc: BaseException) -> bool:
+    """Whether a read failed because the store is away or locked for now (a reader answers 'try
+    again', a 503, never 'damaged')."""
+    return is_store_lost(exc) or is_store_locked(exc)
+
+
 def worth_waiting(exc: BaseException) -> bool:
     """A full disk, a lost server or a locked store: the worker keeps what it measured and retries
     for a while."""
