@@ -502,3 +502,21 @@ def end_run(store, sleepers, run_id, status="done", **fields) -> None:
         if proc.args[-1] == str(run_id):
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def own_server(postgresql_server, monkeypatch):
+    """A PostgreSQL server of the test's own, to stop and start again; the store named by
+    COMPILE_LAB_STORE, as the workers read it."""
+    import pg_server
+
+    from core.runs.store.postgresql import close_pool
+
+    del postgresql_server  # (only for its rule)
+    url, folder = pg_server.start()
+    monkeypatch.setenv("COMPILE_LAB_STORE", url)
+    try:
+        yield url, folder
+    finally:
+        close_pool(url)
+        pg_server.stop(folder)

@@ -2,8 +2,11 @@
 ("compile failed on this model: <reason>; eager ran"), shows no compiled figure as a result, and a
 bundle carries it. Graph breaks are part of the reading."""
 
+import errno
+import os
 import time
 
+import pytest
 from conftest import quick_spec
 
 from core.engine import analysis, reading
@@ -112,3 +115,34 @@ def test_only_the_compilers_own_errors_count_as_compile_failures():
     assert compile_failure(RuntimeError("CUDA error: an illegal memory access"), spec, cpu) is None
     assert compile_failure(torch.OutOfMemoryError("CUDA out of memory"), spec, cpu) is None
     assert compile_failure(KeyboardInterrupt(), spec, cpu) is None
+
+
+@pytest.mark.parametrize(
+    ("number", "says"),
+    [
+        (errno.ENOSPC, "ran out of disk space"),
+        (errno.EMFILE, "ran out of open files"),
+        (errno.EDQUOT, "passed its disk quota"),
+    ],
+)
+def test_a_failure_of_the_machine_inside_the_compiler_is_no_compile_failure(number, says):
+    """torch wraps Inductor's OSError in its own error: the cause is followed, and the reason names
+    the machine (the race fails; it found nothing about the model)."""
+    import torch
+    import torch._inductor.exc
+
+    from core.engine.failures import compile_failure, explain_failure
+    from core.engine.spec import RunSpec
+
+    spec, cpu = RunSpec(backend="inductor"), torch.device("cpu")
+    try:
+        try:
+            raise OSError(number, os.strerror(number))
+        except OSError as cause:
+            raise torch._inductor.exc.InductorError(cause, None) from cause
+    except torch._inductor.exc.InductorError as wrapped:
+        error = wrapped
+    assert compile_failure(error, spec, cpu) is None
+    reason = explain_failure(error, spec, cpu)
+    assert reason.startswith("this machine ") and f"[Errno {number}]" in reason and "not a finding" in reason
+    assert says in reason

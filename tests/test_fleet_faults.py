@@ -25,24 +25,6 @@ from core.runs.store import Store
 CPU_LANE = {"torch": "2.14.1", "lanes": [{"lane": "cpu", "device_name": "CPU"}]}
 
 
-@pytest.fixture
-def own_server(postgresql_server, monkeypatch):
-    """A PostgreSQL server of the test's own, to stop and start again; the store named by
-    COMPILE_LAB_STORE, as the workers read it."""
-    import pg_server
-
-    from core.runs.store.postgresql import close_pool
-
-    del postgresql_server  # (only for its rule)
-    url, folder = pg_server.start()
-    monkeypatch.setenv("COMPILE_LAB_STORE", url)
-    try:
-        yield url, folder
-    finally:
-        close_pool(url)
-        pg_server.stop(folder)
-
-
 def steps_of(store, run_id):
     steps = [e for e in store.events_after(run_id) if e["kind"] == "step"]
     return [(e["variant"], e["phase"], e["epoch"], e["step"]) for e in steps]

@@ -2,6 +2,7 @@
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -12,7 +13,7 @@ from conftest import AMPERE, CPU, ROOT, machine_seconds, quick_spec
 
 from core.engine.reading import reading
 from core.engine.spec import SpecError
-from core.runs import devices, processes, queue
+from core.runs import devices, outage, processes, queue
 from core.runs.limits import HostLimits
 from core.runs.store import Store
 from core.view.job_status import describe
@@ -242,6 +243,19 @@ def test_kill_9_mid_run_fails_the_run_keeps_its_events_and_the_queue_moves_on(st
     assert store.get_run(nxt).status == "done"
 
 
+def test_a_sigterm_from_outside_the_app_ends_the_run_cancelled_saying_so(store):
+    """Nobody cancelled it here (a kill, a shutdown): the run says what stopped it, and keeps what
+    it measured. A cancel from the app still reads as a plain cancel (its end is recorded first)."""
+    run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=5000), "ann", limits=NO_LIMITS, caps=CPU)
+    wait_for(lambda: len(step_events(store, run_id)) >= 3)
+    os.kill(store.get_run(run_id).pid, signal.SIGTERM)
+    wait_for(finished(store, run_id), timeout=30)
+    run = store.get_run(run_id)
+    assert (run.status, run.error) == ("cancelled", "stopped by SIGTERM from outside the app")
+    assert describe(store, run) == "cancelled: stopped by SIGTERM from outside the app"
+    assert run.summary is not None and len(step_events(store, run_id)) >= 3
+
+
 def test_cancel_a_running_job_stops_its_process_group_within_3_s(store):
     run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=5000), "ann", limits=NO_LIMITS, caps=CPU)
     wait_for(lambda: len(step_events(store, run_id)) >= 3)
@@ -386,3 +400,60 @@ def test_a_worker_caught_in_its_exec_is_not_called_dead(monkeypatch):
     assert processes.pid_alive(os.getpid())
     command["text"] = b"bash\x00-c\x00sleep 5\x00"
     assert not processes.pid_alive(os.getpid())
+
+
+# -- a store another program holds locked (a backup, a sqlite3 shell) ----------------------------
+
+
+def test_a_run_is_judged_again_on_its_row_once_that_row_is_held(store, sleepers, monkeypatch):
+    """A store locked past the heartbeat timeout: reconcile read a stale heartbeat, and while it
+    waited for the lock the worker, waiting for the same lock, wrote first. Judged on the row as it
+    is once held, the healthy worker runs on; a worker whose run ended meanwhile is not signalled."""
+    healthy = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=AMPERE)
+    ending = queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=AMPERE)
+    for run_id in (healthy, ending):
+        store.update_run(run_id, heartbeat_at=time.time() - 500)
+    really_held = getattr(store, "run_held", None)
+
+    def worker_writes_first(run_id):
+        if run_id == healthy:
+            store.update_run(healthy, heartbeat_at=time.time())  # its heartbeat, once the lock was free
+        else:
+            store.finish_run(ending, "done")  # its own end
+        return really_held(run_id)
+
+    monkeypatch.setattr(store, "run_held", worker_writes_first, raising=False)
+    assert queue.reconcile(store) == []
+    assert store.get_run(healthy).status == "starting" and store.get_run(ending).status == "done"
+    assert [proc.poll() for proc in sleepers] == [None, None]  # neither worker was signalled
+
+
+@pytest.mark.sqlite_only
+def test_a_worker_waiting_for_a_locked_store_is_not_taken_for_hung_and_loses_nothing(store):
+    run_id = queue.enqueue(store, quick_spec(epochs=1, steps_per_epoch=100000), "ann", limits=NO_LIMITS, caps=CPU)
+    wait_for(lambda: len(step_events(store, run_id)) >= 3)
+    alive_file = outage.alive_path(store.path, run_id)
+    shell = sqlite3.connect(store.path, timeout=30, isolation_level=None)  # a sqlite3 shell holding the lock
+    # Its heartbeat as old as a long hold makes it, then the write lock held (one call: no write between).
+    shell.executescript(
+        f"BEGIN IMMEDIATE; UPDATE runs SET heartbeat_at = {time.time() - 500} WHERE id = {run_id}; "
+        "COMMIT; BEGIN IMMEDIATE;"
+    )
+    try:
+        assert store.get_run(run_id).heartbeat_at < time.time() - 400
+        wait_for(lambda: os.path.exists(alive_file), timeout=30)  # the worker says it waits, alive
+        assert queue.reconcile(store) == []
+    finally:
+        shell.execute("ROLLBACK")
+        shell.close()
+    wait_for(lambda: store.get_run(run_id).heartbeat_at > time.time() - 30, timeout=30)
+    wait_for(lambda: not os.path.exists(alive_file), timeout=10)
+    seen = len(step_events(store, run_id))
+    wait_for(lambda: len(step_events(store, run_id)) > seen)
+    assert queue.cancel(store, run_id, "ann") == "cancelled"
+    wait_for(lambda: not processes.pid_alive(store.get_run(run_id).pid), timeout=30)
+    by_variant = {}
+    for event in step_events(store, run_id):
+        by_variant.setdefault(event["variant"], []).append(event["step"])
+    for steps in by_variant.values():  # every step it measured, the ones timed under the lock too, once
+        assert steps == list(range(steps[0], steps[0] + len(steps)))

@@ -303,3 +303,23 @@ def test_a_store_that_cannot_be_opened_is_a_clear_503_not_a_traceback(tmp_path, 
     assert response.status_code == 503
     assert response.json()["error"].startswith("Compile Lab cannot open its store: store ")
     assert "is a folder" in response.json()["error"]
+
+
+def test_a_database_outage_is_a_503_to_try_again_not_a_damaged_record(own_server, served):
+    """While the PostgreSQL server is away the feed says so (503, Retry-After), not "its stored
+    record is damaged" (a 500 that made viewers give up on a sound run); back, it answers again."""
+    import pg_server
+
+    url, folder = own_server
+    store = Store(url)
+    watched, run_id = record_race(store, "running"), record_race(store, "running")
+    http = client()
+    assert http.get(f"/api/live/{watched}").status_code == 200  # the feed has its store open
+    pg_server.pause(folder)  # and run_id's document, never built, must be read from it
+    try:
+        away = http.get(f"/api/live/{run_id}")
+    finally:
+        pg_server.resume(folder)
+    assert away.status_code == 503 and away.headers["retry-after"] == "5"
+    assert away.json()["error"] == feed_routes.UNAVAILABLE and "damaged" not in away.text
+    assert http.get(f"/api/live/{run_id}").status_code == 200

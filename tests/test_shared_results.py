@@ -156,3 +156,19 @@ def test_launch_still_measures_again_unless_the_queue_is_long(store, sleepers, m
     assert other.query_params["run"] == str(done)
     assert any(i.value.startswith("The queue is long, so this host shows the same race") for i in other.info)
     assert len(store.list_runs(kind="race")) == 3  # nothing new queued for it
+
+
+def test_a_compile_that_met_a_full_disk_is_never_a_shared_result(store):
+    """An older release recorded a full disk during the compile as the race's finding ("done",
+    compile failed): that says nothing about the model and is not offered to anyone."""
+    record_probe(store)
+    run_id = finished_race(store)
+    offered = {
+        **SUMMARY,
+        "compile_failed": "torch.compile failed (InductorError: OSError: [Errno 28] No space left on device)",
+    }
+    store.update_run(run_id, summary=offered)
+    assert recent_result(store, quick_spec(), CPU, within_s=None) is None
+    found = {**SUMMARY, "compile_failed": "fullgraph=True but the model has a graph break (Unsupported: x)"}
+    store.update_run(run_id, summary=found)  # a finding about the model is shared as before
+    assert recent_result(store, quick_spec(), CPU, within_s=None).id == run_id

@@ -1,5 +1,6 @@
 """The race: fair setup, honest events, partial results on failure."""
 
+import errno
 import json
 import math
 import os
@@ -131,6 +132,26 @@ def test_failure_in_the_eager_variant_skips_compiled(monkeypatch):
     assert result.error == "RuntimeError: boom"
     assert len(result.eager.steps) == 2 and result.compiled.steps == []
     assert result.summary.steady_state_speedup is None
+
+
+def test_a_full_disk_during_the_compile_fails_the_race_for_the_machine_not_the_model(monkeypatch):
+    """Inductor writes the code it generates to disk: a full disk there is the machine's failure, not
+    what torch.compile does with the model. Before, the race ended done with "compile failed ...
+    [Errno 28] No space left on device" as its finding, and was offered as that race's result."""
+    import torch._inductor.codecache as codecache
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(codecache, "write_atomic", disk_full)
+    monkeypatch.setattr(codecache, "write", disk_full)
+    result, _ = record(quick_spec(backend="inductor"))
+    assert result.status == "failed" and result.summary.compile_failed is None
+    assert result.error == (
+        "this machine ran out of disk space (OSError: [Errno 28] No space left on device): not a finding about "
+        "the model; free some space on the drive of the compile caches and the store, then run the race again"
+    )
+    assert len([s for s in result.eager.steps if s.phase == "train"]) >= 4  # eager's epoch before it: kept
 
 
 def test_ctrl_c_ends_the_run_as_cancelled(monkeypatch):

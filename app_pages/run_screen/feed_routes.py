@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from core import PROJECT_ROOT
+from core.runs.disk_space import store_unavailable
 from core.runs.store import StoreError, default_store_path, id_from_text, store_location
 from core.view.run_screen.feed import FEED_POLL_S, feeds_for
 from core.view.run_screen.shared_board import board_for, yield_to_measurements
@@ -28,6 +29,10 @@ from core.view.run_screen.shared_board import board_for, yield_to_measurements
 VENDOR_DIR = os.path.join(PROJECT_ROOT, "assets", "vendor", "vega")
 ASSETS = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")  # in loading order
 FEED_PREFIX = "/api/live"
+UNAVAILABLE = (
+    "Compile Lab cannot reach its store just now (the database is away or the file is locked); nothing is lost."
+)
+RETRY_AFTER_S = 5
 
 # Builds run on two threads of their own at a viewer's low priority (a box racing on its CPU gives
 # the race the CPU first), off the event loop that serves every session's websocket.
@@ -85,7 +90,9 @@ async def feed(request: Request) -> Response:
         document = await asyncio.get_running_loop().run_in_executor(_executor, feeds_for(board).get, run_id, present)
     except StoreError as exc:
         return JSONResponse({"error": f"Compile Lab cannot open its store: {exc}"}, status_code=503)
-    except Exception:  # noqa: BLE001 - a stored record the feed cannot draw: its viewers read why, not a traceback
+    except Exception as exc:  # noqa: BLE001 - a stored record the feed cannot draw: its viewers read why, not a traceback
+        if store_unavailable(exc):  # the database away or the file locked: not the record's fault
+            return JSONResponse({"error": UNAVAILABLE}, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
         _LOGGER.exception("the live feed cannot draw run %s", run_id)
         return JSONResponse({"error": f"Run {run_id} cannot be shown: its stored record is damaged."}, status_code=500)
     if document is None:

@@ -1,7 +1,7 @@
 """What went wrong, in words: a race's failures turned into a reason a person understands.
 
-One place decides what a failure means: out of memory (with what to try), a stance that stopped a
-recompile, a graph break under fullgraph, torch.compile's own errors (a finding about the model,
+One place decides what a failure means: out of memory (with what to try), a failure of the machine
+(a full disk, no file descriptors left: core.engine.machine_faults), a stance that stopped a recompile, a graph break under fullgraph, torch.compile's own errors (a finding about the model,
 not a crash, when eager ran the same model fine), a model that cannot be built, a cancel.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from core.engine.machine_faults import machine_fault
 from core.engine.models.workload import ModelError, is_out_of_memory
 from core.engine.spec import RunSpec
 
@@ -32,6 +33,9 @@ def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> 
         return "cancelled"
     if isinstance(exc, out_of_memory_errors()) or is_out_of_memory(exc):
         return f"out of memory at batch size {spec.batch_size} on {device}: try a smaller batch size or amp-bf16"
+    fault = machine_fault(exc)
+    if fault:
+        return fault
     if "stance is 'fail_on_recompile'" in text:
         guard = next((line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")), None)
         why = f" ({guard})" if guard else ""
@@ -52,8 +56,11 @@ def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> 
 def compile_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> str | None:
     """The reason, if the compiled variant failed because torch.compile could not handle the model
     (eager ran the same model, weights and batches without error): a finding about the model, not
-    a crash. Out of memory, a cancel and device errors are not compile failures."""
+    a crash. Out of memory, a cancel, device errors and a failure of the machine (a full disk while
+    Inductor wrote its code) are not compile failures: the race fails, it found nothing."""
     if isinstance(exc, KeyboardInterrupt) or isinstance(exc, out_of_memory_errors()) or is_out_of_memory(exc):
+        return None
+    if machine_fault(exc):
         return None
     if not type(exc).__module__.startswith(_COMPILER_MODULES):
         return None

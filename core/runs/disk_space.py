@@ -1,6 +1,6 @@
-"""A full disk (or a store server gone for a moment), recognised wherever the store is written: the
-worker keeps what it measured in memory and waits (a while) for space or the server to return; the
-CLI says "disk full" in one line. No torch."""
+"""A full disk (or a store server gone for a moment, or a store another program holds locked),
+recognised wherever the store is written: the worker keeps what it measured in memory and waits (a
+while) for space, the server or the lock; the CLI says "disk full" in one line. No torch."""
 
 from __future__ import annotations
 
@@ -38,9 +38,27 @@ def is_store_lost(exc: BaseException) -> bool:
     )
 
 
+LOCK_NOT_AVAILABLE_SQLSTATE = "55P03"  # PostgreSQL's lock_not_available (a lock_timeout passed)
+
+
+def is_store_locked(exc: BaseException) -> bool:
+    """Whether a write failed because another program held the store's write lock past the wait (a
+    backup, a sqlite3 shell with a transaction open): the writer is alive and only waits its turn."""
+    if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE_SQLSTATE:
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and any(w in str(exc).lower() for w in ("locked", "busy"))
+
+
+def store_unavailable(exc: BaseException) -> bool:
+    """Whether a read failed because the store is away or locked for now (a reader answers 'try
+    again', a 503, never 'damaged')."""
+    return is_store_lost(exc) or is_store_locked(exc)
+
+
 def worth_waiting(exc: BaseException) -> bool:
-    """A full disk or a lost server: the worker keeps what it measured and retries for a while."""
-    return is_disk_full(exc) or is_store_lost(exc)
+    """A full disk, a lost server or a locked store: the worker keeps what it measured and retries
+    for a while."""
+    return is_disk_full(exc) or is_store_lost(exc) or is_store_locked(exc)
 
 
 def disk_full_message(store_path: str) -> str:

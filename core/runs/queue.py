@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
-from core.runs import fleet, outage, processes
+from core.runs import disk_space, fleet, outage, processes
 from core.runs.devices import ANY_GPU, HOST, LOOKUP_DEVICE_KEY, PROBE_DEVICE_KEY, device_lanes, known_caps
 from core.runs.estimates import estimate_details
 from core.runs.job_kinds import JOB_KINDS, UNCOUNTED_KINDS, JobKind
@@ -351,41 +351,72 @@ def reconcile(store: Store, now: float | None = None, host: str = HOST) -> list[
 
     Returns the ids it ended. A job on another host is judged by its heartbeat (and its agent's) alone.
     What a worker of this box kept while the store was lost is delivered first (core.runs.outage).
+    A run found ending is judged again on its row once that row is held for the write (the store may
+    have been locked meanwhile, by a backup or a sqlite3 shell: the worker that waited for the same
+    lock has written its heartbeat first), and its worker is stopped only where this call ended it.
     """
-    outage.deliver_kept(store)
-    now = time.time() if now is None else now
+    try:
+        outage.deliver_kept(store)
+    except Exception as exc:
+        if not disk_space.is_store_locked(exc):
+            raise  # (a locked store: the files stay for the next tick, which judges too)
+        return []
+    offset = 0.0 if now is None else now - time.time()  # a caller's clock (tests, the fleet's checks)
     ended: list[int] = []
     active = store.list_runs(status=ACTIVE_STATES)
     stopped = fleet.stopped_agents(store) if any(run.host not in (None, host) for run in active) else {}
     up_since = store.up_since() if active else 0.0
     for run in active:
-        local = run.host == host
-        alive = processes.pid_alive(run.pid) if (local and run.pid) else None
-        # No heartbeat could reach a server that restarted during the run; a worker of this box whose
-        # heartbeats cannot reach the store says it is alive in a file.
-        restarted = up_since if up_since > (run.started_at or 0.0) else 0.0
-        heartbeat = max(run.heartbeat_at or 0.0, restarted, outage.alive_at(store.path, run.id) if alive else 0.0)
-        if run.cancel_requested:
-            outcome = ("cancelled", "cancelled")
-        elif not local and run.host in stopped:
-            outcome = ("failed", f"agent {run.host} stopped")
-        elif alive is False:
-            outcome = ("failed", "worker stopped unexpectedly")
-        elif run.pid is None and run.started_at and now - run.started_at > START_GRACE_S:
-            outcome = ("failed", f"worker did not start within {START_GRACE_S:.0f} s")
-        elif run.time_limit_s and run.started_at and now - run.started_at > run.time_limit_s:
-            outcome = ("failed", f"timed out after {run.time_limit_s:.0f} s")
-        elif run.heartbeat_at and now - heartbeat > HEARTBEAT_STALE_S:
-            outcome = ("failed", f"worker stopped responding (no heartbeat for {now - heartbeat:.0f} s)")
-        else:
+        if _outcome(store, run, time.time() + offset, host, stopped, up_since) is None:
             continue
-        status, reason = outcome
-        # Record the outcome first: a worker stopped by SIGTERM would otherwise call it "cancelled".
-        if store.finish_run(run.id, status, error=None if status == "cancelled" else reason, phase=reason):
-            ended.append(run.id)
+        try:
+            with store.run_held(run.id) as (c, held):
+                outcome = None if held is None or held.finished else _outcome(
+                    store, held, time.time() + offset, host, stopped, up_since
+                )  # fmt: skip
+                if outcome is None:
+                    continue
+                (status, reason), alive = outcome
+                # The outcome first: a worker stopped by SIGTERM would otherwise call it "cancelled".
+                error = None if status == "cancelled" else reason
+                if not store.finish_run(run.id, status, conn=c, error=error, phase=reason):
+                    continue
+        except Exception as exc:
+            if not disk_space.is_store_locked(exc):
+                raise
+            break  # another program holds the store past the wait: judged at the next tick, not now
+        ended.append(run.id)
         if alive:
-            processes.terminate_group(run.pid)
-    return ended + _move_stranded(store, host, now)
+            processes.terminate_group(held.pid)
+    return ended + _move_stranded(store, host, time.time() + offset)
+
+
+def _outcome(
+    store: Store, run: Run, now: float, host: str, stopped: dict[str, Any], up_since: float
+) -> tuple[tuple[str, str], bool | None] | None:
+    """How an active run must end now ((status, reason), whether its worker of this box is alive),
+    or None while it is fine."""
+    local = run.host == host
+    alive = processes.pid_alive(run.pid) if (local and run.pid) else None
+    # No heartbeat could reach a server that restarted during the run; a worker of this box whose
+    # heartbeats cannot reach the store (lost, or locked by another program) says it is alive in a file.
+    restarted = up_since if up_since > (run.started_at or 0.0) else 0.0
+    heartbeat = max(run.heartbeat_at or 0.0, restarted, outage.alive_at(store.path, run.id) if alive else 0.0)
+    if run.cancel_requested:
+        outcome = ("cancelled", "cancelled")
+    elif not local and run.host in stopped:
+        outcome = ("failed", f"agent {run.host} stopped")
+    elif alive is False:
+        outcome = ("failed", "worker stopped unexpectedly")
+    elif run.pid is None and run.started_at and now - run.started_at > START_GRACE_S:
+        outcome = ("failed", f"worker did not start within {START_GRACE_S:.0f} s")
+    elif run.time_limit_s and run.started_at and now - run.started_at > run.time_limit_s:
+        outcome = ("failed", f"timed out after {run.time_limit_s:.0f} s")
+    elif run.heartbeat_at and now - heartbeat > HEARTBEAT_STALE_S:
+        outcome = ("failed", f"worker stopped responding (no heartbeat for {now - heartbeat:.0f} s)")
+    else:
+        return None
+    return outcome, alive
 
 
 def _move_stranded(store: Store, host: str, now: float) -> list[int]:

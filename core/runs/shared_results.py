@@ -4,7 +4,8 @@ On a shared box many visitors ask for the same few configurations (the preset, t
 talk's example). A race that this host's device finished within the host's reuse window, with the
 same spec, the same device and the same torch, measured what a new run would measure: the Race
 page offers it at once, and where the host says so (auto_reuse_queue_length) shows it without
-asking while the queue is long. Never across device types or software versions (core.runs.device_types:
+asking while the queue is long. A race that failed is never one, nor an older release's race that
+took a full disk during its compile for a finding about the model (core.engine.machine_faults). Never across device types or software versions (core.runs.device_types:
 a number from another GPU or another torch is not this device's number); in a fleet, a race on one
 GPU type counts for every box with that GPU and that torch, a CPU's only for its own box.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from core.engine.machine_faults import is_machine_fault_text
 from core.engine.options import COMPILE, LENGTH, RECORDED, STEP_TIME
 from core.engine.replicates import replicates_asked
 from core.engine.spec import DeviceCaps, RunSpec
@@ -58,6 +60,8 @@ def recent_result(
     now = time.time() if now is None else now
     for run in store.list_runs(kind="race", status=["done"], limit=SCAN_LIMIT):
         if run.imported or not run.summary or not target.measured(run):
+            continue
+        if is_machine_fault_text(run.summary.get("compile_failed")):  # an older release's "finding"
             continue
         if within_s is not None and (run.finished_at is None or now - run.finished_at > within_s):
             continue

@@ -20,6 +20,7 @@ from typing import Any
 
 from core.engine import event_rows
 from core.engine.events import StartEvent, StatusEvent, StepEvent
+from core.engine.machine_faults import machine_fault
 from core.engine.spec import RunSpec, SpecError
 from core.runs import disk_space, outage
 from core.runs.agent import started_by_agent, watch_agent
@@ -32,7 +33,7 @@ from core.runs.store import Store
 
 FLUSH_EVERY_S = 0.25
 HEARTBEAT_EVERY_S = 1.0
-LOST_AFTER_S = 3.0  # a write that waits this long for a connection finds the store's server lost
+LOST_AFTER_S = 3.0  # a write that waits this long for a connection (or a file's lock) finds the store lost (or locked)
 
 
 class EventSink:
@@ -65,6 +66,7 @@ class EventSink:
         self.stopped_at_limit = False
         self.on_limit: Any = None  # called once, from the writer thread, when the limit passes
         self._complained = 0.0
+        self._said_alive = False  # whether the alive file says this worker waits for a locked store
         self._stop = threading.Event()
         self._flush_lock = threading.Lock()  # the writer thread and the watchdog both flush
         self._thread = threading.Thread(target=self._loop, name="event-writer", daemon=True)
@@ -136,12 +138,18 @@ class EventSink:
                 if disk_space.is_store_lost(exc):
                     self.lost_since = self.lost_since or now
                     outage.touch_alive(self.store_path, self.run_id)
+                elif disk_space.is_store_locked(exc):  # another program holds the file: alive, waiting
+                    self._said_alive = True
+                    outage.touch_alive(self.store_path, self.run_id)
                 raise
             if self.lost_since is not None:
                 self.lost_s, self.lost_since = now - self.lost_since, None
                 print(
                     f"event writer: the store is back after {self.lost_s:.0f} s; kept events written", file=sys.stderr
                 )
+                outage.clear_alive(self.store_path, self.run_id)
+            elif self._said_alive:
+                self._said_alive = False
                 outage.clear_alive(self.store_path, self.run_id)
             self._last_write = now
 
@@ -205,7 +213,19 @@ class EventSink:
 
 
 def _why_unstored(exc: BaseException) -> str:
-    return "store unreachable" if disk_space.is_store_lost(exc) else "disk full"
+    if disk_space.is_store_locked(exc):
+        return STORE_LOCKED
+    return STORE_UNREACHABLE if disk_space.is_store_lost(exc) else "disk full"
+
+
+STORE_UNREACHABLE = "store unreachable"
+STORE_LOCKED = "store locked by another program"
+KEPT_FOR_LATER = (STORE_UNREACHABLE, STORE_LOCKED)  # what this box delivers once it can (core.runs.outage)
+
+
+def _kept_for_later(exc: BaseException) -> bool:
+    """Whether a run's end could not be written for a reason that passes (a lost server, a lock)."""
+    return disk_space.is_store_lost(exc) or disk_space.is_store_locked(exc)
 
 
 def phase_text(event: Any) -> str:
@@ -245,7 +265,7 @@ def _watchdog(
         if not started_by_agent():
             launch_ticker(store_path, after_pid=os.getpid())
     except Exception as exc:
-        if disk_space.is_store_lost(exc) or sink.lost_since is not None:
+        if _kept_for_later(exc) or sink.lost_since is not None:
             sink.leave_kept(("failed", {"error": reason, "phase": "timed out"}))
     finally:
         os.killpg(os.getpgrp(), signal.SIGKILL)
@@ -265,8 +285,19 @@ def _agent_gone(sink: EventSink) -> None:
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
+_STOPPED_BY: list[str] = []  # the signal that stopped this job, by name ('SIGTERM')
+
+
 def _raise_interrupt(signum, frame):  # noqa: ARG001
+    _STOPPED_BY.append(signal.Signals(signum).name)
     raise KeyboardInterrupt
+
+
+def stopped_from_outside(signal_name: str) -> str:
+    """Why a run ends cancelled that nobody cancelled: a cancel, a time limit, reconcile and an agent
+    record the run's end before they signal its worker, so a signal that finds the run still active
+    came from outside the app (a kill, a shutdown, a container stopped)."""
+    return f"stopped by {signal_name} from outside the app"
 
 
 def run_job(store_path: str, run_id: int) -> int:
@@ -307,16 +338,19 @@ def run_job(store_path: str, run_id: int) -> int:
     except KeyboardInterrupt:
         status, fields = "cancelled", {}
     except Exception as exc:  # noqa: BLE001 - the job fails with a reason, the queue moves on
-        fields = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        fields = {"error": machine_fault(exc) or f"{type(exc).__name__}: {first}"}
     finally:
         done.set()  # no timeout and no SIGTERM may interrupt the recording below
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         lost = sink.close()
+    if status == "cancelled" and _STOPPED_BY:  # (a cancel's own end is recorded first and stays)
+        fields = {**fields, "error": stopped_from_outside(_STOPPED_BY[0])}
     if sink.stopped_at_limit:
         status, fields = "failed", {**fields, "error": outage.lost_reason(sink.lost_for_s(), sink.steps)}
-    if lost and sink.why_unstored == "store unreachable":  # still away: left for this box to deliver
+    if lost and sink.why_unstored in KEPT_FOR_LATER:  # still away or locked: left for this box to deliver
         path = sink.leave_kept(*_ending(status, fields))
-        print(f"run {run_id}: the store is unreachable; {lost} measured events and the run's end kept in {path}")
+        print(f"run {run_id}: {sink.why_unstored}; {lost} measured events and the run's end kept in {path}")
         return 1
     if lost:
         status, fields = (
@@ -335,9 +369,9 @@ def run_job(store_path: str, run_id: int) -> int:
     except Exception as exc:
         if not disk_space.worth_waiting(exc):
             raise
-        if disk_space.is_store_lost(exc):
+        if _kept_for_later(exc):
             path = sink.leave_kept(*_ending(status, fields))
-            print(f"run {run_id}: the store is unreachable; the run's end kept in {path}", file=sys.stderr)
+            print(f"run {run_id}: {_why_unstored(exc)}; the run's end kept in {path}", file=sys.stderr)
         else:
             print(f"run {run_id}: {disk_space.disk_full_message(store_path)}", file=sys.stderr)
         return 1
@@ -347,8 +381,10 @@ def run_job(store_path: str, run_id: int) -> int:
 def _ending(status: str, fields: dict[str, Any]) -> tuple[tuple[str, dict[str, Any]], dict[str, Any]]:
     """((status, the end's fields), what was measured): how a run's outcome is recorded."""
     measured = {k: v for k, v in fields.items() if k in ("summary", "details", "environment") and v is not None}
-    phase = {"done": "done", "cancelled": "cancelled"}.get(status, f"failed: {fields.get('error')}")
-    error = None if status == "cancelled" else fields.get("error")
+    error = fields.get("error")
+    if status == "cancelled" and error == "cancelled":  # (the trainer's word for it: no reason)
+        error = None
+    phase = "done" if status == "done" else f"{status}: {error}" if error else status
     return (status, {"phase": phase, "error": error}), measured
 
 

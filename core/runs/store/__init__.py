@@ -56,8 +56,9 @@ class Store:
     thread/process opens its own (on PostgreSQL they share the process's connection pool)."""
 
     def __init__(self, path: str | None = None, wait_s: float | None = None):
-        """`wait_s`: how long a server store's calls wait for a connection before they fail (the
-        pool's 30 s by default): a worker holding measured events must notice a lost server soon."""
+        """`wait_s`: how long a server store's calls wait for a connection, and a file's writes for
+        the lock another program holds, before they fail (30 s by default): a worker holding
+        measured events must notice a lost server or a locked file soon."""
         location = path or default_store_path()
         self.server = is_server_url(location)
         self._db: Any = None
@@ -69,7 +70,7 @@ class Store:
             else:
                 from core.runs.store.sqlite import SqliteBackend
 
-                self._db = SqliteBackend(location)
+                self._db = SqliteBackend(location, wait_s)
             self.path = self._db.path
             self._migrate()
         except StoreError:
@@ -250,6 +251,17 @@ class Store:
             (pid, host, time.time(), run_id),
         )
         return changed == 1
+
+    @contextmanager
+    def run_held(self, run_id: int) -> Iterator[tuple[Any, Run | None]]:
+        """A transaction that holds a run's row for writing (SQLite: the write lock; PostgreSQL: the
+        row, FOR UPDATE), with the row as it is once held (None if gone). Who ends a run for what its
+        row says (reconcile) decides on a row no one can change before the decision is written: a
+        worker that waited for the same lock (a backup, a sqlite3 shell) has written first."""
+        with self._db.transaction(immediate=not self.server) as c:
+            row = c.execute("SELECT * FROM runs WHERE id = ?" + (" FOR UPDATE" if self.server else ""), (run_id,))
+            found = row.fetchone()
+            yield c, run_of(found) if found else None
 
     def get_run(self, run_id: int, conn: Any = None) -> Run | None:
         """The run, None if there is none (or its row is on a damaged page: then in unreadable_runs)."""

@@ -30,17 +30,18 @@ class SqliteBackend:
 
     kind = "sqlite"
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, wait_s: float | None = None):
+        """`wait_s`: how long a write waits for the lock another connection holds before it fails
+        with "database is locked" (BUSY_TIMEOUT_MS by default)."""
         self.path = os.path.abspath(path)
+        busy_ms = BUSY_TIMEOUT_MS if wait_s is None else max(int(wait_s * 1000), 1)
         if os.path.isdir(self.path):
             raise StoreError(f"store {self.path} is a folder: name a file (it is created if missing)")
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self._conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
+        self._conn = sqlite3.connect(self.path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False)
         try:
             self._conn.row_factory = sqlite3.Row
-            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; safe with WAL
             self._conn.execute("PRAGMA foreign_keys = ON")
