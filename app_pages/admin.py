@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import host_limits, store, tick, visitor, visitor_address
-from core.runs import admin, fleet, queue
+from core.runs import admin, fleet, identity, queue
 from core.view.admin_tables import lane_rows, run_rows
 from core.view.fleet import fleet_rows
 from core.view.safe_text import markdown_text
@@ -46,6 +46,10 @@ if pause_col.button("Resume the queue" if paused else "Pause the queue", width="
 if lock_col.button("Lock", width="stretch", help="Forget the token in this session."):
     st.session_state.pop("admin_unlocked", None)
     st.rerun()
+limits = host_limits()
+told_apart = identity.ADDRESSES_SEEN.notice(limits) if limits is not None else None
+if told_apart:
+    st.warning(markdown_text(told_apart))
 
 st.subheader("Workers and lanes")
 lanes = lane_rows(admin.lanes(db))

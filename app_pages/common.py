@@ -19,7 +19,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from core.engine import words
 from core.engine.explain import demo_device_problem
 from core.engine.planning import plan_from_summary, plan_sentence
-from core.runs import admin, devices, queue, shared_results
+from core.runs import admin, devices, identity, queue, shared_results
 from core.runs.disk_space import disk_full_message, is_disk_full
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
@@ -205,7 +205,9 @@ def visitor_address(limits: HostLimits | None) -> str | None:
     if limits is None:
         return None
     ip, headers = connection_address()
-    return client_address(limits, ip, headers)
+    address = client_address(limits, ip, headers)
+    identity.ADDRESSES_SEEN.note(visitor(), address, ip)  # the Admin page says who is told apart by browser alone
+    return address
 
 
 def tick() -> None:

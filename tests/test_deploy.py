@@ -18,6 +18,7 @@ from core.runs.limits import _LIMIT_PARSERS, load_host_limits
 
 DOCKERFILE = os.path.join(ROOT, "Dockerfile")
 COMPOSE = os.path.join(ROOT, "deploy", "compose.yaml")
+FLEET_COMPOSE = os.path.join(ROOT, "deploy", "compose.fleet.yaml")
 
 
 def instructions(path: str) -> list[tuple[str, str]]:
@@ -126,7 +127,7 @@ def test_the_image_leaves_out_local_data_and_history():
 def service():
     with open(COMPOSE) as fh:
         compose = yaml.safe_load(fh)
-    assert list(compose["services"]) == ["compile-lab"]
+    assert list(compose["services"]) == ["front", "compile-lab"]
     return compose, compose["services"]["compile-lab"]
 
 
@@ -136,7 +137,28 @@ def test_the_compose_file_builds_this_image_and_asks_for_the_gpus(service):
     assert context == ROOT and os.path.exists(os.path.join(context, svc["build"]["dockerfile"]))
     gpus = svc["deploy"]["resources"]["reservations"]["devices"]
     assert gpus == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
-    assert svc["ports"] == ["8501:8501"]
+
+
+@pytest.mark.parametrize("compose_file, app_service", [(COMPOSE, "compile-lab"), (FLEET_COMPOSE, "app")])
+def test_visitors_reach_the_app_only_through_the_front_which_names_their_address(compose_file, app_service, docker):
+    """In both compose files the app publishes no port (so no way around the front's limits); the
+    front publishes the one visitors use, runs the shipped haproxy.cfg against the app's port, and
+    sets the header the app counts visitors by (tests/test_public_demo_front.py holds the file
+    itself to what it promises)."""
+    with open(compose_file) as fh:
+        compose = yaml.safe_load(fh)
+    svc = compose["services"][app_service]
+    _, env = docker
+    front = compose["services"]["front"]
+    assert front["depends_on"] == [app_service]
+    assert "ports" not in svc and svc["expose"] == [env["STREAMLIT_SERVER_PORT"]]
+    assert front["ports"] == ["8501:8501"] and front["environment"]["COMPILE_LAB_FRONT_BIND"] == ":8501"
+    assert front["environment"]["COMPILE_LAB_APP"] == f"{app_service}:{env['STREAMLIT_SERVER_PORT']}"
+    assert front["volumes"] == ["./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro"]
+    with open(os.path.join(os.path.dirname(COMPOSE), "haproxy.cfg")) as fh:
+        header = re.search(r"http-request set-header (\S+) %\[src\]", fh.read()).group(1)
+    assert svc["environment"]["COMPILE_LAB_ADDRESS_HEADER"] == header == "X-Forwarded-For"
+    assert load_host_limits(dict(svc["environment"]) | {"COMPILE_LAB_CONFIG": ""}).address_header == header
 
 
 def test_the_compose_file_keeps_the_data_in_a_named_volume(service, docker):

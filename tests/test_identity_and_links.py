@@ -7,8 +7,8 @@ from streamlit.testing.v1 import AppTest
 from test_pages import APP, app, record_probe, texts
 
 from app_pages import common
-from core.runs import queue
-from core.runs.identity import client_address, is_browser_token, owner_of, shown_owner
+from core.runs import admin, identity, queue
+from core.runs.identity import AddressesSeen, by_browser_alone, client_address, is_browser_token, owner_of, shown_owner
 from core.runs.limits import HostLimits
 from core.runs.store import Store
 
@@ -187,6 +187,56 @@ def test_client_address_follows_the_hosts_setting():
     headers = [("x-forwarded-for", "6.6.6.6, 203.0.113.7"), ("Host", "lab")]  # the client wrote the first
     assert client_address(behind_proxy, "10.0.0.1", headers) == "address:203.0.113.7"
     assert client_address(behind_proxy, "10.0.0.1", []) == "address:10.0.0.1"
+
+
+def test_the_app_says_at_its_start_where_visitors_are_told_apart_by_browser_alone():
+    """Where no client address is known (loopback, a proxy without address_header) every fresh browser
+    is a new visitor: 12 of them with 2 races each filled the queue for everyone. app.py logs this
+    sentence as the server starts (tests/test_public_demo_front.py reads it in a real server's log)."""
+    no_header = by_browser_alone(HostLimits(max_queued_per_owner=2))
+    assert "told apart by browser alone" in no_header and "its own 2 jobs" in no_header
+    assert "set address_header" in no_header and "docs/hosting.md" in no_header
+    assert "limit_by_address = false" in by_browser_alone(HostLimits(limit_by_address=False))
+    assert by_browser_alone(HostLimits(address_header="X-Forwarded-For")) is None  # the proxy names them
+    assert by_browser_alone(HostLimits(limit_by_address=True)) is None  # every address counts, loopback too
+
+
+def test_the_admin_page_says_that_fresh_browsers_from_loopback_were_not_told_apart(store, sleepers, monkeypatch):
+    """The issue's attack, small: fresh browser identities from 127.0.0.1 each queue a race; each is
+    a visitor of its own, and the Admin page says so, naming where they came from and the fix."""
+    record_probe(store)
+    monkeypatch.setattr(identity, "ADDRESSES_SEEN", AddressesSeen())
+    monkeypatch.setattr(admin, "GUESSES", admin.TokenGuesses())
+    monkeypatch.setenv("COMPILE_LAB_ADMIN_TOKEN", "correct-horse-battery-staple-42")
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_OWNER", "1")
+    monkeypatch.setattr(common, "connection_address", lambda: ("127.0.0.1", []))
+    for token in ("a" * 16, "b" * 16, "c" * 16):  # three fresh browsers, one address
+        launch_small_race(tab(token))
+    assert [r.client for r in store.list_runs(kind="race")] == [None, None, None]  # each its own visitor
+    at = tab("d" * 16)
+    at.switch_page("app_pages/admin.py").run()
+    at.text_input[0].input("correct-horse-battery-staple-42")
+    at.button[0].click().run()
+    warning = " ".join(w.value for w in at.warning).replace("\\", "")  # as shown: markdown's escapes undone
+    assert "4 of the 4 visitors (browsers) seen since the app started" in warning  # the 3 racers and the admin
+    assert "(from 127.0.0.1)" in warning and "told apart by browser alone" in warning
+    assert "its own 1 job and turn in the queue" in warning and "set address_header" in warning
+
+
+def test_the_admin_notice_names_a_proxy_that_did_not_send_the_header():
+    behind_proxy = HostLimits(address_header="X-Forwarded-For")
+    seen = AddressesSeen()
+    named = client_address(behind_proxy, "10.0.0.2", [("X-Forwarded-For", "203.0.113.7")])
+    seen.note("visitor:a", named, "10.0.0.2")
+    seen.note("visitor:a", named, "10.0.0.2")  # a visitor counts once, however many requests
+    assert seen.notice(behind_proxy) is None  # every visitor was named by the proxy
+    seen.note("visitor:b", client_address(behind_proxy, "10.0.0.2", [("X-Forwarded-For", "")]), "10.0.0.2")
+    notice = seen.notice(behind_proxy)
+    assert "1 of the 2 visitors (browsers) seen" in notice and "(from 10.0.0.2)" in notice
+    assert "did not send X-Forwarded-For" in notice
+    for i in range(20):  # the sources it names stay few
+        seen.note(f"visitor:{i}", None, f"10.0.1.{i}")
+    assert seen.notice(behind_proxy).count("10.0.") == AddressesSeen.SHOWN_SOURCES
 
 
 def test_owner_tokens_are_shown_cut_and_only_hex_tokens_are_accepted():

@@ -4,6 +4,7 @@ visitor's run, of the admin page and of the server's environment is what the doc
 
 import errno
 import io
+import logging
 
 import pytest
 from starlette.applications import Starlette
@@ -13,6 +14,7 @@ from test_pages import app, record_probe, record_race, texts
 from app_pages.run_screen import feed_routes
 from core.cli.main import main
 from core.runs import disk_space
+from core.runs.server_log import RepeatedLines, guard_repeated_errors
 from core.runs.store.records import shown_location
 
 PASSWORD = "S3cretDbPassword9"
@@ -336,3 +338,40 @@ def test_a_worker_never_reaches_the_hugging_face_hub():
     )
     done = subprocess.run([sys.executable, "-c", lookup], env=env, capture_output=True, text=True, timeout=120)
     assert done.stdout.splitlines()[-2:] == ["ModelError", "contacted []"], done.stdout + done.stderr[-2000:]
+
+
+# -- a flood of one error does not flood the server's log ----------------------------------------
+
+
+def accept_error() -> logging.LogRecord:
+    """asyncio's record for one connection it could not accept (its default exception handler's)."""
+    return logging.LogRecord(
+        "asyncio", logging.ERROR, __file__, 1, "socket.accept() out of system resource\nsocket: <fd=3>", (), None
+    )
+
+
+def test_a_repeated_accept_error_is_logged_once_a_minute_with_how_many_were_left_out():
+    now = [0.0]
+    guard = RepeatedLines(clock=lambda: now[0])
+    passed = [guard.filter(accept_error()) for _ in range(5000)]  # 2,048 a second under the attack
+    assert passed.count(True) == 1 and passed[0]
+    other = logging.LogRecord("asyncio", logging.ERROR, __file__, 1, "Task exception was never retrieved", (), None)
+    assert guard.filter(other)  # anything else passes untouched
+    now[0] = 59.0
+    assert not guard.filter(accept_error())
+    now[0] = 61.0
+    record = accept_error()
+    assert guard.filter(record)
+    assert record.getMessage().endswith("(5000 more like it in the last 61 s were not logged)")
+    assert not guard.filter(accept_error())  # and the next minute starts
+
+
+def test_the_app_fits_asyncios_logger_with_one_guard():
+    logger = logging.getLogger("asyncio")
+    before = list(logger.filters)
+    try:
+        guard = guard_repeated_errors()
+        assert guard_repeated_errors() is guard
+        assert [f for f in logger.filters if isinstance(f, RepeatedLines)] == [guard]
+    finally:
+        logger.filters[:] = before

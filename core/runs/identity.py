@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
+import threading
 from collections.abc import Iterable
 
 from core.runs.limits import HostLimits
@@ -111,3 +112,80 @@ def shown_owner(owner: str | None) -> str:
         token = owner[len(VISITOR_PREFIX) :]
         return f"{VISITOR_PREFIX}{token[:SHOWN_TOKEN_CHARS]}…" if len(token) > SHOWN_TOKEN_CHARS else owner
     return owner
+
+
+# -- where visitors are told apart by browser alone -----------------------------------------------
+
+HOSTING_GUIDE = "docs/hosting.md, Running a public demo"
+
+
+def by_browser_alone(limits: HostLimits) -> str | None:
+    """What the host is told when the app starts where these limits leave some visitors told apart
+    by browser alone (None: every visitor's address counts, or the proxy's header is relied on)."""
+    fresh = _what_a_fresh_browser_gets(limits)
+    if limits.limit_by_address is False:
+        return f"Visitors are told apart by browser alone (limit_by_address = false): {fresh}."
+    if limits.limit_by_address is None and not limits.address_header:
+        return (
+            "No address_header is set, so visitors who connect from loopback or a private network (through a "
+            f"proxy on this box or network, or a NAT) are told apart by browser alone: {fresh}. Behind a "
+            f"proxy, set address_header to the header it sets ({HOSTING_GUIDE})."
+        )
+    return None
+
+
+def _what_a_fresh_browser_gets(limits: HostLimits) -> str:
+    jobs = limits.max_queued_per_owner
+    share = (
+        f"its own {jobs} job{'s' if jobs != 1 else ''} and turn in the queue" if jobs else "its own turn in the queue"
+    )
+    return f"each fresh browser (a private window, cleared cookies) is a new visitor with {share}, so a few can fill the queue for everyone"
+
+
+class AddressesSeen:
+    """The visitors (browsers) this app process has seen, with a client address the host limits could
+    count and without one, and where the latter connected from."""
+
+    SHOWN_SOURCES = 5
+    MAX_KEPT = 100_000  # visitors kept in each set; past it the counts are "at least"
+
+    def __init__(self) -> None:
+        self.counted: set[str] = set()
+        self.uncounted: set[str] = set()
+        self.sources: list[str] = []  # the first few connection addresses of uncounted visitors
+        self._lock = threading.Lock()
+
+    def note(self, owner: str, address: str | None, connection_ip: str | None) -> None:
+        """A visitor request of `owner`'s: `address` as client_address gave it, from `connection_ip`."""
+        with self._lock:
+            kept = self.counted if address is not None else self.uncounted
+            if len(kept) < self.MAX_KEPT:
+                kept.add(owner)
+            if address is not None:
+                return
+            source = (
+                one_persons(connection_ip) if isinstance(connection_ip, str) and connection_ip else "an unknown address"
+            )
+            if source not in self.sources and len(self.sources) < self.SHOWN_SOURCES:
+                self.sources.append(source)
+
+    def notice(self, limits: HostLimits) -> str | None:
+        """What the admin is told: that some visitors are told apart by browser alone, and why."""
+        with self._lock:
+            uncounted, sources = len(self.uncounted), list(self.sources)
+            seen = len(self.counted | self.uncounted)
+        if limits.limit_by_address is False or not uncounted:
+            return by_browser_alone(limits)
+        fix = (
+            f"the proxy in front did not send {limits.address_header}, or these visitors did not come through it"
+            if limits.address_header
+            else "behind a proxy, set address_header to the header it sets"
+        )
+        return (
+            f"{uncounted} of the {seen} visitors (browsers) seen since the app started came with no client address "
+            f"the host limits can count (from {', '.join(sources)}): they are told apart by browser alone, and "
+            f"{_what_a_fresh_browser_gets(limits)}. Fix: {fix} ({HOSTING_GUIDE})."
+        )
+
+
+ADDRESSES_SEEN = AddressesSeen()
