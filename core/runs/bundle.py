@@ -12,26 +12,24 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
-import re
 import sqlite3
 import time
 from typing import Any, BinaryIO
 
-from core import PROJECT_ROOT
 from core.engine import analysis, noise
 from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
 from core.engine.intervals import RunToRun
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
 from core.engine.replicates import replicates_asked
-from core.engine.spec import RunSpec, SpecError, data_home, validate
+from core.engine.spec import RunSpec, SpecError, validate
 from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
 from core.runs.bundle_notes import MAX_NOTE, event_note  # noqa: F401 - MAX_NOTE: where it was
+from core.runs.bundle_paths import params_without_paths, without_server_paths
 from core.runs.bundle_profile import profile_from_bundle
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
-from core.runs.store.records import store_files_dir, utf8_json, utf8_text
+from core.runs.store.records import utf8_json, utf8_text
 
 FORMAT = "compile-lab/run-bundle"
 VERSION = 1
@@ -64,7 +62,7 @@ class BundleError(ValueError):
 
 
 def export_bundle(store: Store, run_id: int) -> dict[str, Any]:
-    """The bundle of one stored run (its owner is not exported)."""
+    """The bundle of one stored run (its owner is not exported, nor any path of this server)."""
     run = store.get_run(run_id)
     if run is None:
         raise BundleError(f"there is no run {run_id}")
@@ -72,8 +70,7 @@ def export_bundle(store: Store, run_id: int) -> dict[str, Any]:
         events = store.events_after(run_id)
     except DamagedEvents as exc:  # a bundle of part of a race would read as the whole of it
         raise BundleError(f"cannot export it whole: {exc}") from None
-    roots = (store_files_dir(store.path), data_home(), PROJECT_ROOT)
-    bundle = _json_safe(
+    plain = _json_safe(
         {
             "format": FORMAT,
             "version": VERSION,
@@ -93,36 +90,7 @@ def export_bundle(store: Store, run_id: int) -> dict[str, Any]:
             "events": [{k: e[k] for k in e if k not in ("id", "run_id")} for e in events],
         }
     )
-    return _without_server_paths(bundle, roots)
-
-
-def _without_server_paths(bundle: dict[str, Any], roots: tuple[str, ...]) -> dict[str, Any]:
-    """The bundle with no path of this server in it: a visitor who exports a run learns nothing of
-    where the host keeps its data. The fields that hold a path keep its file's name (the profiler's
-    trace, a model file) or nothing (a dataset folder); any other text names a file under the data
-    folder or the checkout by its name alone."""
-    run = bundle["run"]
-    params = run.get("params")
-    if isinstance(params, dict):
-        params["data_dir"] = None
-        if isinstance(params.get("model_file"), str):
-            params["model_file"] = os.path.basename(params["model_file"])
-    profile = (run.get("summary") or {}).get("profile") if isinstance(run.get("summary"), dict) else None
-    for part in (profile or {}).values() if isinstance(profile, dict) else ():
-        if isinstance(part, dict) and isinstance(part.get("trace"), str):
-            part["trace"] = os.path.basename(part["trace"])
-    pattern = re.compile("|".join(re.escape(os.path.abspath(r)) + r"(?:/[^\s'\",;]*)?" for r in roots if r))
-    return _each_text(bundle, lambda text: pattern.sub(lambda m: os.path.basename(m.group(0)), text))
-
-
-def _each_text(value: Any, change: Any) -> Any:
-    if isinstance(value, str):
-        return change(value)
-    if isinstance(value, dict):
-        return {k: _each_text(v, change) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_each_text(v, change) for v in value]
-    return value
+    return without_server_paths(plain, store.path)
 
 
 def _json_safe(value: Any) -> Any:
@@ -277,9 +245,7 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
         raise BundleError(f"run.params: {exc}") from None
     if problems:
         raise BundleError(f"run.params.{problems[0].field}: {problems[0].message}")
-    # A path from another machine means nothing here, and a path of this one is not a bundle's to name.
-    model_file = os.path.basename(spec.model_file) if isinstance(spec.model_file, str) else None
-    params = utf8_json({**spec.to_dict(), "data_dir": None, "model_file": model_file})
+    params = utf8_json(params_without_paths(spec.to_dict()))  # another machine's paths mean nothing here
     status = run.get("status")
     if status not in FINAL_STATES:
         raise BundleError(f"run.status must be one of {', '.join(FINAL_STATES)} (got {status!r})")
