@@ -8,8 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import host_limits, store, tick, visitor, visitor_address
-from core.runs import admin, fleet, queue
-from core.view.admin_tables import lane_rows, run_rows
+from core.runs import admin, disk_budget, fleet, queue
+from core.runs.disk_budget import freed_words
+from core.view.admin_tables import disk_line, lane_rows, last_freed_line, purge_line, run_rows
 from core.view.fleet import fleet_rows
 from core.view.safe_text import markdown_text
 
@@ -77,5 +78,15 @@ if active and st.button(f"Cancel {len(active)} selected active run(s)", type="pr
 
 st.subheader("Purge old runs")
 days = st.number_input("Finished more than this many days ago", 1, 3650, 30)
-if st.button(f"Delete finished runs older than {days} days and their events"):
-    st.success(f"Deleted {admin.purge_older_than(db, days)} runs.")
+if st.button(f"Delete finished runs older than {days} days, their events and files"):
+    st.success(purge_line(admin.purge_older_than(db, days)))
+
+st.subheader("Disk")
+limits = host_limits()
+if limits is not None and st.button("Free files to the disk budget now", disabled=limits.disk_budget is None):
+    freed = admin.free_to_budget(db, limits)
+    st.success(f"{freed_words(freed)}." if freed.files else "Nothing to free: the data folder is within its budget.")
+st.caption(disk_line(disk_budget.disk_use(db.path, limits.disk_budget if limits else None)))
+last = last_freed_line(disk_budget.last_freed(db.path))
+if last:
+    st.caption(last)
