@@ -9,8 +9,7 @@ import streamlit as st
 
 from app_pages.common import host_limits, store, tick, visitor, visitor_address
 from core.runs import admin, disk_budget, fleet, queue
-from core.runs.disk_budget import freed_words
-from core.view.admin_tables import disk_line, lane_rows, last_freed_line, purge_line, run_rows
+from core.view.admin_tables import disk_line, freed_line, lane_rows, last_freed_line, purge_line, run_rows
 from core.view.fleet import fleet_rows
 from core.view.safe_text import markdown_text
 
@@ -83,9 +82,13 @@ if st.button(f"Delete finished runs older than {days} days, their events and fil
 
 st.subheader("Disk")
 limits = host_limits()
-if limits is not None and st.button("Free files to the disk budget now", disabled=limits.disk_budget is None):
-    freed = admin.free_to_budget(db, limits)
-    st.success(f"{freed_words(freed)}." if freed.files else "Nothing to free: the data folder is within its budget.")
+no_budget = "This host sets no disk budget (disk_budget in its host limits)."
+if limits is not None and st.button(
+    "Free files to the disk budget now",
+    disabled=limits.disk_budget is None,
+    help=no_budget if not limits.disk_budget else None,
+):
+    st.success(freed_line(admin.free_to_budget(db, limits)))
 st.caption(disk_line(disk_budget.disk_use(db.path, limits.disk_budget if limits else None)))
 last = last_freed_line(disk_budget.last_freed(db.path))
 if last:

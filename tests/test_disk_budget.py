@@ -8,7 +8,8 @@ import os
 import time
 
 from conftest import CPU, quick_spec
-from test_pages import record_race
+from streamlit.testing.v1 import AppTest
+from test_pages import APP, record_probe, record_race
 
 from core.engine.spec import data_home
 from core.runs import admin, disk_budget, queue, sweeps, worker
@@ -138,3 +139,20 @@ def test_a_broken_host_config_leaves_the_files_and_the_job_its_end(store, sleepe
     caplog.set_level(logging.WARNING, logger="compile_lab")
     assert disk_budget.after_job(store) is None and has_files(store, old)
     assert "not checked against the disk budget: COMPILE_LAB_DISK_BUDGET must be a size" in caplog.text
+
+
+def test_the_admin_page_shows_the_data_folder_and_frees_it_to_the_budget(store, sleepers, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_ADMIN_TOKEN", "correct-horse-battery-staple-42")
+    monkeypatch.setenv("COMPILE_LAB_DISK_BUDGET", "1")
+    record_probe(store)
+    old = finished(store, 5)
+    leave_files(store, old)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["admin_unlocked"] = True
+    at.run()
+    at.switch_page("app_pages/admin.py").run()
+    assert not at.exception
+    assert any("of a 1 B budget (over: the next job's end frees files)" in c.value for c in at.caption)
+    [b for b in at.button if b.label == "Free files to the disk budget now"][0].click().run()
+    assert [s.value for s in at.success] == [f"Freed 3 files (79.1 KiB): run {old}."] and not has_files(store, old)
+    assert any(c.value.startswith("Last ") and "for the disk budget, 1 B: freed 3 files" in c.value for c in at.caption)

@@ -79,6 +79,14 @@ def last_freed_line(last: tuple[float, str, Freed] | None) -> str | None:
     return f"Last {_when(at)}, for {why}: {freed_words(freed)}."
 
 
+def freed_line(freed: Freed) -> str:
+    """What freeing to the budget did, as the page says it."""
+    if not freed.files:
+        return "Nothing to free: the data folder is within its budget."
+    said = freed_words(freed)
+    return f"{said[:1].upper()}{said[1:]}."
+
+
 def purge_line(purged: Purged) -> str:
     freed = f"; {freed_words(purged.freed)}" if purged.freed.files else "; no files of theirs were left"
     return f"Deleted {words.count(purged.runs, 'run')} and their events{freed}."
