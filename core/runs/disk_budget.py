@@ -106,7 +106,7 @@ def keep_within_budget(store: Store, budget: int | None) -> Freed:
     """Sweep files whose run is gone; past the budget, free the oldest finished runs' files, then the
     warm Inductor cache when no job of this box runs. Returns what was freed (logged and noted)."""
     freed = sweep_orphans(store.path, lambda: stored_ids(store))
-    used = disk_use(store.path, budget).total
+    used = disk_use(store.path, budget).total if budget is not None else 0  # (no walk without a budget)
     if budget is not None and used > budget:
         with_files = runs_with_files(store.path)
         for run_id in _finished_oldest_first(store):
