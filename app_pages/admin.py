@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import host_limits, store, tick, visitor, visitor_address
-from core.runs import admin, fleet, identity, queue
-from core.view.admin_tables import lane_rows, run_rows
+from core.runs import admin, disk_budget, fleet, identity, queue
+from core.view.admin_tables import disk_line, freed_line, lane_rows, last_freed_line, purge_line, run_rows
 from core.view.fleet import fleet_rows
 from core.view.safe_text import markdown_text
 
@@ -81,5 +81,19 @@ if active and st.button(f"Cancel {len(active)} selected active run(s)", type="pr
 
 st.subheader("Purge old runs")
 days = st.number_input("Finished more than this many days ago", 1, 3650, 30)
-if st.button(f"Delete finished runs older than {days} days and their events"):
-    st.success(f"Deleted {admin.purge_older_than(db, days)} runs.")
+if st.button(f"Delete finished runs older than {days} days, their events and files"):
+    st.success(purge_line(admin.purge_older_than(db, days)))
+
+st.subheader("Disk")
+limits = host_limits()
+no_budget = "This host sets no disk budget (disk_budget in its host limits)."
+if limits is not None and st.button(
+    "Free files to the disk budget now",
+    disabled=limits.disk_budget is None,
+    help=no_budget if not limits.disk_budget else None,
+):
+    st.success(freed_line(admin.free_to_budget(db, limits)))
+st.caption(disk_line(disk_budget.disk_use(db.path, limits.disk_budget if limits else None)))
+last = last_freed_line(disk_budget.last_freed(db.path))
+if last:
+    st.caption(last)

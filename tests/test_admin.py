@@ -61,7 +61,7 @@ def test_purge_deletes_old_finished_runs_only(store, sleepers):
     now = time.time()
     store.update_run(old, finished_at=now - 40 * 86400)
     store.update_run(store.list_runs(kind="probe")[0].id, finished_at=now - 400 * 86400)
-    assert admin.purge_older_than(store, 30, now=now) == 1
+    assert admin.purge_older_than(store, 30, now=now).runs == 1
     assert store.get_run(old) is None and store.events_after(old) == []
     assert store.get_run(recent) is not None and store.get_run(waiting) is not None
     assert devices.latest_probe(store) is not None
@@ -116,6 +116,10 @@ def test_the_admin_page_shows_only_the_prompt_until_the_token_is_given(store, sl
     at.run()
     [b for b in at.button if b.label.startswith("Cancel 1 selected")][0].click().run()
     assert store.get_run(theirs).status == "cancelled"
+    assert any(c.value.startswith("The data folder holds ") for c in at.caption)  # and no budget: said
+    assert [b for b in at.button if b.label == "Free files to the disk budget now"][0].disabled
+    [b for b in at.button if b.label.startswith("Delete finished runs older than 30 days")][0].click().run()
+    assert [s.value for s in at.success] == ["Deleted 0 runs and their events; no files of theirs were left."]
 
 
 def test_wrong_tokens_lock_the_prompt_after_a_few_tries(store, sleepers, monkeypatch):

@@ -29,6 +29,11 @@ from core.runs.limits import ConfigError, HostLimits, load_host_limits
         ("LIMIT_BY_ADDRESS", "maybe", "true or false"),
         ("ADDRESS_HEADER", "X Forwarded", "header name"),
         ("AUTO_REUSE_QUEUE_LENGTH", "-2", "at least 1"),
+        ("DISK_BUDGET", "lots", "COMPILE_LAB_DISK_BUDGET must be a size: bytes, or a number with one of"),
+        ("DISK_BUDGET", "-5 GB", "must be a size"),
+        ("DISK_BUDGET", "20 XB", "must be a size"),
+        ("DISK_BUDGET", "0", "at least 1"),
+        ("DISK_BUDGET", "0.1 B", "at least 1 byte"),
     ],
 )
 def test_nonsense_values_in_the_environment_are_refused_naming_the_variable(variable, value, words):
@@ -80,6 +85,20 @@ def test_good_values_parse_and_none_removes_a_limit(tmp_path):
     env = {"COMPILE_LAB_CONFIG": str(path), "COMPILE_LAB_JOB_TIME_LIMIT_S": "none", "COMPILE_LAB_MAX_EPOCHS": " 5 "}
     limits = load_host_limits(env)
     assert limits == HostLimits(allowed_models=("mlp", "gpt"), max_batch_size=64, max_epochs=5, job_time_limit_s=None)
+
+
+def test_a_disk_budget_is_bytes_or_a_size_with_its_unit(tmp_path):
+    path = tmp_path / "host.toml"
+    path.write_text('[limits]\ndisk_budget = "20 GB"\n')
+    assert load_host_limits({"COMPILE_LAB_CONFIG": str(path)}).disk_budget == 20 * 10**9
+    assert load_host_limits({"COMPILE_LAB_DISK_BUDGET": "1.5GiB"}).disk_budget == 3 * 2**29
+    assert load_host_limits({"COMPILE_LAB_DISK_BUDGET": " 4096 "}).disk_budget == 4096
+    path.write_text("[limits]\ndisk_budget = 500_000_000\n")
+    assert load_host_limits({"COMPILE_LAB_CONFIG": str(path)}).disk_budget == 500_000_000
+    assert load_host_limits({}).disk_budget is None
+    path.write_text("[limits]\ndisk_budget = 2.5\n")
+    with pytest.raises(ConfigError, match="disk_budget in .* must be a whole number"):
+        load_host_limits({"COMPILE_LAB_CONFIG": str(path)})
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,8 @@ def test_a_store_urls_password_is_hidden_in_either_of_libpqs_places():
         f"postgresql://cl@db/x?password={PASSWORD}",
         f"postgres://db/x?sslmode=require&Password={PASSWORD}&application_name=a",
         f"postgresql://db/x?sslpassword={PASSWORD}",
+        f"postgresql://cl@db/x?%70assword={PASSWORD}",  # libpq decodes a key's escapes: this is password
+        f"postgresql://db/x?sslmode=require&ssl%50ASSWORD={PASSWORD}",
     ):
         shown = shown_location(url)
         assert PASSWORD not in shown and "***" in shown, shown

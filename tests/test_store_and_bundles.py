@@ -2,14 +2,17 @@
 
 import json
 import multiprocessing
+import os
 import sqlite3
 import time
 
 import pytest
-from conftest import quick_spec
+from conftest import ROOT, quick_spec
 
 from core.engine.reading import reading
+from core.engine.spec import data_home
 from core.runs.bundle import MAX_NOTE, BundleError, export_bundle, import_bundle, load_bundle_file, parse_bundle
+from core.runs.run_files import run_files_dir
 from core.runs.store import SCHEMA_VERSION, Store
 
 BOTH_BACKENDS = True  # each test using `store` runs on SQLite and on PostgreSQL (tests/conftest.py)
@@ -286,3 +289,35 @@ def test_a_version_4_store_opens_with_its_runs_and_goes_on_from_their_ids(tmp_pa
     new = store.create_run("race", {}, "a", "cpu")
     assert new == 7 and store.get_run(new).race_number is None  # the run id is the one number; 5 is not reused
     assert [r.id for r in Store(path).list_runs(kind="race")] == [7, 4, 2]  # opening again changes nothing
+
+
+def test_an_exported_bundle_names_no_path_of_this_server(store):
+    run_id = finished_run(store)
+    trace = os.path.join(run_files_dir(store.path, run_id), "eager.trace.json")
+    profile = {"steps": 3, "host_s_per_step": 0.01, "device_s_per_step": 0.0, "trace": trace}
+    kept = os.path.join(store.files_dir, "kept-events", f"run-{run_id}.json")
+    store.update_run(
+        run_id,
+        params={**quick_spec().to_dict(), "data_dir": os.path.join(data_home(), "datasets")},
+        summary={"steady_state_speedup": 1.1, "profile": {"eager": profile, "compiled": None}},
+        environment={"device_type": "cpu", "torch": "2.x", "python": os.path.join(ROOT, ".venv", "bin", "python")},
+        error=f"the store was away: kept in {kept}, delivered later",
+    )
+    bundle = export_bundle(store, run_id)
+    text = json.dumps(bundle)
+    for folder in (store.files_dir, data_home(), ROOT):
+        assert folder not in text
+    assert bundle["run"]["summary"]["profile"]["eager"]["trace"] == "eager.trace.json"
+    assert bundle["run"]["params"]["data_dir"] is None
+    assert bundle["run"]["error"] == f"the store was away: kept in run-{run_id}.json, delivered later"
+    assert store.get_run(import_bundle(store, bundle, "bob")).summary["profile"]["eager"]["steps"] == 3
+
+
+def test_an_imported_bundle_keeps_no_path_it_names(store):
+    bundle = export_bundle(store, finished_run(store))
+    bundle["run"]["params"].update(model="file:mine.py", model_file="/srv/secret/models/mine.py", data_dir="/srv/x")
+    profile = {"steps": 3, "host_s_per_step": 0.01, "device_s_per_step": 0.0, "trace": "/srv/secret/eager.json"}
+    bundle["run"]["summary"] = {"profile": {"eager": profile}}
+    run = store.get_run(import_bundle(store, bundle, "bob"))
+    assert run.params["model_file"] == "mine.py" and run.params["data_dir"] is None
+    assert "/srv" not in json.dumps([run.params, run.summary, run.environment, run.details])

@@ -214,7 +214,7 @@ def add_commands(sub) -> None:
     status.set_defaults(func=cmd_status)
     for name, func, text in (
         ("cancel", cmd_cancel, "cancel your queued or running run"),
-        ("delete", cmd_delete, "delete your run and its events"),
+        ("delete", cmd_delete, "delete your run, its events and its files (traces, log)"),
     ):
         p = store_parser(sub, name, text, owner=True)
         p.add_argument("run_id", type=run_id_arg)

@@ -17,8 +17,9 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from core.runs import devices, processes, queue
-from core.runs.limits import ConfigError
+from core.runs import devices, disk_budget, processes, queue
+from core.runs.limits import ConfigError, HostLimits
+from core.runs.run_files import Freed, remove_run_files, sweep_orphans
 from core.runs.store import ACTIVE_STATES, FINAL_STATES, Run, Store
 
 TOKEN_VARIABLE = "COMPILE_LAB_ADMIN_TOKEN"
@@ -104,8 +105,17 @@ def set_queue_paused(store: Store, paused: bool) -> None:
         queue.tick(store)
 
 
-def purge_older_than(store: Store, days: float, now: float | None = None) -> int:
-    """Delete finished runs (and their events) that ended more than `days` days ago; returns how many.
+@dataclass(frozen=True)
+class Purged:
+    """What a purge deleted: runs (with their events), and the files freed with them."""
+
+    runs: int
+    freed: Freed
+
+
+def purge_older_than(store: Store, days: float, now: float | None = None) -> Purged:
+    """Delete finished runs (and their events) that ended more than `days` days ago, with their files
+    (traces, logs), and the files of runs already gone; returns what went.
 
     Queued and running jobs are never touched, nor this host's latest device probe (the app needs it).
     """
@@ -128,7 +138,15 @@ def purge_older_than(store: Store, days: float, now: float | None = None) -> int
             holes = ", ".join("?" for _ in chunk)
             c.execute(f"DELETE FROM events WHERE run_id IN ({holes})", chunk)
             c.execute(f"DELETE FROM runs WHERE id IN ({holes})", chunk)
-    return len(ids)
+    freed = remove_run_files(store.path, ids) + sweep_orphans(store.path, lambda: disk_budget.stored_ids(store))
+    if freed.files:
+        disk_budget.say_freed(store.path, freed, f"purge of {len(ids)} runs")
+    return Purged(len(ids), freed)
+
+
+def free_to_budget(store: Store, limits: HostLimits) -> Freed:
+    """The disk budget kept now (as after every job): what it freed."""
+    return disk_budget.keep_within_budget(store, limits.disk_budget)
 
 
 @dataclass(frozen=True)

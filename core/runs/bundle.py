@@ -26,6 +26,7 @@ from core.engine.spec import RunSpec, SpecError, validate
 from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
 from core.runs.bundle_notes import MAX_NOTE, event_note  # noqa: F401 - MAX_NOTE: where it was
+from core.runs.bundle_paths import params_without_paths, without_server_paths
 from core.runs.bundle_profile import profile_from_bundle
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 from core.runs.store.records import utf8_json, utf8_text
@@ -61,7 +62,7 @@ class BundleError(ValueError):
 
 
 def export_bundle(store: Store, run_id: int) -> dict[str, Any]:
-    """The bundle of one stored run (its owner is not exported)."""
+    """The bundle of one stored run (its owner is not exported, nor any path of this server)."""
     run = store.get_run(run_id)
     if run is None:
         raise BundleError(f"there is no run {run_id}")
@@ -69,7 +70,7 @@ def export_bundle(store: Store, run_id: int) -> dict[str, Any]:
         events = store.events_after(run_id)
     except DamagedEvents as exc:  # a bundle of part of a race would read as the whole of it
         raise BundleError(f"cannot export it whole: {exc}") from None
-    return _json_safe(
+    plain = _json_safe(
         {
             "format": FORMAT,
             "version": VERSION,
@@ -89,6 +90,7 @@ def export_bundle(store: Store, run_id: int) -> dict[str, Any]:
             "events": [{k: e[k] for k in e if k not in ("id", "run_id")} for e in events],
         }
     )
+    return without_server_paths(plain, store.path)
 
 
 def _json_safe(value: Any) -> Any:
@@ -244,7 +246,7 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
         raise BundleError(f"run.params: {exc}") from None
     if problems:
         raise BundleError(f"run.params.{problems[0].field}: {problems[0].message}")
-    params = utf8_json({**spec.to_dict(), "data_dir": None})  # a path from another machine means nothing here
+    params = utf8_json(params_without_paths(spec.to_dict()))  # another machine's paths mean nothing here
     status = run.get("status")
     if status not in FINAL_STATES:
         raise BundleError(f"run.status must be one of {', '.join(FINAL_STATES)} (got {status!r})")

@@ -80,6 +80,9 @@ class HostLimits:
     # shown without asking.
     reuse_within_s: float | None = 3600.0
     auto_reuse_queue_length: int | None = None
+    # Bytes the data folder may hold (store, runs' files, caches): past it, after each job, the oldest
+    # finished runs' traces and logs are freed, then the warm Inductor cache (core.runs.disk_budget).
+    disk_budget: int | None = None
 
     def model_files_problem(self) -> str | None:
         """Why this host runs no model file now: off, or on while a process above this one holds a
@@ -157,6 +160,24 @@ def _whole_number(value: Any, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"must be a whole number of at least {low}")
     return value
+
+
+_BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_BYTE_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def _bytes(value: Any) -> int:
+    """A size: a whole number of bytes, or a number with a unit ("20 GB", "512 MiB")."""
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _BYTE_UNITS:
+            raise ValueError(f"must be a size: bytes, or a number with one of {', '.join(u for u in _BYTE_UNITS if u)}")
+        value = float(match.group(1)) * _BYTE_UNITS[unit]
+        if value < 1:
+            raise ValueError("must be at least 1 byte")
+        return int(value)
+    return _whole_number(value)
 
 
 def _seconds(value: Any, low: float = 0.0, inclusive: bool = False) -> float:
@@ -256,6 +277,7 @@ _LIMIT_PARSERS = {
     "address_header": _header_name,
     "reuse_within_s": lambda v: _seconds(v, inclusive=True),
     "auto_reuse_queue_length": _whole_number,
+    "disk_budget": _bytes,
 }
 _NOT_REMOVABLE = ("limit_by_address",)  # a switch, not a limit: true, false or auto
 CONFIG_TABLES = ("limits",)

@@ -11,7 +11,6 @@ it starts and stops from core.runs.processes.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +21,7 @@ from core.runs.devices import ANY_GPU, HOST, LOOKUP_DEVICE_KEY, PROBE_DEVICE_KEY
 from core.runs.estimates import estimate_details
 from core.runs.job_kinds import JOB_KINDS, UNCOUNTED_KINDS, JobKind
 from core.runs.limits import HostLimits, load_host_limits
-from core.runs.run_files import run_files_dir
+from core.runs.run_files import remove_run_files
 from core.runs.store import ACTIVE_STATES, Run, Store
 
 START_GRACE_S = 30.0  # a dispatched job whose worker has not claimed it by then has failed to start
@@ -478,7 +477,7 @@ def delete(store: Store, run_id: int, owner: str) -> None:
     if not run.finished:
         cancel(store, run_id, owner)
     store.delete_run(run_id)
-    shutil.rmtree(run_files_dir(store.path, run_id), ignore_errors=True)
+    remove_run_files(store.path, [run_id])  # its traces and its worker's log
 
 
 def queue_position(store: Store, run_id: int) -> int | None:

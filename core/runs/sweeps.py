@@ -19,6 +19,7 @@ from core.engine.options import sweep_axes
 from core.engine.spec import DeviceCaps, Problem, RunSpec, SpecError
 from core.runs import devices, job_kinds, queue
 from core.runs.limits import HostLimits, load_host_limits
+from core.runs.run_files import remove_run_files
 from core.runs.store import ACTIVE_STATES, Run, Store
 
 # axis -> (what a person calls it, the values it may take; None: whole numbers, checked per point),
@@ -176,7 +177,9 @@ def delete_sweep(store: Store, sweep_id: int, owner: str) -> None:
     """Delete `owner`'s sweep with its points and their events (cancelling what still runs)."""
     _owned_sweep(store, sweep_id, owner, "delete")
     cancel_sweep(store, sweep_id, owner)
+    points = [run.id for run in store.sweep_runs(sweep_id)]
     store.delete_sweep(sweep_id)
+    remove_run_files(store.path, points)  # their traces and their workers' logs
 
 
 def stored_sweep(store: Store, sweep_id: int) -> tuple[SweepSpec, list[Run]] | None:

@@ -22,7 +22,7 @@ from core.engine import event_rows
 from core.engine.events import StartEvent, StatusEvent, StepEvent
 from core.engine.machine_faults import machine_fault
 from core.engine.spec import RunSpec, SpecError
-from core.runs import disk_space, outage
+from core.runs import disk_budget, disk_space, outage
 from core.runs.agent import started_by_agent, watch_agent
 from core.runs.devices import HOST
 from core.runs.estimates import keep_estimate
@@ -363,6 +363,7 @@ def run_job(store_path: str, run_id: int) -> int:
         )
     try:
         _record_end(store, run_id, status, fields)
+        disk_budget.after_job(store)  # its files and older runs' within the host's disk budget
         if not started_by_agent():  # (an agent's worker: its agent starts what comes next)
             tick(store, prewarm=True)  # other lanes' jobs start now; this lane's next one once this process is gone:
             launch_ticker(store_path, after_pid=os.getpid())

@@ -8,6 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from core.engine.spec import data_home
 
@@ -49,11 +50,23 @@ def store_files_dir(location: str) -> str:
     return data_home() if is_server_url(location) else os.path.dirname(os.path.abspath(location))
 
 
+SECRET_PARAMETERS = ("password", "sslpassword")
+
+
 def shown_location(location: str) -> str:
     """A store's location as a message may show it: a URL's password hidden, in either of libpq's
     places for it (postgresql://user:PASSWORD@host/db, or ?password=PASSWORD among its parameters)."""
     location = re.sub(r"(://[^:/@?#]*):[^@/?#]*@", r"\1:***@", location)
-    return re.sub(r"(?i)([?&](?:ssl)?password=)[^&#]*", r"\1***", location)
+    return re.sub(r"([?&])([^=&#]*)=([^&#]*)", _hidden_parameter, location)
+
+
+def _hidden_parameter(match: re.Match[str]) -> str:
+    """One query parameter, its value hidden where its key is a password's: libpq decodes a key's
+    percent escapes, so ?%70assword= is ?password= to it and must be to us."""
+    mark, key, _ = match.groups()
+    if unquote(key).strip().lower() in SECRET_PARAMETERS:
+        return f"{mark}{key}=***"
+    return match.group(0)
 
 
 @dataclass
