@@ -1,7 +1,5 @@
 """Runs: every stored race; filter, overlay, reopen, download, import, cancel or delete your own."""
 
-import json
-
 import pandas as pd
 import streamlit as st
 
@@ -20,7 +18,8 @@ from app_pages.common import (
 from app_pages.run_screen.show import run_file_downloads, show_run
 from core.engine import words
 from core.runs import queue
-from core.runs.bundle import AlreadyImported, BundleError, export_bundle, import_bundle, read_bundle
+from core.runs.bundle import AlreadyImported, BundleError, import_bundle, read_bundle
+from core.runs.run_files import bundle_text
 from core.runs.store.records import unreadable_runs_text
 from core.view import answers, overlay_charts
 from core.view.compare import TABLE_COLUMNS, column_headings, comparison_labels, run_name, shown_columns
@@ -121,14 +120,13 @@ if table_page.options["status"]:
             right.altair_chart(overlay_charts.overlay_cumulative_chart(steps), width="stretch")
     for run in chosen:
         a, b, c = st.columns([2, 1, 1])
-        try:
-            bundle = json.dumps(export_bundle(store(), run.id))
-        except BundleError as exc:  # a damaged run: no bundle of part of it
-            a.caption(f"No bundle of {run_name(run.id)}: {markdown_text(exc)}")
-        else:
+        damaged = run_view(run).damaged
+        if damaged:  # a damaged run: no bundle of part of it
+            a.caption(f"No bundle of {run_name(run.id)}: {markdown_text(f'cannot export it whole: {damaged}')}")
+        else:  # built when it is asked for (a long run's bundle is tens of MB), not on every view
             a.download_button(
                 f"Bundle of {run_name(run.id)} (JSON)",
-                bundle,
+                bundle_text(store().path, run.id),
                 f"compile_lab_run_{run.id}.json",
                 "application/json",
                 key=f"bundle_{run.id}",

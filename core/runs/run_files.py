@@ -7,13 +7,17 @@ No torch here: the app's process offers these files; workers write them.
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from core.runs import bundle
+from core.runs.store import Store
 from core.runs.store.records import store_files_dir
 
 TLPARSE_TIMEOUT_S = 120
@@ -94,3 +98,23 @@ def tlparse_report_zip(store_path: str, run_id: int) -> tuple[bytes | None, str]
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
             return None, f"tlparse failed: {tail[0]}"
         return zip_folder(out), "tlparse's report (open index.html)"
+
+
+def bundle_text(location: str, run_id: int) -> Callable[[], str]:
+    """What builds the bundle of one run (core.runs.bundle) as JSON text when called, on a connection
+    of its own to the store at `location`: a page's download button calls it once clicked, on another
+    thread, so a view does not build a long run's bundle of tens of MB. A run that cannot be exported
+    by then (deleted meanwhile, its events damaged) gives a document saying why, not a traceback."""
+
+    def build() -> str:
+        store = Store(location)
+        try:
+            return json.dumps(bundle.export_bundle(store, run_id))
+        except bundle.BundleError as exc:
+            return json.dumps(
+                {"format": bundle.FORMAT, "version": bundle.VERSION, "error": f"no bundle of run {run_id}: {exc}"}
+            )
+        finally:
+            store.close()
+
+    return build

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.runs.store import FINAL_STATES, Run, Store
-from core.view.compare import numbering_note, row_device, row_model, table_row
+from core.view import compare
+from core.view.compare import numbering_note, row_device, row_model
 
 PAGE_SIZE = 50  # runs a page of the table shows
 # The table's filters: (key, label). Each key is a column of table_row, and of RunSettings' entries.
@@ -103,7 +104,7 @@ def runs_page(
     runs, rows, unreadable = [], [], []
     for run in store.runs_by_id(ids):
         try:
-            rows.append(table_row(run))
+            rows.append(compare.table_row(run))
         except Exception as exc:  # noqa: BLE001 - whatever one stored row holds: named, the others shown
             unreadable.append((run.id, exc))
             continue
