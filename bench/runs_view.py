@@ -12,7 +12,7 @@ long run (390,000 events) costs each session that opens it: as the page read the
 
 CPU is this process's (time.process_time), memory the peak of Python's allocations during one view
 (tracemalloc, measured on a separate call). Prints figures, never asserts. Stores are filled in a
-temp dir (bench/store_fill.py). Run: python bench/runs_view.py [--runs 6000] [--events 390000] [--page]
+temp dir (bench/store_fill.py). Run: python bench/runs_view.py [--runs 6000] [--events 390000 (0: none)] [--page]
 """
 
 from __future__ import annotations
@@ -125,6 +125,8 @@ def main() -> None:
     if args.page:
         print(f"the whole Runs page (AppTest), CPU per view: {page_views(path) * 1000:.0f} ms")
 
+    if not args.events:
+        return
     t = time.perf_counter()
     run_id = fill_long_run(store, args.events)
     print(f"filled one run of {args.events:,} events in {time.perf_counter() - t:.1f} s")
