@@ -75,13 +75,8 @@ if table_page.options["status"]:
     )
     # A selection is kept by row position and can outlive its rows (a filter, a deletion): drop those.
     selected = [int(shown.iloc[i]["id"]) for i in picked.selection.rows if i < len(shown)] if picked else []
-    last = table_page.first + len(runs) - 1
     left, right = st.columns([3, 1])
-    left.caption(
-        f"Runs {table_page.first:,}-{last:,} of {table_page.total:,}, newest first"
-        + (" (those the filters keep)." if any(wanted.values()) else ".")
-        + (" Pick a row to open its run; a run's link (`?run=N`) opens any run on the Race page." if runs else "")
-    )
+    left.caption(table_page.line())
     if table_page.pages > 1:
         st.session_state.runs_page = table_page.page  # within the pages there are now
         right.number_input(f"Page (of {table_page.pages:,})", 1, table_page.pages, key="runs_page")

@@ -77,7 +77,9 @@ def test_the_filters_choose_among_every_race_not_one_page(store, decodes):
     old = runs_page(store, {"model": ["small_cnn"]})
     assert [r.id for r in old.runs] == ids[:10][::-1] and old.total == 10 and old.pages == 1
     assert [r.id for r in runs_page(store, {"model": ["small_cnn"], "status": ["failed"]}).runs] == [ids[0]]
-    assert runs_page(store, {"device": ["Old CPU"], "model": ["mlp"]}).total == 0
+    none = runs_page(store, {"device": ["Old CPU"], "model": ["mlp"]})
+    assert none.total == 0 and none.pages == 1 and none.line() == "No race has all of these."
+    assert old.line().startswith("Runs 1-10 of 10, newest first (those the filters keep). Pick a row")
     gone = runs_page(store, {"status": ["running"]})  # a value no race has any more keeps them all
     assert gone.total == RACES and gone.wanted["status"] == []
     assert runs_page(store, page=99).page == 3  # past the last page: the last one

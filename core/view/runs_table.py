@@ -45,6 +45,19 @@ class RunsPage:
         """The 1-based position of the page's first race among those that pass the filters."""
         return (self.page - 1) * self.size + 1 if self.total else 0
 
+    def line(self) -> str:
+        """What the line under the table says of the page: which races it shows, of how many."""
+        filtered = " (those the filters keep)" if any(self.wanted.values()) else ""
+        if not self.total:
+            return "No race has all of these." if filtered else "No race can be shown."
+        if not self.runs:
+            return f"None of the {self.total:,} races here can be shown on this page{filtered}."
+        last = self.first + len(self.runs) + len(self.unreadable) - 1
+        return (
+            f"Runs {self.first:,}-{last:,} of {self.total:,}, newest first{filtered}. Pick a row to open its "
+            "run; a run's link (`?run=N`) opens any run on the Race page."
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {"total": self.total, "page": self.page, "pages": self.pages, "ids": [r.id for r in self.runs]}
 
