@@ -111,3 +111,13 @@ def test_the_numbering_note_counts_every_race_not_one_page(store, decodes):
     note = runs_page(store).numbering
     assert note.startswith(f"Run numbers skip 1, {ids[-2]}: ")  # older races, on later pages, are no gap
     assert "the device probe and a deleted run" in note
+
+
+def test_a_race_ended_before_its_environment_was_stored_is_read_again(store, decodes):
+    fill(store, races=3)
+    run_id = store.create_run("race", {"model": "mlp"}, "visitor:someone", "cpu", status="running")
+    store.finish_run(run_id, "failed", error="worker stopped unexpectedly")  # reconcile took its worker for lost
+    assert runs_page(store).options["device"] == ["Old CPU", "cpu"]
+    store.update_run(run_id, environment={"device_type": "cuda", "device_name": "Test GPU"})  # the worker's late record
+    assert [r.id for r in runs_page(store, {"device": ["Test GPU"]}).runs] == [run_id]
+    assert run_id in runs_table.settings_of(store).entries  # kept from now on

@@ -65,8 +65,8 @@ class RunsPage:
 @dataclass
 class RunSettings:
     """Each race's model and device, as the table shows them, for one store: read once per
-    process for a finished race (what it ran on does not change once it ended), each view for
-    one still going. Shared by every session of the process."""
+    process for a finished race whose environment is stored (what it ran on does not change
+    then), each view for any other. Shared by every session of the process."""
 
     entries: dict[int, tuple[str, str]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -79,9 +79,11 @@ class RunSettings:
             missing = [i for i, status in races.items() if i not in kept or status not in FINAL_STATES]
             found = store.run_settings(missing) if missing else {}
             fresh = {i: (row_model(p), row_device(env, key)) for i, (p, env, key) in found.items()}
-            for run_id, value in fresh.items():
-                if races[run_id] in FINAL_STATES:
-                    kept[run_id] = value
+            for run_id, (_, env, _) in found.items():
+                # One whose environment is not stored yet is read again: a worker taken for lost (its
+                # run ended by reconcile) may still store it, with what it measured (core.runs.worker).
+                if races[run_id] in FINAL_STATES and env is not None:
+                    kept[run_id] = fresh[run_id]
             for gone in [i for i in kept if i not in races]:
                 del kept[gone]
             return {i: fresh.get(i) or kept.get(i) or ("?", "?") for i in races}
