@@ -225,8 +225,13 @@ def tick() -> None:
 
 
 def run_view(run: Run) -> LiveSnapshot:
-    """The session's incremental view of a run (created once, then only new events are read), as
-    a snapshot show_run draws."""
+    """A run as show_run draws it: the live board's snapshot, which every session of this process
+    shares (a stored run's events read and thinned once, then only new ones), so a run of 390,000
+    events reopened in one tab after another is not read again for each. A run the board cannot
+    read (gone meanwhile) gets a view of the session's own."""
+    shared = board().snapshot(run.id)
+    if shared is not None:
+        return shared
     views = st.session_state.setdefault("run_views", {})
     if run.id not in views:
         views[run.id] = RunView(run.id, run_label(run))

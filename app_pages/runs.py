@@ -1,7 +1,5 @@
 """Runs: every stored race; filter, overlay, reopen, download, import, cancel or delete your own."""
 
-import json
-
 import pandas as pd
 import streamlit as st
 
@@ -20,49 +18,43 @@ from app_pages.common import (
 from app_pages.run_screen.show import run_file_downloads, show_run
 from core.engine import words
 from core.runs import queue
-from core.runs.bundle import AlreadyImported, BundleError, export_bundle, import_bundle, read_bundle
+from core.runs.bundle import AlreadyImported, BundleError, import_bundle, read_bundle
+from core.runs.run_files import bundle_text
 from core.runs.store.records import unreadable_runs_text
 from core.view import answers, overlay_charts
-from core.view.compare import (
-    column_headings,
-    comparison_labels,
-    numbering_note,
-    run_name,
-    shown_columns,
-    table_row,
-)
+from core.view.compare import TABLE_COLUMNS, column_headings, comparison_labels, run_name, shown_columns
 from core.view.comparison_words import comparison_rows, comparison_words
 from core.view.job_status import describe
+from core.view.runs_table import FILTERS, runs_page
 from core.view.safe_text import csv_text, markdown_text
 
 owner = visitor()
 tick()
 st.title("Runs")
 
-runs = store().list_runs(kind="race", limit=1000)
+# One page of the table at a time, the filters over every race: a view costs one page's rows.
+wanted = {key: list(st.session_state.get(f"runs_filter_{key}", [])) for key, _ in FILTERS}
+if st.session_state.get("runs_filters_seen", wanted) != wanted:  # other filters: from their first page
+    st.session_state.runs_page = 1
+st.session_state.runs_filters_seen = wanted
+table_page = runs_page(store(), wanted, st.session_state.get("runs_page", 1))
 if store().unreadable_runs:  # a damaged page of the store's file: the others are listed
     st.warning(markdown_text(unreadable_runs_text(store().unreadable_runs, store().path)))
-if not runs:
+if not table_page.options["status"]:
     st.info("No runs yet. Launch one on the Race page, or import a bundle below.")
-rows, unreadable = [], []
-for r in runs:  # a row this app cannot read is named, and left out: the table shows the others
-    try:
-        rows.append(table_row(r))
-    except Exception as exc:  # noqa: BLE001 - whatever one stored row holds
-        unreadable.append(damaged_run_text(r.id, exc))
-for line in unreadable:
-    st.warning(line)
-table = pd.DataFrame(rows)
-if not table.empty:
-    f1, f2, f3 = st.columns(3)
-    statuses = f1.multiselect("Status", sorted(table["status"].unique()))
-    models = f2.multiselect("Model", sorted(table["model"].unique()))
-    devices = f3.multiselect("Device", sorted(table["device"].unique()))
-    keep = pd.Series(True, index=table.index)
-    for column, wanted in (("status", statuses), ("model", models), ("device", devices)):
-        if wanted:
-            keep &= table[column].isin(wanted)
-    shown = table[keep]
+for run_id, exc in table_page.unreadable:  # a row this app cannot read is named, and left out
+    st.warning(damaged_run_text(run_id, exc))
+runs = table_page.runs
+table = pd.DataFrame(table_page.rows, columns=[key for key, _ in TABLE_COLUMNS])
+if table_page.options["status"]:
+    for column, (key, label) in zip(st.columns(len(FILTERS)), FILTERS):
+        st.session_state[f"runs_filter_{key}"] = table_page.wanted[key]  # a value no race has any more is let go
+        column.multiselect(label, table_page.options[key], key=f"runs_filter_{key}")
+    view = (table_page.page, *(tuple(v) for v in table_page.wanted.values()))
+    if st.session_state.get("runs_view", view) != view:  # another page or filter: a selection by row position is void
+        st.session_state.pop("runs_table", None)
+    st.session_state.runs_view = view
+    shown = table
     headings = column_headings()
     picked = st.dataframe(
         shown,
@@ -71,7 +63,7 @@ if not table.empty:
         selection_mode="multi-row",
         key="runs_table",
         placeholder="–",
-        column_order=shown_columns(shown.to_dict("records")),
+        column_order=shown_columns(table_page.rows),
         column_config={
             **{key: heading for key, heading in headings.items()},
             "speedup": st.column_config.NumberColumn(headings["speedup"], format=words.SPEEDUP_FORMAT),
@@ -83,10 +75,14 @@ if not table.empty:
     )
     # A selection is kept by row position and can outlive its rows (a filter, a deletion): drop those.
     selected = [int(shown.iloc[i]["id"]) for i in picked.selection.rows if i < len(shown)] if picked else []
-    st.download_button("Download table as CSV", csv_text(shown), "compile_lab_runs.csv", "text/csv")
-    skipped = numbering_note(runs, store().list_runs(limit=5000))  # why the numbers have gaps
-    if skipped:
-        st.caption(skipped)
+    left, right = st.columns([3, 1])
+    left.caption(table_page.line())
+    if table_page.pages > 1:
+        st.session_state.runs_page = table_page.page  # within the pages there are now
+        right.number_input(f"Page (of {table_page.pages:,})", 1, table_page.pages, key="runs_page")
+    st.download_button("Download this page as CSV", csv_text(shown), "compile_lab_runs.csv", "text/csv")
+    if table_page.numbering:  # why the numbers have gaps
+        st.caption(table_page.numbering)
     chosen = [r for r in runs if r.id in selected]
     if len(chosen) == 1:
         run = chosen[0]
@@ -119,14 +115,13 @@ if not table.empty:
             right.altair_chart(overlay_charts.overlay_cumulative_chart(steps), width="stretch")
     for run in chosen:
         a, b, c = st.columns([2, 1, 1])
-        try:
-            bundle = json.dumps(export_bundle(store(), run.id))
-        except BundleError as exc:  # a damaged run: no bundle of part of it
-            a.caption(f"No bundle of {run_name(run.id)}: {markdown_text(exc)}")
-        else:
+        damaged = run_view(run).damaged
+        if damaged:  # a damaged run: no bundle of part of it
+            a.caption(f"No bundle of {run_name(run.id)}: {markdown_text(f'cannot export it whole: {damaged}')}")
+        else:  # built when it is asked for (a long run's bundle is tens of MB), not on every view
             a.download_button(
                 f"Bundle of {run_name(run.id)} (JSON)",
-                bundle,
+                bundle_text(store().path, run.id),
                 f"compile_lab_run_{run.id}.json",
                 "application/json",
                 key=f"bundle_{run.id}",

@@ -9,6 +9,7 @@ events a worker kept while its store was away (core.runs.outage), which are meas
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,8 @@ import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from core.runs import bundle
+from core.runs.store import Store
 from core.runs.store.records import store_files_dir
 
 TLPARSE_TIMEOUT_S = 120
@@ -201,3 +204,23 @@ def sweep_orphans(store_path: str, stored_ids: Callable[[], set[int]]) -> Freed:
     The store is asked after the folders are read: a run queued meanwhile is in its answer."""
     with_files = runs_with_files(store_path)
     return remove_run_files(store_path, sorted(with_files - stored_ids()) if with_files else [])
+
+
+def bundle_text(location: str, run_id: int) -> Callable[[], str]:
+    """What builds the bundle of one run (core.runs.bundle) as JSON text when called, on a connection
+    of its own to the store at `location`: a page's download button calls it once clicked, on another
+    thread, so a view does not build a long run's bundle of tens of MB. A run that cannot be exported
+    by then (deleted meanwhile, its events damaged) gives a document saying why, not a traceback."""
+
+    def build() -> str:
+        store = Store(location)
+        try:
+            return json.dumps(bundle.export_bundle(store, run_id))
+        except bundle.BundleError as exc:
+            return json.dumps(
+                {"format": bundle.FORMAT, "version": bundle.VERSION, "error": f"no bundle of run {run_id}: {exc}"}
+            )
+        finally:
+            store.close()
+
+    return build

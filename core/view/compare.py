@@ -81,6 +81,18 @@ def comparison_labels(runs: Sequence[Run]) -> dict[int, str]:
     return labels
 
 
+def row_model(params: Mapping[str, Any] | None) -> str:
+    """A race's model as the table shows it (and its Model filter chooses by)."""
+    return str((params or {}).get("model", "?"))
+
+
+def row_device(environment: Mapping[str, Any] | None, device_key: str) -> str:
+    """What a race ran on as the table shows it (and its Device filter chooses by): the device's
+    name where the worker recorded it, else its type, else the lane it was queued for."""
+    env = environment or {}
+    return str(env.get("device_name") or env.get("device_type") or device_key)
+
+
 def table_row(run: Run) -> dict[str, Any]:
     """One race as the Runs table shows it (keys of TABLE_COLUMNS, in order)."""
     p, s, env = run.params or {}, run.summary or {}, run.environment or {}
@@ -94,13 +106,13 @@ def table_row(run: Run) -> dict[str, Any]:
         # compiled's first steps were not measurably slower; a blank would read as not measured.
         "compile_s": words.compile_cost(s) if run.summary else None,
         "break_even": s.get("break_even_step"),
-        "model": str(p.get("model", "?")),
+        "model": row_model(p),
         "batch_size": p.get("batch_size"),
         "precision": str(p.get("precision", "?")),
         "mode": str(p.get("mode", "?")),
         "backend": str(p.get("backend", "?")),
         "steps": f"{epochs} x {per_epoch}" if epochs and per_epoch else None,
-        "device": str(env.get("device_name") or env.get("device_type") or run.device_key),
+        "device": row_device(env, run.device_key),
         "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
         "imported": bool(run.imported),
     }
@@ -133,23 +145,29 @@ def column_headings() -> dict[str, str]:
 JOB_WORDS = {"probe": "the device probe", "demo": "Under the hood demos", "lookup": "model lookups"}
 
 
-def numbering_note(races: Sequence[Run], jobs: Sequence[Run]) -> str | None:
+def numbering_note(races: Sequence[int], kinds: Mapping[int, str]) -> str | None:
     """Why race numbers skip: every job here takes the next number (the device probe, the Under the
     hood demos, model lookups), and a deleted run's number is not given again. None without gaps.
-    `races`: the races listed; `jobs`: every run of the store (any kind)."""
-    ids = sorted(r.id for r in races)
-    if len(ids) < 1:
+    `races`: the ids of every race in the store; `kinds`: every run's kind by id (any kind)."""
+    if not races:
         return None
-    gaps = [i for i in range(1, ids[-1]) if i not in set(ids)]
-    if not gaps:
+    ids, last = set(races), max(races)
+    skipped = last - len(ids)  # the numbers below the newest race that are not races (counted, not listed)
+    if not skipped:
         return None
-    kinds = {r.id: r.kind for r in jobs}
-    took = [JOB_WORDS.get(kinds[i], f"{kinds[i]} jobs") for i in gaps if i in kinds and kinds[i] != "race"]
-    deleted = sum(1 for i in gaps if i not in kinds)
+    gaps: list[int] = []
+    number = 1
+    while len(gaps) < min(8, skipped):  # the first few to name
+        if number not in ids:
+            gaps.append(number)
+        number += 1
+    jobs = sorted(i for i, kind in kinds.items() if i < last and kind != "race")
+    took = [JOB_WORDS.get(kinds[i], f"{kinds[i]} jobs") for i in jobs]
+    deleted = skipped - len(jobs)
     parts = list(dict.fromkeys(took))
     if deleted:
         parts.append("deleted runs" if deleted > 1 else "a deleted run")
-    shown = ", ".join(str(i) for i in gaps[:8]) + (f" and {len(gaps) - 8} more" if len(gaps) > 8 else "")
+    shown = ", ".join(str(i) for i in gaps) + (f" and {skipped - 8} more" if skipped > 8 else "")
     return (
         f"Run numbers skip {shown}: every job here takes the next number, and those went to "
         f"{' and '.join(parts) or 'other jobs'}. A run's number is the one in its link and its bundle."

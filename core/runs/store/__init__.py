@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from core.runs.disk_space import disk_full_message, is_disk_full
+from core.runs.store.pages import RunPages
 from core.runs.store.records import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -51,7 +52,7 @@ __all__ = [
 EVENT_CHUNK = 5_000  # events read per query: a damaged page loses only what lies after it
 
 
-class Store:
+class Store(RunPages):
     """A handle on one store: a SQLite file or a PostgreSQL URL. Cheap to create; each
     thread/process opens its own (on PostgreSQL they share the process's connection pool)."""
 

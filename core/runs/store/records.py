@@ -183,11 +183,16 @@ def sweep_of(row: Any) -> Sweep:
 
 
 def run_of(row: Any) -> Run:
+    return Run(**decoded(row))
+
+
+def decoded(row: Any) -> dict[str, Any]:
+    """A run row (all its columns, or some) as a dict, its JSON columns decoded (_json_column)."""
     data = dict(row)
     for key in JSON_COLUMNS:
         if data.get(key) is not None:
             data[key] = _json_column(key, data[key])
-    return Run(**data)
+    return data
 
 
 def _json_column(key: str, text: Any) -> Any:
