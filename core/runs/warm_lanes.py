@@ -2,7 +2,8 @@
 server started for a lane asks the lane's others to leave. No torch.
 
 Why: a server is named by its whole environment (core.runs.warm_start), so every terminal with a
-differing LC_* or TZ that ticked the queue started one more 0.7 GB server, kept for its idle time.
+differing LC_* or TZ that ticked the queue started one more server (torch imported), kept for its
+idle time.
 A lane is the lane (cpu, cuda:N) of this checkout with one data folder; one that belongs to a live
 app or agent (COMPILE_LAB_APP_PID, COMPILE_LAB_AGENT_PID) is kept for it, and a terminal's (no
 owner) is then not started beside it: its jobs start cold.
