@@ -28,7 +28,7 @@ from conftest import (
 
 from core.engine.device_state import CACHE_VARIABLES
 from core.engine.spec import DeviceCaps
-from core.runs import devices, processes, queue, warm_server, warm_start
+from core.runs import devices, processes, queue, warm_lanes, warm_server, warm_start
 from core.runs.limits import HostLimits
 from core.runs.pids import pid_running
 
@@ -107,7 +107,7 @@ def test_a_warm_child_is_as_clean_as_a_fresh_process_and_gets_the_jobs_settings(
 def test_a_race_starts_warm_through_the_queue_and_the_next_one_too(warm_starts, store):
     """An idle box's tick starts the warm server; a race then forks from it (and says so), is pinned
     as a cold one is, and the race its ticker starts is warm too, its replicate as well."""
-    assert queue.tick(store) == []  # nothing to run: it starts the CPU lane's warm server
+    assert queue.tick(store, prewarm=True) == []  # the app's tick, nothing to run: it starts the CPU lane's server
     env = processes.worker_environment("cpu")
     wait_until("the warm server", lambda: warm_start.server_state(env) == "ready", 90)
     # The device probe's and the demos' workers start through the same launcher with this environment.
@@ -431,32 +431,37 @@ def test_read_only_commands_start_no_warm_server_and_only_a_ticker_that_starts_r
     assert len(servers_started_by_this_test(before)) == 1
 
 
+def warm_lanes_pids(lane):
+    return [pid for pid, _, _ in warm_lanes.lane_servers(lane)]
+
+
 def test_a_lane_keeps_one_warm_server_whatever_environment_asked_for_it(warm_starts, monkeypatch):
     """A server for a lane asks the lane's servers of other environments to leave, but one that belongs
     to a live app; a terminal's (no app) is then not started beside it: one server per lane."""
-    logs = os.path.join(os.environ["COMPILE_LAB_DATA"], "logs")
-    lane = warm_start.lane_name("cpu", os.environ["COMPILE_LAB_DATA"])
+    lane = warm_lanes.lane_name("cpu", os.environ["COMPILE_LAB_DATA"])
 
-    monkeypatch.delenv(warm_start.APP_PID_VARIABLE, raising=False)  # a terminal's, but where said
-
-    def server(paper, **more):
-        env = {**processes.worker_environment("cpu"), "LC_PAPER": paper, **more}
-        pid = warm_start.ensure_server(env, logs, lane=lane)
-        if pid is not None:  # named (and so found) once it holds its socket, before it imports
-            wait_until(
-                "the server to hold its name", lambda: pid in [p for p, _, _ in warm_start.lane_servers(lane)], 30
-            )
-        return pid
+    def server(paper, app=None):
+        """What a tick that starts races does, from a terminal with LC_PAPER=paper (or the app `app`)."""
+        monkeypatch.setenv("LC_PAPER", paper)
+        if app is None:
+            monkeypatch.delenv(warm_start.APP_PID_VARIABLE, raising=False)
+        else:
+            monkeypatch.setenv(warm_start.APP_PID_VARIABLE, str(app))
+        monkeypatch.setattr(processes, "_PREWARMED", {})
+        started = processes.prewarm(["cpu"])
+        for pid in started:  # named (and so found) once it holds its socket, before it imports
+            wait_until("the server to hold its name", lambda pid=pid: pid in warm_lanes_pids(lane), 30)
+        return started[0] if started else None
 
     first = server("C.1")
     second = server("C.2")
     assert second is not None
     wait_until("the lane's first server to leave", lambda: not pid_running(first), 10)
-    app = server("C.3", COMPILE_LAB_APP_PID=str(os.getpid()))  # an app's: the terminal's one leaves
+    app = server("C.3", app=os.getpid())  # an app's: the terminal's one leaves
     wait_until("the terminal's server to leave", lambda: not pid_running(second), 10)
     assert server("C.4") is None  # a terminal's beside a live app's: none started
-    assert [pid for pid, _, _ in warm_start.lane_servers(lane)] == [app]
-    assert warm_start.lane_servers(warm_start.lane_name("cpu", "/elsewhere")) == []
+    assert warm_lanes_pids(lane) == [app]
+    assert warm_lanes.lane_servers(warm_lanes.lane_name("cpu", "/elsewhere")) == []
 
 
 @pytest.mark.parametrize("interrupt", ["timeout", "cancel"])

@@ -22,7 +22,7 @@ from typing import Any
 
 from core import PROJECT_ROOT
 from core.engine.spec import data_home
-from core.runs import warm_start, worker_cores
+from core.runs import warm_lanes, warm_start, worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
 from core.runs.pids import pid_running
 from core.runs.race_conditions import MALLOC_SETTING, STEADY_MALLOC, malloc_settings  # noqa: F401 - where they were
@@ -163,7 +163,9 @@ def prewarm(device_keys: list[str]) -> list[int]:
             if time.monotonic() - _PREWARMED.get(server, -PREWARM_EVERY_S) < PREWARM_EVERY_S:
                 continue  # looked for lately (or another lane's environment is the same)
             _PREWARMED[server] = time.monotonic()
-            lane = warm_start.lane_name(key, data_home())  # one server per lane: others' leave
+            lane = warm_lanes.lane_name(key, data_home())  # one server per lane: the lane's others leave
+            if not warm_lanes.make_room(lane, server, warm_start.owner_of(env)):
+                continue  # a live app's server holds this lane: a terminal's jobs start cold
             pid = warm_start.ensure_server(env, os.path.join(data_home(), "logs"), worker_cores.unpinned_cores(), lane)
         except (warm_start.SettingError, OSError):
             continue  # a setting it cannot read, a data dir it cannot write: jobs start cold

@@ -189,8 +189,8 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None, *, 
     box starts only its own device probe and model lookups (lanes that measure nothing). With
     `prewarm` (a caller that starts races: the app's pages, a worker ending, an enqueue) and nothing
     running here, it starts the lanes' warm servers (core.runs.warm_start) that are not running yet; a
-    read-only caller (the CLI's `status`, `sweeps`, a follow loop) never starts one (each held 0.7 GB
-    for its idle time).
+    read-only caller (the CLI's `status`, `sweeps`, a follow loop) never starts one (each started one
+    per differing environment, torch imported, kept for its idle time).
     From a deprioritized thread it does nothing: the next tick of any other (a page's next refresh,
     the sidebar, a worker finishing, the CLI) starts what waits.
     """

@@ -448,15 +448,10 @@ def ensure_server(
     """Start the warm server for `env` unless one runs or is starting (detached, in its own session,
     so it outlives whoever asked); its pid, or None when none was started. `cpus`: the cores it (and so
     what it forks) may run on, set before it imports torch (torch's default thread count is read then).
-    `lane` (`lane_name`): the lane it serves, which keeps one server: the others of that lane (another
-    environment's: a terminal's differing LC_* or TZ) are asked to leave, except one that belongs to
-    a live app or agent other than this one's; a server for no app or agent (a terminal's) is not
-    started beside such a one (its jobs start cold)."""
+    `lane`: the lane it serves, on its command line (core.runs.warm_lanes keeps one server a lane)."""
     if not enabled(env) or owner_gone(env) or server_state(env) is not None:
         return None
     key = server_key(env)
-    if lane is not None and not make_room(lane, key, owner_of(env)):
-        return None
     os.makedirs(log_dir, exist_ok=True)
     command = [sys.executable, "-m", SERVER_MODULE, "--key", key, "--idle-s", str(idle_s(env))]
     if cpus:
@@ -479,51 +474,6 @@ def ensure_server(
 def owner_of(env: dict[str, str]) -> str:
     """The pid of the app or fleet agent whose server one for `env` is ("": a terminal's, no one's)."""
     return env.get(APP_PID_VARIABLE) or env.get("COMPILE_LAB_AGENT_PID") or ""
-
-
-def lane_name(lane: str, data_dir: str) -> str:
-    """What names a lane among warm servers: the lane (cpu, cuda:N) of this code's checkout with this
-    data folder (another checkout or data folder has lanes of its own)."""
-    raw = json.dumps([CODE_ROOT, os.path.realpath(data_dir), lane])
-    return f"{lane}-{hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()}"
-
-
-def lane_servers(lane: str) -> list[tuple[int, str, str]]:
-    """This user's warm servers of `lane` as (pid, key, owner pid or "-"), from their command lines."""
-    found = []
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{entry}").st_uid != os.getuid():
-                continue
-            with open(f"/proc/{entry}/comm", "rb") as fh:
-                if fh.read().strip() != SERVER_NAME.encode():  # (its forked jobs are compile-lab-job)
-                    continue
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                args = fh.read().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        options = dict(zip(args, args[1:]))
-        if SERVER_MODULE in args and options.get("--lane") == lane:
-            found.append((int(entry), options.get("--key", ""), options.get("--owner", "-")))
-    return found
-
-
-def make_room(lane: str, key: str, owner: str) -> bool:
-    """Ask the other servers of `lane` to leave (SIGTERM: a server takes no more jobs and leaves; its
-    children run on), but one of another live app or agent; False when such a one holds the lane and
-    this server would be a terminal's (no owner): then none is started."""
-    for pid, other_key, other_owner in lane_servers(lane):
-        if other_key == key:
-            continue
-        if other_owner.isdigit() and other_owner != owner and pid_running(int(other_owner)):
-            if not owner:
-                return False
-            continue  # another app on this data folder: each keeps its own (it leaves with that app)
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGTERM)
-    return True
 
 
 def stop_server(env: dict[str, str], wait_s: float = 5.0) -> bool:
