@@ -29,7 +29,7 @@ limits = host_limits()  # None (said on the page) when the host's configuration 
 if limits is None:
     st.stop()
 if "sweep_model" not in st.session_state:
-    st.session_state.update(form.sweep_to_state(form.default_sweep(caps)))
+    st.session_state.update(form.sweep_to_state(form.default_sweep(caps, limits)))
 
 st.title("Sweep: how the payoff moves")
 st.caption("One model, one or two axes: every point is a race of its own, queued one after another.")
