@@ -102,6 +102,9 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
     if not problems:
         low, high = form.estimate_sweep_seconds(sweep, caps)
         hint_col.caption(f"{len(sweep.points())} races, one after another: {describe_duration(low, high)} (rough).")
+        past_limit = form.time_limit_points(sweep, caps, limits)
+        if past_limit:
+            st.warning(markdown_text(past_limit))  # the point labels are the sweep's own values
 
 if launched:
     try:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from core.engine import words
 from core.engine.options import OPTIONS, Option, on_form
-from core.engine.race_estimates import estimate_seconds
+from core.engine.race_estimates import estimate_race, estimate_seconds
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs.limits import HostLimits
-from core.runs.sweeps import AXES, MAX_POINTS, Axis, SweepSpec, axis_from_text, whole_numbers
+from core.runs.sweeps import AXES, MAX_POINTS, Axis, SweepSpec, axis_from_text, point_label, whole_numbers
 from core.view.race_form import CHOICES, unavailable_options, within_limits
 
 NO_AXIS = "none"
@@ -136,6 +137,25 @@ def estimate_sweep_seconds(sweep: SweepSpec, caps: DeviceCaps | None) -> tuple[f
         lo, hi = estimate_seconds(point, caps)
         low, high = low + lo, high + hi
     return low, high
+
+
+def time_limit_points(sweep: SweepSpec, caps: DeviceCaps | None, limits: HostLimits | None) -> str | None:
+    """The sweep's points whose rough estimate (the zoo's figures, as the sweep's duration) is past
+    the host's job time limit even at its low end, said once beside the duration (the Sweep page,
+    `sweep`); None where none is, or there is no limit. Each point is a job of its own."""
+    limit = limits.job_time_limit_s if limits is not None else None
+    if limit is None:
+        return None
+    points = sweep.points()
+    past = [(point, e) for point in points if (e := estimate_race(point, caps)) is not None and e.low_s > limit]
+    if not past:
+        return None
+    shown = "; ".join(f"{point_label(p, sweep.axes)}: at least {words.duration(e.low_s)}" for p, e in past[:3])
+    return (
+        f"Past this host's time limit: {len(past)} of {len(points)} points would take longer than "
+        f"{words.duration(limit)} ({shown}{'; ...' if len(past) > 3 else ''}); each is stopped there, ending "
+        "failed with what it measured by then."
+    )
 
 
 def tidy_axes(state: Any, caps: DeviceCaps | None, limits: HostLimits | None = None) -> dict[int, str]:
