@@ -121,3 +121,20 @@ def test_a_link_to_a_race_that_cannot_fit_shows_why_and_launch_stays_off(store):
     errors = [e.value.replace("\\", "") for e in at.error]  # markdown-escaped
     assert any("needs at least" in e and "this CPU has 16.0 GiB" in e and "would fit" in e for e in errors), errors
     assert at.button(key="launch").disabled
+
+
+def test_in_a_fleet_a_gpu_race_is_refused_only_where_it_fits_no_gpu(store):
+    from conftest import AMPERE
+
+    from core.runs import fleet
+
+    def lane(index, name, gib):
+        caps = {**AMPERE.to_dict(), "cuda_name": name, "cuda_memory_bytes": gib * GiB}
+        return {"lane": f"cuda:{index}", "device_name": name, "memory_bytes": gib * GiB, "caps": caps}
+
+    fleet.register(store, "box", 1, "lab-1", "2.14.1", [lane(0, "NVIDIA A10", 24), lane(1, "NVIDIA A100", 80)])
+    caps = devices.known_caps(store)
+    assert caps.cuda_memory_bytes == 80 * GiB
+    fits_the_large = RunSpec(model="resnet50", batch_size=1024, precision="amp-bf16", device="cuda")
+    assert batch_problems(fits_the_large, caps) == []  # about 46 GiB: past the A10, within the A100
+    assert "has 80.0 GiB" in batch_problems(RunSpec(model="resnet50", batch_size=4096, device="cuda"), caps)[0]
