@@ -46,6 +46,7 @@ from core.view.race_form import (
     shared_result_text,
     spec_from_query,
     spec_to_query,
+    time_limit_note,
     unavailable_options,
     unavailable_summary,
     within_limits,
@@ -276,7 +277,10 @@ if not present:  # presenter mode: one run in focus, no configuration
         if offer is not None:
             st.info(f"{markdown_text(shared_result_text(offer))}: show it, or measure again with Launch.")
             st.button("Show it", key="show_shared", on_click=follow, args=(offer.id,))
-        st.markdown(race_promise(spec, caps, estimates.race_estimate(store(), spec, caps, **pin)))
+        estimate = estimates.race_estimate(store(), spec, caps, **pin)
+        st.markdown(race_promise(spec, caps, estimate))
+        if time_limit_note(estimate, limits):
+            st.warning(time_limit_note(estimate, limits))
         if duration_note(spec):
             st.caption(duration_note(spec))
         blocked_launch = bool(problems) or caps is None or limits is None

@@ -29,7 +29,7 @@ limits = host_limits()  # None (said on the page) when the host's configuration 
 if limits is None:
     st.stop()
 if "sweep_model" not in st.session_state:
-    st.session_state.update(form.sweep_to_state(form.default_sweep(caps)))
+    st.session_state.update(form.sweep_to_state(form.default_sweep(caps, limits)))
 
 st.title("Sweep: how the payoff moves")
 st.caption("One model, one or two axes: every point is a race of its own, queued one after another.")
@@ -102,6 +102,9 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
     if not problems:
         low, high = form.estimate_sweep_seconds(sweep, caps)
         hint_col.caption(f"{len(sweep.points())} races, one after another: {describe_duration(low, high)} (rough).")
+        past_limit = form.time_limit_points(sweep, caps, limits)
+        if past_limit:
+            st.warning(markdown_text(past_limit))  # the point labels are the sweep's own values
 
 if launched:
     try:

@@ -50,6 +50,12 @@ class FakeCuda:
     def device_count(self):
         return 2
 
+    def get_device_properties(self, index):
+        class Properties:  # the second GPU is the larger: the probe records the largest
+            total_memory = (16 if index == 0 else 32) * 2**30
+
+        return Properties()
+
     def is_bf16_supported(self, *args, **kwargs):
         if not self.takes_flag and (args or kwargs):
             raise TypeError("is_bf16_supported() takes 0 positional arguments")
@@ -74,6 +80,7 @@ def test_a_v100_probe_records_emulated_not_native_bf16_and_its_gpu_count(monkeyp
     assert caps.cuda and caps.compute_capability == (7, 0)
     assert caps.cuda_bf16 is False and caps.cuda_bf16_emulated is True
     assert caps.gpu_count == 2 and caps.cuda_lanes == 2 and caps.triton is True
+    assert caps.cuda_memory_bytes == 32 * 2**30 and caps.memory_bytes > 0  # the memory guard's figures
 
 
 def test_amp_bf16_is_refused_where_bf16_is_only_emulated_with_the_reason():

@@ -22,15 +22,35 @@ def _libraries():
 
 
 @pytest.fixture
-def no_network(monkeypatch):
-    """Any attempt to open a connection fails the test."""
+def no_network(monkeypatch, tmp_path):
+    """Any attempt to reach the network (a connection, or a name looked up first) is recorded and
+    fails, with the Hub's offline switch off as on a visitor's box (the tests turn it on: conftest),
+    so what keeps the code off the network is its own doing. huggingface_hub keeps what it fetched
+    once per process and per day (its list of agents, asked for in every request's headers): both
+    are set aside here, so each test asks afresh."""
     attempts = []
 
     def refuse(self, address):
         attempts.append(address)
         raise OSError("network disabled in tests")
 
+    def no_lookup(host, *args, **kwargs):
+        attempts.append(host)
+        raise socket.gaierror("network disabled in tests")
+
     monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", no_lookup)
+    import huggingface_hub.constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "AGENT_HARNESSES_PATH", str(tmp_path / "agents.json"), raising=False)
+    try:
+        from huggingface_hub.utils import _detect_agent
+    except ImportError:  # an older huggingface_hub asks for no such list
+        return attempts
+    monkeypatch.setattr(_detect_agent, "_registry", None, raising=False)
     return attempts
 
 
@@ -149,8 +169,18 @@ def test_a_configuration_not_on_this_machine_is_a_clear_message_and_no_download(
     with pytest.raises(ModelError) as caught:
         workload_for(RunSpec(model="hf:someone/private-model"))
     message = str(caught.value)
-    assert "hf:someone/private-model is not on this machine" in message and "--download" in message
+    assert "hf:someone/private-model is unknown here" in message and "not on this machine" in message
+    assert "nothing was fetched" in message and "--download" in message
     assert "gpt2" in message and no_network == []
+
+
+def test_describing_an_unknown_hugging_face_name_says_so_without_touching_the_network(no_network, capsys):
+    from core.cli.main import main
+
+    assert main(["models", "--describe", "hf:nobody/no-such-model"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: hf:nobody/no-such-model is unknown here") and len(err.strip().splitlines()) == 1
+    assert no_network == []
 
 
 def test_a_misspelt_setting_is_refused_with_the_settings_it_has():

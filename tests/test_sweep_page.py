@@ -205,6 +205,8 @@ def test_a_second_axis_and_invalid_values_show_the_problem_and_queue_nothing(sto
     record_probe(store)
     monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "1024")
     at = sweep_page()
+    assert at.text_input(key="sweep_text1").value == "64, 256, 1024"  # the defaults within the host's limit
+    at.text_input(key="sweep_text1").set_value("64, 4096").run()
     assert markdown_text("batch size: this host allows at most 1024 (got 4096)") in texts(at)
     at.text_input(key="sweep_text1").set_value("64, many").run()
     assert markdown_text("'many' is not a whole number") in texts(at)
@@ -303,3 +305,16 @@ def test_the_form_offers_the_target_interval_and_every_point_stops_on_its_own(st
     assert not at.exception
     (sweep,) = store.list_sweeps()
     assert [p.params["target_interval"] for p in store.sweep_runs(sweep.id)] == [0.03, 0.03]
+
+
+def test_the_default_sweep_launches_under_the_shipped_host_limits(store, sleepers, monkeypatch):
+    """deploy/host-limits.toml: batch sizes of at most 256, two jobs per visitor. The form's first sweep
+    is one this host runs: no problem shown, and Launch queues it."""
+    monkeypatch.setenv("COMPILE_LAB_CONFIG", f"{ROOT}/deploy/host-limits.toml")
+    record_probe(store)
+    at = sweep_page()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    next(b for b in at.button if b.label == "Launch sweep").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (sweep,) = store.list_sweeps()
+    assert [p.params["batch_size"] for p in store.sweep_runs(sweep.id)] == [64, 256]

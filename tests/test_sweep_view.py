@@ -159,3 +159,29 @@ def test_chart_specs_are_rebuilt_only_when_what_they_draw_changes(monkeypatch):
     runs[2].status, runs[2].summary = "done", measured_summary(1024, random.Random(3))
     third = sweep_charts.chart_specs(sweep, sweep_frame(sweep, runs))
     assert len(built) == 2 and third[0]["description"] == "Steady-state speedup: 3 points"
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_the_default_sweep_respects_the_shipped_host_limits(device):
+    from conftest import ROOT
+
+    from core.engine.spec import DeviceCaps
+    from core.runs.limits import load_host_limits
+    from core.runs.sweeps import sweep_problems
+
+    limits = load_host_limits({"COMPILE_LAB_CONFIG": f"{ROOT}/deploy/host-limits.toml"})
+    caps = DeviceCaps(memory_bytes=2**34)
+    if device == "gpu":
+        caps = DeviceCaps(cuda=True, cuda_name="A100", compute_capability=(8, 0), cuda_bf16=True, triton=True,
+                          gpu_count=1, cuda_memory_bytes=80 * 2**30, memory_bytes=2**36)  # fmt: skip
+    sweep = default_sweep(caps, limits)
+    assert sweep_problems(sweep, caps, limits) == []
+    assert 2 <= len(sweep.points()) <= limits.max_queued_per_owner  # a sweep queues every point at once
+    assert all(v <= limits.max_batch_size for v in sweep.axes[0].values)
+
+
+def test_without_limits_the_default_sweep_is_the_devices_four_batch_sizes():
+    from core.engine.spec import DeviceCaps
+    from core.runs.limits import HostLimits
+
+    assert default_sweep(DeviceCaps(), HostLimits()).axes == (Axis("batch_size", BATCHES),)

@@ -76,3 +76,28 @@ def test_the_registry_imports_neither_torch_nor_the_networks():
     code = "import sys, core.engine.models.zoo; print(sorted(m for m in ('torch', 'core.engine.models.networks') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def saved_for_backward(name: str, batch: int) -> int:
+    """Bytes autograd keeps for backward over one forward and loss (each storage once)."""
+    info = MODELS[name]
+    torch.manual_seed(0)
+    model = build_model(name).train()
+    x, y = random_batch(info.input_kind, batch, info.default_size, torch.Generator().manual_seed(0))
+    storages = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss_fn(model(x), y)
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize("name", ["mlp", "small_cnn", "pointwise_mlp", "gpt", "resnet18"])
+def test_the_registrys_activation_figures_are_what_a_sample_keeps_for_backward(name):
+    """The memory guard's floor (core.engine.race_memory) rests on these: a row that overstates them
+    would refuse races that fit."""
+    per_sample = (saved_for_backward(name, 6) - saved_for_backward(name, 2)) / 4
+    assert 0.95 * per_sample <= MODELS[name].activation_bytes <= per_sample

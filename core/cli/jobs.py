@@ -25,18 +25,22 @@ from core.cli.race_flags import add_spec_arguments, spec_from_args
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from core.runs import queue
+    from core.runs import estimates, queue
     from core.runs.limits import load_host_limits
     from core.view.job_status import describe
+    from core.view.race_form import time_limit_note
 
     store = open_store(args)
     if args.every_gpu_type:
         return submit_on_every_gpu_type(store, args)
 
+    queued: dict = {}
+
     def enqueue() -> int:
         limits = load_host_limits()  # before anything runs: a broken configuration is said at once
         spec = spec_from_args(args)
         caps = queue.ensure_probe(store, owner=args.owner, wait_s=60)
+        queued.update(spec=spec, caps=caps, limits=limits)
         return queue.enqueue(store, spec, args.owner, limits=limits, caps=caps)
 
     run_id = queued_or_refused(enqueue)
@@ -44,6 +48,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     run = store.get_run(run_id)
     print(f"run {run_id}: {describe(store, run)} on {run.device_key}")
+    try:  # an estimate never stops what was queued
+        note = time_limit_note(estimates.race_estimate(store, queued["spec"], queued["caps"]), queued["limits"])
+    except Exception:  # noqa: BLE001
+        note = None
+    if note:  # said as it is queued: cancel it (python -m core cancel N), or let it run to the limit
+        print(f"warning: {note} (python -m core cancel {run_id} stops it)", file=sys.stderr)
     if not args.wait:
         return EXIT_OK
     return follow(store, run_id, args)

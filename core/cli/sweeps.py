@@ -38,9 +38,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     store = open_store(args)
 
+    queued: dict = {}
+
     def enqueue() -> int:
         sweep = sweep_from_args(args)
         caps = queue.ensure_probe(store, owner=args.owner, wait_s=60)
+        queued.update(sweep=sweep, caps=caps)
         return sweeps.enqueue_sweep(store, sweep, args.owner, caps=caps)
 
     sweep_id = queued_or_refused(enqueue)
@@ -51,9 +54,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"sweep {sweep_id}: {len(points)} points queued on {points[0].device_key}",
         file=sys.stderr if args.json else sys.stdout,
     )
+    past_limit = sweep_time_limit(queued["sweep"], queued["caps"])
+    if past_limit:  # said as it is queued: cancel-sweep stops it
+        print(f"warning: {past_limit} (python -m core cancel-sweep {sweep_id} stops it)", file=sys.stderr)
     if args.detach:
         return EXIT_OK
     return follow_sweep(store, sweep_id, args)
+
+
+def sweep_time_limit(sweep, caps) -> str | None:
+    """The sweep's points past the host's job time limit (core.view.sweep_form.time_limit_points);
+    None where none is, or where it cannot be said (an estimate never stops what was queued)."""
+    from core.runs.limits import load_host_limits
+    from core.view.sweep_form import time_limit_points
+
+    try:
+        return time_limit_points(sweep, caps, load_host_limits())
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def follow_sweep(store, sweep_id: int, args: argparse.Namespace) -> int:

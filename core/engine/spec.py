@@ -21,10 +21,13 @@ from core.engine.models.regions import REGIONAL_BLOCKS, region_problem
 from core.engine.models.sources import library_problem, model_name_problem, source_of
 from core.engine.models.zoo import MODELS
 from core.engine.options import OPTIONS, Option, same_race
+from core.engine.race_memory import host_memory_bytes, memory_problem
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # these compile modes capture CUDA graphs
 # Checked in the model's branch of validate: a size is range-checked only for a model that exists.
 _CHECKED_WITH_THE_MODEL = ("image_size",)
+# What a race's memory floor is made of (core.engine.race_memory): estimated once all of them are valid.
+_MEMORY_FIELDS = ("model", "batch_size", "image_size", "precision", "steps_per_epoch", "data", "device")
 
 
 def data_home() -> str:
@@ -136,6 +139,11 @@ class DeviceCaps:
     triton: bool | None = None
     gpu_count: int = 0
     cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
+    # Memory, for refusing a race that cannot fit (core.engine.race_memory): the host's RAM (or its
+    # cgroup's limit) for a CPU race, the GPU's for a CUDA one (the largest, where there are several;
+    # an agent's lane says its own). None: unknown (a probe recorded before these fields), never refused.
+    memory_bytes: int | None = None
+    cuda_memory_bytes: int | None = None
 
     @property
     def default_device(self) -> str:
@@ -202,9 +210,13 @@ def detect_device_caps() -> DeviceCaps:
             cuda_bf16_emulated=emulated,
             triton=triton_usable(),
             gpu_count=torch.cuda.device_count(),
+            memory_bytes=host_memory_bytes(),
+            cuda_memory_bytes=max(
+                int(torch.cuda.get_device_properties(i).total_memory) for i in range(torch.cuda.device_count())
+            ),
         )
     mps = getattr(torch.backends, "mps", None)
-    return DeviceCaps(mps=bool(mps and mps.is_available()))
+    return DeviceCaps(mps=bool(mps and mps.is_available()), memory_bytes=host_memory_bytes())
 
 
 def inductor_problem(caps: DeviceCaps) -> str | None:
@@ -323,6 +335,9 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
 
     if caps is not None and device_ok:
         p.extend(_device_problems(spec, caps))
+    if caps is not None and model_ok and not any(q.field in _MEMORY_FIELDS for q in p):
+        memory = memory_problem(spec, resolve_device(spec.device, caps), caps)
+        p.extend([Problem("batch_size", memory)] if memory else [])
     return p
 
 

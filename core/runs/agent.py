@@ -56,7 +56,12 @@ def devices_json() -> str:
                 "lane": f"cuda:{gpu['index']}",
                 "device_name": gpu["name"],
                 "memory_bytes": gpu["memory_bytes"],
-                "caps": {**caps.to_dict(), "cuda_name": gpu["name"], "gpu_count": 1},
+                "caps": {
+                    **caps.to_dict(),
+                    "cuda_name": gpu["name"],
+                    "gpu_count": 1,
+                    "cuda_memory_bytes": gpu["memory_bytes"],
+                },
             }
         )
     return json.dumps({"torch": torch.__version__, "lanes": lanes})

@@ -8,6 +8,7 @@ them: the probe only asks what the device is, a lookup builds a model on the met
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from typing import Any
@@ -62,4 +63,19 @@ def known_caps(store: Store) -> DeviceCaps | None:
     if caps is not None:
         return caps
     probe = latest_probe(store)
-    return DeviceCaps.from_dict(probe.summary["caps"]) if probe else None
+    return probe_caps(probe.summary) if probe else None
+
+
+def probe_caps(summary: dict[str, Any]) -> DeviceCaps:
+    """The device facts a probe recorded; a probe from before DeviceCaps kept memory has it in its
+    environment (the host's RAM, where it probed a CPU) and its list of GPUs (the largest)."""
+    caps = DeviceCaps.from_dict(summary["caps"])
+    env = summary.get("environment") or {}
+    gpus = [g.get("memory_bytes") for g in summary.get("gpus") or [] if isinstance(g, dict)]
+    gpus = [m for m in gpus if isinstance(m, int) and m > 0]
+    if caps.cuda_memory_bytes is None and gpus:
+        caps = dataclasses.replace(caps, cuda_memory_bytes=max(gpus))
+    ram = env.get("device_memory_bytes")
+    if caps.memory_bytes is None and env.get("device_type") == "cpu" and isinstance(ram, int) and ram > 0:
+        caps = dataclasses.replace(caps, memory_bytes=ram)
+    return caps

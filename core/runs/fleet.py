@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core.engine.spec import DeviceCaps
@@ -146,7 +146,11 @@ def fleet_caps(store: Store) -> DeviceCaps | None:
     gpu = [lane for lane in found if lane.lane.startswith("cuda")]
     for lane in gpu or found:
         try:
-            return DeviceCaps.from_dict(lane.caps)
+            caps = DeviceCaps.from_dict(lane.caps)
         except (TypeError, ValueError, KeyError):
             continue
+        # A race for any GPU may land on the largest: only what fits none is refused here (a pinned
+        # race that does not fit its lane's GPU is refused by its worker, which knows that GPU).
+        memories = [m for other in gpu if isinstance(m := other.caps.get("cuda_memory_bytes"), int)]
+        return replace(caps, cuda_memory_bytes=max(memories)) if memories else caps
     return None

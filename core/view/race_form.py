@@ -161,6 +161,20 @@ def race_promise(spec: RunSpec, caps: DeviceCaps | None, estimate: RaceEstimate 
     )
 
 
+def time_limit_note(estimate: RaceEstimate | None, limits: HostLimits | None) -> str | None:
+    """What a queued race past this host's time limit meets, said beside its estimate (the form,
+    `submit`): where even the estimate's low end is beyond the limit, the job will be stopped there.
+    None within it, or where there is no estimate or no limit."""
+    limit = limits.job_time_limit_s if limits is not None else None
+    if estimate is None or limit is None or estimate.low_s <= limit:
+        return None
+    return (
+        f"Past this host's time limit: this race would take at least {words.duration(estimate.low_s)} here "
+        f"(about {words.duration(estimate.total_s)}), and a job is stopped after {words.duration(limit)}, "
+        "ending failed with what it measured by then. Fewer steps or a smaller batch would finish within it."
+    )
+
+
 def unavailable_summary(blocked: dict[str, dict[Any, str]]) -> str | None:
     """Options this device cannot run, said once: those needing CUDA together, the rest with their
     reason ("Not offered here: tf32, amp-fp16, reduce-overhead and max-autotune need a CUDA GPU.")."""

@@ -2,7 +2,8 @@
 an axis may take here, the sweep the form describes, and a rough duration.
 
 The CPU default is a 4-point batch-size sweep of pointwise_mlp sized to finish in under 5 minutes
-on 2 cores (each point is a race: a worker start, a cold compile, both variants' steps).
+on 2 cores (each point is a race: a worker start, a cold compile, both variants' steps); a host's
+limits narrow it (fewer and smaller batch sizes, an allowed model) so that it can be launched there.
 """
 
 from __future__ import annotations
@@ -10,20 +11,24 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from core.engine import words
 from core.engine.options import OPTIONS, Option, on_form
-from core.engine.race_estimates import estimate_seconds
+from core.engine.race_estimates import estimate_race, estimate_seconds
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs.limits import HostLimits
-from core.runs.sweeps import AXES, Axis, SweepSpec, axis_from_text, whole_numbers
-from core.view.race_form import CHOICES, unavailable_options
+from core.runs.sweeps import AXES, MAX_POINTS, Axis, SweepSpec, axis_from_text, point_label, whole_numbers
+from core.view.race_form import CHOICES, unavailable_options, within_limits
 
 NO_AXIS = "none"
 CPU_BATCH_SIZES = (64, 256, 1024, 4096)
 GPU_BATCH_SIZES = (32, 64, 128, 256)
+MIN_VALUES = 2  # an axis needs two values (core.runs.sweeps.sweep_problems)
 
 
-def default_sweep(caps: DeviceCaps | None) -> SweepSpec:
-    """A first sweep: batch size on a log-2 axis, small on a CPU, the tutorial's model on a GPU."""
+def default_sweep(caps: DeviceCaps | None, limits: HostLimits | None = None) -> SweepSpec:
+    """A first sweep: batch size on a log-2 axis, small on a CPU, the tutorial's model on a GPU;
+    moved within the host's limits (its models, sizes and steps: race_form.within_limits; its batch
+    sizes and how many points a visitor may queue: `batch_sizes`), so a first visit is not refused."""
     if caps is not None and caps.cuda:
         modern = caps.compute_capability is not None and caps.compute_capability >= (8, 0) and caps.cuda_bf16
         base = RunSpec(
@@ -34,9 +39,39 @@ def default_sweep(caps: DeviceCaps | None) -> SweepSpec:
             steps_per_epoch=50,
             device="cuda",
         )
-        return SweepSpec(base, (Axis("batch_size", GPU_BATCH_SIZES),))
-    base = RunSpec(model="pointwise_mlp", batch_size=CPU_BATCH_SIZES[0], epochs=2, steps_per_epoch=100, device="cpu")
-    return SweepSpec(base, (Axis("batch_size", CPU_BATCH_SIZES),))
+    else:
+        base = RunSpec(
+            model="pointwise_mlp", batch_size=CPU_BATCH_SIZES[0], epochs=2, steps_per_epoch=100, device="cpu"
+        )
+    base = within_limits(base, limits)
+    values = batch_sizes(caps, limits)
+    return SweepSpec(dataclasses.replace(base, batch_size=values[0]), (Axis("batch_size", values),))
+
+
+def point_room(limits: HostLimits | None) -> int:
+    """How many points a sweep may have here: the sweep's own cap, the host's, and how many jobs one
+    visitor may have queued (a sweep queues every point at once: core.runs.queue.check_room)."""
+    if limits is None:
+        return MAX_POINTS
+    counts = (limits.max_sweep_points, limits.max_queued_per_owner, limits.max_queue_length)
+    return max(MIN_VALUES, min([MAX_POINTS, *(n for n in counts if n is not None)]))
+
+
+def batch_sizes(caps: DeviceCaps | None, limits: HostLimits | None = None) -> tuple[int, ...]:
+    """The default batch sizes of a batch-size axis: the device's, those within the host's largest
+    batch (that largest itself and its halves where fewer than two are), at most as many as a visitor
+    may queue (the smallest and the largest kept, the rest spread between)."""
+    values = GPU_BATCH_SIZES if caps is not None and caps.cuda else CPU_BATCH_SIZES
+    top = limits.max_batch_size if limits is not None else None
+    if top is not None:
+        values = tuple(v for v in values if v <= top)
+        if len(values) < MIN_VALUES:
+            values = tuple(sorted({max(1, top >> k) for k in range(len(CPU_BATCH_SIZES))}))
+    room = point_room(limits)
+    if len(values) > room:
+        step = (len(values) - 1) / (room - 1)
+        values = tuple(values[round(i * step)] for i in range(room))
+    return values
 
 
 def base_options() -> list[Option]:
@@ -48,7 +83,7 @@ def base_options() -> list[Option]:
 def default_values(axis: str, caps: DeviceCaps | None, base: RunSpec, limits: HostLimits | None = None) -> tuple:
     """What a newly chosen axis starts with: every value this device can run (batch sizes: the defaults)."""
     if axis == "batch_size":
-        return GPU_BATCH_SIZES if caps is not None and caps.cuda else CPU_BATCH_SIZES
+        return batch_sizes(caps, limits)
     if whole_numbers(axis):
         return ()  # typed by the visitor
     return axis_options(axis, caps, base, limits)
@@ -102,6 +137,25 @@ def estimate_sweep_seconds(sweep: SweepSpec, caps: DeviceCaps | None) -> tuple[f
         lo, hi = estimate_seconds(point, caps)
         low, high = low + lo, high + hi
     return low, high
+
+
+def time_limit_points(sweep: SweepSpec, caps: DeviceCaps | None, limits: HostLimits | None) -> str | None:
+    """The sweep's points whose rough estimate (the zoo's figures, as the sweep's duration) is past
+    the host's job time limit even at its low end, said once beside the duration (the Sweep page,
+    `sweep`); None where none is, or there is no limit. Each point is a job of its own."""
+    limit = limits.job_time_limit_s if limits is not None else None
+    if limit is None:
+        return None
+    points = sweep.points()
+    past = [(point, e) for point in points if (e := estimate_race(point, caps)) is not None and e.low_s > limit]
+    if not past:
+        return None
+    shown = "; ".join(f"{point_label(p, sweep.axes)}: at least {words.duration(e.low_s)}" for p, e in past[:3])
+    return (
+        f"Past this host's time limit: {len(past)} of {len(points)} points would take longer than "
+        f"{words.duration(limit)} ({shown}{'; ...' if len(past) > 3 else ''}); each is stopped there, ending "
+        "failed with what it measured by then."
+    )
 
 
 def tidy_axes(state: Any, caps: DeviceCaps | None, limits: HostLimits | None = None) -> dict[int, str]:

@@ -14,6 +14,8 @@ Both libraries are optional (requirements-models.txt) and imported only here, in
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any
 
 import torch
@@ -109,9 +111,34 @@ def timm_model_names() -> list[str]:
 # --- Hugging Face transformers --------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def hub_offline(offline: bool = True):
+    """No request to the Hugging Face Hub while this runs (`offline`): `local_files_only` alone keeps
+    transformers from downloading a file, but huggingface_hub still builds its request headers, and
+    they can ask the Hub for a list of agents. HF_HUB_OFFLINE stops every request; it is read when
+    huggingface_hub is imported (so the variable is set for a later import) and at each request."""
+    if not offline:
+        yield
+        return
+    import huggingface_hub.constants as hub
+
+    saved = os.environ.get("HF_HUB_OFFLINE"), hub.HF_HUB_OFFLINE
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    hub.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        if saved[0] is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = saved[0]
+        hub.HF_HUB_OFFLINE = saved[1]
+
+
 def hf_config(name: ModelName, download: bool = False):
     """The configuration for `hf:<name>` with its settings applied. Never fetches weights; fetches
-    a config.json only when `download` is true (and HF_HUB_OFFLINE is not set)."""
+    a config.json only when `download` is true (and HF_HUB_OFFLINE is not set): otherwise nothing
+    here reaches the network (hub_offline)."""
     _require("hf")
     from transformers import AutoConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
@@ -123,22 +150,26 @@ def hf_config(name: ModelName, download: bool = False):
         with stage(f"hf:{name.name}: the configuration does not take these settings"):
             return AutoConfig.for_model(model_type, **{**known, **overrides})
     try:
-        config = AutoConfig.from_pretrained(name.name, local_files_only=not download)
+        with hub_offline(not download):
+            config = AutoConfig.from_pretrained(name.name, local_files_only=not download)
     except (OSError, ValueError) as exc:
         known = ", ".join(list(KNOWN_HF_CONFIGS)[:6])
         where = (
-            "could not be fetched either"
+            f"the configuration of hf:{name.name} could not be fetched either"
             if download
-            else "is not on this machine, and this run does not download (--download fetches its config.json)"
+            else f"hf:{name.name} is unknown here: no model type or checkpoint Compile Lab knows has that name, and "
+            "its configuration is not on this machine (nothing was fetched: a race with --download fetches its "
+            "config.json)"
         )
         raise ModelError(
-            f"the configuration of hf:{name.name} {where}: use a checkpoint Compile Lab knows ({known}, ...), "
+            f"{where}: use a checkpoint Compile Lab knows ({known}, ...), "
             f"a model type with its default sizes (hf:llama, hf:bert, hf:t5, ...), or settings like "
             f"hf:gpt2:n_layer=2 ({type(exc).__name__})"
         ) from None
     if overrides:
         _check_settings(name, config, overrides)
-        config = AutoConfig.from_pretrained(name.name, local_files_only=True, **overrides)
+        with hub_offline():
+            config = AutoConfig.from_pretrained(name.name, local_files_only=True, **overrides)
     return config
 
 

@@ -40,6 +40,10 @@ class ModelInfo:
     # CPU: measured for the small models; None where no figure was measured. "About how long" only.
     cpu_step_s: float | None = None
     cpu_compile_s: float | None = None
+    # What one training sample keeps for its backward pass at the default size, in fp32 bytes: every
+    # tensor autograd saves in a forward and loss, counted at two batch sizes (docs/benchmarks.md).
+    # The memory guard's floor (core.engine.race_memory); None: not known, never refused.
+    activation_bytes: int | None = None
     caches_demo: bool = False  # quick enough to compile for the caches demo (explain.caches)
 
     @property
@@ -83,6 +87,7 @@ MODELS: dict[str, ModelInfo] = {
             cpu_step_s=0.05,
             cpu_compile_s=20,
             caches_demo=True,
+            activation_bytes=10 * 1024,
         ),
         ModelInfo(
             name="small_cnn",
@@ -97,6 +102,7 @@ MODELS: dict[str, ModelInfo] = {
             cpu_step_s=0.15,
             cpu_compile_s=20,
             caches_demo=True,
+            activation_bytes=540 * 1024,
         ),
         ModelInfo(
             name="pointwise_mlp",
@@ -113,6 +119,7 @@ MODELS: dict[str, ModelInfo] = {
             cpu_step_s=0.045,
             cpu_compile_s=10,
             caches_demo=True,
+            activation_bytes=24 * 1024,
         ),
         ModelInfo(
             name="resnet18",
@@ -129,6 +136,7 @@ MODELS: dict[str, ModelInfo] = {
             cpu_step_s=0.25,
             cpu_compile_s=35,
             caches_demo=True,
+            activation_bytes=444 * 1024,
         ),
         ModelInfo(
             name="resnet50",
@@ -142,6 +150,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="resnet50",
             block="Bottleneck",
             block_name="residual (bottleneck) block",
+            activation_bytes=83_896 * 1024,
         ),
         ModelInfo(
             name="mobilenet_v3_small",
@@ -155,6 +164,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="mobilenet_v3_small",
             block="InvertedResidual",
             block_name="inverted-residual block",
+            activation_bytes=15_790 * 1024,
         ),
         ModelInfo(
             name="convnext_tiny",
@@ -168,6 +178,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="convnext_tiny",
             block="CNBlock",
             block_name="ConvNeXt block",
+            activation_bytes=106_597 * 1024,
         ),
         ModelInfo(
             name="vit_b_16",
@@ -181,6 +192,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="vit_b_16",
             block="EncoderBlock",
             block_name="transformer encoder block",
+            activation_bytes=115_391 * 1024,
         ),
         ModelInfo(
             name="gpt",
@@ -197,6 +209,7 @@ MODELS: dict[str, ModelInfo] = {
             cpu_step_s=0.1,
             cpu_compile_s=28,
             caches_demo=True,
+            activation_bytes=2_443 * 1024,
         ),
     ]
 }
