@@ -203,6 +203,18 @@ def test_a_worker_that_never_started_and_one_that_stopped_heartbeating_fail(stor
     wait_for(lambda: sleepers[0].poll() is not None, timeout=5)  # the hung worker was killed
 
 
+def test_a_wall_clock_stepped_forward_fails_no_healthy_run(store, sleepers):
+    """The wall clock jumps an hour (an NTP step, a resumed VM): its heartbeat and its start, written
+    on the old clock, looked an hour old, and a healthy worker failed "timed out" or "stopped
+    responding". A worker of this box is judged by the boot clock too, which no step moves."""
+    run_id = queue.enqueue(store, quick_spec(), "ann", limits=HostLimits(job_time_limit_s=600), caps=CPU)
+    assert queue.reconcile(store, now=time.time() + 3600) == []
+    assert store.get_run(run_id).status == "starting" and sleepers[0].poll() is None
+    store.update_run(run_id, heartbeat_at=time.time() - 500)  # silent for long on either clock: hung
+    assert queue.reconcile(store, now=time.time() + 3600) == [run_id]
+    assert store.get_run(run_id).error.startswith("worker stopped responding")
+
+
 # -- real workers ------------------------------------------------------------------------------
 
 

@@ -232,6 +232,17 @@ def launch_watcher(store_path: str, pid: int) -> bool:
     return True
 
 
+def process_age_s(pid: int) -> float | None:
+    """How long process `pid` has run, by this box's boot clock (which no step of the wall clock
+    moves: an NTP step, a resumed VM); None where /proc cannot say."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            started_ticks = int(fh.read().rsplit(b")", 1)[1].split()[19])  # field 22, starttime
+        return max(time.clock_gettime(time.CLOCK_BOOTTIME) - started_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
 def wait_for_exit(pid: int | None, timeout_s: float) -> bool:
     """Wait until worker `pid` is gone (True) or `timeout_s` passed (False)."""
     deadline = time.monotonic() + timeout_s

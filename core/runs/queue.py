@@ -399,6 +399,13 @@ def _outcome(
     # heartbeats cannot reach the store (lost, or locked by another program) says it is alive in a file.
     restarted = up_since if up_since > (run.started_at or 0.0) else 0.0
     heartbeat = max(run.heartbeat_at or 0.0, restarted, outage.alive_at(store.path, run.id) if alive else 0.0)
+    ran_for, silent_for = (now - run.started_at if run.started_at else 0.0), now - heartbeat
+    age = processes.process_age_s(run.pid) if (alive and run.started_at) else None
+    if age is not None:  # a worker of this box: judged by the boot clock too, which no clock step moves
+        then = run.started_at + age  # now, on the wall clock the run began with (its process started after)
+        ran_for = min(ran_for, age)
+        if heartbeat <= then:  # written before any step forward: its age on that clock
+            silent_for = min(silent_for, then - heartbeat)
     if run.cancel_requested:
         outcome = ("cancelled", "cancelled")
     elif not local and run.host in stopped:
@@ -407,10 +414,10 @@ def _outcome(
         outcome = ("failed", "worker stopped unexpectedly")
     elif run.pid is None and run.started_at and now - run.started_at > START_GRACE_S:
         outcome = ("failed", f"worker did not start within {START_GRACE_S:.0f} s")
-    elif run.time_limit_s and run.started_at and now - run.started_at > run.time_limit_s:
+    elif run.time_limit_s and run.started_at and ran_for > run.time_limit_s:
         outcome = ("failed", f"timed out after {run.time_limit_s:.0f} s")
-    elif run.heartbeat_at and now - heartbeat > HEARTBEAT_STALE_S:
-        outcome = ("failed", f"worker stopped responding (no heartbeat for {now - heartbeat:.0f} s)")
+    elif run.heartbeat_at and silent_for > HEARTBEAT_STALE_S:
+        outcome = ("failed", f"worker stopped responding (no heartbeat for {silent_for:.0f} s)")
     else:
         return None
     return outcome, alive
