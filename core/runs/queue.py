@@ -37,7 +37,7 @@ class JobError(Exception):
 def ensure_probe(store: Store, owner: str = "system", wait_s: float = 0.0) -> DeviceCaps | None:
     """Device facts, probing first if this host has none; waits up to wait_s for the probe."""
     caps = known_caps(store)
-    if caps is not None:
+    if caps is not None or store.damage:  # (a damaged store is read as it is: no probe is queued in it)
         return caps
     recent = [
         r
@@ -73,6 +73,8 @@ def enqueue(
     every job from that address too. `lane`: one GPU lane (cuda:N) for a CUDA job instead of the
     next idle one (the doctor's recovery check runs on the GPU that ran out of memory); with `host`,
     that lane of one box of a fleet."""
+    if store.damage:
+        raise JobError(store.damage)
     if kind not in JOB_KINDS:
         raise JobError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}")
     job = JOB_KINDS[kind]
@@ -192,7 +194,7 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None) -> 
     From a deprioritized thread it does nothing: the next tick of any other (a page's next refresh,
     the sidebar, a worker finishing, the CLI) starts what waits.
     """
-    if processes.thread_deprioritized():
+    if processes.thread_deprioritized() or store.damage:  # (a damaged store is read, never written)
         return []
     reconcile(store)
     caps = known_caps(store)
