@@ -62,6 +62,8 @@ def sidebar_status() -> None:
         st.text(line)
     if queue.paused:
         st.warning("The host has paused the queue: new jobs wait until it resumes.")
+    if store().damage:  # a file cut short: what it holds is shown, nothing is written
+        st.warning(markdown_text(store().damage))
     if hosts:
         st.text(fleet_summary(hosts, list(queue.active), time.time()))
         for line in device_type_lines(hosts, list(queue.active), time.time()):

@@ -204,3 +204,40 @@ def test_pages_the_feed_and_the_cli_read_around_a_damaged_page_of_runs(damaged_r
     out, err = capsys.readouterr()
     assert err.startswith("warning: Run") and "damaged page" in err and "Traceback" not in err
     assert len(out.strip().splitlines()) == 1 + len(ids) - len(lost)
+
+
+def test_a_store_cut_short_opens_read_only_with_what_it_still_holds(tmp_path, capsys):
+    """A copy taken mid-write, a disk that filled while the file grew: SQLite refused all of the file
+    ("database disk image is malformed", said as "not a Compile Lab store"). It opens read-only: the
+    runs and their numbers read, a run whose events lay past the cut says so, nothing is written."""
+    from conftest import CPU, quick_spec
+
+    from core.cli.main import main
+    from core.runs import queue
+
+    path = str(tmp_path / "store.sqlite3")
+    store = Store(path)
+    ids = []
+    for _ in range(3):
+        ids.append(store.create_run("race", quick_spec().to_dict(), "someone", "cpu", status="done"))
+        store.append_events(ids[-1], steps(STEPS // 2), {"summary": {"steady_state_speedup": 1.5}})
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with open(path, "r+b") as fh:
+        fh.truncate(os.path.getsize(path) // 2 // 4096 * 4096)
+    cut = open(path, "rb").read()
+
+    store = Store(path)
+    assert store.damage.startswith(f"the store {path} is cut short (") and ".recover" in store.damage
+    assert [(r.id, r.summary) for r in store.list_runs()] == [(i, {"steady_state_speedup": 1.5}) for i in ids[::-1]]
+    with pytest.raises(DamagedEvents, match=f"run {ids[-1]}'s events are damaged"):
+        store.events_after(ids[-1])
+    assert queue.tick(store) == [] and queue.ensure_probe(store) is None
+    with pytest.raises(queue.JobError, match="is cut short"):
+        queue.enqueue(store, quick_spec(), "someone", caps=CPU)
+    assert main(["runs", "--store", path]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith(f"warning: the store {path} is cut short") and len(out.strip().splitlines()) == 1 + 3
+    assert open(path, "rb").read() == cut  # nothing was written to it

@@ -115,7 +115,7 @@ def test_a_worker_that_cannot_reach_its_store_tells_its_box_it_is_alive(store, s
     run_id = store.create_run("race", quick_spec().to_dict(), "ann", "cpu", status="running", host=HOST)
     pid = processes.launch_worker(store.path, run_id, "cpu")
     long_ago = time.time() - 3600
-    store.update_run(run_id, pid=pid, heartbeat_at=long_ago, started_at=long_ago)
+    store.update_run(run_id, pid=pid, heartbeat_at=long_ago, started_at=time.time())  # (as its process began)
     outage.touch_alive(store.path, run_id)
     assert queue.reconcile(store) == []  # alive and trying: not hung
     os.utime(outage.alive_path(store.path, run_id), (long_ago, long_ago))

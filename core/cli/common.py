@@ -88,7 +88,10 @@ def owner_arg(text: str) -> str:
 def open_store(args: argparse.Namespace):
     from core.runs.store import Store
 
-    return Store(args.store)
+    store = Store(args.store)
+    if store.damage:  # a file cut short: read as it is, one line says so
+        print(f"warning: {store.damage}", file=sys.stderr)
+    return store
 
 
 def stored_result(run) -> dict:

@@ -200,6 +200,52 @@ def launch_ticker(store_path: str, after_pid: int | None = None) -> None:
     worker_cores.unpin_child(ticker.pid)  # the worker it follows is pinned; what it starts must not be
 
 
+def launch_watcher(store_path: str, pid: int) -> bool:
+    """A detached process that sleeps until worker `pid` exits, however it ends (its pidfd: no
+    polling, no CPU while the job runs), then ticks once: a worker killed outright (kill -9, the
+    out-of-memory killer) has its run ended and its lane's next job started at once, not at some
+    page's next tick. It imports the queue only then, so nothing of it overlaps a measurement.
+    False where the system has no pidfd (the worker's own ticker at its end does the same)."""
+    if not hasattr(os, "pidfd_open"):
+        return False
+    env = dict(os.environ)
+    where = "None" if is_server_url(store_path) else repr(store_path)  # None: COMPILE_LAB_STORE
+    store_arguments(store_path, env)
+    code = (
+        "import os, select\n"
+        "try:\n"
+        f"    select.select([os.pidfd_open({int(pid)})], [], [])\n"
+        "except ProcessLookupError:\n"
+        "    pass\n"
+        f"from core.runs.queue import tick; from core.runs.store import Store; tick(Store({where}), prewarm=True)"
+    )
+    try:
+        watcher = subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # outlives the worker's process group (a cancel, a time limit)
+        )
+    except OSError:
+        return False
+    worker_cores.unpin_child(watcher.pid)  # the worker is pinned; what the tick starts must not be
+    return True
+
+
+def process_age_s(pid: int) -> float | None:
+    """How long process `pid` has run, by this box's boot clock (which no step of the wall clock
+    moves: an NTP step, a resumed VM); None where /proc cannot say."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            started_ticks = int(fh.read().rsplit(b")", 1)[1].split()[19])  # field 22, starttime
+        return max(time.clock_gettime(time.CLOCK_BOOTTIME) - started_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
 def wait_for_exit(pid: int | None, timeout_s: float) -> bool:
     """Wait until worker `pid` is gone (True) or `timeout_s` passed (False)."""
     deadline = time.monotonic() + timeout_s

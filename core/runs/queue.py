@@ -36,7 +36,7 @@ class JobError(Exception):
 def ensure_probe(store: Store, owner: str = "system", wait_s: float = 0.0) -> DeviceCaps | None:
     """Device facts, probing first if this host has none; waits up to wait_s for the probe."""
     caps = known_caps(store)
-    if caps is not None:
+    if caps is not None or store.damage:  # (a damaged store is read as it is: no probe is queued in it)
         return caps
     recent = [
         r
@@ -72,6 +72,8 @@ def enqueue(
     every job from that address too. `lane`: one GPU lane (cuda:N) for a CUDA job instead of the
     next idle one (the doctor's recovery check runs on the GPU that ran out of memory); with `host`,
     that lane of one box of a fleet."""
+    if store.damage:
+        raise JobError(store.damage)
     if kind not in JOB_KINDS:
         raise JobError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}")
     job = JOB_KINDS[kind]
@@ -194,7 +196,7 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None, *, 
     From a deprioritized thread it does nothing: the next tick of any other (a page's next refresh,
     the sidebar, a worker finishing, the CLI) starts what waits.
     """
-    if processes.thread_deprioritized():
+    if processes.thread_deprioritized() or store.damage:  # (a damaged store is read, never written)
         return []
     reconcile(store)
     caps = known_caps(store)
@@ -401,6 +403,13 @@ def _outcome(
     # heartbeats cannot reach the store (lost, or locked by another program) says it is alive in a file.
     restarted = up_since if up_since > (run.started_at or 0.0) else 0.0
     heartbeat = max(run.heartbeat_at or 0.0, restarted, outage.alive_at(store.path, run.id) if alive else 0.0)
+    ran_for, silent_for = (now - run.started_at if run.started_at else 0.0), now - heartbeat
+    age = processes.process_age_s(run.pid) if (alive and run.started_at) else None
+    if age is not None:  # a worker of this box: judged by the boot clock too, which no clock step moves
+        then = run.started_at + age  # now, on the wall clock the run began with (its process started after)
+        ran_for = min(ran_for, age)
+        if heartbeat <= then:  # written before any step forward: its age on that clock
+            silent_for = min(silent_for, then - heartbeat)
     if run.cancel_requested:
         outcome = ("cancelled", "cancelled")
     elif not local and run.host in stopped:
@@ -409,10 +418,10 @@ def _outcome(
         outcome = ("failed", "worker stopped unexpectedly")
     elif run.pid is None and run.started_at and now - run.started_at > START_GRACE_S:
         outcome = ("failed", f"worker did not start within {START_GRACE_S:.0f} s")
-    elif run.time_limit_s and run.started_at and now - run.started_at > run.time_limit_s:
+    elif run.time_limit_s and run.started_at and ran_for > run.time_limit_s:
         outcome = ("failed", f"timed out after {run.time_limit_s:.0f} s")
-    elif run.heartbeat_at and now - heartbeat > HEARTBEAT_STALE_S:
-        outcome = ("failed", f"worker stopped responding (no heartbeat for {now - heartbeat:.0f} s)")
+    elif run.heartbeat_at and silent_for > HEARTBEAT_STALE_S:
+        outcome = ("failed", f"worker stopped responding (no heartbeat for {silent_for:.0f} s)")
     else:
         return None
     return outcome, alive

@@ -27,7 +27,7 @@ from core.runs.agent import started_by_agent, watch_agent
 from core.runs.devices import HOST
 from core.runs.estimates import keep_estimate
 from core.runs.job_kinds import JOB_KINDS, runner_of
-from core.runs.processes import launch_ticker
+from core.runs.processes import launch_ticker, launch_watcher
 from core.runs.queue import tick
 from core.runs.store import Store
 
@@ -311,6 +311,8 @@ def run_job(store_path: str, run_id: int) -> int:
         print(f"run {run_id} was cancelled or ended before this worker started", file=sys.stderr)
         return 1
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Whoever outlives this process ticks the queue the moment it exits (an agent's worker: its agent).
+    watched = not started_by_agent() and launch_watcher(store_path, os.getpid())
     sink = EventSink(store_path, run_id, _total_steps(run.params))
     sink.on_limit = lambda: os.kill(os.getpid(), signal.SIGTERM)  # the store lost too long: stop measuring
     watch_agent(lambda: _agent_gone(sink))  # started by a fleet agent: not to outlive it
@@ -366,7 +368,8 @@ def run_job(store_path: str, run_id: int) -> int:
         disk_budget.after_job(store)  # its files and older runs' within the host's disk budget
         if not started_by_agent():  # (an agent's worker: its agent starts what comes next)
             tick(store, prewarm=True)  # other lanes' jobs start now; this lane's next one once this process is gone:
-            launch_ticker(store_path, after_pid=os.getpid())
+            if not watched:  # (the watcher ticks then)
+                launch_ticker(store_path, after_pid=os.getpid())
     except Exception as exc:
         if not disk_space.worth_waiting(exc):
             raise

@@ -73,7 +73,8 @@ class Store(RunPages):
 
                 self._db = SqliteBackend(location, wait_s)
             self.path = self._db.path
-            self._migrate()
+            if self.damage is None:  # (a file cut short is read as it is: nothing is written to it)
+                self._migrate()
         except StoreError:
             self._close_quietly()
             raise
@@ -107,6 +108,12 @@ class Store(RunPages):
 
     def close(self) -> None:
         self._db.close()
+
+    @property
+    def damage(self) -> str | None:
+        """Why this store is open read-only (a file cut short: what it holds reads, nothing is written);
+        None for a sound one."""
+        return getattr(self._db, "damage", None)
 
     @property
     def backend(self) -> str:

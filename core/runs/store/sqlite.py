@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +26,24 @@ DatabaseError = sqlite3.DatabaseError
 IntegrityError = sqlite3.IntegrityError
 
 
+def cut_short(path: str) -> tuple[int, int] | None:
+    """(pages the file has, pages its header says it has) where a store file is shorter than its
+    own header says; None for a sound, new or foreign file."""
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(100)
+        size = os.path.getsize(path)
+    except OSError:
+        return None
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\0") or header[24:28] != header[92:96]:
+        return None  # (the header's page count is valid only where its change counters match)
+    page = int.from_bytes(header[16:18], "big")
+    page = 65536 if page == 1 else page
+    want = int.from_bytes(header[28:32], "big")
+    have = size // page if page else want
+    return (have, want) if have < want else None
+
+
 class SqliteBackend:
     """A handle on one store file."""
 
@@ -38,7 +57,12 @@ class SqliteBackend:
         if os.path.isdir(self.path):
             raise StoreError(f"store {self.path} is a folder: name a file (it is created if missing)")
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self.damage: str | None = None  # why the file is open read-only, as it is (cut_short)
         self._conn = sqlite3.connect(self.path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False)
+        short = cut_short(self.path)
+        if short is not None:
+            self._open_what_can_be_read(*short)
+            return
         try:
             self._conn.row_factory = sqlite3.Row
             self._conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
@@ -50,6 +74,24 @@ class SqliteBackend:
         except BaseException:
             self._conn.close()
             raise
+
+    def _open_what_can_be_read(self, have: int, want: int) -> None:
+        """A file cut short (a copy taken mid-write, a disk that filled while it grew): SQLite refuses
+        all of it, since its schema names pages past the end. Read-only, with the schema taken as
+        written, every page the file still has reads (a run's events past the cut: core.runs.store's
+        DamagedEvents); nothing is written to it, which could only lose more."""
+        self._conn.close()
+        self._conn = sqlite3.connect(
+            f"file:{urllib.parse.quote(self.path)}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+        )
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA writable_schema = ON")  # (reads past the check of the schema's pages)
+        self._conn.execute("PRAGMA query_only = ON")
+        self.damage = (
+            f"the store {self.path} is cut short ({have:,} of its {want:,} pages: a copy taken mid-write, or a "
+            "disk that filled): what it still holds is shown, read-only; nothing is queued or recorded until it "
+            f"is restored from a backup or repaired (sqlite3 {self.path} .recover)"
+        )
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
