@@ -59,10 +59,6 @@ class SqliteBackend:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         self.damage: str | None = None  # why the file is open read-only, as it is (cut_short)
         self._conn = sqlite3.connect(self.path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False)
-        short = cut_short(self.path)
-        if short is not None:
-            self._open_what_can_be_read(*short)
-            return
         try:
             self._conn.row_factory = sqlite3.Row
             self._conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
@@ -71,6 +67,14 @@ class SqliteBackend:
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._conn.execute("PRAGMA secure_delete = ON")  # a value changed or deleted (an old owner) leaves no copy
             self._conn.create_function("owner_hash", 1, owner_hash, deterministic=True)  # migration 6
+        except sqlite3.DatabaseError as exc:
+            # Only a file SQLite refuses is looked at for a cut: a sound one's header may run ahead of
+            # its size for a moment while a checkpoint writes it.
+            short = None if isinstance(exc, sqlite3.OperationalError) else cut_short(self.path)
+            if short is None:
+                self._conn.close()
+                raise
+            self._open_what_can_be_read(*short)
         except BaseException:
             self._conn.close()
             raise
