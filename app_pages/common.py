@@ -228,8 +228,12 @@ def run_view(run: Run) -> LiveSnapshot:
     """A run as show_run draws it: the live board's snapshot, which every session of this process
     shares (a stored run's events read and thinned once, then only new ones), so a run of 390,000
     events reopened in one tab after another is not read again for each. A run the board cannot
-    read (gone meanwhile) gets a view of the session's own."""
+    read (gone meanwhile) gets a view of the session's own. A shared snapshot older than the row
+    the page holds (the run moved on since: started, finished) is read again, so the page never
+    draws a run behind its own row."""
     shared = board().snapshot(run.id)
+    if shared is not None and (shared.run.status, shared.run.finished_at) != (run.status, run.finished_at):
+        shared = board().snapshot(run.id, fresh=True)
     if shared is not None:
         return shared
     views = st.session_state.setdefault("run_views", {})
