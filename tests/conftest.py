@@ -100,9 +100,15 @@ def process_conditions_kept():
     torch = sys.modules.get("torch")
     threads = torch.get_num_threads() if torch is not None else None
     environ = dict(os.environ)  # a race or replicate run here sets Inductor's cache folders in it
+    # A job run here (core.runs.worker.run_job) ignores SIGTERM as it records its end; an ignored
+    # signal is inherited by every process started after it, so a later test's race sent SIGTERM ran on.
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)}
     try:
         yield
     finally:
+        for sig, handler in handlers.items():
+            if handler is not None and signal.getsignal(sig) != handler:
+                signal.signal(sig, handler)
         for name in set(os.environ) - set(environ):
             del os.environ[name]
         for name, value in environ.items():
