@@ -181,12 +181,41 @@ TICKER_WAIT_S = 120.0  # how long a ticker waits for the worker it follows to ex
 def launch_ticker(store_path: str, after_pid: int | None = None) -> None:
     """A short-lived detached process that ticks once: used by a worker that is about to die. With
     `after_pid` it first waits for that worker to exit: its lane is free only when it is gone."""
+    wait = f"from core.runs import processes; processes.wait_for_exit({after_pid!r}, {TICKER_WAIT_S!r})\n"
+    _launch_tick(store_path, wait)
+
+
+def launch_watcher(store_path: str, pid: int) -> bool:
+    """A detached process that sleeps until worker `pid` exits, however it ends (its pidfd: no
+    polling, no CPU while the job runs), then ticks once: a worker killed outright (kill -9, the
+    out-of-memory killer) has its run ended and its lane's next job started at once, not at some
+    page's next tick. It imports the queue only then, so nothing of it overlaps a measurement.
+    False where the system has no pidfd (the worker's own ticker at its end does the same)."""
+    if not hasattr(os, "pidfd_open"):
+        return False
+    wait = (
+        "import os, select\n"
+        "try:\n"
+        f"    select.select([os.pidfd_open({int(pid)})], [], [])\n"
+        "except ProcessLookupError:\n"
+        "    pass\n"
+    )
+    try:
+        _launch_tick(store_path, wait)
+    except OSError:
+        return False
+    return True
+
+
+def _launch_tick(store_path: str, wait: str) -> None:
+    """A detached process, in a session of its own (it outlives the worker's process group: a
+    cancel, a time limit), that runs `wait` and then ticks once, starting what races (prewarm)."""
     env = dict(os.environ)
     where = "None" if is_server_url(store_path) else repr(store_path)  # None: COMPILE_LAB_STORE
     store_arguments(store_path, env)
     code = (
-        "from core.runs import processes; from core.runs.queue import tick; from core.runs.store import Store; "
-        f"processes.wait_for_exit({after_pid!r}, {TICKER_WAIT_S!r}); tick(Store({where}), prewarm=True)"
+        wait
+        + f"from core.runs.queue import tick; from core.runs.store import Store; tick(Store({where}), prewarm=True)"
     )
     ticker = subprocess.Popen(
         [sys.executable, "-c", code],
@@ -198,41 +227,6 @@ def launch_ticker(store_path: str, after_pid: int | None = None) -> None:
         start_new_session=True,
     )
     worker_cores.unpin_child(ticker.pid)  # the worker it follows is pinned; what it starts must not be
-
-
-def launch_watcher(store_path: str, pid: int) -> bool:
-    """A detached process that sleeps until worker `pid` exits, however it ends (its pidfd: no
-    polling, no CPU while the job runs), then ticks once: a worker killed outright (kill -9, the
-    out-of-memory killer) has its run ended and its lane's next job started at once, not at some
-    page's next tick. It imports the queue only then, so nothing of it overlaps a measurement.
-    False where the system has no pidfd (the worker's own ticker at its end does the same)."""
-    if not hasattr(os, "pidfd_open"):
-        return False
-    env = dict(os.environ)
-    where = "None" if is_server_url(store_path) else repr(store_path)  # None: COMPILE_LAB_STORE
-    store_arguments(store_path, env)
-    code = (
-        "import os, select\n"
-        "try:\n"
-        f"    select.select([os.pidfd_open({int(pid)})], [], [])\n"
-        "except ProcessLookupError:\n"
-        "    pass\n"
-        f"from core.runs.queue import tick; from core.runs.store import Store; tick(Store({where}), prewarm=True)"
-    )
-    try:
-        watcher = subprocess.Popen(
-            [sys.executable, "-c", code],
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # outlives the worker's process group (a cancel, a time limit)
-        )
-    except OSError:
-        return False
-    worker_cores.unpin_child(watcher.pid)  # the worker is pinned; what the tick starts must not be
-    return True
 
 
 def process_age_s(pid: int) -> float | None:
