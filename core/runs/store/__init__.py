@@ -305,22 +305,28 @@ class Store(RunPages):
         return self._readable_runs(where, args, limit)
 
     def _readable_runs(self, where: list[str], args: list[Any], limit: int) -> list[Run]:
-        """list_runs where a page of the runs table is damaged: the ids from the table's index, then
-        each row alone; a row on the damaged page is left out and kept in unreadable_runs."""
+        """list_runs where a page of the runs table is damaged (_readable_rows)."""
         found: list[Run] = []
+        for row in self._readable_rows("*", where, args):
+            found.append(run_of(row))
+            if len(found) >= limit:
+                break
+        return found
+
+    def _readable_rows(self, columns: str, where: list[str], args: list[Any]) -> Iterator[Any]:
+        """Where a page of the runs table is damaged: the ids from the table's index, then each
+        row alone (its `columns`, if it meets `where`); a row on the damaged page is left out and
+        kept in unreadable_runs."""
         for run_id in self._run_ids():
             try:
-                row = self._one(f"SELECT * FROM runs WHERE {' AND '.join(['id = ?', *where])}", (run_id, *args))
+                row = self._one(f"SELECT {columns} FROM runs WHERE {' AND '.join(['id = ?', *where])}", (run_id, *args))
             except Exception as exc:
                 if not self.is_damage(exc):
                     raise
                 self.unreadable_runs.add(run_id)
                 continue
             if row is not None:
-                found.append(run_of(row))
-                if len(found) >= limit:
-                    break
-        return found
+                yield row
 
     # -- sweeps -------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ ID_CHUNK = 500  # ids per `IN (...)` list: well under either backend's limit on 
 
 
 class RunPages:
-    """Store's paged reads (mixed into Store: they use its _all, _one, is_damage and _run_ids)."""
+    """Store's paged reads (mixed into Store: they use its _all, is_damage and _readable_rows)."""
 
     unreadable_runs: set[int]
 
@@ -28,18 +28,7 @@ class RunPages:
         except Exception as exc:
             if not self.is_damage(exc):
                 raise
-        found = []
-        for run_id in self._run_ids():
-            try:
-                row = self._one(sql + " WHERE id = ?", (run_id,))
-            except Exception as exc:
-                if not self.is_damage(exc):
-                    raise
-                self.unreadable_runs.add(run_id)
-                continue
-            if row is not None:
-                found.append((row[0], row[1], row[2]))
-        return found
+        return [(r[0], r[1], r[2]) for r in self._readable_rows("id, kind, status", [], [])]
 
     def run_settings(self, ids: Iterable[int]) -> dict[int, tuple[dict[str, Any], dict[str, Any] | None, str]]:
         """(params, environment, device_key) of these runs, by id: what they ran, on what, and
