@@ -67,41 +67,52 @@ def wait_healthy(url: str, process: subprocess.Popen, log: str) -> None:
             time.sleep(0.3)
 
 
-def start_app(data: str, port: int, fds: int, behind_front: bool) -> subprocess.Popen:
-    log = os.path.join(data, "app.log")
-    env = {**os.environ, "COMPILE_LAB_DATA": data, "COMPILE_LAB_STORE": os.path.join(data, "store.sqlite3")}
-    if behind_front:
-        env["COMPILE_LAB_ADDRESS_HEADER"] = "X-Forwarded-For"
+def app_process(data: str, port: int, fds: int | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`streamlit run app.py` on 127.0.0.1:port, as the Dockerfile runs it, its store and data in
+    `data` (log: app.log); `fds`: its descriptor limit. tests/test_public_demo_front.py starts it so too."""
 
     def limit_fds() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (fds, fds))
+        if fds is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (fds, fds))
 
-    app = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
         + ["--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
         + ["--server.fileWatcherType", "none"],
         cwd=ROOT,
-        env=env,
-        stdout=open(log, "w"),
+        env={
+            **os.environ,
+            "COMPILE_LAB_DATA": data,
+            "COMPILE_LAB_STORE": os.path.join(data, "store.sqlite3"),
+            **(env or {}),
+        },
+        stdout=open(os.path.join(data, "app.log"), "w"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
         preexec_fn=limit_fds,
     )
-    wait_healthy(f"http://127.0.0.1:{port}", app, log)
+
+
+def front_process(data: str, port: int, app_address: str) -> subprocess.Popen:
+    """HAProxy with the shipped file on 127.0.0.1:port, in front of `app_address` (log: front.log)."""
+    return subprocess.Popen(
+        ["haproxy", "-db", "-f", FRONT_CONFIG],
+        env={**os.environ, "COMPILE_LAB_FRONT_BIND": f"127.0.0.1:{port}", "COMPILE_LAB_APP": app_address},
+        stdout=open(os.path.join(data, "front.log"), "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def start_app(data: str, port: int, fds: int, behind_front: bool) -> subprocess.Popen:
+    app = app_process(data, port, fds, {"COMPILE_LAB_ADDRESS_HEADER": "X-Forwarded-For"} if behind_front else None)
+    wait_healthy(f"http://127.0.0.1:{port}", app, os.path.join(data, "app.log"))
     return app
 
 
 def start_front(data: str, port: int, app_port: int) -> subprocess.Popen:
-    log = os.path.join(data, "front.log")
-    env = {**os.environ, "COMPILE_LAB_FRONT_BIND": f"127.0.0.1:{port}", "COMPILE_LAB_APP": f"127.0.0.1:{app_port}"}
-    front = subprocess.Popen(
-        ["haproxy", "-db", "-f", FRONT_CONFIG],
-        env=env,
-        stdout=open(log, "w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    wait_healthy(f"http://127.0.0.1:{port}", front, log)
+    front = front_process(data, port, f"127.0.0.1:{app_port}")
+    wait_healthy(f"http://127.0.0.1:{port}", front, os.path.join(data, "front.log"))
     return front
 
 

@@ -9,7 +9,6 @@ Loopback only: the attacker's connections come from 127.0.0.2 and up, the visito
 import http.server
 import os
 import re
-import resource
 import select
 import shutil
 import signal
@@ -24,9 +23,12 @@ import pytest
 from conftest import ROOT, machine_seconds
 from websockets.sync.client import connect as websocket_connect
 
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import slow_clients  # noqa: E402 - the benchmark's own way to start the app and the front
+
 pytestmark = pytest.mark.slow  # a real app and a real HAProxy, and the front's request timeout waited out
 
-FRONT_CONFIG = os.path.join(ROOT, "deploy", "haproxy.cfg")
+FRONT_CONFIG = slow_clients.FRONT_CONFIG
 HALF_REQUEST = b"GET / HTTP/1.1\r\nHost: demo\r\n"  # the blank line that would end the head never comes
 
 
@@ -84,39 +86,16 @@ def wait_for(url: str, process: subprocess.Popen, log: str) -> None:
 
 
 def start_app(data, port: int, fds: int | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """`streamlit run app.py` on 127.0.0.1:port, as the Dockerfile runs it; `fds`: its descriptor limit."""
-    log = str(data / "app.log")
-
-    def limit_fds() -> None:
-        if fds is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (fds, fds))
-
-    app = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
-        + ["--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-        + ["--server.fileWatcherType", "none"],
-        cwd=ROOT,
-        env={**os.environ, "COMPILE_LAB_DATA": str(data), "COMPILE_LAB_STORE": str(data / "store.sqlite3"), **(env or {})},
-        stdout=open(log, "w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=limit_fds,
-    )  # fmt: skip
-    wait_for(f"http://127.0.0.1:{port}/_stcore/health", app, log)
+    """The app on 127.0.0.1:port as the benchmark starts it (slow_clients.app_process), once healthy."""
+    app = slow_clients.app_process(str(data), port, fds, env)
+    wait_for(f"http://127.0.0.1:{port}/_stcore/health", app, str(data / "app.log"))
     return app
 
 
 def start_front(data, port: int, app_address: str, health: str = "/_stcore/health") -> subprocess.Popen:
     """HAProxy with the shipped file, on 127.0.0.1:port, in front of `app_address`."""
-    log = str(data / "front.log")
-    front = subprocess.Popen(
-        ["haproxy", "-db", "-f", FRONT_CONFIG],
-        env={**os.environ, "COMPILE_LAB_FRONT_BIND": f"127.0.0.1:{port}", "COMPILE_LAB_APP": app_address},
-        stdout=open(log, "w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    wait_for(f"http://127.0.0.1:{port}{health}", front, log)
+    front = slow_clients.front_process(str(data), port, app_address)
+    wait_for(f"http://127.0.0.1:{port}{health}", front, str(data / "front.log"))
     return front
 
 
