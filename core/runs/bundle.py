@@ -12,24 +12,26 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
+import re
 import sqlite3
 import time
 from typing import Any, BinaryIO
 
+from core import PROJECT_ROOT
 from core.engine import analysis, event_rows, noise
 from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import VARIANTS
 from core.engine.intervals import RunToRun
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
 from core.engine.replicates import MAX_REPLICATES, replicates_asked
-from core.engine.spec import RunSpec, SpecError, validate
+from core.engine.spec import RunSpec, SpecError, data_home, validate
 from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
 from core.runs.bundle_notes import MAX_NOTE, event_note  # noqa: F401 - MAX_NOTE: where it was
-from core.runs.bundle_paths import params_without_paths, without_server_paths
 from core.runs.bundle_profile import profile_from_bundle
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
-from core.runs.store.records import utf8_json, utf8_text
+from core.runs.store.records import store_files_dir, utf8_json, utf8_text
 
 FORMAT = "compile-lab/run-bundle"
 VERSION = 1
@@ -95,13 +97,50 @@ def export_bundle(store: Store, run_id: int) -> dict[str, Any]:
 
 def _json_safe(value: Any) -> Any:
     """NaN and infinity (a diverged loss) are not JSON: they travel as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    return _each_leaf(value, lambda v: None if isinstance(v, float) and not math.isfinite(v) else v)
+
+
+def _each_leaf(value: Any, change: Any) -> Any:
+    """`value` with `change` applied to every value that is neither an object nor a list."""
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: _each_leaf(v, change) for k, v in value.items()}
     if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
+        return [_each_leaf(v, change) for v in value]
+    return change(value)
+
+
+# -- a bundle names no path of the server it was exported from: a visitor who downloads a run learns
+# nothing of where the host keeps its data, its checkout or its Python.
+
+
+def without_server_paths(bundle: dict[str, Any], store_path: str) -> dict[str, Any]:
+    """The bundle with no path of this server in it: a visitor who exports a run learns nothing of
+    where the host keeps its data. The fields that hold a path keep its file's name (the profiler's
+    trace, a model file) or nothing (a dataset folder); any other text names a file under the data
+    folder or the checkout by its name alone."""
+    roots = (store_files_dir(store_path), data_home(), PROJECT_ROOT)
+    run = bundle["run"]
+    if isinstance(run.get("params"), dict):
+        run["params"] = params_without_paths(run["params"])
+    profile = (run.get("summary") or {}).get("profile") if isinstance(run.get("summary"), dict) else None
+    for part in (profile or {}).values() if isinstance(profile, dict) else ():
+        if isinstance(part, dict) and isinstance(part.get("trace"), str):
+            part["trace"] = os.path.basename(part["trace"])
+    pattern = re.compile("|".join(re.escape(os.path.abspath(r)) + r"(?:/[^\s'\",;]*)?" for r in roots if r))
+    return _each_leaf(
+        bundle, lambda v: pattern.sub(lambda m: os.path.basename(m.group(0)), v) if isinstance(v, str) else v
+    )
+
+
+def params_without_paths(params: dict[str, Any]) -> dict[str, Any]:
+    """A race's settings with no path: no dataset folder (another machine's means nothing here), a
+    model file by its file's name."""
+    model_file = params.get("model_file")
+    return {
+        **params,
+        "data_dir": None,
+        "model_file": os.path.basename(model_file) if isinstance(model_file, str) else None,
+    }
 
 
 def load_bundle_file(path: str) -> dict[str, Any]:
