@@ -23,7 +23,7 @@ from core import PROJECT_ROOT
 from core.engine import words
 from core.engine.recompiles import recompiles_of
 from core.engine.spec import RunSpec
-from core.engine.summary import NO_CLEAR_DIFFERENCE, SLOWER, Summary
+from core.engine.summary import NEVER, NO_GAIN, NO_VERDICT, REACHED, Summary
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
 from core.runs.store import DamagedEvents, Run, Store, id_from_text
 from core.view.compare import run_name
@@ -191,12 +191,15 @@ def shows_words(summary: Summary | dict[str, Any] | None) -> str | None:
     if not s.compiled or s.steady_state_speedup is None:
         return None
     parts = []
-    if s.break_even_step:
+    state = s.break_even  # the headline's (core.engine.headline), as the cards word it
+    if state == REACHED:
         parts.append(f"breaks even at step {words.number(s.break_even_step)}")
-    elif s.verdict == SLOWER:
+    elif state == NEVER:
         parts.append("compiled steps slower, compile never pays off")
-    elif s.verdict == NO_CLEAR_DIFFERENCE:  # the break-even's words: none to count on, never 'never pays off'
+    elif state == NO_GAIN:  # the break-even's words: none to count on, never 'never pays off'
         parts.append("no clear per-step gain, no break-even to count on")
+    elif state == NO_VERDICT:
+        parts.append("no verdict: the machine was busy")
     else:
         parts.append("faster, but does not break even within the run")
     recompiles = len(recompiles_of(s))

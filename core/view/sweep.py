@@ -98,7 +98,7 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
                 "eager_step_s": _num(s.eager_median_step_s) if measured else math.nan,
                 "compiled_step_s": _num(s.compiled_median_step_s) if measured else math.nan,
                 "eager_samples_per_s": _num(s.eager_samples_per_s) if measured else math.nan,
-                "compiled_samples_per_s": _num(s.compiled_samples_per_s) if measured else math.nan,
+                "compiled_samples_per_s": _num(s.headline.compiled_samples_per_s) if measured else math.nan,
                 "compile_skipped": skipped,
                 "error": run.error,
                 "device_type": (run.environment or {}).get("device_type"),

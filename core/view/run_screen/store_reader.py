@@ -297,5 +297,3 @@ def run_summary(run: Run, view: RunView) -> Summary:
     )
     skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
     return Summary.from_dict({**summary, "compile_skipped": skipped})
-
-
