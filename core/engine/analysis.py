@@ -283,21 +283,7 @@ def summarize(
         if n > w
         else [],
     }
-    return {**out, **headline_figures(out)}
-
-
-def headline_figures(summary: dict[str, Any]) -> dict[str, Any]:
-    """The figures a summary keeps that are derived from its headline (core.engine.headline, the
-    one derivation): kept so that a bundle's reader outside this app sees them; every surface here
-    derives them again from the headline (Summary.headline) and never reads these back."""
-    h = Summary.from_dict(summary).headline
-    span = h.projected_range
-    return {
-        "compiled_samples_per_s": h.compiled_samples_per_s,
-        "break_even_extrapolated_step": h.projected_position,
-        "break_even_projected_wall_s": h.projected_wall_s,
-        "break_even_projected_range": list(span) if span else None,
-    }
+    return {**out, **Summary.from_dict(out).headline.kept_figures()}
 
 
 def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | None:

@@ -251,6 +251,17 @@ class Headline:
             return NEVER_PAYS
         return CANNOT_TELL  # the interval spans 1x, or too few steps for one
 
+    def kept_figures(self) -> dict[str, Any]:
+        """The figures a stored summary keeps that are derived here: kept so that a bundle's reader
+        outside this app sees them; every surface here derives them again and never reads them back."""
+        span = self.projected_range
+        return {
+            "compiled_samples_per_s": self.compiled_samples_per_s,
+            "break_even_extrapolated_step": self.projected_position,
+            "break_even_projected_wall_s": self.projected_wall_s,
+            "break_even_projected_range": list(span) if span else None,
+        }
+
     # -- a user's run ------------------------------------------------------------------------------
 
     def plan(self, steps: int) -> TrainingPlan | None:
