@@ -12,7 +12,6 @@ The definitions follow PyTorch's own compiler benchmark harness where it has one
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from core.engine import intervals, noise, replicates
+from core.engine import event_rows, intervals, noise, replicates
+from core.engine.events import BusyEvent, ReplicateEvent
 from core.engine.spec import CUDA_GRAPH_MODES
 from core.engine.speedup import (  # the speedup's own module; these names are analysis's too
     Speedup,
@@ -324,13 +324,14 @@ def summarize_events(
         if e["kind"] == "step" and e["phase"] == "train":
             turn = turn + 1 if e["variant"] == last else 1
             last, longest = e["variant"], max(longest, turn)
-        if e["kind"] == "replicate":
-            process = replicates.ProcessResult.from_dict(_json(e.get("note")))
-            if process is not None and process.number >= 2:
-                replicated.append(process)
-        elif e["kind"] == "busy":
-            if e.get("variant") in busy:
-                busy[e["variant"]].extend(range(int(e["step"]), int(_json(e.get("note")) or e["step"]) + 1))
+        if e["kind"] in ("replicate", "busy"):  # rows with packed fields: read back through the codec
+            event = event_rows.from_row(e)
+            if isinstance(event, ReplicateEvent):
+                process = replicates.ProcessResult.from_dict(event.process)
+                if process is not None and process.number >= 2:
+                    replicated.append(process)
+            elif isinstance(event, BusyEvent) and event.variant in busy:
+                busy[event.variant].extend(range(event.first_step, event.last_step + 1))
         elif e["kind"] == "compile":
             compiles.append({k: e.get(k) for k in ("variant", "phase", "epoch", "step", "note")})
         elif e["kind"] == "step" and e["phase"] == "train":
@@ -356,16 +357,6 @@ def summarize_events(
         busy=busy,
         apart=None if longest <= intervals.BLOCK_STEPS else "alternating" if paired else "sequential",
     )
-
-
-def _json(text: Any) -> Any:
-    """A stored event's note as the JSON it holds (a replicate's result, a busy stretch's last step)."""
-    if not isinstance(text, str):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def spread_of(environment: dict[str, Any] | None) -> intervals.RunToRun | None:
