@@ -13,6 +13,7 @@ from typing import Any
 
 from core.engine import words
 from core.engine.options import OPTIONS
+from core.engine.warm_cache import cache_state
 from core.runs.store import Run
 
 # Settings a person compares runs by, in the options table's order, with the word for each.
@@ -61,7 +62,8 @@ def comparison_labels(runs: Sequence[Run]) -> dict[int, str]:
     """Each run's label in a comparison: its run id and the settings that differ between the
     runs compared, else (identical settings) the device or when it ran. Epochs and steps per epoch
     read as one setting ("3 x 80 steps"): legends on a phone have little room."""
-    params = [r.params or {} for r in runs]
+    # the cache each compiled from, as it recorded it (asked warm, found empty: compiled cold)
+    params = [{**(r.params or {}), "cache": recorded_cache(r) or (r.params or {}).get("cache")} for r in runs]
     fields = differing_settings(params)
     if {"epochs", "steps_per_epoch"} & set(fields):
         fields = [f for f in fields if f not in ("epochs", "steps_per_epoch")]
@@ -79,6 +81,12 @@ def comparison_labels(runs: Sequence[Run]) -> dict[int, str]:
             parts.append(time.strftime("%b %d %H:%M", time.localtime(run.created_at)))
         labels[run.id] = f"{run_name(run.id)}: {', '.join(parts)}"
     return labels
+
+
+def recorded_cache(run: Run) -> str | None:
+    """The cache a race compiled from, as it recorded it: 'cold', 'warm', 'warm but empty,
+    so compiled cold' (core.engine.warm_cache.cache_state); None where it recorded nothing."""
+    return cache_state(run.environment, run.params, (run.details or {}).get("compile"))[1]
 
 
 def row_model(params: Mapping[str, Any] | None) -> str:
