@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import words
-from core.engine.summary import BUSY, FASTER, NO_CLEAR_DIFFERENCE, SLOWER, Summary
+from core.engine.summary import BUSY, FASTER, SLOWER, Summary
 from core.engine.warm_cache import WARM, cache_state
 from core.runs.run_to_run import configuration
 from core.runs.store import Run
+from core.view import race_figures
 from core.view.compare import SETTING_WORDS, differing_settings, run_name
 
 # A 1-minute load past this share of the cores at a race's start: other work was running.
@@ -26,15 +27,12 @@ BUSY_SHARE = 0.5
 
 
 def headline_verdict(run: Run) -> str | None:
-    """A run's verdict as its headline interval says it (faster only where the whole interval is
-    above 1x, slower only where it is below), the one reading every line of a comparison uses; a
-    busy machine's race keeps its "no verdict". The figure about a race each surface reads from one
-    place: this is the comparison's one function for it."""
+    """A run's verdict as its headline interval says it (core.view.race_figures.verdict), the one
+    reading every line of a comparison uses; a run that did not finish keeps what it stored."""
     s = Summary.of(run.summary)
-    if run.status != "done" or s.steady_state_speedup is None or not s.compiled or s.verdict == BUSY:
+    if run.status != "done":
         return s.verdict
-    low, high = s.interval
-    return FASTER if low > 1 else SLOWER if high < 1 else NO_CLEAR_DIFFERENCE
+    return race_figures.verdict(s) or s.verdict
 
 
 def run_cache(run: Run) -> tuple[str | None, str | None]:
