@@ -338,13 +338,13 @@ def test_recordings_are_listed_by_what_they_show():
     from core.view import replay
 
     labels = {key: replay.load_recording(key).label for key in replay.shipped_recordings()}
-    assert labels["file:cpu-break-even-demo"].startswith("breaks even at step 523: small_cnn")
+    assert labels["file:cpu-break-even-demo"].startswith("1.30x, breaks even at step 523: small_cnn")
     # 0.97x, no clear difference: no break-even to count on, in the words every surface uses, not "never pays off"
     assert labels["file:cpu-compile-never-pays-off"].startswith(
-        "no clear per-step gain, no break-even to count on: mlp"
+        "0.97x, no clear per-step gain, no break-even to count on: mlp"
     )
     assert labels["file:cpu-recompiles-varying-shapes"].startswith(
-        "faster, but does not break even within the run, 1 recompile: small_cnn"
+        "1.57x faster, breaks even past the run (about step 1,732), 1 recompile: small_cnn"
     )
 
 
