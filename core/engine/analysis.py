@@ -189,34 +189,6 @@ def projected_break_even(
     return Projection(position, start + (position - n_c) * m_c, m_e, m_c)
 
 
-def headline_projection(eager: Sequence[float], compiled: Sequence[float], speed: Speedup | None) -> Projection | None:
-    """Where compile would pay for itself at the headline speedup: this process's measured steps,
-    then compiled continuing at eager's steady step over the headline. With replicates the headline is
-    the race's, not this process's own ratio of medians: a first process that read 1.02x beside
-    replicates at 1.11x projected step 5,500 beside a range of 1,116-1,858 from the headline's
-    interval. At the headline, the point lies inside its range (projected_span)."""
-    return projected_break_even(eager, compiled, speedup=speed.speedup) if speed is not None else None
-
-
-def projected_span(
-    eager: Sequence[float], compiled: Sequence[float], speed: Speedup | None
-) -> tuple[float, float | None] | None:
-    """Where compile would pay for itself at the two ends of the speedup's 95% interval: compiled
-    continuing at eager's steady step over the high end (the earliest crossing the interval allows)
-    and over the low end (the latest; None when that rate never catches up). The projection at the
-    headline (headline_projection) lies between the two, so a live range only narrows as the
-    interval does, where a single projected step wandered with every new median. None where
-    projection_stands would not project (no interval clear of 1) or there is nothing to project."""
-    if speed is None or speed.verdict != FASTER or not speed.ci_low > 1:
-        return None
-    point = headline_projection(eager, compiled, speed)
-    if point is None:
-        return None
-    early = projected_break_even(eager, compiled, speedup=speed.ci_high)
-    late = projected_break_even(eager, compiled, speedup=speed.ci_low)
-    return (early.position if early else point.position, late.position if late else None)
-
-
 def whole_run_speedup(eager_total_s: float, compiled_total_s: float) -> float | None:
     """Eager total / compiled total, compile included (>1: the compiled run finished sooner)."""
     if compiled_total_s <= 0:
@@ -271,10 +243,8 @@ def summarize(
     speed = headline_speedup(own, first, replicated, spread)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
-    projects = speed is not None and Summary(verdict=speed.verdict, break_even_step=be and be.step).projection_stands
     compile_s, compile_under_s = measured_compile(eager_steps, compiled_steps, w)
-    at_headline = headline_projection(eager_steps, compiled_steps, speed) if projects else None
-    return {
+    out = {
         "warmup_steps": w,
         "compile_time_s": compile_s,  # None where it is too small to measure: then compile_time_under_s
         "compile_time_under_s": compile_under_s,
@@ -292,15 +262,9 @@ def summarize(
         "eager_median_step_s": speed.eager_median_s if speed else None,
         "compiled_median_step_s": speed.compiled_median_s if speed else None,
         "eager_samples_per_s": throughput(batch_size, speed.eager_median_s) if speed else None,
-        "compiled_samples_per_s": throughput(batch_size, speed.compiled_median_s) if speed else None,
         "break_even_step": be.step if be else None,
         "break_even_wall_s": be.wall_s if be else None,
         "break_even_reason": _break_even_reason(be, speed),
-        "break_even_extrapolated_step": at_headline.position if at_headline else None,
-        "break_even_projected_wall_s": at_headline.wall_s if at_headline else None,
-        "break_even_projected_range": (
-            list(projected_span(eager_steps, compiled_steps, speed) or []) or None if at_headline else None
-        ),
         "whole_run_speedup": (
             whole_run_speedup(sum(eager_epochs[:epochs_done]), sum(compiled_epochs[:epochs_done]))
             if epochs_done
@@ -319,6 +283,7 @@ def summarize(
         if n > w
         else [],
     }
+    return {**out, **Summary.from_dict(out).headline.kept_figures()}
 
 
 def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | None:

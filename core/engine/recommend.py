@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.engine import words
-from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
+from core.engine.analysis import FASTER
 from core.engine.cause import BOTH, LIBRARY_BOUND, OUTSIDE, SAME, Cause, race_cause
+from core.engine.headline import CANNOT_TELL, NEVER_PAYS, PAYS
 from core.engine.models.regions import REGIONAL_BLOCKS
 from core.engine.options import MAX_BATCH_SIZE
 from core.engine.recompiles import SIZE_GUARD, recompiles_of
@@ -129,23 +130,28 @@ def _runs_here(spec: RunSpec, changes: dict[str, Any], caps: DeviceCaps) -> bool
 
 
 def cost_words(summary: Summary | dict[str, Any] | None, params: dict[str, Any] | None = None) -> str | None:
-    """A compile that costs far more than it saves, said as such: no clear gain at all, or under a
-    tenth of its compile time won back over the race's own steps. None otherwise."""
+    """A compile that costs far more than it saves, said as such, from the headline's payoff
+    (core.engine.headline): never where the whole interval lies at or below 1x; "cannot tell"
+    where it spans 1x; a clear gain that earns back under a tenth of the compile over the race's own
+    steps. None otherwise."""
     s = Summary.of(summary)
-    compile_s, verdict = s.compile_time_s, s.verdict
+    compile_s, h = s.compile_time_s, s.headline
     if not isinstance(compile_s, int | float) or compile_s <= 0:
         return None
     cost = words.seconds(compile_s)
     mode = (params or {}).get("mode")
     named = f" (mode {mode})" if mode and mode != "default" else ""
-    if verdict in (SLOWER, NO_CLEAR_DIFFERENCE):
-        gain = "makes steps slower" if verdict == SLOWER else "gains nothing measurable per step"
-        return f"Compile{named} cost {cost} here and {gain}: it does not pay for itself at any run length."
-    eager, compiled = s.eager_median_step_s, s.compiled_median_step_s
-    steps = len(s.compiled_step_times_s or [])
-    if verdict != FASTER or not eager or not compiled or not steps or s.break_even_step:
+    if h.payoff == NEVER_PAYS:
+        return f"Compile{named} cost {cost} here and makes steps slower: it does not pay for itself at any run length."
+    if h.payoff == CANNOT_TELL:
+        return (
+            f"Compile{named} cost {cost} here and gained nothing measurable per step: this race cannot tell "
+            "whether any run length earns it back."
+        )
+    saving, steps = h.saving_s(), max(len(s.compiled_step_times_s) - (s.warmup_steps or 0), 0)
+    if h.payoff != PAYS or not saving or not steps or h.reached_step:
         return None
-    saved = (float(eager) - float(compiled)) * steps
+    saved = saving * steps
     if saved <= 0 or compile_s < FAR_MORE * saved:
         return None
     return (

@@ -1,9 +1,10 @@
-"""The figures every surface reads about a finished race, in one place: its verdict from its
-headline interval, its break-even state, and the words for each. Until core.engine.headline (one
-derivation of every figure from the headline speedup, its interval and the compile cost) is there,
-the comparison, the sweep, the replay and recording labels, the Runs table, its CSV and the CLI's
-runs list read these, never a stored verdict or a first process's medians: switching them over is
-this one file. Torch-free.
+"""The figures the lists and labels read about a finished race, in one place: its verdict from its
+headline interval, its break-even state and the words for each, all from the one derivation
+(core.engine.headline, `Summary.headline`). The comparison, the sweep, the replay and recording
+labels, the Runs table, its CSV and the CLI's runs list read these, never a stored verdict on its
+own or a first process's medians. The one step taken here: a stored verdict that its own interval
+does not bear out (a summary stored by an older version, or without a verdict) is read as the
+interval says, before the headline derives the rest from it. Torch-free.
 """
 
 from __future__ import annotations
@@ -29,16 +30,16 @@ def verdict(summary: Summary | Mapping[str, Any] | None) -> str | None:
 
 
 def headline(summary: Summary | Mapping[str, Any] | None) -> Summary:
-    """The summary with its verdict as its headline interval gives it, so every derived figure
-    (break-even state, projection) follows the interval a surface shows beside it."""
+    """The summary with its verdict as its headline interval gives it, so every figure its
+    `headline` derives (break-even state, projection, payoff) follows the interval shown beside it."""
     s = Summary.of(summary)
     found = verdict(s)
     return s if found is None or found == s.verdict else s.replace(verdict=found)
 
 
 def break_even_state(summary: Summary | Mapping[str, Any] | None) -> str:
-    """Where the break-even stands (core.engine.summary.BREAK_EVEN_STATES), from the headline."""
-    return headline(summary).break_even
+    """Where the break-even stands (core.engine.headline.BREAK_EVEN_STATES), from the headline."""
+    return headline(summary).headline.state
 
 
 def break_even_words(summary: Summary | Mapping[str, Any] | None, short: bool = False) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from core.engine import planning, words
-from core.engine.summary import PROJECTED, REACHED
+from core.engine.summary import PROJECTED, REACHED, Summary
 from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
 from core.view import race_figures
@@ -99,9 +99,9 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
                 "break_even": words.break_even(s) if measured else None,
                 "break_even_short": words.break_even(s, short=True) if measured else None,
                 "eager_step_s": _num(s.eager_median_step_s) if measured else math.nan,
-                "compiled_step_s": _num(s.compiled_median_step_s) if measured else math.nan,
+                "compiled_step_s": _num(s.headline.compiled_step_s()) if measured else math.nan,
                 "eager_samples_per_s": _num(s.eager_samples_per_s) if measured else math.nan,
-                "compiled_samples_per_s": _num(s.compiled_samples_per_s) if measured else math.nan,
+                "compiled_samples_per_s": _num(s.headline.compiled_samples_per_s) if measured else math.nan,
                 "compile_skipped": skipped,
                 "error": run.error,
                 "device_type": (run.environment or {}).get("device_type"),
@@ -313,7 +313,7 @@ def sweep_json(sweep_id: int, sweep: SweepSpec, runs: list[Run], frame: pd.DataF
     """The sweep as one JSON object: its definition, each point's headline figures, the readings."""
     points = []
     for run, row in zip(runs, frame.itertuples()):
-        s = run.summary or {}
+        s = {**(run.summary or {}), **Summary.of(run.summary).headline.kept_figures()}  # derived, not stored ones
         points.append(
             {
                 "run_id": run.id,
