@@ -199,8 +199,7 @@ def issue_sweep(verdicts):
     runs = fake_runs(sweep, ["done"] * 3)
     for run, (x, low, high), verdict in zip(runs, ISSUE_POINTS, verdicts):
         run.summary.update(steady_state_speedup=x, speedup_ci95=[low, high], verdict=verdict)
-        run.summary.update(break_even_step=None, break_even_extrapolated_step=5000.0)
-        run.summary.update(break_even_projected_range=[4000.0, 7000.0])
+        run.summary.update(break_even_step=None)
     return sweep, runs
 
 
@@ -227,7 +226,7 @@ def test_a_sweeps_verdicts_and_reading_follow_each_points_headline_interval():
     sweep, runs = issue_sweep(["no clear difference"] * 3)
     frame = sweep_frame(sweep, runs)
     assert [r["verdict"] for r in points_table(frame)] == ["faster"] * 3
-    assert [r["break-even"] for r in points_table(frame)] == ["≈ step 5,001"] * 3  # step_at: the step that crosses
+    assert all(r["break-even"].startswith("≈ step ") for r in points_table(frame))  # projected, as for faster
     (reading,) = regime_readings(sweep, frame)
     assert "clearly faster at only" not in reading
     assert sweep_charts.chart_specs(sweep, frame)[2]["description"] == "Break-even step: 3 points"
