@@ -186,3 +186,22 @@ def test_a_stored_race_s_row_and_label_say_what_its_headline_says(store, seed):
         assert "faster" not in label, label
     if s.headline.payoff != NEVER_PAYS:
         assert not NEVER_WORDS.search(label), label
+
+
+def test_each_shipped_recording_says_what_its_own_headline_says():
+    """A recording is chosen for what it shows: its description and its label may not call a race
+    whose interval spans 1x one that never pays off."""
+    import json
+
+    from core.view.recordings import SHIPPED
+    from core.view.replay import RECORDINGS_DIR, shows_words
+
+    for shipped in SHIPPED:
+        with open(f"{RECORDINGS_DIR}/{shipped.name}.json", encoding="utf-8") as f:
+            data = json.load(f)
+        s = Summary.of((data.get("runs") or [data.get("run")])[0]["summary"])
+        for text in (shipped.shows, shows_words(s)):
+            if s.headline.payoff != NEVER_PAYS:
+                assert not NEVER_WORDS.search(text), (shipped.name, text)
+            if s.verdict != FASTER:
+                assert "faster," not in text, (shipped.name, text)
