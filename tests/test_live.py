@@ -390,9 +390,13 @@ def test_run_row_of_a_finished_run_has_its_summary_and_device(store):
         "precision": "amp-bf16",
         "mode": "default",
         "scope": "whole",  # a spec stored before compile scope existed: whole-model compile
+        "cache": "cold",  # and before the cache option: a fresh cache, as every race had
         "sweep": None,
         "first_epoch_overhead_s": 41.6,
         "steady_state_speedup": 1.12,
+        "verdict": "faster",
+        "compile": "-",
+        "compile_s": None,
         "break_even_step": 7,
         "break_even": "step 7",  # in the words every surface uses
         "error": None,

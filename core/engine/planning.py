@@ -21,7 +21,7 @@ import numpy as np
 
 from core.engine import words
 from core.engine.headline import TrainingPlan
-from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, Summary
+from core.engine.summary import BUSY, FASTER, NO_CLEAR_DIFFERENCE, SLOWER, Summary
 
 
 def plan_from_summary(summary: Summary | dict, steps: int) -> TrainingPlan | None:
@@ -184,7 +184,8 @@ def _doubt(verdicts: Sequence[str | None]) -> str | None:
     faster = sum(v == FASTER for v in counted)
     if not counted or faster * 2 > len(counted):
         return None
-    tally = ", ".join(f"{n} {v}" for v in (NO_CLEAR_DIFFERENCE, SLOWER) if (n := counted.count(v)))
+    named = {NO_CLEAR_DIFFERENCE: "no clear difference", SLOWER: "slower", BUSY: "no verdict, the machine busy"}
+    tally = ", ".join(f"{n} {name}" for v, name in named.items() if (n := counted.count(v)))
     return (
         f"But compiled steps were clearly faster at only {faster} of {len(counted)} batch sizes ({tally}): "
         "the measurements here do not bear that out."
