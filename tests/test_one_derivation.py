@@ -80,6 +80,19 @@ def card_of(cards, label):
     return next(c for c in cards if c.label == label)
 
 
+def test_a_stored_verdict_reads_as_its_own_interval_says():
+    """A summary stored without a verdict, or with one its interval does not bear out, reads as
+    the interval says on every surface (a 0.75x race labelled "faster" came from one)."""
+    base = {"steady_state_speedup": 0.75, "speedup_ci95": [0.70, 0.80], "speedup_ci95_within": [0.71, 0.79]}
+    for stored in (None, FASTER, NO_CLEAR_DIFFERENCE):
+        s = Summary.from_dict({**base, "verdict": stored})
+        assert s.verdict == SLOWER and s.headline.payoff == NEVER_PAYS and s.break_even == NEVER
+    busy = Summary.from_dict({**base, "verdict": BUSY})
+    assert busy.verdict == BUSY  # the machine's, not the interval's: no verdict
+    few = Summary.from_dict({"steady_state_speedup": 1.3, "speedup_ci95": [1.3, 1.3], "verdict": NO_CLEAR_DIFFERENCE})
+    assert few.verdict == NO_CLEAR_DIFFERENCE  # too few blocks for an interval: its point twice decides nothing
+
+
 def test_the_races_cover_every_verdict_payoff_and_break_even_state():
     races = [race(seed)[1] for seed in SEEDS]
     assert {s.verdict for s in races} >= {FASTER, SLOWER, NO_CLEAR_DIFFERENCE, BUSY}

@@ -148,6 +148,7 @@ def test_the_state_follows_the_verdict_not_a_stored_reason():
     median was a hair faster) has no break-even to count on, in every surface's words."""
     doubtful = summary_with(
         verdict=analysis.NO_CLEAR_DIFFERENCE,
+        speedup_ci95=[0.97, 1.05],
         break_even_reason=analysis.NOT_WITHIN_RUN,
         break_even_extrapolated_step=5e4,
     )

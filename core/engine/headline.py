@@ -55,6 +55,20 @@ NO_ANSWER = "no answer"  # no compile to judge, or the machine was busy during e
 PAYOFFS = (PAYS, NEVER_PAYS, CANNOT_TELL, NO_ANSWER)
 
 
+def interval_verdict(verdict: str | None, interval: Sequence[float] | None, measured: bool) -> str | None:
+    """The verdict a speedup's interval gives: faster only where the whole interval lies above 1x,
+    slower only where it lies below, else no clear difference; a busy machine's race keeps "no
+    verdict", and a race with too few blocks for an interval (its point twice, `measured` False)
+    keeps what it says. Summary.from_dict reads every stored verdict through it, so a summary
+    stored by an older version, or without a verdict, reads as its own interval says."""
+    if verdict == BUSY or interval is None or len(interval) != 2:
+        return verdict
+    low, high = interval
+    if not (high > low or measured):
+        return verdict
+    return FASTER if low > 1 else SLOWER if high < 1 else NO_CLEAR_DIFFERENCE
+
+
 @dataclass(frozen=True)
 class TrainingPlan:
     """A run of `steps` steps, eager and compiled (compile included), in seconds, with intervals:

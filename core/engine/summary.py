@@ -41,6 +41,7 @@ from core.engine.headline import (  # noqa: F401
     REACHED,
     SLOWER,
     Headline,
+    interval_verdict,
 )
 
 
@@ -128,6 +129,12 @@ class Summary:
             value = _checked(value, kind)
             if value is not None:
                 values[key] = value
+        if values.get("steady_state_speedup") is not None:  # the verdict its interval gives (one rule)
+            found = interval_verdict(
+                values.get("verdict"), values.get("speedup_ci95"), values.get("speedup_ci95_within") is not None
+            )
+            if found is not None:
+                values["verdict"] = found
         return cls(**values, extra=extra)
 
     @classmethod
