@@ -103,8 +103,17 @@ if present:
     st.html(PRESENTER_CSS)
 else:
     st.html(PHONE_TITLE_CSS)
-    st.title("Eager vs torch.compile: the race")
-    st.caption("Same model, same weights, same batches. Only torch.compile differs.")
+    title_col, present_col = st.columns([4, 1], vertical_alignment="center")
+    title_col.title("Eager vs torch.compile: the race")
+    present_col.button(
+        "Presenter mode",
+        on_click=set_presenting,
+        args=(True,),
+        icon=":material/present_to_all:",
+        width="stretch",
+        help="For a projector: configuration and sidebar hidden, one run in focus, the verdict and cards in large "
+        "type, the race and step charts filling the screen. The link (?present=1) opens it directly.",
+    )
 
 
 def follow(run_id: int) -> None:
@@ -226,6 +235,8 @@ def fold_and_launch(preset: dict | None = None) -> None:
 if not present:  # presenter mode: one run in focus, no configuration
     if "race_form" not in st.session_state:
         st.session_state.race_form = followed_run() is None or link_configures(dict(st.query_params))
+    if st.session_state.race_form:  # the promise, over the form; a run shown leads with its verdict instead
+        st.caption("Same model, same weights, same batches. Only torch.compile differs.")
     with st.expander("Configure a race", key="race_form", on_change="rerun"):
         st.markdown(STORY)
         on_cpu = not (caps and caps.cuda)
@@ -378,19 +389,9 @@ def cancel_run_button(run_id: int) -> None:
         st.rerun()
 
 
-if not present:
-    replay_col, present_col = st.columns([4, 1])
-    with replay_col.expander("Replay a recorded run", expanded=False):
-        replay_picker()
-    present_col.button(
-        "Presenter mode",
-        on_click=set_presenting,
-        args=(True,),
-        icon=":material/present_to_all:",
-        width="stretch",
-        help="For a projector: configuration and sidebar hidden, one run in focus, words and cards in large "
-        "type, the race and step charts filling the screen. The link (?present=1) opens it directly.",
-    )
+# Replay a recorded run: under the form on the first screen; under a run shown (its verdict, cards
+# and race chart come first).
+replay_slot = st.container()
 replaying = active_replay()
 if replaying is not None:
     show_replay(replaying, present)
@@ -406,5 +407,9 @@ elif not present:
     show_reference()
 else:
     st.info("Presenter mode: open a run (?run=ID) or a replay (?replay=file:NAME) to show it here.")
+if not present:
+    shown = replaying is not None or bool(compared_ids()) or run is not None
+    with st.container() if shown else replay_slot, st.expander("Replay a recorded run", expanded=False):
+        replay_picker()
 if present:
     st.button("Leave presenter mode", on_click=set_presenting, args=(False,), key="leave_present")

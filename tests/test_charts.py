@@ -173,16 +173,18 @@ def test_compile_marks_legend_sits_beside_the_variants_and_names_only_what_is_dr
     assert legend["orient"] == "top" and legend["values"] == ["compile"]  # no "recompile" where none happened
 
 
-def test_presenter_mode_sizes_every_chart_text_for_a_projector():
+def test_presenter_mode_sizes_every_chart_text_for_the_back_of_a_room():
     from core.view.chart_style import PRESENTER_FONTS, for_projector
+    from core.view.run_screen.layout import PRESENT_CHART_HEIGHT
 
     be = {"step": 30, "wall_s": 0.4}
     for chart in (step_time_chart(make_steps(40, 12, spike_s=11.3)), cumulative_chart(make_steps(40, 40), be)):
-        spec = spec_of(for_projector(chart, 330))
-        assert spec["height"] == 330
-        assert spec["config"]["axis"] == PRESENTER_FONTS["axis"] and min(PRESENTER_FONTS["axis"].values()) >= 18
-        assert spec["config"]["title"]["fontSize"] >= 22 and spec["config"]["title"]["subtitleFontSize"] >= 18
-        assert spec["config"]["text"]["fontSize"] >= 20  # the break-even note
+        spec = spec_of(for_projector(chart, PRESENT_CHART_HEIGHT))
+        assert spec["height"] == "container"  # as tall as the box the page gives it: it fills the screen
+        assert spec["config"]["axis"] == PRESENTER_FONTS["axis"] and min(PRESENTER_FONTS["axis"].values()) >= 24
+        assert spec["config"]["axis"]["titleFontSize"] >= 28 and spec["config"]["legend"]["labelFontSize"] >= 24
+        assert spec["config"]["title"]["fontSize"] >= 28 and spec["config"]["title"]["subtitleFontSize"] >= 24
+        assert spec["config"]["text"]["fontSize"] >= 24  # the break-even note
         texts = [v for v in spec.get("layer", []) if mark_of(v) == "text"]
         assert all("fontSize" not in v["mark"] for v in texts)  # a mark's own size would beat the config's
     assert spec_of(step_time_chart(make_steps(40, 12)))["config"]["text"]["fontSize"] == chart_style.TEXT_FONT
