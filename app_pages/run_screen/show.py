@@ -79,7 +79,7 @@ PRESENTER_CSS = """<style>
 # so a finished race's verdict, cards and race chart are above the fold at 1280x720. On a phone the
 # title takes two lines.
 PHONE_TITLE_CSS = """<style>
-[data-testid="stMainBlockContainer"] { padding-top: 2.25rem; }
+[data-testid="stMainBlockContainer"] { padding-top: 3rem; }
 [data-testid="stHeading"] h1 { font-size: 2rem; padding-top: 0.25rem; }
 @media (max-width: 640px) { [data-testid="stHeading"] h1 { font-size: 1.6rem; } }
 </style>"""
