@@ -103,7 +103,7 @@ if present:
     st.html(PRESENTER_CSS)
 else:
     st.html(PHONE_TITLE_CSS)
-    title_col, present_col = st.columns([4, 1], vertical_alignment="center")
+    title_col, present_col = st.columns([4, 1], vertical_alignment="bottom")
     title_col.title("Eager vs torch.compile: the race")
     present_col.button(
         "Presenter mode",
@@ -111,6 +111,7 @@ else:
         args=(True,),
         icon=":material/present_to_all:",
         width="stretch",
+        key="present_button",
         help="For a projector: configuration and sidebar hidden, one run in focus, the verdict and cards in large "
         "type, the race and step charts filling the screen. The link (?present=1) opens it directly.",
     )

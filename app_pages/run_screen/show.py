@@ -81,6 +81,7 @@ PRESENTER_CSS = """<style>
 PHONE_TITLE_CSS = """<style>
 [data-testid="stMainBlockContainer"] { padding-top: 3rem; }
 [data-testid="stHeading"] h1 { font-size: 2rem; padding-top: 0.25rem; }
+.st-key-present_button { padding-top: 0.75rem; }
 @media (max-width: 640px) { [data-testid="stHeading"] h1 { font-size: 1.6rem; } }
 </style>"""
 
