@@ -400,7 +400,7 @@ def test_run_row_of_a_finished_run_has_its_summary_and_device(store):
         "sweep": None,
         "first_epoch_overhead_s": 41.6,
         "steady_state_speedup": 1.12,
-        "verdict": "faster",
+        "verdict": "-",  # a speedup stored without an interval or a verdict: nothing to stand behind
         "compile": "-",
         "compile_s": None,
         "break_even_step": 7,

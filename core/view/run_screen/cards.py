@@ -178,7 +178,9 @@ def _verdict_and_interval(s: Summary) -> str | None:
     ('faster, 1.20-1.42x'), so the card says how sure the figure is without opening its help."""
     if not s.verdict:
         return None
-    return f"{s.verdict}, {words.speedup_range(*s.interval)}" if s.interval else s.verdict
+    return (
+        f"{s.verdict}, {words.speedup_range(s.headline.low, s.headline.high)}" if s.headline.has_interval else s.verdict
+    )
 
 
 def _recompiles_delta(recompiles: int | None) -> str | None:
