@@ -307,3 +307,19 @@ def in_link() -> tuple[str, ...]:
 def sweep_axes() -> list[Option]:
     """The options a sweep can vary."""
     return [o for o in OPTIONS.values() if o.sweep is not None]
+
+
+def spec_flags(spec: Any) -> list[str]:
+    """The flags that make `spec_from_args` build this spec again: what a bench or a fleet runs to
+    get the same race through the CLI (and so through the app's own worker, with `submit`), and the
+    command a race script names as the one that made its race (core.runs.race_script)."""
+    argv: list[str] = []
+    for option in OPTIONS.values():
+        value = getattr(spec, option.name)
+        if option.name == "model" and spec.model_file:
+            continue  # --model-file names the model
+        if option.type is bool and not option.optional:
+            argv += [option.flag] if value else []
+        elif value is not None and (option.flag_unset or value != option.default):
+            argv += [option.flag, cli_word(value)]
+    return argv
