@@ -19,7 +19,7 @@ from app_pages.device_races import chosen_pin, compared_ids, device_type_chooser
 from app_pages.model_picker import model_picker
 from app_pages.replay_panel import active_replay, replay_picker, show_replay
 from app_pages.run_screen.feed_view import show_live_feed, use_feed
-from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
+from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, hand_on_downloads, show_run
 from core.engine.options import Option
 from core.engine.race_estimates import duration_note
 from core.engine.spec import SpecError, validate
@@ -377,6 +377,7 @@ def live(run_id: int) -> None:
             args=(dict(run.params or {}),),
             help="The same race again: this one ran while other work had its cores, so it gave no verdict.",
         )
+    hand_on_downloads(run, key="race")  # a finished race as one script, and as a report for PyTorch
     if run.status == "done":
         plan_section(run, key="race")
     if run.finished:

@@ -12,9 +12,10 @@ import streamlit as st
 from app_pages.common import draw_chart, one_run, store, vega_spec, visitor
 from core.engine import words
 from core.engine.summary import Summary
-from core.runs import run_files
+from core.runs import race_report, race_script, run_files
 from core.runs.store import Run
 from core.view import answers
+from core.view.compare import run_name
 from core.view.run_screen import cadence, glance, layout, sentences, why_per_step
 from core.view.run_screen.cards import Card
 from core.view.run_screen.shared_board import LiveSnapshot
@@ -317,6 +318,40 @@ def run_file_downloads(run: Run) -> None:
             )
         else:
             columns[3].caption("tlparse reads the compile trace into an HTML report: pip install tlparse")
+
+
+def hand_on_downloads(run: Run, key: str) -> None:
+    """A finished race handed on: as one Python script that needs only torch, and as a report ready
+    to file with PyTorch (the script, versions, the backend ladder's command, and its TORCH_TRACE for
+    whoever ran it: a trace names the box's folders). Each is built when its button is pressed."""
+    if run.kind != "race" or run.status not in ("done", "failed"):
+        return
+    left, right = st.columns(2)
+    problem = race_script.script_problem(run)
+    if problem is None:
+        left.download_button(
+            "The race as one script (.py)",
+            data=lambda: race_script.script_for_run(run, "Compile Lab's Runs page"),
+            file_name=f"compile_lab_race_{run.id}.py",
+            mime="text/x-python",
+            key=f"race_script_{key}_{run.id}",
+            on_click="ignore",
+            help="Builds the same model and races eager against torch.compile as this race did; needs only torch.",
+        )
+    else:
+        left.caption(f"No script of {run_name(run.id)}: {markdown_text(problem)}")
+    if race_script.script_problem(run, scriptable=False) is None:
+        whose = run.owner == visitor() or bool(st.session_state.get("admin_unlocked"))
+        right.download_button(
+            "Report for a PyTorch issue (zip)",
+            data=lambda: race_report.report_zip(store().path, run, with_trace=whose),
+            file_name=f"compile_lab_race_{run.id}_report.zip",
+            mime="application/zip",
+            key=f"race_report_{key}_{run.id}",
+            on_click="ignore",
+            help="report.md laid out as PyTorch's torch.compile issue template asks, the script, and the race's "
+            "TORCH_TRACE where it was traced (offered to whoever ran it).",
+        )
 
 
 def _file_bytes(path: str) -> bytes:

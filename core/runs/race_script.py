@@ -52,9 +52,10 @@ class ScriptError(ValueError):
 # -- what is checked before anything is written --------------------------------------------------
 
 
-def checked_spec(params: Any) -> RunSpec:
+def checked_spec(params: Any, scriptable: bool = True) -> RunSpec:
     """The run's settings as a RunSpec, every value validated against the options table and of its
-    exact type (True is not 1 here, nor 1.0 an int); ScriptError naming each field that is not."""
+    exact type (True is not 1 here, nor 1.0 an int); ScriptError naming each field that is not, and
+    with `scriptable`, for a model whose source is not written as a script yet."""
     try:
         spec = RunSpec.from_dict(params)
         problems = [str(p) for p in validate(spec)]
@@ -68,12 +69,23 @@ def checked_spec(params: Any) -> RunSpec:
     if problems:
         raise ScriptError("its settings do not validate: " + "; ".join(problems))
     source = source_of(spec.model)
-    if source in ("hf", "file"):
+    if scriptable and source in ("hf", "file"):
         raise ScriptError(
             f"{source} models are not written as scripts yet (zoo and timm models are): "
             "export its bundle, or race a zoo model"
         )
     return spec
+
+
+def script_problem(run: Any, scriptable: bool = True) -> str | None:
+    """Why a stored run cannot be written as a script (with `scriptable` False: nor reported), or None."""
+    if getattr(run, "kind", None) != "race":
+        return "only a race can be written as a script"
+    try:
+        checked_spec(run.params, scriptable)
+    except ScriptError as exc:
+        return str(exc)
+    return None
 
 
 def _number(value: Any, low: float, high: float) -> float | int | None:
@@ -273,8 +285,8 @@ def header_lines(
     machine = f"{env.get('device_type', '?')}: {env.get('device_name', '?')} ({env.get('cpu_count', '?')} CPU cores)"
     versions = f"torch {env.get('torch', '?')}, Python {env.get('python', '?')}, {env.get('platform', '?')}"
     differs = [
-        "one process, its own block interval"
-        + (f" (the race's interval rests on {processes} processes and this machine's run-to-run spread)")
+        "one process and its own block interval (the race's rests on "
+        f"{words.count(processes, 'process', 'processes')} and this machine's run-to-run spread)"
     ]
     if spec.data != "synthetic":
         differs.append(f"synthetic batches (the race read {spec.data} through a DataLoader)")
