@@ -331,7 +331,7 @@ def hand_on_downloads(run: Run, key: str) -> None:
     if problem is None:
         left.download_button(
             "The race as one script (.py)",
-            data=lambda: race_script.script_for_run(run, "Compile Lab's Runs page"),
+            data=lambda: race_script.script_for_run(run, "Compile Lab's download of this race"),
             file_name=f"compile_lab_race_{run.id}.py",
             mime="text/x-python",
             key=f"race_script_{key}_{run.id}",

@@ -170,12 +170,15 @@ def model_code(spec: RunSpec) -> tuple[list[str], str, str, str | None]:
     """(the imports it needs, the model's code ending in build_model(), its input kind, the class
     name of its repeated block for regional compile)."""
     name = parse_model_name(spec.model)
-    if name.source == "timm":
-        kwargs = ", ".join(f"{k}={v!r}" for k, v in name.overrides.items())  # numbers and booleans only
+    if name.source == "timm":  # as core.engine.models.library_models builds it: its configuration's input size
         code = (
+            f"TIMM_NAME, TIMM_SETTINGS = {name.name!r}, {dict(name.overrides)!r}  # numbers and booleans only\n"
+            "CONFIG = timm.get_pretrained_cfg(TIMM_NAME)\n"
+            "DEFAULT_SIZE = int((getattr(CONFIG, 'input_size', None) or (3, 224, 224))[-1])\n"
+            "SIZE = SIZE or DEFAULT_SIZE\n"
+            "FIXED = getattr(CONFIG, 'fixed_input_size', False) and SIZE != DEFAULT_SIZE  # ViT-like: size at build\n\n"
             "def build_model() -> nn.Module:\n"
-            f"    return timm.create_model({name.name!r}, pretrained=False{', ' + kwargs if kwargs else ''}"
-            f"{', img_size=SIZE' if spec.image_size else ''})"
+            "    return timm.create_model(TIMM_NAME, pretrained=False, **TIMM_SETTINGS, **({'img_size': SIZE} if FIXED else {}))"
         )
         return ["import timm"], code, "image", None
     info = MODELS[spec.model]
@@ -204,7 +207,7 @@ def _settings(spec: RunSpec, environment: dict[str, Any], kind: str, block: str 
         device = "cpu"
     threads = _number(environment.get("torch_threads"), 1, MAX_THREADS) if device == "cpu" else None
     return [
-        [("MODEL", spec.model), ("INPUT_KIND", kind), ("SIZE", spec.input_size or spec.image_size or 224)],
+        [("MODEL", spec.model), ("INPUT_KIND", kind), ("SIZE", spec.input_size or spec.image_size)],
         [("BATCH_SIZE", spec.batch_size), ("SEED", spec.seed), ("LR", float(spec.lr)), ("PRECISION", spec.precision)],
         [("BACKEND", spec.backend), ("MODE", spec.mode), ("DYNAMIC", spec.dynamic), ("FULLGRAPH", spec.fullgraph)],
         [
