@@ -37,6 +37,7 @@ RESULT = {
     "processes_counted": 4,
 }
 MACHINE = {"device_type": "cpu", "device_name": "Test CPU", "cpu_count": 2, "torch": "2.x", "python": "3.11"}
+STEADY = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
 
 
 def run_of(params, environment=None, summary=None, run_id=7, error=None):
@@ -53,6 +54,19 @@ def calls(text: str) -> set[str]:
         if isinstance(node, ast.Call):
             names.add(ast.unparse(node.func))
     return names
+
+
+def settings_of(text: str) -> dict:
+    """The values a script's settings lines assign (literals only: ast.literal_eval)."""
+    values = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple):
+            names = [t.id for t in node.targets[0].elts]
+            try:
+                values.update(zip(names, ast.literal_eval(node.value), strict=True))
+            except ValueError:
+                continue
+    return values
 
 
 def code_tokens(text: str) -> str:
@@ -72,18 +86,19 @@ def test_every_zoo_models_script_is_short_and_runs_only_its_own_code(model):
     imported = {a.name for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ImportFrom)}
     assert not {name for name in imported if name.split(".")[0] == "core"}, "no Compile Lab in the script"
-    assert imported <= {"__future__", "gc", "math", "os", "platform", "statistics", "tempfile", "time", "torch",
-                        "torch.nn", "torchvision"}  # fmt: skip
+    assert imported <= {"__future__", "gc", "math", "os", "platform", "statistics", "sys", "tempfile", "time",
+                        "torch", "torch.nn", "torchvision"}  # fmt: skip
 
 
 def test_the_header_carries_the_result_the_machine_and_the_command():
     text = script_text({**TINY, "batch_size": 64}, MACHINE, RESULT, "race 7", "python -m core export 7 --script F")
-    header = [line for line in text.splitlines() if line.startswith("#")][:6]
+    header = [line for line in text.splitlines() if line.startswith("#")][:5]
     assert "steady speedup 1.17x (95% interval 1.10-1.25x), faster; compile 9.5 s" in header[1]
     assert "cpu: Test CPU (2 CPU cores); torch 2.x, Python 3.11" in header[2]
     assert header[3] == "# Made by: python -m core race --model pointwise_mlp --batch-size 64 --backend aot_eager " \
-        "--epochs 2 --steps-per-epoch 10 --device cpu"  # fmt: skip
-    assert "rests on 4 processes" in header[5]
+        "--epochs 2 --steps-per-epoch 10 --device cpu (and written as this script by: python -m core export 7 " \
+        "--script F)"  # fmt: skip
+    assert "rests on 4 processes" in header[4]
 
 
 @pytest.mark.parametrize(
@@ -134,8 +149,12 @@ def test_the_script_reads_the_steps_as_the_app_does():
 
 
 def test_the_script_runs_alone_from_a_folder_without_compile_lab(tmp_path):
+    """Under the race's process conditions too: its malloc thresholds (it starts itself again with
+    them) and its cores."""
     path = tmp_path / "race_7.py"
-    path.write_text(script_text(TINY, MACHINE, RESULT, "race 7", "a test"))
+    core = min(os.sched_getaffinity(0))
+    machine = {**MACHINE, "torch_threads": 1, "conditions": {"cores": [core], "malloc": STEADY}}
+    path.write_text(script_text(TINY, machine, RESULT, "race 7", "a test"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "COMPILE_LAB"))}
     done = subprocess.run(
         [sys.executable, "-I", str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
@@ -148,7 +167,7 @@ def test_the_script_runs_alone_from_a_folder_without_compile_lab(tmp_path):
     assert lines[2].rsplit(": ", 1)[1] in ("faster", "slower", "no clear difference")
     assert lines[3].startswith("steady step: eager ") and ", compiled " in lines[3]
     assert lines[4].startswith("versions: torch ") and ", Python " in lines[4]
-    assert lines[5].startswith("device: cpu: ")
+    assert lines[5].startswith("device: cpu: ") and lines[5].endswith(", 1 torch threads)")
 
 
 @pytest.mark.slow
@@ -201,7 +220,22 @@ def test_free_text_from_a_bundle_lands_in_comments_only():
     assert calls(text) == calls(clean)
     assert "pwned" not in code_tokens(text) and "__import__" not in code_tokens(text)
     assert [line for line in text.splitlines() if "pwned" in line or "__import__" in line][0].startswith("# ")
-    assert "THREADS = None" in text.replace("DEVICE, THREADS, CUDA_GRAPHS = 'cpu', None", "THREADS = None")
+    assert settings_of(text)["THREADS"] is None
+
+
+def test_only_a_races_own_process_conditions_reach_the_script():
+    recorded = {"cores": [1, 0], "malloc": STEADY}
+    text = script_text(TINY, {**MACHINE, "conditions": recorded})
+    assert settings_of(text)["CORES"] == (0, 1) and settings_of(text)["MALLOC"] == STEADY
+    assert "os.execve(" in text and "sched_setaffinity" in text
+    hostile = {
+        "cores": ["os.system('x')", 1],
+        "malloc": {"LD_PRELOAD": "/tmp/evil.so", "MALLOC_ARENA_MAX": "2; rm -rf /", "MALLOC_X": 1},
+    }
+    text = script_text(TINY, {**MACHINE, "conditions": hostile})
+    assert settings_of(text)["CORES"] is None and settings_of(text)["MALLOC"] == {}
+    assert "os.execve(" not in text and "sched_setaffinity" not in text
+    assert "LD_PRELOAD" not in text and "evil" not in text
 
 
 def test_a_report_keeps_a_bundles_text_inside_its_blocks():
@@ -263,7 +297,7 @@ def test_export_writes_the_script_and_the_report(store, tmp_path):
         f"run {run_id}: script written to {script}",
         f"run {run_id}: report written to {report}",
     ]
-    assert f"# Written by: python -m core export {run_id} --script FILE." in script.read_text()
+    assert f"(and written as this script by: python -m core export {run_id} --script FILE)" in script.read_text()
     assert "report.md" in zipfile.ZipFile(report).namelist()
     assert json.loads(cli("export", str(run_id), "--store", store.path).stdout)["run"]["status"] == "done"
 

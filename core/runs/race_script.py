@@ -24,6 +24,7 @@ import ast
 import functools
 import math
 import os
+import re
 import shlex
 from typing import Any
 
@@ -41,6 +42,8 @@ from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, Summary
 MAX_LINES = 200  # a zoo model's script, whole (tests hold every zoo model to it)
 DEVICE_TYPES = ("cpu", "cuda", "mps")
 MAX_THREADS = 4096
+_MALLOC_NAME = re.compile(r"MALLOC_[A-Z_]{1,40}")  # glibc's tunables as environment variables
+_WHOLE = re.compile(r"[0-9]{1,20}")
 VERDICTS = (FASTER, SLOWER, NO_CLEAR_DIFFERENCE)  # the script's VERDICTS[0], [1], [2]
 HEADER_TEXT = 400  # characters of a header line kept (a machine's name is free text)
 
@@ -206,28 +209,37 @@ def _settings(spec: RunSpec, environment: dict[str, Any], kind: str, block: str 
     if device not in DEVICE_TYPES:
         device = "cpu"
     threads = _number(environment.get("torch_threads"), 1, MAX_THREADS) if device == "cpu" else None
+    cores, malloc = process_conditions(environment) if device == "cpu" else (None, {})
     return [
         [("MODEL", spec.model), ("INPUT_KIND", kind), ("SIZE", spec.input_size or spec.image_size)],
         [("BATCH_SIZE", spec.batch_size), ("SEED", spec.seed), ("LR", float(spec.lr)), ("PRECISION", spec.precision)],
         [("BACKEND", spec.backend), ("MODE", spec.mode), ("DYNAMIC", spec.dynamic), ("FULLGRAPH", spec.fullgraph)],
-        [
-            ("COMPILE_SCOPE", spec.compile_scope),
-            ("REPEATED_BLOCK", block if spec.compile_scope == "regional" else None),
-        ],
-        [("STANCE", spec.stance), ("SHAPES", spec.shapes), ("CACHE", spec.cache), ("VERDICTS", VERDICTS)],
-        [("SCHEDULE", spec.schedule), ("EPOCHS", spec.epochs), ("STEPS_PER_EPOCH", spec.steps_per_epoch)],
-        [
-            ("DEVICE", device),
-            ("THREADS", int(threads) if threads is not None else None),
-            ("CUDA_GRAPHS", cuda_graphs(spec)),
-        ],
-        [
-            ("BLOCK_STEPS", BLOCK_STEPS),
-            ("POOL", SYNTHETIC_POOL),
-            ("NUM_CLASSES", NUM_CLASSES),
-            ("VOCAB_SIZE", VOCAB_SIZE),
-        ],
-    ]
+        [("COMPILE_SCOPE", spec.compile_scope), ("REPEATED_BLOCK", block if spec.compile_scope == "regional" else None),
+         ("STANCE", spec.stance), ("SHAPES", spec.shapes), ("CACHE", spec.cache)],
+        [("SCHEDULE", spec.schedule), ("EPOCHS", spec.epochs), ("STEPS_PER_EPOCH", spec.steps_per_epoch),
+         ("BLOCK_STEPS", BLOCK_STEPS), ("POOL", SYNTHETIC_POOL)],
+        [("DEVICE", device), ("THREADS", int(threads) if threads is not None else None), ("CORES", cores),
+         ("CUDA_GRAPHS", cuda_graphs(spec)), ("NUM_CLASSES", NUM_CLASSES), ("VOCAB_SIZE", VOCAB_SIZE)],
+        [("MALLOC", malloc), ("VERDICTS", VERDICTS)],
+    ]  # fmt: skip
+
+
+def process_conditions(environment: dict[str, Any]) -> tuple[tuple[int, ...] | None, dict[str, str]]:
+    """The cores a CPU race ran on and its glibc malloc thresholds (core.runs.race_conditions), as
+    its environment recorded them, where they are what a race records: core numbers, and MALLOC_*
+    names with whole numbers (anything else is left out, never written)."""
+    recorded = environment.get("conditions")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    cores = recorded.get("cores")
+    ok = isinstance(cores, list) and 0 < len(cores) <= MAX_THREADS
+    ok = ok and all(_number(c, 0, MAX_THREADS) is not None and type(c) is int for c in cores)
+    malloc = recorded.get("malloc")
+    malloc = {
+        k: v
+        for k, v in (malloc.items() if isinstance(malloc, dict) else ())
+        if isinstance(k, str) and isinstance(v, str) and _MALLOC_NAME.fullmatch(k) and _WHOLE.fullmatch(v)
+    }
+    return (tuple(sorted(set(cores))) if ok else None), malloc
 
 
 def cuda_graphs(spec: RunSpec) -> bool:
@@ -252,7 +264,9 @@ def race_code(spec: RunSpec, settings: dict[str, Any]) -> str:
         "cold": spec.cache == "cold",
         "threads": settings["THREADS"] is not None,
         "probe": settings["DEVICE"] == "cpu" and spec.backend == "inductor",
-        "device": settings["DEVICE"] != "cpu",  # a CPU's work is done when its call returns: nothing to wait for
+        "device": settings["DEVICE"] != "cpu",
+        "malloc": bool(settings["MALLOC"]),
+        "cores": settings["CORES"] is not None,  # a CPU's work is done when its call returns: nothing to wait for
     }
     kept = []
     for line in RACE.splitlines():
@@ -298,11 +312,11 @@ def header_lines(
     if spec.eval_steps:
         differs.append("no evaluation steps (the race ran them after each epoch)")
     lines = [
-        f"Compile Lab: {label} as one script, eager against torch.compile as the app raced them.",
+        f"Compile Lab: {label} as one script, eager against torch.compile as the app raced them. Needs only torch "
+        "(and torchvision or timm for their models).",
         f"The race: {result}.",
         f"Its machine: {machine}; {versions}.",
-        f"Made by: {race_command(spec)}",
-        f"Written by: {written_by}. Needs only torch (and torchvision or timm for their models).",
+        f"Made by: {race_command(spec)} (and written as this script by: {written_by})",
         "Differs from the race in: " + "; ".join(differs) + ".",
     ]
     return ["# " + header_text(line) for line in lines]
@@ -367,7 +381,7 @@ def script_for_run(run: Any, written_by: str | None = None) -> str:
 
 PREAMBLE = """from __future__ import annotations
 
-import gc, math, os, platform, statistics, tempfile, time  # noqa: E401
+import gc, math, os, platform, statistics, sys, tempfile, time  # noqa: E401
 
 import torch
 from torch import nn
@@ -436,8 +450,7 @@ class Variant:  # one side of the race: the shared weights, compiled or not, its
 def turns() -> list[tuple[str, int, int]]:  # (variant, epoch, steps) in the order the schedule runs them
 {sequential}    return [(name, epoch, STEPS_PER_EPOCH) for name in ("eager", "compiled") for epoch in range(EPOCHS)]
 {turns}    size = BLOCK_STEPS if SCHEDULE == "blocks" else STEPS_PER_EPOCH  # turns of a block, or of an epoch
-{turns}    return [(name, epoch, min(size, STEPS_PER_EPOCH - first)) for epoch in range(EPOCHS)
-{turns}            for first in range(0, STEPS_PER_EPOCH, size) for name in ("eager", "compiled")]  # fmt: skip
+{turns}    return [(name, epoch, min(size, STEPS_PER_EPOCH - first)) for epoch in range(EPOCHS) for first in range(0, STEPS_PER_EPOCH, size) for name in ("eager", "compiled")]
 
 def t975(df: float) -> float:  # Student's t 97.5% quantile: exact for df 1 and 2, else Abramowitz & Stegun 26.7.5
     z = 1.959963984540054
@@ -450,8 +463,7 @@ def t975(df: float) -> float:  # Student's t 97.5% quantile: exact for df 1 and 
 {turns}def interval(eager: list, compiled: list, point: float) -> tuple | None:  # 95%, over pairs of blocks of steps
 {sequential}def interval(eager: list, compiled: list, point: float) -> tuple | None:  # 95%, Welch's t over blocks of steps
     size = max(1, min(BLOCK_STEPS, min(len(eager), len(compiled)) // 4))
-    e, c = ([math.log(max(statistics.median(t[i : i + size]), 1e-12)) for i in range(0, len(t) - size + 1, size)]
-            for t in (eager, compiled))  # fmt: skip
+    e, c = ([math.log(max(statistics.median(t[i : i + size]), 1e-12)) for i in range(0, len(t) - size + 1, size)] for t in (eager, compiled))
     if min(len(e), len(c)) < 2:
         return None
 {turns}    d = [a - b for a, b in zip(e, c)]
@@ -495,6 +507,9 @@ def main() -> None:
     print(f"versions: torch {torch.__version__}, Python {platform.python_version()}, {platform.platform()}")
     print(f"device: {DEVICE.type}: {name} ({os.cpu_count()} CPU cores, {torch.get_num_threads()} torch threads)")
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the race's process conditions: its malloc thresholds (read as a process starts), cores
+{malloc}    if any(os.environ.get(k) != v for k, v in MALLOC.items()):
+{malloc}        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], {**os.environ, **MALLOC})
+{cores}    os.sched_setaffinity(0, CORES) if set(CORES) <= os.sched_getaffinity(0) else None
     main()
 """
