@@ -101,6 +101,11 @@ def test_the_header_carries_the_result_the_machine_and_the_command():
     assert "rests on 4 processes" in header[4]
 
 
+def test_a_race_on_other_data_says_the_script_makes_synthetic_batches():
+    text = script_text({**TINY, "model": "small_cnn", "data": "cifar10", "data_dir": None}, MACHINE, RESULT)
+    assert "synthetic batches (the race read cifar10 through a DataLoader)" in text.splitlines()[4]
+
+
 @pytest.mark.parametrize(
     "options",
     [

@@ -21,6 +21,7 @@ Torch-free: the app's process writes scripts for its download buttons.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import math
 import os
@@ -61,7 +62,9 @@ def checked_spec(params: Any, scriptable: bool = True) -> RunSpec:
     with `scriptable`, for a model whose source is not written as a script yet."""
     try:
         spec = RunSpec.from_dict(params)
-        problems = [str(p) for p in validate(spec)]
+        # A cifar10 race's folder is its machine's (a stored run keeps none): the script makes synthetic batches.
+        local = dataclasses.replace(spec, data_dir=None, download=True) if spec.data == "cifar10" else spec
+        problems = [str(p) for p in validate(local)]
     except (SpecError, TypeError) as exc:
         raise ScriptError(f"its settings are not a race's: {exc}") from None
     for name, option in OPTIONS.items():
@@ -264,6 +267,7 @@ def race_code(spec: RunSpec, settings: dict[str, Any]) -> str:
         "cold": spec.cache == "cold",
         "threads": settings["THREADS"] is not None,
         "probe": settings["DEVICE"] == "cpu" and spec.backend == "inductor",
+        "kernels": settings["DEVICE"] == "cpu" and spec.backend == "inductor" and spec.profile_steps > 0,
         "device": settings["DEVICE"] != "cpu",
         "malloc": bool(settings["MALLOC"]),
         "cores": settings["CORES"] is not None,  # a CPU's work is done when its call returns: nothing to wait for
@@ -452,8 +456,7 @@ def turns() -> list[tuple[str, int, int]]:  # (variant, epoch, steps) in the ord
 {turns}    size = BLOCK_STEPS if SCHEDULE == "blocks" else STEPS_PER_EPOCH  # turns of a block, or of an epoch
 {turns}    return [(name, epoch, min(size, STEPS_PER_EPOCH - first)) for epoch in range(EPOCHS) for first in range(0, STEPS_PER_EPOCH, size) for name in ("eager", "compiled")]
 
-def t975(df: float) -> float:  # Student's t 97.5% quantile: exact for df 1 and 2, else Abramowitz & Stegun 26.7.5
-    z = 1.959963984540054
+def t975(df: float, z: float = 1.959963984540054) -> float:  # Student's t 97.5%: exact for df 1, 2, else A&S 26.7.5
     if df < 2.5:
         return 12.7062047362 if df < 1.5 else 4.3026527297
     g = ((z**3 + z) / 4, (5 * z**5 + 16 * z**3 + 3 * z) / 96, (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
@@ -482,6 +485,7 @@ def main() -> None:
     torch.manual_seed(SEED)
     init_state = build_model().state_dict()
 {probe}    torch._inductor.cpu_vec_isa.pick_vec_isa()  # Inductor's one-time CPU probe, untimed: no model's compile
+{kernels}    torch._inductor.config.cpp.enable_kernel_profile = True  # as the race compiled: per-kernel profiler scopes
     gc.freeze()
     Variant("warm-up", init_state, steps=1).run(0, 1)  # one untimed step pays the process's one-time costs
     gc.collect()
