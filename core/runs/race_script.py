@@ -460,7 +460,7 @@ def t975(df: float, z: float = 1.959963984540054) -> float:  # Student's t 97.5%
     if df < 2.5:
         return 12.7062047362 if df < 1.5 else 4.3026527297
     g = ((z**3 + z) / 4, (5 * z**5 + 16 * z**3 + 3 * z) / 96, (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
-         (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160)  # fmt: skip
+         (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160)
     return z + sum(term / df ** (k + 1) for k, term in enumerate(g))
 
 {turns}def interval(eager: list, compiled: list, point: float) -> tuple | None:  # 95%, over pairs of blocks of steps
