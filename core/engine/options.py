@@ -136,10 +136,14 @@ _ROWS = (
     ),
     Option(
         "backend", str, "inductor", "Backend", "torch.compile backend: {choices}",
-        choices=("inductor", "aot_eager", "eager"), form=(2, 0), sweep_form=True, link=True, compare="backend",
+        choices=("inductor", "aot_eager", "aot_eager_decomp_partition", "eager"), form=(2, 0), sweep_form=True,
+        link=True, compare="backend", sweep="backends, the ladder eager,aot_eager,aot_eager_decomp_partition,inductor "
+        "(of {choices})",
         form_help="Who turns the captured graph into code: inductor generates fused kernels (the real thing); "
-        "aot_eager and eager only trace, to tell capture costs from code generation.", changes=(STEP_TIME, COMPILE),
-    ),
+        "eager only captures (Dynamo), aot_eager adds AOT autograd's tracing, aot_eager_decomp_partition adds "
+        "Inductor's decompositions and its forward/backward partition, all without code generation: each a rung "
+        "of the ladder that tells where a cost or an error comes in.", changes=(STEP_TIME, COMPILE),
+    ),  # the ladder's rungs in order: core.engine.ladder
     Option(
         "dynamic", bool, None, "Dynamic shapes", "dynamic shapes: auto (default), true, false",
         choices=(None, True, False), optional=True, form=(4, 2), link=True, compare="dynamic",
