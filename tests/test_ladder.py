@@ -209,3 +209,13 @@ def test_a_backends_failure_is_quoted_with_the_error_it_wraps():
         f"torch.compile failed (BackendCompilerFailed: backend='{DECOMP}' raised: "
         "RuntimeError: no decomposition for aten.frobnicate)"
     )
+
+
+def test_a_busy_machine_tells_no_step_change_and_claims_none():
+    busy = "machine busy"
+    reading = ladder_reading([rung("aot_eager", 1.5, 0.98, verdict=busy), rung("inductor", 30.8, 1.23, verdict=busy)])
+    assert reading.step_rung is None and reading.cost_rung == "inductor"
+    assert reading.text.startswith(
+        "The compile's cost comes in at inductor, where the step changes cannot be told here"
+    )
+    assert "changes nothing" not in reading.text and "its step cannot be told (the machine was busy)" in reading.text

@@ -72,6 +72,7 @@ class LadderReading:
     step_rung: str | None
     failed_rung: str | None
     clauses: tuple[str, ...]
+    untold: bool = False  # some rung's step could not be told (a busy machine): no "changes nothing" then
 
     @property
     def text(self) -> str:
@@ -85,7 +86,10 @@ def _head(r: LadderReading) -> str:
     if r.cost_rung is not None and r.cost_rung == r.step_rung:
         return f"The compile's cost comes in at {r.cost_rung}, and so does the step's change: "
     parts = [f"the compile's cost comes in at {r.cost_rung}" if r.cost_rung else ""]
-    parts.append(f"the step's change at {r.step_rung}" if r.step_rung else "no rung changes the step")
+    if r.step_rung:
+        parts.append(f"the step's change at {r.step_rung}")
+    else:
+        parts.append("where the step changes cannot be told here" if r.untold else "no rung changes the step")
     return ", ".join(p for p in parts if p) + ": "
 
 
@@ -107,7 +111,7 @@ def ladder_reading(rungs: Iterable[Rung]) -> LadderReading | None:
     below_cost: float | None = None  # the compile time of the last rung below that compiled
     below_verdict, below_interval = NO_CLEAR_DIFFERENCE, None  # eager itself: no change
     largest = 0.0
-    ran_below = False
+    ran_below = untold = False
     for rung in ordered:
         s = rung.summary
         if s is None:
@@ -131,26 +135,29 @@ def ladder_reading(rungs: Iterable[Rung]) -> LadderReading | None:
             continue
         cost = s.compile_time_s if s.compile_time_s is not None else 0.0
         if below_cost is None:
-            clause = f"{_ALONE[rung.backend]} costs {words.compile_cost(s)}"
+            # 'costs too little to measure here (under 12 ms)' where its compile hid in the steps' noise
+            clause = f"{_ALONE[rung.backend]} costs {words.compile_cost(s).replace('too small', 'too little', 1)}"
             added = cost
         else:
             added = cost - below_cost
             noise = max(SAME_COMPILE_SHARE * max(cost, below_cost), s.compile_time_under_s or 0.0)
             if added > noise:
-                clause = f"{_ADDS[rung.backend]} adds {words.seconds(added)} ({words.seconds(cost)} in all)"
+                in_all = f" ({words.seconds(cost)} in all)" if below_cost > 0 else ""
+                clause = f"{_ADDS[rung.backend]} adds {words.seconds(added)}{in_all}"
             else:
                 clause = f"{_ADDS[rung.backend]} adds no compile time measurable here ({words.compile_cost(s)} in all)"
                 added = 0.0
         if added > largest:
             largest, cost_rung = added, rung.backend
         step, changed = _step_words(s, below_verdict, below_interval)
+        untold = untold or s.verdict not in (FASTER, SLOWER, NO_CLEAR_DIFFERENCE)
         if changed and step_rung is None:
             step_rung = rung.backend
         clauses.append(f"{clause} and {step}")
         below_cost, ran_below = cost, True
         if s.verdict in (FASTER, SLOWER, NO_CLEAR_DIFFERENCE):
             below_verdict, below_interval = s.verdict, s.speedup_ci95
-    return LadderReading(cost_rung, step_rung, failed_rung, tuple(clauses))
+    return LadderReading(cost_rung, step_rung, failed_rung, tuple(clauses), untold)
 
 
 def _step_words(s: Summary, below: str, below_interval: tuple[float, float] | None) -> tuple[str, bool]:

@@ -161,11 +161,14 @@ _ROWS = (
     ),
     Option(
         "compile_scope", str, "whole", "Compile scope",
-        "what torch.compile compiles: {choices} (regional: each repeated block, in place)",
+        "what torch.compile compiles: {choices} (regional: each repeated block, in place; nested: the whole "
+        "model, each repeated block a torch.compiler.nested_compile_region, traced once and reused)",
         choices=COMPILE_SCOPES, form=(2, 1), sweep_form=True, link=True, sweep="compile scopes: {typed}",
-        form_help="Compile the whole model at once, or only its repeated block (regional), compiled once and "
-        "reused: a shorter compile for deep models.", changes=(STEP_TIME, COMPILE),
-    ),  # "regional": compile each repeated block in place (core.engine.models.regions)
+        form_help="Compile the whole model at once; only its repeated block (regional), compiled once and "
+        "reused: a shorter compile for deep models; or the whole model with the block marked as a nested compile "
+        "region (nested), traced once and stamped out for every block, what runs between the blocks compiled too.",
+        changes=(STEP_TIME, COMPILE),
+    ),  # "regional", "nested": the repeated block (core.engine.models.regions)
     Option(
         "epochs", int, 3, "Epochs",
         min=1, max=MAX_EPOCHS, form=(3, 0), sweep_form=True, link=True, compare="epochs",
@@ -200,12 +203,18 @@ _ROWS = (
         "cifar10: download it if missing; hf: fetch the model's config.json (never weights); needs network",
     ),
     Option(
-        "cache", str, "cold", "Inductor cache", "Inductor cache: {choices} (cold: a fresh cache, what a new user pays)",
-        choices=("cold", "warm"), form=(2, 2), link=True, compare="cache",
+        "cache", str, "cold", "Inductor cache",
+        "Inductor cache: {choices} (cold: a fresh cache, what a new user pays; precompiled: the step compiled ahead "
+        "of time in another process, torch.compile(...).aot_compile, and loaded, what a process starting from that "
+        "artifact pays)",
+        choices=("cold", "warm", "precompiled"), form=(2, 2), link=True, compare="cache",
         form_help="Cold: a fresh Inductor cache, the full compile a new user pays. Warm: reuse what earlier "
         "races of this device and torch compiled (every cold race leaves its kernels there as it ends), as a second "
-        "run of the same model does; the race says what it found.", changes=(COMPILE,),
-    ),
+        "run of the same model does; the race says what it found. Precompiled (experimental in torch): another "
+        "process compiles the step ahead of time and saves it; the race loads it (torch.compiler."
+        "load_compiled_function), so its compile cost is what a process starting from that artifact pays.",
+        changes=(COMPILE,),
+    ),  # precompiled: core.engine.precompiled
     Option(
         "schedule", str, "blocks", "Schedule",
         "blocks (default: eager and compiled take turns every few steps), sequential (eager, then compiled) "
