@@ -162,8 +162,13 @@ def ladder_reading(rungs: Iterable[Rung]) -> LadderReading | None:
 
 def _step_words(s: Summary, below: str, below_interval: tuple[float, float] | None) -> tuple[str, bool]:
     """What this rung does to the step against the rung below, and whether that is a change."""
-    if s.verdict == BUSY:
-        return "its step cannot be told (the machine was busy)", False
+    if s.verdict == BUSY:  # its figure said, no claim made of it
+        read = (
+            f": it read {words.speedup_with_range(s.steady_state_speedup, *s.speedup_ci95)}"
+            if s.steady_state_speedup is not None and s.speedup_ci95 is not None
+            else ""
+        )
+        return f"its step cannot be told (the machine was busy{read})", False
     if s.steady_state_speedup is None or s.speedup_ci95 is None or s.verdict is None:
         return "has no steady steps to compare", False
     x = words.speedup_with_range(s.steady_state_speedup, *s.speedup_ci95)
