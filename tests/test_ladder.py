@@ -222,3 +222,18 @@ def test_a_busy_machine_tells_no_step_change_and_claims_none():
         "changes nothing" not in reading.text
         and "its step cannot be told (the machine was busy: it read 1.23x (1.20-1.26x))" in reading.text
     )
+
+
+def test_a_rung_that_slows_the_step_is_where_the_step_change_comes_in():
+    reading = ladder_reading(
+        [
+            rung("aot_eager", 2.0, 1.0),
+            rung(DECOMP, 11.1, 0.30, (0.29, 0.31)),
+            rung("inductor", 26.1, 1.22, (1.18, 1.26)),
+        ]
+    )
+    assert (reading.cost_rung, reading.step_rung) == ("inductor", DECOMP)
+    assert f"decompositions and partitioning ({DECOMP}) adds 9.1 s (11.1 s in all) and makes the step slower: " in (
+        reading.text
+    )
+    assert reading.text.endswith("adds 15 s (26.1 s in all) and gives the 1.22x (1.18-1.26x).")
