@@ -36,6 +36,7 @@ from core.view.race_form import (
     default_spec,
     fit_to_device,
     form_spec,
+    link_base,
     link_configures,
     missing_run_text,
     notes_still_true,
@@ -80,6 +81,9 @@ def set_form(values: dict) -> None:
 # link's configuration over the device's defaults.
 if "form_batch_size" not in st.session_state:
     first = within_limits(default_spec(caps), limits)  # a first visit is offered a race this host runs
+    asked = id_from_text(st.query_params.get("run", ""))
+    linked = store().get_run(asked) if asked is not None else None  # a run's link: the form takes its configuration
+    first = link_base(dict(st.query_params), linked, first)
     initial, st.session_state.link_notes = spec_from_query(dict(st.query_params), first, limits)
     set_form(initial.to_dict())
 moved, device_notes = fit_to_device(form_spec(st.session_state), caps, limits)  # what this device cannot run
