@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -73,3 +74,13 @@ def spec_flags(spec: RunSpec) -> list[str]:
         elif value is not None and (option.flag_unset or value != option.default):
             argv += [option.flag, cli_word(value)]
     return argv
+
+
+RACE_COMMAND = "python -m core race"
+
+
+def race_command(spec: RunSpec) -> str:
+    """The command that races `spec` from a terminal: the terminal's form of a suggestion the page
+    offers as a link (core.view.answers.race_link), its flags from the options table (spec_flags),
+    quoted for a POSIX shell."""
+    return " ".join([RACE_COMMAND, *(shlex.quote(arg) for arg in spec_flags(spec))])
