@@ -6,6 +6,7 @@ from app_pages.common import (
     board,
     disk_full_text,
     host_limits,
+    lanes_readying,
     plan_section,
     session_id,
     show_reference,
@@ -69,6 +70,7 @@ from core.view.safe_text import markdown_text
 
 owner = visitor()
 caps = devices.known_caps(store())
+readying = lanes_readying(caps)  # a freshly started app's warm servers, still importing torch
 limits = host_limits()  # None (said on the page) when the host's configuration is broken
 
 
@@ -253,7 +255,7 @@ if not present:  # presenter mode: one run in focus, no configuration
                     type="primary",
                     on_click=fold_and_launch,
                     args=(CPU_BREAK_EVEN_PRESET,),
-                    disabled=caps is None or limits is None,
+                    disabled=caps is None or readying or limits is None,
                     help=CPU_BREAK_EVEN_HELP,
                     key="demo",
                 )
@@ -286,6 +288,11 @@ if not present:  # presenter mode: one run in focus, no configuration
         if caps is None:
             st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
             wait_for_device()
+        elif readying:
+            st.info(
+                "Getting the race process ready (torch imported once, in the background)… Launch is ready in a moment."
+            )
+            wait_for_device()
         pin = device_type_chooser(spec, caps)  # in a fleet with GPUs: which type ({} any, or no fleet)
         offer = None  # the same race, finished recently on this device: shown at once instead of measured again
         if limits is not None and caps is not None and not problems:
@@ -299,7 +306,7 @@ if not present:  # presenter mode: one run in focus, no configuration
             st.warning(time_limit_note(estimate, limits))
         if duration_note(spec):
             st.caption(duration_note(spec))
-        blocked_launch = bool(problems) or caps is None or limits is None
+        blocked_launch = bool(problems) or caps is None or readying or limits is None
         st.button(
             "Launch",
             type="secondary" if on_cpu else "primary",

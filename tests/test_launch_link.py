@@ -84,3 +84,19 @@ def test_a_run_link_sets_the_form_to_that_runs_configuration_so_launch_races_it_
     assert launched.id != run_id
     fields = ("model", "batch_size", "mode", "epochs", "steps_per_epoch", "backend", "device")
     assert {k: launched.params[k] for k in fields} == {k: spec.to_dict()[k] for k in fields}
+
+
+def test_launch_waits_while_the_lanes_warm_server_is_still_starting(store, sleepers, monkeypatch):
+    """A freshly started app's warm server imports torch for some seconds: Launch says so and waits
+    for it (a race launched then would wait for it in the queue), then races as quickly as later."""
+    from core.runs import processes
+
+    record_probe(store)
+    monkeypatch.setattr(processes, "warming", lambda lanes: {"cpu"} & set(lanes))
+    at = app()
+    assert not at.exception and at.button(key="launch").disabled
+    assert any("Getting the race process ready" in info.value for info in at.info)
+    monkeypatch.setattr(processes, "warming", lambda lanes: set())  # the server serves now
+    at.run()
+    assert not at.button(key="launch").disabled
+    assert not any("Getting the race process ready" in info.value for info in at.info)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
-from core.runs import disk_space, fleet, outage, processes
+from core.runs import disk_space, fleet, outage, processes, warm_start
 from core.runs.devices import ANY_GPU, HOST, LOOKUP_DEVICE_KEY, PROBE_DEVICE_KEY, device_lanes, known_caps
 from core.runs.estimates import estimate_details
 from core.runs.job_kinds import JOB_KINDS, UNCOUNTED_KINDS, JobKind
@@ -229,7 +229,7 @@ def ready_at_start() -> None:
     if _READIED:
         return
     _READIED.append(True)
-    processes.warm_start.owned_by_this_app()
+    warm_start.owned_by_this_app()
     try:
         ready(Store())
     except Exception as exc:  # noqa: BLE001 - a store that cannot be opened: every page says why
