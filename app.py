@@ -2,16 +2,21 @@
 live feed's routes beside Streamlit's (app_pages/run_screen/feed_routes.py), so that a talk's audience
 following one run costs the server one document per refresh, not a script run per viewer. It is
 imported once, as the server starts: it also keeps a flood of one error out of the server's log
-(core/runs/server_log.py) and says in it where visitors are told apart by browser alone."""
+(core/runs/server_log.py), says in it where visitors are told apart by browser alone, and readies
+what a race needs (its lanes' warm servers, the device probe) in background processes."""
 
-import logging
+from core.runs.queue import ready_at_start
 
-import streamlit as st
+ready_at_start()  # first: the lanes' warm servers and the device probe, before anything else is imported
 
-from app_pages.run_screen.feed_routes import routes
-from core.runs.identity import by_browser_alone
-from core.runs.limits import ConfigError, load_host_limits
-from core.runs.server_log import guard_repeated_errors
+import logging  # noqa: E402
+
+import streamlit as st  # noqa: E402
+
+from app_pages.run_screen.feed_routes import routes  # noqa: E402
+from core.runs.identity import by_browser_alone  # noqa: E402
+from core.runs.limits import ConfigError, load_host_limits  # noqa: E402
+from core.runs.server_log import guard_repeated_errors  # noqa: E402
 
 guard_repeated_errors()
 try:

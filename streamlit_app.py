@@ -4,10 +4,17 @@ import time
 
 import streamlit as st
 
-from app_pages.common import admin_configured, adopt_visitor_token, board, identify_visitor, store, tick
+from app_pages.common import (
+    admin_configured,
+    adopt_visitor_token,
+    board,
+    identify_visitor,
+    store,
+    tick,
+)
 from app_pages.run_screen.feed_view import sidebar_every
 from core.runs import fleet, warm_start
-from core.runs.queue import ensure_probe
+from core.runs.queue import ensure_probe, ready_at_start
 from core.runs.seal import seal_from_workers
 from core.view.fleet import device_type_lines, fleet_summary
 from core.view.job_status import gpu_lines, lane_lines
@@ -15,6 +22,7 @@ from core.view.safe_text import markdown_text
 
 seal_from_workers()  # no worker (a model file's code) reads this server's environment from /proc
 warm_start.owned_by_this_app()  # the warm servers of its jobs leave when this server process does
+ready_at_start()  # once per process (app.py did it as the server started): the first Launch finds them ready
 st.set_page_config(page_title="Compile Lab", page_icon="⚡", layout="wide")
 
 pages = [

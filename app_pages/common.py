@@ -19,7 +19,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from core.engine import words
 from core.engine.explain import demo_device_problem
 from core.engine.planning import plan_from_summary, plan_sentence
-from core.runs import admin, devices, identity, queue, shared_results
+from core.runs import admin, devices, identity, processes, queue, shared_results
 from core.runs.disk_space import disk_full_message, is_disk_full
 from core.runs.identity import client_address, is_browser_token, owner_of
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
@@ -332,16 +332,26 @@ def _follow_demo(run_id: int) -> None:
     st.info(f"Measuring: {markdown_text(describe(store(), run))}")
 
 
+def lanes_readying(caps: devices.DeviceCaps | None) -> bool:
+    """Whether a lane's warm server is still starting (importing torch: core.runs.processes.warming),
+    as on a freshly started app: a race launched now would wait for it in the queue, so Launch waits
+    for it instead, and then starts its race as quickly as every later one."""
+    return caps is not None and bool(processes.warming(devices.device_lanes(caps)))
+
+
 def wait_for_device() -> None:
-    """Until the device probe has answered, re-check every second and redraw the page once it has
-    (Launch and Measure need to know which device's queue a job joins)."""
-    if devices.known_caps(store()) is not None:
+    """Until the device probe has answered and the lanes' warm servers are ready, re-check every
+    second and redraw the page once they are (Launch and Measure need to know which device's queue a
+    job joins; a job started before its server is ready waits for it)."""
+    caps = devices.known_caps(store())
+    if caps is not None and not lanes_readying(caps):
         return
 
     @st.fragment(run_every=1.0)
     def _poll() -> None:
         tick()
-        if devices.known_caps(store()) is not None:
+        known = devices.known_caps(store())
+        if known is not None and not lanes_readying(known):
             st.rerun()
 
     _poll()

@@ -6,6 +6,7 @@ from app_pages.common import (
     board,
     disk_full_text,
     host_limits,
+    lanes_readying,
     plan_section,
     session_id,
     show_reference,
@@ -36,6 +37,7 @@ from core.view.race_form import (
     default_spec,
     fit_to_device,
     form_spec,
+    link_base,
     link_configures,
     missing_run_text,
     notes_still_true,
@@ -68,6 +70,7 @@ from core.view.safe_text import markdown_text
 
 owner = visitor()
 caps = devices.known_caps(store())
+readying = lanes_readying(caps)  # a freshly started app's warm servers, still importing torch
 limits = host_limits()  # None (said on the page) when the host's configuration is broken
 
 
@@ -80,6 +83,9 @@ def set_form(values: dict) -> None:
 # link's configuration over the device's defaults.
 if "form_batch_size" not in st.session_state:
     first = within_limits(default_spec(caps), limits)  # a first visit is offered a race this host runs
+    asked = id_from_text(st.query_params.get("run", ""))
+    linked = store().get_run(asked) if asked is not None else None  # a run's link: the form takes its configuration
+    first = link_base(dict(st.query_params), linked, first)
     initial, st.session_state.link_notes = spec_from_query(dict(st.query_params), first, limits)
     set_form(initial.to_dict())
 moved, device_notes = fit_to_device(form_spec(st.session_state), caps, limits)  # what this device cannot run
@@ -249,7 +255,7 @@ if not present:  # presenter mode: one run in focus, no configuration
                     type="primary",
                     on_click=fold_and_launch,
                     args=(CPU_BREAK_EVEN_PRESET,),
-                    disabled=caps is None or limits is None,
+                    disabled=caps is None or readying or limits is None,
                     help=CPU_BREAK_EVEN_HELP,
                     key="demo",
                 )
@@ -282,6 +288,11 @@ if not present:  # presenter mode: one run in focus, no configuration
         if caps is None:
             st.info("Finding out which device this machine has (a short probe job)… Launch is ready in a moment.")
             wait_for_device()
+        elif readying:
+            st.info(
+                "Getting the race process ready (torch imported once, in the background)… Launch is ready in a moment."
+            )
+            wait_for_device()
         pin = device_type_chooser(spec, caps)  # in a fleet with GPUs: which type ({} any, or no fleet)
         offer = None  # the same race, finished recently on this device: shown at once instead of measured again
         if limits is not None and caps is not None and not problems:
@@ -295,7 +306,7 @@ if not present:  # presenter mode: one run in focus, no configuration
             st.warning(time_limit_note(estimate, limits))
         if duration_note(spec):
             st.caption(duration_note(spec))
-        blocked_launch = bool(problems) or caps is None or limits is None
+        blocked_launch = bool(problems) or caps is None or readying or limits is None
         st.button(
             "Launch",
             type="secondary" if on_cpu else "primary",

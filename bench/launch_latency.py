@@ -24,6 +24,7 @@ replicate process's overhead (start to first timed step) under 0.5 s. Prints fig
 the load average beside each (a shared box is noisy).
 
 Run from the repo root: python bench/launch_latency.py [--races 5] [--replicates 5] [--quick] [--replicates-only]
+                        python bench/launch_latency.py --first 3   (a fresh app's first Launch alone)
 """
 
 from __future__ import annotations
@@ -65,9 +66,11 @@ setInterval(() => {
 class App:
     """One app server with its own data directory, store and warm-start setting."""
 
-    def __init__(self, arm: str):
+    def __init__(self, arm: str, data: str | None = None):
         self.arm = arm
-        self.data = tempfile.mkdtemp(prefix=f"compile-lab-bench-launch-{arm}-")
+        self.started = time.time()
+        fresh = data is None
+        self.data = data or tempfile.mkdtemp(prefix=f"compile-lab-bench-launch-{arm}-")
         self.store_path = os.path.join(self.data, "store.sqlite3")
         self.env = {
             **os.environ,
@@ -77,7 +80,9 @@ class App:
         }
         self.env.pop("COMPILE_LAB_CONFIG", None)
         probe = "import torch; from core.engine.cpu_probe import probe_cpu_vector_isa as p; p(torch.device('cpu'), 'inductor')"
-        subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=self.env, check=True, capture_output=True)
+        if fresh:
+            subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=self.env, check=True, capture_output=True)
+        self.started = time.time()  # the app's start: what a first Launch may have readied since
         self.store = Store(self.store_path)
         port = free_port()
         self.log = open(os.path.join(self.data, "streamlit.log"), "w")
@@ -147,9 +152,11 @@ class App:
                 continue
 
 
-def launch_once(app: App, browser) -> dict:
-    """One Launch of the default race by a new visitor; the times from the click, in seconds."""
-    if app.arm == "warm":
+def launch_once(app: App, browser, wait_warm: bool = True) -> dict:
+    """One Launch of the default race by a new visitor; the times from the click, in seconds.
+    `wait_warm`: first wait for the warm app's server (False: a person who clicks as soon as Launch
+    is enabled, however far the app has got)."""
+    if app.arm == "warm" and wait_warm:
         deadline = time.monotonic() + 120
         while not app.warm_server_ready() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -159,12 +166,17 @@ def launch_once(app: App, browser) -> dict:
     page.goto(app.url)
     button = page.get_by_role("button", name="Launch")
     button.wait_for(timeout=60_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('button')].some(b => b.innerText.trim() === 'Launch' && !b.disabled)",
+        timeout=120_000,
+    )
+    enabled = time.time() - app.started
     time.sleep(2)  # the page settles as a person would read it
     before = max((r.id for r in app.store.list_runs(limit=5)), default=0)
     load = os.getloadavg()[0]
     clicked = time.time()
     button.click()
-    times: dict = {"load": load}
+    times: dict = {"load": load, "enabled": enabled}
     run_id, last = None, 0
     while time.time() - clicked < 180:
         if run_id is None:
@@ -304,13 +316,61 @@ def launch_races(rounds: int) -> dict[str, list[dict]]:
     return results
 
 
+def first_launches(tries: int) -> dict[str, list[dict]]:
+    """A fresh app's first Launch, `tries` times: each try a new app on a new data directory
+    (`fresh`: the device probe not run yet), then that app stopped and started again on the same
+    directory (`restart`: the probe known, nothing else warm), each with the default warm starts
+    on; a new visitor opens the Race page at once and clicks Launch 2 s after it is enabled; then
+    (`later`) a second visitor's Launch of the restarted app, as every later one is. The times from
+    the click; `enabled`: from the app's start to Launch enabled."""
+    from playwright.sync_api import sync_playwright
+
+    os.environ[warm_start.SETTING] = "off"  # this process's own ticks (a cancel's) start no server
+    results: dict[str, list[dict]] = {"fresh": [], "restart": [], "later": []}
+    with sync_playwright() as pw:
+        browser = launch_browser(pw)
+        try:
+            for i in range(tries):
+                data = None
+                for arm in ("fresh", "restart"):
+                    app = App("warm", data)
+                    data = app.data
+                    try:
+                        times = launch_once(app, browser, wait_warm=False)
+                        results[arm].append(times)
+                        print(f"  first Launch, {arm} app, try {i + 1}: {_fmt(times)}", flush=True)
+                        if arm == "restart":  # a later Launch of the same app, for comparison
+                            later = launch_once(app, browser, wait_warm=False)
+                            results["later"].append(later)
+                            print(f"  a later Launch, try {i + 1}: {_fmt(later)}", flush=True)
+                    finally:
+                        app.stop()
+        finally:
+            browser.close()
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--races", type=int, default=5, help="races per arm, in A B A B order (default 5)")
     p.add_argument("--replicates", type=int, default=5, help="replicate starts per arm (default 5)")
     p.add_argument("--quick", action="store_true", help="2 races and 2 replicates per arm")
     p.add_argument("--replicates-only", action="store_true", help="a replicate's start alone (no apps, no browser)")
+    p.add_argument("--first", type=int, default=0, help="only a fresh app's first Launch, this many tries")
     args = p.parse_args(argv)
+    if args.first:
+        print(f"machine: {os.cpu_count()} cores, load average {load_average()} before starting", flush=True)
+        firsts = first_launches(args.first)
+        print("\nA fresh app's first Launch (medians, seconds; enabled: from the app's start)")
+        for arm, rows in firsts.items():
+            charts = ", ".join(f"{r['chart']:.2f}" for r in rows if "chart" in r)
+            print(
+                f"{arm:<8} Launch enabled {median([r.get('enabled') for r in rows])}, first chart "
+                f"{median([r.get('chart') for r in rows])} ({charts}); started "
+                + ", ".join(sorted({str(r.get("started")) for r in rows}))
+            )
+        print(f"load average at the end: {load_average()}")
+        return
     if args.quick:
         args.races, args.replicates = 2, 2
     if args.replicates_only:

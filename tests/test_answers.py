@@ -527,3 +527,37 @@ def test_a_stored_race_in_a_terminal_says_why_its_recompiles_and_what_to_try_on_
     assert "Measured with" in table  # the threads and cores, from the stored environment
     assert "\nRecompiles: " in table and "size mismatch at index 0. expected 48, actual 24" in table
     assert "\nTry next: dynamic shapes: " in table and "dynamic=true" in table and "cuda" not in table.lower()
+
+
+def test_the_terminal_prints_each_suggestion_as_a_command_that_parses_into_the_suggested_race(tmp_path, capsys):
+    """Issue 43: the CLI's "Try next" lines were the page's links (/?model=...). A terminal prints a
+    command instead (python -m core race ...), built from the same suggestion through the options
+    table; each parses with the CLI's own parser into the race suggested. The page keeps its links."""
+    import argparse
+    import shlex
+
+    from core.cli.jobs import follow
+    from core.cli.main import build_parser
+    from core.cli.race_flags import RACE_COMMAND, spec_from_args
+    from core.runs.bundle import import_bundle, load_bundle_file
+    from core.runs.store import Store
+    from core.view.answers import finished_answers
+
+    store = Store(str(tmp_path / "s.sqlite3"))
+    path = os.path.join(PROJECT_ROOT, "assets", "recordings", "cpu-recompiles-varying-shapes.json")
+    run = store.get_run(import_bundle(store, load_bundle_file(path), "ann"))
+    suggested = finished_answers(run.summary, run.params, run.environment).next_races
+    assert suggested and all(race.link.startswith("/?") and race.spec is not None for race in suggested)  # the page's
+
+    assert follow(store, run.id, argparse.Namespace(json=False)) == 0
+    printed = capsys.readouterr().out
+    assert "\nTry next: dynamic shapes: " in printed and "/?" not in printed  # no page link in a terminal
+    commands = [line.strip() for line in printed.splitlines() if line.strip().startswith(RACE_COMMAND + " ")]
+    assert len(commands) == len(suggested)
+    for command, race in zip(commands, suggested):
+        argv = shlex.split(command)
+        assert argv[:4] == ["python", "-m", "core", "race"]
+        args = build_parser().parse_args(argv[3:])
+        assert spec_from_args(args) == race.spec  # the very race suggested
+    dynamic = next(c for c, race in zip(commands, suggested) if race.label == "dynamic shapes")
+    assert "--dynamic true" in dynamic and "--model small_cnn" in dynamic and "--batch-size 48" in dynamic

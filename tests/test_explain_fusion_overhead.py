@@ -318,6 +318,19 @@ def test_every_overhead_point_keeps_the_spread_of_its_repeats(overhead_result):
         for variant in ("eager", "compiled"):
             assert row[f"{variant}_us_low"] <= row[f"{variant}_us"] <= row[f"{variant}_us_high"], row
         assert row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
+        assert 0 <= row["compiled_slower_pairs"] <= row["samples"]
+
+
+def test_a_point_counts_the_pairs_in_which_compiled_was_the_slower():
+    import time
+
+    from core.engine.explain import overhead
+
+    p = {"repeats": 5, "warmup": 0, "calls_per_sample": 1}
+    row = overhead.paired_us(p, "cpu", lambda: None, lambda: time.sleep(0.002))
+    assert row["samples"] == 5 and row["compiled_slower_pairs"] == 5
+    row = overhead.paired_us(p, "cpu", lambda: time.sleep(0.002), lambda: None)
+    assert row["compiled_slower_pairs"] == 0
 
 
 @pytest.mark.slow

@@ -157,7 +157,8 @@ def test_overhead_readings_explain_the_compiled_wrappers_fixed_cost():
     assert "A compiled call costs 24 µs (23-25 µs over 15 repeats) even at k = 1" in readings["tiny"]
     assert readings["tiny"].endswith("so compiled wins from k = 8 ops on.")
     assert (
-        "Compiled is slower at 3 of 3 batch sizes, faster at none, and within eager's spread at none"
+        "Compiled's median is above eager's at 3 of 3 batch sizes (the chart's points; median over the batch "
+        "sizes 25 µs against 12 µs). It is clearly slower at 3, clearly faster at none, and too close to call at none"
         in readings["batch"]
     )
     assert "median over the batch sizes 25 µs against 12 µs" in readings["batch"]
@@ -200,12 +201,12 @@ def test_points_whose_repeats_overlap_are_not_called_slower_or_given_a_cause():
         spread_row({"batch": 8, "eager_us": 100.0, "compiled_us": 300.0}),
     ]
     text = overhead.overhead_readings(overhead_result(rows))["batch"]
-    assert "slower at 1 of 2 batch sizes, faster at none, and within eager's spread at 1" in text
+    assert "clearly slower at 1, clearly faster at none, and too close to call at 1" in text
     assert overhead.compare_point(rows[0]) == "unclear" and overhead.compare_point(rows[1]) == "slower"
     assert overhead.compare_point(spread_row({"batch": 1, "eager_us": 100.0, "compiled_us": 50.0})) == "faster"
     same = [spread_row({"batch": b, "eager_us": 100.0, "compiled_us": 101.0}, spread=0.1) for b in (1, 8)]
     text = overhead.overhead_readings(overhead_result(same))["batch"]
-    assert "slower at none" in text and "gap" not in text  # nothing clear, so no cause named
+    assert "clearly slower at none" in text and "gap" not in text  # nothing clear, so no cause named
 
 
 def test_a_point_that_scattered_is_flagged_and_a_result_without_spread_claims_nothing():
@@ -217,6 +218,45 @@ def test_a_point_that_scattered_is_flagged_and_a_result_without_spread_claims_no
     old = [{"batch": 1, "eager_us": 10.0, "compiled_us": 22.0}, {"batch": 16, "eager_us": 12.0, "compiled_us": 25.0}]
     text = overhead.overhead_readings(overhead_result(old))["batch"]
     assert "kept no spread of its repeats" in text and "slower at" not in text
+    assert {overhead.point_verdict(r) for r in old} == {"unclear"}
+
+
+def _issue_sweep(slower_pairs=15):
+    """The issue's sweep: compiled's medians about 3x eager's at every batch size, but one descheduled
+    sample of eager per point stretches eager's range past compiled's lowest sample."""
+    rows = []
+    for batch in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        rows.append(
+            {"batch": batch, "samples": 15, "eager_us": 400.0, "eager_us_low": 380.0, "eager_us_high": 1500.0,
+             "compiled_us": 1308.0, "compiled_us_low": 900.0, "compiled_us_high": 1700.0,
+             "speedup": 0.31, "speedup_low": 0.25, "speedup_high": 1.2, "compiled_slower_pairs": slower_pairs}
+        )  # fmt: skip
+    return overhead_result(rows)
+
+
+def test_the_overhead_reading_counts_what_the_chart_draws():
+    result = _issue_sweep()
+    text = overhead.overhead_readings(result)["batch"]
+    assert "Compiled's median is above eager's at 9 of 9 batch sizes" in text
+    assert "It is clearly slower at 9, clearly faster at none, and too close to call at none" in text
+    assert "at least 12 of its 15 pairs of samples" in text
+    spec = overhead.overhead_batch_chart(result).to_dict()
+    drawn = [row for values in spec["datasets"].values() for row in values]
+    compiled = [row for row in drawn if row["variant"] == "compiled"]
+    eager = {row["batch"]: row["value"] for row in drawn if row["variant"] == "eager"}
+    assert len(compiled) == 9 and all(row["value"] > eager[row["batch"]] for row in compiled)  # above, as the text says
+    assert {row["verdict"] for row in drawn} == {"compiled clearly slower"}  # the tooltips say what the text counts
+    tooltips = {t.get("title") for t in spec["layer"][1]["encoding"]["tooltip"]}
+    assert "this point" in tooltips
+    # Pairs that do not lean clearly one way: too close to call, in the text and in the chart alike.
+    even = _issue_sweep(slower_pairs=10)
+    assert "clearly slower at none" in overhead.overhead_readings(even)["batch"]
+    drawn = [row for values in overhead.overhead_batch_chart(even).to_dict()["datasets"].values() for row in values]
+    assert {row["verdict"] for row in drawn} == {"too close to call"}
+
+
+def test_a_sign_test_needs_enough_pairs():
+    assert overhead.pairs_needed(15) == 12 and overhead.pairs_needed(6) == 6 and overhead.pairs_needed(5) is None
 
 
 def test_the_batch_chart_carries_each_points_spread_into_its_tooltips():

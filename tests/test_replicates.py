@@ -247,6 +247,30 @@ def test_the_speedup_chart_has_a_dot_per_process_grey_where_busy_and_the_headlin
     assert band[0]["low"] == pytest.approx(summary["speedup_ci95"][0])
 
 
+def test_the_speedup_chart_has_y_ticks_and_sets_a_few_percent_clear_of_1x():
+    from core.view.process_chart import PROCESS_HEIGHT, process_chart
+
+    summary = {
+        "steady_state_speedup": 1.09,
+        "speedup_ci95": [1.02, 1.17],
+        "first_process": ProcessResult(1, 1.030, 0.01, 100).to_dict(),
+        "replicates": [ProcessResult(2, 1.152, 0.012, 40).to_dict()],
+    }
+    spec = process_chart(summary).to_dict()
+    ys = [layer["encoding"]["y"] for layer in spec["layer"]]
+    domains = {tuple(y["scale"]["domain"]) for y in ys}
+    assert len(domains) == 1  # one shared scale, every layer on it
+    low, high = domains.pop()
+    assert low < 1.0 < 1.03 < 1.152 < high
+    for y in ys:  # an axis with ticks and labels, the same on every layer
+        assert y["axis"]["tickCount"] >= 3 and y["axis"]["ticks"] and y["axis"]["labels"]
+        assert y["axis"]["title"] == "steady speedup (x)" and y["axis"]["format"] == ".2f"
+    # The height is the plot's (the title, axes and legend outside it), so 1.03 is pixels apart from 1x.
+    assert spec["autosize"] == {"type": "fit-x", "contains": "content"} and spec["height"] == PROCESS_HEIGHT
+    pixels = lambda value: (value - low) / (high - low) * PROCESS_HEIGHT  # noqa: E731
+    assert pixels(1.03) - pixels(1.0) >= 15 and pixels(1.152) - pixels(1.03) >= 60
+
+
 def test_the_race_screen_draws_the_process_chart_once_a_replicate_has_landed():
     from test_busy_and_compile_cost import race_events
 

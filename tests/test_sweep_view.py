@@ -230,3 +230,21 @@ def test_a_sweeps_verdicts_and_reading_follow_each_points_headline_interval():
     (reading,) = regime_readings(sweep, frame)
     assert "clearly faster at only" not in reading
     assert sweep_charts.chart_specs(sweep, frame)[2]["description"] == "Break-even step: 3 points"
+
+
+def test_the_terminal_report_suggests_its_best_point_as_a_command_that_parses_into_that_race():
+    import shlex
+
+    from core.cli.main import build_parser
+    from core.cli.race_flags import RACE_COMMAND, race_command, spec_from_args
+    from core.engine.spec import RunSpec
+
+    sweep = batch_sweep()
+    runs = fake_runs(sweep, ["done", "done", "done", "failed"])
+    frame = sweep_frame(sweep, runs)
+    assert "race batch size 1024 alone: /?model=" in sweep_report(sweep, frame, "finished", runs=runs)  # the page's
+    report = sweep_report(sweep, frame, "finished", runs=runs, command=race_command)
+    assert "/?" not in report
+    command = next(line.strip() for line in report.splitlines() if line.strip().startswith(RACE_COMMAND))
+    best = next(r for r in runs if r.params["batch_size"] == 1024)
+    assert spec_from_args(build_parser().parse_args(shlex.split(command)[3:])) == RunSpec.from_dict(best.params)

@@ -626,3 +626,92 @@ def test_a_traced_terminal_race_starts_no_server_of_its_own():
     own.env.update({"COMPILE_LAB_WARM_START": "on", "TORCH_TRACE": "/nonexistent/trace"})
     own._start_server()
     assert own._started is None and warm_start.server_state(own.env) is None
+
+
+@pytest.mark.parametrize("setting", ["on", "off"])
+def test_an_app_readies_its_lanes_as_it_starts_unless_the_host_turned_warm_starts_off(store, monkeypatch, setting):
+    """Issue 43: a fresh app's first Launch started its race cold (its lane's warm server was started
+    only by a page's tick). The app's start (queue.ready) starts the lanes' servers and queues the
+    device probe; with COMPILE_LAB_WARM_START=off it starts no server, and the probe is not held."""
+    monkeypatch.setenv(warm_start.SETTING, setting)
+    monkeypatch.setattr(processes, "_PREWARMED", {})
+    asked, launched = [], []
+    monkeypatch.setattr(warm_start, "ensure_server", lambda env, *a, **k: asked.append(env) and None)
+    monkeypatch.setattr(processes, "launch_worker", lambda path, run_id, key="cpu": launched.append(run_id) or 0)
+    monkeypatch.setattr(queue, "_LAUNCH_WORKER", processes.launch_worker)  # the launcher the queue holds lanes for
+    queue.ready(store)
+    probes = store.list_runs(kind="probe")
+    assert len(probes) == 1  # queued before any page asked
+    if setting == "on":
+        assert [processes.worker_environment("cpu")] == asked  # the CPU lane's server, before any Launch
+    else:
+        assert asked == []  # the host said no: no server
+    assert launched == [probes[0].id]  # no server starting to wait for: the probe starts at once
+
+
+def test_a_job_waits_for_its_lanes_starting_warm_server_and_starts_warm_once_it_is_ready(
+    warm_starts, store, monkeypatch
+):
+    """While a lane's warm server imports torch, the lane's next job (a fresh app's probe, its first
+    race) stays queued rather than starting cold beside that import; a waiter ticks once the server
+    is ready, and the job forks from it."""
+    monkeypatch.setattr(processes, "_PREWARMED", {})
+    env = processes.worker_environment("cpu")
+    queue.ready(store)  # what the app does as it starts: the server, and the probe
+    assert warm_start.server_state(env) is not None or processes.warming(["cpu"]) == {"cpu"}
+    if warm_start.server_state(env) != "ready":  # (started, or still importing torch)
+        assert processes.warming(["cpu"]) == {"cpu"}
+        probe = store.list_runs(kind="probe")[0]
+        assert probe.status == "queued"  # held for the server, not started cold
+    wait_until("the probe, forked once the server is ready", lambda: devices.known_caps(store), 120)
+    assert warm_start.server_state(env) == "ready" and processes.warming(["cpu"]) == set()
+    run_id = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=DeviceCaps())
+    wait_until("the race", lambda: store.get_run(run_id).finished, 120)
+    assert store.get_run(run_id).environment["process_start"] == "warm"
+
+
+def test_a_freshly_started_app_has_a_warm_server_and_the_device_probe_before_any_launch(warm_starts, tmp_path):
+    """`streamlit run app.py` on a fresh data folder, no browser: the app readies its CPU lane's warm
+    server and answers the device probe on its own, so the first Launch forks its race."""
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = tmp_path / "data"
+    env = {**os.environ, "COMPILE_LAB_DATA": str(data), "COMPILE_LAB_STORE": str(data / "store.sqlite3")}
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    command += ["--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    with open(tmp_path / "streamlit.log", "w") as log:
+        app = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until("the app", lambda: _healthy(f"http://127.0.0.1:{port}/_stcore/health", urllib.request), 60)
+        from core.runs.store import Store
+
+        store = Store(str(data / "store.sqlite3"))
+        wait_until("the device probe, queued by the app itself", lambda: devices.known_caps(store), 120)
+        lane = warm_lanes.lane_name("cpu", str(data))
+        servers = warm_lanes.lane_servers(lane)
+        assert [owner for _, _, owner in servers] == [str(app.pid)]  # the app's, leaving with it
+        key = servers[0][1]
+        wait_until("the server ready", lambda: _connects(warm_start.address(key)), 60)
+        assert not store.list_runs(kind="race")  # all of it before any Launch
+    finally:
+        os.killpg(app.pid, signal.SIGTERM)
+        app.wait(timeout=30)
+
+
+def _healthy(url, request) -> bool:
+    try:
+        return request.urlopen(url, timeout=2).status == 200
+    except OSError:
+        return False
+
+
+def _connects(name: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(name)
+            return True
+        except OSError:
+            return False

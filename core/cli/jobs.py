@@ -21,7 +21,7 @@ from core.cli.common import (
     store_parser,
     stored_result,
 )
-from core.cli.race_flags import add_spec_arguments, spec_from_args
+from core.cli.race_flags import add_spec_arguments, race_command, spec_from_args
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -135,7 +135,7 @@ def follow(store, run_id: int, args: argparse.Namespace) -> int:
     if run.summary and args.json:
         print(json.dumps(stored_result(run), default=float))
     elif run.summary:
-        say(summary_table(stored_result(run)))
+        say(summary_table(stored_result(run), command=race_command))
     if run.status == "failed":
         say(f"error: run {run_id} failed: {run.error}", file=sys.stderr)
         return EXIT_FAILED

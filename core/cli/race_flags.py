@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from collections.abc import Callable
 from typing import Any
 
-from core.engine.options import OPTIONS, Option, cli_word, spec_flags  # noqa: F401 - spec_flags: where it was
+from core.engine.options import OPTIONS, Option, cli_word, spec_flags
 from core.engine.spec import Problem, RunSpec, SpecError
 
 
@@ -58,3 +59,13 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         ok = model_name_problem(model) is None
         values["batch_size"] = default_batch_size(model) if ok else OPTIONS["batch_size"].default
     return RunSpec(**values)
+
+
+RACE_COMMAND = "python -m core race"
+
+
+def race_command(spec: RunSpec) -> str:
+    """The command that races `spec` from a terminal: the terminal's form of a suggestion the page
+    offers as a link (core.view.answers.race_link), its flags from the options table (spec_flags),
+    quoted for a POSIX shell."""
+    return " ".join([RACE_COMMAND, *(shlex.quote(arg) for arg in spec_flags(spec))])

@@ -11,7 +11,7 @@ import time
 from typing import TextIO
 
 from core.cli.common import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from core.cli.race_flags import add_spec_arguments, spec_from_args
+from core.cli.race_flags import add_spec_arguments, race_command, spec_from_args
 from core.engine import words
 from core.engine.spec import SpecError
 
@@ -137,7 +137,7 @@ def cmd_race(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, default=float))
     else:
-        print(summary_table(data))
+        print(summary_table(data, command=race_command))
     if result.error:
         print(f"error: run {'cancelled' if result.error == 'cancelled' else 'failed'}: {result.error}", file=sys.stderr)
         return EXIT_CANCELLED if result.error == "cancelled" else EXIT_FAILED

@@ -20,7 +20,7 @@ from core.cli.common import (
     run_id_arg,
     store_parser,
 )
-from core.cli.race_flags import add_spec_arguments, spec_from_args
+from core.cli.race_flags import add_spec_arguments, race_command, spec_from_args
 from core.engine.options import sweep_axes
 
 
@@ -152,7 +152,7 @@ def print_sweep(store, sweep_id: int, args: argparse.Namespace) -> bool:
             data["plan"] = {"steps": plan_steps, "points": plan_rows(frame, runs, plan_steps)}
         print(json.dumps(data, default=float))  # json escapes every control character
     else:
-        print(terminal_text(sweep_report(sweep, frame, state, plan_steps, runs), one_line=False))
+        print(terminal_text(sweep_report(sweep, frame, state, plan_steps, runs, command=race_command), one_line=False))
     return True
 
 

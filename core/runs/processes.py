@@ -12,6 +12,7 @@ the same user reads an environment (and not at all from the sealed app and agent
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -172,7 +173,63 @@ def prewarm(device_keys: list[str]) -> list[int]:
         if pid is not None:
             worker_cores.unpin_child(pid)
             started.append(pid)
+            _STARTED_SERVERS[server] = (pid, time.monotonic())  # starting before it holds its name: warming
     return started
+
+
+# A lane whose warm server is still importing torch holds its next job this long into the server's
+# life at most: started cold beside that import, on the same cores, the job would import torch too
+# and start later than it does forked once the server is ready (a fresh app's first race).
+WARM_WAIT_S = 30.0
+_WAITERS: dict[tuple[str, ...], float] = {}  # held lanes -> when this process last started their waiter
+_STARTED_SERVERS: dict[str, tuple[int, float]] = {}  # server key -> (pid, when) this process started it
+
+
+def warming(device_keys: list[str]) -> set[str]:
+    """The lanes among `device_keys` whose jobs would fork from a warm server that is still starting
+    (it holds its name, importing torch), for at most WARM_WAIT_S of that server's life: their next
+    job waits in the queue for it (core.runs.queue.tick). None with warm starts off, or in the tests'
+    stand-in launcher."""
+    if os.environ.get("COMPILE_LAB_TEST_LAUNCHER") == "sleep":
+        return set()
+    held = set()
+    for key in device_keys:
+        env = worker_environment(key)
+        try:
+            if not warm_start.enabled(env):
+                continue
+            server, state = warm_start.server_key(env), warm_start.server_state(env)
+            if state == "starting":
+                ages = [process_age_s(pid) for pid in warm_lanes.key_servers(server)]
+            elif state is None and server in _STARTED_SERVERS:  # started here, its Python not at its name yet
+                pid, when = _STARTED_SERVERS[server]
+                ages = [time.monotonic() - when] if pid_running(pid) else []
+            else:
+                continue
+        except (warm_start.SettingError, OSError):
+            continue
+        if any(age is not None and age < WARM_WAIT_S for age in ages):
+            held.add(key)
+    return held
+
+
+def wait_warming(device_keys: list[str], timeout_s: float = WARM_WAIT_S) -> None:
+    """Wait until none of `device_keys` is held by a starting warm server (or `timeout_s` passed)."""
+    deadline = time.monotonic() + timeout_s
+    while warming(device_keys) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def launch_warm_waiter(store_path: str, device_keys: list[str]) -> None:
+    """A detached process that ticks once the lanes' starting warm servers are ready (wait_warming),
+    so a job held for one starts the moment it can, whichever page or terminal queued it. One per
+    set of lanes in this process at most every WARM_WAIT_S."""
+    lanes = tuple(sorted(device_keys))
+    if time.monotonic() - _WAITERS.get(lanes, -WARM_WAIT_S) < WARM_WAIT_S:
+        return
+    _WAITERS[lanes] = time.monotonic()
+    with contextlib.suppress(OSError):
+        _launch_tick(store_path, f"from core.runs import processes; processes.wait_warming({list(lanes)!r})\n")
 
 
 TICKER_WAIT_S = 120.0  # how long a ticker waits for the worker it follows to exit

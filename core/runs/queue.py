@@ -11,12 +11,13 @@ it starts and stops from core.runs.processes.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
-from core.runs import disk_space, fleet, outage, processes
+from core.runs import disk_space, fleet, outage, processes, warm_start
 from core.runs.devices import ANY_GPU, HOST, LOOKUP_DEVICE_KEY, PROBE_DEVICE_KEY, device_lanes, known_caps
 from core.runs.estimates import estimate_details
 from core.runs.job_kinds import JOB_KINDS, UNCOUNTED_KINDS, JobKind
@@ -205,10 +206,48 @@ def tick(store: Store, launch: Callable[[str, int, str], int] | None = None, *, 
         return dispatch(store, HOST, [], caps, launch)
     lanes = [lane for lane in device_lanes(caps) if not lane.startswith("cuda:")]
     gpus = [lane for lane in device_lanes(caps) if lane.startswith("cuda:")] or ["cuda:0"]  # before the probe too
-    started = dispatch(store, HOST, lanes + gpus, caps, launch, any_device=True)
+    # A lane whose warm server is still importing keeps its job queued until the server is ready (a
+    # fresh app's first race or probe): a waiter ticks then, whoever queued it.
+    waiting_for = [*device_lanes(caps), *([PROBE_DEVICE_KEY] if caps is None else [])]  # (the probe: the CPU's server)
+    held = processes.warming(waiting_for) if launch is _LAUNCH_WORKER else set()
+    started = dispatch(store, HOST, lanes + gpus, caps, launch, any_device=True, held=held)
+    if held and store.list_runs(status=("queued",), limit=1):
+        processes.launch_warm_waiter(store.path, sorted(held))
     if prewarm and not started and launch is _LAUNCH_WORKER and not _running_here(store, HOST):
         processes.prewarm(device_lanes(caps))  # the next job starts warm (core.runs.warm_start)
     return started
+
+
+_READIED: list[bool] = []  # whether this process readied its lanes (ready_at_start)
+
+
+def ready_at_start() -> None:
+    """Once per app process, as it starts (app.py, its first lines; streamlit_app.py where it runs
+    alone): its warm servers made its own (they leave with it) and `ready` in its default store.
+    The sooner it runs, the sooner the servers' torch imports are done: they are all a first Launch
+    can wait for."""
+    if _READIED:
+        return
+    _READIED.append(True)
+    warm_start.owned_by_this_app()
+    try:
+        ready(Store())
+    except Exception as exc:  # noqa: BLE001 - a store that cannot be opened: every page says why
+        logging.getLogger("compile_lab").warning("the lanes were not readied at the start: %s", exc)
+
+
+def ready(store: Store) -> None:
+    """What the app does as it starts, before any visitor asks for a race: start its lanes' warm
+    servers (torch imported in them, never in the app) and queue the device probe where this host
+    has none, so the first Launch finds a server ready and the probe forks from it too (it waits for
+    the starting server: tick). Nothing with warm starts off but the probe; nothing at all in a fleet
+    (its agents ready their own lanes) or where a job already runs here."""
+    if store.damage or fleet.live_hosts(store) or _running_here(store, HOST):
+        return
+    caps = known_caps(store)
+    processes.prewarm(device_lanes(caps))
+    if caps is None:
+        ensure_probe(store)
 
 
 _LAUNCH_WORKER = processes.launch_worker  # the real one: a stand-in launcher (tests, benches) starts no server
@@ -227,6 +266,7 @@ def dispatch(
     launch: Callable[[str, int, str], int],
     any_device: bool = False,
     side_lanes: bool = True,
+    held: set[str] | frozenset[str] = frozenset(),
 ) -> list[int]:
     """Start queued jobs on `host`'s idle lanes (fair_order). Each lane and each job is taken under
     a lock (the write lock on SQLite; on PostgreSQL the lane's advisory lock and the job's row,
@@ -235,13 +275,14 @@ def dispatch(
     `lanes`: the measuring lanes this host offers (cpu, cuda:N, mps): a single box (`any_device`)
     also starts a job for a device it did not list (a lane named on enqueue), an agent only its
     own. `side_lanes`: whether it also starts its own device probe and model lookups (an agent
-    leaves those to the app's box)."""
+    leaves those to the app's box). `held`: lanes that start nothing now, as if busy (their warm
+    server is still starting: tick)."""
     gpu_lanes = [lane for lane in lanes if lane.startswith("cuda:")]
     now = time.time()
     started: list[tuple[int, str]] = []
     paused = store.queue_paused()  # the host's admin paused it: only the device probe may start
     with store.dispatch_transaction() as c:
-        busy = _busy_lanes(c, host) | _lanes_held_by_exiting_workers(c, host, now)
+        busy = _busy_lanes(c, host) | _lanes_held_by_exiting_workers(c, host, now) | set(held)
         for row in fair_order(c):
             if row["host"] not in (None, host):
                 continue  # pinned to another box (its device probe)

@@ -30,6 +30,16 @@ def lane_name(lane: str, data_dir: str) -> str:
 
 def lane_servers(lane: str) -> list[tuple[int, str, str]]:
     """This user's warm servers of `lane` as (pid, key, owner pid or "-"), from their command lines."""
+    return [(pid, key, owner) for pid, key, owner, of_lane in _servers() if of_lane == lane]
+
+
+def key_servers(key: str) -> list[int]:
+    """The pids of this user's warm servers named `key` (core.runs.warm_start.server_key)."""
+    return [pid for pid, of_key, _, _ in _servers() if of_key == key]
+
+
+def _servers() -> list[tuple[int, str, str, str | None]]:
+    """This user's warm servers as (pid, key, owner pid or "-", lane or None), from their command lines."""
     found = []
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
@@ -45,8 +55,8 @@ def lane_servers(lane: str) -> list[tuple[int, str, str]]:
         except OSError:
             continue
         options = dict(zip(args, args[1:]))
-        if SERVER_MODULE in args and options.get("--lane") == lane:
-            found.append((int(entry), options.get("--key", ""), options.get("--owner", "-")))
+        if SERVER_MODULE in args:
+            found.append((int(entry), options.get("--key", ""), options.get("--owner", "-"), options.get("--lane")))
     return found
 
 

@@ -8,6 +8,7 @@ whether a warm race found a cache (core.engine.warm_cache). Plain text; the page
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -25,11 +26,12 @@ from core.view.race_form import spec_to_query
 @dataclass(frozen=True)
 class NextRace:
     """One suggestion as the page offers it: its label, the Race page link that fills the form with
-    it, and why."""
+    it, and why; `spec`, the race it suggests (what a terminal's command is built from)."""
 
     label: str
     link: str
     why: str
+    spec: RunSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,10 @@ class Answers:
     def cause_text(self) -> str | None:
         return self.cause.sentence if self.cause else None
 
-    def lines(self) -> list[str]:
-        """Every answer as a line of text, for a terminal."""
+    def lines(self, command: Callable[[RunSpec], str] | None = None) -> list[str]:
+        """Every answer as a line of text, for a terminal. `command`: what runs a suggested race
+        there (the CLI's core.cli.race_flags.race_command), printed on its own line under it, in
+        place of the page's link."""
         out = []
         if self.cause_text:
             out.append(f"Why: {self.cause_text}")
@@ -58,19 +62,28 @@ class Answers:
         if self.advice and self.advice.cost:
             out.append(f"Cost: {self.advice.cost}")
         for race in self.next_races:
-            out.append(f"Try next: {race.label}: {race.why} ({race.link})")
+            if command is not None and race.spec is not None:
+                out += [f"Try next: {race.label}: {race.why}", f"  {command(race.spec)}"]
+            else:
+                out.append(f"Try next: {race.label}: {race.why} ({race.link})")
         if self.advice and not self.next_races and not self.advice.cost:
             out.append(f"Next: {self.advice.sentence()}")
         return out
 
 
-def race_link(params: dict[str, Any], changes: dict[str, Any]) -> str | None:
-    """The Race page's link for this race with `changes` (the options table says what travels)."""
+def suggested_spec(params: dict[str, Any], changes: dict[str, Any]) -> RunSpec | None:
+    """The race a suggestion makes of this one: its spec with `changes` (None where they do not apply)."""
     try:
-        spec = dataclasses.replace(RunSpec.from_dict(params), **changes)
+        return dataclasses.replace(RunSpec.from_dict(params), **changes)
     except (SpecError, TypeError):
         return None
-    return "/?" + urlencode(spec_to_query(spec))
+
+
+def race_link(params: dict[str, Any], changes: dict[str, Any]) -> str | None:
+    """The Race page's link for this race with `changes` (the options table says what travels); a
+    terminal prints the command for the same spec instead (core.cli.race_flags.race_command)."""
+    spec = suggested_spec(params, changes)
+    return None if spec is None else "/?" + urlencode(spec_to_query(spec))
 
 
 def finished_answers(
@@ -88,7 +101,7 @@ def finished_answers(
     for suggestion in advice.suggestions if advice else ():
         link = race_link(params, suggestion.changes)
         if link:
-            races.append(NextRace(suggestion.label, link, suggestion.why))
+            races.append(NextRace(suggestion.label, link, suggestion.why, suggested_spec(params, suggestion.changes)))
     cache = cache_words(env, compile_info)
     return Answers(
         cause, recompile_words(summary, params), advice, tuple(races), cache[0].upper() + cache[1:] if cache else None
@@ -125,7 +138,7 @@ def sweep_next(points: list[dict[str, Any]], runs: list[Any]) -> SweepNext | Non
     found = finished_answers(run.summary, run.params, run.environment)
     if best_text:
         link = race_link(run.params or {}, {})
-        race = NextRace(f"race {best['label']} alone", link, "") if link else None
+        race = NextRace(f"race {best['label']} alone", link, "", suggested_spec(run.params or {}, {})) if link else None
         return SweepNext(best_text, race, found.cause_text, best["label"])
     head = f"No point reads clearly faster; the best, {best['label']}, reads {words.speedup(best['speedup'])}."
     if found.next_races:

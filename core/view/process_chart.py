@@ -19,7 +19,9 @@ from core.engine.summary import Summary
 from core.view.chart_style import NEUTRAL, VARIANT_COLORS, finish, layer
 
 PROCESS_TITLE = "Speedup by process: one dot each"
-PROCESS_HEIGHT = 220
+PROCESS_HEIGHT = 220  # the plot's own height, in pixels (the title, axes and legend around it)
+Y_TICKS = 5
+Y_MARGIN = 0.01  # at least 1% of speedup each side of the dots
 RAN_APART = "variants ran apart"  # a first process shown, not counted (core.engine.replicates.counted)
 
 
@@ -61,7 +63,8 @@ def process_chart(summary: Summary | Mapping[str, Any]) -> alt.LayerChart:
     data = process_rows(s)
     ci = s.speedup_ci95 or (None, None)
     x = alt.X("process:O", title="process (1: the first, which compiled cold)", axis=alt.Axis(labelAngle=0))
-    y_scale = alt.Scale(zero=False)
+    y_scale = alt.Scale(domain=list(speedup_domain(data, ci)), zero=False, nice=False)
+    y_axis = alt.Axis(title="steady speedup (x)", format=".2f", tickCount=Y_TICKS, ticks=True, labels=True, grid=True)
     tooltip = [
         alt.Tooltip("label:N", title="process"),
         alt.Tooltip("speedup:Q", format=".3f"),
@@ -81,18 +84,35 @@ def process_chart(summary: Summary | Mapping[str, Any]) -> alt.LayerChart:
     if ci[0] is not None and ci[1] is not None:
         band = pd.DataFrame([{"low": ci[0], "high": ci[1], "point": s.steady_state_speedup}])
         layers.append(alt.Chart(band).mark_rect(opacity=0.15, color=VARIANT_COLORS["compiled"]).encode(
-            y=alt.Y("low:Q", scale=y_scale), y2="high:Q"
+            y=alt.Y("low:Q", scale=y_scale, axis=y_axis), y2="high:Q"
         ))  # fmt: skip
-        layers.append(alt.Chart(band).mark_rule(color=VARIANT_COLORS["compiled"]).encode(y="point:Q"))
+        layers.append(alt.Chart(band).mark_rule(color=VARIANT_COLORS["compiled"]).encode(
+            y=alt.Y("point:Q", scale=y_scale, axis=y_axis)
+        ))  # fmt: skip
     one = pd.DataFrame([{"one": 1.0}])
-    layers.append(alt.Chart(one).mark_rule(strokeDash=[4, 4], color=NEUTRAL).encode(y="one:Q"))
+    layers.append(alt.Chart(one).mark_rule(strokeDash=[4, 4], color=NEUTRAL).encode(
+        y=alt.Y("one:Q", scale=y_scale, axis=y_axis)
+    ))  # fmt: skip
     base = alt.Chart(data).encode(x=x, tooltip=tooltip)
-    layers.append(base.mark_rule(strokeWidth=2).encode(y=alt.Y("low:Q", scale=y_scale), y2="high:Q", color=colour))
     layers.append(
-        base.mark_point(size=90, filled=True).encode(
-            y=alt.Y("speedup:Q", title="steady speedup (x)", scale=y_scale), color=colour
-        )
+        base.mark_rule(strokeWidth=2).encode(y=alt.Y("low:Q", scale=y_scale, axis=y_axis), y2="high:Q", color=colour)
+    )
+    layers.append(
+        base.mark_point(size=90, filled=True).encode(y=alt.Y("speedup:Q", scale=y_scale, axis=y_axis), color=colour)
     )
     counts = {"eager": 0, "compiled": len(data)}
     subtitle = "band: the race's 95% interval; dashed: 1x, no difference"
-    return finish(layer(*layers), PROCESS_TITLE, counts, "processes", PROCESS_HEIGHT, subtitle)
+    chart = finish(layer(*layers), PROCESS_TITLE, counts, "processes", PROCESS_HEIGHT, subtitle)
+    # The height is the plot's own: with the page's full width (fit) the title, the axes and the
+    # legend came out of it, and left the dots a strip of a few pixels on the 1x line.
+    chart.autosize = alt.AutoSizeParams(type="fit-x", contains="content")
+    return chart
+
+
+def speedup_domain(data: pd.DataFrame, ci: tuple[float | None, float | None]) -> tuple[float, float]:
+    """The y axis's span: every dot, its own interval and the headline band, and 1x, with a margin
+    of a tenth of the span each side (at least Y_MARGIN), so a dot a few percent off 1x sits clear of it."""
+    values = [1.0, *data["low"], *data["high"], *(v for v in ci if v is not None)]
+    low, high = min(values), max(values)
+    margin = max((high - low) * 0.1, Y_MARGIN)
+    return low - margin, high + margin

@@ -230,6 +230,17 @@ def spec_to_query(spec: RunSpec) -> dict[str, str]:
     return out
 
 
+def link_base(query: dict, linked: Run | None, default: RunSpec) -> RunSpec:
+    """The configuration a first render's form starts from, before the link's own fields: the race a
+    link names (?run=N) with its own configuration, so that Launch races that configuration again and
+    the link's fields say what the page shows; else `default` (the device's, within the host's limits)."""
+    if "run" in query and linked is not None and linked.kind == "race":
+        spec = RunSpec.stored(linked.params)
+        if spec is not None:
+            return spec
+    return default
+
+
 def link_configures(query: dict) -> bool:
     """Whether a link carries a race's configuration but no run to show: someone meant to launch
     it, so the Race page opens with its form unfolded even where the visitor has runs."""

@@ -20,6 +20,9 @@ from core.view.answers import finished_answers
 from core.view.compare import listed_figures
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from core.engine.spec import RunSpec
     from core.runs.store import Run
 
 PROBE_NAMED_FROM_S = 0.05  # a CPU feature probe shorter than this was read from its cache: not worth a word
@@ -98,8 +101,10 @@ def tf32_in_force(flags: dict[str, Any]) -> str:
     return f"matmul {flags.get('float32_matmul_precision')}, cudnn tf32 {cudnn}"
 
 
-def summary_table(result: dict[str, Any]) -> str:
-    """The end-of-race table: per-epoch times side by side, then the headline numbers."""
+def summary_table(result: dict[str, Any], command: Callable[[RunSpec], str] | None = None) -> str:
+    """The end-of-race table: per-epoch times side by side, then the headline numbers, the reading
+    and the answers. `command`: what runs a suggested race in the terminal printing it (the CLI's
+    core.cli.race_flags.race_command), in place of the page's link."""
     s, variants = Summary.of(result["summary"]), result["variants"]
     eager_epochs, compiled_epochs = s.eager_epoch_times_s, s.compiled_epoch_times_s
     rows: list[tuple[str, str, str]] = []
@@ -188,7 +193,7 @@ def summary_table(result: dict[str, Any]) -> str:
         if len(events) > 20:
             lines.append(f"  ... and {len(events) - 20} more")
     lines += ["", reading(s)]
-    lines += finished_answers(s, result.get("spec"), result.get("environment"), compile_info).lines()
+    lines += finished_answers(s, result.get("spec"), result.get("environment"), compile_info).lines(command)
     return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from core.engine import planning, words
 from core.engine.ladder import Rung, ladder_reading
+from core.engine.spec import RunSpec
 from core.engine.summary import PROJECTED, REACHED, Summary
 from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
@@ -288,9 +289,17 @@ def point_line(frame_row: Any, total: int) -> str:
     )
 
 
-def sweep_report(sweep: SweepSpec, frame: pd.DataFrame, state: str, plan_steps: int | None = None, runs=()) -> str:
+def sweep_report(
+    sweep: SweepSpec,
+    frame: pd.DataFrame,
+    state: str,
+    plan_steps: int | None = None,
+    runs=(),
+    command: Callable[[RunSpec], str] | None = None,
+) -> str:
     """The end-of-sweep text for a terminal: one line per point, the regime, whole vs regional,
-    and the training plan when asked."""
+    and the training plan when asked. `command`: what runs the race it suggests there (the CLI's
+    core.cli.race_flags.race_command), on its own line, in place of the page's link."""
     lines = [f"{sweep.base.model}, {' x '.join(a.label for a in sweep.axes)}: {state}", ""]
     lines += [point_line(r, len(frame)) for r in frame.itertuples()]
     readings = regime_readings(sweep, frame)
@@ -300,7 +309,10 @@ def sweep_report(sweep: SweepSpec, frame: pd.DataFrame, state: str, plan_steps: 
         nxt = sweep_next(measured_points(frame), list(runs))
         if nxt is not None:
             lines += [""] + ([f"why ({nxt.point}): {nxt.why}"] if nxt.why else [])
-            lines.append(f"next: {nxt.text}" + (f" {nxt.race.label}: {nxt.race.link}" if nxt.race else ""))
+            if nxt.race is not None and nxt.race.spec is not None and command is not None:
+                lines += [f"next: {nxt.text} {nxt.race.label}:", f"  {command(nxt.race.spec)}"]
+            else:
+                lines.append(f"next: {nxt.text}" + (f" {nxt.race.label}: {nxt.race.link}" if nxt.race else ""))
     ladders = ladder_readings(sweep, list(runs))
     if ladders:
         lines += ["", "backend ladder (where the compile's cost, the step's change or an error comes in):"]

@@ -56,8 +56,8 @@ def outlier_cut(data: pd.DataFrame) -> float | None:
 def variant_lines(
     data: pd.DataFrame, x: str, x_title: str, y_title: str, fmt: str, cut: float | None = None
 ) -> alt.LayerChart:
-    """Median per variant as a line (compiled drawn last, on top), each point's spread as a bar;
-    with `cut`, the y axis ends there and longer bars are cut at it (their tooltip keeps the value)."""
+    """Median per variant as a line (compiled drawn last, on top), each point's spread as a bar
+    (a `verdict` column, where the data has one, in the tooltips); with `cut`, the y axis ends there and longer bars are cut at it (their tooltip keeps the value)."""
     scale = alt.Scale(domain=list(VARIANT_COLORS), range=list(VARIANT_COLORS.values()))
     y_scale = alt.Scale(domain=[0, cut], clamp=True) if cut else alt.Undefined
     base = alt.Chart(data).encode(
@@ -75,6 +75,7 @@ def variant_lines(
             alt.Tooltip("value:Q", format=fmt, title=f"{y_title}, median"),
             alt.Tooltip("low:Q", format=fmt, title="lowest repeat"),
             alt.Tooltip("high:Q", format=fmt, title="highest repeat"),
+            *([alt.Tooltip("verdict:N", title="this point")] if "verdict" in data.columns else []),
         ],
     )
     layers = []  # every layer keeps base's colour encoding: one with legend=None would hide the shared legend

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
@@ -42,6 +43,9 @@ def overhead_batch_chart(result: dict[str, Any]) -> alt.LayerChart:
     rows = result.get("batch_sweep", {}).get("rows", [])
     fields = {"eager": "eager_us"} | ({"compiled": "compiled_us"} if rows and rows[0].get("compiled_us") else {})
     data = variants_long(rows, "batch", fields)
+    if "compiled" in fields:  # each point's verdict, as the reading below the chart counts it
+        verdicts = {r["batch"]: VERDICT_WORDS[point_verdict(r)] for r in rows}
+        data["verdict"] = data["batch"].map(verdicts)
     cut = outlier_cut(data)  # an outlying repeat (a descheduled call) would flatten the medians read here
     chart = variant_lines(data, "batch", "batch size", "time per call (µs)", ".1f", cut=cut)
     repeats = rows[0].get("samples") if rows else None
@@ -79,6 +83,57 @@ def compare_point(row: dict[str, Any]) -> str:
     if c_high < e_low:
         return "faster"
     return "unclear"
+
+
+SIGN_TEST_LEVEL = 0.025  # each side of a two-sided 5% sign test over a point's pairs of samples
+
+
+def pairs_needed(n: int) -> int | None:
+    """The fewest of `n` pairs in which one variant must be the slower for the point to count as
+    clearly slower (a sign test at SIGN_TEST_LEVEL per side); None when even n of n would not be."""
+    tail = 0.0
+    for k in range(n, -1, -1):
+        tail += math.comb(n, k) / 2**n
+        if tail > SIGN_TEST_LEVEL:
+            return k + 1 if k < n else None
+    return None
+
+
+def point_verdict(row: dict[str, Any]) -> str:
+    """'slower', 'faster' or 'unclear': compiled against eager at one batch size, the same for the
+    chart and its reading. It starts from the medians the chart draws (compiled's point above eager's
+    or below it) and calls the point clear only where the pairs of samples, taken alternately, agree
+    with that side often enough for a sign test (compiled_slower_pairs); one descheduled sample moves
+    one pair, where it would have stretched a whole range. A result kept before the pairs were
+    counted: every pair's ratio on that side (speedup_low / speedup_high), else the ranges apart."""
+    above = row["compiled_us"] > row["eager_us"]
+    below = row["compiled_us"] < row["eager_us"]
+    n, slower_pairs = row.get("samples"), row.get("compiled_slower_pairs")
+    if isinstance(n, int) and isinstance(slower_pairs, int) and n > 0:
+        needed = pairs_needed(n)
+        if needed is None:
+            return "unclear"
+        if above and slower_pairs >= needed:
+            return "slower"
+        if below and n - slower_pairs >= needed:
+            return "faster"
+        return "unclear"
+    if row.get("speedup_low") is not None and row.get("speedup_high") is not None:
+        if above and row["speedup_high"] < 1:
+            return "slower"
+        if below and row["speedup_low"] > 1:
+            return "faster"
+    if "compiled_us_low" not in row or "eager_us_low" not in row:
+        return "unclear"  # no spread kept: nothing is clear (the reading says so)
+    verdict = compare_point(row)
+    return verdict if (verdict == "slower") == above and (verdict == "faster") == below else "unclear"
+
+
+VERDICT_WORDS = {
+    "slower": "compiled clearly slower",
+    "faster": "compiled clearly faster",
+    "unclear": "too close to call",
+}
 
 
 def fixed_cost(result: dict[str, Any]) -> dict[str, float] | None:
@@ -151,7 +206,7 @@ def batch_reading(sweep: list[dict[str, Any]], fixed: dict[str, float] | None) -
     if not compiled:
         return text
     kept = all("compiled_us_low" in r and "eager_us_low" in r for r in compiled)
-    verdicts = [compare_point(r) for r in compiled]
+    verdicts = [point_verdict(r) for r in compiled]
     slower = [r for r, v in zip(compiled, verdicts) if v == "slower"]
     faster = [r for r, v in zip(compiled, verdicts) if v == "faster"]
     c_med = statistics.median(r["compiled_us"] for r in compiled)
@@ -163,10 +218,11 @@ def batch_reading(sweep: list[dict[str, Any]], fixed: dict[str, float] | None) -
             "kept no spread of its repeats, so no point can be called clearly faster or slower: run the demo again."
         )
     unclear = n - len(slower) - len(faster)
+    above = sum(r["compiled_us"] > r["eager_us"] for r in compiled)
     text += (
-        f" Compiled is slower at {_count(len(slower))} of {n} batch sizes, faster at {_count(len(faster))}, and within "
-        f"eager's spread at {_count(unclear)} (a point counts only where all its repeats are clear of eager's; median "
-        f"over the batch sizes {c_med:.0f} µs against {e_med:.0f} µs)."
+        f" Compiled's median is above eager's at {_count(above)} of {n} batch sizes (the chart's points; median over "
+        f"the batch sizes {c_med:.0f} µs against {e_med:.0f} µs). It is clearly slower at {_count(len(slower))}, "
+        f"clearly faster at {_count(len(faster))}, and too close to call at {_count(unclear)} ({_counted_by(compiled)})."
     )
     if slower and fixed:
         gaps = [r["compiled_us"] - r["eager_us"] for r in slower]
@@ -197,6 +253,18 @@ def batch_reading(sweep: list[dict[str, Any]], fixed: dict[str, float] | None) -
             f"{_us_range(low, high)} at batch {worst['batch']}): read those points with care."
         )
     return text
+
+
+def _counted_by(rows: list[dict[str, Any]]) -> str:
+    """How a point was counted clear, in words: by its pairs of samples, or, for a result kept
+    before they were counted, by every pair's ratio or the ranges of its repeats."""
+    n = rows[0].get("samples")
+    if all(isinstance(r.get("compiled_slower_pairs"), int) for r in rows) and isinstance(n, int):
+        needed = pairs_needed(n)
+        if needed is None:
+            return f"{n} pairs of samples are too few for any point to be clear"
+        return f"a point counts where compiled was on its side in at least {needed} of its {n} pairs of samples"
+    return "this result kept no count of its pairs: a point counts only where all its repeats are on its side"
 
 
 def _count(n: int) -> str:
