@@ -22,6 +22,14 @@ from core.engine.summary import Summary
 
 RECOMPILE = "recompile"
 SIZE_GUARD = re.compile(r"size mismatch at index (\d+)")
+# The tensor a guard names, as torch spells it: 'x', "L['x']", or a module's own state reached
+# through it, "self._modules['bn1']._buffers['running_var']" (older torch: "L['self'].bn1.running_var").
+GUARDED_TENSOR = re.compile(r"tensor '(.+)' (?:size|stride|dtype|requires_grad|device|dispatch key set) mismatch")
+STATE_STEP = re.compile(r"_(?:modules|parameters|buffers)\['([^']+)'\]|\.([A-Za-z]\w*)")
+EXPECTED = re.compile(r"expected (\S+?),? actual (\S+)")
+# What changed when a size guard failed (the recommendation reads these, not the words).
+INPUT_SIZE = "input size"  # an input tensor arrived with another size: a batch, a sequence length
+STATE_SIZE = "parameter or buffer size"  # the module's own weights or buffers differ: another block
 # How many different guards a reading names before it counts the rest.
 NAMED = 3
 
@@ -45,6 +53,30 @@ def guard_of(note: str) -> str:
     """The failed guard in a compile event's note, whole ('' for a torch that does not say)."""
     text = note[len(RECOMPILE) :].lstrip()
     return text[1:].strip() if text.startswith(":") else ""
+
+
+def guarded_tensor(guard: str) -> str | None:
+    """The tensor a failed guard names, as torch spells it; None where it names none."""
+    found = GUARDED_TENSOR.search(guard)
+    return found.group(1) if found else None
+
+
+def state_name(tensor: str) -> str | None:
+    """'bn1.running_var' for a parameter or buffer reached through a module ("self._modules['bn1']
+    ._buffers['running_var']"); None for an input tensor ('x', "L['x']", "L['args'][0]")."""
+    if not any(key in tensor for key in ("_parameters[", "_buffers[", "_modules[")) and "." not in tensor:
+        return None
+    steps = [a or b for a, b in STATE_STEP.findall(tensor)]
+    return ".".join(steps) or tensor
+
+
+def size_cause(guard: str) -> str | None:
+    """What a failed size guard says changed: an input's size (INPUT_SIZE), or a parameter's or
+    buffer's (STATE_SIZE: blocks that share compiled code but not widths); None for other guards."""
+    if not SIZE_GUARD.search(guard):
+        return None
+    tensor = guarded_tensor(guard)
+    return STATE_SIZE if tensor and state_name(tensor) else INPUT_SIZE
 
 
 def recompiles_of(summary: Summary | dict[str, Any] | None) -> list[Recompile]:
@@ -74,6 +106,8 @@ def avoid_words(guard: str, params: dict[str, Any] | None = None) -> str:
     """What would avoid a recompile on this guard, in a sentence."""
     params = params or {}
     size = SIZE_GUARD.search(guard)
+    if size and size_cause(guard) == STATE_SIZE:
+        return _state_words(guard, params)
     if size:
         index = int(size.group(1))
         what = "batch size" if index == 0 else f"size of dimension {index}"
@@ -101,6 +135,24 @@ def avoid_words(guard: str, params: dict[str, Any] | None = None) -> str:
     return (
         "A Python value the graph depends on changed: keep it fixed between calls, or pass it as a tensor so the "
         "graph does not bake it in."
+    )
+
+
+def _state_words(guard: str, params: dict[str, Any]) -> str:
+    """A parameter or buffer of another size: not a batch, so nothing about the inputs helps."""
+    name = state_name(guarded_tensor(guard) or "") or "a parameter or buffer"
+    sizes = EXPECTED.search(guard)
+    was = f" (size {sizes.group(2)} where the compiled code expected {sizes.group(1)})" if sizes else ""
+    if params.get("compile_scope") == "regional":
+        return (
+            f"The module's own {name}{was} differs in size between the repeated blocks, which share one compiled "
+            "region: each block of another width compiles a graph of its own. The inputs kept their size, so "
+            "dynamic shapes or padding would not help; compile the whole model, or compile regionally only a "
+            "model whose repeated blocks are all alike."
+        )
+    return (
+        f"The module's own {name}{was} changed size between calls: the inputs kept theirs, so dynamic shapes "
+        "or padding would not help; keep the model's parameters and buffers the same size between calls."
     )
 
 
