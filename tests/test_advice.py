@@ -8,7 +8,7 @@ from test_answers import CPU_ENV, H100_ENV, part, recording, summary
 
 from core.engine import recommend
 from core.engine.cause import CONVOLUTIONS, MATMULS, race_cause
-from core.engine.recommend import EXPECTS, advise, expect_words, headline, which_mode
+from core.engine.recommend import EXPECTS, advise, expect_words, headline_verdict, which_mode
 from core.engine.recompiles import INPUT_SIZE, STATE_SIZE, recompile_words, size_cause
 from core.view.answers import finished_answers
 
@@ -66,7 +66,7 @@ def test_an_inputs_new_size_is_still_a_batch_size_with_dynamic_shapes_advised():
 def test_advice_never_says_no_clear_gain_for_a_race_whose_interval_lies_above_1(verdict):
     s = summary(verdict, 1.11, part(10.0, 9.0), part(9.0, 8.0), ci=(1.05, 1.18), compile_time_s=108.6)
     params = {"model": "mlp", "batch_size": 64, "mode": "max-autotune-no-cudagraphs", "device": "cpu"}
-    assert headline(s) == "faster"
+    assert headline_verdict(s) == "faster"
     advice = advise(s, params, CPU_ENV)
     said = " ".join(a.why for a in advice.suggestions)
     assert "no clear gain" not in said and "gains nothing" not in said

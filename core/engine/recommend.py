@@ -169,7 +169,7 @@ def cost_words(summary: Summary | dict[str, Any] | None, params: dict[str, Any] 
     )
 
 
-def headline(summary: Summary | dict[str, Any] | None) -> str | None:
+def headline_verdict(summary: Summary | dict[str, Any] | None) -> str | None:
     """What the race's headline says of the steady step, the one reading every suggestion rests on:
     FASTER where its interval (speedup_ci95) lies above 1x, SLOWER where below, NO_CLEAR_DIFFERENCE
     where it spans 1x; the verdict where there is no interval; None where neither says (a busy
@@ -257,7 +257,7 @@ def _candidates(s: Summary, spec: RunSpec, env: dict[str, Any], cause: Cause | N
     """Every suggestion that fits what was measured, best first (validated afterwards). Each rests on
     the race's headline (its interval, not a median) and on the cause it addresses."""
     out: list[Suggestion] = []
-    verdict = headline(s)
+    verdict = headline_verdict(s)
     gained = verdict == FASTER
     unclear = verdict in (NO_CLEAR_DIFFERENCE, SLOWER)  # the interval reaches 1x or lies below it
     compile_s = float(s.compile_time_s or 0.0)
