@@ -15,7 +15,8 @@ on that figure:
 Prints one Markdown table (configuration, suggestion, promise, compile s and steady speedup with its
 interval before and after, helped), then the machine's load. Prints, never asserts.
 
-Run from the repo root: python bench/advice.py [--steps 20] [--only NAME]
+Run from the repo root: python bench/advice.py [--steps 20] [--only NAME] [--keep DIR]
+(--keep: write each race's JSON there, to read what the advice was given.)
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ CONFIGS = {
 }
 
 
-def race(flags: list[str], steps: int, data_dir: str) -> dict:
+def race(flags: list[str], steps: int, data_dir: str, keep: str | None = None) -> dict:
     command = [
         sys.executable, "-m", "core", "race", "--json", "--quiet", "--device", "cpu", "--epochs", "2",
         "--steps-per-epoch", str(steps), "--eval-steps", "0", "--replicates", "0", *flags,
@@ -63,6 +64,10 @@ def race(flags: list[str], steps: int, data_dir: str) -> dict:
     if not lines:
         return {"error": (done.stderr.strip().splitlines() or ["no result"])[-1], "load": os.getloadavg()[0]}
     data = json.loads(lines[-1])
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        with open(os.path.join(keep, f"race-{len(os.listdir(keep)) + 1}.json"), "w") as fh:
+            fh.write(lines[-1])
     data["wall_s"] = time.perf_counter() - start
     data["load"] = os.getloadavg()[0]
     return data
@@ -108,13 +113,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="steps per epoch (2 epochs)")
     parser.add_argument("--only", default=None, help="one configuration's name")
+    parser.add_argument("--keep", default=None, help="a folder for each race's JSON")
     args = parser.parse_args()
     configs = {k: v for k, v in CONFIGS.items() if args.only in (None, k)}
     data_dir = tempfile.mkdtemp(prefix="compile-lab-advice-")
     rows, loads, started = [], [], time.time()
     print(f"# advice bench, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()}", flush=True)
     for name, flags in configs.items():
-        base = race(flags, args.steps, data_dir)
+        base = race(flags, args.steps, data_dir, args.keep)
         loads.append(base["load"])
         if base.get("error") and not base.get("summary"):
             rows.append((name, "(race failed)", "-", base["error"][:60], "-", "-"))
@@ -128,7 +134,7 @@ def main() -> None:
         spec = RunSpec.from_dict(base["spec"])
         for suggestion in suggestions:
             changed = dataclasses.replace(spec, **suggestion.changes)
-            after_data = race(spec_flags(changed), args.steps, data_dir)
+            after_data = race(spec_flags(changed), args.steps, data_dir, args.keep)
             loads.append(after_data["load"])
             after = figures(after_data) if after_data.get("summary") else {}
             verdict = helped(suggestion.expects, before, after)

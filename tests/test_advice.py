@@ -16,6 +16,8 @@ from core.view.answers import finished_answers
 STATE_GUARD = "tensor 'self._modules['bn1']._buffers['running_var']' size mismatch at index 0. expected 64, actual 128"
 OLD_STATE_GUARD = "tensor 'L['self'].bn1.running_var' size mismatch at index 0. expected 64, actual 128"
 INPUT_GUARD = "tensor 'L['x']' size mismatch at index 0. expected 48, actual 24"
+# The same race's other guard: a block's input, 64 channels wide in one stage and 128 in the next.
+BLOCK_INPUT_GUARD = "tensor 'x' size mismatch at index 1. expected 64, actual 128"
 RESNET18_KERNELS = (  # the compiled profile's top kernels of a resnet18 race on a CPU
     ("aten::convolution_backward", 5.0),
     ("aten::sqrt", 1.0),
@@ -24,11 +26,14 @@ RESNET18_KERNELS = (  # the compiled profile's top kernels of a resnet18 race on
 )
 
 
-def regional_resnet18(guard=STATE_GUARD, recompiles=6):
+def regional_resnet18(guard=STATE_GUARD, recompiles=6, step=1):
+    """A regional resnet18 race whose recompiles on `guard` came at `step` (1: the call that compiled
+    first, where every block saw the same batch)."""
     s = summary("slower", 0.8, part(10.0, 8.0), part(12.5, 10.0), ci=(0.7, 0.9), compile_time_s=173.0)
     s["compiled_step_times_s"] = [5.0] + [0.1] * 39
-    s["compile_events"] = [
-        {"variant": "compiled", "phase": "train", "epoch": 1, "step": 1, "note": f"recompile: {guard}"}
+    first = {"variant": "compiled", "phase": "train", "epoch": 1, "step": 1, "note": "forward graph compiled"}
+    s["compile_events"] = [first] + [
+        {"variant": "compiled", "phase": "train", "epoch": 1, "step": step, "note": f"recompile: {guard}"}
         for _ in range(recompiles)
     ]
     return s, {"model": "resnet18", "batch_size": 16, "device": "cpu", "compile_scope": "regional"}
@@ -37,12 +42,14 @@ def regional_resnet18(guard=STATE_GUARD, recompiles=6):
 # -- the recompile's diagnosis ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("guard", [STATE_GUARD, OLD_STATE_GUARD])
+@pytest.mark.parametrize("guard", [STATE_GUARD, OLD_STATE_GUARD, BLOCK_INPUT_GUARD])
 def test_a_guard_on_a_buffers_size_across_blocks_is_not_called_a_batch_size(guard):
     s, params = regional_resnet18(guard)
-    assert size_cause(guard) == STATE_SIZE
+    assert size_cause(guard) == (INPUT_SIZE if guard == BLOCK_INPUT_GUARD else STATE_SIZE)
     said = recompile_words(s, params)
-    assert "bn1.running_var" in said and "repeated blocks" in said
+    assert ("block's input x" if guard == BLOCK_INPUT_GUARD else "bn1.running_var") in said
+    assert said.startswith("Compiled recompiled 6 times: at step 1 (")
+    assert "differs in size between the repeated blocks" in said
     for wrong in ("batch size", "drop_last", "dynamic=True", "mark_dynamic"):
         assert wrong not in said, wrong
     advice = advise(s, params, CPU_ENV)
@@ -53,7 +60,7 @@ def test_a_guard_on_a_buffers_size_across_blocks_is_not_called_a_batch_size(guar
 
 
 def test_an_inputs_new_size_is_still_a_batch_size_with_dynamic_shapes_advised():
-    s, params = regional_resnet18(INPUT_GUARD, recompiles=1)
+    s, params = regional_resnet18(INPUT_GUARD, recompiles=1, step=40)  # the short last batch
     assert size_cause(INPUT_GUARD) == INPUT_SIZE
     assert "A new batch size failed the guard" in recompile_words(s, params)
     assert {"dynamic": True} in [a.changes for a in advise(s, params, CPU_ENV).suggestions]

@@ -22,7 +22,7 @@ from core.engine.cause import BOTH, CONVOLUTIONS, LIBRARY_BOUND, MATMULS, OUTSID
 from core.engine.models.regions import REGIONAL_BLOCKS, blocks_share_shapes
 from core.engine.models.zoo import MODELS
 from core.engine.options import MAX_BATCH_SIZE
-from core.engine.recompiles import INPUT_SIZE, STATE_SIZE, guarded_tensor, recompiles_of, size_cause, state_name
+from core.engine.recompiles import BLOCK_SIZE, INPUT_SIZE, STATE_SIZE, guarded_tensor, recompiles_of, state_name
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, validate
 from core.engine.summary import Summary
 
@@ -226,7 +226,7 @@ def which_mode(device_type: str | None, cause: Cause | None = None, compile_s: f
         return ModeAnswer(
             "max-autotune-no-cudagraphs",
             f"Most of compiled's kernel time is in library {kind}, which the default mode calls as they are; "
-            f"max-autotune-no-cudagraphs times Inductor's own {kind} kernels against them while compiling and keeps "
+            f"max-autotune-no-cudagraphs times Inductor's own {kind[:-1]} kernels against them while compiling and keeps "
             "the faster (a longer compile).",
             STEP_FASTER,
         )
@@ -334,18 +334,18 @@ def _recompile_suggestions(s: Summary, spec: RunSpec) -> list[Suggestion]:
     """What the recompiles' own guards point to: a new input size, dynamic shapes; a parameter or
     buffer of another size in a regional race (blocks of other widths), the whole model at once.
     Never dynamic shapes for a guard on a parameter or buffer: the batch did not change."""
-    found = recompiles_of(s)
-    inputs = [r for r in found if size_cause(r.guard) == INPUT_SIZE]
-    states = [r for r in found if size_cause(r.guard) == STATE_SIZE]
+    found = recompiles_of(s, spec.to_dict())
+    inputs = [r for r in found if r.cause == INPUT_SIZE]
+    states = [r for r in found if r.cause in (STATE_SIZE, BLOCK_SIZE)]
     out = []
     if states and spec.compile_scope == "regional":
         out.append(
             _suggest(
                 {"compile_scope": "whole"},
                 "compile scope whole",
-                f"{words.count(len(states), 'recompile')} came from blocks whose parameters or buffers differ in size "
-                f"(the guard on {_first_state(states)}): the repeated blocks are not alike, so each kind compiled its "
-                "own region; the whole model compiles as one graph.",
+                f"{words.count(len(states), 'recompile')} came from repeated blocks of other widths (the guard on "
+                f"{_first_state(states)}): the blocks are not alike, so each kind compiled its own region; the whole "
+                "model compiles as one graph.",
                 RECOMPILES_GONE,
             )
         )
@@ -365,7 +365,8 @@ def _recompile_suggestions(s: Summary, spec: RunSpec) -> list[Suggestion]:
 
 
 def _first_state(found: list[Any]) -> str:
-    return state_name(guarded_tensor(found[0].guard) or "") or "a parameter"
+    tensor = guarded_tensor(found[0].guard) or ""
+    return state_name(tensor) or tensor or "a tensor"
 
 
 def _bigger_batch(spec: RunSpec, why: str) -> list[Suggestion]:
