@@ -81,6 +81,7 @@ def figures(data: dict) -> dict:
         "speedup": s.get("steady_state_speedup"),
         "ci": tuple(ci) if ci else None,
         "recompiles": s.get("recompiles") or 0,
+        "verdict": s.get("verdict"),
     }
 
 
@@ -89,7 +90,8 @@ def said(f: dict) -> str:
         return "no result"
     ci = f"{f['ci'][0]:.2f}-{f['ci'][1]:.2f}x" if f["ci"] else "no interval"
     compile_s = f"{f['compile_s']:.1f} s" if isinstance(f["compile_s"], int | float) else "-"
-    return f"compile {compile_s}, {f['speedup']:.2f}x ({ci}), {f['recompiles']} recompiles"
+    busy = ", machine busy: no verdict" if f.get("verdict") == "machine busy" else ""
+    return f"compile {compile_s}, {f['speedup']:.2f}x ({ci}){busy}, {f['recompiles']} recompiles"
 
 
 def helped(promise: str, before: dict, after: dict) -> str:
