@@ -364,10 +364,10 @@ def plan_section(run: Run, key: str) -> None:
     """Plan your training: a finished race's steady rates and compile time over the user's run length."""
     st.subheader("Plan your training")
     st.caption(
-        "Predicted from this race: its own steps as measured (compile included), then each variant's steady step "
-        "for the rest, so it breaks even where the race's card says. The saving's interval is the race's own speedup "
-        "interval (the one its card shows); each total's is from its variant's steps; the compile time is one "
-        "measurement."
+        "Predicted from this race: its own steps as measured (compile included), then eager's steady step and "
+        "compiled's at the headline speedup for the rest, so it breaks even where the race's card says. The saving's "
+        "and the compiled total's intervals are the headline's 95% interval (the one its card shows) applied; eager's "
+        "total's is from eager's own steps."
     )
     steps = training_run_length(key)
     plan = plan_from_summary(run.summary or {}, steps) if run.status == "done" else None

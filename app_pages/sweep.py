@@ -168,7 +168,8 @@ def live(sweep_id: int) -> None:
                 return
             st.rerun()
     frame = view.sweep_frame(sweep, runs, store())
-    st.dataframe(view.points_table(frame), hide_index=True, width="stretch")
+    widths = {name: st.column_config.TextColumn(width=width) for name, width in view.POINT_COLUMN_WIDTHS.items()}
+    st.dataframe(view.points_table(frame), hide_index=True, width="stretch", column_config=widths)
     for reading in view.regime_readings(sweep, frame):
         st.markdown(f"**Regime:** {reading}")
     nxt = answers.sweep_next(view.measured_points(frame), runs) if not sweeps.sweep_running(runs) else None
@@ -177,9 +178,15 @@ def live(sweep_id: int) -> None:
             st.markdown(f"**Why ({markdown_text(nxt.point)}):** {markdown_text(nxt.why)}")
         link = f" Try [{markdown_text(nxt.race.label)}]({nxt.race.link})." if nxt.race else ""
         st.markdown(f"**Next:** {markdown_text(nxt.text)}{link}")
+    note = view.break_even_note(frame)
     for column, spec in zip(st.columns(2) * 2, sweep_charts.chart_specs(sweep, frame)):
-        column.vega_lite_chart(spec=spec, width="stretch")
-    st.caption(view.break_even_note(frame) or "")
+        if spec is None:  # no point has a break-even to draw: its place says why instead of an empty chart
+            column.markdown(f"**{sweep_charts.BREAK_EVEN_TITLE}**")
+            column.caption(note or "")
+            note = None
+        else:
+            column.vega_lite_chart(spec=spec, width="stretch")
+    st.caption(note or "")
     comparison = view.scope_comparison(sweep, frame)
     if comparison:
         st.markdown("**Whole vs regional compile, side by side**")

@@ -81,6 +81,23 @@ def test_a_profile_that_contradicts_the_timed_verdict_names_no_cause():
     assert "because" not in found.sentence
 
 
+def test_a_profile_that_agrees_in_direction_but_not_size_is_read_for_its_cause():
+    # Issue 43: "The timed steps say faster (1.09x), but compiled's profiled steps are shorter by
+    # 28.3 ms ... so this race cannot say why": both say faster, so the profile names the cause.
+    s = summary("faster", 1.09, part(100.0, 60.0), part(71.7, 58.0), ci=(1.04, 1.14))
+    found = race_cause(s, {}, CPU_ENV)
+    assert found.kind == causes.OUTSIDE
+    assert found.sentence.startswith("Compiled is faster here because its host time per step is 28.3 ms shorter")
+    assert "cannot say" not in found.sentence
+    assert "profiled steps put the gap at 1.39x, the timed steps at 1.09x" in found.sentence
+    # The same for slower: a profile that is longer by more than the timed interval says still agrees.
+    slower = race_cause(summary("slower", 0.93, part(50.0, 40.0), part(80.0, 41.0), ci=(0.9, 0.96)), {}, CPU_ENV)
+    assert slower.kind == causes.OUTSIDE and slower.sentence.startswith("Compiled is slower here because")
+    # No clear difference beside a clearly shorter profile still cannot say why.
+    unclear = race_cause(summary("no clear difference", 1.01, part(100.0, 60.0), part(70.0, 58.0), ci=(0.97, 1.05)))
+    assert unclear.kind == causes.DISAGREES
+
+
 def test_faster_kernels_are_named_with_fusion_when_the_kernel_count_fell():
     s = summary("faster", 1.30, part(72.1, 69.3, kernels=162), part(53.0, 50.5, kernels=150), ci=(1.2, 1.42))
     found = race_cause(s, {}, CPU_ENV)
@@ -210,7 +227,10 @@ def test_an_overhead_bound_gpu_race_is_told_to_try_cuda_graphs():
 def test_a_compile_that_gains_nothing_says_so():
     s = summary("no clear difference", 1.0, part(10.0, 9.0), part(10.0, 9.0), ci=(0.95, 1.05), compile_time_s=108.6)
     words = cost_words(s, {"mode": "max-autotune-no-cudagraphs"})
-    assert words.startswith("Compile (mode max-autotune-no-cudagraphs) cost 109 s here and gains nothing")
+    assert words == (  # its interval spans 1x: the race cannot tell, which is not "never"
+        "Compile (mode max-autotune-no-cudagraphs) cost 109 s here and gained nothing measurable per step: this race "
+        "cannot tell whether any run length earns it back."
+    )
     advice = advise(s, {"model": "mlp", "mode": "max-autotune-no-cudagraphs", "device": "cpu"}, CPU_ENV)
     assert advice.suggestions[0].changes == {"mode": "default"}
 
@@ -321,13 +341,13 @@ def test_recordings_are_listed_by_what_they_show():
     from core.view import replay
 
     labels = {key: replay.load_recording(key).label for key in replay.shipped_recordings()}
-    assert labels["file:cpu-break-even-demo"].startswith("breaks even at step 523: small_cnn")
+    assert labels["file:cpu-break-even-demo"].startswith("1.30x, breaks even at step 523: small_cnn")
     # 0.97x, no clear difference: no break-even to count on, in the words every surface uses, not "never pays off"
     assert labels["file:cpu-compile-never-pays-off"].startswith(
-        "no clear per-step gain, no break-even to count on: mlp"
+        "0.97x, no clear per-step gain, no break-even to count on: mlp"
     )
     assert labels["file:cpu-recompiles-varying-shapes"].startswith(
-        "faster, but does not break even within the run, 1 recompile: small_cnn"
+        "1.57x faster, breaks even past the run (about step 1,732), 1 recompile: small_cnn"
     )
 
 

@@ -61,6 +61,20 @@ def test_every_stored_kind_has_a_sample_here():
 
 
 @pytest.mark.parametrize("kind", event_rows.KINDS)
+def test_each_kind_s_row_reads_back_as_the_event_it_stores(kind):
+    event = SAMPLES[kind] or EpochEvent("compiled", 2, 0.04, 0.01)
+    row = event_rows.to_row(event, 1.0)
+    assert row["kind"] == kind and event_rows.from_row(row) == event
+    assert event_rows.from_row(json.loads(json.dumps(row))) == event  # as the store and a bundle keep it
+
+
+def test_a_row_this_app_did_not_write_reads_as_nothing():
+    assert event_rows.from_row({"kind": "replicate", "note": "not json"}) is None
+    assert event_rows.from_row({"kind": "busy", "variant": "eager", "epoch": 1}) is None  # no step
+    assert event_rows.from_row({"kind": "status"}) is None
+
+
+@pytest.mark.parametrize("kind", event_rows.KINDS)
 def test_each_kind_of_event_exports_imports_and_replays(store, kind):
     run_id = store.create_run("race", SPEC.to_dict(), "ann", "cpu", status="done", started_at=time.time())
     rows = race_rows(SAMPLES[kind])

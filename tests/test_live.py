@@ -10,9 +10,11 @@ import time
 import pytest
 
 from core.engine import analysis
+from core.engine.summary import Summary
 from core.runs.store import Store
 from core.view.report import run_row
 from core.view.run_screen.cards import memory_of, result_cards
+from core.view.run_screen.layout import headline_projection
 from core.view.run_screen.store_reader import EPOCH_COLUMNS, STEP_COLUMNS, RunView, run_label
 
 CARD_LABELS = [
@@ -279,7 +281,13 @@ def test_break_even_card_of_a_finished_run_gives_the_projected_step_and_when_mar
 
 
 def test_break_even_card_while_running_says_not_yet_with_a_steadied_projection_of_the_total():
-    summary = {"steady_state_speedup": 1.17, "verdict": "faster", "break_even_extrapolated_step": 947.3}
+    # 16.1 s behind at 0.117 - 0.1 s saved a step: the headline projects step 947.3.
+    summary = {
+        "steady_state_speedup": 1.17,
+        "verdict": "faster",
+        "eager_median_step_s": 0.117,
+        "compile_time_s": 16.1041,
+    }
     be = card(result_cards(summary, total=1500, live=True), "Break-even")
     assert be.value == "not yet"
     assert be.delta == "projected ≈ step 950 of 1,500"  # rounded while the run goes on: it does not flicker
@@ -342,13 +350,14 @@ def test_a_change_that_rounds_to_zero_has_no_sign_no_arrow_and_no_colour():
 
 
 def test_throughput_delta_is_a_signed_percentage_against_eager():
-    faster = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 1250.0, "verdict": "faster"})
+    """Compiled's throughput is eager's times the headline speedup: its change is the speedup's."""
+    faster = result_cards({"eager_samples_per_s": 1000.0, "steady_state_speedup": 1.25, "verdict": "faster"})
     assert card(faster, "Throughput (compiled)").value == "1,250 samples/s"
-    big = result_cards({"compiled_samples_per_s": 62855.0})
+    big = result_cards({"eager_samples_per_s": 50284.0, "steady_state_speedup": 1.25})
     assert card(big, "Throughput (compiled)").value == "62.9k samples/s"  # with its unit, short enough for a card
     assert card(faster, "Throughput (compiled)").delta == "+25% vs eager"
     assert card(faster, "Throughput (compiled)").delta_color == "normal"  # more samples per second, a clear gain
-    slower = result_cards({"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 800.0})
+    slower = result_cards({"eager_samples_per_s": 1000.0, "steady_state_speedup": 0.8})
     assert card(slower, "Throughput (compiled)").delta == "-20% vs eager"
 
 
@@ -381,9 +390,13 @@ def test_run_row_of_a_finished_run_has_its_summary_and_device(store):
         "precision": "amp-bf16",
         "mode": "default",
         "scope": "whole",  # a spec stored before compile scope existed: whole-model compile
+        "cache": "cold",  # and before the cache option: a fresh cache, as every race had
         "sweep": None,
         "first_epoch_overhead_s": 41.6,
         "steady_state_speedup": 1.12,
+        "verdict": "faster",
+        "compile": "-",
+        "compile_s": None,
         "break_even_step": 7,
         "break_even": "step 7",  # in the words every surface uses
         "error": None,
@@ -413,13 +426,13 @@ def test_memory_of_reads_the_peaks_and_their_kind_from_the_summary(store):
 # -- projection and timing of a live view ------------------------------------------------------------
 
 
-def test_projection_follows_every_eager_step_and_the_compiled_steady_rate(store, run_id):
+def test_projection_is_the_headline_s_from_the_steps_both_variants_ran(store, run_id):
     eager = [0.1] * 100
     compiled = [3.0] + [0.08] * 39  # behind by 3.0 - 0.1 + 39 * (0.08 - 0.1) = 2.12 s after 40 steps
     store.append_events(run_id, steps_of("eager", eager) + steps_of("compiled", compiled))
     view = RunView(run_id)
     view.poll(store)
-    projection = view.projection()
+    projection = headline_projection(Summary.from_dict(view.summary(16)))
     assert projection["position"] == pytest.approx(40 + 2.12 / 0.02)
     assert projection["step"] == 147
     assert projection["wall_s"] == pytest.approx(sum(compiled) + (projection["position"] - 40) * 0.08)
@@ -430,10 +443,10 @@ def test_no_projection_before_compiled_steps_or_when_compiled_is_slower(store, r
     store.append_events(run_id, steps_of("eager", [0.1] * 50))
     view = RunView(run_id)
     view.poll(store)
-    assert view.projection() is None
+    assert headline_projection(Summary.from_dict(view.summary(16))) is None
     store.append_events(run_id, steps_of("compiled", [3.0] + [0.2] * 20))
     view.poll(store)
-    assert view.projection() is None
+    assert headline_projection(Summary.from_dict(view.summary(16))) is None
 
 
 def test_the_view_remembers_when_each_variants_latest_event_was_stored(store, run_id):

@@ -7,7 +7,9 @@ import itertools
 
 import pytest
 
+from core.engine.summary import Summary
 from core.runs.store import Store
+from core.view.run_screen.layout import headline_projection
 from core.view.run_screen.shared_board import LiveBoard
 from core.view.run_screen.store_reader import RunView
 
@@ -27,13 +29,14 @@ def test_eager_steps_without_compiled_ones_to_meet_them_move_no_live_number():
     view = RunView(1)
     view.feed(steps("eager", 1, [0.1] * 20))
     view.feed(steps("compiled", 1, [2.0] + [0.08] * 19))
-    before, projection = view.summary(16), view.projection()
+    before = view.summary(16)
+    projection = headline_projection(Summary.from_dict(before))
     assert before["verdict"] == "faster" and projection is not None
     view.feed(steps("eager", 2, [0.14] * 20))  # eager's epoch 2: slower steps, no compiled data yet
     during = view.summary(16)
     for key in ("steady_state_speedup", "speedup_ci95", "break_even_extrapolated_step", "eager_median_step_s"):
         assert during[key] == before[key], key
-    assert view.projection() == projection
+    assert headline_projection(Summary.from_dict(during)) == projection
     assert view.counts() == {"eager": 40, "compiled": 20}  # the charts still draw every step
     view.feed(steps("compiled", 2, [0.08]))  # compiled's epoch 2 begins: the new eager steps count now
     after = view.summary(16)

@@ -2,8 +2,8 @@
 wandered (about step 250, 370, 250, 340 on the demo; final 344) and moved while only eager had new
 steps. Now, on synthetic races in each schedule, read as a live page reads them look after look:
 - while the speedup's 95% interval is not clear of 1, no break-even is named;
-- once it is, the break-even is the range the interval allows (analysis.projected_span: compiled's
-  steady rate scaled to the interval's two ends), the same range in the words, the card and the
+- once it is, the break-even is the range the interval allows (core.engine.headline: compiled's
+  steady rate at the interval's two ends), the same range in the words, the card and the
   chart's label, and the projection at the medians lies inside it;
 - a look where only eager got new steps (its next turn, before compiled steps meet it) moves neither
   the speedup nor the range, and the words say what waits;
@@ -149,32 +149,31 @@ def test_during_eager_s_epoch_of_the_demo_the_words_hold_and_say_what_waits():
     assert reading(after, True, TOTAL, view.counts()).startswith("After 201 of 600 compiled steps and 400 eager: ")
 
 
-def test_the_span_lies_on_the_interval_s_ends_and_holds_the_medians_projection():
+def test_the_span_lies_on_the_interval_s_ends_and_holds_the_headline_projection():
     eager, compiled = demo_times()
-    e, c = eager[:300], compiled[:120]
-    speed = analysis.steady_state_speedup(e, c, paired=False)
-    assert speed.verdict == analysis.FASTER
-    early, late = analysis.projected_span(e, c, speed)
-    point = analysis.projected_break_even(e, c)
-    assert early < point.position < late
-    # Each end is the crossing at compiled's steady rate scaled to that end of the interval.
-    for end, bound in ((early, speed.ci_high), (late, speed.ci_low)):
-        rate = point.compiled_step_s * speed.speedup / bound
-        at = analysis.projected_break_even(e, c, compiled_step_s=rate)
-        assert at.position == pytest.approx(end)
-        compiled_there = sum(c) + (end - len(c)) * rate
-        k = math.floor(end)
-        eager_there = sum(e[:k]) + (end - k) * e[k] if k < len(e) else sum(e) + (end - len(e)) * point.eager_step_s
-        assert compiled_there == pytest.approx(eager_there, rel=1e-6)  # the two lines meet there
+    s = Summary.of(analysis.summarize(eager[:120], compiled[:120], [], [], BATCH))
+    h = s.headline
+    assert s.verdict == analysis.FASTER
+    early, late = h.projected_range
+    assert early < h.projected_position < late
+    # Each end is where the lines meet at compiled's steady step for that end of the interval.
+    low, high = s.speedup_ci95
+    for end, bound in ((early, high), (late, low)):
+        compiled_there = h.compiled_total_s + (end - h.steps) * h.eager_step_s / bound
+        eager_there = h.eager_total_s + (end - h.steps) * h.eager_step_s
+        assert compiled_there == pytest.approx(eager_there, rel=1e-9)
 
 
-def test_no_span_without_an_interval_clear_of_1_and_an_open_end_where_its_slow_end_never_catches_up():
+def test_no_span_without_an_interval_clear_of_1_and_a_far_end_where_its_slow_end_barely_gains():
     eager, compiled = demo_times()
-    doubtful = analysis.Speedup(1.05, 0.97, 1.12, analysis.NO_CLEAR_DIFFERENCE, 0.1, 0.095)
-    assert analysis.projected_span(eager, compiled[:50], doubtful) is None
-    barely = analysis.Speedup(1.39, 1.0001, 1.5, analysis.FASTER, 0.1, 0.072)
-    early, late = analysis.projected_span(eager, compiled[:50], barely)
-    assert early > 50 and (late is None or late > 10 * early)
+    measured = Summary.of(analysis.summarize(eager[:50], compiled[:50], [], [], BATCH))
+    doubtful = measured.replace(
+        steady_state_speedup=1.05, speedup_ci95=(0.97, 1.12), verdict=analysis.NO_CLEAR_DIFFERENCE
+    )
+    assert doubtful.projected_range is None and doubtful.projected_position is None
+    barely = measured.replace(steady_state_speedup=1.39, speedup_ci95=(1.0001, 1.5), verdict=analysis.FASTER)
+    early, late = barely.projected_range
+    assert early > 50 and late > 10 * early
     assert words.steps_range((330.0, None), None, live=True) == "from step 330 on, or never"
     assert words.steps_range((330.0, None), TOTAL, live=True) == "from step 330 on, or never (this run has 600 steps)"
 

@@ -57,8 +57,11 @@ def test_the_plan_breaks_even_where_the_card_projects_it():
     assert plan.break_even_step == pytest.approx(Summary.of(summary).projected_position)
     assert words.break_even_step(plan.break_even_step, plan.break_even_measured) == f"about step {projected:,}"
     assert card_value(summary) == f"≈ step {projected:,}"
-    shorter = planning.plan_sentence(planning.plan_from_summary(summary, projected - 2))
-    assert f"shorter than the break-even (about step {projected:,})" in shorter
+    early, late = (words.step_at(end) for end in Summary.of(summary).projected_range)
+    near = planning.plan_sentence(planning.plan_from_summary(summary, projected - 2))
+    assert f"near the break-even (between step {early:,} and {late:,})" in near
+    shorter = planning.plan_sentence(planning.plan_from_summary(summary, early - 2))
+    assert f"shorter than the break-even (between step {early:,} and {late:,})" in shorter
 
 
 def test_a_gain_in_doubt_gives_the_plan_no_break_even():
@@ -69,8 +72,12 @@ def test_a_gain_in_doubt_gives_the_plan_no_break_even():
     assert summary["verdict"] == analysis.NO_CLEAR_DIFFERENCE and summary["steady_state_speedup"] > 1
     short, long = (planning.plan_from_summary(summary, steps) for steps in (20, 1_000))
     assert short.break_even_step is None and long.break_even_step is None
-    assert "break-even" not in planning.plan_sentence(short) and "not clearly faster" in planning.plan_sentence(short)
-    assert "break-even" not in planning.plan_sentence(long) and "no clear saving" in planning.plan_sentence(long)
+    assert "break-even" not in planning.plan_sentence(short) and "as this race measured" in planning.plan_sentence(
+        short
+    )
+    assert "break-even" not in planning.plan_sentence(long) and "cannot tell whether it pays off" in (
+        planning.plan_sentence(long)
+    )
 
 
 def test_slower_steps_are_named_as_what_costs_not_the_compile():

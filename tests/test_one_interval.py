@@ -157,8 +157,9 @@ def test_the_plan_s_range_is_the_race_s_interval(race, spec, spread):
     assert not plan.break_even_measured
     rest = steps - len(eager)
     e, c = plan.eager_step_s, plan.compiled_step_s
-    # The saving's interval over the rest of the run, read back as a speedup: the race's interval.
-    implied = [(plan.saved_ci[i] - plan.saved_s) / (rest * c) + e / c for i in (0, 1)]
+    # The saving's interval over the rest of the run, read back as a speedup (eager's step over
+    # compiled's at that end): the race's interval.
+    implied = [e / (c - (plan.saved_ci[i] - plan.saved_s) / rest) for i in (0, 1)]
     assert implied == pytest.approx(summary["speedup_ci95"])
     # So the plan names a break-even exactly where the race calls compiled faster.
     assert (plan.break_even_step is not None) is (summary["verdict"] == analysis.FASTER)
@@ -176,8 +177,11 @@ def test_on_the_borderline_race_the_looks_decide_whether_the_plan_names_a_break_
 
 
 def test_too_few_steps_for_an_interval_give_no_plan():
-    assert planning.step_rates([0.1, 0.1], [0.05, 0.05], warmup=1) is None  # one steady step each: one block
-    assert planning.step_rates([0.1, 0.1, 0.1], [0.05, 0.05, 0.05], warmup=1) is not None  # two blocks of one
+    def plan(eager, compiled):
+        return planning.plan_from_summary(analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16), 100)
+
+    assert plan([0.1, 0.1], [0.05, 0.05]) is None  # one steady step each: one block
+    assert plan([0.1, 0.1, 0.1], [0.05, 0.05, 0.05]) is not None  # two blocks of one
 
 
 BUSY = "the machine was busy during eager's epoch 2 (load up to 3.4 on 2 cores): this interval may be too narrow"

@@ -50,10 +50,10 @@ def test_the_runs_table_shows_a_setting_only_where_the_runs_differ(store):
     b = store.create_run("race", {**spec, "batch_size": 64}, "ann", "cpu", status="done")
     rows = [table_row(store.get_run(i)) for i in (a, b)]
     columns = shown_columns(rows)
-    assert columns[:6] == ["id", "status", "speedup", "overhead_s", "compile_s", "break_even"]
+    assert columns[:6] == ["id", "status", "speedup", "overhead_s", "compile", "break_even"]
     assert "batch_size" in columns and "model" in columns  # the model is always named
     assert not {"precision", "mode", "backend", "imported"} & set(columns)  # the same in both: left out
-    assert shown_columns(rows[:1]) == columns[:6] + ["model", "device", "created"]
+    assert shown_columns(rows[:1]) == columns[:6] + ["model", "compile_scope", "cache", "device", "created"]
 
 
 def test_the_sidebar_never_calls_a_lane_idle_while_a_job_waits_to_start_there(store):

@@ -369,7 +369,7 @@ def test_runs_comparison_labels_runs_by_what_differs_and_the_table_puts_results_
     at = app()
     at.switch_page("app_pages/runs.py").run()
     table = at.dataframe[0].value
-    assert list(table.columns[:6]) == ["id", "status", "speedup", "overhead_s", "compile_s", "break_even"]
+    assert list(table.columns[:6]) == ["id", "status", "speedup", "overhead_s", "compile", "break_even"]
     assert list(table["id"]) == [b, a]
     at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
     at.run()

@@ -3,52 +3,63 @@
 import pytest
 
 from core.engine import planning
+from core.engine.headline import Headline
 from core.engine.planning import (
     CHANGES,
     OVERHEAD_BOUND,
     THROUGHPUT_BOUND,
-    StepRates,
     plan_from_summary,
     plan_sentence,
-    plan_training,
     regime,
-    step_rates,
 )
-
-# 100 ms eager, 50 ms compiled per step, 20 s compile: break-even at 20 / 0.05 = step 400.
-RATES = StepRates(0.100, 0.050, (0.095, 0.105), (0.048, 0.052), (0.046, 0.054))
+from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 
 
-def test_plan_arithmetic_on_known_rates():
-    plan = plan_training(RATES, compile_s=20.0, steps=50_000)
+def headline(
+    eager_s: float, x: float, low: float, high: float, compile_s: float, verdict: str | None = None
+) -> Headline:
+    """A race's headline without its steps: the compile is the whole head start."""
+    verdict = verdict or (FASTER if low > 1 else SLOWER if high < 1 else NO_CLEAR_DIFFERENCE)
+    return Headline(x, low, high, verdict, compiled=True, eager_step_s=eager_s, compile_s=compile_s)
+
+
+# 100 ms eager at 2x: 50 ms compiled per step, 20 s compile: break-even at 20 / 0.05 = step 400.
+FAST = headline(0.100, 2.0, 1.8, 2.5, 20.0)
+
+
+def test_plan_arithmetic_is_the_headline_applied():
+    plan = FAST.plan(50_000)
     assert plan.eager_total_s == pytest.approx(5_000.0)
     assert plan.compiled_total_s == pytest.approx(20.0 + 2_500.0)
     assert plan.saved_s == pytest.approx(2_480.0)
-    assert plan.eager_ci == pytest.approx((4_750.0, 5_250.0))
-    assert plan.compiled_ci == pytest.approx((2_420.0, 2_620.0))
-    assert plan.saved_ci == pytest.approx((50_000 * 0.046 - 20, 50_000 * 0.054 - 20))
+    # The saving's interval is the headline interval applied to the eager step: e - e / x at its ends.
+    assert plan.saved_ci == pytest.approx((50_000 * (0.1 - 0.1 / 1.8) - 20, 50_000 * (0.1 - 0.1 / 2.5) - 20))
+    assert plan.compiled_ci == pytest.approx((5_000 - plan.saved_ci[1], 5_000 - plan.saved_ci[0]))
     assert plan.break_even_step == pytest.approx(400.0) and not plan.shorter_than_break_even
-    assert plan_sentence(plan) == "Over 50,000 steps compile saves about 41 min (38-45)."
+    assert plan.break_even_range == pytest.approx((20 / 0.06, 20 / (0.1 - 0.1 / 1.8)))
+    assert plan_sentence(plan) == "Over 50,000 steps compile saves about 41 min (37-50)."
 
 
-def test_a_run_shorter_than_the_break_even_costs_the_compile_minus_what_it_saved():
-    plan = plan_training(RATES, compile_s=20.0, steps=100)
+def test_a_run_shorter_than_the_whole_break_even_range_costs_the_compile_minus_what_it_saved():
+    plan = FAST.plan(100)
     assert plan.saved_s == pytest.approx(100 * 0.05 - 20.0)  # -15 s
     assert plan.shorter_than_break_even
     assert plan_sentence(plan) == (
-        "Over 100 steps compile costs about 15 s: your run is shorter than the break-even (about step 400)."
+        "Over 100 steps compile costs about 15 s: your run is shorter than the break-even (between step 334 and 451)."
     )
 
 
-def test_a_long_compile_costs_minutes_over_a_short_run():
-    plan = plan_training(StepRates(0.02, 0.019, (0.019, 0.021), (0.018, 0.02), (0.0005, 0.0015)), 130.0, 1_000)
-    assert plan.saved_s == pytest.approx(-129.0)
-    assert plan_sentence(plan).startswith("Over 1,000 steps compile costs about 2.1 min: your run is shorter")
+def test_a_run_within_the_break_even_range_says_its_interval_reaches_both_sides():
+    plan = FAST.plan(420)
+    assert plan.saved_ci[0] < 0 < plan.saved_ci[1]
+    assert plan_sentence(plan) == (
+        "Over 420 steps compile saves about 1 s at the headline speedup, but your run ends near the break-even "
+        "(between step 334 and 451): within the speedup's interval it ranges from -1 s to +5 s."
+    )
 
 
 def test_when_compiled_steps_are_slower_compile_never_pays_off():
-    slower = StepRates(0.050, 0.060, (0.049, 0.051), (0.059, 0.061), (-0.012, -0.008))
-    plan = plan_training(slower, compile_s=10.0, steps=10_000)
+    plan = headline(0.050, 0.050 / 0.060, 0.80, 0.86, 10.0).plan(10_000)
     assert plan.break_even_step is None and plan.saved_s == pytest.approx(-110.0)
     assert plan_sentence(plan) == (  # what costs is the slower steps, not the 10 s compile
         "Over 10,000 steps compiled takes about 1.8 min longer: its slower steps (60 ms against 50 ms) "
@@ -56,67 +67,55 @@ def test_when_compiled_steps_are_slower_compile_never_pays_off():
     )
 
 
+def test_a_slower_race_loses_what_its_headline_says_over_the_whole_run():
+    """Issue 43: a race at 0.88x (0.80-0.98x) was planned to lose "about 2.9 min" over a 2.1 h run."""
+    plan = headline(0.150, 0.88, 0.80, 0.98, 30.0).plan(50_000)  # 2.1 h of eager steps
+    assert plan.saved_s == pytest.approx(-30 - 50_000 * (0.150 / 0.88 - 0.150))
+    assert plan_sentence(plan).startswith("Over 50,000 steps compiled takes about 18 min longer")
+
+
 def test_a_saving_whose_interval_reaches_a_loss_is_not_called_a_saving():
-    noisy = StepRates(0.050, 0.049, (0.045, 0.055), (0.044, 0.054), (-0.004, 0.006))
-    plan = plan_training(noisy, compile_s=5.0, steps=100_000)
+    plan = headline(0.050, 1.02, 0.95, 1.09, 5.0).plan(100_000)
     sentence = plan_sentence(plan)
-    assert "no clear saving" in sentence and "saves about 1.6 min at the measured medians" in sentence
+    assert plan.saved_ci[0] < 0 < plan.saved_ci[1]
+    assert "cannot tell whether it pays off" in sentence and "saves about 1.6 min at the headline speedup" in sentence
 
 
 def test_steps_not_clearly_slower_are_not_said_to_never_pay_off():
     """Issue 34's walk-through: a sweep point whose verdict was "no clear difference" read "never
     pays off" in its plan because compiled's median step was a hair slower."""
-    hair_slower = StepRates(0.050, 0.0502, (0.049, 0.051), (0.049, 0.051), (-0.0012, 0.0008))
-    plan = plan_training(hair_slower, compile_s=10.0, steps=50_000)
+    plan = headline(0.050, 0.996, 0.97, 1.02, 10.0).plan(50_000)
     assert plan.verdict == "no clear difference" and plan.saved_s < 0
     sentence = plan_sentence(plan)
     assert "never pays off" not in sentence and "slower steps" not in sentence
     assert sentence == (
-        "Over 50,000 steps compile costs about 20 s: the 10 s compile, plus about 10 s that compiled steps lose at "
-        "the measured medians; they are not clearly faster or slower here, so there is no break-even to count on."
-    )
-
-
-def test_a_net_cost_below_the_compile_says_what_the_steps_won_back():
-    """Issue 34's walk-through: "compile costs about 40 s: ... nothing earns the 1.8 min compile back"
-    left a reader to wonder where the other minute went."""
-    hair_faster = StepRates(0.050, 0.04986, (0.049, 0.051), (0.049, 0.051), (-0.0009, 0.0012))
-    plan = plan_training(hair_faster, compile_s=108.0, steps=50_000)
-    assert plan.break_even_step is None and -108 < plan.saved_s < 0
-    assert plan_sentence(plan) == (
-        "Over 50,000 steps compile costs about 1.7 min: the 1.8 min compile, less about 7 s that compiled steps win "
-        "back at the measured medians; they are not clearly faster or slower here, so there is no break-even to "
-        "count on."
+        "Over 50,000 steps compile costs about 20 s at the headline speedup, but compiled steps are not clearly "
+        "faster or slower here: within the speedup's interval it ranges from -87 s to +39 s, so the race cannot "
+        "tell whether it pays off."
     )
 
 
 def test_a_run_has_at_least_one_step():
     with pytest.raises(ValueError):
-        plan_training(RATES, 1.0, 0)
+        FAST.plan(0)
 
 
-def test_step_rates_come_from_the_steady_steps_with_intervals_around_the_medians():
-    eager = [0.5] + [0.10, 0.11, 0.09] * 20
-    compiled = [9.0] + [0.05, 0.06, 0.04] * 20
-    rates = step_rates(eager, compiled, warmup=1)
-    assert rates.eager_s == pytest.approx(0.10) and rates.compiled_s == pytest.approx(0.05)
-    assert rates.eager_ci[0] <= 0.10 <= rates.eager_ci[1]
-    assert rates.saving_ci[0] <= 0.05 <= rates.saving_ci[1]
-    assert step_rates([], compiled) is None
-
-
-def test_plan_from_a_stored_summary_follows_the_race_s_own_steps_then_its_steady_rates():
+def test_plan_from_a_stored_summary_follows_the_race_s_own_steps_then_its_headline():
     summary = {
         "eager_step_times_s": [0.1] * 50,
         "compiled_step_times_s": [10.0] + [0.05] * 49,
         "compile_time_s": 9.9,
         "warmup_steps": 1,
+        "steady_state_speedup": 2.0,
+        "speedup_ci95": [1.8, 2.2],
+        "verdict": FASTER,
+        "eager_median_step_s": 0.1,
     }
     plan = plan_from_summary(summary, 1_000)
-    # The race's 50 steps as measured (its 10 s first step included), then 950 more at 50 ms.
+    # The race's 50 steps as measured (its 10 s first step included), then 950 more at 0.1 / 2 s.
     assert plan.compiled_total_s == pytest.approx(10.0 + 999 * 0.05) and plan.eager_total_s == pytest.approx(100.0)
     assert plan_from_summary({**summary, "compile_skipped": "no graph was compiled"}, 1_000) is None
-    assert plan_from_summary({**summary, "compile_time_s": None}, 1_000) is None
+    assert plan_from_summary({**summary, "eager_median_step_s": None}, 1_000) is None
 
 
 BATCHES = [64, 256, 1024, 4096]

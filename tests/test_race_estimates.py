@@ -70,7 +70,7 @@ def test_the_range_comes_from_how_far_past_estimates_of_that_kind_missed():
     assert (est.low_s, est.high_s) == pytest.approx((100.0 / 1.35, 100.0 / 0.8))
     longer = dataclasses.replace(SPEC, epochs=6)
     text = estimate_text(longer, estimate_race(longer, CPU, history))
-    assert "Past estimates on this device were within -20%/+35% of what was measured (3 races)" in text
+    assert text.endswith("The last 3 races here took 0.7x to 1.2x their estimates")
 
 
 HERE = {"device_type": "cpu", "device_name": "Test CPU", "torch": "2.x"}  # record_probe's device
@@ -123,6 +123,57 @@ def test_the_zoos_figures_are_scaled_by_how_far_they_missed_here_before():
     missed = MeasuredRace(7, {"model": "small_cnn", "batch_size": 128, "epochs": 1, "steps_per_epoch": 10}, 144.0,
                           9.0, {"total_s": 42.0, "basis": "table"})  # fmt: skip
     again = estimate_race(SPEC, CPU, [missed])  # another model: still the zoo's figures, but corrected
+    their_table = estimate_race(RunSpec.stored(missed.params), CPU)  # what the zoo gives for that race now
     assert again.basis == "table" and again.corrected
-    assert again.total_s == pytest.approx(first.total_s * 144.0 / 42.0)
+    assert again.factor == pytest.approx(144.0 / their_table.total_s)
+    assert again.total_s == pytest.approx(first.total_s * again.factor)
     assert again.low_s <= again.total_s <= again.high_s
+
+
+def test_an_estimate_learns_from_what_races_here_took_and_says_how_the_last_one_did():
+    # Issue 43: the form promised "roughly 35 s to 2.3 min" and "compile roughly 10 s"; the race
+    # took 216 s with a 46 s compile, and the next form said "within -68%/-68% of what was measured
+    # (1 races)".
+    table = estimate_race(SPEC, CPU)
+    promised = table.record()
+    took = MeasuredRace(5, SPEC.to_dict(), 3.2 * table.total_s, 4.6 * table.compile_s, promised)
+    # Another model next: the zoo's figures, scaled by what that race took against them, and said so.
+    other = dataclasses.replace(SPEC, model="mlp", batch_size=256)
+    est = estimate_race(other, CPU, [took])
+    plain = estimate_race(other, CPU)
+    assert est.basis == "table" and est.corrected
+    assert est.total_s == pytest.approx(plain.total_s * 3.2)
+    assert est.compile_s == pytest.approx(plain.compile_s * 4.6)  # the compile learns from compiles
+    text = estimate_text(other, est)
+    assert "(the zoo's figures for a 2-core CPU times 3.2x, what 1 race of other models took here against them" in text
+    assert text.endswith("The last race here took 3.2x its estimate, outside the range it was given")
+    assert "within" not in text and "races)" not in text
+    # The range it promises holds what the race here took, scaled to this one.
+    assert est.low_s <= plain.total_s * 3.2 <= est.high_s
+    # The same model next: scaled from that race (the compile as measured), and the range holds it.
+    longer = dataclasses.replace(SPEC, epochs=6)
+    same = estimate_race(longer, CPU, [took])
+    assert same.basis == "same race" and same.compile_s == pytest.approx(took.compile_s)
+    assert "from run 5: the same race with 600 steps took" in estimate_text(longer, same)
+    # Three races of other models missing by different amounts: the range holds each of them.
+    history = [
+        MeasuredRace(i, dataclasses.replace(SPEC, model=m).to_dict(), f * estimate_race(
+            dataclasses.replace(SPEC, model=m), CPU).total_s, None, None)
+        for i, (m, f) in enumerate((("small_cnn", 1.5), ("resnet18", 4.0), ("mlp", 2.0)), start=1)
+    ]  # fmt: skip
+    many = estimate_race(SPEC, CPU, history)
+    assert many.factor == pytest.approx(2.0) and many.factor_races == 3
+    assert many.low_s <= table.total_s * 1.5 and many.high_s >= table.total_s * 4.0
+    assert "what 3 races of other models took here" in estimate_text(SPEC, many)
+
+
+def test_the_accuracy_line_counts_races_and_their_misses_in_plain_words():
+    est = estimate_race(SPEC, CPU)
+    history = [
+        measured(run_id=i, wall_s=100.0, estimate={"total_s": total, "low_s": 60.0, "high_s": 120.0, "basis": "table"})
+        for i, total in ((1, 50.0), (2, 100.0))
+    ]
+    line = estimate_text(SPEC, estimate_race(dataclasses.replace(SPEC, model="mlp"), CPU, history))
+    assert line.endswith("The last 2 races here took 1.0x to 2.0x their estimates")
+    assert "outside" not in line
+    assert est.history == ()

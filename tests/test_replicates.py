@@ -23,6 +23,7 @@ from core.engine.replicates import ProcessResult, combine
 from core.engine.stopping import StopRule, stop_reading
 from core.engine.summary import Summary
 from core.engine.trainer import run_race
+from core.view.run_screen.layout import headline_projection
 
 FIRST_STEPS, REPLICATE_STEPS = 300, 150
 
@@ -269,9 +270,6 @@ def test_the_race_screen_draws_the_process_chart_once_a_replicate_has_landed():
         def compiles(self):
             return self.v.compiles()
 
-        def projection(self, speedup=None):
-            return self.v.projection(speedup)
-
         def derive(self, key, build):
             return build()
 
@@ -408,9 +406,10 @@ def test_the_race_charts_projection_is_the_sentences():
     view.feed([{**e, "id": i + 1, "recorded_at": 1.0} for i, e in enumerate(events)])
     s = Summary.from_dict(analysis.summarize_events(view.events(), 64))
     assert s.projection_stands and s.steady_state_speedup == pytest.approx(math.sqrt(1.24 * 1.27))
-    drawn = view.projection(s.steady_state_speedup)
+    drawn = headline_projection(s)
     assert drawn["position"] == pytest.approx(s.projected_position)
-    assert drawn["position"] != pytest.approx(view.projection()["position"])  # the first process's own rate
+    own = s.headline.crossing(s.first_process["speedup"])  # the first process's own rate
+    assert drawn["position"] != pytest.approx(own)
 
 
 def test_a_replicate_compiles_from_its_first_processs_cache_and_adds_nothing_to_it():

@@ -119,10 +119,12 @@ def test_a_running_sweep_shows_its_progress_finished_points_and_a_cancel_for_its
     rows = table(at)
     assert [r["state"] for r in rows] == ["done", "done", "compiled epoch 1/1", "queued (position 1)"]
     assert rows[0]["steady speedup (95%)"].endswith(")") and rows[2]["steady speedup (95%)"] == ""
+    # Neither finished point breaks even: no empty break-even chart, its place says why
     assert chart_descriptions(at) == [f"{t}: 2 points" for t in CHART_TITLES[:2]] + [
-        f"{CHART_TITLES[2]}: 0 points",
+        None,
         f"{CHART_TITLES[3]}: 2 points",
     ]
+    assert "No break-even to chart: batch size 64 (never: compiled steps are slower)" in texts(at)
     assert "needs eager step times at 3 or more batch sizes (2 measured)" in texts(at)
     assert "Plan your training" not in [s.value for s in at.subheader]  # not before the sweep has finished
     at.button(key=f"cancel_sweep_{sweep_id}").click().run()
@@ -318,3 +320,26 @@ def test_the_default_sweep_launches_under_the_shipped_host_limits(store, sleeper
     assert not at.exception and not at.error, [e.value for e in at.error]
     (sweep,) = store.list_sweeps()
     assert [p.params["batch_size"] for p in store.sweep_runs(sweep.id)] == [64, 256]
+
+
+def test_a_busy_sweep_shows_its_verdicts_whole_and_no_empty_break_even_chart(store, sleepers):
+    # Issue 43: three points measured on a busy machine, 1.20x (1.11-1.29x) and so on: the verdict
+    # column was cut at "machine", the reading counted "0 of 3 ()", the break-even chart was empty.
+    record_probe(store)
+    sweep_id = record_sweep(store, ["done"] * 3, axes=(Axis("batch_size", (64, 256, 1024)),))
+    for run, (x, low, high) in zip(
+        store.sweep_runs(sweep_id), ((1.20, 1.11, 1.29), (1.12, 1.04, 1.2), (1.14, 1.04, 1.25))
+    ):
+        store.update_run(run.id, summary={**run.summary, "steady_state_speedup": x, "speedup_ci95": [low, high],
+                                          "verdict": "machine busy"})  # fmt: skip
+    at = sweep_page(sweep=sweep_id)
+    assert not at.exception
+    assert [r["verdict"] for r in table(at)] == ["no verdict (busy)"] * 3
+    import json
+
+    config = json.loads(at.dataframe[0].proto.columns)
+    assert any(c.get("width") == "medium" for name, c in config.items() if "verdict" in name)
+    said = texts(at)
+    assert "0 of 3 batch sizes (3 no verdict, the machine busy)" in said and "()" not in said
+    assert chart_descriptions(at)[2] is None  # no empty break-even chart
+    assert "No break-even to chart: batch size 64 (no verdict: the machine was busy)" in said

@@ -16,6 +16,7 @@ from core.view.sweep import (
     chart_axes,
     point_line,
     points_table,
+    regime_readings,
     sweep_frame,
     sweep_json,
     sweep_report,
@@ -155,7 +156,7 @@ def test_chart_specs_are_rebuilt_only_when_what_they_draw_changes(monkeypatch):
     first = sweep_charts.chart_specs(sweep, sweep_frame(sweep, runs))
     again = sweep_charts.chart_specs(sweep, sweep_frame(sweep, runs))  # the running point moved on: same drawing
     assert len(built) == 1 and again == first and again is not first
-    assert [s["description"] for s in first][0] == "Steady-state speedup: 2 points"
+    assert first[0]["description"] == "Steady-state speedup: 2 points" and first[2] is None  # nothing to chart yet
     runs[2].status, runs[2].summary = "done", measured_summary(1024, random.Random(3))
     third = sweep_charts.chart_specs(sweep, sweep_frame(sweep, runs))
     assert len(built) == 2 and third[0]["description"] == "Steady-state speedup: 3 points"
@@ -185,3 +186,47 @@ def test_without_limits_the_default_sweep_is_the_devices_four_batch_sizes():
     from core.runs.limits import HostLimits
 
     assert default_sweep(DeviceCaps(), HostLimits()).axes == (Axis("batch_size", BATCHES),)
+
+
+# Issue 43: the sweep's table showed 1.20x (1.11-1.29x), 1.12x (1.04-1.20x), 1.14x (1.04-1.25x)
+# beside a verdict cut at "machine", its reading said "clearly faster at only 0 of 3 batch sizes
+# ()", and the break-even chart was drawn empty: every point had been measured on a busy machine.
+ISSUE_POINTS = ((1.20, 1.11, 1.29), (1.12, 1.04, 1.20), (1.14, 1.04, 1.25))
+
+
+def issue_sweep(verdicts):
+    sweep = SweepSpec(RunSpec(model="pointwise_mlp", device="cpu"), (Axis("batch_size", (64, 256, 1024)),))
+    runs = fake_runs(sweep, ["done"] * 3)
+    for run, (x, low, high), verdict in zip(runs, ISSUE_POINTS, verdicts):
+        run.summary.update(steady_state_speedup=x, speedup_ci95=[low, high], verdict=verdict)
+        run.summary.update(break_even_step=None)
+    return sweep, runs
+
+
+def test_a_sweep_measured_on_a_busy_machine_says_no_verdict_whole_and_draws_no_empty_chart():
+    sweep, runs = issue_sweep(["machine busy"] * 3)
+    frame = sweep_frame(sweep, runs)
+    assert [r["verdict"] for r in points_table(frame)] == ["no verdict (busy)"] * 3
+    (reading,) = regime_readings(sweep, frame)
+    assert "clearly faster at only 0 of 3 batch sizes (3 no verdict, the machine busy)" in reading
+    assert "()" not in reading
+    specs = sweep_charts.chart_specs(sweep, frame)
+    assert specs[2] is None and [s["description"].split(":")[0] for s in specs if s] == [
+        "Steady-state speedup",
+        "Compile time",
+        "Throughput, eager vs compiled",
+    ]
+    assert break_even_note(frame).startswith("No break-even to chart: batch size 64 (no verdict: the machine was busy)")
+    assert "no verdict: the machine was busy, compile" in point_line(next(frame.itertuples()), 3)
+
+
+def test_a_sweeps_verdicts_and_reading_follow_each_points_headline_interval():
+    # Stored verdicts that the intervals beside them do not bear out: the table, the reading and
+    # the break-even chart read the interval, as every surface does.
+    sweep, runs = issue_sweep(["no clear difference"] * 3)
+    frame = sweep_frame(sweep, runs)
+    assert [r["verdict"] for r in points_table(frame)] == ["faster"] * 3
+    assert all(r["break-even"].startswith("≈ step ") for r in points_table(frame))  # projected, as for faster
+    (reading,) = regime_readings(sweep, frame)
+    assert "clearly faster at only" not in reading
+    assert sweep_charts.chart_specs(sweep, frame)[2]["description"] == "Break-even step: 3 points"

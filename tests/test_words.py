@@ -117,7 +117,7 @@ def summary_with(**fields) -> dict:
 
 STATES = {
     REACHED: summary_with(break_even_step=1037, break_even_wall_s=12.34),
-    PROJECTED: summary_with(break_even_extrapolated_step=947.3, break_even_projected_range=[304.2, 1200.0]),
+    PROJECTED: summary_with(eager_median_step_s=0.1),  # 9 s to earn back at 0.1 - 0.1 / 1.2 s a step
     NOT_REACHED: summary_with(break_even_reason=analysis.NOT_WITHIN_RUN),
     NO_GAIN: summary_with(verdict=analysis.NO_CLEAR_DIFFERENCE, speedup_ci95=[0.97, 1.05], steady_state_speedup=1.01),
     NEVER: summary_with(verdict=analysis.SLOWER, speedup_ci95=[0.8, 0.9], steady_state_speedup=0.85),
@@ -132,8 +132,8 @@ def test_each_break_even_state_has_its_words_short_and_long():
     assert said == {
         REACHED: ("step 1,037", "step 1,037 (12.3 s in)"),
         PROJECTED: (
-            "≈ step 948",
-            "not within this run: about step 948 at the steady rates (between step 305 and 1,201 within its 95% interval)",
+            "≈ step 541",
+            "not within this run: about step 541 at the steady rates (between step 391 and 990 within its 95% interval)",
         ),
         NOT_REACHED: ("not reached", "not within this run"),
         NO_GAIN: ("none", "none to count on: no clear per-step gain"),
@@ -148,6 +148,7 @@ def test_the_state_follows_the_verdict_not_a_stored_reason():
     median was a hair faster) has no break-even to count on, in every surface's words."""
     doubtful = summary_with(
         verdict=analysis.NO_CLEAR_DIFFERENCE,
+        speedup_ci95=[0.97, 1.05],
         break_even_reason=analysis.NOT_WITHIN_RUN,
         break_even_extrapolated_step=5e4,
     )

@@ -25,8 +25,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return EXIT_OK
     from core.view.report import text_table
 
-    headers = ["id", "status", "created", "device", "model", "batch", "precision", "mode", "overhead", "speedup"]
-    headers.append("break-even")
+    headers = ["id", "status", "created", "device", "model", "batch", "precision", "mode", "scope", "cache"]
+    headers += ["overhead", "speedup", "compile", "break-even"]
     rows = []
     for r in runs:
         row = run_row(r)
@@ -41,8 +41,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 str(row["batch_size"]),
                 row["precision"],
                 row["mode"],
+                row["scope"],
+                row["cache"],
                 words.seconds(row["first_epoch_overhead_s"], signed=True),
                 words.speedup(row["steady_state_speedup"]),
+                row["compile"] or "-",
                 row["break_even"],
             ]
         )

@@ -12,7 +12,6 @@ The definitions follow PyTorch's own compiler benchmark harness where it has one
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from core.engine import intervals, noise, replicates
+from core.engine import event_rows, intervals, noise, replicates
+from core.engine.events import BusyEvent, ReplicateEvent
 from core.engine.spec import CUDA_GRAPH_MODES
 from core.engine.speedup import (  # the speedup's own module; these names are analysis's too
     Speedup,
@@ -189,34 +189,6 @@ def projected_break_even(
     return Projection(position, start + (position - n_c) * m_c, m_e, m_c)
 
 
-def headline_projection(eager: Sequence[float], compiled: Sequence[float], speed: Speedup | None) -> Projection | None:
-    """Where compile would pay for itself at the headline speedup: this process's measured steps,
-    then compiled continuing at eager's steady step over the headline. With replicates the headline is
-    the race's, not this process's own ratio of medians: a first process that read 1.02x beside
-    replicates at 1.11x projected step 5,500 beside a range of 1,116-1,858 from the headline's
-    interval. At the headline, the point lies inside its range (projected_span)."""
-    return projected_break_even(eager, compiled, speedup=speed.speedup) if speed is not None else None
-
-
-def projected_span(
-    eager: Sequence[float], compiled: Sequence[float], speed: Speedup | None
-) -> tuple[float, float | None] | None:
-    """Where compile would pay for itself at the two ends of the speedup's 95% interval: compiled
-    continuing at eager's steady step over the high end (the earliest crossing the interval allows)
-    and over the low end (the latest; None when that rate never catches up). The projection at the
-    headline (headline_projection) lies between the two, so a live range only narrows as the
-    interval does, where a single projected step wandered with every new median. None where
-    projection_stands would not project (no interval clear of 1) or there is nothing to project."""
-    if speed is None or speed.verdict != FASTER or not speed.ci_low > 1:
-        return None
-    point = headline_projection(eager, compiled, speed)
-    if point is None:
-        return None
-    early = projected_break_even(eager, compiled, speedup=speed.ci_high)
-    late = projected_break_even(eager, compiled, speedup=speed.ci_low)
-    return (early.position if early else point.position, late.position if late else None)
-
-
 def whole_run_speedup(eager_total_s: float, compiled_total_s: float) -> float | None:
     """Eager total / compiled total, compile included (>1: the compiled run finished sooner)."""
     if compiled_total_s <= 0:
@@ -271,10 +243,8 @@ def summarize(
     speed = headline_speedup(own, first, replicated, spread)
     be = break_even(eager_steps, compiled_steps, warmup=w) if n else None
     epochs_done = min(len(eager_epochs), len(compiled_epochs))
-    projects = speed is not None and Summary(verdict=speed.verdict, break_even_step=be and be.step).projection_stands
     compile_s, compile_under_s = measured_compile(eager_steps, compiled_steps, w)
-    at_headline = headline_projection(eager_steps, compiled_steps, speed) if projects else None
-    return {
+    out = {
         "warmup_steps": w,
         "compile_time_s": compile_s,  # None where it is too small to measure: then compile_time_under_s
         "compile_time_under_s": compile_under_s,
@@ -292,15 +262,9 @@ def summarize(
         "eager_median_step_s": speed.eager_median_s if speed else None,
         "compiled_median_step_s": speed.compiled_median_s if speed else None,
         "eager_samples_per_s": throughput(batch_size, speed.eager_median_s) if speed else None,
-        "compiled_samples_per_s": throughput(batch_size, speed.compiled_median_s) if speed else None,
         "break_even_step": be.step if be else None,
         "break_even_wall_s": be.wall_s if be else None,
         "break_even_reason": _break_even_reason(be, speed),
-        "break_even_extrapolated_step": at_headline.position if at_headline else None,
-        "break_even_projected_wall_s": at_headline.wall_s if at_headline else None,
-        "break_even_projected_range": (
-            list(projected_span(eager_steps, compiled_steps, speed) or []) or None if at_headline else None
-        ),
         "whole_run_speedup": (
             whole_run_speedup(sum(eager_epochs[:epochs_done]), sum(compiled_epochs[:epochs_done]))
             if epochs_done
@@ -319,6 +283,7 @@ def summarize(
         if n > w
         else [],
     }
+    return {**out, **Summary.from_dict(out).headline.kept_figures()}
 
 
 def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | None:
@@ -359,13 +324,14 @@ def summarize_events(
         if e["kind"] == "step" and e["phase"] == "train":
             turn = turn + 1 if e["variant"] == last else 1
             last, longest = e["variant"], max(longest, turn)
-        if e["kind"] == "replicate":
-            process = replicates.ProcessResult.from_dict(_json(e.get("note")))
-            if process is not None and process.number >= 2:
-                replicated.append(process)
-        elif e["kind"] == "busy":
-            if e.get("variant") in busy:
-                busy[e["variant"]].extend(range(int(e["step"]), int(_json(e.get("note")) or e["step"]) + 1))
+        if e["kind"] in ("replicate", "busy"):  # rows with packed fields: read back through the codec
+            event = event_rows.from_row(e)
+            if isinstance(event, ReplicateEvent):
+                process = replicates.ProcessResult.from_dict(event.process)
+                if process is not None and process.number >= 2:
+                    replicated.append(process)
+            elif isinstance(event, BusyEvent) and event.variant in busy:
+                busy[event.variant].extend(range(event.first_step, event.last_step + 1))
         elif e["kind"] == "compile":
             compiles.append({k: e.get(k) for k in ("variant", "phase", "epoch", "step", "note")})
         elif e["kind"] == "step" and e["phase"] == "train":
@@ -391,16 +357,6 @@ def summarize_events(
         busy=busy,
         apart=None if longest <= intervals.BLOCK_STEPS else "alternating" if paired else "sequential",
     )
-
-
-def _json(text: Any) -> Any:
-    """A stored event's note as the JSON it holds (a replicate's result, a busy stretch's last step)."""
-    if not isinstance(text, str):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def spread_of(environment: dict[str, Any] | None) -> intervals.RunToRun | None:

@@ -1,7 +1,9 @@
 """A race's events as the store keeps them: one row shape per event kind, declared once.
 
-The worker writes rows through `to_row`, and a bundle's importer checks each row against the same
-declaration (`ROW_KINDS`): what epochs a kind's rows may carry, and so which events a race can
+The worker writes rows through `to_row`, the readers (analysis.summarize_events, a bundle's
+importer) read the rows whose fields are packed (a busy stretch's last step in its note, a
+replicate's result as JSON) back through `from_row`, and a bundle's importer checks each row against
+the same declaration (`ROW_KINDS`): what epochs a kind's rows may carry, and so which events a race can
 record. A replicate process belongs to the whole race, not to an epoch, so its rows carry epoch 0;
 when the importer knew only per-epoch kinds, every race with replicates failed to replay or import.
 No torch: readers of events never pay for the trainer.
@@ -96,3 +98,39 @@ def to_row(event: Any, now: float) -> dict[str, Any] | None:
             "recorded_at": now,
         }
     return None
+
+
+def from_row(row: dict[str, Any]) -> Any:
+    """The trainer event a stored row records (to_row's inverse), or None where the row is not
+    one this app wrote (an unknown kind, a note that does not parse): readers skip such a row."""
+    kind = row.get("kind")
+    try:
+        if kind == "step":
+            return StepEvent(
+                row["variant"], row["phase"], int(row["epoch"]), int(row["step"]), float(row["time_s"]),
+                row.get("loss"), row.get("samples"),
+            )  # fmt: skip
+        if kind == "epoch":
+            return EpochEvent(row["variant"], int(row["epoch"]), float(row["time_s"]), row.get("eval_time_s"))
+        if kind == "compile":
+            return CompileEvent(row["variant"], row["phase"], int(row["epoch"]), int(row["step"]), row.get("note"))
+        if kind == "busy":
+            first = int(row["step"])
+            last = int(_json(row.get("note")) or first)
+            return BusyEvent(row["variant"], int(row["epoch"]), first, last, float(row.get("time_s") or 0.0))
+        if kind == "replicate":
+            process = _json(row.get("note"))
+            return ReplicateEvent(process) if isinstance(process, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None
+
+
+def _json(text: Any) -> Any:
+    """A row's note as the JSON it holds (a replicate's result, a busy stretch's last step)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

@@ -4,7 +4,8 @@
   core.runs.estimates picks: the same device name and torch; the same race, else
   the same model, scaled by the steps and the work per step), with a likely range from how far past
   estimates of that kind missed what their races then took (each race keeps the estimate it was
-  launched with: core.runs.estimates).
+  launched with: core.runs.estimates); else the zoo's figures scaled by what races of other models
+  took here against them. No range leaves out what a race here took.
 - `estimate_seconds`, `expected_compile_estimate`: the zoo rows' rough CPU figures
   (core.engine.models.zoo) or one rough GPU figure, where nothing was measured yet.
 - `duration_note`: what an estimate cannot know (autotuning).
@@ -109,6 +110,16 @@ class MeasuredRace:
 
 
 @dataclass(frozen=True)
+class PastRace:
+    """One earlier race here with the estimate it was launched with: what it took over that estimate
+    (3.2: three times as long) and whether it fell outside the range it was promised."""
+
+    run_id: int
+    ratio: float
+    outside: bool
+
+
+@dataclass(frozen=True)
 class RaceEstimate:
     """About how long a race takes here: a central figure, a likely range, the compile's share,
     what it is based on ('table', 'same race', 'same model') and, for a measurement, which race."""
@@ -120,7 +131,10 @@ class RaceEstimate:
     basis: str
     based_on: MeasuredRace | None = None
     past: tuple[float, float, int] | None = None  # past estimates' errors (lowest, highest, how many)
-    corrected: bool = False  # the zoo's figures scaled by how far they missed on this device before
+    corrected: bool = False  # the zoo's figures scaled by what races here took against them
+    factor: float | None = None  # races here over the zoo's figures for them (median), where corrected
+    factor_races: int = 0  # how many races that factor rests on
+    history: tuple[PastRace, ...] = ()  # earlier races' estimates of this kind against what they took, newest first
 
     def record(self) -> dict:
         """What the run keeps (details['estimate']), so later races can say how good estimates were."""
@@ -141,15 +155,47 @@ def _basis_kind(basis: str) -> str:
 def past_errors(measured: Sequence[MeasuredRace], basis: str) -> list[float]:
     """How far each earlier estimate of this kind (table, or from measured races) was from what
     its race then took: estimate / measured - 1 (-0.2: 20% under)."""
-    errors = []
+    return [race.estimate["total_s"] / race.wall_s - 1.0 for race in _estimated(measured, basis)]
+
+
+def _estimated(measured: Sequence[MeasuredRace], basis: str) -> list[MeasuredRace]:
+    """The races, newest first, launched with an estimate of this kind (table, or from measured races)."""
+    out = []
     for race in measured:
         est = race.estimate or {}
         total = est.get("total_s")
         if not isinstance(total, (int, float)) or race.wall_s <= 0 or total <= 0:
             continue
         if _basis_kind(str(est.get("basis"))) == _basis_kind(basis):
-            errors.append(float(total) / race.wall_s - 1.0)
-    return errors
+            out.append(race)
+    return out
+
+
+def past_races(measured: Sequence[MeasuredRace], basis: str) -> tuple[PastRace, ...]:
+    """Earlier races with an estimate of this kind, newest first: what each took over its estimate,
+    and whether it fell outside the range it was given (where that range was kept)."""
+    out = []
+    for race in _estimated(measured, basis):
+        est = race.estimate or {}
+        low, high = est.get("low_s"), est.get("high_s")
+        outside = isinstance(low, (int, float)) and isinstance(high, (int, float)) and not low <= race.wall_s <= high
+        out.append(PastRace(race.run_id, race.wall_s / float(est["total_s"]), bool(outside)))
+    return tuple(out)
+
+
+def zoo_factors(measured: Sequence[MeasuredRace], caps: DeviceCaps | None) -> list[tuple[float, float | None]]:
+    """For each zoo race measured here: (what the whole race took, what its compile took), each over
+    what the zoo's figures give for that race now. The figures are recomputed, never the estimate the
+    race was launched with, so a correction does not feed on itself."""
+    out = []
+    for race in measured:
+        theirs = RunSpec.stored(race.params)
+        table = _table_total(theirs, caps) if theirs is not None else None
+        if table is None or table[0] <= 0 or race.wall_s <= 0:
+            continue
+        compile_factor = race.compile_s / table[1] if race.compile_s and table[1] > 0 else None
+        out.append((race.wall_s / table[0], compile_factor))
+    return out
 
 
 def _from_measured(spec: RunSpec, caps: DeviceCaps | None, race: MeasuredRace) -> tuple[float, float]:
@@ -171,8 +217,9 @@ def estimate_race(spec: RunSpec, caps: DeviceCaps | None, measured: Sequence[Mea
     """About how long `spec` takes here. From this device's measured races (newest first) where
     there are any: the same race first (same model, batch, mode, backend, precision, scope, cache,
     input size: only epochs and steps may differ), then the same model scaled by the work per step;
-    else the zoo's rough figures. The range is what past estimates of that kind missed by, once there
-    are MIN_PAST_ESTIMATES of them, else a fixed spread. None: nothing to estimate from (a library
+    else the zoo's rough figures, scaled by what the races measured here took against them. The
+    range is what past estimates of that kind missed by, once there are MIN_PAST_ESTIMATES of them,
+    else a fixed spread widened to hold every race here. None: nothing to estimate from (a library
     model never measured here)."""
     wanted = spec.same_race(*SAME_RACE)
     same = same_model = None
@@ -192,20 +239,39 @@ def estimate_race(spec: RunSpec, caps: DeviceCaps | None, measured: Sequence[Mea
         if table is None:
             return None
         basis, (total, compile_s) = "table", table
+    history = past_races(measured, basis)
+    if basis == "table":
+        return _corrected_table(total, compile_s, zoo_factors(measured, caps), history)
     errors = past_errors(measured, basis)
-    corrected = basis == "table" and 0 < len(errors) < MIN_PAST_ESTIMATES
-    if corrected:  # the zoo's figures missed here before (another box, a busier one): as far again
-        total, compile_s = total / (1 + median(errors)), compile_s / (1 + median(errors))
-    if len(errors) >= MIN_PAST_ESTIMATES:
-        # estimate = measured x (1 + error), so what this race takes lies at total / (1 + error)
-        low, high = total / (1 + max(errors)), total / (1 + min(errors))
+    spread = MEASURED_SPREAD[basis]
+    low, high, past = total * spread[0], total * spread[1], None
+    if errors:  # estimate = measured x (1 + error), so what this race takes lies at total / (1 + error)
+        implied = (total / (1 + max(errors)), total / (1 + min(errors)))
         past = (min(errors), max(errors), len(errors))
-    else:
-        spread = TABLE_SPREAD if basis == "table" else MEASURED_SPREAD[basis]
-        low, high, past = total * spread[0], total * spread[1], None
-        if corrected:
-            past = (min(errors), max(errors), len(errors))
-    return RaceEstimate(total, low, high, compile_s, basis, based_on, past, corrected)
+        if len(errors) >= MIN_PAST_ESTIMATES:
+            low, high = implied
+        else:  # never a range that the races here fell outside
+            low, high = min(low, implied[0]), max(high, implied[1])
+    return RaceEstimate(total, low, high, compile_s, basis, based_on, past, history=history)
+
+
+def _corrected_table(
+    total: float, compile_s: float, factors: list[tuple[float, float | None]], history: tuple[PastRace, ...]
+) -> RaceEstimate:
+    """The zoo's figures, scaled by what races here took against them (their median) where any were
+    measured here; the range covers every one of those races, so none fell outside it."""
+    if not factors:
+        low, high = total * TABLE_SPREAD[0], total * TABLE_SPREAD[1]
+        return RaceEstimate(total, low, high, compile_s, "table", history=history)
+    whole = [f for f, _ in factors]
+    compiles = [c for _, c in factors if c is not None]
+    factor = median(whole)
+    scaled = total * factor
+    scaled_compile = min(compile_s * (median(compiles) if compiles else factor), scaled)
+    spread = TABLE_SPREAD if len(whole) < MIN_PAST_ESTIMATES else MEASURED_SPREAD["same model"]
+    low = min(scaled * spread[0], total * min(whole))
+    high = max(scaled * spread[1], total * max(whole))
+    return RaceEstimate(scaled, low, high, scaled_compile, "table", None, None, True, factor, len(whole), history)
 
 
 def expected_compile_estimate(params: dict, on_gpu: bool) -> float:

@@ -19,6 +19,7 @@ from typing import Any
 from core.engine import words
 from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 from core.engine.cause import BOTH, CONVOLUTIONS, LIBRARY_BOUND, MATMULS, OUTSIDE, SAME, Cause, race_cause
+from core.engine.headline import CANNOT_TELL, NEVER_PAYS, PAYS, interval_verdict
 from core.engine.models.regions import REGIONAL_BLOCKS, blocks_share_shapes
 from core.engine.models.zoo import MODELS
 from core.engine.options import MAX_BATCH_SIZE
@@ -144,23 +145,28 @@ def _runs_here(spec: RunSpec, changes: dict[str, Any], caps: DeviceCaps) -> bool
 
 
 def cost_words(summary: Summary | dict[str, Any] | None, params: dict[str, Any] | None = None) -> str | None:
-    """A compile that costs far more than it saves, said as such: no clear gain at all, or under a
-    tenth of its compile time won back over the race's own steps. None otherwise."""
+    """A compile that costs far more than it saves, said as such, from the headline's payoff
+    (core.engine.headline): never where the whole interval lies at or below 1x; "cannot tell"
+    where it spans 1x; a clear gain that earns back under a tenth of the compile over the race's own
+    steps. None otherwise."""
     s = Summary.of(summary)
-    compile_s, verdict = s.compile_time_s, s.verdict
+    compile_s, h = s.compile_time_s, s.headline
     if not isinstance(compile_s, int | float) or compile_s <= 0:
         return None
     cost = words.seconds(compile_s)
     mode = (params or {}).get("mode")
     named = f" (mode {mode})" if mode and mode != "default" else ""
-    if verdict in (SLOWER, NO_CLEAR_DIFFERENCE):
-        gain = "makes steps slower" if verdict == SLOWER else "gains nothing measurable per step"
-        return f"Compile{named} cost {cost} here and {gain}: it does not pay for itself at any run length."
-    eager, compiled = s.eager_median_step_s, s.compiled_median_step_s
-    steps = len(s.compiled_step_times_s or [])
-    if verdict != FASTER or not eager or not compiled or not steps or s.break_even_step:
+    if h.payoff == NEVER_PAYS:
+        return f"Compile{named} cost {cost} here and makes steps slower: it does not pay for itself at any run length."
+    if h.payoff == CANNOT_TELL:
+        return (
+            f"Compile{named} cost {cost} here and gained nothing measurable per step: this race cannot tell "
+            "whether any run length earns it back."
+        )
+    saving, steps = h.saving_s(), max(len(s.compiled_step_times_s) - (s.warmup_steps or 0), 0)
+    if h.payoff != PAYS or not saving or not steps or h.reached_step:
         return None
-    saved = (float(eager) - float(compiled)) * steps
+    saved = saving * steps
     if saved <= 0 or compile_s < FAR_MORE * saved:
         return None
     return (
@@ -170,15 +176,14 @@ def cost_words(summary: Summary | dict[str, Any] | None, params: dict[str, Any] 
 
 
 def headline_verdict(summary: Summary | dict[str, Any] | None) -> str | None:
-    """What the race's headline says of the steady step, the one reading every suggestion rests on:
-    FASTER where its interval (speedup_ci95) lies above 1x, SLOWER where below, NO_CLEAR_DIFFERENCE
-    where it spans 1x; the verdict where there is no interval; None where neither says (a busy
-    machine with no interval)."""
+    """What the race's headline says of the steady step, the one reading every suggestion rests on
+    (core.engine.headline.interval_verdict, as every surface reads it): FASTER where its interval
+    (speedup_ci95) lies above 1x, SLOWER where below, NO_CLEAR_DIFFERENCE where it spans 1x; None
+    where it gives no verdict (a busy machine: no suggestion rests on a verdict it did not give)."""
     s = Summary.of(summary)
-    ci = s.speedup_ci95
-    if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci):
-        return FASTER if ci[0] > 1 else SLOWER if ci[1] < 1 else NO_CLEAR_DIFFERENCE
-    return s.verdict if s.verdict in (FASTER, SLOWER, NO_CLEAR_DIFFERENCE) else None
+    ci = tuple(s.speedup_ci95) if isinstance(s.speedup_ci95, list | tuple) else None
+    verdict = interval_verdict(s.verdict, ci, True)
+    return verdict if verdict in (FASTER, SLOWER, NO_CLEAR_DIFFERENCE) else None
 
 
 @dataclass(frozen=True)

@@ -14,28 +14,35 @@ summary) reads as missing, so no view needs its own isinstance guard.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-FASTER, NO_CLEAR_DIFFERENCE, SLOWER = "faster", "no clear difference", "slower"
-BUSY = "machine busy"  # no verdict: every process of the race measured while other work had its cores
-NOT_WITHIN_RUN = "not within this run"
-NEVER_SLOWER = "never: compiled is slower"
-NEVER_NO_GAIN = "never: no clear per-step gain"
-NO_VERDICT_BUSY = "no verdict: the machine was busy"
-
-# Where a race's break-even stands: what every surface words (core.engine.words.break_even).
-REACHED = "reached"  # compiled pulled ahead during the race, for good
-PROJECTED = "projected"  # not within the run; a clear gain lets the steady rates project it
-NOT_REACHED = "not reached"  # a clear gain but nothing to project from (an older summary): not within this run
-NO_GAIN = "no clear gain"  # the interval spans 1: no break-even to count on
-NEVER = "never"  # compiled steps are clearly slower
-NO_COMPILE = "no compile"  # compile failed or did not happen, or too few steps to compare
-NO_VERDICT = "no verdict"  # the machine was busy during every process: nothing to judge it from
-BREAK_EVEN_STATES = (REACHED, PROJECTED, NOT_REACHED, NO_GAIN, NEVER, NO_COMPILE, NO_VERDICT)
+# The verdicts and the break-even's states are the one derivation's (core.engine.headline), named
+# here too, where every reader has always found them.
+from core.engine.headline import (  # noqa: F401
+    BREAK_EVEN_STATES,
+    BUSY,
+    FASTER,
+    NEVER,
+    NEVER_NO_GAIN,
+    NEVER_SLOWER,
+    NO_CLEAR_DIFFERENCE,
+    NO_COMPILE,
+    NO_GAIN,
+    NO_VERDICT,
+    NO_VERDICT_BUSY,
+    NOT_REACHED,
+    NOT_WITHIN_RUN,
+    PROJECTED,
+    REACHED,
+    SLOWER,
+    Headline,
+    interval_verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,12 @@ class Summary:
             value = _checked(value, kind)
             if value is not None:
                 values[key] = value
+        if values.get("steady_state_speedup") is not None:  # the verdict its interval gives (one rule)
+            found = interval_verdict(
+                values.get("verdict"), values.get("speedup_ci95"), values.get("speedup_ci95_within") is not None
+            )
+            if found is not None:
+                values["verdict"] = found
         return cls(**values, extra=extra)
 
     @classmethod
@@ -162,38 +175,29 @@ class Summary:
         yet paid off. From a gain in doubt there is no crossing to name."""
         return self.verdict == FASTER and self.break_even_step is None and self.compiled
 
+    @functools.cached_property
+    def headline(self) -> Headline:
+        """Every figure derived from the headline speedup, its interval and the race's end
+        (core.engine.headline): the one derivation every surface reads."""
+        return Headline.of(self)
+
     @property
     def projected_position(self) -> float | None:
-        """The projected break-even (fractional steps) where the rule allows one (a summary stored
-        before the rule held may carry a projection from a gain in doubt: it is not shown)."""
-        extra = self.break_even_extrapolated_step
-        return extra if extra is not None and extra > 0 and self.projection_stands else None
+        """The projected break-even (fractional steps) where the rule allows one, from the headline
+        (a stored projection, which older versions computed otherwise, is not read)."""
+        return self.headline.projected_position
 
     @property
     def projected_range(self) -> tuple[float, float | None] | None:
-        """The projected break-even as the span its speedup's interval allows (earliest, latest or
-        None for "maybe never"), under the same rule; None where there is none (a summary stored
-        before spans were recorded has only the point)."""
-        span = self.break_even_projected_range
-        if self.projected_position is None or span is None or span[0] is None or span[0] <= 0:
-            return None
-        return span
+        """The projected break-even as the span its speedup's interval allows (earliest, latest),
+        under the same rule, from the headline; None where there is none."""
+        return self.headline.projected_range
 
     @property
     def break_even(self) -> str:
         """Where the break-even stands (one of BREAK_EVEN_STATES), from the verdict and the steps,
         never from a stored reason's wording: the same state on every surface."""
-        if not self.compiled or self.steady_state_speedup is None:
-            return NO_COMPILE
-        if self.break_even_step is not None:
-            return REACHED
-        if self.verdict == BUSY:
-            return NO_VERDICT
-        if self.verdict == SLOWER:
-            return NEVER
-        if self.verdict != FASTER:
-            return NO_GAIN
-        return PROJECTED if self.projected_position is not None else NOT_REACHED
+        return self.headline.state
 
 
 _FIELDS = tuple(f for f in dataclasses.fields(Summary) if f.name != "extra")

@@ -155,3 +155,28 @@ def cache_words(environment: dict[str, Any] | None, compile_info: dict[str, Any]
             return "cold (a fresh cache, what a new user pays); what it compiled now fills the warm cache for later warm races."
         return f"cold (a fresh cache); what it compiled was not kept for warm races: {kept.get('why')}."
     return None
+
+
+COLD, WARM = "cold", "warm"
+
+
+def cache_state(
+    environment: dict[str, Any] | None, params: dict[str, Any] | None = None, compile_info: dict[str, Any] | None = None
+) -> tuple[str | None, str | None]:
+    """(how the race compiled, a short label) from what it recorded: COLD or WARM, and 'cold',
+    'warm', 'warm but empty, so compiled cold' or 'warm but none of its graphs there, so compiled cold'.
+    A race asked to be warm that found nothing to read compiled cold, whatever its settings say.
+    Races that recorded nothing (older ones) fall back to their settings; (None, None) without either."""
+    env = environment or {}
+    asked = env.get("inductor_cache") or (params or {}).get("cache")
+    if asked not in (COLD, WARM):
+        return None, None
+    if asked == COLD:
+        return COLD, "cold"
+    state = env.get("warm_cache")
+    if isinstance(state, dict) and not state.get("files"):
+        return COLD, "warm but empty, so compiled cold"
+    hits, misses = (compile_info or {}).get("cache_hits"), (compile_info or {}).get("cache_misses")
+    if isinstance(hits, int) and isinstance(misses, int) and hits == 0 and misses > 0:
+        return COLD, "warm but none of its graphs there, so compiled cold"
+    return WARM, "warm"

@@ -358,3 +358,23 @@ def projection_label(position: float, span: tuple[float, float | None] | None, w
     step = step_at(position)
     shown = steady_round(step) if live else step
     return f"≈ step {shown:,} (projected" + (f", {about(wall_s)})" if wall_s else ")")
+
+
+# -- verdicts --------------------------------------------------------------------------------------
+
+# What each verdict is called in a table's cell (short) and in a sentence: a busy machine's race is
+# no verdict, said whole (a cell cut at "machine" says nothing).
+_VERDICTS = {
+    "faster": ("faster", "faster"),
+    "no clear difference": ("no clear difference", "no clear difference"),
+    "slower": ("slower", "slower"),
+    "machine busy": ("no verdict (busy)", "no verdict: the machine was busy"),
+}
+
+
+def verdict(name: str | None, short: bool = False) -> str:
+    """'faster', 'no clear difference', 'slower', 'no verdict: the machine was busy' ('no verdict
+    (busy)' short); '-' where there is none."""
+    if name not in _VERDICTS:
+        return NONE
+    return _VERDICTS[name][0 if short else 1]

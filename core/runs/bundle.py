@@ -382,7 +382,7 @@ def _in_race_order(events: list[dict[str, Any]], spec: RunSpec) -> None:
                 raise BundleError(f"{where}: one epoch event per variant and epoch, at step 0")
             epochs_seen.add((e["variant"], e["epoch"]))
         elif e["kind"] == "replicate":  # counted once each in the headline: one event per process
-            number = json.loads(e["note"])["number"]  # event_note kept it as this app writes it
+            number = event_rows.from_row(e).process["number"]  # event_note kept it as this app writes it
             if e["step"] != number or number in processes_seen:
                 raise BundleError(f"{where}: one replicate event per process, its number as its step")
             processes_seen.add(number)

@@ -13,7 +13,9 @@ from typing import Any
 
 from core.engine import words
 from core.engine.options import OPTIONS
+from core.engine.warm_cache import cache_state
 from core.runs.store import Run
+from core.view import race_figures
 
 # Settings a person compares runs by, in the options table's order, with the word for each.
 SETTING_WORDS = {name: o.compare for name, o in OPTIONS.items() if o.compare is not None}
@@ -24,9 +26,11 @@ TABLE_COLUMNS = (
     ("status", "Status"),
     ("speedup", "Steady speedup"),
     ("overhead_s", "First-epoch overhead (s)"),
-    ("compile_s", "Compile time"),
-    ("break_even", "Break-even step"),
+    ("compile", "Compile time"),
+    ("break_even", "Break-even"),
     ("model", OPTIONS["model"].label),
+    ("compile_scope", OPTIONS["compile_scope"].label),
+    ("cache", OPTIONS["cache"].label),
     ("batch_size", OPTIONS["batch_size"].label),
     ("precision", OPTIONS["precision"].label),
     ("mode", OPTIONS["mode"].label),
@@ -36,6 +40,11 @@ TABLE_COLUMNS = (
     ("created", "Created"),
     ("imported", "Imported"),
 )
+
+
+# The CSV's columns past the table's: the numbers its words stand for (a number column holds a
+# number: seconds, a step), so a spreadsheet can sort and sum them.
+CSV_ONLY = ("compile_s", "break_even_step", "verdict")
 
 
 def run_name(run_id: int) -> str:
@@ -61,7 +70,8 @@ def comparison_labels(runs: Sequence[Run]) -> dict[int, str]:
     """Each run's label in a comparison: its run id and the settings that differ between the
     runs compared, else (identical settings) the device or when it ran. Epochs and steps per epoch
     read as one setting ("3 x 80 steps"): legends on a phone have little room."""
-    params = [r.params or {} for r in runs]
+    # the cache each compiled from, as it recorded it (asked warm, found empty: compiled cold)
+    params = [{**(r.params or {}), "cache": recorded_cache(r) or (r.params or {}).get("cache")} for r in runs]
     fields = differing_settings(params)
     if {"epochs", "steps_per_epoch"} & set(fields):
         fields = [f for f in fields if f not in ("epochs", "steps_per_epoch")]
@@ -81,6 +91,12 @@ def comparison_labels(runs: Sequence[Run]) -> dict[int, str]:
     return labels
 
 
+def recorded_cache(run: Run) -> str | None:
+    """The cache a race compiled from, as it recorded it: 'cold', 'warm', 'warm but empty,
+    so compiled cold' (core.engine.warm_cache.cache_state); None where it recorded nothing."""
+    return cache_state(run.environment, run.params, (run.details or {}).get("compile"))[1]
+
+
 def row_model(params: Mapping[str, Any] | None) -> str:
     """A race's model as the table shows it (and its Model filter chooses by)."""
     return str((params or {}).get("model", "?"))
@@ -93,19 +109,39 @@ def row_device(environment: Mapping[str, Any] | None, device_key: str) -> str:
     return str(env.get("device_name") or env.get("device_type") or device_key)
 
 
+def listed_figures(run: Run) -> dict[str, Any]:
+    """What every list of races says about one (the Runs table, its CSV, `python -m core runs`),
+    read once, from the headline (core.view.race_figures): the steady speedup, the verdict, the
+    compile in words ('9.5 s', 'too small to measure here (under 12 ms)') and in seconds, the
+    break-even state in the words every surface uses ('step 1,035', '≈ step 2,974', 'never', 'none')
+    and the step it was reached at, the compile scope and the cache it compiled from, as recorded."""
+    p = run.params or {}
+    finished = bool(run.summary)
+    s = race_figures.headline(run.summary)
+    return {
+        "speedup": s.steady_state_speedup,
+        "verdict": race_figures.verdict_words(s, short=True) if finished else None,
+        # In words (core.engine.words): a blank would read as not measured where compiled's first
+        # steps were not measurably slower.
+        "compile": words.compile_cost(s) if finished and s.compiled else None,  # a failed compile has no figure
+        "compile_s": s.compile_time_s if s.compiled else None,
+        "break_even": race_figures.break_even_words(s, short=True) if finished else None,
+        "break_even_step": s.break_even_step,
+        "compile_scope": str(p.get("compile_scope", "whole")),
+        "cache": recorded_cache(run) or str(p.get("cache", OPTIONS["cache"].default)),
+    }
+
+
 def table_row(run: Run) -> dict[str, Any]:
-    """One race as the Runs table shows it (keys of TABLE_COLUMNS, in order)."""
+    """One race as the Runs table shows it (keys of TABLE_COLUMNS, in order), then the CSV's own
+    columns (CSV_ONLY)."""
     p, s, env = run.params or {}, run.summary or {}, run.environment or {}
     epochs, per_epoch = p.get("epochs"), p.get("steps_per_epoch")
     row = {
+        **listed_figures(run),
         "id": run.id,
         "status": run.status,
-        "speedup": s.get("steady_state_speedup"),
         "overhead_s": s.get("first_epoch_overhead_s"),
-        # In words (core.engine.words): '9.5 s', or 'too small to measure here (under 12 ms)' where
-        # compiled's first steps were not measurably slower; a blank would read as not measured.
-        "compile_s": words.compile_cost(s) if run.summary else None,
-        "break_even": s.get("break_even_step"),
         "model": row_model(p),
         "batch_size": p.get("batch_size"),
         "precision": str(p.get("precision", "?")),
@@ -116,13 +152,21 @@ def table_row(run: Run) -> dict[str, Any]:
         "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
         "imported": bool(run.imported),
     }
-    return {key: row[key] for key, _ in TABLE_COLUMNS}
+    return {key: row[key] for key in (*(k for k, _ in TABLE_COLUMNS), *CSV_ONLY)}
+
+
+def csv_frame(rows: Sequence[Mapping[str, Any]]) -> Any:
+    """The rows as the CSV download holds them: every column of the table, then the numbers behind
+    its words (CSV_ONLY), each number column holding numbers only."""
+    import pandas as pd
+
+    return pd.DataFrame(list(rows), columns=[*(k for k, _ in TABLE_COLUMNS), *CSV_ONLY])
 
 
 # Always on the page: the results, which model, where and when. The other settings are shown only
 # where the runs listed differ in them (the CSV keeps every column): a column that repeats one
 # value says nothing, and the table then fits the page instead of running off its right edge.
-ALWAYS_SHOWN = ("id", "status", "speedup", "overhead_s", "compile_s", "break_even", "model")
+ALWAYS_SHOWN = ("id", "status", "speedup", "overhead_s", "compile", "break_even", "model", "compile_scope", "cache")
 ALWAYS_SHOWN_LAST = ("device", "created")
 
 

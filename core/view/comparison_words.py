@@ -2,7 +2,10 @@
 device, door, load) and whether their verdicts agree. Runs of one configuration on one device are
 one race measured more than once (core.runs.run_to_run.configuration says what "the same" means),
 so they are shown as one configuration with each result, never as two truths: where they read
-differently the words say so, and that together they do not settle it. Plain text.
+differently the words say so, and that together they do not settle it. The cache each run compiled
+from is what it recorded (a run asked to be warm that found the cache empty compiled cold), and a
+cold run beside a warm one is two configurations of the cache, their compiles said side by side.
+Each run's verdict is read from its own headline interval (`headline_verdict`). Plain text.
 """
 
 from __future__ import annotations
@@ -12,25 +15,42 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import words
-from core.engine.summary import FASTER, SLOWER, Summary
+from core.engine.summary import BUSY, FASTER, SLOWER, Summary
+from core.engine.warm_cache import WARM, cache_state
 from core.runs.run_to_run import configuration
 from core.runs.store import Run
+from core.view import race_figures
 from core.view.compare import SETTING_WORDS, differing_settings, run_name
 
 # A 1-minute load past this share of the cores at a race's start: other work was running.
 BUSY_SHARE = 0.5
 
 
+def headline_verdict(run: Run) -> str | None:
+    """A run's verdict as its headline interval says it (core.view.race_figures.verdict), the one
+    reading every line of a comparison uses; a run that did not finish keeps what it stored."""
+    s = Summary.of(run.summary)
+    if run.status != "done":
+        return s.verdict
+    return race_figures.verdict(s) or s.verdict
+
+
+def run_cache(run: Run) -> tuple[str | None, str | None]:
+    """(how it compiled, its label) from what the run recorded (core.engine.warm_cache.cache_state)."""
+    return cache_state(run.environment, run.params, (run.details or {}).get("compile"))
+
+
 @dataclass(frozen=True)
 class Configuration:
-    """Runs of one configuration on one device: one race, measured len(runs) times."""
+    """Runs of one configuration on one device and one cache state: one race, measured len(runs) times."""
 
     runs: tuple[Run, ...]
     device: str
+    cache: str | None = None  # the cache label its runs compiled from (run_cache), None where unrecorded
 
     @property
     def verdicts(self) -> list[str | None]:
-        return [Summary.of(r.summary).verdict for r in self.runs]
+        return [headline_verdict(r) for r in self.runs]
 
     @property
     def agree(self) -> bool:
@@ -71,20 +91,24 @@ def result_words(run: Run) -> str:
         return "compile did not happen" if s.compile_skipped else "compile failed"
     low, high = s.interval
     ranged = words.speedup_range(low, high)
-    if s.verdict == FASTER:
+    verdict = headline_verdict(run)
+    if verdict == BUSY:
+        return f"no verdict, the machine was busy ({words.speedup(s.steady_state_speedup)}, {ranged})"
+    if verdict == FASTER:
         return f"{words.speedup(s.steady_state_speedup)} faster ({ranged})"
-    if s.verdict == SLOWER:
+    if verdict == SLOWER:
         return f"slower ({words.speedup(s.steady_state_speedup)}, {ranged})"
     return f"no clear difference ({words.speedup(s.steady_state_speedup)}, {ranged})"
 
 
 def configurations(runs: Sequence[Run]) -> list[Configuration]:
-    """The runs grouped by configuration and device, in the order first seen."""
+    """The runs grouped by configuration, device and the cache they compiled from, in the order
+    first seen (a cold run and a warm one are two configurations of the cache)."""
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
-        key = (configuration(run.params or {}) or ("run", run.id), device_of(run))
+        key = (configuration(run.params or {}) or ("run", run.id), device_of(run), run_cache(run)[1])
         groups.setdefault(key, []).append(run)
-    return [Configuration(tuple(group), key[1]) for key, group in groups.items()]
+    return [Configuration(tuple(group), key[1], key[2]) for key, group in groups.items()]
 
 
 def _names(runs: Sequence[Run]) -> str:
@@ -99,7 +123,9 @@ def _values(runs: Sequence[Run], value) -> str:
 def differences(runs: Sequence[Run]) -> str:
     """What differs between the runs: settings, device, door and load at the start."""
     parts = []
-    fields = differing_settings([r.params or {} for r in runs])
+    fields = [f for f in differing_settings([r.params or {} for r in runs]) if f != "cache"]
+    if len({run_cache(r)[1] for r in runs}) > 1:  # what each compiled from, not what it asked for
+        parts.append(f"cache ({_values(runs, lambda r: run_cache(r)[1] or 'not recorded')})")
     for field in fields:
         name = SETTING_WORDS[field] or field.replace("_", " ")
         parts.append(f"{name} ({_values(runs, lambda r, f=field: _setting(r, f))})")
@@ -112,6 +138,31 @@ def differences(runs: Sequence[Run]) -> str:
     if not parts:
         return "Nothing differs between them: the same configuration, device, door and a like load at the start."
     return "What differs: " + "; ".join(parts) + "."
+
+
+def compile_words(runs: Sequence[Run]) -> str | None:
+    """Where the runs compiled from different caches: their compiles side by side, and what the warm
+    cache saved ('Compile: 35 s in run 6 (cache cold) vs 2.44 s in run 7 (cache warm): the warm cache
+    saved 32.6 s, 14x less.'). None where every run compiled from the same cache."""
+    states = {r.id: run_cache(r) for r in runs}
+    if len({label for _, label in states.values()}) < 2:
+        return None
+    shown = " vs ".join(
+        f"{words.compile_cost(Summary.of(r.summary))} in run {r.id} (cache {states[r.id][1] or 'not recorded'})"
+        for r in runs
+    )
+    times = {r.id: Summary.of(r.summary).compile_time_s for r in runs}
+    cold = [t for i, t in times.items() if t and states[i][0] != WARM]
+    warm = [t for i, t in times.items() if t and states[i][0] == WARM]
+    saved = ""
+    if cold and warm and min(cold) > max(warm):
+        saved = (
+            f": the warm cache saved {words.seconds(min(cold) - max(warm))}, "
+            f"{words.ratio(min(cold) / max(warm), 0)} less"
+        )
+    elif cold and warm:
+        saved = ": the warm cache saved nothing measurable here"
+    return f"Compile: {shown}{saved}."
 
 
 def _setting(run: Run, field: str) -> str:
@@ -151,6 +202,9 @@ def verdict_words(runs: Sequence[Run]) -> list[str]:
                 f"{len(group.runs)} times, with different readings: {results}. They are one race's results, not two "
                 "truths: together they do not settle it (race it again, or with a target interval)."
             )
+    compiles = compile_words(runs)
+    if compiles:
+        out.append(compiles)
     if len(groups) > 1:
         verdicts = {g.verdicts[0] if g.agree else None for g in groups}
         if verdicts == {None} or None in verdicts:
@@ -168,16 +222,20 @@ def verdict_words(runs: Sequence[Run]) -> list[str]:
 def comparison_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
     """One row per configuration and device, with every result it has (one race, each time measured)."""
     labels = differing_settings([r.params or {} for r in runs])
+    caches = len({run_cache(r)[1] for r in runs}) > 1
     rows = []
     for group in configurations(runs):
         first = group.runs[0]
-        setting = ", ".join(f"{SETTING_WORDS[f] or f} {_setting(first, f)}".strip() for f in labels) or "the same"
+        parts = [f"{SETTING_WORDS[f] or f} {_setting(first, f)}".strip() for f in labels if f != "cache"]
+        if caches or "cache" in labels:  # the cache it compiled from, as the run recorded it
+            parts.append(f"{SETTING_WORDS['cache'] or 'cache'} {group.cache or 'not recorded'}")
         rows.append(
             {
-                "configuration": setting,
+                "configuration": ", ".join(parts) or "the same",
                 "device": group.device,
                 "runs": ", ".join(str(r.id) for r in group.runs),
                 "results": "; ".join(f"run {r.id}: {result_words(r)}" for r in group.runs),
+                "compile": "; ".join(f"run {r.id}: {words.compile_cost(Summary.of(r.summary))}" for r in group.runs),
                 "agree": "yes" if group.agree else "no",  # short: the table fits 1280 px uncut
             }
         )

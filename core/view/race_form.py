@@ -133,16 +133,40 @@ def estimate_text(spec: RunSpec, estimate: RaceEstimate | None) -> str:
             f"from {run_name(base.run_id)} ({base.params.get('model')}, batch "
             f"{int(base.params.get('batch_size') or 0):,}: {words.duration(base.wall_s)})"
         )
-    else:
-        fixed = ", scaled by how far they missed on this device before" if estimate.corrected else ""
+    elif estimate.corrected and estimate.factor is not None:
+        races = words.count(estimate.factor_races, "race")
         text = (
-            f"{describe_duration(estimate.low_s, estimate.high_s)} (the zoo's figures for a 2-core CPU{fixed}: "
+            f"{describe_duration(estimate.low_s, estimate.high_s)} (the zoo's figures for a 2-core CPU times "
+            f"{words.ratio(estimate.factor)}, what {races} of other models took here against them: "
+            f"{spec.model} is not yet measured here)"
+        )
+    else:
+        text = (
+            f"{describe_duration(estimate.low_s, estimate.high_s)} (the zoo's figures for a 2-core CPU: "
             "not yet measured here)"
         )
-    if estimate.past is not None:
-        low, high, n = estimate.past
-        text += f". Past estimates on this device were within {low:+.0%}/{high:+.0%} of what was measured ({n} races)"
-    return text
+    accuracy = past_accuracy(estimate)
+    return f"{text}. {accuracy}" if accuracy else text
+
+
+def past_accuracy(estimate: RaceEstimate) -> str | None:
+    """How the estimates of this kind did here, newest first: 'The last race here took 3.2x its
+    estimate, outside the range it was given'; 'The last 3 races here took 0.8x to 1.3x their
+    estimates'. None where no race here kept one."""
+    history = estimate.history
+    if not history:
+        return None
+    outside = sum(1 for race in history if race.outside)
+    if len(history) == 1:
+        where = ", outside the range it was given" if outside else ""
+        return f"The last race here took {words.ratio(history[0].ratio)} its estimate{where}"
+    ratios = [race.ratio for race in history]
+    low, high = min(ratios), max(ratios)
+    took = words.ratio(low) if f"{low:.1f}" == f"{high:.1f}" else f"{words.ratio(low)} to {words.ratio(high)}"
+    where = ""
+    if outside:
+        where = f", {outside} of them outside the range {'it was' if outside == 1 else 'they were'} given"
+    return f"The last {len(history)} races here took {took} their estimates{where}"
 
 
 def _steps_of(params: dict) -> tuple:

@@ -23,9 +23,10 @@ from core import PROJECT_ROOT
 from core.engine import words
 from core.engine.recompiles import recompiles_of
 from core.engine.spec import RunSpec
-from core.engine.summary import NO_CLEAR_DIFFERENCE, SLOWER, Summary
+from core.engine.summary import NEVER, NO_GAIN, NO_VERDICT, NOT_REACHED, PROJECTED, REACHED, Summary
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
 from core.runs.store import DamagedEvents, Run, Store, id_from_text
+from core.view import race_figures
 from core.view.compare import run_name
 from core.view.run_screen.shared_board import LiveSnapshot, snapshot_of
 from core.view.run_screen.store_reader import RunView
@@ -185,24 +186,31 @@ def load_recording(key: str, store: Store | None = None, folder: str = RECORDING
 
 def shows_words(summary: Summary | dict[str, Any] | None) -> str | None:
     """What a recorded race shows, first in its label (a recording is chosen for what it shows, not
-    for its settings): 'breaks even at step 523', 'no clear per-step gain, no break-even to count on',
-    '1 recompile'."""
-    s = Summary.of(summary)
+    for its settings), from its headline speedup and the break-even state every surface reads
+    (core.view.race_figures): '1.30x, breaks even at step 523', '0.97x, no clear per-step gain, no
+    break-even to count on', '0.75x, compiled steps slower, compile never pays off', '1.57x faster,
+    breaks even past the run (about step 1,200)', and '1 recompile'."""
+    s = race_figures.headline(summary)
     if not s.compiled or s.steady_state_speedup is None:
         return None
-    parts = []
-    if s.break_even_step:
-        parts.append(f"breaks even at step {words.number(s.break_even_step)}")
-    elif s.verdict == SLOWER:
-        parts.append("compiled steps slower, compile never pays off")
-    elif s.verdict == NO_CLEAR_DIFFERENCE:  # the break-even's words: none to count on, never 'never pays off'
-        parts.append("no clear per-step gain, no break-even to count on")
+    x = words.speedup(s.steady_state_speedup)
+    state = s.break_even
+    if state == REACHED:
+        said = f"{x}, breaks even at step {words.number(s.break_even_step)}"
+    elif state == PROJECTED:
+        said = f"{x} faster, breaks even past the run ({words.break_even_step(s.projected_position, False)})"
+    elif state == NOT_REACHED:
+        said = f"{x} faster, but does not break even within the run"
+    elif state == NEVER:
+        said = f"{x}, compiled steps slower, compile never pays off"
+    elif state == NO_GAIN:  # the break-even's words: none to count on, never 'never pays off'
+        said = f"{x}, no clear per-step gain, no break-even to count on"
+    elif state == NO_VERDICT:
+        said = f"{x}, {words.verdict(s.verdict)}"
     else:
-        parts.append("faster, but does not break even within the run")
+        return None
     recompiles = len(recompiles_of(s))
-    if recompiles:
-        parts.append(words.count(recompiles, "recompile"))
-    return ", ".join(parts)
+    return said + (f", {words.count(recompiles, 'recompile')}" if recompiles else "")
 
 
 def stored_race_label(run: Run) -> str:

@@ -17,6 +17,7 @@ from core.engine.profile_reading import profile_reading
 from core.engine.reading import reading
 from core.engine.summary import Summary
 from core.view.answers import finished_answers
+from core.view.compare import listed_figures
 
 if TYPE_CHECKING:
     from core.runs.store import Run
@@ -116,8 +117,16 @@ def summary_table(result: dict[str, Any]) -> str:
             )
         )
     rows += [
-        ("median step (steady)", words.seconds(s.eager_median_step_s), words.seconds(s.compiled_median_step_s)),
-        ("throughput (samples/s)", words.number(s.eager_samples_per_s), words.number(s.compiled_samples_per_s)),
+        (
+            "median step (first process)" if s.replicates else "median step (steady)",
+            words.seconds(s.eager_median_step_s),
+            words.seconds(s.compiled_median_step_s),
+        ),
+        (  # compiled's is eager's times the headline speedup (core.engine.headline): the card's
+            "throughput (samples/s)",
+            words.number(s.eager_samples_per_s),
+            words.number(s.headline.compiled_samples_per_s),
+        ),
         (
             f"peak memory, {s.memory_kind or '-'}",
             words.bytes_(s.eager_peak_memory_bytes),
@@ -275,6 +284,7 @@ def run_row(run: Run) -> dict[str, Any]:
     """The flat row the CLI's runs table shows (`python -m core runs`, also as JSON)."""
     p, s = run.params or {}, Summary.of(run.summary)
     env = run.environment or {}
+    listed = listed_figures(run)  # what the Runs table and its CSV say, read once
     return {
         "id": run.id,
         "status": run.status,
@@ -286,11 +296,15 @@ def run_row(run: Run) -> dict[str, Any]:
         "batch_size": p.get("batch_size", 0),
         "precision": str(p.get("precision", "?")),
         "mode": str(p.get("mode", "?")),
-        "scope": str(p.get("compile_scope", "whole")),
+        "scope": listed["compile_scope"],
+        "cache": listed["cache"],
         "sweep": run.sweep_id,
         "first_epoch_overhead_s": s.first_epoch_overhead_s,
         "steady_state_speedup": s.steady_state_speedup if s.compiled else None,
-        "break_even_step": s.break_even_step,
-        "break_even": words.break_even(s, short=True),
+        "verdict": listed["verdict"],
+        "compile": listed["compile"],
+        "compile_s": listed["compile_s"],
+        "break_even_step": listed["break_even_step"],
+        "break_even": listed["break_even"] or words.break_even(s, short=True),
         "error": run.error,
     }

@@ -18,6 +18,7 @@ from core.engine import planning, words
 from core.engine.summary import PROJECTED, REACHED, Summary
 from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
+from core.view import race_figures
 from core.view.answers import sweep_next
 from core.view.job_status import compile_skipped, describe
 from core.view.safe_text import terminal_text
@@ -67,7 +68,9 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
     x_axis, series_axis = chart_axes(sweep)
     rows = []
     for i, run in enumerate(runs, start=1):
-        params, s = run.params or {}, Summary.of(run.summary if run.status == "done" else None)
+        params = run.params or {}
+        # the verdict and break-even as the point's headline interval gives them (core.view.race_figures)
+        s = race_figures.headline(run.summary if run.status == "done" else None)
         skipped = s.compile_skipped or compile_skipped(run)
         measured = run.status == "done" and s.steady_state_speedup is not None and s.compiled and not skipped
         ci = s.speedup_ci95 or (math.nan, math.nan)
@@ -86,7 +89,7 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
                 "speedup": s.steady_state_speedup if measured else math.nan,
                 "ci_low": ci[0] if measured else math.nan,
                 "ci_high": ci[1] if measured else math.nan,
-                "verdict": s.verdict if measured else None,
+                "verdict": race_figures.verdict(s) if measured else None,
                 "compile_time_s": _num(s.compile_time_s) if measured else math.nan,
                 "compile_cost": words.compile_cost(s) if measured else None,  # or too small to measure
                 "break_even_step": _num(observed) if measured else math.nan,
@@ -96,9 +99,9 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
                 "break_even": words.break_even(s) if measured else None,
                 "break_even_short": words.break_even(s, short=True) if measured else None,
                 "eager_step_s": _num(s.eager_median_step_s) if measured else math.nan,
-                "compiled_step_s": _num(s.compiled_median_step_s) if measured else math.nan,
+                "compiled_step_s": _num(s.headline.compiled_step_s()) if measured else math.nan,
                 "eager_samples_per_s": _num(s.eager_samples_per_s) if measured else math.nan,
-                "compiled_samples_per_s": _num(s.compiled_samples_per_s) if measured else math.nan,
+                "compiled_samples_per_s": _num(s.headline.compiled_samples_per_s) if measured else math.nan,
                 "compile_skipped": skipped,
                 "error": run.error,
                 "device_type": (run.environment or {}).get("device_type"),
@@ -116,6 +119,9 @@ def _num(value: Any) -> float:
 
 
 SAMPLES_COLUMN = "samples/s, eager / compiled"
+# The points table's columns a page must not cut: the verdict whole ("no verdict (busy)"), whatever
+# width the rest of the table leaves it (Streamlit's "medium" holds about 25 characters).
+POINT_COLUMN_WIDTHS = {"verdict": "medium"}
 
 
 def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
@@ -125,7 +131,7 @@ def points_table(frame: pd.DataFrame) -> list[dict[str, str]]:
         if row.measured:
             figures = {
                 "steady speedup (95%)": words.speedup_with_range(row.speedup, row.ci_low, row.ci_high),
-                "verdict": row.verdict or "",
+                "verdict": words.verdict(row.verdict, short=True),
                 "compile time": row.compile_cost,
                 "break-even": row.break_even_short,
                 # One column for both (a page's width holds the table): "10,813 / 28,511".
@@ -256,7 +262,7 @@ def point_line(frame_row: Any, total: int) -> str:
             return head + terminal_text(f"{r.status}, compile did not happen: {r.compile_skipped}")
         return head + terminal_text(r.state if r.state != r.status else r.status + (f": {r.error}" if r.error else ""))
     return (
-        f"{head}done, {words.speedup_with_range(r.speedup, r.ci_low, r.ci_high)} {r.verdict}, "
+        f"{head}done, {words.speedup_with_range(r.speedup, r.ci_low, r.ci_high)} {words.verdict(r.verdict)}, "
         f"compile {r.compile_cost}, break-even {r.break_even}"
     )
 
@@ -307,7 +313,7 @@ def sweep_json(sweep_id: int, sweep: SweepSpec, runs: list[Run], frame: pd.DataF
     """The sweep as one JSON object: its definition, each point's headline figures, the readings."""
     points = []
     for run, row in zip(runs, frame.itertuples()):
-        s = run.summary or {}
+        s = {**(run.summary or {}), **Summary.of(run.summary).headline.kept_figures()}  # derived, not stored ones
         points.append(
             {
                 "run_id": run.id,

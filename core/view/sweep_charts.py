@@ -192,16 +192,28 @@ _SPEC_CACHE: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
 _SPEC_CACHE_SIZE = 32
 
 
-def chart_specs(sweep: SweepSpec, frame: pd.DataFrame) -> list[dict[str, Any]]:
+def nothing_to_chart(frame: pd.DataFrame) -> bool:
+    """Points were measured, and none of them has a break-even to draw (none reached, none
+    projected: they are slower, in doubt, or measured on a busy machine). The break-even chart is
+    then not drawn empty; its place says why (core.view.sweep.break_even_note)."""
+    if not len(frame):
+        return False
+    measured = frame[frame["measured"].astype(bool)]
+    return bool(len(measured)) and bool(measured["break_even_kind"].isna().all())
+
+
+def chart_specs(sweep: SweepSpec, frame: pd.DataFrame) -> list[dict[str, Any] | None]:
     """The four charts as Vega-Lite specs (speedup, compile time, break-even, throughput), cached
-    on what they draw. While a point runs nothing they draw changes, so the page's refresh every
+    on what they draw; None in the break-even's place where there is nothing to chart
+    (nothing_to_chart). While a point runs nothing they draw changes, so the page's refresh every
     second reuses them (building and serializing an Altair chart costs tens of ms)."""
     key = json.dumps(sweep.to_dict(), sort_keys=True) + frame[_SHOWN_COLUMNS].to_json()
     specs = _SPEC_CACHE.get(key)
     if specs is None:
-        builders = (speedup_chart, compile_time_chart, break_even_chart, throughput_chart)
+        empty = nothing_to_chart(frame)
+        builders = (speedup_chart, compile_time_chart, None if empty else break_even_chart, throughput_chart)
         # Not validated again here: tests validate every kind of chart these builders make.
-        specs = [build(sweep, frame).to_dict(validate=False) for build in builders]
+        specs = [build(sweep, frame).to_dict(validate=False) if build else None for build in builders]
         _SPEC_CACHE[key] = specs
         while len(_SPEC_CACHE) > _SPEC_CACHE_SIZE:
             _SPEC_CACHE.popitem(last=False)

@@ -40,8 +40,9 @@ def _change_delta(new: float | None, old: float | None, less_is_better: bool = F
 
 
 def _throughput_delta(compiled: float | None, eager: float | None, verdict: str | None) -> dict[str, str | None]:
-    """Throughput's change against eager, green or red only where the speedup's verdict is clear: beside
-    "no clear difference" a +3% is grey, no gain or loss to colour (the same steps, in samples)."""
+    """Throughput's change against eager (the headline speedup less one: Headline.throughput_change),
+    green or red only where the speedup's verdict is clear: beside "no clear difference" a +3% is
+    grey, no gain or loss to colour (the same steps, in samples)."""
     delta = _change_delta(compiled, eager)
     if verdict not in ("faster", "slower") and delta["delta_color"] != "off":
         return {**delta, "delta_color": "off"}
@@ -70,7 +71,7 @@ def break_even_card(summary: Summary | dict[str, Any], total: int | None, live: 
         )
     if live:  # the rest of the run could still change it: no final word yet
         return _live_break_even_card(s, total, about)
-    help_text, delta, wall = about + words.break_even(s).capitalize() + ".", None, s.break_even_projected_wall_s
+    help_text, delta, wall = about + words.break_even(s).capitalize() + ".", None, s.headline.projected_wall_s
     if state == PROJECTED:
         delta = "projected" + (f", {words.about(wall)}" if wall is not None else "")
         help_text += f" At the steady rates that is {words.seconds(wall)} into the compiled run." if wall else ""
@@ -110,7 +111,7 @@ def result_cards(
     """
     s = Summary.of(summary)
     memory = memory or {}
-    eager_tput, compiled_tput = s.eager_samples_per_s, s.compiled_samples_per_s
+    eager_tput, compiled_tput = s.eager_samples_per_s, s.headline.compiled_samples_per_s
     bridge = overhead_bridge(s)
     recompiles = recompile_count(s)
     verdict = s.verdict or ""
@@ -155,7 +156,8 @@ def result_cards(
         Card(
             "Throughput (compiled)",
             words.rate(compiled_tput),
-            "Training samples per second at the steady median step"
+            "Training samples per second: eager's at its steady median step, compiled's that times the headline "
+            "speedup (the same steps, counted in samples)"
             + (f"; eager: {words.rate(eager_tput)}." if eager_tput else "."),
             **_throughput_delta(compiled_tput, eager_tput, s.verdict),
         ),

@@ -132,6 +132,23 @@ def chart_stamp(run: Run, view: Any, now: float | None = None) -> int | None:
     return None if clock is None else int(clock)
 
 
+def headline_projection(summary: Summary) -> dict[str, Any] | None:
+    """The dashed crossing the race and lead charts draw: the headline's projected break-even and
+    its rates (core.engine.headline), the one the cards and the words name; None where the one
+    projection rule names none."""
+    h = summary.headline
+    position, compiled_s = h.projected_position, h.compiled_step_s()
+    if position is None or compiled_s is None:
+        return None
+    return {
+        "position": position,
+        "step": words.step_at(position),
+        "wall_s": h.projected_wall_s,
+        "eager_step_s": h.eager_step_s,
+        "compiled_step_s": compiled_s,
+    }
+
+
 def chart_builders(
     run: Run, view: Any, summary: Summary, present: bool, log_scale: bool = False, now: float | None = None
 ) -> dict[Any, Callable]:
@@ -145,7 +162,7 @@ def chart_builders(
     steps, epochs = view.frames()
     be = {"step": summary.break_even_step, "wall_s": summary.break_even_wall_s} if summary.break_even_step else None
     # The one projection rule (Summary.projection_stands): a dashed crossing only from a clear gain.
-    projection = view.projection(summary.steady_state_speedup) if summary.projection_stands and not be else None
+    projection = headline_projection(summary) if not be else None
     if projection:
         projection["span"] = summary.projected_range  # the words' range: the same interval's
         projection["label"] = words.projection_label(

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from core.engine import analysis
@@ -41,7 +40,6 @@ from core.view.run_screen.store_reader import (
     RunView,
     expected_steps,
     held_events,
-    projection_of,
     run_label,
     run_summary,
 )
@@ -134,13 +132,10 @@ class LiveSnapshot:
         self.bucket = view.bucket  # steps per drawn row: more than 1 for a long finished run (RunView.thin_steps)
         if same_events:  # only the run row moved (phase, progress): keep what the events gave
             self._frames, self._counts, self._events = previous._frames, previous._counts, previous._events
-            self._train, self.last_recorded_at = previous._train, previous.last_recorded_at
+            self.last_recorded_at = previous.last_recorded_at
             self._compiles = previous._compiles
         else:
             self._frames, self._counts, self._events = view.frames(), view.counts(), view.events()
-            # the steps a projection is drawn from, as arrays (8 bytes a step: a capped bundle's
-            # million steps stay within the board's memory bound, tests/test_board_memory.py)
-            self._train = {name: np.asarray(view.train_times(name), dtype=float) for name in ("eager", "compiled")}
             self.last_recorded_at = dict(view.last_recorded_at)
             self._compiles = view.compiles()
 
@@ -153,11 +148,6 @@ class LiveSnapshot:
     def compiles(self) -> pd.DataFrame:
         """RunView.compiles as of this snapshot: every compile and recompile, at its step."""
         return self._compiles
-
-    def projection(self, speedup: float | None = None) -> dict[str, Any] | None:
-        """RunView.projection as of this snapshot (computed once per speedup; a copy: a page may label it)."""
-        found = self.derive(("projection", speedup), lambda: projection_of(*self._train.values(), speedup))
-        return dict(found) if found else None
 
     def summary(self, *args: Any) -> Summary:
         """What store_reader.run_summary gives for this run as of this snapshot: the finished

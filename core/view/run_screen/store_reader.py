@@ -185,10 +185,6 @@ class RunView:
         held = held_events(self._steps)
         return [e["time_s"] for e in held if e["phase"] == "train" and e["variant"] == variant]
 
-    def projection(self, speedup: float | None = None) -> dict[str, Any] | None:
-        """Where compile would pay for itself (projection_of) from the steps so far."""
-        return projection_of(self.train_times("eager"), self.train_times("compiled"), speedup)
-
     def events(self) -> list[dict[str, Any]]:
         """Every event read so far (a copy: later polls do not change it)."""
         return [*self._rows(), *self._epochs, *self._compiles, *self._others]
@@ -301,20 +297,3 @@ def run_summary(run: Run, view: RunView) -> Summary:
     )
     skipped = (run.details or {}).get("compile_skipped") if isinstance(run.details, dict) else None
     return Summary.from_dict({**summary, "compile_skipped": skipped})
-
-
-def projection_of(eager: list[float], compiled: list[float], speedup: float | None) -> dict[str, Any] | None:
-    """Where compile would pay for itself, as the dict the race and lead charts take: at the headline
-    `speedup` (analysis.headline_projection: the sentence's point, which with replicates is the race's rate,
-    not this process's own), or at this process's steady medians where none is given; None when there
-    is nothing to project."""
-    found = analysis.projected_break_even(eager, compiled, speedup=speedup or None)
-    if found is None:
-        return None
-    return {
-        "position": found.position,
-        "step": found.step,
-        "wall_s": found.wall_s,
-        "eager_step_s": found.eager_step_s,
-        "compiled_step_s": found.compiled_step_s,
-    }

@@ -1,0 +1,339 @@
+"""Every figure about a race, derived once from its headline: the steady speedup every card shows,
+its 95% interval, and how far compiled is behind when the race's steps end (its compile cost plus
+whatever its measured steps gave back since: the gap the race chart shows). The throughput change,
+where the break-even stands and its range, whether compile pays off, never does or cannot tell, and
+the plan over a user's run all come from those three here, so no surface can disagree with another:
+a surface reads `Summary.headline` (or `Headline.of(summary)`), never re-derives a figure from
+step medians of its own.
+
+    h = Headline.of(summary)
+    h.throughput_change        0.11 beside 1.11x: compiled throughput is eager's times the speedup
+    h.state, h.payoff          'projected', 'pays off' | 'never' | 'cannot tell' | ...
+    h.projected_position       w + head start / saving per step at the headline (fractional steps)
+    h.projected_range          the same at the interval's two ends (earliest, latest)
+    h.plan(50_000)             a TrainingPlan: its saving's interval is the headline interval applied
+
+The steady eager step (the first process's median) is the one measured rate; compiled's is that over
+the speedup, so a figure at the interval's end is the same arithmetic at another speedup. Torch-free,
+pure.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.engine import intervals
+
+FASTER, NO_CLEAR_DIFFERENCE, SLOWER = "faster", "no clear difference", "slower"
+BUSY = "machine busy"  # no verdict: every process of the race measured while other work had its cores
+NOT_WITHIN_RUN = "not within this run"
+NEVER_SLOWER = "never: compiled is slower"
+NEVER_NO_GAIN = "never: no clear per-step gain"
+NO_VERDICT_BUSY = "no verdict: the machine was busy"
+
+# Where a race's break-even stands: what every surface words (core.engine.words.break_even).
+REACHED = "reached"  # compiled pulled ahead during the race, for good
+PROJECTED = "projected"  # not within the run; a clear gain lets the steady rates project it
+NOT_REACHED = "not reached"  # a clear gain but nothing to project from (an older summary): not within this run
+NO_GAIN = "no clear gain"  # the interval spans 1: no break-even to count on
+NEVER = "never"  # compiled steps are clearly slower
+NO_COMPILE = "no compile"  # compile failed or did not happen, or too few steps to compare
+NO_VERDICT = "no verdict"  # the machine was busy during every process: nothing to judge it from
+BREAK_EVEN_STATES = (REACHED, PROJECTED, NOT_REACHED, NO_GAIN, NEVER, NO_COMPILE, NO_VERDICT)
+
+
+# Whether compile pays for itself over a long enough run: the one answer every surface words.
+PAYS = "pays off"  # the whole interval lies above 1x: some run length earns the compile back
+NEVER_PAYS = "never"  # the whole interval lies at or below 1x: no run length earns it back
+CANNOT_TELL = "cannot tell"  # the interval spans 1x: the race cannot say whether it ever pays
+NO_ANSWER = "no answer"  # no compile to judge, or the machine was busy during every process
+PAYOFFS = (PAYS, NEVER_PAYS, CANNOT_TELL, NO_ANSWER)
+
+
+def interval_verdict(verdict: str | None, interval: Sequence[float] | None, measured: bool) -> str | None:
+    """The verdict a speedup's interval gives: faster only where the whole interval lies above 1x,
+    slower only where it lies below, else no clear difference; a busy machine's race keeps "no
+    verdict", and a race with too few blocks for an interval (its point twice, `measured` False)
+    keeps what it says. Summary.from_dict reads every stored verdict through it, so a summary
+    stored by an older version, or without a verdict, reads as its own interval says."""
+    if verdict == BUSY or interval is None or len(interval) != 2:
+        return verdict
+    low, high = interval
+    if not (high > low or measured):
+        return verdict
+    return FASTER if low > 1 else SLOWER if high < 1 else NO_CLEAR_DIFFERENCE
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """A run of `steps` steps, eager and compiled (compile included), in seconds, with intervals:
+    the saving's and the compiled total's are the headline interval applied to the eager step."""
+
+    steps: int
+    compile_s: float
+    eager_total_s: float
+    eager_ci: tuple[float, float]  # from eager's own steady blocks: what another race could measure
+    compiled_total_s: float
+    compiled_ci: tuple[float, float]
+    saved_s: float  # > 0: compile saves this much; < 0: it costs this much
+    saved_ci: tuple[float, float]
+    break_even_step: float | None  # None: no clear per-step gain (or slower): no break-even to count on
+    eager_step_s: float = 0.0  # the steady rates the plan extends with
+    compiled_step_s: float = 0.0
+    break_even_measured: bool = False  # the race itself crossed there (not a projection)
+    verdict: str = NO_CLEAR_DIFFERENCE  # the headline's verdict
+    break_even_range: tuple[float, float] | None = None  # the crossing at the interval's two ends
+    race_steps: int = 0  # the race's own steps: a run this short is as the race measured it
+
+    @property
+    def within_race(self) -> bool:
+        """The run is no longer than the race: its totals are the race's own, measured."""
+        return self.steps <= self.race_steps
+
+    @property
+    def shorter_than_break_even(self) -> bool:
+        return self.break_even_step is not None and self.steps < self.break_even_step
+
+    @property
+    def slower_steps_cost_s(self) -> float:
+        """What compiled's slower steady steps cost over the run (0 when they are not slower)."""
+        return max(self.compiled_step_s - self.eager_step_s, 0.0) * self.steps
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The race's headline and the race's end, from which every figure below is computed."""
+
+    speedup: float | None = None
+    low: float | None = None
+    high: float | None = None
+    verdict: str | None = None
+    compiled: bool = False  # compiled code ran (compile neither failed nor was skipped)
+    eager_step_s: float | None = None  # the steady eager step: the one measured rate
+    eager_samples_per_s: float | None = None
+    eager_steps: tuple[float, ...] = ()  # each variant's timed steps (the summary's own tuples, not copies)
+    compiled_steps: tuple[float, ...] = ()  # (compile included: it lands in the first compiled steps)
+    compile_s: float | None = None  # the measured compile cost (None: too small to measure, or none)
+    reached_step: int | None = None  # the race itself crossed here, for good
+    reached_wall_s: float | None = None
+    eager_ci_per_step: tuple[float, float] | None = None  # eager's own steady step interval
+    measured_interval: bool = False  # the race's own steps gave an interval (however narrow)
+
+    @classmethod
+    def of(cls, s: Any) -> Headline:
+        """The headline of a core.engine.summary.Summary (a dict: Summary.of(d).headline); read by
+        attribute, so this module needs no Summary and the summary can name it."""
+        low, high = s.speedup_ci95 or (None, None)  # none: too few blocks for an interval, no plan
+        eager, compiled = s.eager_step_times_s, s.compiled_step_times_s
+        return cls(
+            speedup=s.steady_state_speedup,
+            low=low,
+            high=high,
+            verdict=s.verdict,
+            compiled=s.compiled,
+            eager_step_s=s.eager_median_step_s,
+            eager_samples_per_s=s.eager_samples_per_s,
+            eager_steps=eager,
+            compiled_steps=compiled,
+            compile_s=s.compile_time_s,
+            reached_step=s.break_even_step,
+            reached_wall_s=s.break_even_wall_s,
+            measured_interval=s.speedup_ci95_within is not None,
+            eager_ci_per_step=_eager_interval(eager, s.warmup_steps, s.interval_alpha),
+        )
+
+    @functools.cached_property
+    def steps(self) -> int:
+        """The steps both variants ran."""
+        return min(len(self.eager_steps), len(self.compiled_steps))
+
+    def _totals(self, k: int) -> tuple[float, float]:
+        """Each variant's time over its first k steps (compile included); without steps (a summary
+        stored without them) the compile is the whole head start."""
+        if not k:
+            return 0.0, float(self.compile_s or 0.0)
+        return math.fsum(self.eager_steps[:k]), math.fsum(self.compiled_steps[:k])
+
+    @functools.cached_property
+    def eager_total_s(self) -> float:
+        return self._totals(self.steps)[0]
+
+    @functools.cached_property
+    def compiled_total_s(self) -> float:
+        return self._totals(self.steps)[1]
+
+    @property
+    def has_interval(self) -> bool:
+        """The race had blocks enough for an interval (with too few, the point stands for both ends)."""
+        return self.low is not None and self.high is not None and (self.high > self.low or self.measured_interval)
+
+    # -- per step ----------------------------------------------------------------------------------
+
+    def _at(self, at: float | None) -> float | None:
+        x = self.speedup if at is None else at
+        return x if x is not None and x > 0 and math.isfinite(x) else None
+
+    def compiled_step_s(self, at: float | None = None) -> float | None:
+        """Compiled's steady step at the headline (or at speedup `at`): the eager step over it."""
+        x = self._at(at)
+        return None if x is None or not self.eager_step_s else self.eager_step_s / x
+
+    def saving_s(self, at: float | None = None) -> float | None:
+        """What each steady step saves at the headline (or at `at`); negative where compiled is slower."""
+        c = self.compiled_step_s(at)
+        return None if c is None else self.eager_step_s - c
+
+    @property
+    def compiled_samples_per_s(self) -> float | None:
+        """Compiled throughput: eager's at its steady step times the headline speedup (the same steps)."""
+        x = self._at(None)
+        return None if x is None or not self.eager_samples_per_s else self.eager_samples_per_s * x
+
+    @property
+    def throughput_change(self) -> float | None:
+        """Compiled throughput against eager's, as a fraction: the headline speedup less one."""
+        x = self._at(None)
+        return None if x is None else x - 1
+
+    # -- the break-even ----------------------------------------------------------------------------
+
+    @property
+    def head_start_s(self) -> float:
+        """How far compiled is behind when the race's steps end (compile included; < 0: ahead)."""
+        return self.compiled_total_s - self.eager_total_s
+
+    def crossing(self, at: float | None = None) -> float | None:
+        """The fractional step at which compiled catches up at the headline (or at `at`), counting
+        on from the race's end; None where it does not (no saving per step, or already ahead)."""
+        saving = self.saving_s(at)
+        if saving is None or saving <= 0 or self.head_start_s <= 0:
+            return None
+        return self.steps + self.head_start_s / saving
+
+    @property
+    def state(self) -> str:
+        """Where the break-even stands, one of summary.BREAK_EVEN_STATES: the same on every surface."""
+        if not self.compiled or self.speedup is None:
+            return NO_COMPILE
+        if self.reached_step is not None:
+            return REACHED
+        if self.verdict == BUSY:
+            return NO_VERDICT
+        if self.verdict == SLOWER:
+            return NEVER
+        if self.verdict != FASTER:
+            return NO_GAIN
+        return PROJECTED if self.crossing() is not None else NOT_REACHED
+
+    @property
+    def projected_position(self) -> float | None:
+        """The projected break-even (fractional steps) where the race has not crossed and its whole
+        interval lies above 1x (the one projection rule); else None."""
+        return self.crossing() if self.state == PROJECTED else None
+
+    @property
+    def projected_range(self) -> tuple[float, float | None] | None:
+        """The projected break-even at the interval's two ends: (earliest, latest); the headline's
+        point lies between them, and the range only narrows as the interval does."""
+        if self.projected_position is None or self.high is None or self.low is None:
+            return None
+        return (self.crossing(self.high) or self.projected_position, self.crossing(self.low))
+
+    @property
+    def projected_wall_s(self) -> float | None:
+        """The compiled run's cumulative time at the projected break-even."""
+        position, step = self.projected_position, self.compiled_step_s()
+        if position is None or step is None:
+            return None
+        return self.compiled_total_s + (position - self.steps) * step
+
+    @property
+    def payoff(self) -> str:
+        """Whether compile pays for itself over a long enough run (one of PAYOFFS): 'never' only
+        where the whole interval lies at or below 1x, 'cannot tell' where it spans 1x."""
+        if not self.compiled or self.speedup is None or self.verdict == BUSY:
+            return NO_ANSWER
+        low, high = self.low, self.high
+        if self.verdict == FASTER and (low is None or low > 1):  # (a summary kept without its interval)
+            return PAYS
+        if self.verdict == SLOWER or (self.has_interval and high <= 1):
+            return NEVER_PAYS
+        return CANNOT_TELL  # the interval spans 1x, or too few steps for one
+
+    def kept_figures(self) -> dict[str, Any]:
+        """The figures a stored summary keeps that are derived here: kept so that a bundle's reader
+        outside this app sees them; every surface here derives them again and never reads them back."""
+        span = self.projected_range
+        return {
+            "compiled_samples_per_s": self.compiled_samples_per_s,
+            "break_even_extrapolated_step": self.projected_position,
+            "break_even_projected_wall_s": self.projected_wall_s,
+            "break_even_projected_range": list(span) if span else None,
+        }
+
+    # -- a user's run ------------------------------------------------------------------------------
+
+    def plan(self, steps: int) -> TrainingPlan | None:
+        """The user's run of `steps` steps: the race's own steps as measured as far as they go, then
+        the steady eager step and compiled's at the headline (its interval's ends for the saving's
+        interval). None without a steady eager step or a compile to plan around."""
+        if steps < 1:
+            raise ValueError(f"a run has at least one step (got {steps})")
+        e, c = self.eager_step_s, self.compiled_step_s()
+        if not self.compiled or not e or c is None or not self.has_interval:
+            return None  # a plan is not a guess: no steady eager step, or too few blocks for an interval
+        k = min(steps, self.steps)  # the race's own steps, as measured, as far as they go
+        e0, c0 = (self.eager_total_s, self.compiled_total_s) if k == self.steps else self._totals(k)
+        rest = steps - k
+        eager_total = e0 + rest * e
+
+        def saved(at: float) -> float:
+            return e0 - c0 + rest * (e - e / at)
+
+        point, lows, highs = saved(self.speedup), saved(self.low), saved(self.high)
+        e_ci = self.eager_ci_per_step or (e, e)
+        measured = self.reached_step is not None
+        if measured:
+            break_even: float | None = float(self.reached_step)
+            span = None
+        elif self.verdict == FASTER:
+            break_even = self.crossing()
+            late = self.crossing(self.low)
+            span = (self.crossing(self.high) or break_even, late) if break_even is not None and late else None
+        else:
+            break_even, span = None, None
+        return TrainingPlan(
+            steps=steps,
+            compile_s=max(float(self.compile_s or 0.0), 0.0),
+            eager_total_s=eager_total,
+            eager_ci=(e0 + rest * e_ci[0], e0 + rest * e_ci[1]),
+            compiled_total_s=eager_total - point,
+            compiled_ci=(eager_total - highs, eager_total - lows),
+            saved_s=point,
+            saved_ci=(lows, highs),
+            break_even_step=break_even,
+            eager_step_s=e,
+            compiled_step_s=c,
+            break_even_measured=measured,
+            verdict=self.verdict or NO_CLEAR_DIFFERENCE,
+            break_even_range=span,
+            race_steps=self.steps,
+        )
+
+
+def _eager_interval(eager: Sequence[float], warmup: int | None, alpha: float | None) -> tuple[float, float] | None:
+    """Eager's own steady-step interval (its median's, over blocks): a plan's eager total's."""
+    w = warmup if warmup is not None else 0
+    steady = list(eager[w:])
+    if len(steady) < 2:
+        return None
+    a = alpha if alpha is not None and 0 < alpha <= intervals.ALPHA else intervals.ALPHA
+    half = intervals.own_log_half_width(steady, a)
+    if half is None:
+        return None
+    return intervals.interval(statistics.median(steady), half)
