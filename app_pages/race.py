@@ -19,7 +19,7 @@ from app_pages.device_races import chosen_pin, compared_ids, device_type_chooser
 from app_pages.model_picker import model_picker
 from app_pages.replay_panel import active_replay, replay_picker, show_replay
 from app_pages.run_screen.feed_view import show_live_feed, use_feed
-from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, show_run
+from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, hand_on_downloads, show_run
 from core.engine.options import Option
 from core.engine.race_estimates import duration_note
 from core.engine.spec import SpecError, validate
@@ -103,8 +103,18 @@ if present:
     st.html(PRESENTER_CSS)
 else:
     st.html(PHONE_TITLE_CSS)
-    st.title("Eager vs torch.compile: the race")
-    st.caption("Same model, same weights, same batches. Only torch.compile differs.")
+    title_col, present_col = st.columns([4, 1], vertical_alignment="bottom")
+    title_col.title("Eager vs torch.compile: the race")
+    present_col.button(
+        "Presenter mode",
+        on_click=set_presenting,
+        args=(True,),
+        icon=":material/present_to_all:",
+        width="stretch",
+        key="present_button",
+        help="For a projector: configuration and sidebar hidden, one run in focus, the verdict and cards in large "
+        "type, the race and step charts filling the screen. The link (?present=1) opens it directly.",
+    )
 
 
 def follow(run_id: int) -> None:
@@ -226,6 +236,8 @@ def fold_and_launch(preset: dict | None = None) -> None:
 if not present:  # presenter mode: one run in focus, no configuration
     if "race_form" not in st.session_state:
         st.session_state.race_form = followed_run() is None or link_configures(dict(st.query_params))
+    if st.session_state.race_form:  # the promise, over the form; a run shown leads with its verdict instead
+        st.caption("Same model, same weights, same batches. Only torch.compile differs.")
     with st.expander("Configure a race", key="race_form", on_change="rerun"):
         st.markdown(STORY)
         on_cpu = not (caps and caps.cuda)
@@ -365,6 +377,7 @@ def live(run_id: int) -> None:
             args=(dict(run.params or {}),),
             help="The same race again: this one ran while other work had its cores, so it gave no verdict.",
         )
+    hand_on_downloads(run, key="race")  # a finished race as one script, and as a report for PyTorch
     if run.status == "done":
         plan_section(run, key="race")
     if run.finished:
@@ -378,19 +391,9 @@ def cancel_run_button(run_id: int) -> None:
         st.rerun()
 
 
-if not present:
-    replay_col, present_col = st.columns([4, 1])
-    with replay_col.expander("Replay a recorded run", expanded=False):
-        replay_picker()
-    present_col.button(
-        "Presenter mode",
-        on_click=set_presenting,
-        args=(True,),
-        icon=":material/present_to_all:",
-        width="stretch",
-        help="For a projector: configuration and sidebar hidden, one run in focus, words and cards in large "
-        "type, the race and step charts filling the screen. The link (?present=1) opens it directly.",
-    )
+# Replay a recorded run: under the form on the first screen; under a run shown (its verdict, cards
+# and race chart come first).
+replay_slot = st.container()
 replaying = active_replay()
 if replaying is not None:
     show_replay(replaying, present)
@@ -406,5 +409,9 @@ elif not present:
     show_reference()
 else:
     st.info("Presenter mode: open a run (?run=ID) or a replay (?replay=file:NAME) to show it here.")
+if not present:
+    shown = replaying is not None or bool(compared_ids()) or run is not None
+    with st.container() if shown else replay_slot, st.expander("Replay a recorded run", expanded=False):
+        replay_picker()
 if present:
     st.button("Leave presenter mode", on_click=set_presenting, args=(False,), key="leave_present")

@@ -15,7 +15,7 @@ from app_pages.common import (
     visitor,
     visitor_address,
 )
-from app_pages.run_screen.show import run_file_downloads, show_run
+from app_pages.run_screen.show import hand_on_downloads, run_file_downloads, show_run
 from core.engine import words
 from core.runs import queue
 from core.runs.bundle import AlreadyImported, BundleError, import_bundle, read_bundle
@@ -91,6 +91,7 @@ if table_page.options["status"]:
         with one_run(run.id):
             show_run(run, run_view(run), key=f"runs_{run.id}")
             run_file_downloads(run)
+            hand_on_downloads(run, key="runs")
             if run.status == "done":
                 plan_section(run, key=f"runs_{run.id}")
     elif len(chosen) > 1:

@@ -172,6 +172,8 @@ def live(sweep_id: int) -> None:
     st.dataframe(view.points_table(frame), hide_index=True, width="stretch", column_config=widths)
     for reading in view.regime_readings(sweep, frame):
         st.markdown(f"**Regime:** {reading}")
+    for reading in view.ladder_readings(sweep, runs):  # it quotes torch's errors: text, never markdown
+        st.markdown(f"**Backend ladder:** {markdown_text(reading)}")
     nxt = answers.sweep_next(view.measured_points(frame), runs) if not sweeps.sweep_running(runs) else None
     if nxt is not None:  # why its best point reads so, and what to try next here, with the link that launches it
         if nxt.why:

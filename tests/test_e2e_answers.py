@@ -62,8 +62,10 @@ def test_a_finished_race_says_why_and_what_to_try_next(app_url, e2e_data, page):
     page.goto(f"{app_url}/?run={run_id}")
     why = page.get_by_text("Why:", exact=False).first
     wait_until(lambda: why.count() and why.is_visible(), timeout=90)
-    assert "size mismatch at index 0. expected 48, actual 24" in page.inner_text("body")  # whole, wrapped
-    link = page.get_by_role("link", name="dynamic shapes")
+    page.get_by_text("The whole reading", exact=False).first.click()  # the answers in full, one click away
+    guard = page.get_by_text("size mismatch at index 0. expected 48, actual 24", exact=False).first
+    wait_until(lambda: guard.is_visible(), timeout=15)  # whole, wrapped
+    link = page.get_by_role("link", name="dynamic shapes").first  # the short Next line (and again in the details)
     assert "dynamic=true" in link.get_attribute("href") and "model=small_cnn" in link.get_attribute("href")
     bar = page.locator("[data-testid='stProgress']").first.bounding_box()
     main = page.locator("[data-testid='stMainBlockContainer']").first.evaluate(

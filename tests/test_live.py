@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from core.engine import analysis
+from core.engine import analysis, words
 from core.engine.summary import Summary
 from core.runs.store import Store
 from core.view.report import run_row
@@ -232,7 +232,8 @@ def test_cards_of_a_clear_win_show_cost_speedup_and_the_break_even_step():
     assert [c.value for c in cards] == ["4 s", "+1.5 s", "2.00x", "step 9", "128 samples/s", "80.0 MiB"]
     assert card(cards, "Break-even").help.endswith("9 s into the compiled run.")
     speed = card(cards, "Steady-state speedup")
-    assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("faster", "normal", "up")  # green, up
+    # green, up; the interval under the value: how sure the figure is, without opening its help
+    assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("faster, 2.00-2.00x", "normal", "up")
     assert "95% interval 2.00-2.00x" in speed.help
     tput = card(cards, "Throughput (compiled)")
     assert tput.delta == "+100% vs eager"
@@ -250,7 +251,12 @@ def test_cards_of_a_slower_run_say_it_never_breaks_even():
     assert "Never: compiled steps are slower." in card(cards, "Break-even").help
     assert card(cards, "Steady-state speedup").value == "0.67x"
     speed = card(cards, "Steady-state speedup")
-    assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("slower", "inverse", "down")  # red, down
+    low, high = summary["speedup_ci95"]
+    assert (speed.delta, speed.delta_color, speed.delta_arrow) == (
+        f"slower, {words.speedup_range(low, high)}",
+        "inverse",
+        "down",
+    )  # red, down
     assert card(cards, "Throughput (compiled)").delta == "-33% vs eager"
 
 
@@ -318,7 +324,7 @@ def test_cards_of_an_empty_summary_show_dashes_without_failing():
 def test_speedup_card_without_a_clear_difference_is_neutral_neither_green_nor_red():
     summary = {"steady_state_speedup": 1.01, "speedup_ci95": [0.95, 1.07], "verdict": analysis.NO_CLEAR_DIFFERENCE}
     speed = card(result_cards(summary), "Steady-state speedup")
-    assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("no clear difference", "off", "off")
+    assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("no clear difference, 0.95-1.07x", "off", "off")
 
 
 def test_speedup_card_without_a_verdict_has_no_delta():
@@ -394,7 +400,7 @@ def test_run_row_of_a_finished_run_has_its_summary_and_device(store):
         "sweep": None,
         "first_epoch_overhead_s": 41.6,
         "steady_state_speedup": 1.12,
-        "verdict": "faster",
+        "verdict": "-",  # a speedup stored without an interval or a verdict: nothing to stand behind
         "compile": "-",
         "compile_s": None,
         "break_even_step": 7,

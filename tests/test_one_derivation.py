@@ -23,6 +23,7 @@ from core.engine.summary import BUSY, FASTER, NEVER, NO_CLEAR_DIFFERENCE, PROJEC
 from core.view.replay import stored_race_label
 from core.view.report import run_row, summary_table
 from core.view.run_screen.cards import result_cards
+from core.view.run_screen.glance import verdict_line
 
 KINDS = ("faster", "slower", "spanning", "busy", "projected", "reached", "replicated")
 SEEDS = range(150)
@@ -112,12 +113,17 @@ def test_every_surface_s_claims_agree_with_the_headline(seed):
     cards = result_cards(s, total=h.steps)
     texts = {f"card {c.label}": f"{c.value} {c.help} {c.delta or ''}" for c in cards}
     texts["reading"] = reading(s)
+    texts["verdict line"] = verdict_line(s)
     texts["cost"] = cost_words(s) or ""
     texts["table"] = summary_table({"summary": s, "variants": {v: {"final_loss": 1.0} for v in ("eager", "compiled")}})
     plans = {steps: h.plan(steps) for steps in PLAN_STEPS}
     for steps, plan in plans.items():
         texts[f"plan {steps}"] = planning.plan_sentence(plan) if plan else ""
 
+    # The verdict line the page leads with names the headline's verdict.
+    lead = texts["verdict line"]
+    expected = {FASTER: "faster", SLOWER: "slower", NO_CLEAR_DIFFERENCE: "No clear difference", BUSY: "busy"}
+    assert expected[s.verdict] in lead and words.speedup(x) in lead, lead
     # The headline's interval decides the verdict and the payoff, nothing else.
     assert (s.verdict == FASTER) is (low > 1 and s.verdict != BUSY) or s.verdict == BUSY
     assert h.payoff == {FASTER: PAYS, SLOWER: NEVER_PAYS, NO_CLEAR_DIFFERENCE: CANNOT_TELL}.get(s.verdict, h.payoff)
@@ -131,7 +137,7 @@ def test_every_surface_s_claims_agree_with_the_headline(seed):
     if s.verdict == SLOWER:
         assert throughput.delta.startswith("-") or throughput.delta == "same as eager"
     assert s.compiled_samples_per_s == pytest.approx(h.compiled_samples_per_s)  # what a bundle keeps: the same
-    assert card_of(cards, "Steady-state speedup").delta == s.verdict
+    assert card_of(cards, "Steady-state speedup").delta == f"{s.verdict}, {words.speedup_range(low, high)}"
 
     # "Never" only where the whole interval lies at or below 1x; there, every surface says so.
     for name, text in texts.items():

@@ -38,7 +38,7 @@ def test_a_sweep_with_a_bad_shape_says_each_problem():
     three = SweepSpec(quick_spec(), (Axis("batch_size", (8, 16)), Axis("precision", ("fp32",)), Axis("seed", (1, 2))))
     messages = [str(p) for p in sweeps.sweep_problems(three, CPU, NO_LIMITS)]
     assert "axes: choose 1 or 2 axes to sweep (got 3)" in messages
-    assert "axes: 'seed' cannot be swept; allowed: batch_size, precision, mode, compile_scope" in messages
+    assert "axes: 'seed' cannot be swept; allowed: batch_size, precision, mode, backend, compile_scope" in messages
     assert "precision: give at least 2 precision values to sweep (one value is a race)" in messages
     twice = SweepSpec(quick_spec(), (Axis("batch_size", (8, 8)), Axis("batch_size", (4, 2))))
     messages = [str(p) for p in sweeps.sweep_problems(twice, CPU, NO_LIMITS)]

@@ -82,9 +82,10 @@ export default function (component) {
     root.append(slots.progressText, bar, slots.error, slots.words, slots.note);
     const chart = (name) => (slots["chart:" + name] = el("div", "cl-chart"));
     if (data.present) {
+      // Presenter mode, as the page draws it: the four lead cards, then both charts filling the screen.
       const row = el("div", "cl-row");
       for (const name of names) row.appendChild(chart(name));
-      root.append(row, slots.cards);
+      root.append(slots.cards, row);
       return;
     }
     const [first, ...rest] = names;

@@ -10,6 +10,7 @@ import streamlit as st
 
 from app_pages.common import board
 from app_pages.run_screen import feed_routes
+from app_pages.run_screen.show import PRESENT_CHROME
 from core.runs.store import id_from_text
 
 GIVE_UP_AFTER = 5  # failed reads in a row before the page falls back to refreshing through Streamlit
@@ -43,12 +44,13 @@ _CSS = """
 .cl-delta.good { color: #09ab3b; } .cl-delta.bad { color: #ff2b2b; } .cl-delta.off { color: rgba(49, 51, 63, 0.6); }
 .cl-row { display: flex; gap: 1rem; } .cl-row > * { flex: 1 1 0; min-width: 0; }
 .cl-chart { width: 100%; }
-.cl-present .cl-words, .cl-present .cl-info { font-size: 1.6rem; line-height: 1.3; }
-.cl-present .cl-progress-text { font-size: 1.4rem; }
-.cl-present .cl-value { font-size: 2.6rem; }
-@media (min-width: 641px) { .cl-present .cl-card { flex: 1 1 calc(16.6% - 0.6rem); min-width: calc(16.6% - 0.6rem); } }
-.cl-present .cl-label { font-size: 1.15rem; }
-.cl-present .cl-delta { font-size: 1.05rem; }
+.cl-present .cl-words, .cl-present .cl-info { font-size: max(2.6vh, 16px); line-height: 1.3; }
+.cl-present .cl-progress-text { font-size: max(2.6vh, 16px); }
+.cl-present .cl-value { font-size: max(4.8vh, 26px); line-height: 1.2; }
+@media (min-width: 641px) { .cl-present .cl-card { flex: 1 1 calc(25% - 0.6rem); min-width: calc(25% - 0.6rem); } }
+.cl-present .cl-label { font-size: max(2.7vh, 16px); }
+.cl-present .cl-delta { font-size: max(2.6vh, 15px); }
+.cl-present .cl-chart { height: max(calc(100vh - CHROME), 280px); }
 @media (max-width: 640px) {
   .cl-row { flex-direction: column; }
   .cl-card { flex: 1 1 calc(50% - 0.6rem); min-width: calc(50% - 0.6rem); }
@@ -56,6 +58,7 @@ _CSS = """
 }
 """
 
+_CSS = _CSS.replace("CHROME", PRESENT_CHROME)  # presenter mode's charts fill the screen, as the page's
 _feed_component = st.components.v2.component("compile_lab.live_feed", js=_JS, css=_CSS, isolate_styles=False)
 
 

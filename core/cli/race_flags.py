@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from core.engine.options import OPTIONS, Option, cli_word
+from core.engine.options import OPTIONS, Option, cli_word, spec_flags  # noqa: F401 - spec_flags: where it was
 from core.engine.spec import Problem, RunSpec, SpecError
 
 
@@ -58,18 +58,3 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         ok = model_name_problem(model) is None
         values["batch_size"] = default_batch_size(model) if ok else OPTIONS["batch_size"].default
     return RunSpec(**values)
-
-
-def spec_flags(spec: RunSpec) -> list[str]:
-    """The flags that make `spec_from_args` build this spec again: what a bench or a fleet runs to
-    get the same race through the CLI (and so through the app's own worker, with `submit`)."""
-    argv: list[str] = []
-    for option in OPTIONS.values():
-        value = getattr(spec, option.name)
-        if option.name == "model" and spec.model_file:
-            continue  # --model-file names the model
-        if option.type is bool and not option.optional:
-            argv += [option.flag] if value else []
-        elif value is not None and (option.flag_unset or value != option.default):
-            argv += [option.flag, cli_word(value)]
-    return argv

@@ -59,6 +59,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from core.runs.bundle import BundleError, export_bundle
 
+    if args.script or args.report:
+        return _export_for_pytorch(args)
     try:
         bundle = export_bundle(open_store(args), args.run_id)
     except BundleError as exc:
@@ -75,6 +77,36 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"run {args.run_id} exported to {args.output}")
     else:
         print(text)
+    return EXIT_OK
+
+
+def _export_for_pytorch(args: argparse.Namespace) -> int:
+    """--script: the race as one Python file; --report: the zip a torch.compile issue is filed from."""
+    from core.runs import race_report, race_script
+
+    store = open_store(args)
+    run = store.get_run(args.run_id)
+    if run is None:
+        print(f"error: there is no run {args.run_id}", file=sys.stderr)
+        return EXIT_USAGE
+    written_by = f"python -m core export {run.id} --script FILE"
+    try:
+        outputs = []
+        if args.script:
+            outputs.append((args.script, race_script.script_for_run(run, written_by).encode(), "script"))
+        if args.report:
+            outputs.append((args.report, race_report.report_zip(store.path, run), "report"))
+    except race_script.ScriptError as exc:
+        print(f"error: run {run.id} cannot be written as a script: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for path, data, what in outputs:
+        try:
+            with open(path, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            print(f"error: cannot write {path}: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"run {run.id}: {what} written to {path}")
     return EXIT_OK
 
 
@@ -102,6 +134,15 @@ def add_commands(sub) -> None:
     export = store_parser(sub, "export", "write a run as a JSON bundle (spec, environment, events, summary)")
     export.add_argument("run_id", type=run_id_arg)
     export.add_argument("-o", "--output", help="file to write (default: stdout)")
+    export.add_argument(
+        "--script", metavar="FILE", help="write the race as one Python script instead (needs only torch to run)"
+    )
+    export.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write a torch.compile issue report instead: a zip of report.md (PyTorch's template), the script "
+        "and the race's TORCH_TRACE where it was traced",
+    )
     export.set_defaults(func=cmd_export)
     imp = store_parser(sub, "import", "add a bundle from another machine as an imported run", owner=True)
     imp.add_argument("file")

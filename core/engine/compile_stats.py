@@ -284,7 +284,9 @@ def _first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
-def compile_skipped_reason(compile_info: dict[str, Any] | None, backend: str, mode: str) -> str | None:
+def compile_skipped_reason(
+    compile_info: dict[str, Any] | None, backend: str, mode: str, cache: str = "cold"
+) -> str | None:
     """Why the compiled variant did not actually run compiled code, or None if it did (or if the
     record cannot tell). Pure: works on a CompileStats dict, stored or imported.
 
@@ -294,6 +296,8 @@ def compile_skipped_reason(compile_info: dict[str, Any] | None, backend: str, mo
     """
     info = compile_info or {}
     if backend == "eager":  # Dynamo capture only, by request: nothing is meant to compile
+        return None
+    if cache == "precompiled":  # compiled ahead of time by another process: this one loads, it compiles no graph
         return None
     skips = [s for s in info.get("frame_skips") or [] if s]
     warned = [w for w in info.get("warnings") or [] if "skip" in w.lower()]

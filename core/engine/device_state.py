@@ -110,6 +110,7 @@ def autocast_context(spec: RunSpec, device: torch.device):
 @contextlib.contextmanager
 def inductor_cache(spec: RunSpec, device: torch.device, notes: dict | None = None, filled_by: dict | None = None):
     """Cold: a fresh, private Inductor cache (what a new user pays). Warm: a persistent one.
+    Precompiled: a fresh one too, where the ahead-of-time artifact is put (core.engine.precompiled).
 
     Triton keeps its own cache of compiled GPU kernels (TRITON_CACHE_DIR, default ~/.triton); a
     host that sets it, or a warm ~/.triton, would make a "cold" run partly warm. So both caches
@@ -141,6 +142,8 @@ def inductor_cache(spec: RunSpec, device: torch.device, notes: dict | None = Non
         entry = {**(filled_by or {}), "model": spec.model, "batch_size": spec.batch_size, "cache": spec.cache}
         if spec.cache == "cold":
             notes["kept_for_warm"] = warm_cache.keep_for_warm(path, warm, entry)
+            shutil.rmtree(path, ignore_errors=True)
+        elif spec.cache == "precompiled":  # its artifact and what loading it wrote: nothing a warm race reuses
             shutil.rmtree(path, ignore_errors=True)
         else:
             with contextlib.suppress(OSError):

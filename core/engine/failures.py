@@ -28,7 +28,7 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
 def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> str:
     """A reason a person understands, with what to try next."""
     text = str(exc)
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    first = _what_failed(text) or type(exc).__name__
     if isinstance(exc, KeyboardInterrupt):
         return "cancelled"
     if isinstance(exc, out_of_memory_errors()) or is_out_of_memory(exc):
@@ -51,6 +51,17 @@ def explain_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> 
     if isinstance(exc, ModelError):
         return text
     return f"{type(exc).__name__}: {first}"
+
+
+def _what_failed(text: str) -> str:
+    """The first line of torch's message, with the error it wraps where that line only says a backend
+    raised one ("backend='aot_eager_decomp_partition' raised: RuntimeError: ..."): what a bug report quotes."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0].endswith("raised:") and len(lines) > 1:
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]
 
 
 def compile_failure(exc: BaseException, spec: RunSpec, device: torch.device) -> str | None:

@@ -136,10 +136,14 @@ _ROWS = (
     ),
     Option(
         "backend", str, "inductor", "Backend", "torch.compile backend: {choices}",
-        choices=("inductor", "aot_eager", "eager"), form=(2, 0), sweep_form=True, link=True, compare="backend",
+        choices=("inductor", "aot_eager", "aot_eager_decomp_partition", "eager"), form=(2, 0), sweep_form=True,
+        link=True, compare="backend", sweep="backends, the ladder eager,aot_eager,aot_eager_decomp_partition,inductor "
+        "(of {choices})",
         form_help="Who turns the captured graph into code: inductor generates fused kernels (the real thing); "
-        "aot_eager and eager only trace, to tell capture costs from code generation.", changes=(STEP_TIME, COMPILE),
-    ),
+        "eager only captures (Dynamo), aot_eager adds AOT autograd's tracing, aot_eager_decomp_partition adds "
+        "Inductor's decompositions and its forward/backward partition, all without code generation: each a rung "
+        "of the ladder that tells where a cost or an error comes in.", changes=(STEP_TIME, COMPILE),
+    ),  # the ladder's rungs in order: core.engine.ladder
     Option(
         "dynamic", bool, None, "Dynamic shapes", "dynamic shapes: auto (default), true, false",
         choices=(None, True, False), optional=True, form=(4, 2), link=True, compare="dynamic",
@@ -157,11 +161,14 @@ _ROWS = (
     ),
     Option(
         "compile_scope", str, "whole", "Compile scope",
-        "what torch.compile compiles: {choices} (regional: each repeated block, in place)",
+        "what torch.compile compiles: {choices} (regional: each repeated block, in place; nested: the whole "
+        "model, each repeated block a torch.compiler.nested_compile_region, traced once and reused)",
         choices=COMPILE_SCOPES, form=(2, 1), sweep_form=True, link=True, sweep="compile scopes: {typed}",
-        form_help="Compile the whole model at once, or only its repeated block (regional), compiled once and "
-        "reused: a shorter compile for deep models.", changes=(STEP_TIME, COMPILE),
-    ),  # "regional": compile each repeated block in place (core.engine.models.regions)
+        form_help="Compile the whole model at once; only its repeated block (regional), compiled once and "
+        "reused: a shorter compile for deep models; or the whole model with the block marked as a nested compile "
+        "region (nested), traced once and stamped out for every block, what runs between the blocks compiled too.",
+        changes=(STEP_TIME, COMPILE),
+    ),  # "regional", "nested": the repeated block (core.engine.models.regions)
     Option(
         "epochs", int, 3, "Epochs",
         min=1, max=MAX_EPOCHS, form=(3, 0), sweep_form=True, link=True, compare="epochs",
@@ -196,12 +203,18 @@ _ROWS = (
         "cifar10: download it if missing; hf: fetch the model's config.json (never weights); needs network",
     ),
     Option(
-        "cache", str, "cold", "Inductor cache", "Inductor cache: {choices} (cold: a fresh cache, what a new user pays)",
-        choices=("cold", "warm"), form=(2, 2), link=True, compare="cache",
+        "cache", str, "cold", "Inductor cache",
+        "Inductor cache: {choices} (cold: a fresh cache, what a new user pays; precompiled: the step compiled ahead "
+        "of time in another process, torch.compile(...).aot_compile, and loaded, what a process starting from that "
+        "artifact pays)",
+        choices=("cold", "warm", "precompiled"), form=(2, 2), link=True, compare="cache",
         form_help="Cold: a fresh Inductor cache, the full compile a new user pays. Warm: reuse what earlier "
         "races of this device and torch compiled (every cold race leaves its kernels there as it ends), as a second "
-        "run of the same model does; the race says what it found.", changes=(COMPILE,),
-    ),
+        "run of the same model does; the race says what it found. Precompiled (experimental in torch): another "
+        "process compiles the step ahead of time and saves it; the race loads it (torch.compiler."
+        "load_compiled_function), so its compile cost is what a process starting from that artifact pays.",
+        changes=(COMPILE,),
+    ),  # precompiled: core.engine.precompiled
     Option(
         "schedule", str, "blocks", "Schedule",
         "blocks (default: eager and compiled take turns every few steps), sequential (eager, then compiled) "
@@ -307,3 +320,19 @@ def in_link() -> tuple[str, ...]:
 def sweep_axes() -> list[Option]:
     """The options a sweep can vary."""
     return [o for o in OPTIONS.values() if o.sweep is not None]
+
+
+def spec_flags(spec: Any) -> list[str]:
+    """The flags that make `spec_from_args` build this spec again: what a bench or a fleet runs to
+    get the same race through the CLI (and so through the app's own worker, with `submit`), and the
+    command a race script names as the one that made its race (core.runs.race_script)."""
+    argv: list[str] = []
+    for option in OPTIONS.values():
+        value = getattr(spec, option.name)
+        if option.name == "model" and spec.model_file:
+            continue  # --model-file names the model
+        if option.type is bool and not option.optional:
+            argv += [option.flag] if value else []
+        elif value is not None and (option.flag_unset or value != option.default):
+            argv += [option.flag, cli_word(value)]
+    return argv

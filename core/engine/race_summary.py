@@ -73,7 +73,9 @@ def summarize_variants(
         graph_breaks=stats.graph_breaks,
         recompiles=stats.recompiles,
         compile_phases=stats.phases,
-        compile_skipped=compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode) if compiled.steps else None,
+        compile_skipped=compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode, spec.cache)
+        if compiled.steps
+        else None,
         profile={
             "eager": eager.profile,
             "compiled": compiled.profile,

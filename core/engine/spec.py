@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
-from core.engine.models.regions import REGIONAL_BLOCKS, region_problem
+from core.engine.models.regions import BLOCK_SCOPES, REGIONAL_BLOCKS, region_problem
 from core.engine.models.sources import library_problem, model_name_problem, source_of
 from core.engine.models.zoo import MODELS
 from core.engine.options import OPTIONS, Option, same_race
@@ -298,6 +298,8 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
             )
         )
     scope_ok, device_ok = ok["compile_scope"], ok["device"]
+    if ok["cache"] and spec.cache == "precompiled":
+        p.extend(_precompiled_problems(spec))
 
     if spec.mode != "default" and spec.backend != "inductor" and spec.mode in OPTIONS["mode"].choices:
         p.append(
@@ -305,18 +307,18 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
         )
 
     if model_ok and source_of(spec.model) != "zoo":
-        if scope_ok and spec.compile_scope == "regional":  # found only after the eager run, otherwise
+        if scope_ok and spec.compile_scope in BLOCK_SCOPES:  # found only after the eager run, otherwise
             p.append(
                 Problem(
                     "compile_scope",
-                    f"regional compile needs a zoo model whose repeated block is known ({', '.join(REGIONAL_BLOCKS)});"
-                    f" for {source_of(spec.model)} models use 'whole'",
+                    f"{spec.compile_scope} compile needs a zoo model whose repeated block is known "
+                    f"({', '.join(REGIONAL_BLOCKS)}); for {source_of(spec.model)} models use 'whole'",
                 )
             )
         p.extend(_library_model_problems(spec, caps))
     elif model_ok:
         info = MODELS[spec.model]
-        if scope_ok and spec.compile_scope == "regional" and region_problem(spec.model):
+        if scope_ok and spec.compile_scope in BLOCK_SCOPES and region_problem(spec.model):
             p.append(Problem("compile_scope", region_problem(spec.model)))
         if spec.image_size is not None and _option_ok(p, OPTIONS["image_size"], spec.image_size):
             problem = info.size_problem(spec.image_size)
@@ -338,6 +340,34 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
     if caps is not None and model_ok and not any(q.field in _MEMORY_FIELDS for q in p):
         memory = memory_problem(spec, resolve_device(spec.device, caps), caps)
         p.extend([Problem("batch_size", memory)] if memory else [])
+    return p
+
+
+def _precompiled_problems(spec: RunSpec) -> list[Problem]:
+    """What a step compiled ahead of time cannot be (core.engine.precompiled): it is the whole model's
+    forward, traced once at the race's shape, in training mode, outside autocast, without CUDA graphs."""
+    p: list[Problem] = []
+    why = "a precompiled step is traced once, ahead of time"
+    if spec.compile_scope != "whole":
+        p.append(
+            Problem(
+                "compile_scope",
+                f"{why}, of the whole model's forward: use compile scope 'whole' with cache precompiled",
+            )
+        )
+    if isinstance(spec.eval_steps, int) and spec.eval_steps > 0:
+        p.append(
+            Problem("eval_steps", f"{why}, in training mode (evaluation would need a second one): use eval_steps 0")
+        )
+    if spec.shapes != "fixed":
+        p.append(Problem("shapes", f"{why}, at the race's batch shape: use shapes 'fixed' with cache precompiled"))
+    if spec.stance != "default":
+        p.append(Problem("stance", f"{why}: nothing recompiles, so there is no stance to take; use stance 'default'"))
+    if spec.precision in ("amp-fp16", "amp-bf16"):
+        p.append(Problem("precision", f"{why}, outside autocast: use fp32 or tf32 with cache precompiled"))
+    if spec.mode in CUDA_GRAPH_MODES:
+        p.append(Problem("mode", f"{why}; CUDA graphs are recorded at run time, not saved in it: use mode 'default' or "
+                         "'max-autotune-no-cudagraphs'"))  # fmt: skip
     return p
 
 

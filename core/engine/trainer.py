@@ -52,13 +52,14 @@ from core.engine.failures import build_failure, compile_failure, explain_failure
 from core.engine.intervals import ASSUMED, BLOCK_STEPS, RunToRun
 from core.engine.models.resolve import workload_for
 from core.engine.models.workload import Workload
+from core.engine.precompiled import precompile_ahead
 from core.engine.profiling import kernel_profiling, shows_cpu_kernels
 from core.engine.race_summary import summarize_variants
 from core.engine.replicate import ReplicateRunner, add_replicates
 from core.engine.replicates import ProcessResult, replicates_asked
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, detect_device_caps, resolve_device
 from core.engine.stopping import StopRule
-from core.engine.variant import VariantRun, set_stance, stance_problem, warm_up_device
+from core.engine.variant import VariantRun, set_stance, torch_feature_problems, warm_up_device
 
 ALTERNATING_MEMORY = "peak of both variants together (they take turns: both models in memory)"
 
@@ -87,9 +88,9 @@ def run_race(
     """
     caps = caps or detect_device_caps()
     check(spec, caps)
-    problem = stance_problem(spec)
-    if problem:
-        raise SpecError([problem])
+    problems = torch_feature_problems(spec)
+    if problems:
+        raise SpecError(problems)
     if trace_dir:
         os.makedirs(trace_dir, exist_ok=True)
     device = torch.device(resolve_device(spec.device, caps))
@@ -116,6 +117,12 @@ def run_race(
             race.error = build_failure(exc, spec, device)
             race.emit(StatusEvent("eager", "failed", 0, spec.epochs, race.error))
             return race.result(environment)
+        if spec.cache == "precompiled":  # compiled ahead of time by another process: what this one loads
+            environment["precompiled"] = ahead = precompile_ahead(spec, cache_dir)
+            if "error" in ahead:
+                race.error = f"the ahead-of-time compile failed: {ahead['error']}"
+                race.emit(StatusEvent("compiled", "failed", 0, spec.epochs, race.error))
+                return race.result(environment)
         probe_s = probe_cpu_vector_isa(device, spec.backend)  # once per machine, not this model's compile
         if probe_s is not None:
             environment["cpu_isa_probe_s"] = round(probe_s, 3)
@@ -408,7 +415,7 @@ class _Turn:
         spec = self.race.spec
         stats = read_compile_stats()
         stats.warnings = torch_warnings(self.caught)
-        reason = compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode)
+        reason = compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode, spec.cache)
         if reason:
             self.race.emit(StatusEvent("compiled", "compile_skipped", 1, spec.epochs, reason))
 

@@ -22,10 +22,11 @@ from core.engine.data import BatchSource
 from core.engine.device_state import autocast_context, reset_peak_memory
 from core.engine.events import BusyEvent, CompileEvent, EpochEvent, EventCallback, StatusEvent, StepEvent, VariantResult
 from core.engine.intervals import BLOCK_STEPS
-from core.engine.models.regions import compile_regions
+from core.engine.models.regions import compile_regions, mark_nested_regions
 from core.engine.models.resolve import workload_for
 from core.engine.models.workload import Workload, batch_samples, stage
 from core.engine.noise import BUSY_WAIT, BusyWatch, load_sample
+from core.engine.precompiled import PrecompiledStep, artifact_path, precompiled_torch_problems
 from core.engine.profiling import profile_steps
 from core.engine.spec import CUDA_GRAPH_MODES, Problem, RunSpec
 from core.engine.timing import Stopwatch, device_sync
@@ -45,16 +46,37 @@ def stance_problem(spec: RunSpec) -> Problem | None:
     return None
 
 
+def torch_feature_problems(spec: RunSpec) -> list[Problem]:
+    """What the spec asks of this torch that it lacks (a stance without set_stance, the nested scope
+    without nested_compile_region), each with the reason: run_race refuses the race before any work."""
+    problems = [p for p in (stance_problem(spec),) if p is not None] + precompiled_torch_problems(spec)
+    if spec.compile_scope == "nested" and not hasattr(torch.compiler, "nested_compile_region"):
+        problems.append(
+            Problem(
+                "compile_scope",
+                f"torch {torch.__version__} has no torch.compiler.nested_compile_region (newer torch has it): "
+                "use 'regional' (each block compiled on its own) or 'whole'",
+            )
+        )
+    return problems
+
+
 def compile_model(model: torch.nn.Module, spec: RunSpec) -> torch.nn.Module:
     """torch.compile with exactly the spec's options (mode only where the backend takes one), of
     the whole model or, with compile_scope "regional", of each repeated block in place (the
-    model returned is then the model itself, its blocks compiled)."""
+    model returned is then the model itself, its blocks compiled); "nested": the whole model, each
+    repeated block marked as a nested compile region first. With cache "precompiled", the step compiled
+    ahead of time, loaded from the race's compile cache folder at its first call (core.engine.precompiled)."""
+    if spec.cache == "precompiled":
+        return PrecompiledStep(artifact_path(os.environ["TORCHINDUCTOR_CACHE_DIR"]), model)
     kwargs: dict[str, Any] = {"backend": spec.backend, "dynamic": spec.dynamic, "fullgraph": spec.fullgraph}
     if spec.backend == "inductor":
         kwargs["mode"] = spec.mode
     if spec.compile_scope == "regional":
         compile_regions(model, spec.model, **kwargs)
         return model
+    if spec.compile_scope == "nested":
+        mark_nested_regions(model, spec.model)
     return torch.compile(model, **kwargs)
 
 

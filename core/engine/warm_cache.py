@@ -129,9 +129,17 @@ def races_named(entries: list[dict[str, Any]]) -> str:
 
 def cache_words(environment: dict[str, Any] | None, compile_info: dict[str, Any] | None = None) -> str | None:
     """Whether a race asked to be warm found a cache, who filled it and whether its compile used it;
-    for a cold race, whether what it compiled was kept for later warm races. None where the race
+    for a cold race, whether what it compiled was kept for later warm races; for a precompiled one, what
+    the ahead-of-time compile cost in its own process. None where the race
     recorded neither (older races)."""
     env = environment or {}
+    ahead = env.get("precompiled")
+    if env.get("inductor_cache") == "precompiled" and isinstance(ahead, dict) and "compile_s" in ahead:
+        return (
+            f"precompiled: another process compiled the step ahead of time in {words.seconds(ahead['compile_s'])} "
+            f"(a {words.bytes_(ahead.get('bytes') or 0)} artifact); this race loaded it at its first compiled step, "
+            "so its compile time is what a process starting from that artifact pays."
+        )
     if env.get("inductor_cache") == "warm" and isinstance(env.get("warm_cache"), dict):
         state = env["warm_cache"]
         hits = (compile_info or {}).get("cache_hits")

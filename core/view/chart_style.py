@@ -34,14 +34,14 @@ STEP_AXIS = alt.Axis(format=",d", tickMinStep=1)
 # Streamlit fits a chart's title, legends and axes inside this height: the plot gets what is left.
 AXIS_FONT = {"labelFontSize": 14, "titleFontSize": 15}
 TEXT_FONT = 14  # the notes written on a chart ("break-even: step 305"), set here so presenter mode can grow them
-# Presenter mode (a projector at 1280x720 read from the back of a room): the same charts, every
-# piece of text at least 18 px, the notes on the data 20 px.
+# Presenter mode (a room reading a 1920x1080 screen, or a 1280x720 projector, from the back): the
+# same charts, every piece of text at least 24 px, the axis titles and the notes on the data larger.
 PRESENTER_FONTS = {
-    "axis": {"labelFontSize": 18, "titleFontSize": 20},
-    "legend": 18,
-    "title": 24,
-    "subtitle": 18,
-    "text": 20,
+    "axis": {"labelFontSize": 24, "titleFontSize": 28},
+    "legend": 26,
+    "title": 30,
+    "subtitle": 24,
+    "text": 26,
 }
 # The step-time axis is cut this far above the highest steady step (95th percentile of each variant
 # after its warm-up), so the steady steps fill the chart; slower steps sit at the top edge.
@@ -228,15 +228,15 @@ def finish(
     )
 
 
-def for_projector(chart: alt.Chart | alt.LayerChart, height: int) -> alt.Chart | alt.LayerChart:
+def for_projector(chart: alt.Chart | alt.LayerChart, height: int | str) -> alt.Chart | alt.LayerChart:
     """A finished chart (finish) sized for presenter mode: PRESENTER_FONTS everywhere, `height`
-    for the chart as a whole."""
+    for the chart as a whole (pixels, or "container": the height of the box the page gives it)."""
     sized = chart.copy(deep=False)
     sized.height = height
     fonts = PRESENTER_FONTS
     return (
         sized.configure_axis(**fonts["axis"])
-        .configure_legend(labelFontSize=fonts["legend"], orient="top", title=None, symbolSize=400)
+        .configure_legend(labelFontSize=fonts["legend"], labelLimit=0, orient="top", title=None, symbolSize=400)
         .configure_title(fontSize=fonts["title"], subtitleFontSize=fonts["subtitle"], anchor="start", offset=8)
         .configure_text(fontSize=fonts["text"])
     )

@@ -48,6 +48,9 @@ LEAD_HEIGHT = 260  # Streamlit's theme takes title and axes out of this: less sq
 # above the plot: at 360 px the plot keeps about 230 px, room for five ticks of the steady range.
 STEP_TIME_HEIGHT = 360
 STEP_TIME_TICKS = 5
+# The race chart sits under the verdict and the four cards on a finished race's first screen: at
+# 300 px it ends above the fold at 1280x720 with room for a card line that wraps.
+RACE_HEIGHT = 300
 # Dashed projections reach at most this many times the measured steps: a crossing far beyond the
 # run is named in words at the chart's edge instead of shrinking what was measured to a sliver.
 PROJECTION_REACH = 3.0
@@ -216,7 +219,7 @@ def cumulative_chart(
     marker = _break_even_layers(break_even, y_title, last_step)
     clock = _compile_clock_layers(compiling_s, y_title) if compiling_s is not None else []
     chart = layer(*lines, *layers, *marker, *clock)
-    return finish(chart, CUMULATIVE_TITLE, counts, "steps")
+    return finish(chart, CUMULATIVE_TITLE, counts, "steps", height=RACE_HEIGHT)
 
 
 def compile_clock_label(elapsed_s: float) -> str:

@@ -391,4 +391,7 @@ def scope_label(scope: str, model: str) -> str:
     enough for the form's select box (the option's help says the rest)."""
     if scope == "regional":
         return region_description(model) or scope
+    if scope == "nested":
+        block = region_description(model)
+        return f"whole model, {block} traced once" if block else scope
     return "whole model" if scope == "whole" else scope

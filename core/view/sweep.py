@@ -1,5 +1,5 @@
-"""What the Sweep page and `python -m core sweep` show: one row per point, the regime reading,
-whole against regional compile side by side, and the training plan. Pure: stored runs in, frames
+"""What the Sweep page and `python -m core sweep` show: one row per point, the regime reading, the
+backend ladder's reading, whole against regional compile side by side, and the training plan. Pure: stored runs in, frames
 and text out (no Streamlit, no torch).
 
 Only a point that finished (`done`) with compiled code counts as a finding; a failed, cancelled
@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from core.engine import planning, words
+from core.engine.ladder import Rung, ladder_reading
 from core.engine.summary import PROJECTED, REACHED, Summary
 from core.runs.store import ACTIVE_STATES, Run, Store
 from core.runs.sweeps import SweepSpec
@@ -203,6 +204,26 @@ def regime_readings(sweep: SweepSpec, frame: pd.DataFrame) -> list[str]:
     return out
 
 
+def ladder_readings(sweep: SweepSpec, runs: list[Run]) -> list[str]:
+    """The backend ladder's reading (core.engine.ladder) per value of the other axis: at which rung
+    the compile's cost, the step's change or an error comes in; empty unless backend is swept."""
+    if sweep.axis("backend") is None:
+        return []
+    other = next((a for a in sweep.axes if a.name != "backend"), None)
+    groups: dict[Any, list[Rung]] = {}
+    for run in runs:
+        params = run.params or {}
+        summary = Summary.of(run.summary) if run.status == "done" else None
+        rung = Rung(str(params.get("backend")), summary, run.status, run.error)
+        groups.setdefault(params.get(other.name) if other else None, []).append(rung)
+    out = []
+    for value, rungs in groups.items():
+        reading = ladder_reading(rungs)
+        if reading is not None:
+            out.append((f"{other.label} {value}: " if other else "") + reading.text)
+    return out
+
+
 def scope_comparison(sweep: SweepSpec, frame: pd.DataFrame) -> list[dict[str, str]]:
     """Whole against regional compile side by side (compile time and steady speedup), one row per
     value of the other axis; empty unless compile scope is swept."""
@@ -280,6 +301,10 @@ def sweep_report(sweep: SweepSpec, frame: pd.DataFrame, state: str, plan_steps: 
         if nxt is not None:
             lines += [""] + ([f"why ({nxt.point}): {nxt.why}"] if nxt.why else [])
             lines.append(f"next: {nxt.text}" + (f" {nxt.race.label}: {nxt.race.link}" if nxt.race else ""))
+    ladders = ladder_readings(sweep, list(runs))
+    if ladders:
+        lines += ["", "backend ladder (where the compile's cost, the step's change or an error comes in):"]
+        lines += [f"  {t}" for t in ladders]
     scopes = scope_comparison(sweep, frame)
     if scopes:
         lines += ["", "whole vs regional compile:"]
@@ -331,6 +356,7 @@ def sweep_json(sweep_id: int, sweep: SweepSpec, runs: list[Run], frame: pd.DataF
         **sweep.to_dict(),
         "points": points,
         "regime": regime_readings(sweep, frame),
+        "ladder": ladder_readings(sweep, runs),
         "scope_comparison": scope_comparison(sweep, frame),
     }
 

@@ -8,9 +8,14 @@ compile on their own: `allow_a_graph_per_block`), while the steady step stays cl
 (Hugging Face accelerate's benchmark: Llama-3.2-1B 10.7 s -> 1.95 s at similar speed). What runs
 between the blocks (embeddings, stem, head) stays eager.
 
+The nested scope compiles the whole model but marks each repeated block as a nested compile region
+(torch.compiler.nested_compile_region, where torch has it): Dynamo traces the block once and reuses what it
+compiled for every block that matches, inside one graph of the whole model, so what runs between the
+blocks is compiled too.
+
 Which block a model repeats is a column of its zoo row (core.engine.models.zoo); this module is
-torch-free, so validation and the app can say which models have blocks; only `repeated_blocks`
-and `compile_regions` touch a built model.
+torch-free, so validation and the app can say which models have blocks; only `repeated_blocks`,
+`compile_regions` and `mark_nested_regions` touch a built model (and import torch).
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ from typing import Any
 
 from core.engine.models.zoo import MODELS
 
-COMPILE_SCOPES = ("whole", "regional")
+COMPILE_SCOPES = ("whole", "regional", "nested")
+# The scopes that need the model's repeated block: compiled on its own (regional), or marked as a nested compile
+# region inside the whole model's compile (nested: torch.compiler.nested_compile_region, traced once and reused).
+BLOCK_SCOPES = ("regional", "nested")
 
 # model -> (the class of its repeated block, what a person calls it), from the zoo's rows. Found by
 # class name, so this module imports neither torch nor torchvision.
@@ -91,6 +99,21 @@ def compile_regions(model: Any, name: str, **compile_kwargs: Any) -> int:
     allow_a_graph_per_block(len(blocks))
     for block in blocks:
         block.compile(**compile_kwargs)
+    return len(blocks)
+
+
+def mark_nested_regions(model: Any, name: str) -> int:
+    """Mark each repeated block's forward as a nested compile region (torch.compiler.nested_compile_region,
+    on this instance only), so that compiling the whole model traces the block once and stamps out the
+    same code for every block that matches it; returns how many blocks were marked. Outside a compile
+    the mark does nothing: the eager variant is unchanged."""
+    import types
+
+    import torch
+
+    blocks = repeated_blocks(model, name)
+    for block in blocks:  # a bound method takes no mark: wrap the class's function and bind it to this block
+        block.forward = types.MethodType(torch.compiler.nested_compile_region(type(block).forward), block)
     return len(blocks)
 
 

@@ -8,6 +8,7 @@ reopened one, and what the live feed sends a viewer's browser. One file per part
   layout         the screen's plan: what it shows when (the sentence, the cards, which charts), one
                  plan for the Streamlit page and the feed
   cards          the result cards
+  glance         a finished race at a glance: its one verdict line, the short line of each answer
   sentences      the words beside the charts
   why_per_step   why, per step: compile marks, the per-step anatomy, compiles and their phases
   feed           the live feed: the screen as one JSON document per snapshot for all viewers

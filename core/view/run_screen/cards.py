@@ -147,7 +147,7 @@ def result_cards(
             "Median eager step / median compiled step after warm-up"
             + (f"; {words.interval(s)}." if s.speedup_ci95 else ".")
             + processes_note(s),
-            delta=s.verdict,
+            delta=_verdict_and_interval(s),
             # Unsigned text reads as "up": green and up for faster, red and down for slower, grey otherwise.
             delta_color={"faster": "normal", "slower": "inverse"}.get(verdict, "off"),
             delta_arrow={"faster": "up", "slower": "down"}.get(verdict, "off"),
@@ -171,6 +171,16 @@ def result_cards(
     if s.compile_failed:
         return _without_compiled_figures(cards, compile_failed_reading(s.compile_failed), "compile failed")
     return _compile_did_not_happen(cards, s.compile_skipped) if s.compile_skipped else cards
+
+
+def _verdict_and_interval(s: Summary) -> str | None:
+    """The speedup card's line under its value: the verdict and the interval it rests on
+    ('faster, 1.20-1.42x'), so the card says how sure the figure is without opening its help."""
+    if not s.verdict:
+        return None
+    return (
+        f"{s.verdict}, {words.speedup_range(s.headline.low, s.headline.high)}" if s.headline.has_interval else s.verdict
+    )
 
 
 def _recompiles_delta(recompiles: int | None) -> str | None:

@@ -94,13 +94,15 @@ def feed_document(
     expected: Callable[[], tuple[float | None, bool]],
     now: float | None = None,
 ) -> dict[str, Any]:
-    """What a viewer's browser draws for this snapshot. `present`: presenter mode's layout (the race
-    and the step times side by side, then the cards). `expected`: the expected compile time."""
+    """What a viewer's browser draws for this snapshot. `present`: presenter mode's layout (the four
+    lead cards, then the race and the step times side by side). `expected`: the expected compile time."""
     run = snap.run
     total = sentences.total_steps(run.params or {})
     summary = snap.summary()
     words = layout.live_words(run, snap, summary, total, expected, now)
     cards = layout.cards(run, snap, summary, total)
+    if present:  # the four lead cards alone, in presenter type (as the page draws them)
+        cards = layout.split_cards(cards)[0]
     built = layout.chart_builders(run, snap, summary, present, now=now)
     stamp = layout.chart_stamp(run, snap, now)  # the compile bar's second: its chart is rebuilt once a second
     return {

@@ -23,13 +23,20 @@ from core.view import race_charts
 from core.view.chart_style import for_projector
 from core.view.compare import run_name
 from core.view.process_chart import process_chart
-from core.view.run_screen import sentences, why_per_step
+from core.view.run_screen import glance, sentences, why_per_step
 from core.view.run_screen.cards import Card, memory_of, result_cards
 
 # Before the first step there is nothing to chart: empty axes (a lone "0.000000" tick) read as a
 # broken chart, so the page says this instead.
 WAITING_FOR_STEPS = "Waiting for the first steps: the charts start with eager's first measured step."
-PRESENT_CHART_HEIGHT = 330  # presenter mode: the race and step charts side by side at 1280x720, cards below
+# Presenter mode: the race and step charts side by side under the verdict and the cards, as tall as
+# the screen leaves them ("container": the page's CSS gives their box the height, so they fill a
+# 1920x1080 screen and still fit a 1280x720 projector).
+PRESENT_CHART_HEIGHT = "container"
+# The four cards a race leads with (over its race chart, above the fold): what it cost, what the
+# first epoch paid, how much faster a step is (with its interval) and when it paid back. The rest
+# (throughput, memory) follow the chart; presenter mode shows these four alone.
+LEAD_CARDS = ("Compile time", "First-epoch overhead", "Steady-state speedup", "Break-even")
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,31 @@ def live_words(
     # All this app's words and numbers, except a compile-skipped or -failed reason (torch's, or a bundle's).
     from_torch = not summary.compiled
     return Words(quote(said) if from_torch else said)
+
+
+def headline(
+    run: Run,
+    view: Any,
+    summary: Summary,
+    total: int | None,
+    expected: Callable[[], tuple[float | None, bool]],
+    now: float | None = None,
+    quote: Callable[[str], str] = str,
+) -> Words | None:
+    """The line the screen leads with: a finished race's one verdict line (glance.verdict_line: the
+    whole reading is one click away, finished_reading), else what is happening now (live_words)."""
+    if not run.finished or not any(view.counts().values()):
+        return live_words(run, view, summary, total, expected, now, quote)
+    return Words(quote(view.derive("verdict_line", lambda: glance.verdict_line(summary))))
+
+
+def finished_reading(
+    run: Run, view: Any, summary: Summary, total: int | None, quote: Callable[[str], str] = str
+) -> str:
+    """A finished race's reading in full (core.engine.reading.reading: the verdict with its caveats,
+    the run-to-run spread, the busy steps), for the details under its short lines."""
+    said = view.derive(("reading", total), lambda: reading(summary, False, total, view.counts()))
+    return quote(said) if not summary.compiled else said  # torch's or a bundle's words: a skipped compile's reason
 
 
 def _compile_phase(run: Run) -> dict:
@@ -211,6 +243,17 @@ def cards(run: Run, view: Any, summary: Summary, total: int | None) -> list[Card
         ("cards", total), lambda: result_cards(summary, memory_of(run), total=total, live=not run.finished)
     )
     return [] if all(card.value == "-" for card in built) else built
+
+
+def split_cards(cards: list[Card]) -> tuple[list[Card], list[Card]]:
+    """The cards a race leads with (LEAD_CARDS, in their order) and the others, in theirs."""
+    return [c for c in cards if c.label in LEAD_CARDS], [c for c in cards if c.label not in LEAD_CARDS]
+
+
+def cards_before_chart(run: Run) -> bool:
+    """A finished race leads with its verdict and cards, then the race chart; a live one shows the
+    race first (its cards fill in as it goes), as the live feed draws it."""
+    return run.finished
 
 
 def loss_words(view: Any) -> str | None:
