@@ -112,7 +112,7 @@ def test_no_clear_difference_with_library_kernels_says_little_is_left_to_fuse():
     found = race_cause(s, {}, CPU_ENV)
     assert found.kind == causes.SAME
     assert found.library_share == pytest.approx(6.0 / 8.3)
-    assert "at least 72% of compiled's kernel time is in library kernels (aten::mm, aten::addmm)" in found.sentence
+    assert "at least 72% of compiled's kernel time is in library matmuls (aten::mm, aten::addmm)" in found.sentence
     assert "Measured with 1 thread on 1 of the machine's 2 cores." in found.sentence
 
 

@@ -9,7 +9,14 @@ from conftest import CPU, quick_spec
 
 from core.engine.compile_stats import read_compile_stats, reset_compile_state
 from core.engine.models.networks import build_model
-from core.engine.models.regions import REGIONAL_BLOCKS, compile_regions, region_problem, repeated_blocks
+from core.engine.models.regions import (
+    REGIONAL_BLOCKS,
+    block_kind,
+    blocks_share_shapes,
+    compile_regions,
+    region_problem,
+    repeated_blocks,
+)
 from core.engine.models.workload import loss_fn
 from core.engine.models.zoo import MODELS
 from core.engine.spec import RunSpec, validate
@@ -114,6 +121,16 @@ def test_every_model_with_a_region_has_a_repeated_block(name):
     assert len(blocks) >= 2 and all(type(b).__name__ == REGIONAL_BLOCKS[name][0] for b in blocks)
     inside = {id(m) for b in blocks for m in list(b.modules())[1:]}
     assert not any(id(b) in inside for b in blocks)  # no block nested in another
+
+
+@pytest.mark.parametrize("name", sorted(REGIONAL_BLOCKS))
+def test_the_zoos_count_of_block_kinds_is_the_built_models(name):
+    # What the advice reads to offer regional compile only where one compiled block serves them all.
+    with torch.device("meta"):
+        model = build_model(name, 32 if MODELS[name].input_kind == "image" else None)
+    kinds = {block_kind(b) for b in repeated_blocks(model, name)}
+    assert MODELS[name].block_kinds == len(kinds)
+    assert blocks_share_shapes(name) == (len(kinds) == 1)
 
 
 def test_resnet18_compiles_each_residual_block():

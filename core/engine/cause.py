@@ -45,6 +45,14 @@ CARRIES = 2 / 3
 GENERATED_KERNEL = re.compile(r"cpp_fused|triton_|^graph_\d+_|kernel_cpp")
 # Library kernels taking at least this share of compiled's kernel time: little is left to fuse.
 LIBRARY_BOUND = 0.5
+# The library kernels that carry a model's arithmetic, by what they compute (a generated kernel's
+# name can hold "convolution_backward" too: those are told apart first). Other ATen kernels in a
+# compiled profile (sqrt, copy_, the optimizer's lerp_) are neither, and are not counted as either.
+MATMULS, CONVOLUTIONS = "matmuls", "convolutions"
+LIBRARY_KINDS = {
+    MATMULS: re.compile(r"(^|::|_)(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv)(_|$)|gemm|mkl_linear", re.I),
+    CONVOLUTIONS: re.compile(r"conv|cudnn", re.I),
+}
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,9 @@ class Cause:
     kernel_s: tuple[float, float] | None = None
     kernels_per_step: tuple[float, float] | None = None
     library_share: float | None = None  # at least this share of compiled's kernel time is library kernels
-    library_kernels: tuple[str, ...] = ()
+    library_kernels: tuple[str, ...] = ()  # those kernels (matmuls and convolutions), longest first
+    library_kind: str | None = None  # what they mostly are: MATMULS or CONVOLUTIONS
+    matmul_share: float | None = None  # at least this share of compiled's kernel time is library matmuls
     threads: int | None = None
     cores: int | None = None  # the cores the race's worker had to itself
     machine_cores: int | None = None
@@ -122,7 +132,7 @@ def race_cause(
         return _cause(UNKNOWN, verdict, _cannot_say(verdict, why), facts)
     ke, kc = _per_step(eager, "device_s_per_step") or 0.0, _per_step(compiled, "device_s_per_step") or 0.0
     # Only Inductor generates kernels: with aot_eager or eager every compiled kernel is ATen's own.
-    library_share, library = _library(compiled, kc) if facts["backend"] in (None, "inductor") else (None, ())
+    mix = _library(compiled, kc) if facts["backend"] in (None, "inductor") else {}
     facts |= {
         "host_s": (he, hc),
         "kernel_s": (ke, kc),
@@ -130,8 +140,10 @@ def race_cause(
             _per_step(eager, "kernels_per_step") or 0.0,
             _per_step(compiled, "kernels_per_step") or 0.0,
         ),
-        "library_share": library_share,
-        "library_kernels": library,
+        "library_share": mix.get("share"),
+        "library_kernels": mix.get("names", ()),
+        "library_kind": mix.get("kind"),
+        "matmul_share": mix.get("matmul_share"),
     }
     if not _profile_agrees(verdict, he / hc, s.speedup_ci95):
         return _cause(DISAGREES, verdict, _disagrees(verdict, speedup, he, hc), facts)
@@ -206,15 +218,35 @@ def _per_step(part: dict[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
-def _library(compiled: dict[str, Any], kernel_s: float) -> tuple[float | None, tuple[str, ...]]:
-    """The share of compiled's kernel time in library kernels, from its top kernels (so at least
-    this share: the kernels past the top ones are not listed), and their names, longest first."""
+def library_kind_of(name: str) -> str | None:
+    """MATMULS or CONVOLUTIONS for a library kernel that computes one, None for any other kernel
+    (one Inductor generated, an elementwise ATen kernel such as sqrt or copy_)."""
+    if GENERATED_KERNEL.search(name):
+        return None
+    return next((kind for kind, pattern in LIBRARY_KINDS.items() if pattern.search(name)), None)
+
+
+def _library(compiled: dict[str, Any], kernel_s: float) -> dict[str, Any]:
+    """What compiled's kernel time in library matmuls and convolutions is, from its top kernels (so
+    at least that share: the kernels past the top ones are not listed): the share, the kernels'
+    names longest first, which kind holds more of it, and the matmuls' own share. {} without a list."""
     top = [k for k in compiled.get("top_kernels") or [] if isinstance(k, dict) and isinstance(k.get("name"), str)]
     if not top or kernel_s <= 0:
-        return None, ()
-    library = [k for k in top if not GENERATED_KERNEL.search(k["name"])]
-    seconds = sum(float(k.get("s_per_step") or 0.0) for k in library)
-    return min(seconds / kernel_s, 1.0), tuple(k["name"] for k in library)
+        return {}
+    by_kind: dict[str, float] = dict.fromkeys(LIBRARY_KINDS, 0.0)
+    names = []
+    for k in top:
+        kind = library_kind_of(k["name"])
+        if kind:
+            by_kind[kind] += float(k.get("s_per_step") or 0.0)
+            names.append(k["name"])
+    seconds = sum(by_kind.values())
+    return {
+        "share": min(seconds / kernel_s, 1.0),
+        "names": tuple(names),
+        "kind": max(by_kind, key=by_kind.get) if seconds > 0 else None,
+        "matmul_share": min(by_kind[MATMULS] / kernel_s, 1.0),
+    }
 
 
 def _carrier(he: float, hc: float, ke: float, kc: float) -> str:
@@ -263,15 +295,16 @@ def _kernels_note(facts: dict[str, Any]) -> str:
             f"; the {backend} backend traces the model but generates no kernels, so compiled runs the same ATen "
             "kernels as eager"
         )
-    return _library_words(facts.get("library_share"), facts.get("library_kernels") or ())
+    return _library_words(facts.get("library_share"), facts.get("library_kernels") or (), facts.get("library_kind"))
 
 
-def _library_words(share: float | None, names: tuple[str, ...]) -> str:
+def _library_words(share: float | None, names: tuple[str, ...], kind: str | None = None) -> str:
     if share is None or share < LIBRARY_BOUND or not names:
         return ""
     shown = ", ".join(names[:2])
+    what = f"library {kind}" if kind else "library kernels"
     return (
-        f"; at least {words.percent(share)} of compiled's kernel time is in library kernels ({shown}) that compile calls just "
+        f"; at least {words.percent(share)} of compiled's kernel time is in {what} ({shown}) that compile calls just "
         "as eager does, so little is left for fusion to speed up"
     )
 

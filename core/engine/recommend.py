@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.engine import words
-from core.engine.analysis import FASTER
-from core.engine.cause import BOTH, LIBRARY_BOUND, OUTSIDE, SAME, Cause, race_cause
-from core.engine.headline import CANNOT_TELL, NEVER_PAYS, PAYS
-from core.engine.models.regions import REGIONAL_BLOCKS
+from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
+from core.engine.cause import BOTH, CONVOLUTIONS, LIBRARY_BOUND, MATMULS, OUTSIDE, SAME, Cause, race_cause
+from core.engine.headline import CANNOT_TELL, NEVER_PAYS, PAYS, interval_verdict
+from core.engine.models.regions import REGIONAL_BLOCKS, blocks_share_shapes
+from core.engine.models.zoo import MODELS
 from core.engine.options import MAX_BATCH_SIZE
-from core.engine.recompiles import SIZE_GUARD, recompiles_of
+from core.engine.recompiles import BLOCK_SIZE, INPUT_SIZE, STATE_SIZE, guarded_tensor, recompiles_of, state_name
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, validate
 from core.engine.summary import Summary
 
@@ -35,15 +36,29 @@ LONG_COMPILE_S = 10.0
 WARM_WORTH_S = 2.0
 BATCH_STEP = 4  # a bigger batch to try: this many times the race's
 
+# What a suggestion expects to change, the figure a race with it is judged on (bench/advice.py
+# reads these): every suggestion names one, and says it in these words.
+COMPILE_DOWN = "compile time down"
+STEP_FASTER = "steady step faster"
+RECOMPILES_GONE = "fewer recompiles"
+EXPECTS = (COMPILE_DOWN, STEP_FASTER, RECOMPILES_GONE)
+
+
+def expect_words(expects: str) -> str:
+    """A suggestion's promise, as every surface says it: 'Expect: compile time down.'"""
+    return f"Expect: {expects}."
+
 
 @dataclass(frozen=True)
 class Suggestion:
     """One thing to try next: the options changed (as the Race form and its link take them), a short
-    label for its button or link, and why."""
+    label for its button or link, why, and what it expects to change (one of EXPECTS; `why` ends
+    with it in words, so every surface that shows the why shows the promise)."""
 
     changes: dict[str, Any] = field(default_factory=dict)
     label: str = ""
     why: str = ""
+    expects: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -160,125 +175,225 @@ def cost_words(summary: Summary | dict[str, Any] | None, params: dict[str, Any] 
     )
 
 
+def headline_verdict(summary: Summary | dict[str, Any] | None) -> str | None:
+    """What the race's headline says of the steady step, the one reading every suggestion rests on
+    (core.engine.headline.interval_verdict, as every surface reads it): FASTER where its interval
+    (speedup_ci95) lies above 1x, SLOWER where below, NO_CLEAR_DIFFERENCE where it spans 1x; None
+    where it gives no verdict (a busy machine: no suggestion rests on a verdict it did not give)."""
+    s = Summary.of(summary)
+    ci = tuple(s.speedup_ci95) if isinstance(s.speedup_ci95, list | tuple) else None
+    verdict = interval_verdict(s.verdict, ci, True)
+    return verdict if verdict in (FASTER, SLOWER, NO_CLEAR_DIFFERENCE) else None
+
+
+@dataclass(frozen=True)
+class ModeAnswer:
+    """'Which mode should I use?' on one device: the mode, why, and what it expects to change."""
+
+    mode: str
+    why: str
+    expects: str
+
+
+def which_mode(device_type: str | None, cause: Cause | None = None, compile_s: float | None = None) -> ModeAnswer:
+    """'Which mode should I use?', answered in this one place for every surface, per device (a CUDA
+    GPU, or not: a CPU or MPS has no CUDA graphs), from what a race measured where there is one
+    (its cause: where the step's time goes, which library kernels hold it), else in general.
+
+    - Time outside the kernels (launches, Python): on a CUDA GPU reduce-overhead, whose CUDA graphs
+      replay the step's kernels in one launch; elsewhere nothing a mode changes.
+    - Library matmuls holding most kernel time: max-autotune-no-cudagraphs, which times Inductor's
+      own matmul kernels against the library's (a longer compile). On a CUDA GPU convolutions too
+      (Triton templates); on a CPU convolutions stay oneDNN calls in every mode.
+    - Otherwise default: the shortest compile, and what the other modes are measured against."""
+    cuda = device_type == "cuda"
+    if cause is not None and cause.overhead_bound:
+        if cuda:
+            return ModeAnswer(
+                "reduce-overhead",
+                "Much of the step is spent outside the kernels; CUDA graphs replay the whole step's kernels with one "
+                "launch, which removes most of that time.",
+                STEP_FASTER,
+            )
+        return ModeAnswer(
+            "default",
+            "Much of the step is spent outside the kernels: CUDA graphs, which cut that time, need a CUDA GPU, and "
+            "max-autotune tunes kernels, not the time between them.",
+            COMPILE_DOWN,
+        )
+    matmuls = cause.matmul_share if cause is not None else None
+    library = cause.library_share if cause is not None else None
+    tunable = (matmuls or 0.0) >= LIBRARY_BOUND or (
+        cuda and cause is not None and cause.library_kind == CONVOLUTIONS and (library or 0.0) >= LIBRARY_BOUND
+    )
+    if tunable:
+        kind = MATMULS if (matmuls or 0.0) >= LIBRARY_BOUND else CONVOLUTIONS
+        return ModeAnswer(
+            "max-autotune-no-cudagraphs",
+            f"Most of compiled's kernel time is in library {kind}, which the default mode calls as they are; "
+            f"max-autotune-no-cudagraphs times Inductor's own {kind[:-1]} kernels against them while compiling and keeps "
+            "the faster (a longer compile).",
+            STEP_FASTER,
+        )
+    took = f" (this one took {words.seconds(compile_s)})" if compile_s else ""
+    if cause is None:
+        why = (
+            "The default mode compiles fastest; on a CUDA GPU reduce-overhead pays where the step is spent "
+            "outside the kernels, and max-autotune-no-cudagraphs where library matmuls or convolutions take most "
+            "kernel time."
+            if cuda
+            else "The default mode compiles fastest; reduce-overhead and max-autotune capture CUDA graphs, which need "
+            "a CUDA GPU, and max-autotune-no-cudagraphs pays a longer compile only where library matmuls take most "
+            "kernel time."
+        )
+    else:
+        why = (
+            "Nothing this race measured is what another mode changes: the default mode compiles much faster"
+            f"{took} for the same kernels."
+        )
+    return ModeAnswer("default", why, COMPILE_DOWN)
+
+
+def _suggest(changes: dict[str, Any], label: str, why: str, expects: str) -> Suggestion:
+    return Suggestion(changes, label, f"{why} {expect_words(expects)}", expects)
+
+
 def _candidates(s: Summary, spec: RunSpec, env: dict[str, Any], cause: Cause | None) -> list[Suggestion]:
-    """Every suggestion that fits what was measured, best first (validated afterwards)."""
+    """Every suggestion that fits what was measured, best first (validated afterwards). Each rests on
+    the race's headline (its interval, not a median) and on the cause it addresses."""
     out: list[Suggestion] = []
-    verdict = s.verdict
+    verdict = headline_verdict(s)
     gained = verdict == FASTER
+    unclear = verdict in (NO_CLEAR_DIFFERENCE, SLOWER)  # the interval reaches 1x or lies below it
     compile_s = float(s.compile_time_s or 0.0)
-    cuda = env.get("device_type") == "cuda"
-    if spec.backend != "inductor" and not gained:  # a backend that only traces: Inductor is the real thing
+    device = env.get("device_type")
+    if spec.backend != "inductor" and unclear:  # a backend that only traces: Inductor is the real thing
         out.append(
-            Suggestion(
+            _suggest(
                 {"backend": "inductor"},
                 "backend inductor",
                 f"The {spec.backend} backend traces the model but generates no kernels; Inductor generates fused ones.",
+                STEP_FASTER,
             )
         )
     out += _recompile_suggestions(s, spec)
-    if spec.mode in ("max-autotune", "max-autotune-no-cudagraphs") and not gained:
-        out.append(
-            Suggestion(
-                {"mode": "default"},
-                "mode default",
-                f"{spec.mode} spent {words.seconds(compile_s)} compiling and bought no clear gain per step; the "
-                "default mode compiles much faster.",
-            )
-        )
-    if cause is not None and (cause.overhead_bound or cause.kind in (OUTSIDE, BOTH) and verdict != FASTER):
-        # On a CPU validation drops it (_runs_here: CUDA graphs need a CUDA GPU), the one rule for
-        # every mode a device cannot run: a second guard here only hid that rule from the tests.
-        if spec.mode == "default" and spec.backend == "inductor":
+    if spec.backend == "inductor" and cause is not None and not gained:
+        mode = which_mode(device, cause, compile_s)
+        # A mode that tuned kernels and bought nothing the interval can tell: back to the default one.
+        if spec.mode in ("max-autotune", "max-autotune-no-cudagraphs") and unclear and mode.mode == "default":
+            gain = "made steps slower" if verdict == SLOWER else "bought no clear gain per step"
             out.append(
-                Suggestion(
-                    {"mode": "reduce-overhead"},
-                    "mode reduce-overhead (CUDA graphs)",
-                    "Much of the step is spent outside the kernels; CUDA graphs replay the whole step's kernels with "
-                    "one launch, which removes most of that time.",
+                _suggest(
+                    {"mode": "default"},
+                    "mode default",
+                    f"{spec.mode} spent {words.seconds(compile_s)} compiling and {gain}; the default mode compiles "
+                    "much faster.",
+                    COMPILE_DOWN,
                 )
             )
+        elif mode.mode != spec.mode and mode.mode != "default":
+            label = "mode reduce-overhead (CUDA graphs)" if mode.mode == "reduce-overhead" else f"mode {mode.mode}"
+            out.append(_suggest({"mode": mode.mode}, label, mode.why, mode.expects))
+    if cause is not None and (cause.overhead_bound or cause.kind in (OUTSIDE, BOTH) and not gained):
         out += _bigger_batch(spec, "the time outside the kernels is paid per step, not per sample")
-    if cause is not None and cause.library_share is not None and cause.library_share >= LIBRARY_BOUND and not gained:
-        out += _library_suggestions(spec, cuda, env)
-    if cause is not None and cause.kind == SAME and not cuda and spec.backend == "inductor":
+    if cause is not None and (cause.library_share or 0.0) >= LIBRARY_BOUND and not gained:
+        out += _precision_suggestions(spec, device == "cuda", env, cause)
+    if cause is not None and cause.kind == SAME and device != "cuda" and spec.backend == "inductor":
         out += _bigger_batch(spec, "more work per step gives fusion more to save")
     if cause is not None and cause.graph_breaks and not spec.fullgraph:
         out.append(
-            Suggestion(
+            _suggest(
                 {"fullgraph": True},
                 "full graph",
                 f"The model has {cause.graph_breaks} graph break(s): with fullgraph=True the compile stops at the "
                 "first one and names it, so you can remove it and let compile see the whole model.",
+                STEP_FASTER,
             )
         )
-    if compile_s >= LONG_COMPILE_S and spec.compile_scope == "whole" and spec.model in REGIONAL_BLOCKS:
+    if compile_s >= LONG_COMPILE_S and spec.compile_scope == "whole" and blocks_share_shapes(spec.model):
+        count = MODELS[spec.model].block_kinds
         out.append(
-            Suggestion(
+            _suggest(
                 {"compile_scope": "regional"},
                 "compile scope regional",
-                f"The compile took {words.seconds(compile_s)}; regional compile compiles the repeated "
-                f"{REGIONAL_BLOCKS[spec.model][1]} once and reuses it, a much shorter compile for a similar step.",
+                f"The compile took {words.seconds(compile_s)}; {spec.model}'s repeated {REGIONAL_BLOCKS[spec.model][1]}s "
+                f"are all alike ({words.count(count, 'kind')}), so regional compile compiles one once and reuses it "
+                "for every block, a shorter compile for a similar step.",
+                COMPILE_DOWN,
             )
         )
     if gained and compile_s >= WARM_WORTH_S and spec.cache == "cold":
         out.append(
-            Suggestion(
+            _suggest(
                 {"cache": "warm"},
                 "a warm Inductor cache",
                 f"This race paid a cold compile ({words.seconds(compile_s)}); the same race with a warm cache reuses "
                 "the kernels cold races here compiled, as a second run of your training would.",
+                COMPILE_DOWN,
             )
         )
     return out
 
 
 def _recompile_suggestions(s: Summary, spec: RunSpec) -> list[Suggestion]:
-    found = recompiles_of(s)
-    if not found:
-        return []
-    shapes = [r for r in found if SIZE_GUARD.search(r.guard)]
-    if shapes and spec.dynamic is not True:
-        cost = sum(r.cost_s or 0.0 for r in shapes)
+    """What the recompiles' own guards point to: a new input size, dynamic shapes; a parameter or
+    buffer of another size in a regional race (blocks of other widths), the whole model at once.
+    Never dynamic shapes for a guard on a parameter or buffer: the batch did not change."""
+    found = recompiles_of(s, spec.to_dict())
+    inputs = [r for r in found if r.cause == INPUT_SIZE]
+    states = [r for r in found if r.cause in (STATE_SIZE, BLOCK_SIZE)]
+    out = []
+    if states and spec.compile_scope == "regional":
+        out.append(
+            _suggest(
+                {"compile_scope": "whole"},
+                "compile scope whole",
+                f"{words.count(len(states), 'recompile')} came from repeated blocks of other widths (the guard on "
+                f"{_first_state(states)}): the blocks are not alike, so each kind compiled its own region; the whole "
+                "model compiles as one graph.",
+                RECOMPILES_GONE,
+            )
+        )
+    if inputs and spec.dynamic is not True:
+        cost = sum(r.cost_s or 0.0 for r in inputs)
         paid = f", costing about {words.seconds(cost)}" if cost else ""
-        return [
-            Suggestion(
+        out.append(
+            _suggest(
                 {"dynamic": True},
                 "dynamic shapes",
-                f"{words.count(len(shapes), 'recompile')} came from a new input size{paid}; with dynamic=True one graph serves "
-                "every size (padding batches to one size avoids them too).",
+                f"{words.count(len(inputs), 'recompile')} came from a new input size{paid}; with dynamic=True one graph "
+                "serves every size (padding batches to one size avoids them too).",
+                RECOMPILES_GONE,
             )
-        ]
-    return []
+        )
+    return out
+
+
+def _first_state(found: list[Any]) -> str:
+    tensor = guarded_tensor(found[0].guard) or ""
+    return state_name(tensor) or tensor or "a tensor"
 
 
 def _bigger_batch(spec: RunSpec, why: str) -> list[Suggestion]:
     size = min(spec.batch_size * BATCH_STEP, MAX_BATCH_SIZE)
     if size <= spec.batch_size:
         return []
-    return [Suggestion({"batch_size": size}, f"batch size {words.number(size)}", f"A bigger batch: {why}.")]
+    return [_suggest({"batch_size": size}, f"batch size {words.number(size)}", f"A bigger batch: {why}.", STEP_FASTER)]
 
 
-def _library_suggestions(spec: RunSpec, cuda: bool, env: dict[str, Any]) -> list[Suggestion]:
-    """Most of the kernel time is library matmuls or convolutions, which compile does not change."""
+def _precision_suggestions(spec: RunSpec, cuda: bool, env: dict[str, Any], cause: Cause) -> list[Suggestion]:
+    """Most of the kernel time is library matmuls or convolutions, which compile does not change: on
+    a CUDA GPU mixed precision runs them on tensor cores (the mode's part is which_mode's)."""
     if cuda and spec.precision in ("fp32", "tf32"):
         caps = caps_of(env)
         precision = "amp-bf16" if caps.cuda_bf16 else "amp-fp16"
         return [
-            Suggestion(
+            _suggest(
                 {"precision": precision},
                 f"precision {precision}",
-                "Most of the kernel time is matmuls or convolutions in library kernels; in mixed precision they run "
-                "on tensor cores, for eager and compiled alike.",
-            )
-        ]
-    if not cuda and spec.mode == "default" and spec.backend == "inductor":
-        return [
-            Suggestion(
-                {"mode": "max-autotune-no-cudagraphs"},
-                "mode max-autotune-no-cudagraphs",
-                "Most of the kernel time is matmuls in library kernels, which the default mode leaves as they are; "
-                "max-autotune lets Inductor time its own matmul kernels against them while compiling (a longer "
-                "compile, a gain only where its own win).",
+                f"Most of the kernel time is {cause.library_kind or 'matmuls or convolutions'} in library kernels; in "
+                "mixed precision they run on tensor cores, for eager and compiled alike.",
+                STEP_FASTER,
             )
         ]
     return []

@@ -50,6 +50,29 @@ def region_description(model: str) -> str:
     return f"each {block[1]}" if block else ""
 
 
+def blocks_share_shapes(model: str) -> bool:
+    """Whether one compiled block serves every repeated block of `model` (the zoo's `block_kinds`
+    is 1): only then does regional compile pay its compile once instead of once per kind."""
+    info = MODELS.get(model)
+    return info is not None and info.block is not None and info.block_kinds == 1
+
+
+def block_kind(block: Any) -> tuple:
+    """What Dynamo tells one block from another by: its submodules' types and plain settings, its
+    parameters' and buffers' shapes. Blocks of one kind share a compiled graph."""
+    parts: list[Any] = []
+    for name, module in block.named_modules():
+        settings = sorted(
+            (k, v)
+            for k, v in vars(module).items()
+            if not k.startswith("_") and k != "training" and isinstance(v, int | float | str | bool | tuple)
+        )
+        parts.append((name, type(module).__name__, tuple(settings)))
+    parts += [(n, tuple(t.shape)) for n, t in block.named_parameters()]
+    parts += [(n, tuple(t.shape)) for n, t in block.named_buffers()]
+    return tuple(parts)
+
+
 def repeated_blocks(model: Any, name: str) -> list[Any]:
     """The blocks of a built model that regional compile compiles, outermost first (a block
     inside another block is not a region of its own)."""

@@ -36,6 +36,10 @@ class ModelInfo:
     # Regional compile: the class name of the block the model repeats, and what a person calls it.
     block: str | None = None
     block_name: str | None = None
+    # How many different blocks its repeated blocks come in (parameter and buffer shapes, settings
+    # such as a drop-path rate): 1 where one compiled block serves them all, what regional compile
+    # saves on; more where each kind compiles its own graph (tests check it against the built model).
+    block_kinds: int | None = None
     # Rough steady step (s) at the default batch and size, and cold compile (s), on a 2-core x86
     # CPU: measured for the small models; None where no figure was measured. "About how long" only.
     cpu_step_s: float | None = None
@@ -116,6 +120,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="PointwiseMLP",
             block="PointwiseBlock",
             block_name="pointwise block",
+            block_kinds=1,
             cpu_step_s=0.045,
             cpu_compile_s=10,
             caches_demo=True,
@@ -133,6 +138,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="resnet18",
             block="BasicBlock",
             block_name="residual block",
+            block_kinds=7,
             cpu_step_s=0.25,
             cpu_compile_s=35,
             caches_demo=True,
@@ -150,6 +156,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="resnet50",
             block="Bottleneck",
             block_name="residual (bottleneck) block",
+            block_kinds=8,
             activation_bytes=83_896 * 1024,
         ),
         ModelInfo(
@@ -164,6 +171,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="mobilenet_v3_small",
             block="InvertedResidual",
             block_name="inverted-residual block",
+            block_kinds=9,
             activation_bytes=15_790 * 1024,
         ),
         ModelInfo(
@@ -178,6 +186,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="convnext_tiny",
             block="CNBlock",
             block_name="ConvNeXt block",
+            block_kinds=18,
             activation_bytes=106_597 * 1024,
         ),
         ModelInfo(
@@ -192,6 +201,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="vit_b_16",
             block="EncoderBlock",
             block_name="transformer encoder block",
+            block_kinds=1,
             activation_bytes=115_391 * 1024,
         ),
         ModelInfo(
@@ -206,6 +216,7 @@ MODELS: dict[str, ModelInfo] = {
             builder="TinyGPT",
             block="GPTBlock",
             block_name="transformer block",
+            block_kinds=1,
             cpu_step_s=0.1,
             cpu_compile_s=28,
             caches_demo=True,
