@@ -7,8 +7,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from core.runs import outage, processes
-from core.runs.pids import pid_running
+from core.runs.pids import pid_running, readable
 from core.runs.store import Store
 
 
@@ -62,3 +64,28 @@ def test_a_kept_file_claimed_by_a_process_that_ended_unreaped_is_taken_back(tmp_
     finally:
         child.wait()
     assert not processes.pid_alive(pid)
+
+
+def test_readable_watches_a_descriptor_past_1024_which_select_refuses():
+    """A suite or an app serving many viewers holds more than 1,024 descriptors; the warm start's
+    waits used select, which then raised 'filedescriptor out of range in select()'."""
+    import resource
+    import select
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1600:
+        pytest.skip(f"this machine allows {hard} open files: none past 1,024 to test with")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1600), hard))
+    read, write = os.pipe()
+    high = 1500
+    try:
+        os.dup2(read, high)
+        assert readable([high], 0.05) == []
+        os.write(write, b"x")
+        assert readable([high], 1.0) == [high]
+        with pytest.raises(ValueError):
+            select.select([high], [], [], 0)
+    finally:
+        for fd in (read, write, high):
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

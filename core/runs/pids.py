@@ -8,6 +8,7 @@ watcher built on it alone waits for a process that has already ended. No torch.
 from __future__ import annotations
 
 import os
+import select
 
 
 def pid_running(pid: int) -> bool:
@@ -24,3 +25,17 @@ def pid_running(pid: int) -> bool:
             return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
     except (OSError, IndexError):
         return True
+
+
+def readable(watched: list, timeout: float | None = None) -> list:
+    """Which of `watched` (files, sockets or descriptors) can be read within `timeout` seconds (None:
+    until one can). poll, not select: select refuses a descriptor numbered 1024 or more, which a
+    long-lived process (an app serving many viewers, a suite) reaches."""
+    poller = select.poll()
+    by_fd = {}
+    for item in watched:
+        fd = item if isinstance(item, int) else item.fileno()
+        by_fd[fd] = item
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    events = poller.poll(None if timeout is None else max(timeout, 0.0) * 1000)
+    return [by_fd[fd] for fd, _ in events if fd in by_fd]

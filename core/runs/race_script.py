@@ -504,7 +504,7 @@ def main() -> None:
     print(f"compile time: {shown} (compiled's first {w} step{'s' * (w > 1)} less eager's)")
     ci = interval(e, c, point)
     verdict = VERDICTS[2] if ci is None or ci[0] <= 1 <= ci[1] else VERDICTS[0] if ci[0] > 1 else VERDICTS[1]
-    where = f"95% interval {ci[0]:.2f}-{ci[1]:.2f}x, " if ci else ""  # as Compile Lab says a range
+    where = f"95% interval {ci[0]:.2f}-{SPEEDUP_FORMAT % ci[1]}, " if ci else ""  # as words.speedup_range
     print(f"steady speedup: {SPEEDUP_FORMAT % point} ({where}{len(e)} steady steps each): {verdict}")
     print(f"steady step: eager {seconds(statistics.median(e))}, compiled {seconds(statistics.median(c))}")
     name = torch.cuda.get_device_name() if DEVICE.type == "cuda" else platform.processor() or platform.machine()

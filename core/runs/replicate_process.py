@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from typing import Any
 
 from core.engine.replicates import ProcessResult
 from core.runs import warm_start
-from core.runs.pids import pid_running
+from core.runs.pids import pid_running, readable
 from core.runs.race_conditions import Conditions
 
 RESULT_PREFIX = "replicate-result "
@@ -206,7 +205,7 @@ def leave_with(pid: int) -> None:
         except (AttributeError, OSError):
             fd = None
         if fd is not None:
-            select.select([fd], [], [])
+            readable([fd])
         else:
             while pid_running(pid):
                 time.sleep(0.5)

@@ -22,7 +22,6 @@ import ctypes
 import importlib
 import json
 import os
-import select
 import signal
 import socket
 import sys
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.runs import warm_start
+from core.runs.pids import readable
 
 # What a job would import anyway, in the order a worker does: the imports are most of a cold start.
 # Not torch.utils.cpp_extension (the CPU probe's): on a CUDA build it asks whether CUDA is available
@@ -241,7 +241,7 @@ class Server:
                 say(f"leaving: {self.leaving}")
                 return None
             watched = [wake_read, *self.waiting.values()] + ([self.listener] if self.listener else [])
-            ready, _, _ = select.select(watched, [], [], 1.0)
+            ready = readable(watched, 1.0)
             if wake_read in ready:
                 with contextlib.suppress(OSError):
                     os.read(wake_read, 4096)

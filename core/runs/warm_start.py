@@ -35,7 +35,6 @@ import contextlib
 import hashlib
 import json
 import os
-import select
 import signal
 import socket
 import struct
@@ -47,7 +46,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from core import PROJECT_ROOT
-from core.runs.pids import pid_running
+from core.runs.pids import pid_running, readable
 
 SETTING = "COMPILE_LAB_WARM_START"  # "on" (the default) or "off": every process starts cold
 APP_PID_VARIABLE = "COMPILE_LAB_APP_PID"  # the app process whose servers these are (they leave with it)
@@ -206,7 +205,7 @@ class WarmProcess:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.returncode is None and self._conn is not None:
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            ready, _, _ = select.select([self._conn], [], [], left)
+            ready = readable([self._conn], left)
             if not ready:
                 return None
             message, _ = receive_message(self._conn)
