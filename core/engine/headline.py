@@ -121,7 +121,8 @@ class Headline:
     compile_s: float | None = None  # the measured compile cost (None: too small to measure, or none)
     reached_step: int | None = None  # the race itself crossed here, for good
     reached_wall_s: float | None = None
-    eager_ci_per_step: tuple[float, float] | None = None  # eager's own steady step interval
+    warmup_steps: int = 0  # eager's steps before its steady ones
+    alpha: float | None = None  # the race's error rate (below 5% for a race that stopped on its interval)
     measured_interval: bool = False  # the race's own steps gave an interval (however narrow)
 
     @classmethod
@@ -144,7 +145,8 @@ class Headline:
             reached_step=s.break_even_step,
             reached_wall_s=s.break_even_wall_s,
             measured_interval=s.speedup_ci95_within is not None,
-            eager_ci_per_step=_eager_interval(eager, s.warmup_steps, s.interval_alpha),
+            warmup_steps=s.warmup_steps or 0,
+            alpha=s.interval_alpha,
         )
 
     @functools.cached_property
@@ -158,6 +160,11 @@ class Headline:
         if not k:
             return 0.0, float(self.compile_s or 0.0)
         return math.fsum(self.eager_steps[:k]), math.fsum(self.compiled_steps[:k])
+
+    @functools.cached_property
+    def eager_ci_per_step(self) -> tuple[float, float] | None:
+        """Eager's own steady-step interval (its median's, over blocks): a plan's eager total's."""
+        return _eager_interval(self.eager_steps, self.warmup_steps, self.alpha)
 
     @functools.cached_property
     def eager_total_s(self) -> float:
@@ -296,7 +303,7 @@ class Headline:
             return e0 - c0 + rest * (e - e / at)
 
         point, lows, highs = saved(self.speedup), saved(self.low), saved(self.high)
-        e_ci = self.eager_ci_per_step or (e, e)
+        e_ci = self.eager_ci_per_step or (e, e)  # computed only here: a plan is asked for, the cards are not
         measured = self.reached_step is not None
         if measured:
             break_even: float | None = float(self.reached_step)

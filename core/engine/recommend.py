@@ -19,7 +19,7 @@ from typing import Any
 from core.engine import words
 from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 from core.engine.cause import BOTH, CONVOLUTIONS, LIBRARY_BOUND, MATMULS, OUTSIDE, SAME, Cause, race_cause
-from core.engine.headline import CANNOT_TELL, NEVER_PAYS, PAYS, interval_verdict
+from core.engine.headline import CANNOT_TELL, NEVER_PAYS, PAYS
 from core.engine.models.regions import REGIONAL_BLOCKS, blocks_share_shapes
 from core.engine.models.zoo import MODELS
 from core.engine.options import MAX_BATCH_SIZE
@@ -180,9 +180,7 @@ def headline_verdict(summary: Summary | dict[str, Any] | None) -> str | None:
     (core.engine.headline.interval_verdict, as every surface reads it): FASTER where its interval
     (speedup_ci95) lies above 1x, SLOWER where below, NO_CLEAR_DIFFERENCE where it spans 1x; None
     where it gives no verdict (a busy machine: no suggestion rests on a verdict it did not give)."""
-    s = Summary.of(summary)
-    ci = tuple(s.speedup_ci95) if isinstance(s.speedup_ci95, list | tuple) else None
-    verdict = interval_verdict(s.verdict, ci, True)
+    verdict = Summary.of(summary).verdict  # as Summary.from_dict read it (interval_verdict): one rule
     return verdict if verdict in (FASTER, SLOWER, NO_CLEAR_DIFFERENCE) else None
 
 

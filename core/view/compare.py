@@ -13,6 +13,7 @@ from typing import Any
 
 from core.engine import words
 from core.engine.options import OPTIONS
+from core.engine.summary import Summary
 from core.engine.warm_cache import cache_state
 from core.runs.store import Run
 from core.view import race_figures
@@ -117,7 +118,7 @@ def listed_figures(run: Run) -> dict[str, Any]:
     and the step it was reached at, the compile scope and the cache it compiled from, as recorded."""
     p = run.params or {}
     finished = bool(run.summary)
-    s = race_figures.headline(run.summary)
+    s = Summary.of(run.summary)
     return {
         "speedup": s.steady_state_speedup,
         "verdict": race_figures.verdict_words(s, short=True) if finished else None,
@@ -125,7 +126,7 @@ def listed_figures(run: Run) -> dict[str, Any]:
         # steps were not measurably slower.
         "compile": words.compile_cost(s) if finished and s.compiled else None,  # a failed compile has no figure
         "compile_s": s.compile_time_s if s.compiled else None,
-        "break_even": race_figures.break_even_words(s, short=True) if finished else None,
+        "break_even": words.break_even(s, short=True) if finished else None,
         "break_even_step": s.break_even_step,
         "compile_scope": str(p.get("compile_scope", "whole")),
         "cache": recorded_cache(run) or str(p.get("cache", OPTIONS["cache"].default)),

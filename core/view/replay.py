@@ -26,7 +26,6 @@ from core.engine.spec import RunSpec
 from core.engine.summary import NEVER, NO_GAIN, NO_VERDICT, NOT_REACHED, PROJECTED, REACHED, Summary
 from core.runs.bundle import BundleError, export_bundle, load_bundle_file, validate_bundle
 from core.runs.store import DamagedEvents, Run, Store, id_from_text
-from core.view import race_figures
 from core.view.compare import run_name
 from core.view.run_screen.shared_board import LiveSnapshot, snapshot_of
 from core.view.run_screen.store_reader import RunView
@@ -187,10 +186,10 @@ def load_recording(key: str, store: Store | None = None, folder: str = RECORDING
 def shows_words(summary: Summary | dict[str, Any] | None) -> str | None:
     """What a recorded race shows, first in its label (a recording is chosen for what it shows, not
     for its settings), from its headline speedup and the break-even state every surface reads
-    (core.view.race_figures): '1.30x, breaks even at step 523', '0.97x, no clear per-step gain, no
+    (Summary.headline): '1.30x, breaks even at step 523', '0.97x, no clear per-step gain, no
     break-even to count on', '0.75x, compiled steps slower, compile never pays off', '1.57x faster,
     breaks even past the run (about step 1,200)', and '1 recompile'."""
-    s = race_figures.headline(summary)
+    s = Summary.of(summary)
     if not s.compiled or s.steady_state_speedup is None:
         return None
     x = words.speedup(s.steady_state_speedup)

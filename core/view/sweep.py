@@ -71,8 +71,8 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
     rows = []
     for i, run in enumerate(runs, start=1):
         params = run.params or {}
-        # the verdict and break-even as the point's headline interval gives them (core.view.race_figures)
-        s = race_figures.headline(run.summary if run.status == "done" else None)
+        # the verdict and break-even as the point's headline interval gives them (Summary.headline)
+        s = Summary.of(run.summary if run.status == "done" else None)
         skipped = s.compile_skipped or compile_skipped(run)
         measured = run.status == "done" and s.steady_state_speedup is not None and s.compiled and not skipped
         ci = s.speedup_ci95 or (math.nan, math.nan)
