@@ -165,3 +165,45 @@ def test_the_map_of_the_code_names_every_module():
                 ):
                     unnamed.append(os.path.relpath(os.path.join(folder, name), ROOT))
     assert not unnamed, f"docs/architecture.md's map of the code does not name {sorted(unnamed)}"
+
+
+# A measurement belongs in docs/benchmarks.md with its hardware and date, beside the bench that made
+# it; the code and the UI say what holds on the visitor's own machine.
+DATED = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+BENCH_CITATION = re.compile(r"\bbench/")
+
+
+def product_sources() -> list[str]:
+    """Every Python and JavaScript file of the product: core/, app_pages/ and the two entry points."""
+    paths = [os.path.join(ROOT, "app.py"), os.path.join(ROOT, "streamlit_app.py")]
+    for top in ("core", "app_pages"):
+        for folder, _, files in os.walk(os.path.join(ROOT, top)):
+            paths += [os.path.join(folder, name) for name in files if name.endswith((".py", ".js"))]
+    return sorted(paths)
+
+
+def diary_entries(text: str) -> list[str]:
+    """The lines of `text` that carry a dated figure or cite a bench script."""
+    return [line.strip() for line in text.splitlines() if DATED.search(line) or BENCH_CITATION.search(line)]
+
+
+def test_diary_entries_finds_dates_and_bench_citations_and_nothing_else():
+    planted = (
+        "x = 1  # measured on this box (bench/viewers.py)\n"
+        "HELP = 'compiled in 17-23 s (2026-12-02)'\n"
+        'when = time.strftime("%Y-%m-%d")  # a format, not a date\n'
+        'ENTRY_PACKAGES = ("core.", "bench.")\n'
+    )
+    assert diary_entries(planted) == [
+        "x = 1  # measured on this box (bench/viewers.py)",
+        "HELP = 'compiled in 17-23 s (2026-12-02)'",
+    ]
+
+
+def test_no_dated_figure_or_bench_citation_in_code_or_ui_text():
+    """A date or a bench citation in core/ or app_pages/ is a measurement diary: it tells every host's
+    visitors what one box measured one day. It goes to docs/benchmarks.md instead."""
+    sources = product_sources()
+    assert len(sources) > 100, "the product's sources were not found"
+    found = {os.path.relpath(path, ROOT): entries for path in sources if (entries := diary_entries(read(path)))}
+    assert not found, f"dated figures or bench citations in the product (move them to docs/benchmarks.md): {found}"

@@ -36,8 +36,8 @@ LONG_COMPILE_S = 10.0
 WARM_WORTH_S = 2.0
 BATCH_STEP = 4  # a bigger batch to try: this many times the race's
 
-# What a suggestion expects to change, the figure a race with it is judged on (bench/advice.py
-# reads these): every suggestion names one, and says it in these words.
+# What a suggestion expects to change, the figure a race with it is judged on (the advice
+# bench, bench.advice, reads these): every suggestion names one, and says it in these words.
 COMPILE_DOWN = "compile time down"
 STEP_FASTER = "steady step faster"
 RECOMPILES_GONE = "fewer recompiles"

@@ -22,7 +22,7 @@ class ShippedRecording:
 
 
 SHIPPED = (
-    ShippedRecording(  # recorded 2026-12-01, before races ran on one core, at the demo's size then
+    ShippedRecording(  # recorded before races ran on one core, at the demo's size then (its date is in its file)
         "cpu-break-even-demo",
         "the CPU break-even demo as recorded on two cores (3 x 200 steps): compile pays for itself inside the run",
         {**CPU_BREAK_EVEN_PRESET, "steps_per_epoch": 200, "device": "cpu"},
