@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.engine import words
-from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 from core.engine.cause import BOTH, CONVOLUTIONS, LIBRARY_BOUND, MATMULS, OUTSIDE, SAME, Cause, race_cause
-from core.engine.headline import CANNOT_TELL, NEVER_PAYS, PAYS
+from core.engine.headline import CANNOT_TELL, FASTER, NEVER_PAYS, NO_CLEAR_DIFFERENCE, PAYS, SLOWER
 from core.engine.models.regions import REGIONAL_BLOCKS, blocks_share_shapes
 from core.engine.models.zoo import MODELS
 from core.engine.options import MAX_BATCH_SIZE

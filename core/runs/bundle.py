@@ -28,7 +28,7 @@ from core.engine.replicates import MAX_REPLICATES, replicates_asked
 from core.engine.spec import RunSpec, SpecError, data_home, validate
 from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
-from core.runs.bundle_notes import MAX_NOTE, event_note  # noqa: F401 - MAX_NOTE: where it was
+from core.runs.bundle_notes import event_note
 from core.runs.bundle_profile import profile_from_bundle
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 from core.runs.store.records import store_files_dir, utf8_json, utf8_text
