@@ -2,8 +2,8 @@
 it records, so `python -m core record NAME` makes it again, the same race every time.
 
 A recording carries the load its machine was under (core.engine.environment.machine_load): a
-recording made while other work shared 2 cores shows a compile many times slower than a quiet box
-does, so `record` waits for a quiet machine and refuses a busy one (BUSY_LOAD_PER_CORE)."""
+recording made while other work shared a small CPU shows a compile many times slower than a quiet
+machine does, so `record` waits for a quiet machine and refuses a busy one (BUSY_LOAD_PER_CORE)."""
 
 from __future__ import annotations
 
