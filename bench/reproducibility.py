@@ -34,7 +34,7 @@ sys.path.insert(0, ROOT)
 
 from race_process import stop_warm_server, submitted_race, warm_server  # noqa: E402
 
-from core.engine.analysis import FASTER, SLOWER  # noqa: E402
+from core.engine.headline import FASTER, SLOWER  # noqa: E402
 from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec  # noqa: E402
 
 

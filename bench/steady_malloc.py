@@ -1,6 +1,6 @@
 """Do fixed malloc thresholds make races agree from run to run? The CPU break-even demo raced with
 glibc's own malloc (its mmap threshold moving as the process frees large blocks) against the
-worker's default fixed thresholds (core.runs.processes.STEADY_MALLOC), alternating A B A B, each
+worker's default fixed thresholds (core.runs.race_conditions.STEADY_MALLOC), alternating A B A B, each
 race through the app's worker in a fresh process.
 
 Per race: the steady speedup, eager's and compiled's median step per epoch; per arm, the spread
@@ -24,7 +24,7 @@ from race_process import ROOT, submitted_race
 
 sys.path.insert(0, ROOT)
 
-from core.runs.processes import MALLOC_SETTING  # noqa: E402
+from core.runs.race_conditions import MALLOC_SETTING  # noqa: E402
 from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec  # noqa: E402
 
 ARMS = {"glibc": "glibc", "fixed": "steady"}

@@ -7,12 +7,6 @@ import pytest
 
 from core.engine import analysis
 from core.engine.analysis import (
-    FASTER,
-    NEVER_NO_GAIN,
-    NEVER_SLOWER,
-    NO_CLEAR_DIFFERENCE,
-    NOT_WITHIN_RUN,
-    SLOWER,
     break_even,
     compile_overhead,
     default_warmup,
@@ -20,6 +14,7 @@ from core.engine.analysis import (
     summarize,
     whole_run_speedup,
 )
+from core.engine.headline import FASTER, NEVER_NO_GAIN, NEVER_SLOWER, NO_CLEAR_DIFFERENCE, NOT_WITHIN_RUN, SLOWER
 from core.engine.reading import reading
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "..", "assets", "reference", "tutorial_resnet50_cifar10_epochs.csv")

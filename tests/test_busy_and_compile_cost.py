@@ -19,6 +19,7 @@ from conftest import ROOT, quick_spec
 from core.engine import analysis, noise, reading, words
 from core.engine.data import BatchSource
 from core.engine.events import BusyEvent
+from core.engine.headline import BUSY
 from core.engine.models.resolve import workload_for
 from core.engine.replicates import ProcessResult
 from core.engine.summary import Summary
@@ -183,7 +184,7 @@ def test_a_race_beside_a_process_spinning_on_its_core_is_busy_not_a_verdict():
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)["summary"]
     assert summary["busy_steps"].get("eager") and summary["busy_steps"].get("compiled")
-    assert summary["verdict"] == analysis.BUSY
+    assert summary["verdict"] == BUSY
     text = reading.reading(summary)
     assert "busy" in text and "faster" not in text and "slower" not in text
 

@@ -165,3 +165,117 @@ def test_the_map_of_the_code_names_every_module():
                 ):
                     unnamed.append(os.path.relpath(os.path.join(folder, name), ROOT))
     assert not unnamed, f"docs/architecture.md's map of the code does not name {sorted(unnamed)}"
+
+
+# A measurement belongs in docs/benchmarks.md with its hardware and date, beside the bench that made
+# it; the code and the UI say what holds on the visitor's own machine.
+DATED = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+BENCH_CITATION = re.compile(r"\bbench/")
+
+
+def product_sources() -> list[str]:
+    """Every Python and JavaScript file of the product: core/, app_pages/ and the two entry points."""
+    paths = [os.path.join(ROOT, "app.py"), os.path.join(ROOT, "streamlit_app.py")]
+    for top in ("core", "app_pages"):
+        for folder, _, files in os.walk(os.path.join(ROOT, top)):
+            paths += [os.path.join(folder, name) for name in files if name.endswith((".py", ".js"))]
+    return sorted(paths)
+
+
+def diary_entries(text: str) -> list[str]:
+    """The lines of `text` that carry a dated figure or cite a bench script."""
+    return [line.strip() for line in text.splitlines() if DATED.search(line) or BENCH_CITATION.search(line)]
+
+
+def test_diary_entries_finds_dates_and_bench_citations_and_nothing_else():
+    planted = (
+        "x = 1  # measured on this box (bench/viewers.py)\n"
+        "HELP = 'compiled in 17-23 s (2026-12-02)'\n"
+        'when = time.strftime("%Y-%m-%d")  # a format, not a date\n'
+        'ENTRY_PACKAGES = ("core.", "bench.")\n'
+    )
+    assert diary_entries(planted) == [
+        "x = 1  # measured on this box (bench/viewers.py)",
+        "HELP = 'compiled in 17-23 s (2026-12-02)'",
+    ]
+
+
+def test_no_dated_figure_or_bench_citation_in_code_or_ui_text():
+    """A date or a bench citation in core/ or app_pages/ is a measurement diary: it tells every host's
+    visitors what one box measured one day. It goes to docs/benchmarks.md instead."""
+    sources = product_sources()
+    assert len(sources) > 100, "the product's sources were not found"
+    found = {os.path.relpath(path, ROOT): entries for path in sources if (entries := diary_entries(read(path)))}
+    assert not found, f"dated figures or bench citations in the product (move them to docs/benchmarks.md): {found}"
+
+
+# A dotted name of the code in the docs or a docstring (core.runs.queue, core.runs.queue.tick,
+# core.runs.replicate_process:warm_main) names a module that exists and, after it, something it defines.
+CODE_NAME = re.compile(r"\bcore(?:\.[A-Za-z_]\w*)+(?::\w+)?")
+
+
+def module_file(module: str) -> str | None:
+    path = os.path.join(ROOT, *module.split("."))
+    for candidate in (path + ".py", os.path.join(path, "__init__.py")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def defined_names(path: str, cache: dict[str, set[str]]) -> set[str]:
+    """What a module defines at any depth (functions, classes, assigned names) or imports."""
+    if path not in cache:
+        found = set()
+        for node in ast.walk(ast.parse(read(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(node.name)
+            elif isinstance(node, ast.Assign):
+                found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                found.add(node.target.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                found |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        cache[path] = found
+    return cache[path]
+
+
+def missing_code_names(text: str, cache: dict[str, set[str]]) -> list[str]:
+    """The dotted names in `text` whose module does not exist, or that name nothing it defines."""
+    missing = []
+    for match in CODE_NAME.finditer(text):
+        name, _, entry = match.group(0).rstrip(".").partition(":")
+        parts = name.split(".")
+        for k in range(len(parts), 0, -1):
+            if (path := module_file(".".join(parts[:k]))) is not None:
+                break
+        else:
+            missing.append(match.group(0))
+            continue
+        rest = parts[k:] + ([entry] if entry else [])
+        if rest and rest[0] != "py" and rest[0] not in defined_names(path, cache):
+            missing.append(match.group(0))
+    return missing
+
+
+def test_missing_code_names_finds_a_module_or_entry_that_does_not_exist():
+    text = (
+        "core.runs.queue.tick, core.runs.queue, core.engine.replicate:main, core.engine.nowhere, core.runs.queue:nope"
+    )
+    assert missing_code_names(text, {}) == ["core.engine.replicate:main", "core.engine.nowhere", "core.runs.queue:nope"]
+
+
+def test_every_dotted_name_of_the_code_in_docs_and_sources_exists():
+    """A usage example or a pointer that names a module or function which is not there misleads
+    whoever follows it."""
+    sources = (
+        documents()
+        + product_sources()
+        + sorted(
+            os.path.join(ROOT, "bench", name)
+            for name in os.listdir(os.path.join(ROOT, "bench"))
+            if name.endswith(".py")
+        )
+    )
+    cache: dict[str, set[str]] = {}
+    missing = {os.path.relpath(p, ROOT): m for p in sources if (m := missing_code_names(read(p), cache))}
+    assert not missing, f"names of code that does not exist: {missing}"

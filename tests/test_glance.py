@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from core.engine import analysis, cause, words
+from core.engine.headline import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 from core.engine.reading import reading
 from core.engine.summary import Summary
 from core.view.answers import Answers, NextRace
@@ -37,7 +38,7 @@ def slower() -> Summary:
 
 def no_clear() -> Summary:
     return Summary.from_dict(
-        {"steady_state_speedup": 1.01, "speedup_ci95": [0.95, 1.07], "verdict": analysis.NO_CLEAR_DIFFERENCE}
+        {"steady_state_speedup": 1.01, "speedup_ci95": [0.95, 1.07], "verdict": NO_CLEAR_DIFFERENCE}
     )
 
 
@@ -111,7 +112,7 @@ def test_first_clause_stops_at_the_first_colon_or_semicolon_outside_parentheses_
     assert glance.first_clause("version 2.14.1 is fine") == "version 2.14.1 is fine"  # a decimal point is no stop
 
 
-def a_cause(kind: str, verdict: str = analysis.FASTER) -> cause.Cause:
+def a_cause(kind: str, verdict: str = FASTER) -> cause.Cause:
     return cause.Cause(
         kind, verdict, "Compiled is faster here because its kernels take 8.99 ms less (14.9 ms vs 23.9 ms) per step "
         "and the time outside them is about the same: Inductor fused the work into fewer kernels.",
@@ -122,11 +123,11 @@ def a_cause(kind: str, verdict: str = analysis.FASTER) -> cause.Cause:
 def test_why_in_one_line_names_the_part_of_the_step_that_carries_the_difference():
     kernels = glance.why_short(a_cause(cause.KERNELS))
     assert kernels == "Compiled is faster in its kernels: 14.9 ms a step against eager's 23.9 ms."
-    outside = glance.why_short(a_cause(cause.OUTSIDE, analysis.SLOWER))
+    outside = glance.why_short(a_cause(cause.OUTSIDE, SLOWER))
     assert outside.startswith("Compiled is slower outside its kernels: ") and words.seconds(0.030 - 0.0239) in outside
     assert glance.why_short(a_cause(cause.BOTH)) == "Compiled is faster both in its kernels and outside them."
     assert glance.why_short(a_cause(cause.DISAGREES)).startswith("This race cannot say why")
-    same = cause.Cause(cause.SAME, analysis.NO_CLEAR_DIFFERENCE, "Compile gains nothing measurable here: its step ...")
+    same = cause.Cause(cause.SAME, NO_CLEAR_DIFFERENCE, "Compile gains nothing measurable here: its step ...")
     assert glance.why_short(same) == "Compile gains nothing measurable here."
     assert glance.why_short(None) is None
 

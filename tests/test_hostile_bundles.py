@@ -21,6 +21,7 @@ from app_pages.run_screen import feed_routes
 from core.cli.main import main
 from core.runs import bundle
 from core.runs.bundle import BundleError, import_bundle, parse_bundle, read_bundle
+from core.runs.bundle_notes import MAX_NOTE
 from core.runs.store.records import MAX_STORED_JSON
 
 RECORDING = os.path.join(ROOT, "assets", "recordings", "cpu-compile-never-pays-off.json")
@@ -240,7 +241,7 @@ def _long_text(data: dict) -> dict:
     data["run"]["error"] = "e" * bundle.MAX_STRING
     for event in data["events"]:
         if event["kind"] == "compile":
-            event["note"] = "n" * bundle.MAX_NOTE
+            event["note"] = "n" * MAX_NOTE
     return data
 
 

@@ -4,6 +4,7 @@ process (every page, every view module, what they reach) never imports torch."""
 import ast
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 
@@ -259,3 +260,56 @@ def test_no_file_of_the_app_passes_the_line_cap():
             if lines > MAX_LINES:
                 long[os.path.relpath(path, ROOT)] = lines
     assert long == {}
+
+
+# SQL lives in the store (core/runs/store/): the one place that knows the schema and both backends'
+# dialects. Elsewhere code calls a named function of the store, never a statement of its own.
+STORE_PACKAGE = os.path.join("core", "runs", "store")
+SQL_STATEMENT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|WITH)\b")
+SQL_WORD = re.compile(r"\b(FROM|INTO|SET|TABLE|INDEX|WHERE)\b")
+
+
+def sql_statements(source: str) -> list[tuple[int, str]]:
+    """(line, text) of each string in `source` that reads as an SQL statement: it starts with a
+    statement's verb and names a clause after it, in capitals as this project writes SQL (plain
+    strings and f-strings alike; prose such as "Select a model from the list" stays out)."""
+    tree = ast.parse(source)
+    parts = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in parts:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        verb = SQL_STATEMENT.match(text)
+        if verb and SQL_WORD.search(text, verb.end()):
+            found.append((node.lineno, " ".join(text.split())[:80]))
+    return found
+
+
+def test_sql_statements_finds_statements_and_not_prose():
+    planted = (
+        'rows = c.execute("SELECT id FROM runs WHERE status = ?", ("done",))\n'
+        'c.execute(f"DELETE FROM events WHERE run_id IN ({holes})", chunk)\n'
+        'c.execute(\n    "UPDATE runs SET pid = ? "\n    "WHERE id = ?", (1, 2)\n)\n'
+        'HELP = "Select a model from the list."\n'
+        'LABEL = "Update the page where the race is shown"\n'
+    )
+    assert [line for line, _ in sql_statements(planted)] == [1, 2, 4]
+
+
+def test_no_sql_statement_outside_the_store():
+    checked, outside = 0, []
+    for tree in CHECKED_TREES:
+        for path in python_files_of(tree):
+            if os.path.relpath(path, ROOT).startswith(STORE_PACKAGE + os.sep):
+                continue
+            checked += 1
+            with open(path, encoding="utf-8") as fh:
+                outside += [f"{os.path.relpath(path, ROOT)}:{line}: {text}" for line, text in sql_statements(fh.read())]
+    assert checked > 100, "the app's sources were not found"
+    assert not outside, "SQL outside core/runs/store/ (make it a named function of the store):\n" + "\n".join(outside)

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from core.engine import analysis, words
+from core.engine.headline import NO_CLEAR_DIFFERENCE, NOT_WITHIN_RUN, SLOWER
 from core.engine.summary import Summary
 from core.runs.store import Store
 from core.view.report import run_row
@@ -245,7 +246,7 @@ def test_cards_of_a_clear_win_show_cost_speedup_and_the_break_even_step():
 
 def test_cards_of_a_slower_run_say_it_never_breaks_even():
     summary = analysis.summarize([1.0] * 12, [3.0] + [1.5] * 11, [6.0], [10.5], 64)
-    assert summary["verdict"] == analysis.SLOWER
+    assert summary["verdict"] == SLOWER
     cards = result_cards(summary)
     assert card(cards, "Break-even").value == "never"
     assert "Never: compiled steps are slower." in card(cards, "Break-even").help
@@ -322,7 +323,7 @@ def test_cards_of_an_empty_summary_show_dashes_without_failing():
 
 
 def test_speedup_card_without_a_clear_difference_is_neutral_neither_green_nor_red():
-    summary = {"steady_state_speedup": 1.01, "speedup_ci95": [0.95, 1.07], "verdict": analysis.NO_CLEAR_DIFFERENCE}
+    summary = {"steady_state_speedup": 1.01, "speedup_ci95": [0.95, 1.07], "verdict": NO_CLEAR_DIFFERENCE}
     speed = card(result_cards(summary), "Steady-state speedup")
     assert (speed.delta, speed.delta_color, speed.delta_arrow) == ("no clear difference, 0.95-1.07x", "off", "off")
 
@@ -467,8 +468,8 @@ def test_no_break_even_is_projected_from_a_gain_the_interval_does_not_stand_behi
     summary = {
         "steady_state_speedup": 1.04,
         "speedup_ci95": [0.97, 1.08],
-        "verdict": analysis.NO_CLEAR_DIFFERENCE,
-        "break_even_reason": analysis.NOT_WITHIN_RUN,
+        "verdict": NO_CLEAR_DIFFERENCE,
+        "break_even_reason": NOT_WITHIN_RUN,
         "break_even_extrapolated_step": 6700.0,
     }
     running = card(result_cards(summary, total=240, live=True), "Break-even")
@@ -481,8 +482,8 @@ def test_a_run_slower_so_far_is_not_on_course_even_when_the_medians_alone_would_
     summary = {
         "steady_state_speedup": 0.94,
         "speedup_ci95": [0.89, 0.98],
-        "verdict": analysis.SLOWER,
-        "break_even_reason": analysis.NOT_WITHIN_RUN,
+        "verdict": SLOWER,
+        "break_even_reason": NOT_WITHIN_RUN,
         "break_even_extrapolated_step": 5000.0,
     }
     be = card(result_cards(summary, total=240, live=True), "Break-even")

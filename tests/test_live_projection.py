@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from core.engine import analysis, words
+from core.engine.headline import FASTER, NO_CLEAR_DIFFERENCE
 from core.engine.reading import reading
 from core.engine.summary import Summary
 from core.view.run_screen.cards import result_cards
@@ -77,7 +78,7 @@ def test_the_live_break_even_is_the_range_the_interval_allows_and_does_not_jump(
     spans, held, named = [], None, 0
     for view, summary, said in looks(stream(schedule, *demo_times())):
         counts = view.counts()
-        if summary["verdict"] != analysis.FASTER:
+        if summary["verdict"] != FASTER:
             assert "breaks even" not in said and "projected" not in said, said
             assert Summary.of(summary).projected_range is None
             card = next(c for c in result_cards(summary, total=TOTAL, live=True) if c.label == "Break-even")
@@ -153,7 +154,7 @@ def test_the_span_lies_on_the_interval_s_ends_and_holds_the_headline_projection(
     eager, compiled = demo_times()
     s = Summary.of(analysis.summarize(eager[:120], compiled[:120], [], [], BATCH))
     h = s.headline
-    assert s.verdict == analysis.FASTER
+    assert s.verdict == FASTER
     early, late = h.projected_range
     assert early < h.projected_position < late
     # Each end is where the lines meet at compiled's steady step for that end of the interval.
@@ -167,11 +168,9 @@ def test_the_span_lies_on_the_interval_s_ends_and_holds_the_headline_projection(
 def test_no_span_without_an_interval_clear_of_1_and_a_far_end_where_its_slow_end_barely_gains():
     eager, compiled = demo_times()
     measured = Summary.of(analysis.summarize(eager[:50], compiled[:50], [], [], BATCH))
-    doubtful = measured.replace(
-        steady_state_speedup=1.05, speedup_ci95=(0.97, 1.12), verdict=analysis.NO_CLEAR_DIFFERENCE
-    )
+    doubtful = measured.replace(steady_state_speedup=1.05, speedup_ci95=(0.97, 1.12), verdict=NO_CLEAR_DIFFERENCE)
     assert doubtful.projected_range is None and doubtful.projected_position is None
-    barely = measured.replace(steady_state_speedup=1.39, speedup_ci95=(1.0001, 1.5), verdict=analysis.FASTER)
+    barely = measured.replace(steady_state_speedup=1.39, speedup_ci95=(1.0001, 1.5), verdict=FASTER)
     early, late = barely.projected_range
     assert early > 50 and late > 10 * early
     assert words.steps_range((330.0, None), None, live=True) == "from step 330 on, or never"
@@ -189,7 +188,7 @@ def test_the_words_widen_a_running_range_to_two_digits_and_say_where_it_ends():
 
 
 def test_a_doubtful_gain_says_there_is_no_break_even_to_project():
-    summary = {"steady_state_speedup": 1.05, "speedup_ci95": [0.97, 1.12], "verdict": analysis.NO_CLEAR_DIFFERENCE,
+    summary = {"steady_state_speedup": 1.05, "speedup_ci95": [0.97, 1.12], "verdict": NO_CLEAR_DIFFERENCE,
                "eager_step_times_s": [0.1] * 200, "compiled_step_times_s": [0.1] * 150}  # fmt: skip
     said = reading(summary, True, TOTAL, {"eager": 200, "compiled": 150})
     assert said == (

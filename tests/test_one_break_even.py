@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from core.engine import analysis, planning, words
+from core.engine.headline import NO_CLEAR_DIFFERENCE
 from core.engine.summary import Summary
 from core.view.run_screen.cards import result_cards
 
@@ -69,7 +70,7 @@ def test_a_gain_in_doubt_gives_the_plan_no_break_even():
     eager = [float(t) for t in 0.1 + rng.uniform(-0.04, 0.04, 60)]
     compiled = [3.0] + [float(t) for t in 0.097 + rng.uniform(-0.04, 0.04, 59)]
     summary = summary_of(eager, compiled)
-    assert summary["verdict"] == analysis.NO_CLEAR_DIFFERENCE and summary["steady_state_speedup"] > 1
+    assert summary["verdict"] == NO_CLEAR_DIFFERENCE and summary["steady_state_speedup"] > 1
     short, long = (planning.plan_from_summary(summary, steps) for steps in (20, 1_000))
     assert short.break_even_step is None and long.break_even_step is None
     assert "break-even" not in planning.plan_sentence(short) and "as this race measured" in planning.plan_sentence(

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from core.engine import analysis, intervals, planning, reading
+from core.engine.headline import FASTER, NO_CLEAR_DIFFERENCE
 from core.engine.spec import RunSpec
 from core.engine.stopping import StopRule, race_alpha, stored_alpha
 from core.runs.bundle import export_bundle, import_bundle
@@ -162,7 +163,7 @@ def test_the_plan_s_range_is_the_race_s_interval(race, spec, spread):
     implied = [e / (c - (plan.saved_ci[i] - plan.saved_s) / rest) for i in (0, 1)]
     assert implied == pytest.approx(summary["speedup_ci95"])
     # So the plan names a break-even exactly where the race calls compiled faster.
-    assert (plan.break_even_step is not None) is (summary["verdict"] == analysis.FASTER)
+    assert (plan.break_even_step is not None) is (summary["verdict"] == FASTER)
 
 
 def test_on_the_borderline_race_the_looks_decide_whether_the_plan_names_a_break_even():
@@ -173,7 +174,7 @@ def test_on_the_borderline_race_the_looks_decide_whether_the_plan_names_a_break_
                                      alpha=race_alpha(spec))  # fmt: skip
         plan = planning.plan_from_summary(summary, 50_000)
         verdicts[spec.target_interval] = (summary["verdict"], plan.break_even_step is not None)
-    assert verdicts == {None: (analysis.FASTER, True), 0.03: (analysis.NO_CLEAR_DIFFERENCE, False)}
+    assert verdicts == {None: (FASTER, True), 0.03: (NO_CLEAR_DIFFERENCE, False)}
 
 
 def test_too_few_steps_for_an_interval_give_no_plan():

@@ -22,6 +22,7 @@ from core.runs import devices, disk_space, model_catalog, processes, queue
 from core.runs.identity import client_address
 from core.runs.limits import ConfigError, HostLimits, load_host_limits
 from core.runs.lookups import model_params
+from core.runs.race_conditions import STEADY_MALLOC
 from core.runs.store import Store
 from core.view.job_status import describe
 from core.view.run_screen.feed import LiveFeeds
@@ -64,7 +65,7 @@ def test_a_worker_inherits_no_secret_of_the_servers_environment():
     }
     env = processes.worker_environment("cpu", server)
     assert SECRET not in " ".join(f"{k}={v}" for k, v in env.items())
-    assert set(env) - set(processes.STEADY_MALLOC) - set(processes.OFFLINE) == {
+    assert set(env) - set(STEADY_MALLOC) - set(processes.OFFLINE) == {
         "PATH", "HOME", "LANG", "LC_ALL", "OMP_NUM_THREADS", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
         "CUDA_HOME", "COMPILE_LAB_DATA", "COMPILE_LAB_WORKER_THREADS", "COMPILE_LAB_TEST_ID",
     }  # fmt: skip

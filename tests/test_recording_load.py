@@ -11,8 +11,8 @@ from conftest import ROOT
 
 from core.cli.main import main
 from core.engine.spec import RunSpec
-from core.runs import processes
 from core.runs.bundle import load_bundle_file
+from core.runs.race_conditions import STEADY_MALLOC
 from core.view import recordings, replay
 
 
@@ -108,4 +108,4 @@ def test_every_shipped_recording_was_made_on_a_quiet_machine():
         text, busy = replay.load_reading(environment)
         assert text != "(load not recorded)" and not busy, (key, text)
         # and as workers run races now: glibc's moving malloc threshold made eager's steps jump
-        assert environment.get("malloc") == processes.STEADY_MALLOC, key
+        assert environment.get("malloc") == STEADY_MALLOC, key

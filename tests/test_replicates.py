@@ -18,6 +18,7 @@ from conftest import quick_spec
 from test_intervals import simulated_race
 
 from core.engine import analysis, intervals, replicates
+from core.engine.headline import BUSY, FASTER, SLOWER
 from core.engine.intervals import ASSUMED, RunToRun
 from core.engine.replicates import ProcessResult, combine
 from core.engine.stopping import StopRule, stop_reading
@@ -102,9 +103,9 @@ def test_a_busy_process_does_not_count_and_all_busy_is_no_verdict():
     assert combine([*quiet, busy], ASSUMED) == combine(quiet, ASSUMED)
     assert combine([busy], ASSUMED) is None
     first = ProcessResult(1, 0.7, 0.01, 60, busy_share=0.4)
-    own = analysis.Speedup(0.7, 0.69, 0.71, analysis.SLOWER, 0.07, 0.1, (0.69, 0.71))
+    own = analysis.Speedup(0.7, 0.69, 0.71, SLOWER, 0.07, 0.1, (0.69, 0.71))
     speed = analysis.headline_speedup(own, first, [], ASSUMED)
-    assert speed.verdict == analysis.BUSY and speed.speedup == pytest.approx(0.7)
+    assert speed.verdict == BUSY and speed.speedup == pytest.approx(0.7)
 
 
 def test_a_failed_replicate_does_not_count_even_with_a_speedup():
@@ -137,7 +138,7 @@ def test_a_target_adds_replicates_until_known_or_the_most_asked(monkeypatch):
     ran = len(s.replicates)
     assert 2 <= ran < 9
     reached = intervals.relative_half_width(math.log(s.speedup_ci95[1] / s.steady_state_speedup))
-    assert reached <= 0.03 + 1e-9 or s.verdict == analysis.BUSY
+    assert reached <= 0.03 + 1e-9 or s.verdict == BUSY
     assert stop_reading(result.summary, 0.03, 80).startswith("Known to ±3%")
 
     def scattered(spec, number, steps, cache_dir, limit_s):
@@ -393,7 +394,7 @@ def test_a_first_process_reading_slower_beside_faster_replicates_is_not_called_n
     s = analysis.summarize(
         eager, compiled, [6.0], [8.0], 64, paired=True, spread=ASSUMED, replicated=replicated, apart="alternating"
     )
-    assert s["first_process"]["speedup"] < 1 and s["verdict"] == analysis.FASTER
+    assert s["first_process"]["speedup"] < 1 and s["verdict"] == FASTER
     assert s["break_even_reason"] == NOT_WITHIN_RUN and Summary.from_dict(s).break_even == PROJECTED
 
 
@@ -410,7 +411,7 @@ def test_the_projected_break_even_is_the_headlines_and_lies_inside_its_range(fir
             eager, compiled, [6.0], [26.0], 64, paired=True, spread=ASSUMED, replicated=replicated, apart="alternating"
         )
     )
-    assert s.verdict == analysis.FASTER and s.break_even == PROJECTED
+    assert s.verdict == FASTER and s.break_even == PROJECTED
     low, high = s.projected_range
     assert low <= s.projected_position <= high
     # At the headline's 1.11x: eager's 0.1 s against compiled's 0.09 s from where compiled's 60 steps left it.

@@ -18,6 +18,7 @@ from core.engine import analysis, intervals, reading
 from core.engine.intervals import ASSUMED, RunToRun
 from core.engine.stopping import StopRule, stop_reading
 from core.runs import processes, run_to_run, worker_cores
+from core.runs.race_conditions import MALLOC_SETTING, STEADY_MALLOC
 from core.runs.runners import run_race_job
 
 BOTH_BACKENDS = True
@@ -178,12 +179,12 @@ def test_workers_get_fixed_malloc_thresholds_unless_the_host_sets_its_own():
     offline = processes.OFFLINE
     assert processes.worker_environment("cpu", {"PATH": "/bin"}) == {
         "PATH": "/bin",
-        **processes.STEADY_MALLOC,
+        **STEADY_MALLOC,
         **offline,
     }
     own = {"MALLOC_MMAP_THRESHOLD_": "65536"}
     assert processes.worker_environment("cpu", own) == {**own, **offline}  # the host's malloc settings win
-    plain = processes.worker_environment("cuda:0", {processes.MALLOC_SETTING: "glibc"})
+    plain = processes.worker_environment("cuda:0", {MALLOC_SETTING: "glibc"})
     assert not any(k.startswith("MALLOC_") for k in plain)
 
 

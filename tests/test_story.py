@@ -5,14 +5,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.engine import analysis, words
+from core.engine import words
+from core.engine.headline import FASTER, NO_CLEAR_DIFFERENCE
 from core.engine.reading import reading
 from core.view.run_screen import sentences
 
 RUNNING_FASTER = {
     "steady_state_speedup": 1.17,
     "speedup_ci95": [1.16, 1.18],
-    "verdict": analysis.FASTER,
+    "verdict": FASTER,
     "break_even_step": None,
     "compile_time_s": 11.3,
     "eager_median_step_s": 11.3 / 947.3 / (1 - 1 / 1.17),  # the headline's crossing: step 947.3
@@ -47,7 +48,7 @@ def test_a_projection_past_the_end_of_the_run_says_so():
 def test_running_slower_or_unclear_runs_speak_of_so_far_only():
     slower = {**RUNNING_FASTER, "steady_state_speedup": 0.9, "speedup_ci95": [0.88, 0.92], "verdict": "slower"}
     assert reading(slower, True, 1500, {"compiled": 40}).startswith("After 40 of 1,500 compiled steps")
-    unclear = {**RUNNING_FASTER, "verdict": analysis.NO_CLEAR_DIFFERENCE, "speedup_ci95": [0.95, 1.3]}
+    unclear = {**RUNNING_FASTER, "verdict": NO_CLEAR_DIFFERENCE, "speedup_ci95": [0.95, 1.3]}
     assert "no clear difference per step yet" in reading(unclear, True, 1500, {"compiled": 40})
     ahead = {**RUNNING_FASTER, "break_even_step": 1035}
     assert reading(ahead, True, 1500, {"compiled": 1200}).endswith("ahead since step 1,035.")

@@ -31,6 +31,7 @@ from core.engine.spec import DeviceCaps
 from core.runs import devices, processes, queue, warm_lanes, warm_server, warm_start
 from core.runs.limits import HostLimits
 from core.runs.pids import pid_running
+from core.runs.race_conditions import STEADY_MALLOC
 
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 STATE = "core.runs.warm_server:report_state"
@@ -88,7 +89,7 @@ def test_a_warm_child_is_as_clean_as_a_fresh_process_and_gets_the_jobs_settings(
         assert state["dynamo_counters"] == {} and state["compile_times"] == 0  # nothing compiled, no Dynamo cache
         assert set(state["first_compile_caches"].values()) == {0}  # no cache dir chosen, no CPU probe run
         assert state["inductor_cache_dir"] == cache  # the cache folder the job asked for
-        assert state["malloc"] == processes.STEADY_MALLOC
+        assert state["malloc"] == STEADY_MALLOC
         assert state["malloc_maps_8mib"] is False  # glibc runs with the fixed thresholds, not its own
         assert state["python_threads"] == 1
     assert warm["tasks"] == 1  # no OpenMP pool, no thread: a fork copies one (cold counts before torch)
@@ -125,7 +126,7 @@ def test_a_race_starts_warm_through_the_queue_and_the_next_one_too(warm_starts, 
         run = store.get_run(run_id)
         assert run.status == "done", run.error
         assert run.environment["process_start"] == "warm"
-        assert run.environment["malloc"] == processes.STEADY_MALLOC
+        assert run.environment["malloc"] == STEADY_MALLOC
         if len(os.sched_getaffinity(0)) >= 2:
             assert run.environment["worker_cpus"] == sorted(os.sched_getaffinity(0))[1:]
     (replicate,) = store.get_run(second).summary["replicates"]
@@ -156,7 +157,7 @@ def test_with_warm_starts_off_or_no_server_a_job_starts_cold(monkeypatch, tmp_pa
 
 def test_a_server_is_found_only_by_jobs_with_exactly_its_settings_and_code(tmp_path, monkeypatch):
     monkeypatch.setattr(warm_start, "FINGERPRINT_KEPT_S", 0.0)  # no second's reuse of the files' digest here
-    env = {"PATH": "/bin", **processes.STEADY_MALLOC}
+    env = {"PATH": "/bin", **STEADY_MALLOC}
     key = warm_start.server_key(env)
     assert warm_start.server_key({**env, "TORCHINDUCTOR_CACHE_DIR": "/x", "TRITON_CACHE_DIR": "/y"}) == key
     for changed in (

@@ -17,8 +17,9 @@ from test_live_board import more_steps
 from test_live_feed import OWNER_TOKEN, feeds_mounted, open_run, served  # noqa: F401 (a fixture)
 from test_pages import APP, record_probe, record_race
 
-from core.runs import processes, queue, worker_cores
+from core.runs import queue, worker_cores
 from core.runs.identity import owner_of
+from core.runs.race_conditions import STEADY_MALLOC
 from core.runs.worker_cores import CoreSettingError, CoreShare, core_share
 from core.view.run_screen import cadence
 from core.view.run_screen.feed import TIMED_POLL_S, LiveFeeds
@@ -130,7 +131,7 @@ def test_the_race_a_pinned_worker_leaves_queued_gets_the_same_cores(store):
         assert run.status == "done", run.error
         assert run.environment["worker_cpus"] == list(share.worker)
         assert run.environment["torch_threads"] == share.threads
-        assert run.environment["malloc"] == processes.STEADY_MALLOC  # kept with the run it steadied
+        assert run.environment["malloc"] == STEADY_MALLOC  # kept with the run it steadied
 
 
 def test_while_steps_are_timed_the_feed_asks_and_builds_less_often(store, monkeypatch):

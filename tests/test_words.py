@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT
 
 from core.engine import analysis, words
+from core.engine.headline import BUSY, FASTER, NEVER_NO_GAIN, NO_CLEAR_DIFFERENCE, NOT_WITHIN_RUN, SLOWER
 from core.engine.reading import reading
 from core.engine.summary import (
     BREAK_EVEN_STATES,
@@ -111,18 +112,18 @@ def test_sizes_counts_and_rates():
 
 
 def summary_with(**fields) -> dict:
-    base = {"steady_state_speedup": 1.2, "speedup_ci95": [1.1, 1.3], "verdict": analysis.FASTER, "compile_time_s": 9.0}
+    base = {"steady_state_speedup": 1.2, "speedup_ci95": [1.1, 1.3], "verdict": FASTER, "compile_time_s": 9.0}
     return {**base, **fields}
 
 
 STATES = {
     REACHED: summary_with(break_even_step=1037, break_even_wall_s=12.34),
     PROJECTED: summary_with(eager_median_step_s=0.1),  # 9 s to earn back at 0.1 - 0.1 / 1.2 s a step
-    NOT_REACHED: summary_with(break_even_reason=analysis.NOT_WITHIN_RUN),
-    NO_GAIN: summary_with(verdict=analysis.NO_CLEAR_DIFFERENCE, speedup_ci95=[0.97, 1.05], steady_state_speedup=1.01),
-    NEVER: summary_with(verdict=analysis.SLOWER, speedup_ci95=[0.8, 0.9], steady_state_speedup=0.85),
+    NOT_REACHED: summary_with(break_even_reason=NOT_WITHIN_RUN),
+    NO_GAIN: summary_with(verdict=NO_CLEAR_DIFFERENCE, speedup_ci95=[0.97, 1.05], steady_state_speedup=1.01),
+    NEVER: summary_with(verdict=SLOWER, speedup_ci95=[0.8, 0.9], steady_state_speedup=0.85),
     NO_COMPILE: summary_with(compile_skipped="no graph was compiled"),
-    NO_VERDICT: summary_with(verdict=analysis.BUSY, speedup_ci95=[0.6, 0.9], steady_state_speedup=0.7),
+    NO_VERDICT: summary_with(verdict=BUSY, speedup_ci95=[0.6, 0.9], steady_state_speedup=0.7),
 }
 
 
@@ -147,13 +148,13 @@ def test_the_state_follows_the_verdict_not_a_stored_reason():
     """A run whose interval spans 1 but whose stored reason says 'not within this run' (compiled's
     median was a hair faster) has no break-even to count on, in every surface's words."""
     doubtful = summary_with(
-        verdict=analysis.NO_CLEAR_DIFFERENCE,
+        verdict=NO_CLEAR_DIFFERENCE,
         speedup_ci95=[0.97, 1.05],
-        break_even_reason=analysis.NOT_WITHIN_RUN,
+        break_even_reason=NOT_WITHIN_RUN,
         break_even_extrapolated_step=5e4,
     )
     assert Summary.of(doubtful).break_even == NO_GAIN
-    assert Summary.of({**doubtful, "break_even_reason": analysis.NEVER_NO_GAIN}).break_even == NO_GAIN
+    assert Summary.of({**doubtful, "break_even_reason": NEVER_NO_GAIN}).break_even == NO_GAIN
 
 
 def test_a_summary_round_trips_and_drops_the_derived_reading():

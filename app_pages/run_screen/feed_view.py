@@ -15,8 +15,8 @@ from core.runs.store import id_from_text
 
 GIVE_UP_AFTER = 5  # failed reads in a row before the page falls back to refreshing through Streamlit
 # The sidebar (device card, queue) of a tab following a run through the feed refreshes this often:
-# with 50 such tabs, their sidebars every 5 s were most of what the audience cost the server
-# (bench/viewers.py); the run itself is on the page, from the feed.
+# with a talk's audience of such tabs, their sidebars every 5 s are most of what it costs the server;
+# the run itself is on the page, from the feed.
 SIDEBAR_WHILE_FOLLOWING_S = 30.0
 SIDEBAR_S = 5.0
 
@@ -65,8 +65,8 @@ _feed_component = st.components.v2.component("compile_lab.live_feed", js=_JS, cs
 def use_feed() -> bool:
     """Whether this tab follows a live run through the feed: where the feed is served, unless the
     feed could not be read in this tab. The owner too (its Cancel button drawn by the page): a
-    Streamlit rerun every second made the owner's browser and the server take about twice the CPU
-    of the feed's view from the race they watch (bench/watching.py)."""
+    Streamlit rerun every second makes the owner's browser and the server take more of the CPU the
+    race is timed on than the feed's view does."""
     return feed_routes.served() and not st.session_state.get("feed_unreadable")
 
 

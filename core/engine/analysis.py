@@ -22,6 +22,15 @@ import numpy as np
 
 from core.engine import event_rows, intervals, noise, replicates
 from core.engine.events import BusyEvent, ReplicateEvent
+from core.engine.headline import (
+    BUSY,
+    FASTER,
+    NEVER_NO_GAIN,
+    NEVER_SLOWER,
+    NO_CLEAR_DIFFERENCE,
+    NO_VERDICT_BUSY,
+    NOT_WITHIN_RUN,
+)
 from core.engine.spec import CUDA_GRAPH_MODES
 from core.engine.speedup import (  # the speedup's own module; these names are analysis's too
     Speedup,
@@ -31,17 +40,7 @@ from core.engine.speedup import (  # the speedup's own module; these names are a
     steady,
     steady_state_speedup,
 )
-from core.engine.summary import (  # noqa: F401 - the verdicts and reasons, named here as they always were
-    BUSY,
-    FASTER,
-    NEVER_NO_GAIN,
-    NEVER_SLOWER,
-    NO_CLEAR_DIFFERENCE,
-    NO_VERDICT_BUSY,
-    NOT_WITHIN_RUN,
-    SLOWER,
-    Summary,
-)
+from core.engine.summary import Summary
 
 
 def warmup_floor(mode: str, backend: str = "inductor") -> int:

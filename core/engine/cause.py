@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import words
-from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
+from core.engine.headline import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 from core.engine.profile_reading import counting_is_stale
 from core.engine.spec import CUDA_GRAPH_MODES
 from core.engine.summary import Summary

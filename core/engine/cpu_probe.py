@@ -2,9 +2,8 @@
 
 The first Inductor compile for a CPU in a fresh cache directory first finds out which vector
 instruction sets (AVX2, AVX-512, AMX, ...) the CPU supports, by building and loading a small test
-program for each. On the 2-core Xeon this project is developed on that took 14.5 s of the 27 s a
-cold compile of small_cnn took (measured with cProfile: `cpu_vec_isa.valid_vec_isa_list`). A
-machine pays it once (torch keeps the answer in its cache directory), not once per model, so a
+program for each (`cpu_vec_isa.valid_vec_isa_list`): on a small CPU, about half of a small model's
+cold compile (docs/benchmarks.md#what-to-expect-on-a-small-cpu). A machine pays it once (torch keeps the answer in its cache directory), not once per model, so a
 cold race that counted it would overstate what compiling *this model* costs by half. Races and the
 cold/warm cache demo run the probe untimed, before the compile, in a directory kept between races
 (as torch's default cache directory keeps it), and report how long it took.
@@ -31,8 +30,8 @@ def probe_dir() -> str:
 def probe_cpu_vector_isa(device: torch.device, backend: str) -> float | None:
     """Run Inductor's CPU vector-ISA probe now (cached for the rest of the process); its seconds.
 
-    The test programs are built in probe_dir(), so only a machine's first race builds them (about
-    14 s on 2 cores); later ones load them (0.13-0.3 s measured). None where nothing would probe (another
+    The test programs are built in probe_dir(), so only a machine's first race builds them (seconds
+    on a small CPU); later ones load them (a fraction of a second). None where nothing would probe (another
     device or backend, a torch without the probe) or the probe failed (then the compile fails too,
     and says why).
     """

@@ -35,7 +35,7 @@ def machine_load() -> dict[str, Any] | None:
     """How busy the machine is now: the 1, 5 and 15 minute load averages and the cores they share.
 
     Stored with every run (at its start, and at its end for a race), so a recording made on a busy
-    box says so: other work on 2 cores can make a compile take 15 times longer. None where the
+    box says so: other work on a small CPU can make a compile take many times longer. None where the
     platform has no load average (Windows)."""
     try:
         one, five, fifteen = os.getloadavg()

@@ -183,9 +183,8 @@ def own_log_half_width(times: Sequence[float], alpha: float = ALPHA, block: int 
 
 
 # The run-to-run spread assumed before this device has raced a configuration twice: a log-ratio
-# standard deviation of 3%, what bench/steady_malloc.py measured for the CPU break-even demo on this
-# project's 2-core CPU box (three races, each a fresh worker process with fixed malloc thresholds;
-# the default MLP race spread 0.5%; see docs/benchmarks.md). It counts as PRIOR_RACES races' worth
+# standard deviation of 3%, about what a small CPU demo's races spread, each a fresh worker process
+# with fixed malloc thresholds (docs/benchmarks.md#steady_mallocpy). It counts as PRIOR_RACES races' worth
 # of evidence: each repeated race here moves the spread towards what the device shows
 # (core.runs.run_to_run).
 ASSUMED_LOG_SD = 0.03

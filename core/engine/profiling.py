@@ -17,7 +17,7 @@ profile_reading.STALE_CPU_COUNTING and are not read for a bound.)
 On a CPU, Inductor's C++ kernels are invisible to the profiler unless they were compiled with
 `torch._inductor.config.cpp.enable_kernel_profile` (one RecordFunction per kernel call, tens of
 nanoseconds): `kernel_profiling` turns it on for the compiled variant of a race that profiles.
-bench/profile_overhead.py measures that it leaves the steady speedup unchanged.
+It leaves the steady speedup unchanged (docs/benchmarks.md#profile_overheadpy).
 """
 
 from __future__ import annotations

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.engine import words
-from core.engine.analysis import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 from core.engine.cause import BOTH, CONVOLUTIONS, LIBRARY_BOUND, MATMULS, OUTSIDE, SAME, Cause, race_cause
-from core.engine.headline import CANNOT_TELL, NEVER_PAYS, PAYS
+from core.engine.headline import CANNOT_TELL, FASTER, NEVER_PAYS, NO_CLEAR_DIFFERENCE, PAYS, SLOWER
 from core.engine.models.regions import REGIONAL_BLOCKS, blocks_share_shapes
 from core.engine.models.zoo import MODELS
 from core.engine.options import MAX_BATCH_SIZE
@@ -36,8 +35,8 @@ LONG_COMPILE_S = 10.0
 WARM_WORTH_S = 2.0
 BATCH_STEP = 4  # a bigger batch to try: this many times the race's
 
-# What a suggestion expects to change, the figure a race with it is judged on (bench/advice.py
-# reads these): every suggestion names one, and says it in these words.
+# What a suggestion expects to change, the figure a race with it is judged on (the advice
+# bench, bench.advice, reads these): every suggestion names one, and says it in these words.
 COMPILE_DOWN = "compile time down"
 STEP_FASTER = "steady step faster"
 RECOMPILES_GONE = "fewer recompiles"

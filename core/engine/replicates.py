@@ -33,23 +33,17 @@ from core.engine.noise import BUSY_STEPS_SHARE
 
 AUTO_FIXED = 2  # replicates of a fixed-length race when none are asked for (three processes in all)
 AUTO_TARGET = 14  # with a target interval, at most this many (fifteen processes; pyperf runs twenty).
-# Why 14, not 9: the CPU break-even demo's replicates spread about 4% (log sd, 3.5-4.9% over this box's
-# stored races), and with a spread of 4% a race adding replicates until ±3% reaches it by the ninth in
-# 58% of races, by the fourteenth in 95% (tests/test_replicates.py simulates the whole rule). A race
-# that agrees sooner stops sooner: the cap is paid only where the processes disagree.
+# Why 14: with processes spreading about 4% (log sd), as a small CPU demo's do, a race adding
+# replicates until ±3% reaches it by the fourteenth in 95% of races (tests/test_replicates.py simulates
+# the whole rule); a race that agrees sooner stops sooner: the cap is paid only where processes disagree.
 MAX_REPLICATES = 19
 REPLICATE_SECONDS = 6.0  # a replicate's timed steps take about this long, both variants together.
-# Why not longer: 12 s was tried (bench/reproducibility.py, 2026-12-02): a replicate's own speedup spread
-# 3.1-3.9% instead of about 4.5% (not the 3.2% that halving its variance would give), for 1.6 times
-# the cost, so a race learnt no more per second, and stopped less finely: the demo reached ±3% in 2 of
-# 5 races (3 of 5 with 6 s) and took 251 s to its verdict (173 s). Finer turns (every step, or the
-# second of every 2) spread 1.4-2.7 times less per block in bench/turn_length.py: see REPLICATE_TURN_STEPS.
+# Why not longer: twice as long a replicate spreads less, but not by half its variance, so a race
+# learns no more per second and stops less finely (docs/benchmarks.md#reproducibilitypy).
 REPLICATE_TURN_STEPS = 1  # a replicate's variants take turns every step (the first process: every 5, or by epoch).
 # Why: step-to-step drift (the core's clock, the allocator, the other core's work) then falls on both
-# variants of a pair alike. bench/turn_length.py: per 5-step block, the pairs spread 1.4-2.7 times
-# less than with turns of 5 steps, and whole 40-step stretches 1.5-4.7 times less in 5 of 6 runs; the
-# speedup read moved -2.7% to +2.1% with no steady sign (about ±1.5% each). Measured on whole races
-# (bench/reproducibility.py): docs/benchmarks.md#reproducibilitypy.
+# variants of a pair alike, so the pairs spread less than with turns of 5 steps, with no steady sign
+# in the speedup read (docs/benchmarks.md#turn_lengthpy).
 REPLICATE_MIN_STEPS = 20  # per variant: four blocks, whatever the step time
 STUDENT_FROM = 5  # processes from which their own spread alone (Student's t) bounds the interval too
 

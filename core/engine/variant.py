@@ -347,7 +347,7 @@ def warm_up_device(spec: RunSpec, device: torch.device, init_state: dict, worklo
 
     What the process holds before it (torch's modules, the model's first weights) is frozen out of
     Python's cycle collector first (gc.freeze), so the full collection after it, and any during the
-    timed steps, pass over only what the race made: 0.2 s less to the first step here, and the same
+    timed steps, pass over only what the race made: a shorter wait for the first step, and the same
     in a fresh process as in one forked from a warm server (core.runs.warm_start).
     """
     gc.freeze()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from core.runs import devices, disk_budget, processes, queue
 from core.runs.limits import ConfigError, HostLimits
 from core.runs.run_files import Freed, remove_run_files, sweep_orphans
-from core.runs.store import ACTIVE_STATES, FINAL_STATES, Run, Store
+from core.runs.store import ACTIVE_STATES, Run, Store
 
 TOKEN_VARIABLE = "COMPILE_LAB_ADMIN_TOKEN"
 MIN_TOKEN_LENGTH = 16  # long enough that guessing it through the page is hopeless
@@ -124,21 +124,10 @@ def purge_older_than(store: Store, days: float, now: float | None = None) -> Pur
     cutoff = (time.time() if now is None else now) - days * SECONDS_PER_DAY
     probe = devices.latest_probe(store)
     keep = probe.id if probe else -1
-    marks = ", ".join("?" for _ in FINAL_STATES)
     with store.transaction(immediate=True) as c:
-        ids = [
-            row[0]
-            for row in c.execute(
-                f"SELECT id FROM runs WHERE status IN ({marks}) AND COALESCE(finished_at, created_at) < ? AND id != ?",
-                (*FINAL_STATES, cutoff, keep),
-            )
-        ]
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            holes = ", ".join("?" for _ in chunk)
-            c.execute(f"DELETE FROM events WHERE run_id IN ({holes})", chunk)
-            c.execute(f"DELETE FROM runs WHERE id IN ({holes})", chunk)
-    freed = remove_run_files(store.path, ids) + sweep_orphans(store.path, lambda: disk_budget.stored_ids(store))
+        ids = store.ended_before(c, cutoff, keep)
+        store.delete_runs(c, ids)
+    freed = remove_run_files(store.path, ids) + sweep_orphans(store.path, store.run_ids)
     if freed.files:
         disk_budget.say_freed(store.path, freed, f"purge of {len(ids)} runs")
     return Purged(len(ids), freed)

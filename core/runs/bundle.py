@@ -28,7 +28,7 @@ from core.engine.replicates import MAX_REPLICATES, replicates_asked
 from core.engine.spec import RunSpec, SpecError, data_home, validate
 from core.engine.stopping import race_alpha, stop_reading
 from core.engine.summary import Summary
-from core.runs.bundle_notes import MAX_NOTE, event_note  # noqa: F401 - MAX_NOTE: where it was
+from core.runs.bundle_notes import event_note
 from core.runs.bundle_profile import profile_from_bundle
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 from core.runs.store.records import store_files_dir, utf8_json, utf8_text
@@ -206,7 +206,7 @@ def import_bundle(
     own transaction, under the write lock: five tabs at once cannot all find room only one has."""
 
     def room(conn: Any) -> None:
-        if max_imports is not None and _imports_kept(conn, owner, address) >= max_imports:
+        if max_imports is not None and Store.imports_kept(conn, owner, address) >= max_imports:
             raise BundleError(
                 f"this host keeps at most {max_imports} imported runs per visitor"
                 + (" (counting every browser at your address)" if address else "")
@@ -220,7 +220,7 @@ def import_bundle(
 
     def new_here(conn: Any) -> None:  # in the import's own transaction too: two tabs at once make one run
         room(conn)
-        earlier = _imported_before(conn, owner, mark)
+        earlier = Store.imported_with_mark(conn, owner, mark)  # a run is its owner's to delete: one each
         if earlier is not None:
             raise AlreadyImported(earlier)
 
@@ -247,22 +247,6 @@ def fingerprint(data: dict[str, Any]) -> str:
     """What identifies a bundle's run: its run and events, not when it was exported."""
     canonical = json.dumps({"run": data.get("run"), "events": data.get("events")}, sort_keys=True, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
-
-
-def _imported_before(conn: Any, owner: str, mark: str) -> int | None:
-    """The run this owner already imported from the same bundle, if any (a run is its owner's to
-    delete: another browser at the same address gets a copy of its own)."""
-    rows = conn.execute(
-        "SELECT id FROM runs WHERE imported = 1 AND owner = ? AND details LIKE ? ORDER BY id", (owner, f"%{mark}%")
-    ).fetchall()
-    return int(rows[0][0]) if rows else None
-
-
-def _imports_kept(conn: Any, owner: str, address: str | None) -> int:
-    """Imported runs kept by this visitor (and, with `address`, by every browser at it), as the
-    queue's check_room counts a visitor's jobs."""
-    where, args = ("owner = ?", (owner,)) if address is None else ("(owner = ? OR client = ?)", (owner, address))
-    return int(conn.execute(f"SELECT COUNT(*) FROM runs WHERE imported = 1 AND {where}", args).fetchone()[0])
 
 
 def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

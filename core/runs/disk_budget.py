@@ -27,7 +27,7 @@ from core.engine.warm_cache import WARM_FOLDER
 from core.runs.devices import HOST
 from core.runs.limits import load_host_limits
 from core.runs.run_files import Freed, remove_run_files, remove_tree, runs_with_files, sweep_orphans, tree_size
-from core.runs.store import ACTIVE_STATES, FINAL_STATES, Store, is_server_url, store_files_dir
+from core.runs.store import ACTIVE_STATES, Store, is_server_url, store_files_dir
 
 NOTE_FILE = "disk-budget.json"  # what was freed last, for the Admin page
 WARM_CACHE = "the warm Inductor cache"
@@ -81,21 +81,6 @@ def disk_use(store_path: str, budget: int | None) -> DiskUse:
     return DiskUse(total, store, run_files, tree_size(warm_cache_root())[1], budget)
 
 
-def stored_ids(store: Store) -> set[int]:
-    with store.transaction() as c:
-        return {int(row[0]) for row in c.execute("SELECT id FROM runs")}
-
-
-def _finished_oldest_first(store: Store) -> list[int]:
-    marks = ", ".join("?" for _ in FINAL_STATES)
-    with store.transaction() as c:
-        rows = c.execute(
-            f"SELECT id FROM runs WHERE status IN ({marks}) ORDER BY COALESCE(finished_at, created_at), id",
-            FINAL_STATES,
-        )
-        return [int(row[0]) for row in rows]
-
-
 def _active_here(store: Store) -> bool:
     """Whether a job of this box is starting or running (a warm race reads the warm cache, and a cold
     one copies its cache into it as it ends)."""
@@ -105,11 +90,11 @@ def _active_here(store: Store) -> bool:
 def keep_within_budget(store: Store, budget: int | None) -> Freed:
     """Sweep files whose run is gone; past the budget, free the oldest finished runs' files, then the
     warm Inductor cache when no job of this box runs. Returns what was freed (logged and noted)."""
-    freed = sweep_orphans(store.path, lambda: stored_ids(store))
+    freed = sweep_orphans(store.path, store.run_ids)
     used = disk_use(store.path, budget).total if budget is not None else 0  # (no walk without a budget)
     if budget is not None and used > budget:
         with_files = runs_with_files(store.path)
-        for run_id in _finished_oldest_first(store):
+        for run_id in store.finished_oldest_first():
             if used <= budget:
                 break
             if run_id in with_files:

@@ -65,45 +65,28 @@ def register(store: Store, name: str, pid: int, machine: str, torch: str, lanes:
     """Join the fleet as `name` with these lanes; AgentRefused while another live agent has the name."""
     now = time.time()
     with store.transaction(immediate=True) as c:
-        row = c.execute("SELECT state, pid, machine, heartbeat_at FROM hosts WHERE name = ?", (name,)).fetchone()
+        row = store.host_row(c, name)
         if row is not None and row["state"] == "live" and now - row["heartbeat_at"] <= agent_timeout_s():
             raise AgentRefused(
                 f"an agent named {name!r} is already running (pid {row['pid']} on {row['machine']}, "
                 f"heartbeat {now - row['heartbeat_at']:.0f} s ago): give this one another --name"
             )
-        c.execute("DELETE FROM hosts WHERE name = ?", (name,))
-        c.execute("DELETE FROM lanes WHERE host = ?", (name,))
-        c.execute(
-            "INSERT INTO hosts (name, state, pid, machine, torch, started_at, heartbeat_at) VALUES (?, 'live', ?, ?, ?, ?, ?)",
-            (name, pid, machine, torch, now, now),
-        )
-        for lane in lanes:
-            c.execute(
-                "INSERT INTO lanes (host, lane, device_name, memory_bytes, caps) VALUES (?, ?, ?, ?, ?)",
-                (name, lane["lane"], lane["device_name"], lane.get("memory_bytes"), json.dumps(lane.get("caps") or {})),
-            )
+        store.replace_host(c, name, pid, machine, torch, now, lanes)
 
 
 def heartbeat(store: Store, name: str, pid: int) -> bool:
     """Say this agent is alive; False when its row is gone or taken by another agent of the name."""
-    with store.transaction() as c:
-        changed = c.execute(
-            "UPDATE hosts SET heartbeat_at = ? WHERE name = ? AND pid = ? AND state = 'live'", (time.time(), name, pid)
-        ).rowcount
-    return changed == 1
+    return store.host_heartbeat(name, pid, time.time())
 
 
 def leave(store: Store, name: str, pid: int) -> None:
     """This agent stops: its name is free at once."""
-    with store.transaction() as c:
-        c.execute("UPDATE hosts SET state = 'stopped' WHERE name = ? AND pid = ?", (name, pid))
+    store.host_stopped(name, pid)
 
 
 def hosts(store: Store) -> list[Host]:
     """Every registered host with its lanes, by name."""
-    with store.transaction() as c:
-        host_rows = c.execute("SELECT * FROM hosts ORDER BY name").fetchall()
-        lane_rows = c.execute("SELECT * FROM lanes ORDER BY host, lane").fetchall()
+    host_rows, lane_rows = store.hosts_and_lanes()
     since = store.up_since() if host_rows else 0.0
     lanes: dict[str, list[Lane]] = {}
     for r in lane_rows:

@@ -26,7 +26,7 @@ from core.engine.spec import data_home
 from core.runs import warm_lanes, warm_start, worker_cores
 from core.runs.devices import LOOKUP_DEVICE_KEY
 from core.runs.pids import pid_running
-from core.runs.race_conditions import MALLOC_SETTING, STEADY_MALLOC, malloc_settings  # noqa: F401 - where they were
+from core.runs.race_conditions import malloc_settings
 from core.runs.run_files import compile_trace_dir
 from core.runs.seal import secret_name  # (its SECRET_WORDS: never inherited, whatever the prefix)
 from core.runs.store import Store, is_server_url, store_files_dir

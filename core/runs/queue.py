@@ -113,11 +113,7 @@ def enqueue(
 def check_asker_room(conn: Any, job: JobKind, owner: str, address: str | None = None) -> None:
     """Raise JobError when `owner` (or, with `address`, anyone at that client address) already
     has the kind's max_waiting_per_asker jobs of it waiting. Call inside the enqueuing transaction."""
-    waiting = conn.execute(
-        "SELECT COUNT(*) FROM runs WHERE kind = ? AND status = 'queued' "
-        "AND (owner = ? OR (CAST(? AS TEXT) IS NOT NULL AND client = ?))",
-        (job.name, owner, address, address),
-    ).fetchone()[0]
+    waiting = Store.waiting_of_asker(conn, job.name, owner, address)
     if job.max_waiting_per_asker is not None and waiting >= job.max_waiting_per_asker:
         raise JobError(
             f"you already have {waiting} {job.plural} waiting (at most {job.max_waiting_per_asker} at once): "
@@ -133,10 +129,7 @@ def check_room(
     counts as the owner's too). Call inside the enqueuing transaction, so the counts cannot change
     meanwhile."""
     what = what or f"these {adding} jobs"
-    uncounted = ", ".join("?" * len(UNCOUNTED_KINDS))
-    waiting = conn.execute(  # the app's own lookups and probes do not fill a visitor's queue
-        f"SELECT COUNT(*) FROM runs WHERE status = 'queued' AND kind NOT IN ({uncounted})", UNCOUNTED_KINDS
-    ).fetchone()[0]
+    waiting = Store.waiting_jobs(conn, UNCOUNTED_KINDS)  # the app's own lookups and probes do not fill a queue
     if limits.max_queue_length is not None and waiting + adding > limits.max_queue_length:
         if adding == 1 or waiting >= limits.max_queue_length:
             raise JobError(
@@ -145,11 +138,7 @@ def check_room(
         raise JobError(
             f"the queue has room for {limits.max_queue_length - waiting} more jobs, not {what}: try fewer points or later"
         )
-    mine = conn.execute(
-        "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (CAST(? AS TEXT) IS NOT NULL AND client = ?)) "
-        f"AND status IN ('queued', 'starting', 'running') AND kind NOT IN ({uncounted})",
-        (owner, address, address, *UNCOUNTED_KINDS),
-    ).fetchone()[0]
+    mine = Store.unfinished_of_asker(conn, owner, address, UNCOUNTED_KINDS)
     if limits.max_queued_per_owner is not None and mine + adding > limits.max_queued_per_owner:
         if adding == 1:
             raise JobError(
@@ -282,7 +271,7 @@ def dispatch(
     started: list[tuple[int, str]] = []
     paused = store.queue_paused()  # the host's admin paused it: only the device probe may start
     with store.dispatch_transaction() as c:
-        busy = _busy_lanes(c, host) | _lanes_held_by_exiting_workers(c, host, now) | set(held)
+        busy = Store.busy_lanes(c, host) | _lanes_held_by_exiting_workers(c, host, now) | set(held)
         for row in fair_order(c):
             if row["host"] not in (None, host):
                 continue  # pinned to another box (its device probe)
@@ -301,17 +290,12 @@ def dispatch(
                 key = free[0]
             elif key in busy or (key != LOOKUP_DEVICE_KEY and key not in lanes and not any_device):
                 continue
-            if not store.lock_lane(c, host, key) or key in _busy_lanes(c, host):
+            if not store.lock_lane(c, host, key) or key in Store.busy_lanes(c, host):
                 busy.add(key)  # another dispatcher of this host holds the lane, or it just got a job
                 continue
             if not store.lock_queued(c, row["id"]):
                 continue  # another box is taking this job right now: the lane may still take the next
-            changed = c.execute(
-                "UPDATE runs SET status = 'starting', phase = 'starting', started_at = ?, heartbeat_at = ?, host = ?, "
-                "device_key = ? WHERE id = ? AND status = 'queued'",
-                (now, now, host, key, row["id"]),
-            ).rowcount
-            if changed == 1:
+            if store.start_queued(c, int(row["id"]), host, key, now):
                 busy.add(key)
                 started.append((int(row["id"]), key))
     for run_id, key in started:
@@ -321,18 +305,8 @@ def dispatch(
             store.finish_run(run_id, "failed", error=f"could not start a worker process: {exc}")
             continue
         # The worker records its own pid when it claims the job; this covers the gap before that.
-        with store.transaction() as c:
-            c.execute("UPDATE runs SET pid = ? WHERE id = ? AND pid IS NULL", (pid, run_id))
+        store.launched(run_id, pid)
     return [run_id for run_id, _ in started]
-
-
-def _busy_lanes(c: Any, host: str) -> set[str]:
-    """The lanes of `host` with a job starting or running."""
-    rows = c.execute(
-        "SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running') AND (host = ? OR host IS NULL)",
-        (host,),
-    )
-    return {row[0] for row in rows}
 
 
 def fair_order(conn: Any) -> list[Any]:
@@ -342,15 +316,7 @@ def fair_order(conn: Any) -> list[Any]:
     first by client address where the host keeps one (a flood of browser identities from one
     address is one visitor), then by owner; among equal turns, the older job first. The app's own
     lookups and probes keep their queue order."""
-    oldest = conn.execute("SELECT MIN(created_at) FROM runs WHERE status = 'queued'").fetchone()[0]
-    if oldest is None:
-        return []
-    rows = conn.execute(  # what can have been ahead of a waiting job: unfinished then, or since
-        "SELECT id, kind, device_key, owner, client, status, created_at, finished_at, host FROM runs "
-        "WHERE (status IN ('queued', 'starting', 'running') OR finished_at > ?) AND COALESCE(imported, 0) = 0 "
-        "ORDER BY id",
-        (oldest,),
-    ).fetchall()
+    rows = Store.queue_context(conn)  # what can have been ahead of a waiting job: unfinished then, or since
     counted = [row for row in rows if row["kind"] not in UNCOUNTED_KINDS]
     turns = []
     for row in rows:
@@ -379,12 +345,8 @@ def _lanes_held_by_exiting_workers(c: Any, host: str, now: float) -> set[str]:
     end is recorded before its process exits (and a cancelled or timed-out worker takes a moment to
     die), and until it has, it holds its device's memory: after an out-of-memory, most of the GPU.
     So a lane is free only when its process is gone."""
-    rows = c.execute(
-        "SELECT device_key, pid FROM runs WHERE status IN ('done', 'failed', 'cancelled') AND host = ? "
-        "AND pid IS NOT NULL AND finished_at >= ?",
-        (host, now - EXITING_WORKER_WINDOW_S),
-    ).fetchall()
-    return {row[0] for row in rows if processes.pid_alive(int(row[1]))}
+    ended = Store.ended_workers(c, host, now - EXITING_WORKER_WINDOW_S)
+    return {lane for lane, pid in ended if processes.pid_alive(pid)}
 
 
 def reconcile(store: Store, now: float | None = None, host: str = HOST) -> list[int]:
@@ -486,10 +448,7 @@ def _move_stranded(store: Store, host: str, now: float) -> list[int]:
         kind = run.device_key.split(":")[0]
         other = next((lane for lane in live_lanes if lane.device_name == device and lane.lane.startswith(kind)), None)
         if other is not None:
-            store._write(
-                "UPDATE runs SET host = ?, device_key = ? WHERE id = ? AND status = 'queued'",
-                (other.host, other.lane, run.id),
-            )
+            store.move_queued(run.id, other.host, other.lane)
             continue
         reason = f"agent {run.host} stopped before this race started, and no other box has its device ({device})"
         if store.finish_run(run.id, "failed", error=reason, phase=reason):

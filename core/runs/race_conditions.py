@@ -22,8 +22,8 @@ from core.runs import worker_cores
 
 # glibc's malloc moves its mmap threshold as a process frees large blocks, so whether a step's
 # tensors come from reused heap memory or from fresh pages (faulted in and zeroed every step) depends
-# on what the process happened to allocate before: on the 2-core CPU box the demo's eager step moved
-# 20% between epochs and races with it. Fixed thresholds make every race process reuse its memory
+# on what the process happened to allocate before, and a small CPU demo's eager step can move by a
+# fifth between epochs and races with it (docs/benchmarks.md#steady_mallocpy). Fixed thresholds make every race process reuse its memory
 # the same way. A host's own MALLOC_* settings win; COMPILE_LAB_WORKER_MALLOC=glibc leaves glibc's.
 STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(1024**3)}
 MALLOC_SETTING = "COMPILE_LAB_WORKER_MALLOC"

@@ -238,7 +238,7 @@ def measure_job(job: dict[str, Any], entered: float) -> int:
     )
     result["conditions"] = applied.to_dict() if applied is not None else None
     result["process"]["started"] = warm_start.how_started()
-    result["entered_at"] = entered  # with sent_at and first_step_at: where its start went (bench/launch_latency.py)
+    result["entered_at"] = entered  # with sent_at and first_step_at: where its start went
     print(RESULT_PREFIX + json.dumps(result, default=float), flush=True)
     return 0
 

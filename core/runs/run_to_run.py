@@ -6,8 +6,8 @@ environment records it) with the same torch. A race with replicate processes say
 far its own processes (the first and its replicates, each a fresh process) landed from each other.
 Races of one process each (stored before replicates, or run with `replicates` 0) say it as before,
 grouped by configuration: each configuration raced twice or more says how far a second race lands
-from the first. Spreads differ by configuration (on the 2-core CPU box the default MLP race's about
-0.5%, the small CNN demo's about 3%: bench/steady_malloc.py), so it is learnt in two tiers: the
+from the first. Spreads differ by configuration (a small MLP race's can be several times narrower
+than a small CNN's: docs/benchmarks.md#steady_mallocpy), so it is learnt in two tiers: the
 device's, pooled over every configuration and shrunk towards the assumed one, is where a
 configuration starts; that configuration's own races then take over. Imported races never count
 (another machine's bundle says nothing of this one), nor races whose compile did not happen, nor

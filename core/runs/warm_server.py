@@ -444,8 +444,8 @@ def main(argv: list[str] | None = None) -> int:
 def exit_quickly(code: int) -> None:
     """End the child as Python ends a process (its other non-daemon threads joined, the atexit
     handlers run, the output flushed) but without tearing down every module one by one: with torch
-    imported that teardown took 4.3 s here, in a cold process too, and a worker holds its lane until
-    it is gone."""
+    imported that teardown takes seconds, in a cold process too, and a worker holds its lane until
+    it is gone (docs/benchmarks.md#launch_latencypy)."""
     # As the interpreter's own exit does: threading's exit hooks first (concurrent.futures tells its
     # pools' workers to stop there: Inductor's compile pool, whose threads wait on their queue
     # forever otherwise), then the other non-daemon threads joined.

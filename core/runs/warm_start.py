@@ -17,16 +17,16 @@ measurement; they leave after COMPILE_LAB_WARM_IDLE_S unused, as soon as the cod
 the app whose ticks started them has exited (`owned_by_this_app`; a fleet agent's, likewise). With
 no server ready (none yet, one still importing, one that died), a job starts cold: nothing waits.
 
-The API for other process starters (a race's replicates): `start` (a handle, or None: start it cold)
-and `run_fresh` (warm if it can, else cold, and its output). Linux only; elsewhere all is cold. From
-inside a worker, e.g.:
+The API for other process starters (a race's replicates, core.runs.replicate_process): `start` (a
+handle, or None: start it cold), `start_fresh` (warm if it can, else cold, its output captured) and
+`run_fresh` (the same, run to its end). Linux only; elsewhere all is cold. As a race starts a replicate:
 
-    env = {**server_environment(), **cache_environment(folder)}   # the cache folders are the job's own
-    proc = warm_start.start("core.engine.replicate:main", argv, env, stdout=log, stderr=log,
-                            cpus=pinned_cores, keep=True)   # the child starts on the server's cores
-    if proc is None:                                        # no server ready: the same, cold
-        proc = subprocess.Popen([sys.executable, "-m", "core.engine.replicate", *argv], env=env, ...)
-    code = proc.wait(timeout)                               # (a WarmProcess returns None past it)
+    proc = warm_start.start_fresh(
+        "core.runs.replicate_process:warm_main",   # forked from the warm server of `env` when one is ready
+        "core.runs.replicate_process", [], env,    # else `python -m core.runs.replicate_process`, cold
+        stdin_text=json.dumps(job), cpus=cores,    # the child starts on the race's cores
+    )
+    out, err = proc.communicate(timeout)
 """
 
 from __future__ import annotations

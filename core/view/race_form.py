@@ -27,14 +27,11 @@ CHOICES: dict[str, tuple] = {
     "model": tuple(MODELS),
     **{o.name: o.offered for o in on_form() if o.offered is not None},
 }
-# The break-even demo for a CPU. Sized first (bench/stage_preset.py, 2026-11-30, races on both cores)
-# to break even inside 3 x 200 steps: it did, at step 204-357, then 430-542 once the workers fixed
-# glibc's malloc thresholds. With the race on one core and one thread, as every door now runs it
-# (core.runs.race_conditions), none of the small zoo models tried breaks even within minutes here
-# (docs/app.md#the-cpu-break-even-demo): small_cnn compiles in 17-23 s and runs 1.08-1.13x faster,
-# projecting the break-even at step 1,036-1,795. So it runs 3 x 100 steps: the same projection, a
-# race half as long, and with a target its first process is one epoch of each (core.engine.stopping).
-# Eager and compiled take turns, so both lines grow together, as a race looks.
+# The break-even demo for a CPU: small enough to finish in a few minutes on a small CPU with the
+# race on one core, long enough to show the compile, the steady gain and where compile would pay
+# for itself (often past the run on a CPU: the page projects it). Its sizing and the races behind
+# it: docs/app.md#the-cpu-break-even-demo. With a target its first process is one epoch of each
+# (core.engine.stopping). Eager and compiled take turns, so both lines grow together, as a race looks.
 CPU_BREAK_EVEN_PRESET = {
     "model": "small_cnn",
     "batch_size": 128,
@@ -42,12 +39,12 @@ CPU_BREAK_EVEN_PRESET = {
     "steps_per_epoch": 100,
     "schedule": "alternating",
 }
-CPU_BREAK_EVEN_LABEL = "CPU break-even demo (3 min)"  # 142-175 s with the page open (stage_preset.py, 2026-12-02)
+CPU_BREAK_EVEN_LABEL = "CPU break-even demo (3 min)"  # about 3 minutes on a small CPU, the page open
 CPU_BREAK_EVEN_HELP = (
-    "Launches small_cnn, batch 128, 3 x 100 steps, eager and compiled taking turns epoch by epoch. On this "
-    "project's 2-core box, with the race on one core, it compiled in 17-23 s and then ran 1.08-1.13x faster, so "
-    "compile paid for itself only past the run (projected at step 1,036-1,795; 2026-12-02). With both cores "
-    "(2026-12-01, 3 x 200 steps) it paid off at step 430-542."
+    "Launches small_cnn, batch 128, 3 x 100 steps, eager and compiled taking turns epoch by epoch: a few "
+    "minutes on a small CPU. It shows the compile in compiled's slow first epoch, compiled's steady steps, "
+    "and where compile pays for itself: on a CPU with the race on one core that is often past the run, "
+    "and the page projects the step where it would."
 )
 
 

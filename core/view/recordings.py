@@ -2,8 +2,8 @@
 it records, so `python -m core record NAME` makes it again, the same race every time.
 
 A recording carries the load its machine was under (core.engine.environment.machine_load): a
-recording made while other work shared 2 cores shows a compile many times slower than a quiet box
-does, so `record` waits for a quiet machine and refuses a busy one (BUSY_LOAD_PER_CORE)."""
+recording made while other work shared a small CPU shows a compile many times slower than a quiet
+machine does, so `record` waits for a quiet machine and refuses a busy one (BUSY_LOAD_PER_CORE)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class ShippedRecording:
 
 
 SHIPPED = (
-    ShippedRecording(  # recorded 2026-12-01, before races ran on one core, at the demo's size then
+    ShippedRecording(  # recorded before races ran on one core, at the demo's size then (its date is in its file)
         "cpu-break-even-demo",
         "the CPU break-even demo as recorded on two cores (3 x 200 steps): compile pays for itself inside the run",
         {**CPU_BREAK_EVEN_PRESET, "steps_per_epoch": 200, "device": "cpu"},

@@ -53,7 +53,7 @@ class Recording:
     @property
     def label(self) -> str:
         """'pointwise_mlp, batch 4,096, 3 x 500 steps: recorded on Intel Xeon (cpu) with load 0.1 at the start
-        and 1.2 at the end on 2 cores, torch 2.14.1, 2026-11-30' (the load: load_reading)."""
+        and 1.2 at the end on 2 cores, torch 2.14.1, YYYY-MM-DD' (the load: load_reading)."""
         shows = shows_words(self.run.summary)
         return (f"{shows}: " if shows else "") + self.race_label
 

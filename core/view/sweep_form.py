@@ -1,8 +1,8 @@
 """What the Sweep page's form needs, as pure functions: defaults sized for the device, the values
 an axis may take here, the sweep the form describes, and a rough duration.
 
-The CPU default is a 4-point batch-size sweep of pointwise_mlp sized to finish in under 5 minutes
-on 2 cores (each point is a race: a worker start, a cold compile, both variants' steps); a host's
+The CPU default is a 4-point batch-size sweep of pointwise_mlp sized to finish in a few minutes
+on a small CPU (each point is a race: a worker start, a cold compile, both variants' steps); a host's
 limits narrow it (fewer and smaller batch sizes, an allowed model) so that it can be launched there.
 """
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from core.runs.disk_space import disk_full_message, is_disk_full
-from core.runs.store.pages import RunPages
+from core.runs.store.pages import ID_CHUNK, RunPages
 from core.runs.store.records import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -429,6 +429,171 @@ class Store(RunPages):
             self._insert_events(c, run_id, events, time.time())
         return run_id
 
+    # -- the queue's reads and writes (core.runs.queue) -----------------------------------------
+
+    @staticmethod
+    def waiting_of_asker(conn: Any, kind: str, owner: str, address: str | None) -> int:
+        """Jobs of `kind` waiting for `owner` (or, with `address`, anyone at that client address)."""
+        return int(
+            _one(
+                "SELECT COUNT(*) FROM runs WHERE kind = ? AND status = 'queued' "
+                "AND (owner = ? OR (CAST(? AS TEXT) IS NOT NULL AND client = ?))",
+                (kind, owner, address, address),
+                conn,
+            )[0]
+        )
+
+    @staticmethod
+    def waiting_jobs(conn: Any, uncounted_kinds: Sequence[str]) -> int:
+        """Jobs waiting in the queue, leaving out these kinds."""
+        marks = ", ".join("?" * len(uncounted_kinds))
+        sql = f"SELECT COUNT(*) FROM runs WHERE status = 'queued' AND kind NOT IN ({marks})"
+        return int(_one(sql, tuple(uncounted_kinds), conn)[0])
+
+    @staticmethod
+    def unfinished_of_asker(conn: Any, owner: str, address: str | None, uncounted_kinds: Sequence[str]) -> int:
+        """Jobs of `owner` (or, with `address`, of anyone at it) queued, starting or running, leaving
+        out these kinds."""
+        marks = ", ".join("?" * len(uncounted_kinds))
+        sql = (
+            "SELECT COUNT(*) FROM runs WHERE (owner = ? OR (CAST(? AS TEXT) IS NOT NULL AND client = ?)) "
+            f"AND status IN ('queued', 'starting', 'running') AND kind NOT IN ({marks})"
+        )
+        return int(_one(sql, (owner, address, address, *uncounted_kinds), conn)[0])
+
+    @staticmethod
+    def start_queued(conn: Any, run_id: int, host: str, device_key: str, now: float) -> bool:
+        """Mark a queued job starting on `host`'s lane `device_key`; False if it was no longer queued."""
+        sql = (
+            "UPDATE runs SET status = 'starting', phase = 'starting', started_at = ?, heartbeat_at = ?, host = ?, "
+            "device_key = ? WHERE id = ? AND status = 'queued'"
+        )
+        return _write(sql, (now, now, host, device_key, run_id), conn) == 1
+
+    def launched(self, run_id: int, pid: int) -> None:
+        """The pid a job's worker was started with, unless the worker already recorded its own."""
+        with self.transaction() as c:
+            self._write("UPDATE runs SET pid = ? WHERE id = ? AND pid IS NULL", (pid, run_id), c)
+
+    @staticmethod
+    def busy_lanes(conn: Any, host: str) -> set[str]:
+        """The lanes of `host` (or of no host) with a job starting or running."""
+        sql = "SELECT DISTINCT device_key FROM runs WHERE status IN ('starting', 'running') AND (host = ? OR host IS NULL)"
+        return {row[0] for row in _all(sql, (host,), conn)}
+
+    @staticmethod
+    def queue_context(conn: Any) -> list[Any]:
+        """Every job that can have been ahead of a waiting one (unfinished when the oldest waiting job
+        was queued, or since), by id; [] when nothing waits. Imported runs never count."""
+        oldest = _one("SELECT MIN(created_at) FROM runs WHERE status = 'queued'", (), conn)[0]
+        if oldest is None:
+            return []
+        sql = (
+            "SELECT id, kind, device_key, owner, client, status, created_at, finished_at, host FROM runs "
+            "WHERE (status IN ('queued', 'starting', 'running') OR finished_at > ?) AND COALESCE(imported, 0) = 0 "
+            "ORDER BY id"
+        )
+        return _all(sql, (oldest,), conn)
+
+    @staticmethod
+    def ended_workers(conn: Any, host: str, since: float) -> list[tuple[str, int]]:
+        """(lane, pid) of `host`'s jobs that ended since `since` with a worker pid recorded."""
+        sql = (
+            "SELECT device_key, pid FROM runs WHERE status IN ('done', 'failed', 'cancelled') AND host = ? "
+            "AND pid IS NOT NULL AND finished_at >= ?"
+        )
+        return [(row[0], int(row[1])) for row in _all(sql, (host, since), conn)]
+
+    def move_queued(self, run_id: int, host: str, device_key: str) -> bool:
+        """Give a queued job to another host's lane; False if it was no longer queued."""
+        sql = "UPDATE runs SET host = ?, device_key = ? WHERE id = ? AND status = 'queued'"
+        return self._write(sql, (host, device_key, run_id)) == 1
+
+    # -- the fleet's hosts and lanes (core.runs.fleet) -----------------------------------------
+
+    @staticmethod
+    def host_row(conn: Any, name: str) -> Any:
+        """The registered host of this name (its state, pid, machine and heartbeat), or None."""
+        return _one("SELECT state, pid, machine, heartbeat_at FROM hosts WHERE name = ?", (name,), conn)
+
+    @staticmethod
+    def replace_host(
+        conn: Any, name: str, pid: int, machine: str, torch: str, now: float, lanes: list[dict[str, Any]]
+    ) -> None:
+        """Register `name` afresh, live since `now`, with these lanes (whatever it held before goes)."""
+        _write("DELETE FROM hosts WHERE name = ?", (name,), conn)
+        _write("DELETE FROM lanes WHERE host = ?", (name,), conn)
+        _write(
+            "INSERT INTO hosts (name, state, pid, machine, torch, started_at, heartbeat_at) VALUES (?, 'live', ?, ?, ?, ?, ?)",
+            (name, pid, machine, torch, now, now),
+            conn,
+        )
+        for lane in lanes:
+            _write(
+                "INSERT INTO lanes (host, lane, device_name, memory_bytes, caps) VALUES (?, ?, ?, ?, ?)",
+                (name, lane["lane"], lane["device_name"], lane.get("memory_bytes"), json.dumps(lane.get("caps") or {})),
+                conn,
+            )
+
+    def host_heartbeat(self, name: str, pid: int, now: float) -> bool:
+        """A live host's heartbeat; False when its row is gone or another agent of the name holds it."""
+        with self.transaction() as c:
+            sql = "UPDATE hosts SET heartbeat_at = ? WHERE name = ? AND pid = ? AND state = 'live'"
+            return self._write(sql, (now, name, pid), c) == 1
+
+    def host_stopped(self, name: str, pid: int) -> None:
+        with self.transaction() as c:
+            self._write("UPDATE hosts SET state = 'stopped' WHERE name = ? AND pid = ?", (name, pid), c)
+
+    def hosts_and_lanes(self) -> tuple[list[Any], list[Any]]:
+        """Every host row by name and every lane row by host and lane, read together."""
+        with self.transaction() as c:
+            return (
+                self._all("SELECT * FROM hosts ORDER BY name", (), c),
+                self._all("SELECT * FROM lanes ORDER BY host, lane", (), c),
+            )
+
+    # -- housekeeping (core.runs.admin, core.runs.disk_budget) and imports (core.runs.bundle) ---
+
+    def run_ids(self) -> set[int]:
+        """Every stored run's id."""
+        return {int(row[0]) for row in self._all("SELECT id FROM runs")}
+
+    def finished_oldest_first(self) -> list[int]:
+        """The ids of ended runs, the longest ended first."""
+        marks = ", ".join("?" for _ in FINAL_STATES)
+        sql = f"SELECT id FROM runs WHERE status IN ({marks}) ORDER BY COALESCE(finished_at, created_at), id"
+        return [int(row[0]) for row in self._all(sql, FINAL_STATES)]
+
+    @staticmethod
+    def ended_before(conn: Any, cutoff: float, keep: int) -> list[int]:
+        """The ids of runs that ended before `cutoff`, but never run `keep`."""
+        marks = ", ".join("?" for _ in FINAL_STATES)
+        sql = f"SELECT id FROM runs WHERE status IN ({marks}) AND COALESCE(finished_at, created_at) < ? AND id != ?"
+        return [int(row[0]) for row in _all(sql, (*FINAL_STATES, cutoff, keep), conn)]
+
+    @staticmethod
+    def delete_runs(conn: Any, ids: Sequence[int]) -> None:
+        """These runs and their events, in ID_CHUNK-sized lists."""
+        for start in range(0, len(ids), ID_CHUNK):
+            chunk = list(ids[start : start + ID_CHUNK])
+            holes = ", ".join("?" for _ in chunk)
+            _write(f"DELETE FROM events WHERE run_id IN ({holes})", chunk, conn)
+            _write(f"DELETE FROM runs WHERE id IN ({holes})", chunk, conn)
+
+    @staticmethod
+    def imported_with_mark(conn: Any, owner: str, mark: str) -> int | None:
+        """The first run `owner` imported whose details hold `mark` (a bundle's fingerprint), if any."""
+        sql = "SELECT id FROM runs WHERE imported = 1 AND owner = ? AND details LIKE ? ORDER BY id"
+        rows = _all(sql, (owner, f"%{mark}%"), conn)
+        return int(rows[0][0]) if rows else None
+
+    @staticmethod
+    def imports_kept(conn: Any, owner: str, address: str | None) -> int:
+        """Imported runs kept by `owner` (and, with `address`, by anyone at it)."""
+        where, args = ("owner = ?", (owner,)) if address is None else ("(owner = ? OR client = ?)", (owner, address))
+        return int(_one(f"SELECT COUNT(*) FROM runs WHERE imported = 1 AND {where}", args, conn)[0])
+
     def schema_version(self) -> int:
         return int(self._one("SELECT value FROM meta WHERE key = 'schema_version'")[0])
 
@@ -452,3 +617,15 @@ class Store(RunPages):
         return (
             not self.server and isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
         )
+
+
+def _one(sql: str, params: Any, conn: Any) -> Any:
+    return conn.execute(sql, params).fetchone()
+
+
+def _all(sql: str, params: Any, conn: Any) -> list[Any]:
+    return conn.execute(sql, params).fetchall()
+
+
+def _write(sql: str, params: Any, conn: Any) -> int:
+    return conn.execute(sql, params).rowcount

@@ -3,8 +3,8 @@ of the measurement.
 
 Why: on a small machine the page that watches a race shares the CPU the race is timed on. Each
 refresh costs the server a snapshot and a document (or a script run), and the browser a redraw of
-every chart that changed: with the owner's page refreshing every second, Chromium's renderer and
-the server together took about half a core of a 2-core box (bench/watching.py). While steps are
+every chart that changed: with the owner's page refreshing every second, the browser and the
+server together can take a large share of a small CPU (docs/benchmarks.md#watchingpy). While steps are
 timed the view refreshes every TIMED_REFRESH_S instead; while the race waits, compiles or
 evaluates, nothing of interest is timed per step and the view stays lively (the compile's elapsed
 seconds count up on the page). A young race stays lively too: until the variant being timed has

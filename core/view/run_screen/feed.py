@@ -1,9 +1,9 @@
 """The live feed: a run's live view as one JSON document, built once per snapshot for all of its
 viewers and sent compressed, so that viewers' browsers draw the view themselves.
 
-Why: following a run through Streamlit costs a script run per viewer per refresh, about 8 ms of the
-server's one Python process each (bench/viewers.py). A talk's audience of 50 then took 0.6 of a core
-from the box whose race it watched, slowing the race 11-24%, and their views fell up to 3.6 s behind.
+Why: following a run through Streamlit costs a script run per viewer per refresh in the server's one
+Python process. A talk's audience then takes a share of the CPU the race it watches is timed on,
+slowing the race, and their views fall seconds behind (docs/benchmarks.md#viewerspy).
 Here the server's work per refresh is the same for 1 viewer or 50 (one document per snapshot,
 encoded once); each viewer's poll is a dictionary lookup and a send, and an unchanged document is a
 304 with no body.

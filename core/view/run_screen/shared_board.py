@@ -54,14 +54,14 @@ MAX_BOARD_RUNS = 32
 AUDIENCE_WINDOW_S = 5.0  # a session that asked about a run this recently is following it
 VIEWER_REFRESH_S = 1.0  # a viewer's live view refreshes this often, up to AUDIENCE_REFRESHES_PER_S viewers
 # All the viewers of one run together refresh about this often per second at most. Each refresh is a
-# Streamlit script run of ~8 ms in the one server process (bench/viewers.py); past this, a talk's
-# audience saturated the process and views fell 7-25 s behind instead of 1.5 s.
+# Streamlit script run in the one server process; past this, a talk's audience saturates the process
+# and views fall many seconds behind instead of about one (docs/benchmarks.md#viewerspy).
 AUDIENCE_REFRESHES_PER_S = 35.0
 
 
 # A viewer's refresh runs at this niceness (Linux: per thread; Streamlit runs each script run on a
 # new thread, so it lasts one refresh): on a CPU box the race being measured gets the CPU first, and
-# an audience's refreshes wait (measured with bench/viewers.py, docs/benchmarks.md).
+# an audience's refreshes wait.
 VIEWER_NICE = 10
 
 
