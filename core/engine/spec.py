@@ -58,14 +58,15 @@ class RunSpec:
     fields' order is the command line's help's."""
 
     # fmt: off
-
     model: str = option(
-        default="pointwise_mlp", label="Model", help="a zoo model (see `python -m core models`), timm:<name> or hf:<name> (default: {default})",
+        default="pointwise_mlp", label="Model",
+        help="a zoo model (see `python -m core models`), timm:<name> or hf:<name> (default: {default})",
         flag_unset=True, form=(1, 0), sweep_form=True, link=True, compare="",
         form_help="What is trained: a small model from the zoo (quick on a CPU), or a timm or Hugging Face model.", changes=(STEP_TIME, COMPILE),
     )  # a zoo name, timm:<name>, hf:<name> or file:<name>.py (core.engine.models.sources)
     model_file: str | None = option(
-        default=None, label="Model file", help="your own model: a Python file defining build_model() (and optionally example_batch, loss)",
+        default=None, label="Model file",
+        help="your own model: a Python file defining build_model() (and optionally example_batch, loss)",
         metavar="PATH", changes=(STEP_TIME, COMPILE),
     )  # the Python file of a file: model (defines build_model)
     batch_size: int = option(
@@ -115,7 +116,8 @@ class RunSpec:
         link=True, compare="fullgraph", changes=(STEP_TIME, COMPILE),
     )
     compile_scope: str = option(
-        default="whole", label="Compile scope", help="what torch.compile compiles: {choices} (regional: each repeated block, in place; nested: the whole "
+        default="whole", label="Compile scope",
+        help="what torch.compile compiles: {choices} (regional: each repeated block, in place; nested: the whole "
         "model, each repeated block a torch.compiler.nested_compile_region, traced once and reused)",
         choices=COMPILE_SCOPES, form=(2, 1), sweep_form=True, link=True, sweep="compile scopes: {typed}",
         form_help="Compile the whole model at once; only its repeated block (regional), compiled once and "
@@ -153,10 +155,12 @@ class RunSpec:
         default=None, label="Data folder", help="for cifar10: the folder holding cifar-10-batches-py"
     )
     download: bool = option(
-        default=False, label="Download", help="cifar10: download it if missing; hf: fetch the model's config.json (never weights); needs network",
+        default=False, label="Download",
+        help="cifar10: download it if missing; hf: fetch the model's config.json (never weights); needs network",
     )
     cache: str = option(
-        default="cold", label="Inductor cache", help="Inductor cache: {choices} (cold: a fresh cache, what a new user pays; precompiled: the step compiled ahead "
+        default="cold", label="Inductor cache",
+        help="Inductor cache: {choices} (cold: a fresh cache, what a new user pays; precompiled: the step compiled ahead "
         "of time in another process, torch.compile(...).aot_compile, and loaded, what a process starting from that "
         "artifact pays)",
         choices=("cold", "warm", "precompiled"), form=(2, 2), link=True, compare="cache",
@@ -168,7 +172,8 @@ class RunSpec:
         changes=(COMPILE,),
     )  # precompiled: core.engine.precompiled
     schedule: str = option(
-        default="blocks", label="Schedule", help="blocks (default: eager and compiled take turns every few steps), sequential (eager, then compiled) "
+        default="blocks", label="Schedule",
+        help="blocks (default: eager and compiled take turns every few steps), sequential (eager, then compiled) "
         "or alternating (turns epoch by epoch); blocks and alternating keep both models in memory",
         choices=("blocks", "sequential", "alternating"), form=(3, 2), link=True,
         form_help="Turns every 5 steps (the default: load and drift fall on both alike, so the interval holds "
@@ -180,7 +185,8 @@ class RunSpec:
         }, changes=(STEP_TIME,),
     )  # "blocks": turns every BLOCK_STEPS steps (core.engine.intervals), so drift falls on both alike
     target_interval: float | None = option(
-        default=None, label="Run until the speedup is known", help="stop each variant's timed steps once the steady speedup's interval is within ±FRACTION of it "
+        default=None, label="Run until the speedup is known",
+        help="stop each variant's timed steps once the steady speedup's interval is within ±FRACTION of it "
         "(e.g. 0.03), looked at on fixed steps from 40 on; epochs x steps per epoch is then the maximum",
         min=0, max=0.5, metavar="FRACTION", form=(5, 2), sweep_form=True, link=True,
         form_choices=(None, 0.02, 0.03, 0.05, 0.1),
@@ -193,7 +199,8 @@ class RunSpec:
         "epoch is then the maximum. A noisy machine needs more steps, a steady one fewer.", changes=(LENGTH,),
     )  # core.engine.stopping
     replicates: int | None = option(
-        default=None, label="Replicate processes", help="short processes added after the first, each running both variants again from the warm compile cache "
+        default=None, label="Replicate processes",
+        help="short processes added after the first, each running both variants again from the warm compile cache "
         "in turns; the interval rests on the spread between the processes (auto: "
         f"{AUTO_FIXED}; with --target-interval, added until it is met, at most {AUTO_TARGET}; 0: the first process alone)",
         min=0, max=MAX_REPLICATES, metavar="N", form=(6, 0), sweep_form=True, link=True,
@@ -210,7 +217,8 @@ class RunSpec:
         changes=(LENGTH,),
     )  # core.engine.replicates
     shapes: str = option(
-        default="fixed", label="Input shapes", help="fixed, or varying: sequence length per batch (gpt), a smaller last batch",
+        default="fixed", label="Input shapes",
+        help="fixed, or varying: sequence length per batch (gpt), a smaller last batch",
         choices=("fixed", "varying"), form=(4, 1), link=True,
         form_help="Fixed: every batch the same shape. Varying: a smaller last batch (or a new sequence length "
         "per batch for gpt), which makes compile decide what to do with a new shape.",
@@ -232,7 +240,8 @@ class RunSpec:
         min=0, max=50, changes=(RECORDED,),
     )  # steady steps profiled per variant after the timed epochs
     compile_trace: bool = option(
-        default=False, label="Compile trace", help="keep torch's structured compile trace (TORCH_TRACE; tlparse reads it)",
+        default=False, label="Compile trace",
+        help="keep torch's structured compile trace (TORCH_TRACE; tlparse reads it)",
         form=(5, 1),
         form_help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "
         "page. Off by default: a large model's trace can take tens of MB.", changes=(RECORDED,),
@@ -242,7 +251,8 @@ class RunSpec:
     device: str = option(
         default="auto", label="Device", help="one of {choices}", choices=("auto", "cuda", "cpu", "mps"))
     lr: float = option(
-        default=1e-3, label="Learning rate", help="Adam learning rate", min=0, max=10, compare="lr", changes=(RECORDED,))
+        default=1e-3, label="Learning rate",
+        help="Adam learning rate", min=0, max=10, compare="lr", changes=(RECORDED,))
     # fmt: on
 
     def to_dict(self) -> dict[str, Any]:

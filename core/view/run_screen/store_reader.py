@@ -103,13 +103,13 @@ class RunView:
 
     def feed(self, new: list[dict[str, Any]]) -> int:
         """Take events in stored order (each with its `id`): the store's, or a replay's."""
+        kept = {StepEvent.kind: self._steps, CompileEvent.kind: self._compiles, EpochEvent.kind: self._epochs}
+        thinned, step = self._thin is not None, StepEvent.kind
         for e in new:
-            if e["kind"] == StepEvent.kind and self._thin is not None:
+            if thinned and e["kind"] == step:
                 self._add_steps((e,))
             else:
-                {StepEvent.kind: self._steps, CompileEvent.kind: self._compiles, EpochEvent.kind: self._epochs}.get(
-                    e["kind"], self._others
-                ).append(e)
+                kept.get(e["kind"], self._others).append(e)
             if e.get("recorded_at") is not None:
                 self.last_recorded_at[e["variant"]] = float(e["recorded_at"])
         if new:
