@@ -4,11 +4,12 @@ the headline numbers from whatever has been measured so far (live, partial, or f
 The page keeps one RunView per followed run in its session; each refresh costs one indexed query
 for the events after the last one seen, plus frame building only when something arrived.
 
-Rows are read through their kinds' codec (core.engine.events): an epoch's, a compile's, a busy
-stretch's or a replicate's row back into its event, never its packed fields by hand. A step row is
-StepEvent's own fields as they are (StepEvent.to_row), and a view reads many of them per refresh (a
-long run's hundreds of thousands while thinning), so steps are read by those field names from the
-row itself: decoding each into a StepEvent costs about four times as much.
+Rows are read through their kinds' codec (core.engine.events), never their packed fields by hand:
+epoch and compile rows back into their events here, every row in the numbers (analysis.summarize_events).
+A step row is StepEvent's own fields as they are (StepEvent.to_row), and a view reads many of them
+per refresh (a long run's hundreds of thousands while thinning), so the frames and the thinning
+read steps by those field names from the row itself: decoding each into a StepEvent costs several
+times as much.
 """
 
 from __future__ import annotations
