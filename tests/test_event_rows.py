@@ -1,5 +1,7 @@
-"""Every kind of event a race records round-trips: the worker's row (core.engine.event_rows) exports,
-imports and replays, and a real race with a replicate process does so through the CLI."""
+"""Every kind of event a race records round-trips through its codec (core.engine.events): the
+worker's row, written to the store and read back, carried in a bundle's JSON and imported, reads
+back as the event it stores; it exports, imports and replays, and a real race with a replicate
+process does so through the CLI."""
 
 import json
 import os
@@ -11,8 +13,16 @@ import pytest
 from conftest import QUICK_CLI, ROOT, quick_spec
 from test_pages import app, record_probe
 
-from core.engine import event_rows
-from core.engine.events import BusyEvent, CompileEvent, EpochEvent, ReplicateEvent, StepEvent
+from core.engine import events
+from core.engine.events import (
+    BusyEvent,
+    CompileEvent,
+    EpochEvent,
+    ReplicateEvent,
+    StartEvent,
+    StatusEvent,
+    StepEvent,
+)
 from core.engine.replicates import ProcessResult
 from core.runs.bundle import BundleError, export_bundle, import_bundle, summary_from_events, validate_bundle
 from core.runs.store import Store
@@ -41,7 +51,7 @@ SAMPLES = {
 
 def race_rows(extra) -> list[dict]:
     """A finished 2 x 4-step race's rows written as the worker writes them, with `extra` at its end."""
-    events = [
+    made = [
         event
         for epoch in (1, 2)
         for variant in ("eager", "compiled")
@@ -51,30 +61,56 @@ def race_rows(extra) -> list[dict]:
         )
     ]
     now = time.time()
-    return [event_rows.to_row(e, now + i * 0.01) for i, e in enumerate([*events, *([extra] if extra else [])])]
+    return [events.to_row(e, now + i * 0.01) for i, e in enumerate([*made, *([extra] if extra else [])])]
 
 
 def test_every_stored_kind_has_a_sample_here():
-    assert set(SAMPLES) == set(event_rows.KINDS)
+    assert set(SAMPLES) == set(events.KINDS)
     for kind, event in SAMPLES.items():
-        assert event is None or event_rows.ROW_KINDS[kind].event is type(event)
+        assert event is None or events.ROW_KINDS[kind] is type(event)
 
 
-@pytest.mark.parametrize("kind", event_rows.KINDS)
+@pytest.mark.parametrize("kind", events.KINDS)
 def test_each_kind_s_row_reads_back_as_the_event_it_stores(kind):
     event = SAMPLES[kind] or EpochEvent("compiled", 2, 0.04, 0.01)
-    row = event_rows.to_row(event, 1.0)
-    assert row["kind"] == kind and event_rows.from_row(row) == event
-    assert event_rows.from_row(json.loads(json.dumps(row))) == event  # as the store and a bundle keep it
+    row = events.to_row(event, 1.0)
+    assert row["kind"] == kind and events.from_row(row) == event
+    assert events.from_row(json.loads(json.dumps(row))) == event  # as the store and a bundle keep it
+
+
+@pytest.mark.parametrize("kind", events.KINDS)
+def test_each_kind_s_event_comes_back_equal_from_the_store_and_from_an_imported_bundle(store, kind):
+    """event -> row -> the store -> a bundle's JSON -> imported -> the store -> event, for every kind
+    (a replicate's row at epoch 0 among them)."""
+    event = SAMPLES[kind] or EpochEvent("compiled", 2, 0.04, None)  # the race's own last epoch
+    run_id = store.create_run("race", SPEC.to_dict(), "ann", "cpu", status="done", started_at=time.time())
+    store.append_events(run_id, race_rows(SAMPLES[kind]))
+    (stored,) = [r for r in store.events_after(run_id) if r["kind"] == kind][-1:]
+    assert events.from_row(stored) == event
+    new_id = import_bundle(store, json.loads(json.dumps(export_bundle(store, run_id))), owner="bob")
+    (imported,) = [r for r in store.events_after(new_id) if r["kind"] == kind][-1:]
+    assert events.from_row(imported) == event
+    assert type(event).from_row(imported) == event  # the class's own codec, as the module's dispatches
+
+
+def test_no_event_that_is_not_stored_has_a_row():
+    assert events.to_row(StatusEvent("eager", "training", 1, 2), 1.0) is None
+    assert events.to_row(StartEvent({"device": "cpu"}), 1.0) is None
+    assert all(issubclass(c, events.Stored) and c.kind == k for k, c in events.ROW_KINDS.items())
 
 
 def test_a_row_this_app_did_not_write_reads_as_nothing():
-    assert event_rows.from_row({"kind": "replicate", "note": "not json"}) is None
-    assert event_rows.from_row({"kind": "busy", "variant": "eager", "epoch": 1}) is None  # no step
-    assert event_rows.from_row({"kind": "status"}) is None
+    assert events.from_row({"kind": "replicate", "note": "not json"}) is None
+    assert events.from_row({"kind": "busy", "variant": "eager", "epoch": 1}) is None  # no step
+    assert events.from_row({"kind": "status"}) is None
+    busy = events.to_row(SAMPLES["busy"], 1.0)
+    for note in ("3.5", "\u0663", None):  # its last step is digits, as this app writes it
+        assert events.from_row({**busy, "note": note}) is None
+    first = events.to_row(ReplicateEvent({**PROCESS.to_dict(), "number": 1}), 1.0)
+    assert events.from_row(first) is None  # the first process is the race's own, never a replicate
 
 
-@pytest.mark.parametrize("kind", event_rows.KINDS)
+@pytest.mark.parametrize("kind", events.KINDS)
 def test_each_kind_of_event_exports_imports_and_replays(store, kind):
     run_id = store.create_run("race", SPEC.to_dict(), "ann", "cpu", status="done", started_at=time.time())
     rows = race_rows(SAMPLES[kind])

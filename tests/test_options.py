@@ -14,19 +14,9 @@ from streamlit.testing.v1 import AppTest
 from core.cli.main import build_parser
 from core.cli.race_flags import spec_flags, spec_from_args
 from core.cli.sweeps import sweep_from_args
-from core.engine.options import (
-    COMPILE,
-    LENGTH,
-    OPTIONS,
-    RECORDED,
-    STEP_TIME,
-    Option,
-    cli_word,
-    in_link,
-    on_form,
-    sweep_axes,
-)
-from core.engine.spec import DeviceCaps, RunSpec, validate
+from core.engine import options
+from core.engine.options import COMPILE, LENGTH, RECORDED, STEP_TIME, Option, cli_word
+from core.engine.spec import OPTIONS, DeviceCaps, RunSpec, in_link, on_form, sweep_axes, validate
 from core.runs import queue
 from core.runs.store import Store
 from core.runs.sweeps import AXES
@@ -219,9 +209,35 @@ def test_the_input_size_a_race_used_is_the_same_whether_named_or_left_to_the_mod
 
 
 def test_no_list_of_option_names_is_kept_beside_the_table():
-    """The four "same race" questions read the table's `changes` column (core.engine.options.same_race)."""
+    """The four "same race" questions read the table's `changes` column (core.engine.spec.same_race)."""
     for path in ("core/runs/run_to_run.py", "core/engine/race_estimates.py", "core/runs/shared_results.py",
                  "core/view/run_screen/sentences.py"):  # fmt: skip
         with open(os.path.join(ROOT, path)) as fh:
             text = fh.read()
         assert "same_race(" in text and '"batch_size", "precision"' not in text and "NOT_TIMING" not in text
+
+
+def test_each_option_is_a_field_of_runspec_declared_where_its_row_is():
+    """RunSpec's own body declares every field with its annotation (an editor and a type checker see
+    them), and each field's metadata is its option's row: the field and the row are one declaration."""
+    annotations = RunSpec.__dict__["__annotations__"]
+    assert list(annotations) == list(OPTIONS) == [f.name for f in dataclasses.fields(RunSpec)]
+    for f in dataclasses.fields(RunSpec):
+        row = OPTIONS[f.name]
+        assert f.default == row.default and f.metadata["option"].label == row.label
+        assert annotations[f.name] == (f"{row.type.__name__} | None" if row.optional else row.type.__name__)
+
+
+def test_an_option_is_one_type_or_none():
+    @dataclasses.dataclass
+    class Maybe:
+        size: int | None = options.option(default=None, label="Size")
+
+    @dataclasses.dataclass
+    class Two:
+        size: int | str = options.option(default=1, label="Size")
+
+    row = options.options_of(Maybe)["size"]
+    assert (row.name, row.type, row.optional, row.label) == ("size", int, True, "Size")
+    with pytest.raises(TypeError, match="size: an option is one type"):
+        options.options_of(Two)

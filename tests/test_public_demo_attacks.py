@@ -187,7 +187,7 @@ NOT_SIZES = {"seed": "a number, not a size", "profile_steps": "at most 50 steps,
 
 
 def test_every_size_like_option_has_a_host_limit_row():
-    from core.engine.options import OPTIONS
+    from core.engine.spec import OPTIONS
     from core.runs.limits import _LIMIT_PARSERS
 
     whole_numbers = {o.name for o in OPTIONS.values() if o.type is int}

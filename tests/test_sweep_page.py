@@ -10,8 +10,7 @@ from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from core.engine import analysis
-from core.engine.options import OPTIONS
-from core.engine.spec import DeviceCaps, RunSpec
+from core.engine.spec import OPTIONS, DeviceCaps, RunSpec
 from core.runs import devices
 from core.runs.identity import owner_of
 from core.runs.sweeps import Axis, SweepSpec

@@ -1,4 +1,4 @@
-"""The race flags, one per row of the options table (core.engine.options), and the RunSpec they
+"""The race flags, one per row of the options table (RunSpec's fields, core.engine.spec), and the RunSpec they
 describe. Choices are checked by RunSpec validation, not argparse, so the CLI, the UI and the
 worker give the same messages."""
 
@@ -10,8 +10,8 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
-from core.engine.options import OPTIONS, Option, cli_word, spec_flags
-from core.engine.spec import Problem, RunSpec, SpecError
+from core.engine.options import Option, cli_word
+from core.engine.spec import OPTIONS, Problem, RunSpec, SpecError, spec_flags
 
 
 def tri_state(option: Option) -> Callable[[str], Any]:

@@ -21,7 +21,7 @@ from core.cli.common import (
     store_parser,
 )
 from core.cli.race_flags import add_spec_arguments, race_command, spec_from_args
-from core.engine.options import sweep_axes
+from core.engine.spec import sweep_axes
 
 
 def sweep_from_args(args: argparse.Namespace):

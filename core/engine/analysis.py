@@ -12,6 +12,7 @@ The definitions follow PyTorch's own compiler benchmark harness where it has one
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from core.engine import event_rows, intervals, noise, replicates
-from core.engine.events import BusyEvent, ReplicateEvent
+from core.engine import events, intervals, noise, replicates
+from core.engine.events import BusyEvent, CompileEvent, EpochEvent, ReplicateEvent, StepEvent
 from core.engine.headline import (
     BUSY,
     FASTER,
@@ -299,14 +300,15 @@ def _break_even_reason(be: BreakEven | None, speed: Speedup | None) -> str | Non
 
 
 def summarize_events(
-    events: Iterable[dict[str, Any]],
+    rows: Iterable[dict[str, Any]],
     batch_size: int,
     min_warmup: int = 1,
     alpha: float = intervals.ALPHA,
     spread: intervals.RunToRun | None = None,
 ) -> dict[str, Any]:
-    """`summarize` over stored event rows (kind "step" or "epoch", as core.runs.store keeps them, in
-    stored order): what a live view and an imported bundle both compute from the events alone.
+    """`summarize` over stored event rows (as core.runs.store keeps them, in stored order, each read
+    back through its kind's codec: core.engine.events): what a live view and an imported bundle both
+    compute from the events alone.
     Whether the variants took turns is read from that order; `spread`: the run-to-run spread the
     race was measured with (in its environment: `spread_of`)."""
     steps: dict[str, list[float]] = {"eager": [], "compiled": []}
@@ -317,28 +319,27 @@ def summarize_events(
     busy: dict[str, list[int]] = {"eager": [], "compiled": []}
     paired = False  # a compiled train step before an eager one: the variants took turns
     turn, longest, last = 0, 0, None  # the longest run of one variant's train steps: how far apart they ran
-    for e in events:
-        if e["kind"] == "step" and e["phase"] == "train" and e["variant"] == "eager" and steps["compiled"]:
-            paired = True
-        if e["kind"] == "step" and e["phase"] == "train":
-            turn = turn + 1 if e["variant"] == last else 1
-            last, longest = e["variant"], max(longest, turn)
-        if e["kind"] in ("replicate", "busy"):  # rows with packed fields: read back through the codec
-            event = event_rows.from_row(e)
-            if isinstance(event, ReplicateEvent):
-                process = replicates.ProcessResult.from_dict(event.process)
-                if process is not None and process.number >= 2:
-                    replicated.append(process)
-            elif isinstance(event, BusyEvent) and event.variant in busy:
-                busy[event.variant].extend(range(event.first_step, event.last_step + 1))
-        elif e["kind"] == "compile":
-            compiles.append({k: e.get(k) for k in ("variant", "phase", "epoch", "step", "note")})
-        elif e["kind"] == "step" and e["phase"] == "train":
-            steps[e["variant"]].append(e["time_s"])
-        elif e["kind"] == "epoch":
-            epochs[e["variant"]].append(e["time_s"])
-            if e.get("eval_time_s") is not None:
-                evals[e["variant"]].append(e["eval_time_s"])
+    for row in rows:
+        e = events.from_row(row)  # None: a row this app did not write, skipped
+        if isinstance(e, StepEvent):
+            if e.phase != "train":
+                continue
+            paired = paired or (e.variant == "eager" and bool(steps["compiled"]))
+            turn = turn + 1 if e.variant == last else 1
+            last, longest = e.variant, max(longest, turn)
+            steps[e.variant].append(e.time_s)
+        elif isinstance(e, EpochEvent):
+            epochs[e.variant].append(e.train_time_s)
+            if e.eval_time_s is not None:
+                evals[e.variant].append(e.eval_time_s)
+        elif isinstance(e, CompileEvent):
+            compiles.append(dataclasses.asdict(e))
+        elif isinstance(e, ReplicateEvent):
+            process = replicates.ProcessResult.from_dict(e.process)
+            if process is not None:
+                replicated.append(process)
+        elif isinstance(e, BusyEvent) and e.variant in busy:
+            busy[e.variant].extend(range(e.first_step, e.last_step + 1))
     return summarize(
         steps["eager"],
         steps["compiled"],

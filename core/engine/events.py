@@ -1,28 +1,68 @@
-"""The race's records: the events a race emits as it runs and the results they add up to.
+"""A race's events: what a race emits as it runs, the rows the store keeps of them, and the
+results they add up to.
 
-These cross processes (the worker stores them, the CLI prints them, bundles carry their fields),
-so they are plain dataclasses in a module that imports no torch: a reader of events never pays
-for, or needs, the trainer that makes them.
+Each stored event kind declares its row and reads it back in one place, its class's `to_row` and
+`from_row` (the codec): the worker writes rows through `to_row`, and every reader (the analysis,
+the live view's store reader, a bundle's importer and its checks) reads them back through
+`from_row`, or by ROW_KINDS where it only needs to know a row's kind. A row's fields are the
+store's columns (core.runs.store.schema): where an event's field has no column of its own it is
+packed, and only its kind's codec knows how (a busy stretch's wait share in `time_s` and its last
+step in `note`, a replicate's result as JSON in `note`). A replicate process belongs to the whole
+race, not to an epoch, so its rows carry epoch 0 (`in_epoch`).
+
+These cross processes (the worker stores them, the CLI prints them, bundles carry their rows), so
+they are plain dataclasses in a module that imports no torch: a reader of events never pays for,
+or needs, the trainer that makes them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from core.engine.compile_stats import CompileStats
 from core.engine.reading import reading
+from core.engine.replicates import ProcessResult
 from core.engine.spec import RunSpec
 from core.engine.summary import Summary
 
 VARIANTS = ("eager", "compiled")
 
 
+class Stored:
+    """What a stored event kind declares beside its fields: its row's `kind`, whether its rows belong
+    to an epoch of the race (epoch 1..epochs) or to the race as a whole (epoch 0), what one row is (for
+    a message), and its row both ways. `from_row` raises KeyError, TypeError or ValueError on a row
+    this app did not write; the module's from_row turns that into None."""
+
+    kind: ClassVar[str]
+    in_epoch: ClassVar[bool] = True
+    what: ClassVar[str]
+    note_is: ClassVar[str] = ""  # what its note must hold, where it packs a field there
+
+    @classmethod
+    def epochs(cls, race_epochs: int) -> tuple[int, int]:
+        """The epochs a row of this kind may carry in a race of `race_epochs` epochs."""
+        return (1, race_epochs) if cls.in_epoch else (0, 0)
+
+    def to_row(self, now: float) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Stored:
+        raise NotImplementedError
+
+
 @dataclass
-class StepEvent:
-    """One timed step of one variant. `step` counts from 1 within the variant and phase."""
+class StepEvent(Stored):
+    """One timed step of one variant. `step` counts from 1 within the variant and phase. Its row is
+    its fields as they are (the live view reads many of them: core.view.run_screen.store_reader)."""
+
+    kind: ClassVar[str] = "step"
+    what: ClassVar[str] = "a timed step"
 
     variant: str
     phase: str  # "train" | "eval"
@@ -32,15 +72,39 @@ class StepEvent:
     loss: float
     samples: int
 
+    def to_row(self, now: float) -> dict[str, Any]:
+        return {"kind": "step", **dataclasses.asdict(self), "recorded_at": now}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> StepEvent:
+        return cls(
+            row["variant"], row["phase"], int(row["epoch"]), int(row["step"]), float(row["time_s"]),
+            row.get("loss"), row.get("samples"),
+        )  # fmt: skip
+
 
 @dataclass
-class EpochEvent:
-    """An epoch boundary: wall times measured between device synchronizations."""
+class EpochEvent(Stored):
+    """An epoch boundary: wall times measured between device synchronizations. Its row: the train
+    time as `time_s`, at step 0."""
+
+    kind: ClassVar[str] = "epoch"
+    what: ClassVar[str] = "an epoch's wall time"
 
     variant: str
     epoch: int
     train_time_s: float
     eval_time_s: float | None
+
+    def to_row(self, now: float) -> dict[str, Any]:
+        return {
+            "kind": "epoch", "variant": self.variant, "phase": "train", "epoch": self.epoch, "step": 0,
+            "time_s": self.train_time_s, "eval_time_s": self.eval_time_s, "recorded_at": now,
+        }  # fmt: skip
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> EpochEvent:
+        return cls(row["variant"], int(row["epoch"]), float(row["time_s"]), row.get("eval_time_s"))
 
 
 @dataclass
@@ -64,8 +128,12 @@ class StartEvent:
 
 
 @dataclass
-class CompileEvent:
-    """A compile or recompile that happened during a step (its time is in that step's time)."""
+class CompileEvent(Stored):
+    """A compile or recompile that happened during a step (its time is in that step's time, so its
+    row's `time_s` is 0)."""
+
+    kind: ClassVar[str] = "compile"
+    what: ClassVar[str] = "a compile or recompile"
 
     variant: str
     phase: str
@@ -73,11 +141,26 @@ class CompileEvent:
     step: int
     note: str  # "compiled forward", "recompile: <the guard that failed>", ...
 
+    def to_row(self, now: float) -> dict[str, Any]:
+        return {
+            "kind": "compile", "variant": self.variant, "phase": self.phase, "epoch": self.epoch,
+            "step": self.step, "time_s": 0.0, "note": self.note, "recorded_at": now,
+        }  # fmt: skip
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> CompileEvent:
+        return cls(row["variant"], row["phase"], int(row["epoch"]), int(row["step"]), row.get("note"))
+
 
 @dataclass
-class BusyEvent:
+class BusyEvent(Stored):
     """A stretch of one variant's timed train steps (first_step..last_step) during which the race's
-    threads waited for a core `wait_share` of the time: the machine was busy (core.engine.noise)."""
+    threads waited for a core `wait_share` of the time: the machine was busy (core.engine.noise).
+    Its row: the first step as `step`, the wait share as `time_s`, the last step (digits) as `note`."""
+
+    kind: ClassVar[str] = "busy"
+    what: ClassVar[str] = "a stretch of steps a busy machine touched"
+    note_is: ClassVar[str] = "of a busy stretch must be its last step"
 
     variant: str
     epoch: int
@@ -85,17 +168,75 @@ class BusyEvent:
     last_step: int
     wait_share: float
 
+    def to_row(self, now: float) -> dict[str, Any]:
+        return {
+            "kind": "busy", "variant": self.variant, "phase": "train", "epoch": self.epoch,
+            "step": self.first_step, "time_s": self.wait_share, "note": str(self.last_step), "recorded_at": now,
+        }  # fmt: skip
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> BusyEvent:
+        note = row.get("note")
+        if not (isinstance(note, str) and note.isascii() and note.isdecimal()):
+            raise ValueError("a busy stretch's note is its last step")
+        return cls(row["variant"], int(row["epoch"]), int(row["step"]), int(note), float(row.get("time_s") or 0.0))
+
 
 @dataclass
-class ReplicateEvent:
+class ReplicateEvent(Stored):
     """A replicate process of the race landed: its result as the headline uses it
-    (core.engine.replicates.ProcessResult.to_dict)."""
+    (core.engine.replicates.ProcessResult.to_dict). Its row belongs to the race (epoch 0): its
+    number as `step`, its wall time as `time_s`, its result as JSON in `note`; read back, the
+    result is what ProcessResult keeps of it, and a row that holds no replicate's result (a
+    process numbered 2 or more: the first is the race's own) is none."""
+
+    kind: ClassVar[str] = "replicate"
+    in_epoch: ClassVar[bool] = False
+    what: ClassVar[str] = "a replicate process's result"
+    note_is: ClassVar[str] = "of a replicate must be its result"
 
     process: dict[str, Any]
+
+    def to_row(self, now: float) -> dict[str, Any]:
+        return {
+            "kind": "replicate", "variant": "compiled", "phase": "train", "epoch": 0,
+            "step": int(self.process["number"]), "time_s": float(self.process.get("wall_s") or 0.0),
+            "note": json.dumps(self.process, default=float), "recorded_at": now,
+        }  # fmt: skip
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ReplicateEvent:
+        note = row.get("note")
+        process = ProcessResult.from_dict(json.loads(note)) if isinstance(note, str) else None
+        if process is None or process.number < 2:
+            raise ValueError("a replicate's note is its result")
+        return cls(process.to_dict())
 
 
 Event = StepEvent | EpochEvent | StatusEvent | StartEvent | CompileEvent | BusyEvent | ReplicateEvent
 EventCallback = Callable[[Event], None]
+
+# kind -> the event class whose rows the store keeps (status and start events update the run itself).
+ROW_KINDS: dict[str, type[Stored]] = {
+    c.kind: c for c in (StepEvent, EpochEvent, CompileEvent, BusyEvent, ReplicateEvent)
+}
+KINDS = tuple(ROW_KINDS)
+
+
+def to_row(event: Any, now: float) -> dict[str, Any] | None:
+    """The stored row of a trainer event recorded at `now`, or None for an event that is not stored
+    as a row (status and start events update the run itself)."""
+    return event.to_row(now) if isinstance(event, Stored) else None
+
+
+def from_row(row: dict[str, Any]) -> Stored | None:
+    """The event a stored row records (to_row's inverse), or None where the row is not one this
+    app wrote (an unknown kind, a missing field, a note that does not parse): readers skip it."""
+    kind = ROW_KINDS.get(row.get("kind"))
+    try:
+        return kind.from_row(row) if kind is not None else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 @dataclass

@@ -93,7 +93,7 @@ TABLE_SPREAD = (0.5, 2.0)  # the zoo rows' figures are for one 2-core CPU: anoth
 MEASURED_SPREAD = {"same race": (0.8, 1.25), "same model": (0.6, 1.6)}
 MIN_PAST_ESTIMATES = 3
 # Two races are the same race for its duration when they share what changes the step's time and the
-# compile (options.same_race); the rest (epochs and steps) it is scaled by.
+# compile (spec.same_race); the rest (epochs and steps) it is scaled by.
 SAME_RACE = (STEP_TIME, COMPILE)
 
 

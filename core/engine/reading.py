@@ -15,7 +15,7 @@ from typing import Any
 
 from core.engine import intervals, replicates, words
 from core.engine.noise import busy_steps_words
-from core.engine.options import OPTIONS
+from core.engine.spec import OPTIONS
 from core.engine.summary import BUSY, NO_CLEAR_DIFFERENCE, PROJECTED, REACHED, SLOWER, Summary
 
 

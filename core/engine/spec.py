@@ -1,8 +1,10 @@
 """RunSpec: the validated description of one race, shared by the CLI, the UI and the worker.
 
-Its fields, defaults, choices and ranges are the rows of the options table (core.engine.options);
-this module builds the dataclass from them and adds what depends on the model or the machine
-(a model's input sizes, CUDA-only precisions and modes, combinations that cannot run).
+Each field is its option's row (core.engine.options.option): its name, type, default, choices or
+range, label, help and the surfaces it appears on are one declaration, and the table every surface
+reads (OPTIONS, the form's and the link's options, the sweep axes, the flags) is derived from the
+fields. This module adds what depends on the model or the machine (a model's input sizes, CUDA-only
+precisions and modes, combinations that cannot run).
 
 Validation is pure: it takes the spec and a description of what the device can do, and
 returns *every* problem at once, each naming the field and what is allowed, so a user fixes
@@ -17,11 +19,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
-from core.engine.models.regions import BLOCK_SCOPES, REGIONAL_BLOCKS, region_problem
+from core.engine.models.regions import BLOCK_SCOPES, COMPILE_SCOPES, REGIONAL_BLOCKS, region_problem
 from core.engine.models.sources import library_problem, model_name_problem, source_of
 from core.engine.models.zoo import MODELS
-from core.engine.options import OPTIONS, Option, same_race
+from core.engine.options import (
+    COMPILE,
+    LENGTH,
+    MAX_BATCH_SIZE,
+    MAX_EPOCHS,
+    MAX_INPUT_SIZE,
+    MAX_STEPS_PER_EPOCH,
+    RECORDED,
+    STEP_TIME,
+    Option,
+    cli_word,
+    option,
+    options_of,
+)
 from core.engine.race_memory import host_memory_bytes, memory_problem
+from core.engine.replicates import AUTO_FIXED, AUTO_TARGET, MAX_REPLICATES
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # these compile modes capture CUDA graphs
 # Checked in the model's branch of validate: a size is range-checked only for a model that exists.
@@ -35,8 +51,209 @@ def data_home() -> str:
     return os.environ.get("COMPILE_LAB_DATA") or os.path.join(PROJECT_ROOT, "data")
 
 
-class _RunSpecMethods:
-    """What every RunSpec can do besides hold its fields (the fields come from core.engine.options)."""
+@dataclass(frozen=True)
+class RunSpec:
+    """One race: the same training run eager and compiled. Each field is its option's row (what it
+    allows, where it appears: core.engine.options.Option); the defaults are a quick CPU run. The
+    fields' order is the command line's help's."""
+
+    # fmt: off
+    model: str = option(
+        default="pointwise_mlp", label="Model",
+        help="a zoo model (see `python -m core models`), timm:<name> or hf:<name> (default: {default})",
+        flag_unset=True, form=(1, 0), sweep_form=True, link=True, compare="",
+        form_help="What is trained: a small model from the zoo (quick on a CPU), or a timm or Hugging Face model.", changes=(STEP_TIME, COMPILE),
+    )  # a zoo name, timm:<name>, hf:<name> or file:<name>.py (core.engine.models.sources)
+    model_file: str | None = option(
+        default=None, label="Model file",
+        help="your own model: a Python file defining build_model() (and optionally example_batch, loss)",
+        metavar="PATH", changes=(STEP_TIME, COMPILE),
+    )  # the Python file of a file: model (defines build_model)
+    batch_size: int = option(
+        default=256, label="Batch size", help="samples per step (default: the model's)",
+        min=1, max=MAX_BATCH_SIZE, flag_unset=True, form=(1, 1), sweep_form=True, link=True, compare="batch",
+        form_help="Samples per step. Bigger batches give compile more work per step to speed up.",
+        sweep="batch sizes, e.g. 64,256,1024,4096 (shown on a log-2 axis)", changes=(STEP_TIME, COMPILE),
+    )
+    precision: str = option(
+        default="fp32", label="Precision", help="one of {choices}",
+        choices=("fp32", "tf32", "amp-fp16", "amp-bf16"),
+        form=(1, 3), sweep_form=True, link=True, compare="",
+        sweep="precisions, e.g. fp32,amp-bf16 (of {choices})",
+        form_help="The number format: fp32 everywhere, TF32 matrix multiplies, or mixed precision (amp) with "
+        "float16 or bfloat16, where a GPU supports it.", changes=(STEP_TIME, COMPILE),
+    )
+    mode: str = option(
+        default="default", label="Compile mode", help="torch.compile mode: {choices}",
+        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+        form=(1, 2), sweep_form=True, link=True, compare="mode", sweep="compile modes (of {choices})",
+        form_help="torch.compile's mode: default; reduce-overhead (CUDA graphs: fewer launches per step); "
+        "max-autotune (tries many kernels while compiling: a much longer compile).", changes=(STEP_TIME, COMPILE),
+    )
+    backend: str = option(
+        default="inductor", label="Backend", help="torch.compile backend: {choices}",
+        choices=("inductor", "aot_eager", "aot_eager_decomp_partition", "eager"), form=(2, 0), sweep_form=True,
+        link=True, compare="backend", sweep="backends, the ladder eager,aot_eager,aot_eager_decomp_partition,inductor "
+        "(of {choices})",
+        form_help="Who turns the captured graph into code: inductor generates fused kernels (the real thing); "
+        "eager only captures (Dynamo), aot_eager adds AOT autograd's tracing, aot_eager_decomp_partition adds "
+        "Inductor's decompositions and its forward/backward partition, all without code generation: each a rung "
+        "of the ladder that tells where a cost or an error comes in.", changes=(STEP_TIME, COMPILE),
+    )  # the ladder's rungs in order: core.engine.ladder
+    dynamic: bool | None = option(
+        default=None, label="Dynamic shapes", help="dynamic shapes: auto (default), true, false",
+        choices=(None, True, False), form=(4, 2), link=True, compare="dynamic",
+        form_help="What compile does when a new input shape arrives: torch decides (auto), compile for any "
+        "shape from the start, or compile again for every new shape.",
+        choice_labels={
+            None: "auto (torch decides)",
+            True: "true (any shape)",
+            False: "false (one per shape)",
+        }, changes=(STEP_TIME, COMPILE),
+    )  # torch.compile's own default: None = decide automatically
+    fullgraph: bool = option(
+        default=False, label="Full graph", help="fail on any graph break instead of splitting the graph",
+        link=True, compare="fullgraph", changes=(STEP_TIME, COMPILE),
+    )
+    compile_scope: str = option(
+        default="whole", label="Compile scope",
+        help="what torch.compile compiles: {choices} (regional: each repeated block, in place; nested: the whole "
+        "model, each repeated block a torch.compiler.nested_compile_region, traced once and reused)",
+        choices=COMPILE_SCOPES, form=(2, 1), sweep_form=True, link=True, sweep="compile scopes: {typed}",
+        form_help="Compile the whole model at once; only its repeated block (regional), compiled once and "
+        "reused: a shorter compile for deep models; or the whole model with the block marked as a nested compile "
+        "region (nested), traced once and stamped out for every block, what runs between the blocks compiled too.",
+        changes=(STEP_TIME, COMPILE),
+    )  # "regional", "nested": the repeated block (core.engine.models.regions)
+    epochs: int = option(
+        default=3, label="Epochs",
+        min=1, max=MAX_EPOCHS, form=(3, 0), sweep_form=True, link=True, compare="epochs",
+        form_help="How many passes each variant makes; the first compiled one pays the compile.", changes=(LENGTH,),
+    )
+    steps_per_epoch: int = option(
+        default=20, label="Steps per epoch",
+        min=1, max=MAX_STEPS_PER_EPOCH, form=(3, 1), sweep_form=True, link=True, compare="steps/epoch",
+        form_help="Training steps per epoch: more steps give compile more time to win back what it cost.", changes=(LENGTH,),
+    )
+    eval_steps: int = option(
+        default=0, label="Evaluation steps", help="evaluation steps after each epoch (0: none)",
+        min=0, max=MAX_STEPS_PER_EPOCH, link=True, changes=(LENGTH,),
+    )
+    image_size: int | None = option(
+        default=None, label="Input size", help="input size: image side, sequence length (default: the model's)",
+        min=1, max=MAX_INPUT_SIZE, link=True, compare="size", changes=(STEP_TIME, COMPILE),
+    )  # None: the model's default
+    data: str = option(
+        default="synthetic", label="Data", help="one of {choices}",
+        choices=("synthetic", "fakedata", "cifar10"), form=(4, 0), link=True, compare="data",
+        form_help="Random tensors made on the device (synthetic), or torchvision's FakeData images through a "
+        "DataLoader, for image models.",
+        form_choices=("synthetic", "fakedata"),  # cifar10 needs a local folder: CLI only
+        changes=(STEP_TIME,),
+    )
+    data_dir: str | None = option(
+        default=None, label="Data folder", help="for cifar10: the folder holding cifar-10-batches-py"
+    )
+    download: bool = option(
+        default=False, label="Download",
+        help="cifar10: download it if missing; hf: fetch the model's config.json (never weights); needs network",
+    )
+    cache: str = option(
+        default="cold", label="Inductor cache",
+        help="Inductor cache: {choices} (cold: a fresh cache, what a new user pays; precompiled: the step compiled ahead "
+        "of time in another process, torch.compile(...).aot_compile, and loaded, what a process starting from that "
+        "artifact pays)",
+        choices=("cold", "warm", "precompiled"), form=(2, 2), link=True, compare="cache",
+        form_help="Cold: a fresh Inductor cache, the full compile a new user pays. Warm: reuse what earlier "
+        "races of this device and torch compiled (every cold race leaves its kernels there as it ends), as a second "
+        "run of the same model does; the race says what it found. Precompiled (experimental in torch): another "
+        "process compiles the step ahead of time and saves it; the race loads it (torch.compiler."
+        "load_compiled_function), so its compile cost is what a process starting from that artifact pays.",
+        changes=(COMPILE,),
+    )  # precompiled: core.engine.precompiled
+    schedule: str = option(
+        default="blocks", label="Schedule",
+        help="blocks (default: eager and compiled take turns every few steps), sequential (eager, then compiled) "
+        "or alternating (turns epoch by epoch); blocks and alternating keep both models in memory",
+        choices=("blocks", "sequential", "alternating"), form=(3, 2), link=True,
+        form_help="Turns every 5 steps (the default: load and drift fall on both alike, so the interval holds "
+        "from run to run); eager first, then compiled; or turns epoch by epoch. Turns keep both models in memory.",
+        choice_labels={
+            "blocks": "turns every 5 steps",
+            "sequential": "eager, then compiled",
+            "alternating": "turns, epoch by epoch",
+        }, changes=(STEP_TIME,),
+    )  # "blocks": turns every BLOCK_STEPS steps (core.engine.intervals), so drift falls on both alike
+    target_interval: float | None = option(
+        default=None, label="Run until the speedup is known",
+        help="stop each variant's timed steps once the steady speedup's interval is within ±FRACTION of it "
+        "(e.g. 0.03), looked at on fixed steps from 40 on; epochs x steps per epoch is then the maximum",
+        min=0, max=0.5, metavar="FRACTION", form=(5, 2), sweep_form=True, link=True,
+        form_choices=(None, 0.02, 0.03, 0.05, 0.1),
+        choice_labels={
+            None: "no: the steps asked for",
+            0.02: "to ±2%", 0.03: "to ±3%", 0.05: "to ±5%", 0.1: "to ±10%",
+        },
+        form_help="Stop once the steady speedup's 95% interval is within this much of it (checked at fixed "
+        "points from 40 steps, the 5% shared among the looks, so the interval still holds); epochs x steps per "
+        "epoch is then the maximum. A noisy machine needs more steps, a steady one fewer.", changes=(LENGTH,),
+    )  # core.engine.stopping
+    replicates: int | None = option(
+        default=None, label="Replicate processes",
+        help="short processes added after the first, each running both variants again from the warm compile cache "
+        "in turns; the interval rests on the spread between the processes (auto: "
+        f"{AUTO_FIXED}; with --target-interval, added until it is met, at most {AUTO_TARGET}; 0: the first process alone)",
+        min=0, max=MAX_REPLICATES, metavar="N", form=(6, 0), sweep_form=True, link=True,
+        form_choices=(None, *range(MAX_REPLICATES + 1)),  # every count, so a link made from the command line shows as it was
+        choice_labels={
+            None: f"auto ({AUTO_FIXED}, or up to {AUTO_TARGET} with a target)", 0: "none: the first process alone",
+            **{n: str(n) for n in range(1, MAX_REPLICATES)},
+            MAX_REPLICATES: f"{MAX_REPLICATES} ({MAX_REPLICATES + 1} processes, as pyperf)",
+        },
+        form_help="After the first process (the cold compile, the first epoch, the break-even), short processes run "
+        "both variants again from the warm cache, taking turns: a second process lands a few percent apart however "
+        "long either runs, so the interval rests on how far the processes agree. With a target interval, they are "
+        "added until it is met or this many ran. Each costs a process start, a warm compile and a few seconds of steps.",
+        changes=(LENGTH,),
+    )  # core.engine.replicates
+    shapes: str = option(
+        default="fixed", label="Input shapes",
+        help="fixed, or varying: sequence length per batch (gpt), a smaller last batch",
+        choices=("fixed", "varying"), form=(4, 1), link=True,
+        form_help="Fixed: every batch the same shape. Varying: a smaller last batch (or a new sequence length "
+        "per batch for gpt), which makes compile decide what to do with a new shape.",
+        choice_labels={"fixed": "fixed", "varying": "varying (new shapes)"}, changes=(STEP_TIME, COMPILE),
+    )  # varying: sequence length per batch (gpt), else a smaller last batch per epoch
+    stance: str = option(
+        default="default", label="On a recompile", help="torch.compiler.set_stance after the first compile: {choices}",
+        choices=("default", "fail_on_recompile", "eager_on_recompile"), form=(5, 0), link=True,
+        form_help="What happens when a new shape would need another compile (torch.compiler.set_stance): "
+        "compile again, stop with an error, or run that step eagerly.",
+        choice_labels={
+            "default": "recompile (default)",
+            "fail_on_recompile": "fail (fail_on_recompile)",
+            "eager_on_recompile": "run eager (eager_on_recompile)",
+        }, changes=(STEP_TIME, COMPILE),
+    )  # torch.compiler.set_stance, after the first compile
+    profile_steps: int = option(
+        default=3, label="Profiled steps", help="steady steps profiled per variant afterwards (0: none)",
+        min=0, max=50, changes=(RECORDED,),
+    )  # steady steps profiled per variant after the timed epochs
+    compile_trace: bool = option(
+        default=False, label="Compile trace",
+        help="keep torch's structured compile trace (TORCH_TRACE; tlparse reads it)",
+        form=(5, 1),
+        form_help="torch's structured compile trace (TORCH_TRACE, what tlparse reads), offered as a zip on the Runs "
+        "page. Off by default: a large model's trace can take tens of MB.", changes=(RECORDED,),
+    )
+    seed: int = option(
+        default=0, label="Seed", min=0, max=2**31 - 1, link=True, compare="seed", changes=(RECORDED,))
+    device: str = option(
+        default="auto", label="Device", help="one of {choices}", choices=("auto", "cuda", "cpu", "mps"))
+    lr: float = option(
+        default=1e-3, label="Learning rate",
+        help="Adam learning rate", min=0, max=10, compare="lr", changes=(RECORDED,))
+    # fmt: on
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -84,21 +301,52 @@ class _RunSpecMethods:
 
     def same_race(self, *effects: str) -> tuple[tuple[str, Any], ...]:
         """The values two races must share to be the same race as far as `effects` go
-        (core.engine.options.same_race), the input size as used (a model's default made explicit):
+        (same_race below), the input size as used (a model's default made explicit):
         compare two specs' same_race(...) to ask."""
         values = {**self.to_dict(), "image_size": self.input_size}
         return tuple((name, values[name]) for name in same_race(*effects))
 
 
-RunSpec = dataclasses.make_dataclass(
-    "RunSpec",
-    [(o.name, o.type | None if o.optional else o.type, field(default=o.default)) for o in OPTIONS.values()],
-    bases=(_RunSpecMethods,),
-    frozen=True,
-)
-RunSpec.__module__ = __name__  # where pickle and reprs find it
-RunSpec.__doc__ = """One race: the same training run eager and compiled. Its fields, their defaults and
-what each allows are the rows of core.engine.options.OPTIONS; the defaults are a quick CPU run."""
+# name -> row, in the fields' order (the command line's help lists them so).
+OPTIONS: dict[str, Option] = options_of(RunSpec)
+
+
+def same_race(*effects: str) -> tuple[str, ...]:
+    """The options two races must share to be the same race as far as `effects` go: the run-to-run
+    spread's configuration (STEP_TIME), the expected compile time (COMPILE), an estimate scaled by
+    length (STEP_TIME, COMPILE), a shared result (all four). RunSpec.same_race gives their values."""
+    return tuple(o.name for o in OPTIONS.values() if set(o.changes) & set(effects))
+
+
+def on_form() -> list[Option]:
+    """The Race page form's options, row by row, left to right."""
+    return sorted((o for o in OPTIONS.values() if o.form is not None), key=lambda o: o.form)
+
+
+def in_link() -> tuple[str, ...]:
+    """The options a Race page link carries."""
+    return tuple(name for name, o in OPTIONS.items() if o.link)
+
+
+def sweep_axes() -> list[Option]:
+    """The options a sweep can vary."""
+    return [o for o in OPTIONS.values() if o.sweep is not None]
+
+
+def spec_flags(spec: Any) -> list[str]:
+    """The flags that make `spec_from_args` build this spec again: what a bench or a fleet runs to
+    get the same race through the CLI (and so through the app's own worker, with `submit`), and the
+    command a race script names as the one that made its race (core.runs.race_script)."""
+    argv: list[str] = []
+    for row in OPTIONS.values():
+        value = getattr(spec, row.name)
+        if row.name == "model" and spec.model_file:
+            continue  # --model-file names the model
+        if row.type is bool and not row.optional:
+            argv += [row.flag] if value else []
+        elif value is not None and (row.flag_unset or value != row.default):
+            argv += [row.flag, cli_word(value)]
+    return argv
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ import time
 from typing import Any, BinaryIO
 
 from core import PROJECT_ROOT
-from core.engine import analysis, event_rows, noise
+from core.engine import analysis, noise
 from core.engine.compile_stats import compile_skipped_reason
-from core.engine.events import VARIANTS
+from core.engine.events import KINDS, ROW_KINDS, VARIANTS, EpochEvent, ReplicateEvent, StepEvent, from_row
 from core.engine.intervals import RunToRun
 from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
 from core.engine.replicates import MAX_REPLICATES, replicates_asked
@@ -44,7 +44,7 @@ MAX_STRING = 20_000
 MAX_DEPTH = 8
 MAX_NUMBER = 1e15
 PHASES = ("train", "eval")
-EVENT_KINDS = event_rows.KINDS  # what a race can record: each kind's row is declared once there
+EVENT_KINDS = KINDS  # what a race can record: each kind's row is declared once there
 # What a bundle may cost to parse, counted on its bytes before json.loads: each JSON value becomes a
 # Python object, and an empty list (3 bytes of `[],`) takes 64 bytes, so 61 MB of them took the app
 # from 179 MB to 1.8 GB and held every visitor for 6 s. A bundle this app exports has at most one
@@ -339,21 +339,22 @@ def _environment_numbers(env: dict[str, Any]) -> None:
 def _in_race_order(events: list[dict[str, Any]], spec: RunSpec) -> None:
     """Events as a race records them: a variant's steps of each phase numbered 1, 2, 3... in stored
     order (one event per step), one epoch event per variant and epoch, each within the race's
-    epochs (a replicate process's at epoch 0, one per process: core.engine.event_rows). A bundle whose events repeat or stand still was not recorded by a race (a page drawing
-    it met two rows for one step)."""
+    epochs (a replicate process's at epoch 0, one per process), each kind as its event class in
+    core.engine.events declares it. A bundle whose events repeat or stand still was not recorded by
+    a race (a page drawing it met two rows for one step)."""
     last_step: dict[tuple[str, str], int] = {}
     epochs_seen: set[tuple[str, int]] = set()
     processes_seen: set[int] = set()
     for i, e in enumerate(events):
         where = f"events[{i}]"
-        kind = event_rows.ROW_KINDS[e["kind"]]
+        kind = ROW_KINDS[e["kind"]]
         low, high = kind.epochs(spec.epochs)
         if not low <= e["epoch"] <= high:
             belongs = (
                 f"from 1 to the race's {spec.epochs} epochs" if kind.in_epoch else "0 (it belongs to the whole race)"
             )
             raise BundleError(f"{where}.epoch of {kind.what} must be {belongs} (got {e['epoch']})")
-        if e["kind"] == "step":
+        if kind is StepEvent:
             key = (e["variant"], e["phase"])
             if e["step"] <= last_step.get(key, 0):
                 raise BundleError(
@@ -361,12 +362,12 @@ def _in_race_order(events: list[dict[str, Any]], spec: RunSpec) -> None:
                     f"(got step {e['step']} after step {last_step.get(key, 0)})"
                 )
             last_step[key] = e["step"]
-        elif e["kind"] == "epoch":
+        elif kind is EpochEvent:
             if (e["variant"], e["epoch"]) in epochs_seen or e["step"] != 0:
                 raise BundleError(f"{where}: one epoch event per variant and epoch, at step 0")
             epochs_seen.add((e["variant"], e["epoch"]))
-        elif e["kind"] == "replicate":  # counted once each in the headline: one event per process
-            number = event_rows.from_row(e).process["number"]  # event_note kept it as this app writes it
+        elif kind is ReplicateEvent:  # counted once each in the headline: one event per process
+            number = from_row(e).process["number"]  # event_note kept it as this app writes it
             if e["step"] != number or number in processes_seen:
                 raise BundleError(f"{where}: one replicate event per process, its number as its step")
             processes_seen.add(number)
@@ -445,7 +446,7 @@ def load_samples(value: Any, spec: RunSpec) -> list[dict[str, Any]]:
 
 def _event(e: Any, where: str) -> dict[str, Any]:
     e = _obj(e, where)
-    return {
+    row = {
         "kind": _member(e.get("kind"), EVENT_KINDS, f"{where}.kind"),
         "variant": _member(e.get("variant"), VARIANTS, f"{where}.variant"),
         "phase": _member(e.get("phase"), PHASES, f"{where}.phase"),
@@ -457,8 +458,10 @@ def _event(e: Any, where: str) -> dict[str, Any]:
         "samples": _integer(e.get("samples"), f"{where}.samples", 0, 10**9, optional=True),
         # Required: the store keeps when every event was recorded (a bundle without it was not exported here).
         "recorded_at": _number(e.get("recorded_at"), f"{where}.recorded_at", 0, time.time() + 86400),
-        "note": event_note(e, f"{where}.note", BundleError),
+        "note": e.get("note"),
     }
+    row["note"] = event_note(row, f"{where}.note", BundleError)  # read back through its kind's codec
+    return row
 
 
 def _obj(value: Any, where: str) -> dict[str, Any]:

@@ -18,9 +18,8 @@ from typing import Any
 
 from core.engine.models.sources import model_name_problem, parse_model_name, source_of
 from core.engine.models.zoo import MODELS
-from core.engine.options import OPTIONS
 from core.engine.replicates import replicates_asked
-from core.engine.spec import Problem, RunSpec
+from core.engine.spec import OPTIONS, Problem, RunSpec
 
 
 class ConfigError(ValueError):

@@ -21,8 +21,8 @@ import zipfile
 from typing import Any
 
 from core.engine import words
-from core.engine.options import OPTIONS, spec_flags
 from core.engine.reading import reading
+from core.engine.spec import OPTIONS, spec_flags
 from core.engine.summary import Summary
 from core.runs import race_script, run_files
 

@@ -35,9 +35,8 @@ from core.engine.intervals import BLOCK_STEPS
 from core.engine.models.regions import REGIONAL_BLOCKS
 from core.engine.models.sources import parse_model_name, source_of
 from core.engine.models.zoo import MODELS, NUM_CLASSES, VOCAB_SIZE
-from core.engine.options import OPTIONS, spec_flags
 from core.engine.race_memory import SYNTHETIC_POOL
-from core.engine.spec import CUDA_GRAPH_MODES, RunSpec, SpecError, validate
+from core.engine.spec import CUDA_GRAPH_MODES, OPTIONS, RunSpec, SpecError, spec_flags, validate
 from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, Summary
 
 MAX_LINES = 200  # a zoo model's script, whole (tests hold every zoo model to it)

@@ -15,8 +15,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine.options import sweep_axes
-from core.engine.spec import DeviceCaps, Problem, RunSpec, SpecError
+from core.engine.spec import DeviceCaps, Problem, RunSpec, SpecError, sweep_axes
 from core.runs import devices, job_kinds, queue
 from core.runs.limits import HostLimits, load_host_limits
 from core.runs.run_files import remove_run_files

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from core.engine import event_rows
+from core.engine import events
 from core.engine.events import StartEvent, StatusEvent, StepEvent
 from core.engine.machine_faults import machine_fault
 from core.engine.spec import RunSpec, SpecError
@@ -75,7 +75,7 @@ class EventSink:
     def __call__(self, event: Any) -> None:
         now = time.time()
         with self._lock:
-            row = event_rows.to_row(event, now)
+            row = events.to_row(event, now)
             if row is not None:  # a step, an epoch, a compile, a busy stretch, a replicate process
                 self._rows.append(row)
                 if isinstance(event, StepEvent):

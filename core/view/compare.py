@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.engine import words
-from core.engine.options import OPTIONS
+from core.engine.spec import OPTIONS
 from core.engine.summary import Summary
 from core.engine.warm_cache import cache_state
 from core.runs.store import Run

@@ -13,9 +13,8 @@ from core.engine import words
 from core.engine.models.regions import region_description
 from core.engine.models.sources import default_batch_size, model_name_problem, source_of
 from core.engine.models.zoo import MODELS
-from core.engine.options import OPTIONS, in_link, on_form
 from core.engine.race_estimates import RaceEstimate, estimate_race
-from core.engine.spec import DeviceCaps, RunSpec, validate
+from core.engine.spec import OPTIONS, DeviceCaps, RunSpec, in_link, on_form, validate
 from core.runs.limits import HostLimits, model_allowed
 from core.runs.store import Run
 from core.view.compare import run_name

@@ -8,7 +8,8 @@ Pure: the page (app_pages/race.py) draws what this says.
 
 from __future__ import annotations
 
-from core.engine.options import Option, on_form
+from core.engine.options import Option
+from core.engine.spec import on_form
 
 # The one line a first-time visitor reads before anything else.
 STORY = "torch.compile compiles up front so every step runs faster. A race shows when that has paid off."

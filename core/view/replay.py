@@ -21,6 +21,7 @@ from typing import Any
 
 from core import PROJECT_ROOT
 from core.engine import words
+from core.engine.events import StepEvent
 from core.engine.recompiles import recompiles_of
 from core.engine.spec import RunSpec
 from core.engine.summary import NEVER, NO_GAIN, NO_VERDICT, NOT_REACHED, PROJECTED, REACHED, Summary
@@ -268,7 +269,7 @@ def replay_state(recording: Recording, shown: list[dict[str, Any]]) -> tuple[str
     """(status, phase, progress) of the race as of the events shown, worded as the worker words them."""
     spec = RunSpec.stored(recording.run.params) or RunSpec(epochs=1, steps_per_epoch=1)  # a bundle's: checked
     total = 2 * spec.total_steps
-    train = [e for e in shown if e["kind"] == "step" and e.get("phase") == "train"]
+    train = [e for e in shown if e["kind"] == StepEvent.kind and e.get("phase") == "train"]  # a step row: its fields
     if len(shown) == len(recording.events):
         return recording.run.status, recording.run.status, 1.0
     progress = min(len(train) / total, 1.0) if total else 0.0

@@ -12,9 +12,9 @@ import dataclasses
 from typing import Any
 
 from core.engine import words
-from core.engine.options import OPTIONS, Option, on_form
+from core.engine.options import Option
 from core.engine.race_estimates import estimate_race, estimate_seconds
-from core.engine.spec import DeviceCaps, RunSpec, SpecError
+from core.engine.spec import OPTIONS, DeviceCaps, RunSpec, SpecError, on_form
 from core.runs.limits import HostLimits
 from core.runs.sweeps import AXES, MAX_POINTS, Axis, SweepSpec, axis_from_text, point_label, whole_numbers
 from core.view.race_form import CHOICES, unavailable_options, within_limits

@@ -89,7 +89,7 @@ def is_compiling(phase: str | None) -> bool:
 
 def expected_compile_seconds(previous: Iterable[Mapping[str, Any]], params: Mapping[str, Any]) -> float | None:
     """Median compile time of earlier finished races on this device that compile the same thing (the
-    options that change the compile: options.same_race(COMPILE)); None when there are none.
+    options that change the compile: spec.same_race(COMPILE)); None when there are none.
     `previous`: summaries with their spec under "params"."""
     spec = RunSpec.stored(dict(params))
     if spec is None:

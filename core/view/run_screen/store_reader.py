@@ -3,16 +3,25 @@ the headline numbers from whatever has been measured so far (live, partial, or f
 
 The page keeps one RunView per followed run in its session; each refresh costs one indexed query
 for the events after the last one seen, plus frame building only when something arrived.
+
+Rows are read through their kinds' codec (core.engine.events), never their packed fields by hand:
+epoch and compile rows back into their events here, every row in the numbers (analysis.summarize_events).
+A step row is StepEvent's own fields as they are (StepEvent.to_row), and a view reads many of them
+per refresh (a long run's hundreds of thousands while thinning), so the frames and the thinning
+read steps by those field names from the row itself: decoding each into a StepEvent costs several
+times as much.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from typing import Any
 
 import pandas as pd
 
-from core.engine import analysis
+from core.engine import analysis, events
+from core.engine.events import CompileEvent, EpochEvent, StepEvent
 from core.engine.intervals import ALPHA, RunToRun
 from core.engine.spec import RunSpec
 from core.engine.stopping import stored_alpha
@@ -34,17 +43,17 @@ def run_label(run: Run) -> str:
     return f"run {run.id} {params.get('model', '?')} bs{params.get('batch_size', '?')} {params.get('precision', '')}"
 
 
-def held_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def held_events(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The events the live numbers stand on: all but the eager steps measured after the compiled
     run's latest step. Those (eager's next epoch, when the two take turns) wait for compiled steps
     to meet them: with no new compiled data the speedup and the projection hold still, as the words
-    "after 200 of 600 compiled steps" say they do. Step events keep their stored order in `events`."""
-    steps = [e for e in events if e["kind"] == "step"]
+    "after 200 of 600 compiled steps" say they do. Step rows keep their stored order in `rows`."""
+    steps = [e for e in rows if e["kind"] == StepEvent.kind]
     last = next((i for i in range(len(steps) - 1, -1, -1) if steps[i]["variant"] == "compiled"), None)
     if last is None or last == len(steps) - 1:
-        return list(events)
+        return list(rows)
     late = {id(e) for e in steps[last + 1 :] if e["variant"] == "eager"}
-    return [e for e in events if id(e) not in late]
+    return [e for e in rows if id(e) not in late]
 
 
 class RunView:
@@ -95,13 +104,13 @@ class RunView:
 
     def feed(self, new: list[dict[str, Any]]) -> int:
         """Take events in stored order (each with its `id`): the store's, or a replay's."""
+        kept = {StepEvent.kind: self._steps, CompileEvent.kind: self._compiles, EpochEvent.kind: self._epochs}
+        thinned, step = self._thin is not None, StepEvent.kind
         for e in new:
-            if e["kind"] == "step" and self._thin is not None:
+            if thinned and e["kind"] == step:
                 self._add_steps((e,))
             else:
-                {"step": self._steps, "compile": self._compiles, "epoch": self._epochs}.get(
-                    e["kind"], self._others
-                ).append(e)
+                kept.get(e["kind"], self._others).append(e)
             if e.get("recorded_at") is not None:
                 self.last_recorded_at[e["variant"]] = float(e["recorded_at"])
         if new:
@@ -148,18 +157,7 @@ class RunView:
             else:
                 steps["cumulative_s"] = pd.Series(dtype=float)
             steps.insert(0, "run", self.label)
-            epochs = pd.DataFrame(
-                [
-                    {
-                        "variant": e["variant"],
-                        "epoch": e["epoch"],
-                        "train_time_s": e["time_s"],
-                        "eval_time_s": e["eval_time_s"],
-                    }
-                    for e in self._epochs
-                ],
-                columns=EPOCH_COLUMNS[1:],
-            )
+            epochs = pd.DataFrame(_decoded(self._epochs), columns=EPOCH_COLUMNS[1:])
             epochs.insert(0, "run", self.label)
             self._frames = (steps, epochs)
         return self._frames
@@ -174,9 +172,7 @@ class RunView:
 
     def compiles(self) -> pd.DataFrame:
         """Every compile and recompile so far: variant, phase, epoch, step and what happened."""
-        return pd.DataFrame(
-            [{k: e.get(k) for k in COMPILE_COLUMNS[1:]} for e in self._compiles], columns=COMPILE_COLUMNS[1:]
-        ).assign(run=self.label)
+        return pd.DataFrame(_decoded(self._compiles), columns=COMPILE_COLUMNS[1:]).assign(run=self.label)
 
     def train_times(self, variant: str) -> list[float]:
         """A variant's train step times as the live numbers use them (held_events)."""
@@ -189,9 +185,11 @@ class RunView:
         """Every event read so far (a copy: later polls do not change it)."""
         return [*self._rows(), *self._epochs, *self._compiles, *self._others]
 
-    def processes(self) -> list[dict[str, Any]]:
-        """The replicate processes that have landed so far, as stored (their notes: their results)."""
-        return [e for e in self._others if e["kind"] == "replicate"]
+
+def _decoded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of one kind as their events' fields (an epoch's train time under its own name), read
+    back through the codec; a row this app did not write is left out."""
+    return [dataclasses.asdict(e) for e in map(events.from_row, rows) if e is not None]
 
 
 class _Thinned:
