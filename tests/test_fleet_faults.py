@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-from conftest import CPU, ROOT, command_line, quick_spec
+from support import CPU, ROOT, command_line, quick_spec
 from test_fleet import NO_LIMITS, start_agent, wait_for
 
 from core.runs import fleet, outage, processes, queue
@@ -228,7 +228,7 @@ def test_a_draining_agent_claims_nothing_and_cancels_its_runs_when_its_stop_time
 def test_a_draining_agent_claims_nothing_even_where_a_lane_is_free(store, sleepers, monkeypatch):
     """Its loop's turn while it waits for a run on one lane claims nothing for another, idle one (the
     turn the agent's run loop takes; issue 35: a loop that still claimed went unnoticed)."""
-    from conftest import AMPERE
+    from support import AMPERE
 
     from core.runs.agent import AGENT_PID_VARIABLE, AGENT_VARIABLE, Agent
 

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import AMPERE, CPU, ROOT, machine_seconds, quick_spec
+from support import AMPERE, CPU, ROOT, machine_seconds, quick_spec
 
 from core.engine.reading import reading
 from core.engine.spec import SpecError
