@@ -5,14 +5,12 @@ two backends. The helpers tests import live in tests/support.py."""
 import itertools
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
+import stand_in
 from support import (
     LEFT_RUNNING_GRACE_S,
-    SLEEPER,
     SMALL_CACHES,
     SMALL_FUSION,
     SMALL_OVERHEAD,
@@ -24,6 +22,7 @@ from support import (
     process_conditions_kept,
     process_table,
     processes_of_this_test,
+    use_stand_in_launcher,
     warm_servers_of_this_test,
 )
 
@@ -98,43 +97,23 @@ def _nothing_left_running(request, monkeypatch):
 
 @pytest.fixture
 def sleepers(monkeypatch):
-    """A stand-in worker launcher: a sleeping process that looks like a worker, so dispatch
-    logic can be tested without training anything. It holds in subprocesses too (a CLI that ticks
-    the queue): COMPILE_LAB_TEST_LAUNCHER=sleep makes core.runs.processes.launch_worker start the same
-    sleeper; those are killed here too, found by this test's id."""
-    procs = []
-
-    def launch(store_path, run_id, device_key="cpu"):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", SLEEPER, "core.runs.worker", str(run_id)],
-            start_new_session=True,
-        )
-        procs.append(proc)
-        # Until the child has exec'd, /proc shows the parent's command line and the queue's liveness
-        # check (processes.pid_alive) would call the "worker" dead: on a busy machine that is tens of ms.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
-                    if b"core.runs.worker" in fh.read():
-                        break
-            except OSError:
-                break  # no /proc here: nothing to wait for
-            time.sleep(0.005)
-        return proc.pid
-
-    from core.runs import processes
-
+    """The stand-in worker launcher (tests/stand_in.py) for this test, in every process it starts
+    (support.use_stand_in_launcher: a CLI that ticks the queue starts sleepers too). Yields the
+    sleepers started in this process; those started elsewhere are killed here too, by this test's id."""
+    stand_in.STARTED.clear()
     before = set(process_table()) if os.path.isdir("/proc/self") else set()
-    monkeypatch.setattr(processes, "launch_worker", launch)
-    monkeypatch.setenv("COMPILE_LAB_TEST_LAUNCHER", "sleep")
+    use_stand_in_launcher(monkeypatch)
+    procs = stand_in.STARTED
     yield procs
     for proc in procs:
         proc.kill()
         proc.wait()
+    procs.clear()
     test_id = os.environ.get(TEST_ID_VARIABLE)
     if test_id and before:
-        kill_processes([pid for pid in processes_of_this_test(before, test_id) if SLEEPER in command_line(pid)])
+        kill_processes(
+            [pid for pid in processes_of_this_test(before, test_id) if stand_in.SLEEPER in command_line(pid)]
+        )
 
 
 @pytest.fixture
@@ -174,6 +153,22 @@ _schemas = itertools.count(1)
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only: checks SQLite's file itself; not run on PostgreSQL")
+
+
+# -- the quick lane ------------------------------------------------------------------------------
+# `python -m pytest -m quick`: the check a developer runs before every commit, within minutes. The
+# rule: every test is quick unless it is marked slow, e2e or gpu, or its file is listed here: the
+# files whose tests start real processes (a worker that imports torch, a terminal command, an agent,
+# a server, a browser), render whole pages of the app, or race for real. CI runs them all.
+NOT_QUICK = frozenset(())
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        heavy = any(item.get_closest_marker(name) for name in ("slow", "e2e", "gpu"))
+        if not heavy and item.path.name not in NOT_QUICK:
+            item.add_marker(pytest.mark.quick)
 
 
 def pytest_generate_tests(metafunc):

@@ -16,7 +16,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+import stand_in  # noqa: E402
+
 from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
+
+TESTS = os.path.join(ROOT, "tests")
 
 
 def compilation_metric_fields() -> set[str]:
@@ -268,9 +272,6 @@ def kill_processes(pids: list[int]) -> None:
             time.sleep(0.02)
 
 
-SLEEPER = "import time; time.sleep(120)"  # as core.runs.processes.launch_worker's stand-in
-
-
 def warm_servers_of_this_test() -> list[int]:
     """The warm servers (core.runs.warm_server) this test started, found by its id in their environment."""
     test_id = os.environ.get(TEST_ID_VARIABLE, "")
@@ -291,3 +292,11 @@ def end_run(store, sleepers, run_id, status="done", **fields) -> None:
         if proc.args[-1] == str(run_id):
             proc.kill()
             proc.wait()
+
+
+def use_stand_in_launcher(monkeypatch) -> None:
+    """Jobs started from here on, in this process and in those it starts, start tests/stand_in.py's
+    sleeper: it is named in COMPILE_LAB_LAUNCHER (core.runs.processes.own_launcher), with this folder
+    on PYTHONPATH so a CLI or an agent imports it too."""
+    monkeypatch.setenv("COMPILE_LAB_LAUNCHER", stand_in.SETTING)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])))

@@ -42,7 +42,7 @@ def gone(pid: int) -> bool:
 def test_a_test_that_leaves_a_process_running_fails_naming_it_and_the_process_is_killed(tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
-    for name in ("conftest.py", "support.py"):  # the hooks, and the helpers they import
+    for name in ("conftest.py", "support.py", "stand_in.py"):  # the hooks, and the helpers they import
         shutil.copy(os.path.join(ROOT, "tests", name), suite / name)
     (suite / "test_leaky.py").write_text(LEAKY_TEST)
     done = subprocess.run(
