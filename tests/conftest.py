@@ -157,17 +157,102 @@ def pytest_configure(config):
 
 # -- the quick lane ------------------------------------------------------------------------------
 # `python -m pytest -m quick`: the check a developer runs before every commit, within minutes. The
-# rule: every test is quick unless it is marked slow, e2e or gpu, or its file is listed here: the
-# files whose tests start real processes (a worker that imports torch, a terminal command, an agent,
-# a server, a browser), render whole pages of the app, or race for real. CI runs them all.
-NOT_QUICK = frozenset(())
+# rule: every test is quick unless it is marked slow, e2e or gpu, or it is listed here: the files
+# whose tests start real processes (workers that import torch, terminal commands, agents, servers),
+# and, in the other files, the tests that race for real, start a worker or render many pages (each
+# 2 s or more on a 2-core box). CI runs them all; a new test that takes seconds belongs on a list.
+NOT_QUICK_FILES = frozenset(
+    (
+        "test_cli.py",
+        "test_cli_queue.py",
+        "test_doctor.py",
+        "test_doctor_budget.py",
+        "test_events.py",
+        "test_fleet.py",
+        "test_fleet_faults.py",
+        "test_jobs.py",
+        "test_lanes.py",
+        "test_library_models.py",
+        "test_model_catalog.py",
+        "test_model_file.py",
+        "test_pids.py",
+        "test_public_demo_front.py",
+        "test_race_conditions.py",
+        "test_seal.py",
+        "test_suite_guards.py",
+        "test_two_servers.py",
+        "test_warm_start.py",
+        "test_zoo.py",
+    )
+)
+NOT_QUICK_TESTS = frozenset(  # file::function (every parameter of it)
+    (
+        "test_admin.py::test_wrong_admin_tokens_are_counted_across_sessions_and_logged",
+        "test_answers.py::test_profiling_a_cpu_step_writes_nothing_to_the_terminal",
+        "test_board_memory.py::test_a_bundle_at_the_cap_is_served_to_viewers_in_bounded_memory",
+        "test_busy_and_compile_cost.py::test_a_race_beside_a_process_spinning_on_its_core_is_busy_not_a_verdict",
+        "test_cli_errors.py::test_a_reader_that_is_already_gone_gets_no_traceback",
+        "test_cli_errors.py::test_status_piped_into_head_stops_quietly",
+        "test_compile_less.py::test_a_nested_race_marks_each_block_and_compiles_the_whole_model_once",
+        "test_compile_less.py::test_a_precompiled_race_loads_the_step_another_process_compiled",
+        "test_damaged_store.py::test_pages_the_feed_and_the_cli_read_around_a_damaged_page_of_runs",
+        "test_damaged_store.py::test_the_live_feed_of_a_damaged_run_serves_what_can_be_read",
+        "test_event_rows.py::test_a_real_race_with_a_replicate_exports_imports_and_replays",
+        "test_explain_page.py::test_a_demo_job_runs_in_a_worker_and_is_found_again",
+        "test_gpu_on_cpu.py::test_a_fresh_process_compile_takes_an_untimed_eager_step_first",
+        "test_gpu_on_cpu.py::test_a_normal_race_has_no_compile_skipped_reason",
+        "test_gpu_on_cpu.py::test_a_race_whose_frames_were_skipped_says_compile_did_not_happen",
+        "test_gpu_on_cpu.py::test_a_sticky_device_error_keeps_the_first_error_and_what_was_measured",
+        "test_gpu_on_cpu.py::test_dataloader_workers_start_before_the_timed_steps_of_each_variant",
+        "test_gpu_on_cpu.py::test_the_queue_status_and_the_cli_table_say_compile_did_not_happen",
+        "test_hostile_bundles.py::test_a_crafted_bundle_that_imports_renders_on_every_page_and_feed_route",
+        "test_hostile_bundles.py::test_a_lone_surrogate_already_stored_is_read_as_a_replacement_character",
+        "test_hostile_bundles.py::test_a_lone_surrogate_in_a_bundle_is_stored_as_a_replacement_character",
+        "test_hostile_bundles.py::test_an_oversized_environment_already_stored_is_not_parsed_on_a_page_view",
+        "test_hostile_bundles.py::test_the_structure_bound_admits_every_shipped_recording_and_a_bundle_at_the_size_cap",
+        "test_identity_and_links.py::test_a_shared_link_does_not_make_its_receiver_an_owner",
+        "test_identity_and_links.py::test_the_admin_page_says_that_fresh_browsers_from_loopback_were_not_told_apart",
+        "test_identity_and_links.py::test_where_the_host_says_so_every_browser_at_one_address_shares_the_limit",
+        "test_ladder.py::test_a_race_at_aot_eager_decomp_partition_compiles_and_measures",
+        "test_launch_guard.py::test_the_terminals_race_is_refused_in_one_line_before_any_step",
+        "test_launch_link.py::test_a_stale_rerun_naming_an_older_run_does_not_take_the_page_back_to_it",
+        "test_layers.py::test_the_app_process_never_imports_torch",
+        "test_live_board.py::test_a_viewer_in_a_large_audience_refreshes_less_often_and_the_owner_does_not",
+        "test_live_board.py::test_two_sessions_following_a_live_run_build_its_charts_once",
+        "test_live_feed.py::test_a_database_outage_is_a_503_to_try_again_not_a_damaged_record",
+        "test_public_demo.py::test_a_disk_that_stays_full_fails_the_run_with_disk_full_and_keeps_what_it_could",
+        "test_public_demo.py::test_a_run_on_a_full_disk_keeps_every_event_once_space_returns",
+        "test_public_demo_attacks.py::test_a_worker_never_reaches_the_hugging_face_hub",
+        "test_race_script.py::test_the_script_runs_alone_from_a_folder_without_compile_lab",
+        "test_regions.py::test_a_regional_race_runs_and_records_its_scope",
+        "test_regions.py::test_every_convnext_block_runs_compiled_although_each_compiles_its_own_graph",
+        "test_regions.py::test_regional_and_whole_model_compile_agree_on_the_loss",
+        "test_replicates.py::test_a_first_process_run_apart_ends_at_its_first_look_when_replicates_follow",
+        "test_replicates.py::test_a_fixed_length_race_runs_the_replicates_asked_for",
+        "test_replicates.py::test_a_race_run_epoch_by_epoch_rests_on_its_replicates",
+        "test_replicates.py::test_a_replicate_compiles_from_its_first_processs_cache_and_adds_nothing_to_it",
+        "test_replicates.py::test_a_target_adds_replicates_until_known_or_the_most_asked",
+        "test_replicates.py::test_racing_to_a_target_reaches_it_by_the_cap_and_its_interval_still_covers",
+        "test_store_and_bundles.py::test_a_reader_and_a_writer_at_once_never_see_database_is_locked",
+        "test_sweeps.py::test_a_small_real_sweep_runs_both_points_and_reports_them",
+        "test_sweeps.py::test_the_sweep_command_refuses_bad_input_with_one_line_per_problem",
+        "test_tf32_settings.py::test_both_variants_are_profiled_after_both_timed_runs",
+        "test_trainer.py::test_the_cpu_feature_probe_runs_once_before_the_compile_and_only_where_inductor_probes",
+        "test_watching.py::test_a_cpu_race_worker_runs_pinned_to_its_cores_with_as_many_threads",
+        "test_watching.py::test_the_race_a_pinned_worker_leaves_queued_gets_the_same_cores",
+        "test_why_per_step.py::test_a_queued_run_keeps_torchs_compile_trace_and_offers_it_as_a_zip",
+        "test_why_per_step.py::test_dynamic_true_compiles_once_for_all_lengths_and_auto_in_between",
+        "test_why_per_step.py::test_varying_shapes_under_dynamic_false_recompile_at_each_new_length_with_the_guard",
+    )
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
     for item in items:
         heavy = any(item.get_closest_marker(name) for name in ("slow", "e2e", "gpu"))
-        if not heavy and item.path.name not in NOT_QUICK:
+        listed = item.path.name in NOT_QUICK_FILES or f"{item.path.name}::{item.originalname}" in NOT_QUICK_TESTS
+        if not heavy and not listed:
             item.add_marker(pytest.mark.quick)
 
 
