@@ -153,6 +153,8 @@ _schemas = itertools.count(1)
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only: checks SQLite's file itself; not run on PostgreSQL")
+    # (pyproject.toml names it too; here for a suite run from a copy of this file: test_suite_guards)
+    config.addinivalue_line("markers", "quick: the quick lane, -m quick (below)")
 
 
 # -- the quick lane ------------------------------------------------------------------------------
