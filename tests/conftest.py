@@ -1,67 +1,30 @@
-"""Shared fixtures: machine descriptions for validation, quick race specs, stand-in workers, and the
-guard that fails any test leaving a process running."""
+"""pytest's hooks and fixtures for the suite: a data home per test, process conditions put back,
+the guard that fails any test leaving a process running, stand-in workers, warm starts, the store's
+two backends. The helpers tests import live in tests/support.py."""
 
-import contextlib
-import gc
-import importlib.util
 import itertools
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
-
-
-def compilation_metric_fields() -> set[str]:
-    """The per-compile fields this torch records: older versions lack some (recompile reasons, cache
-    counters), and the app then says "not available" instead of 0. Tests check what torch offers."""
-    import dataclasses
-
-    import torch._dynamo.utils as du
-
-    return {f.name for f in dataclasses.fields(du.CompilationMetrics)}
-
-
-# The torch CI runs (requirements.txt: "CI runs the newest this machine has"). From it on, what the
-# tests below check is known to be there: a field or behaviour gone missing is a rename to fix in
-# the app, never a reason to drop an assertion quietly.
-CI_TORCH = (2, 14)
-
-
-def torch_version() -> tuple[int, int]:
-    import torch
-
-    major, minor = torch.__version__.split(".")[:2]
-    return int(major), int(minor)
-
-
-def on_ci_torch() -> bool:
-    """Whether this torch is the one CI runs, or newer: there a missing feature fails the test."""
-    return torch_version() >= CI_TORCH
-
-
-def torch_records(field: str) -> bool:
-    """Whether this torch records `field` per compile (torch._dynamo.utils.CompilationMetrics).
-    Older versions lack some (recompile reasons, cache counters) and the app then says "not
-    available" instead of 0, so a test checks what torch offers; on CI's torch a missing field
-    fails the test instead of skipping the check."""
-    present = field in compilation_metric_fields()
-    if not present and on_ci_torch():
-        pytest.fail(f"torch {'.'.join(map(str, torch_version()))} has no CompilationMetrics.{field}: renamed?")
-    return present
-
-
-RECOMPILE_REASONS = "recompile_reason"
-CACHE_HITS = "inductor_fx_local_cache_hit_count"
-
+import stand_in
+from support import (
+    LEFT_RUNNING_GRACE_S,
+    SMALL_CACHES,
+    SMALL_FUSION,
+    SMALL_OVERHEAD,
+    TEST_ID_VARIABLE,
+    command_line,
+    kill_processes,
+    machine_seconds,
+    measured_once,
+    process_conditions_kept,
+    process_table,
+    processes_of_this_test,
+    use_stand_in_launcher,
+    warm_servers_of_this_test,
+)
 
 # Nothing in the tests may reach the network: Hugging Face libraries read these when imported.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -72,60 +35,6 @@ os.environ.setdefault("COMPILE_LAB_WARM_START", "off")
 # A warm server a test starts belongs to this pytest process, as the app's belong to the app: should a
 # test's own cleanup miss one, it leaves when pytest exits (core.runs.warm_start.owned_by_this_app).
 os.environ["COMPILE_LAB_APP_PID"] = str(os.getpid())
-
-
-def require_model_libraries() -> None:
-    """timm and transformers come from requirements-models.txt: CI installs them and must run these
-    tests; elsewhere say what is missing."""
-    missing = [name for name in ("timm", "transformers") if importlib.util.find_spec(name) is None]
-    if missing and os.environ.get("CI"):
-        pytest.fail(f"CI must install requirements-models.txt (missing: {', '.join(missing)})")
-    if missing:
-        pytest.skip(f"needs {' and '.join(missing)}: pip install -r requirements-models.txt")
-
-
-CPU = DeviceCaps(cuda=False, mps=False)
-AMPERE = DeviceCaps(cuda=True, cuda_name="NVIDIA A100", compute_capability=(8, 0), cuda_bf16=True)
-VOLTA = DeviceCaps(cuda=True, cuda_name="Tesla V100", compute_capability=(7, 0), cuda_bf16=False)
-
-
-@contextlib.contextmanager
-def process_conditions_kept():
-    """A race run in this process (the terminal's `race` called in-process, a race job run directly)
-    pins it to the race's cores, sets torch's threads and its compile cache variables, as a race
-    process should (core.runs.race_conditions, core.engine.replicate): put back afterwards, as
-    monkeypatch puts back a variable, so one test's race does not leave every later test on one core
-    (where a worker's share of the machine would be read as nothing to pin) or with its cache."""
-    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    torch = sys.modules.get("torch")
-    threads = torch.get_num_threads() if torch is not None else None
-    environ = dict(os.environ)  # a race or replicate run here sets Inductor's cache folders in it
-    # A job run here (core.runs.worker.run_job) ignores SIGTERM as it records its end; an ignored
-    # signal is inherited by every process started after it, so a later test's race sent SIGTERM ran on.
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)}
-    try:
-        yield
-    finally:
-        for sig, handler in handlers.items():
-            if handler is not None and signal.getsignal(sig) != handler:
-                signal.signal(sig, handler)
-        for name in set(os.environ) - set(environ):
-            del os.environ[name]
-        for name, value in environ.items():
-            if os.environ.get(name) != value:
-                os.environ[name] = value
-        if cores is not None and os.sched_getaffinity(0) != cores:
-            os.sched_setaffinity(0, cores)
-        if torch is not None and threads is not None and torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-        if gc.get_freeze_count():
-            gc.unfreeze()  # a race's warm-up froze what this process held (core.engine.variant.warm_up_device)
-        feed = sys.modules.get("app_pages.run_screen.feed_routes")
-        if feed is not None and feed.served():
-            # Only `streamlit run` mounts the live feed's routes; a test that built them (a TestClient of
-            # feed_routes.routes()) without its own Event left every later AppTest page on the feed's
-            # component, with no progress line of its own: the order-dependent failures of stop 37.
-            feed._served.clear()
 
 
 @pytest.fixture(autouse=True)
@@ -139,68 +48,6 @@ def _process_conditions_restored():
 def _private_data_home(tmp_path, monkeypatch):
     """Warm caches and stores go to a per-test folder, never the user's data directory."""
     monkeypatch.setenv("COMPILE_LAB_DATA", str(tmp_path / "data"))
-
-
-# The same quick race as quick_spec, as command-line flags.
-QUICK_CLI = [
-    "--model",
-    "mlp",
-    "--batch-size",
-    "8",
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "3",
-    "--backend",
-    "aot_eager",
-    "--device",
-    "cpu",
-    "--replicates",
-    "0",
-]
-
-
-def quick_spec(**overrides) -> RunSpec:
-    """A race that finishes in about a second on CPU: tiny MLP, aot_eager (no Inductor codegen), its
-    first process alone (a test of replicate processes asks for them)."""
-    base = dict(
-        model="mlp", batch_size=16, epochs=2, steps_per_epoch=4, backend="aot_eager", device="cpu", replicates=0
-    )
-    base.update(overrides)
-    return RunSpec(**base)
-
-
-def load_factor() -> float:
-    """How much busier than one runnable task per core this machine is now (1.0 = not busy)."""
-    try:
-        return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
-    except OSError:
-        return 1.0
-
-
-def machine_seconds(seconds: float) -> float:
-    """A wall-clock bound for this machine as loaded now: `seconds` when it is idle, stretched by its
-    load, so a promise like "within 3 s" is checked as strictly as the machine allows, not flaked."""
-    return seconds * load_factor()
-
-
-# -- the explainer demos, measured once ------------------------------------------------------------
-# Real results of the demos that compile with Inductor, at small sizes, measured once for the session:
-# each demo's own tests (tests/test_explain_*.py) check them, and the Under the hood page test renders
-# them (tests/test_explain_page.py). Nothing mutates them. Measured as a test would be: with a data home
-# of their own and the process conditions put back (a session fixture is set up before a test's own).
-SMALL_FUSION = {"ks": [1, 4], "numel": 65536, "repeats": 3, "warmup": 1, "calls_per_sample": 2}
-SMALL_OVERHEAD = {"ks": [1, 4], "batch_sizes": [1, 8], "repeats": 3, "warmup": 2, "calls_per_sample": 5}
-SMALL_CACHES = {"model": "mlp", "batch_size": 8, "shapes": [8, 16, 32], "recompile_backend": "eager"}
-
-
-def measured_once(tmp_path_factory, demo: str, params: dict, **kwargs) -> dict:
-    """core.engine.explain.<demo>.run(params, **kwargs), in a data home of its own, conditions put back."""
-    import importlib
-
-    with process_conditions_kept():
-        os.environ["COMPILE_LAB_DATA"] = str(tmp_path_factory.mktemp(f"{demo}-data"))
-        return importlib.import_module(f"core.engine.explain.{demo}").run(params, **kwargs)
 
 
 @pytest.fixture(scope="session")
@@ -223,95 +70,7 @@ def caches_result(tmp_path_factory) -> dict:
     return measured_once(tmp_path_factory, "caches", SMALL_CACHES)
 
 
-# -- nothing left running ----------------------------------------------------------------------
-# Every test's processes carry this variable (with a value of their own test): a worker started by a
-# CLI that has exited is no child of pytest any more, but it still has the environment it was given.
-TEST_ID_VARIABLE = "COMPILE_LAB_TEST_ID"
-# Helpers that, once started in pytest's process, serve it to the end (no leak): torch's
-# compile-worker pool, and multiprocessing's resource tracker and fork server.
-LONG_LIVED = (b"torch._inductor.compile_worker", b"multiprocessing.resource_tracker", b"multiprocessing.forkserver")
-LEFT_RUNNING_GRACE_S = 3.0  # a worker recording its last event, a ticker starting the next job
 _test_ids = itertools.count(1)
-
-
-def _process_table() -> dict[int, tuple[int, bytes]]:
-    """pid -> (parent pid, state) of every process this machine shows, from /proc."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as fh:
-                    fields = fh.read().rsplit(b")", 1)[1].split()
-                table[int(entry)] = (int(fields[1]), fields[0])
-            except (OSError, IndexError, ValueError):
-                continue  # gone meanwhile
-    return table
-
-
-def _read_proc(pid: int, name: str) -> bytes:
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as fh:
-            return fh.read()
-    except OSError:
-        return b""
-
-
-def command_line(pid: int) -> str:
-    return _read_proc(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
-
-
-def processes_of_this_test(before: set[int], test_id: str) -> list[int]:
-    """Live processes the running test started: pytest's new descendants, and any new process with
-    this test's id in its environment (a worker a finished CLI left behind). Zombies are dead."""
-    table = _process_table()
-    me = os.getpid()
-    marker = f"{TEST_ID_VARIABLE}={test_id}".encode() + b"\0"
-
-    def descends_from_pytest(pid: int) -> bool:
-        seen = set()
-        while pid in table and pid not in seen:
-            seen.add(pid)
-            pid = table[pid][0]
-            if pid == me:
-                return True
-        return False
-
-    def long_lived(pid: int) -> bool:
-        while pid in table and pid != me:
-            if any(name in _read_proc(pid, "cmdline") for name in LONG_LIVED):
-                return True
-            pid = table[pid][0]
-        return False
-
-    found = []
-    for pid, (_, state) in table.items():
-        if pid in before or pid == me or state in (b"Z", b"X"):
-            continue
-        if (descends_from_pytest(pid) or marker in _read_proc(pid, "environ")) and not long_lived(pid):
-            found.append(pid)
-    return found
-
-
-def kill_processes(pids: list[int]) -> None:
-    """SIGKILL each (its whole group when it leads one: a worker's own children), then reap our own."""
-    for pid in pids:
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + 5
-    for pid in pids:
-        while time.monotonic() < deadline:
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    break
-            except ChildProcessError:  # not our child: gone, or a zombie its parent will reap
-                if _process_table().get(pid, (0, b"Z"))[1] in (b"Z", b"X"):
-                    break
-            time.sleep(0.02)
 
 
 @pytest.fixture(autouse=True)
@@ -323,7 +82,7 @@ def _nothing_left_running(request, monkeypatch):
         return
     test_id = f"{os.getpid()}-{next(_test_ids)}"
     monkeypatch.setenv(TEST_ID_VARIABLE, test_id)
-    before = set(_process_table())
+    before = set(process_table())
     yield
     deadline = time.monotonic() + machine_seconds(LEFT_RUNNING_GRACE_S)
     left = processes_of_this_test(before, test_id)
@@ -338,59 +97,23 @@ def _nothing_left_running(request, monkeypatch):
 
 @pytest.fixture
 def sleepers(monkeypatch):
-    """A stand-in worker launcher: a sleeping process that looks like a worker, so dispatch
-    logic can be tested without training anything. It holds in subprocesses too (a CLI that ticks
-    the queue): COMPILE_LAB_TEST_LAUNCHER=sleep makes core.runs.processes.launch_worker start the same
-    sleeper; those are killed here too, found by this test's id."""
-    procs = []
-
-    def launch(store_path, run_id, device_key="cpu"):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", SLEEPER, "core.runs.worker", str(run_id)],
-            start_new_session=True,
-        )
-        procs.append(proc)
-        # Until the child has exec'd, /proc shows the parent's command line and the queue's liveness
-        # check (processes.pid_alive) would call the "worker" dead: on a busy machine that is tens of ms.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
-                    if b"core.runs.worker" in fh.read():
-                        break
-            except OSError:
-                break  # no /proc here: nothing to wait for
-            time.sleep(0.005)
-        return proc.pid
-
-    from core.runs import processes
-
-    before = set(_process_table()) if os.path.isdir("/proc/self") else set()
-    monkeypatch.setattr(processes, "launch_worker", launch)
-    monkeypatch.setenv("COMPILE_LAB_TEST_LAUNCHER", "sleep")
+    """The stand-in worker launcher (tests/stand_in.py) for this test, in every process it starts
+    (support.use_stand_in_launcher: a CLI that ticks the queue starts sleepers too). Yields the
+    sleepers started in this process; those started elsewhere are killed here too, by this test's id."""
+    stand_in.STARTED.clear()
+    before = set(process_table()) if os.path.isdir("/proc/self") else set()
+    use_stand_in_launcher(monkeypatch)
+    procs = stand_in.STARTED
     yield procs
     for proc in procs:
         proc.kill()
         proc.wait()
+    procs.clear()
     test_id = os.environ.get(TEST_ID_VARIABLE)
     if test_id and before:
-        kill_processes([pid for pid in processes_of_this_test(before, test_id) if SLEEPER in command_line(pid)])
-
-
-SLEEPER = "import time; time.sleep(120)"  # as core.runs.processes.launch_worker's stand-in
-
-
-def warm_servers_of_this_test() -> list[int]:
-    """The warm servers (core.runs.warm_server) this test started, found by its id in their environment."""
-    test_id = os.environ.get(TEST_ID_VARIABLE, "")
-    marker = f"{TEST_ID_VARIABLE}={test_id}".encode() + b"\0"
-    return [
-        pid
-        for pid in _process_table()
-        if b"core.runs.warm_server" in _read_proc(pid, "cmdline")
-        and _read_proc(pid, "comm").strip() == b"compile-lab-srv"
-        and marker in _read_proc(pid, "environ")
-    ]
+        kill_processes(
+            [pid for pid in processes_of_this_test(before, test_id) if stand_in.SLEEPER in command_line(pid)]
+        )
 
 
 @pytest.fixture
@@ -398,7 +121,7 @@ def warm_starts(monkeypatch):
     """Warm starts on for this test; its warm servers stopped at its end (they outlive their jobs),
     once its other processes are gone (a last worker's ticker may start one when it finds the lane idle)."""
     monkeypatch.setenv("COMPILE_LAB_WARM_START", "on")
-    before = set(_process_table())
+    before = set(process_table())
     yield
     test_id = os.environ.get(TEST_ID_VARIABLE, "")
     deadline = time.monotonic() + machine_seconds(LEFT_RUNNING_GRACE_S + 5)
@@ -410,7 +133,7 @@ def warm_starts(monkeypatch):
     for pid in servers:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + machine_seconds(10)
-    while any(_process_table().get(pid, (0, b"Z"))[1] not in (b"Z", b"X") for pid in servers):
+    while any(process_table().get(pid, (0, b"Z"))[1] not in (b"Z", b"X") for pid in servers):
         if time.monotonic() > deadline:
             kill_processes(servers)
             break
@@ -430,6 +153,109 @@ _schemas = itertools.count(1)
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only: checks SQLite's file itself; not run on PostgreSQL")
+    # (pyproject.toml names it too; here for a suite run from a copy of this file: test_suite_guards)
+    config.addinivalue_line("markers", "quick: the quick lane, -m quick (below)")
+
+
+# -- the quick lane ------------------------------------------------------------------------------
+# `python -m pytest -m quick`: the check a developer runs before every commit, within minutes. The
+# rule: every test is quick unless it is marked slow, e2e or gpu, or it is listed here: the files
+# whose tests start real processes (workers that import torch, terminal commands, agents, servers),
+# and, in the other files, the tests that race for real, start a worker or render many pages (each
+# 2 s or more on a 2-core box). CI runs them all; a new test that takes seconds belongs on a list.
+NOT_QUICK_FILES = frozenset(
+    (
+        "test_cli.py",
+        "test_cli_queue.py",
+        "test_doctor.py",
+        "test_doctor_budget.py",
+        "test_events.py",
+        "test_fleet.py",
+        "test_fleet_faults.py",
+        "test_jobs.py",
+        "test_lanes.py",
+        "test_library_models.py",
+        "test_model_catalog.py",
+        "test_model_file.py",
+        "test_pids.py",
+        "test_public_demo_front.py",
+        "test_race_conditions.py",
+        "test_seal.py",
+        "test_suite_guards.py",
+        "test_two_servers.py",
+        "test_warm_start.py",
+        "test_zoo.py",
+    )
+)
+NOT_QUICK_TESTS = frozenset(  # file::function (every parameter of it)
+    (
+        "test_admin.py::test_wrong_admin_tokens_are_counted_across_sessions_and_logged",
+        "test_answers.py::test_profiling_a_cpu_step_writes_nothing_to_the_terminal",
+        "test_board_memory.py::test_a_bundle_at_the_cap_is_served_to_viewers_in_bounded_memory",
+        "test_busy_and_compile_cost.py::test_a_race_beside_a_process_spinning_on_its_core_is_busy_not_a_verdict",
+        "test_cli_errors.py::test_a_reader_that_is_already_gone_gets_no_traceback",
+        "test_cli_errors.py::test_status_piped_into_head_stops_quietly",
+        "test_compile_less.py::test_a_nested_race_marks_each_block_and_compiles_the_whole_model_once",
+        "test_compile_less.py::test_a_precompiled_race_loads_the_step_another_process_compiled",
+        "test_damaged_store.py::test_pages_the_feed_and_the_cli_read_around_a_damaged_page_of_runs",
+        "test_damaged_store.py::test_the_live_feed_of_a_damaged_run_serves_what_can_be_read",
+        "test_event_rows.py::test_a_real_race_with_a_replicate_exports_imports_and_replays",
+        "test_explain_page.py::test_a_demo_job_runs_in_a_worker_and_is_found_again",
+        "test_gpu_on_cpu.py::test_a_fresh_process_compile_takes_an_untimed_eager_step_first",
+        "test_gpu_on_cpu.py::test_a_normal_race_has_no_compile_skipped_reason",
+        "test_gpu_on_cpu.py::test_a_race_whose_frames_were_skipped_says_compile_did_not_happen",
+        "test_gpu_on_cpu.py::test_a_sticky_device_error_keeps_the_first_error_and_what_was_measured",
+        "test_gpu_on_cpu.py::test_dataloader_workers_start_before_the_timed_steps_of_each_variant",
+        "test_gpu_on_cpu.py::test_the_queue_status_and_the_cli_table_say_compile_did_not_happen",
+        "test_hostile_bundles.py::test_a_crafted_bundle_that_imports_renders_on_every_page_and_feed_route",
+        "test_hostile_bundles.py::test_a_lone_surrogate_already_stored_is_read_as_a_replacement_character",
+        "test_hostile_bundles.py::test_a_lone_surrogate_in_a_bundle_is_stored_as_a_replacement_character",
+        "test_hostile_bundles.py::test_an_oversized_environment_already_stored_is_not_parsed_on_a_page_view",
+        "test_hostile_bundles.py::test_the_structure_bound_admits_every_shipped_recording_and_a_bundle_at_the_size_cap",
+        "test_identity_and_links.py::test_a_shared_link_does_not_make_its_receiver_an_owner",
+        "test_identity_and_links.py::test_the_admin_page_says_that_fresh_browsers_from_loopback_were_not_told_apart",
+        "test_identity_and_links.py::test_where_the_host_says_so_every_browser_at_one_address_shares_the_limit",
+        "test_ladder.py::test_a_race_at_aot_eager_decomp_partition_compiles_and_measures",
+        "test_launch_guard.py::test_the_terminals_race_is_refused_in_one_line_before_any_step",
+        "test_launch_link.py::test_a_stale_rerun_naming_an_older_run_does_not_take_the_page_back_to_it",
+        "test_layers.py::test_the_app_process_never_imports_torch",
+        "test_live_board.py::test_a_viewer_in_a_large_audience_refreshes_less_often_and_the_owner_does_not",
+        "test_live_board.py::test_two_sessions_following_a_live_run_build_its_charts_once",
+        "test_live_feed.py::test_a_database_outage_is_a_503_to_try_again_not_a_damaged_record",
+        "test_public_demo.py::test_a_disk_that_stays_full_fails_the_run_with_disk_full_and_keeps_what_it_could",
+        "test_public_demo.py::test_a_run_on_a_full_disk_keeps_every_event_once_space_returns",
+        "test_public_demo_attacks.py::test_a_worker_never_reaches_the_hugging_face_hub",
+        "test_race_script.py::test_the_script_runs_alone_from_a_folder_without_compile_lab",
+        "test_regions.py::test_a_regional_race_runs_and_records_its_scope",
+        "test_regions.py::test_every_convnext_block_runs_compiled_although_each_compiles_its_own_graph",
+        "test_regions.py::test_regional_and_whole_model_compile_agree_on_the_loss",
+        "test_replicates.py::test_a_first_process_run_apart_ends_at_its_first_look_when_replicates_follow",
+        "test_replicates.py::test_a_fixed_length_race_runs_the_replicates_asked_for",
+        "test_replicates.py::test_a_race_run_epoch_by_epoch_rests_on_its_replicates",
+        "test_replicates.py::test_a_replicate_compiles_from_its_first_processs_cache_and_adds_nothing_to_it",
+        "test_replicates.py::test_a_target_adds_replicates_until_known_or_the_most_asked",
+        "test_replicates.py::test_racing_to_a_target_reaches_it_by_the_cap_and_its_interval_still_covers",
+        "test_store_and_bundles.py::test_a_reader_and_a_writer_at_once_never_see_database_is_locked",
+        "test_sweeps.py::test_a_small_real_sweep_runs_both_points_and_reports_them",
+        "test_sweeps.py::test_the_sweep_command_refuses_bad_input_with_one_line_per_problem",
+        "test_tf32_settings.py::test_both_variants_are_profiled_after_both_timed_runs",
+        "test_trainer.py::test_the_cpu_feature_probe_runs_once_before_the_compile_and_only_where_inductor_probes",
+        "test_watching.py::test_a_cpu_race_worker_runs_pinned_to_its_cores_with_as_many_threads",
+        "test_watching.py::test_the_race_a_pinned_worker_leaves_queued_gets_the_same_cores",
+        "test_why_per_step.py::test_a_queued_run_keeps_torchs_compile_trace_and_offers_it_as_a_zip",
+        "test_why_per_step.py::test_dynamic_true_compiles_once_for_all_lengths_and_auto_in_between",
+        "test_why_per_step.py::test_varying_shapes_under_dynamic_false_recompile_at_each_new_length_with_the_guard",
+    )
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        heavy = any(item.get_closest_marker(name) for name in ("slow", "e2e", "gpu"))
+        listed = item.path.name in NOT_QUICK_FILES or f"{item.path.name}::{item.originalname}" in NOT_QUICK_TESTS
+        if not heavy and not listed:
+            item.add_marker(pytest.mark.quick)
 
 
 def pytest_generate_tests(metafunc):
@@ -499,15 +325,6 @@ def store(store_location, monkeypatch):
 
     monkeypatch.setenv("COMPILE_LAB_STORE", store_location)
     return Store(store_location)
-
-
-def end_run(store, sleepers, run_id, status="done", **fields) -> None:
-    """A stand-in worker records its job's end and exits: its lane is free only once it is gone."""
-    store.finish_run(run_id, status, **fields)
-    for proc in sleepers:
-        if proc.args[-1] == str(run_id):
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ pause and resume the queue, purge old runs, workers and their lanes."""
 import time
 
 import pytest
-from conftest import CPU, quick_spec
 from streamlit.testing.v1 import AppTest
+from support import CPU, quick_spec
 from test_pages import APP, record_probe, record_race
 
 from core.runs import admin, devices, queue

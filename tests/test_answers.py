@@ -462,7 +462,7 @@ def test_the_compile_clock_runs_on_between_the_forward_and_the_backward_graph(tm
 
 
 def test_in_blocks_the_status_line_names_the_variant_whose_turn_it_is():
-    from conftest import CPU, quick_spec
+    from support import CPU, quick_spec
 
     from core.engine.events import StatusEvent
     from core.engine.trainer import run_race

@@ -12,7 +12,7 @@ import random
 import tracemalloc
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from core.engine.spec import RunSpec
 from core.engine.summary import Summary

@@ -9,7 +9,7 @@ import os
 import tomllib
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from core.engine.spec import RunSpec
 from core.runs.bundle import MAX_BUNDLE_BYTES, BundleError, events_allowed, import_bundle, read_bundle

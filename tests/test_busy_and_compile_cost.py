@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, quick_spec
+from support import ROOT, quick_spec
 
 from core.engine import analysis, noise, reading, words
 from core.engine.data import BatchSource

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 import torch
-from conftest import QUICK_CLI, ROOT
+from support import QUICK_CLI, ROOT
 
 from core.cli.main import main
 from core.engine import variant

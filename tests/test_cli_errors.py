@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 from test_store_and_bundles import finished_run
 
 from core.runs.bundle import BundleError, export_bundle, import_bundle

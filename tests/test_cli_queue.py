@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import QUICK_CLI, ROOT
+from support import QUICK_CLI, ROOT
 
 QUICK = [*QUICK_CLI, "--epochs", "1"]
 

@@ -7,7 +7,7 @@ import os
 import time
 
 import pytest
-from conftest import quick_spec
+from support import quick_spec
 
 from core.engine import analysis, reading
 from core.runs.bundle import export_bundle, import_bundle

@@ -6,7 +6,7 @@ torch.compiler.load_compiled_function); each refused with its reason on a torch 
 import dataclasses
 
 import pytest
-from conftest import CPU, quick_spec
+from support import CPU, quick_spec
 
 from core.engine.spec import SpecError, validate
 

@@ -210,7 +210,7 @@ def test_a_store_cut_short_opens_read_only_with_what_it_still_holds(tmp_path, ca
     """A copy taken mid-write, a disk that filled while the file grew: SQLite refused all of the file
     ("database disk image is malformed", said as "not a Compile Lab store"). It opens read-only: the
     runs and their numbers read, a run whose events lay past the cut says so, nothing is written."""
-    from conftest import CPU, quick_spec
+    from support import CPU, quick_spec
 
     from core.cli.main import main
     from core.runs import queue

@@ -9,9 +9,9 @@ import shlex
 
 import pytest
 import yaml
-from conftest import ROOT
 from streamlit import config as streamlit_config
 from streamlit.web.server.starlette.starlette_routes import ROUTE_HEALTH
+from support import ROOT
 
 from core.runs import admin
 from core.runs.limits import _LIMIT_PARSERS, load_host_limits

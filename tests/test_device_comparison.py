@@ -6,7 +6,7 @@ table (`status 12 13`, `submit --every-gpu-type --wait`). Stand-in agents and co
 import time
 
 import numpy as np
-from conftest import AMPERE, quick_spec
+from support import AMPERE, quick_spec
 
 from core.cli.jobs import follow_group
 from core.cli.main import main

@@ -4,7 +4,7 @@ and the comparison it opens (?compare=12,13: a table, the race charts one colour
 race opened by its id); on one box without agents the form is as it was. The fleet's boxes are
 stand-in agent registrations: nothing here runs on a GPU."""
 
-from conftest import AMPERE, quick_spec
+from support import AMPERE, quick_spec
 from test_pages import app, chart_specs, record_probe
 
 from app_pages.device_races import ANY_GPU_LABEL, CHOOSER_KEY

@@ -7,7 +7,7 @@ import dataclasses
 import time
 
 import pytest
-from conftest import AMPERE, CPU, quick_spec
+from support import AMPERE, CPU, quick_spec
 from test_pages import record_probe
 
 from core.engine import analysis

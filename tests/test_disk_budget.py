@@ -7,8 +7,8 @@ import logging
 import os
 import time
 
-from conftest import CPU, quick_spec
 from streamlit.testing.v1 import AppTest
+from support import CPU, quick_spec
 from test_pages import APP, record_probe, record_race
 
 from core.engine.spec import data_home

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT
+from support import ROOT
 
 from core.engine.spec import DeviceCaps, RunSpec, validate
 from core.runs.doctor import FAILED, NEEDS_CUDA, OK, Outcome, judge, table

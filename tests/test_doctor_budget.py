@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from core.engine.profiling import summarize_profile
 from core.engine.spec import DeviceCaps, RunSpec, validate

@@ -14,7 +14,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

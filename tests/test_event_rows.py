@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import QUICK_CLI, ROOT, quick_spec
+from support import QUICK_CLI, ROOT, quick_spec
 from test_pages import app, record_probe
 
 from core.engine import events

@@ -4,7 +4,7 @@ store, a page) gets them without torch, and they say the same thing as the train
 import subprocess
 import sys
 
-from conftest import ROOT
+from support import ROOT
 
 from core.engine.events import VARIANTS, CompileEvent, EpochEvent, RaceResult, StepEvent, VariantResult
 from core.engine.summary import Summary

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import CACHE_HITS, RECOMPILE_REASONS, torch_records
+from support import CACHE_HITS, RECOMPILE_REASONS, torch_records
 
 from core.engine.explain import DEMOS, caches, demo_problems
 from core.runs import queue

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from conftest import SMALL_FUSION, SMALL_OVERHEAD  # fusion_result and overhead_result: measured once (conftest)
+from support import SMALL_FUSION, SMALL_OVERHEAD  # fusion_result and overhead_result: measured once (conftest)
 
 from core.engine.explain import fusion, overhead, working_set
 from core.engine.explain import params as demo_params

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from conftest import on_ci_torch
+from support import on_ci_torch
 
 from core.engine.explain import codegen, graphs
 

@@ -4,7 +4,6 @@ and a demo job runs through the same queue and worker as a race."""
 import time
 
 import pytest
-from conftest import quick_spec  # noqa: F401 - shared fixtures live in conftest
 from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe
 
@@ -16,7 +15,7 @@ from core.runs.store import Store
 @pytest.fixture(scope="module")
 def demo_results(fusion_result, overhead_result, gelu_result, caches_result):
     """Real results of every demo at small sizes: those that compile with Inductor measured once for the
-    session (conftest: the demos' own tests check the same results), the graph-break examples here."""
+    session (tests/conftest.py: the demos' own tests check the same results), the graph-break examples here."""
     return {
         "fusion": fusion_result,
         "overhead": overhead_result,

@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import CPU, QUICK_CLI, ROOT, machine_seconds, quick_spec
+from support import CPU, QUICK_CLI, ROOT, machine_seconds, quick_spec
 
 from core.runs import fleet, processes, queue
 from core.runs.limits import HostLimits
@@ -182,7 +182,7 @@ def test_the_app_on_a_fleets_store_shows_a_run_and_the_fleet(store):
 
 
 def test_race_on_every_gpu_type_queues_one_race_per_device_type_pinned_to_its_box(store, capsys):
-    from conftest import AMPERE
+    from support import AMPERE
 
     from core.cli.main import main
     from core.runs.fleet_races import enqueue_on_every_gpu_type
@@ -223,7 +223,7 @@ QUICK_CLI_ON_ANY_DEVICE = QUICK_CLI[: QUICK_CLI.index("--device")]
 def test_a_race_pinned_to_a_box_that_went_away_moves_to_another_of_its_type_or_fails(store, monkeypatch):
     """Races queued for a chosen GPU type whose box stopped waited forever, counted against their
     owner's limit: after the agent timeout they go to another box of that type, or fail saying why."""
-    from conftest import AMPERE
+    from support import AMPERE
 
     from core.runs.fleet_races import pin_to_type
 

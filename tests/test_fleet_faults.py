@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-from conftest import CPU, ROOT, command_line, quick_spec
+from support import CPU, ROOT, command_line, quick_spec, use_stand_in_launcher
 from test_fleet import NO_LIMITS, start_agent, wait_for
 
 from core.runs import fleet, outage, processes, queue
@@ -178,7 +178,7 @@ def test_a_server_stores_url_reaches_workers_and_tickers_in_their_environment_on
 
     monkeypatch.setattr(processes.subprocess, "Popen", Recorded)
     monkeypatch.delenv("COMPILE_LAB_STORE")  # what the children get is what the launch gives them
-    monkeypatch.delenv("COMPILE_LAB_TEST_LAUNCHER", raising=False)
+    monkeypatch.delenv("COMPILE_LAB_LAUNCHER", raising=False)
     run_id = store.create_run("race", quick_spec().to_dict(), "ann", "cpu", status="starting")
     processes.launch_worker(store.path, run_id, "cpu")
     processes.launch_ticker(store.path, after_pid=1)
@@ -228,7 +228,7 @@ def test_a_draining_agent_claims_nothing_and_cancels_its_runs_when_its_stop_time
 def test_a_draining_agent_claims_nothing_even_where_a_lane_is_free(store, sleepers, monkeypatch):
     """Its loop's turn while it waits for a run on one lane claims nothing for another, idle one (the
     turn the agent's run loop takes; issue 35: a loop that still claimed went unnoticed)."""
-    from conftest import AMPERE
+    from support import AMPERE
 
     from core.runs.agent import AGENT_PID_VARIABLE, AGENT_VARIABLE, Agent
 
@@ -279,11 +279,11 @@ def measuring(store, run_id):
 
 @pytest.mark.parametrize("backend", ["postgresql"])
 def test_a_stopped_agent_lets_its_run_finish_or_on_a_second_stop_cancels_it_and_exits_0(store, monkeypatch):
-    # First a stand-in worker (conftest's sleeper, through COMPILE_LAB_TEST_LAUNCHER): its run ends
-    # when the test says, so the stop lands mid-run whatever the machine's speed.
-    monkeypatch.setenv("COMPILE_LAB_TEST_LAUNCHER", "sleep")
+    # First a stand-in worker (tests/stand_in.py, named in COMPILE_LAB_LAUNCHER): its run ends when
+    # the test says, so the stop lands mid-run whatever the machine's speed.
+    use_stand_in_launcher(monkeypatch)
     agent = start_agent("box-a")
-    monkeypatch.delenv("COMPILE_LAB_TEST_LAUNCHER")
+    monkeypatch.delenv("COMPILE_LAB_LAUNCHER")
     try:
         out = Output(agent)
         wait_for("the agent to join", lambda: fleet.live_hosts(store), 120)

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import QUICK_CLI, ROOT
+from support import QUICK_CLI, ROOT
 from test_pages import app, record_probe
 
 from core.runs.limits import ConfigError, HostLimits, load_host_limits

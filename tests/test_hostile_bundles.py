@@ -11,10 +11,10 @@ import random
 import tracemalloc
 
 import pytest
-from conftest import ROOT
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from streamlit.testing.v1 import AppTest
+from support import ROOT
 from test_pages import APP, record_probe
 
 from app_pages.run_screen import feed_routes

@@ -84,7 +84,7 @@ def test_the_runs_table_csv_neutralises_a_bundles_device_name():
 
 
 def test_the_hosted_image_hides_error_details_from_visitors():
-    from conftest import ROOT
+    from support import ROOT
 
     with open(f"{ROOT}/Dockerfile") as fh:
         assert "STREAMLIT_CLIENT_SHOW_ERROR_DETAILS=none" in fh.read()

@@ -167,7 +167,7 @@ def test_where_the_host_turns_it_off_addresses_are_neither_used_nor_kept(store, 
 def test_enqueue_counts_a_visitors_jobs_by_owner_or_address(tmp_path, sleepers):
     store = Store(str(tmp_path / "s.sqlite3"))
     limits = HostLimits(max_queued_per_owner=2)
-    from conftest import CPU, quick_spec
+    from support import CPU, quick_spec
 
     queue.enqueue(store, quick_spec(), owner_of(TOKEN), limits=limits, caps=CPU, address="address:a")
     queue.enqueue(store, quick_spec(), owner_of(OTHER), limits=limits, caps=CPU, address="address:a")

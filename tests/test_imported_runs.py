@@ -4,7 +4,7 @@ when its bundle claims this device's name, and it is labelled imported wherever 
 import json
 import os
 
-from conftest import ROOT
+from support import ROOT
 
 from core.runs.bundle import import_bundle
 from core.runs.store import Store

@@ -2,7 +2,7 @@
 --backends, the Sweep form's axis), and the ladder's reading says at which rung the compile's cost,
 the step's change or an error comes in."""
 
-from conftest import CPU, quick_spec
+from support import CPU, quick_spec
 from test_sweep_page import record_probe, sweep_page, texts
 
 from core.cli.main import build_parser

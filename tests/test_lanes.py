@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import AMPERE, CPU, quick_spec
+from support import AMPERE, CPU, quick_spec
 
 from core.runs import processes, queue
 from core.runs.limits import HostLimits

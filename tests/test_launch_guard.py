@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
 from streamlit.testing.v1 import AppTest
+from support import ROOT
 from test_pages import APP, record_probe
 
 from core.engine.models.zoo import MODELS
@@ -124,7 +124,7 @@ def test_a_link_to_a_race_that_cannot_fit_shows_why_and_launch_stays_off(store):
 
 
 def test_in_a_fleet_a_gpu_race_is_refused_only_where_it_fits_no_gpu(store):
-    from conftest import AMPERE
+    from support import AMPERE
 
     from core.runs import fleet
 

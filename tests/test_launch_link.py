@@ -54,7 +54,7 @@ def test_a_run_link_sets_the_form_to_that_runs_configuration_so_launch_races_it_
     import dataclasses
     import time
 
-    from conftest import quick_spec
+    from support import quick_spec
 
     from core.engine import analysis
     from core.runs import devices

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 import torch
-from conftest import CPU, require_model_libraries
+from support import CPU, require_model_libraries
 
 from core.engine.models import sources as model_sources
 from core.engine.models.resolve import describe_model, workload_for

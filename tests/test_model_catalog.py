@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import require_model_libraries
+from support import require_model_libraries
 
 from core.engine.models import sources as model_sources
 from core.engine.spec import RunSpec, SpecError

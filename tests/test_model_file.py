@@ -7,7 +7,7 @@ import json
 import textwrap
 
 import pytest
-from conftest import CPU
+from support import CPU
 
 from core.cli.main import main
 from core.engine.models.resolve import describe_model
@@ -223,7 +223,7 @@ def test_submitting_a_model_file_needs_the_host_to_allow_it(tmp_path):
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from support import ROOT
 
     path = model_file(tmp_path, GOOD)
     store = str(tmp_path / "store.sqlite3")

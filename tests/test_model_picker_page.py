@@ -5,7 +5,7 @@ worker stores them (test_model_catalog runs the real workers)."""
 
 import time
 
-from conftest import require_model_libraries
+from support import require_model_libraries
 from test_pages import app, record_probe, texts
 
 from core.engine.models import sources as model_sources

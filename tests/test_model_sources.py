@@ -2,7 +2,7 @@
 host limits with patterns and uploads, the form's choices, and links carrying them."""
 
 import pytest
-from conftest import CPU
+from support import CPU
 
 from core.engine.models import sources as model_sources
 from core.engine.models.sources import (

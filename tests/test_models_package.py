@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from core.engine.explain.params import CACHES_MODELS
 from core.engine.models import networks

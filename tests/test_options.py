@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
 from streamlit.testing.v1 import AppTest
+from support import ROOT
 
 from core.cli.main import build_parser
 from core.cli.race_flags import spec_flags, spec_from_args

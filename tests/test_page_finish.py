@@ -4,7 +4,7 @@ job, tables that fit their page."""
 
 import tomllib
 
-from conftest import ROOT, quick_spec
+from support import ROOT, quick_spec
 from test_pages import app, record_probe
 
 from core.engine.words import duration_interval

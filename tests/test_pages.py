@@ -4,8 +4,8 @@ and running runs; launching enqueues a run owned by the visitor; invalid input e
 import json
 import time
 
-from conftest import ROOT, quick_spec
 from streamlit.testing.v1 import AppTest
+from support import ROOT, quick_spec
 
 from core.engine import analysis
 from core.engine.spec import DeviceCaps

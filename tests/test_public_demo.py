@@ -11,9 +11,9 @@ import time
 
 import pytest
 import torch
-from conftest import CPU, ROOT, end_run, quick_spec
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
+from support import CPU, ROOT, end_run, quick_spec
 from test_pages import app, record_probe, record_race, texts
 
 from app_pages import common

@@ -98,7 +98,7 @@ def said(at) -> str:
 def test_a_full_disk_on_launch_or_import_is_one_line_on_the_page(store, sleepers, monkeypatch):
     import sqlite3
 
-    from conftest import ROOT
+    from support import ROOT
 
     from core.runs.store import Store
 
@@ -197,7 +197,7 @@ def test_every_size_like_option_has_a_host_limit_row():
 
 @pytest.mark.parametrize("field, limit, value, within, past", SIZE_LIMITS, ids=[r[0] for r in SIZE_LIMITS])
 def test_a_size_past_the_hosts_limit_is_refused_naming_the_field(field, limit, value, within, past):
-    from conftest import quick_spec
+    from support import quick_spec
 
     from core.runs.limits import load_host_limits
 
@@ -208,7 +208,7 @@ def test_a_size_past_the_hosts_limit_is_refused_naming_the_field(field, limit, v
 
 
 def test_model_settings_are_refused_where_the_host_takes_names_only():
-    from conftest import ROOT, quick_spec
+    from support import ROOT, quick_spec
 
     from core.runs.limits import load_host_limits
 
@@ -221,7 +221,7 @@ def test_model_settings_are_refused_where_the_host_takes_names_only():
 
 
 def test_a_model_past_the_hosts_parameters_is_refused_by_its_worker_before_it_is_built(store, sleepers):
-    from conftest import quick_spec
+    from support import quick_spec
 
     from core.runs import queue, runners
     from core.runs.limits import HostLimits
@@ -240,7 +240,7 @@ def test_a_model_past_the_hosts_parameters_is_refused_by_its_worker_before_it_is
 
 
 def test_a_library_models_parameters_are_counted_on_the_meta_device():
-    from conftest import require_model_libraries
+    from support import require_model_libraries
 
     from core.engine.models.resolve import model_size_problem
     from core.engine.spec import RunSpec
@@ -257,7 +257,7 @@ def test_a_library_models_parameters_are_counted_on_the_meta_device():
 
 
 def test_a_first_visit_under_the_shipped_limits_is_offered_a_race_the_host_runs(store, sleepers, monkeypatch):
-    from conftest import ROOT
+    from support import ROOT
 
     record_probe(store)
     monkeypatch.setenv("COMPILE_LAB_CONFIG", f"{ROOT}/deploy/host-limits.toml")
@@ -292,7 +292,7 @@ def test_model_files_are_off_while_a_process_above_the_app_holds_a_secret(tmp_pa
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from support import ROOT
 
     from core.runs.limits import HostLimits
 
@@ -320,7 +320,7 @@ def test_a_worker_never_reaches_the_hugging_face_hub():
     import subprocess
     import sys
 
-    from conftest import ROOT, require_model_libraries
+    from support import ROOT, require_model_libraries
 
     from core.runs import processes
 

@@ -20,7 +20,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import ROOT, machine_seconds
+from support import ROOT, machine_seconds
 from websockets.sync.client import connect as websocket_connect
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))

@@ -4,7 +4,7 @@ a rough duration, and the configuration as a shareable link."""
 import dataclasses
 
 import pytest
-from conftest import AMPERE, CPU, VOLTA
+from support import AMPERE, CPU, VOLTA
 
 from core.engine.race_estimates import estimate_seconds, expected_compile_estimate
 from core.engine.spec import DeviceCaps, RunSpec, validate

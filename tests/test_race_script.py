@@ -18,7 +18,7 @@ import zipfile
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT, quick_spec
+from support import ROOT, quick_spec
 from test_pages import app, record_probe, record_race
 
 from core.engine import intervals

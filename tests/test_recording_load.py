@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from core.cli.main import main
 from core.engine.spec import RunSpec

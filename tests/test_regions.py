@@ -5,7 +5,7 @@ import copy
 
 import pytest
 import torch
-from conftest import CPU, quick_spec
+from support import CPU, quick_spec
 
 from core.engine.compile_stats import read_compile_stats, reset_compile_state
 from core.engine.models.networks import build_model

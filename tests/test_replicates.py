@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import quick_spec
+from support import quick_spec
 from test_intervals import simulated_race
 
 from core.engine import analysis, intervals, replicates

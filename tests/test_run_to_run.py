@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import quick_spec
+from support import quick_spec
 from test_intervals import BLOCK, covers, simulated_race
 
 from core.engine import analysis, intervals, reading

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 from test_pages import app, record_probe, record_race
 
 from core.runs.bundle import export_bundle, import_bundle

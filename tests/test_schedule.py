@@ -6,7 +6,7 @@ a target interval ends each schedule's timed steps at a look."""
 import itertools
 
 import pytest
-from conftest import CPU, quick_spec
+from support import CPU, quick_spec
 
 from core.engine.events import CompileEvent, EpochEvent, StepEvent
 from core.engine.reading import reading

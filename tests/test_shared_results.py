@@ -5,7 +5,7 @@ is long."""
 import time
 
 import pytest
-from conftest import CPU, quick_spec
+from support import CPU, quick_spec
 from test_pages import app, record_probe
 
 from core.engine import analysis

@@ -1,7 +1,7 @@
 """RunSpec validation: every bad input is caught before any work, naming field and allowed values."""
 
 import pytest
-from conftest import AMPERE, CPU, VOLTA
+from support import AMPERE, CPU, VOLTA
 
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, resolve_device, validate
 

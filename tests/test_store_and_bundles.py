@@ -7,7 +7,7 @@ import sqlite3
 import time
 
 import pytest
-from conftest import ROOT, quick_spec
+from support import ROOT, quick_spec
 
 from core.engine.reading import reading
 from core.engine.spec import data_home

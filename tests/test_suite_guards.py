@@ -10,7 +10,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import CACHE_HITS, RECOMPILE_REASONS, ROOT, command_line, compilation_metric_fields, on_ci_torch
+from support import CACHE_HITS, RECOMPILE_REASONS, ROOT, command_line, compilation_metric_fields, on_ci_torch
 
 from core.runs.store import Store
 
@@ -42,7 +42,8 @@ def gone(pid: int) -> bool:
 def test_a_test_that_leaves_a_process_running_fails_naming_it_and_the_process_is_killed(tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
-    shutil.copy(os.path.join(ROOT, "tests", "conftest.py"), suite / "conftest.py")
+    for name in ("conftest.py", "support.py", "stand_in.py"):  # the hooks, and the helpers they import
+        shutil.copy(os.path.join(ROOT, "tests", name), suite / name)
     (suite / "test_leaky.py").write_text(LEAKY_TEST)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'base'}", str(suite)],

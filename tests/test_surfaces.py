@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import quick_spec
+from support import quick_spec
 
 from core.cli.main import main as cli
 from core.engine import analysis, intervals, planning, words

@@ -6,8 +6,8 @@ import random
 import time
 
 import pytest
-from conftest import ROOT
 from streamlit.testing.v1 import AppTest
+from support import ROOT
 
 from core.engine import analysis
 from core.engine.spec import OPTIONS, DeviceCaps, RunSpec

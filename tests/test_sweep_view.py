@@ -164,7 +164,7 @@ def test_chart_specs_are_rebuilt_only_when_what_they_draw_changes(monkeypatch):
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 def test_the_default_sweep_respects_the_shipped_host_limits(device):
-    from conftest import ROOT
+    from support import ROOT
 
     from core.engine.spec import DeviceCaps
     from core.runs.limits import load_host_limits

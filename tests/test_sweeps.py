@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CPU, QUICK_CLI, ROOT, quick_spec
+from support import CPU, QUICK_CLI, ROOT, quick_spec
 
 from core.engine.spec import RunSpec, SpecError
 from core.runs import queue, sweeps

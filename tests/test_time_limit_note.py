@@ -4,8 +4,8 @@ it runs: on the Race form and where `submit` queues it. Said, not refused: the v
 import subprocess
 import sys
 
-from conftest import ROOT
 from streamlit.testing.v1 import AppTest
+from support import ROOT
 from test_pages import APP, record_probe
 
 from core.engine.race_estimates import RaceEstimate

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from conftest import CPU, ROOT, quick_spec
+from support import CPU, ROOT, quick_spec
 
 from core.engine import device_state
 from core.engine.events import EpochEvent, StartEvent, StatusEvent, StepEvent

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT, quick_spec
+from support import ROOT, quick_spec
 
 from core.runs.devices import ANY_GPU
 

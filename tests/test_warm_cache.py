@@ -6,7 +6,7 @@ import os
 
 import pytest
 import torch
-from conftest import CPU
+from support import CPU
 
 from core.engine import device_state, warm_cache
 from core.engine.spec import RunSpec

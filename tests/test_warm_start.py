@@ -14,13 +14,13 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import (
+from support import (
     QUICK_CLI,
     ROOT,
     TEST_ID_VARIABLE,
-    _process_table,
     command_line,
     machine_seconds,
+    process_table,
     processes_of_this_test,
     quick_spec,
     warm_servers_of_this_test,
@@ -422,7 +422,7 @@ def test_read_only_commands_start_no_warm_server_and_only_a_ticker_that_starts_r
     from core.cli.main import main
 
     monkeypatch.setattr(processes, "_PREWARMED", {})  # a server looked for by an earlier test: looked for again
-    before = set(_process_table())
+    before = set(process_table())
     for i, command in enumerate((["status"], ["sweeps"], ["runs"], ["status"], ["sweeps"])):
         monkeypatch.setenv("LC_PAPER", f"C.{i}")  # a terminal's differing locale: another server each, before
         assert main([*command, "--store", store.path]) == 0

@@ -10,8 +10,8 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import CPU, quick_spec
 from streamlit.testing.v1 import AppTest
+from support import CPU, quick_spec
 from test_jobs import NO_LIMITS, finished, wait_for
 from test_live_board import more_steps
 from test_live_feed import OWNER_TOKEN, feeds_mounted, open_run, served  # noqa: F401 (a fixture)

@@ -7,7 +7,7 @@ import time
 import zipfile
 
 import pytest
-from conftest import CPU, RECOMPILE_REASONS, quick_spec, torch_records
+from support import CPU, RECOMPILE_REASONS, quick_spec, torch_records
 
 from core.engine.compile_phases import phase_of
 from core.engine.compile_stats import AOT, CODEGEN, DYNAMO, KERNELS, LOWERING, compile_breakdown, compile_note

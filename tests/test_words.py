@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from core.engine import analysis, words
 from core.engine.headline import BUSY, FASTER, NEVER_NO_GAIN, NO_CLEAR_DIFFERENCE, NOT_WITHIN_RUN, SLOWER

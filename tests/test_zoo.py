@@ -5,7 +5,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT
+from support import ROOT
 
 from core.engine.models.networks import build_model, parameter_count
 from core.engine.models.workload import loss_fn

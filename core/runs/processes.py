@@ -13,12 +13,14 @@ the same user reads an environment (and not at all from the sealed app and agent
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from core import PROJECT_ROOT
@@ -51,12 +53,13 @@ WORKER_VARIABLES = frozenset(
         # libpq's own ways to a server without a password in the URL (~/.pgpass is found through HOME)
         "PGPASSFILE", "PGSERVICE", "PGSERVICEFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY",
         "COMPILE_LAB_AGENT", "COMPILE_LAB_AGENT_PID", "COMPILE_LAB_AGENT_TIMEOUT_S",  # a fleet agent's workers
+        "COMPILE_LAB_LAUNCHER",  # a worker's ticker starts the next job the host's way (own_launcher)
     )
 )  # fmt: skip
 WORKER_PREFIXES = (
     "LC_", "CUDA_", "NVIDIA_", "CUBLAS_", "CUDNN_", "NCCL_", "TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_",
     "INDUCTOR_", "TRITON_", "PYTORCH_", "OMP_", "KMP_", "MKL_", "GOMP_", "OPENBLAS_", "MALLOC_",
-    "COMPILE_LAB_TEST_",  # the tests' own: their stand-in launcher, their process guard's marker
+    "COMPILE_LAB_TEST_",  # the tests' own: their process guard's marker
 )  # fmt: skip
 
 
@@ -101,8 +104,32 @@ def store_arguments(store_path: str, env: dict[str, str]) -> list[str]:
     return ["--store", store_path]
 
 
+# A host's own way to start a job's worker, "module:function" (a wrapper for a batch scheduler, or
+# the tests' stand-in that trains nothing), called as launch_worker is and returning the worker's pid.
+# An environment setting, so it holds in every process that starts jobs: the app, a CLI that ticks
+# the queue, a worker's ticker, a fleet's agent. Such jobs never fork from a warm server, so none is
+# started or waited for (prewarm, warming).
+LAUNCHER_SETTING = "COMPILE_LAB_LAUNCHER"
+
+
+def own_launcher() -> Callable[[str, int, str], int] | None:
+    """The launcher COMPILE_LAB_LAUNCHER names, or None for the built-in one (launch_worker)."""
+    value = os.environ.get(LAUNCHER_SETTING, "").strip()
+    if not value:
+        return None
+    module, _, name = value.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name or "launch_worker")
+    except (ImportError, AttributeError) as exc:
+        raise RuntimeError(f"{LAUNCHER_SETTING}={value!r}: {exc}") from exc
+
+
 def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
-    """Start `python -m core.runs.worker` for one job in its own session, so it outlives its parent."""
+    """Start `python -m core.runs.worker` for one job in its own session, so it outlives its parent
+    (or the host's own launcher: own_launcher)."""
+    launcher = own_launcher()
+    if launcher is not None:
+        return launcher(store_path, run_id, device_key)
     log_dir = os.path.join(store_files_dir(store_path), "logs")
     os.makedirs(log_dir, exist_ok=True)
     env = worker_environment(device_key)
@@ -114,11 +141,8 @@ def launch_worker(store_path: str, run_id: int, device_key: str = "cpu") -> int:
         env["TORCH_TRACE"] = compile_trace_dir(store_path, run_id)
     arguments = [*store_arguments(store_path, env), "--run-id", str(run_id)]
     command = [sys.executable, "-m", "core.runs.worker", *arguments]
-    stand_in = os.environ.get("COMPILE_LAB_TEST_LAUNCHER") == "sleep"  # the tests' stand-in, in every process
-    if stand_in:
-        command = [sys.executable, "-c", "import time; time.sleep(120)", "core.runs.worker", str(run_id)]
     with open(os.path.join(log_dir, f"run-{run_id}.log"), "ab") as log:
-        warm = None if stand_in else _start_warm("core.runs.worker:main", arguments, env, log)
+        warm = _start_warm("core.runs.worker:main", arguments, env, log)
         if warm is not None:
             return warm
         proc = subprocess.Popen(
@@ -152,7 +176,7 @@ def prewarm(device_keys: list[str]) -> list[int]:
     """Start the warm server of each lane's worker environment where none runs or starts; the pids
     started. Called only while nothing runs on this host, so a server's imports never overlap a
     measurement (core.runs.queue.tick, a fleet's agent)."""
-    if os.environ.get("COMPILE_LAB_TEST_LAUNCHER") == "sleep":
+    if os.environ.get(LAUNCHER_SETTING, "").strip():
         return []
     started = []
     for key in device_keys:
@@ -188,9 +212,9 @@ _STARTED_SERVERS: dict[str, tuple[int, float]] = {}  # server key -> (pid, when)
 def warming(device_keys: list[str]) -> set[str]:
     """The lanes among `device_keys` whose jobs would fork from a warm server that is still starting
     (it holds its name, importing torch), for at most WARM_WAIT_S of that server's life: their next
-    job waits in the queue for it (core.runs.queue.tick). None with warm starts off, or in the tests'
-    stand-in launcher."""
-    if os.environ.get("COMPILE_LAB_TEST_LAUNCHER") == "sleep":
+    job waits in the queue for it (core.runs.queue.tick). None with warm starts off, or with a launcher
+    of the host's own (own_launcher)."""
+    if os.environ.get(LAUNCHER_SETTING, "").strip():
         return set()
     held = set()
     for key in device_keys:

@@ -239,7 +239,9 @@ def ready(store: Store) -> None:
         ensure_probe(store)
 
 
-_LAUNCH_WORKER = processes.launch_worker  # the real one: a stand-in launcher (tests, benches) starts no server
+# The built-in launcher: a launcher a caller passes to tick, or puts in its place (a bench's that
+# refuses to start anything), starts no warm server; a host's own (COMPILE_LAB_LAUNCHER) neither.
+_LAUNCH_WORKER = processes.launch_worker
 
 
 def _running_here(store: Store, host: str) -> bool:

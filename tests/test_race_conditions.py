@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import QUICK_CLI, ROOT, quick_spec
+from support import QUICK_CLI, ROOT, quick_spec
 
 from core.engine import reading
 from core.runs import queue, race_conditions, worker_cores

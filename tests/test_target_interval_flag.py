@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT
+from support import ROOT
 from test_pages import app, record_probe
 
 from core.cli.main import build_parser

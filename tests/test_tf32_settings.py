@@ -1,13 +1,13 @@
-"""GPU defects of round 2 that are settings a race makes (TF32) and what it measures around them,
-each simulated on a CPU: the state torch creates on a GPU box is built here by hand, and each test
-fails on the code as it was before the fix."""
+"""GPU settings a race makes (TF32) and what it measures around them, each simulated on a CPU: the
+state torch creates on a GPU box is built here by hand, and each test fails on the code as it was
+before the fix."""
 
 import os
 import subprocess
 
 import pytest
 import torch
-from conftest import CPU, quick_spec
+from support import CPU, quick_spec
 
 from core.engine import device_state, variant, words
 from core.engine.compile_stats import CompileStats
