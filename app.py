@@ -1,5 +1,5 @@
 """Compile Lab's server: `streamlit run app.py`. The app itself is streamlit_app.py; this adds the
-live feed's routes beside Streamlit's (app_pages/run_screen/feed_routes.py), so that a talk's audience
+live feed's routes beside Streamlit's (app_pages/run_screen/feed.py), so that a talk's audience
 following one run costs the server one document per refresh, not a script run per viewer. It is
 imported once, as the server starts: it also keeps a flood of one error out of the server's log
 (core/runs/server_log.py), says in it where visitors are told apart by browser alone, and readies
@@ -13,9 +13,12 @@ import logging  # noqa: E402
 
 import streamlit as st  # noqa: E402
 
-from app_pages.run_screen.feed_routes import routes  # noqa: E402
-from core.runs.identity import by_browser_alone  # noqa: E402
-from core.runs.limits import ConfigError, load_host_limits  # noqa: E402
+from app_pages.run_screen.feed import routes  # noqa: E402
+from core.runs.limits import (  # noqa: E402
+    ConfigError,
+    by_browser_alone,  # noqa: E402
+    load_host_limits,
+)
 from core.runs.server_log import guard_repeated_errors  # noqa: E402
 
 guard_repeated_errors()

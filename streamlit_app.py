@@ -12,12 +12,11 @@ from app_pages.common import (
     store,
     tick,
 )
-from app_pages.run_screen.feed_view import sidebar_every
+from app_pages.run_screen.feed import sidebar_every
 from core.runs import fleet, warm_start
 from core.runs.queue import ensure_probe, ready_at_start
-from core.runs.seal import seal_from_workers
-from core.view.fleet import device_type_lines, fleet_summary
-from core.view.job_status import gpu_lines, lane_lines
+from core.runs.race_conditions import seal_from_workers
+from core.view.host_tables import device_type_lines, fleet_summary, gpu_lines, lane_lines
 from core.view.safe_text import markdown_text
 
 seal_from_workers()  # no worker (a model file's code) reads this server's environment from /proc
@@ -52,7 +51,7 @@ def sidebar_status() -> None:
     tick()
     queue = board().queue()  # read once a second for every session of this process
     env = queue.environment
-    hosts = fleet.hosts(store())  # a fleet's store: its boxes run the races (core.view.fleet)
+    hosts = fleet.hosts(store())  # a fleet's store: its boxes run the races (core.view.host_tables)
     if env is None and not hosts:
         ensure_probe(store())  # a queued job: this process never touches the GPU itself
     st.subheader("Device")

@@ -8,9 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import host_limits, store, tick, visitor, visitor_address
-from core.runs import admin, disk_budget, fleet, identity, queue
-from core.view.admin_tables import disk_line, freed_line, lane_rows, last_freed_line, purge_line, run_rows
-from core.view.fleet import fleet_rows
+from core.runs import admin, disk_budget, fleet, queue
+from core.runs import limits as host_rules
+from core.view.host_tables import disk_line, fleet_rows, freed_line, lane_rows, last_freed_line, purge_line, run_rows
 from core.view.safe_text import markdown_text
 
 st.title("Admin")
@@ -47,7 +47,7 @@ if lock_col.button("Lock", width="stretch", help="Forget the token in this sessi
     st.session_state.pop("admin_unlocked", None)
     st.rerun()
 limits = host_limits()
-told_apart = identity.ADDRESSES_SEEN.notice(limits) if limits is not None else None
+told_apart = host_rules.ADDRESSES_SEEN.notice(limits) if limits is not None else None
 if told_apart:
     st.warning(markdown_text(told_apart))
 

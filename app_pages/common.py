@@ -18,17 +18,24 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core.engine import words
 from core.engine.explain import demo_device_problem
-from core.engine.planning import plan_from_summary, plan_sentence
-from core.runs import admin, devices, identity, processes, queue, shared_results
+from core.engine.words import plan_from_summary, plan_sentence
+from core.runs import admin, device_history, fleet, processes, queue
+from core.runs import limits as host_rules
 from core.runs.disk_space import disk_full_message, is_disk_full
-from core.runs.identity import client_address, is_browser_token, owner_of
-from core.runs.limits import ConfigError, HostLimits, load_host_limits
+from core.runs.limits import ConfigError, HostLimits, client_address, is_browser_token, load_host_limits, owner_of
 from core.runs.store import Run, Store, StoreError
-from core.view.job_status import describe
-from core.view.plan_words import plan_caveat
-from core.view.reference import TUTORIAL_SOURCE, reference_rows
-from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot, board_for, snapshot_of
-from core.view.run_screen.store_reader import RunView, expected_steps, run_label
+from core.view.answers import TUTORIAL_SOURCE, reference_rows
+from core.view.compare import plan_caveat
+from core.view.host_tables import describe
+from core.view.run_screen.shared_board import (
+    LiveBoard,
+    LiveSnapshot,
+    RunView,
+    board_for,
+    expected_steps,
+    run_label,
+    snapshot_of,
+)
 from core.view.safe_text import markdown_text
 
 # A per-browser identity: kept in the browser (localStorage, and a cookie of the same name), so every
@@ -37,7 +44,7 @@ from core.view.safe_text import markdown_text
 # with a tab's connection, so a second tab knows its visitor from its first script run; only a
 # browser whose token the server did not know yet (a cookie cleared or refused) answers with it,
 # and that answer costs a rerun, which can swallow a click made in the same instant (it did, in the
-# e2e: a Launch, and a second tab that never followed the visitor's run). See core/runs/identity.py.
+# e2e: a Launch, and a second tab that never followed the visitor's run). See core/runs/limits.py.
 VISITOR_KEY = "compile_lab_visitor"
 _VISITOR_JS = """
 export default function(component) {
@@ -206,7 +213,7 @@ def visitor_address(limits: HostLimits | None) -> str | None:
         return None
     ip, headers = connection_address()
     address = client_address(limits, ip, headers)
-    identity.ADDRESSES_SEEN.note(visitor(), address, ip)  # the Admin page says who is told apart by browser alone
+    host_rules.ADDRESSES_SEEN.note(visitor(), address, ip)  # the Admin page says who is told apart by browser alone
     return address
 
 
@@ -285,8 +292,8 @@ def show_reference() -> None:
 def demo_section(name: str, params: dict, key: str) -> dict | None:
     """The stored measurement of a demo with these parameters on this device, with a button to
     measure (again). Returns the result when one is stored; shows progress while it runs."""
-    run = shared_results.stored_demo(store(), name, params)
-    cannot = demo_device_problem(name, devices.known_caps(store()))
+    run = device_history.stored_demo(store(), name, params)
+    cannot = demo_device_problem(name, fleet.known_caps(store()))
     if cannot and run is None:
         st.warning(f"Not measurable on this device: {cannot}.")
         return None
@@ -332,25 +339,25 @@ def _follow_demo(run_id: int) -> None:
     st.info(f"Measuring: {markdown_text(describe(store(), run))}")
 
 
-def lanes_readying(caps: devices.DeviceCaps | None) -> bool:
+def lanes_readying(caps: fleet.DeviceCaps | None) -> bool:
     """Whether a lane's warm server is still starting (importing torch: core.runs.processes.warming),
     as on a freshly started app: a race launched now would wait for it in the queue, so Launch waits
     for it instead, and then starts its race as quickly as every later one."""
-    return caps is not None and bool(processes.warming(devices.device_lanes(caps)))
+    return caps is not None and bool(processes.warming(fleet.device_lanes(caps)))
 
 
 def wait_for_device() -> None:
     """Until the device probe has answered and the lanes' warm servers are ready, re-check every
     second and redraw the page once they are (Launch and Measure need to know which device's queue a
     job joins; a job started before its server is ready waits for it)."""
-    caps = devices.known_caps(store())
+    caps = fleet.known_caps(store())
     if caps is not None and not lanes_readying(caps):
         return
 
     @st.fragment(run_every=1.0)
     def _poll() -> None:
         tick()
-        known = devices.known_caps(store())
+        known = fleet.known_caps(store())
         if known is not None and not lanes_readying(known):
             st.rerun()
 

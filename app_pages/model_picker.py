@@ -1,6 +1,6 @@
 """The Race form's model selector: the zoo, timm (type-ahead over its names), Hugging Face (a text
 box) or the visitor's own file (where the host allows it), with the model's parameters and input
-shown before launch. UI only: what it offers and says is computed in core.view.model_choice, and
+shown before launch. UI only: what it offers and says is computed in core.view.race_form, and
 facts come from lookup jobs (core.runs.model_catalog), so this process never imports torch.
 
 The chosen model lives in st.session_state.form_model (and form_model_file), like every field of
@@ -18,7 +18,7 @@ from core.engine.models.sources import default_batch_size, source_of
 from core.engine.spec import Problem
 from core.runs.limits import HostLimits
 from core.runs.model_catalog import Lookup, lookup_model, model_names, save_model_file
-from core.view import model_choice
+from core.view import race_form
 from core.view.safe_text import markdown_text
 
 
@@ -31,9 +31,9 @@ def _choose(model: str, model_file: str | None = None) -> None:
 def _switch_source(limits: HostLimits) -> None:
     source = st.session_state.pick_source
     if source == "file":
-        _choose(*st.session_state.get("uploaded_model", (model_choice.DEFAULT_MODEL["file"], None)))
+        _choose(*st.session_state.get("uploaded_model", (race_form.DEFAULT_MODEL["file"], None)))
     else:
-        _choose(model_choice.default_model(source, limits, st.session_state.get("timm_names")))
+        _choose(race_form.default_model(source, limits, st.session_state.get("timm_names")))
 
 
 def _set(key: str, value) -> None:
@@ -60,14 +60,14 @@ def _picker(column, limits: HostLimits, help_text: str | None = None) -> list[Pr
     # The widgets follow form_model when something else set it (first render, a link, a preset, a
     # callback); otherwise they keep what the visitor typed, even a name that is not valid yet.
     follow = st.session_state.get("picker_model") != model
-    sources = model_choice.sources_offered(limits) or ["zoo"]
+    sources = race_form.sources_offered(limits) or ["zoo"]
     source = source_of(model)
     if follow or st.session_state.get("pick_source") not in sources:
         _set("pick_source", source if source in sources else sources[0])
     column.radio(
         "Model from",
         sources,
-        format_func=model_choice.SOURCE_LABELS.get,
+        format_func=race_form.SOURCE_LABELS.get,
         key="pick_source",
         horizontal=True,
         help=SOURCE_HELP,
@@ -75,18 +75,18 @@ def _picker(column, limits: HostLimits, help_text: str | None = None) -> list[Pr
         args=(limits,),
     )
     source = st.session_state.pick_source
-    note = model_choice.source_note(source)
+    note = race_form.source_note(source)
     if note:
         column.info(note)
         return [Problem("model", note)]
     if source == "zoo":
-        options = model_choice.zoo_options(limits) or ["pointwise_mlp"]
+        options = race_form.zoo_options(limits) or ["pointwise_mlp"]
         if follow or st.session_state.get("pick_zoo") not in options:
             _set("pick_zoo", model if model in options else options[0])
         column.selectbox(
             "Model",
             options,
-            format_func=model_choice.zoo_label,
+            format_func=race_form.zoo_label,
             key="pick_zoo",
             help=help_text,
             on_change=lambda: _choose(st.session_state.pick_zoo),
@@ -103,7 +103,7 @@ def _picker(column, limits: HostLimits, help_text: str | None = None) -> list[Pr
             column.error(markdown_text(listing.message))
             return [Problem("model", listing.message)]
         st.session_state.timm_names = listing.names
-        options = model_choice.library_options(listing.names, limits)
+        options = race_form.library_options(listing.names, limits)
         if not options:
             return [Problem("model", "this host allows none of timm's models")]
         if follow or st.session_state.get("pick_timm") not in options:
@@ -119,8 +119,8 @@ def _picker(column, limits: HostLimits, help_text: str | None = None) -> list[Pr
     elif source == "hf":
         if follow or "pick_hf" not in st.session_state:
             _set("pick_hf", model.removeprefix("hf:") if source_of(model) == "hf" else "gpt2")
-        column.text_input("Hugging Face model", key="pick_hf", help=model_choice.hf_help())
-        typed, problem = model_choice.hf_model_from_text(st.session_state.pick_hf)
+        column.text_input("Hugging Face model", key="pick_hf", help=race_form.hf_help())
+        typed, problem = race_form.hf_model_from_text(st.session_state.pick_hf)
         if problem:
             column.caption(markdown_text(problem))  # it quotes what was typed
             return [Problem("model", problem)]
@@ -151,7 +151,7 @@ def _show_facts(column, limits: HostLimits) -> list[Problem]:
     model, model_file = st.session_state.form_model, st.session_state.get("form_model_file")
     asker = {"asker": visitor(), "address": visitor_address(limits)}  # the cap on one visitor's waiting lookups
     lookup = lookup_model(store(), model, model_file, limits, **asker)
-    kind, text = model_choice.facts_line(lookup, store())
+    kind, text = race_form.facts_line(lookup, store())
     # A lookup's answer can carry a name from a link (hf:www.example.com/x) or a model file's exception text.
     if kind == "ok":
         column.caption(markdown_text(text))

@@ -19,13 +19,12 @@ from app_pages.common import (
 from app_pages.device_races import chosen_pin, compared_ids, device_type_chooser, every_gpu_type_button, show_comparison
 from app_pages.model_picker import model_picker
 from app_pages.replay_panel import active_replay, replay_picker, show_replay
-from app_pages.run_screen.feed_view import show_live_feed, use_feed
+from app_pages.run_screen.feed import show_live_feed, use_feed
 from app_pages.run_screen.show import PHONE_TITLE_CSS, PRESENTER_CSS, hand_on_downloads, show_run
-from core.engine.options import Option
 from core.engine.race_estimates import duration_note
-from core.engine.spec import SpecError, validate
+from core.engine.spec import Option, SpecError, validate
 from core.engine.summary import BUSY
-from core.runs import devices, estimates, queue, shared_results
+from core.runs import device_history, fleet, queue
 from core.runs.limits import HostLimits
 from core.runs.store import id_from_text
 from core.runs.store.records import unreadable_runs_text
@@ -34,42 +33,40 @@ from core.view.race_form import (
     CPU_BREAK_EVEN_HELP,
     CPU_BREAK_EVEN_LABEL,
     CPU_BREAK_EVEN_PRESET,
+    DEMO_LEAD,
+    MORE_SETTINGS,
+    STORY,
     default_spec,
+    first_screen,
     fit_to_device,
+    form_help,
     form_spec,
     link_base,
     link_configures,
     missing_run_text,
+    more_settings,
     notes_still_true,
     number_help,
     number_range,
     race_promise,
+    row_widths,
     scope_label,
     shared_result_text,
     spec_from_query,
     spec_to_query,
+    split_unavailable,
     time_limit_note,
     unavailable_options,
     unavailable_summary,
     within_limits,
 )
-from core.view.race_form_layout import (
-    DEMO_LEAD,
-    MORE_SETTINGS,
-    STORY,
-    first_screen,
-    form_help,
-    more_settings,
-    row_widths,
-    split_unavailable,
-)
-from core.view.race_form_layout import rows as layout_rows
-from core.view.run_screen import cadence, layout
-from core.view.run_screen.shared_board import VIEWER_REFRESH_S, viewer_refresh_s, yield_to_measurements
+from core.view.race_form import rows as layout_rows
+from core.view.run_screen import layout
+from core.view.run_screen.shared_board import VIEWER_REFRESH_S, refresh_s, viewer_refresh_s, yield_to_measurements
 from core.view.safe_text import markdown_text
 
 owner = visitor()
-caps = devices.known_caps(store())
+caps = fleet.known_caps(store())
 readying = lanes_readying(caps)  # a freshly started app's warm servers, still importing torch
 limits = host_limits()  # None (said on the page) when the host's configuration is broken
 
@@ -200,7 +197,7 @@ def widget(option: Option, column):
 
 
 def draw_rows(options: list[Option], blocked: dict) -> None:
-    """The options' widgets, row by row as their table rows place them (core.view.race_form_layout)."""
+    """The options' widgets, row by row as their table rows place them (core.view.race_form)."""
     for row, placed in layout_rows(options).items():
         columns = st.columns(row_widths(row, placed))
         for option in placed:
@@ -221,8 +218,8 @@ def fold_and_launch(preset: dict | None = None) -> None:
         if problems:
             raise SpecError(problems)
         pin = chosen_pin(spec, caps)  # the fleet's device type chosen in the form: its host and lane
-        offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s, **pin) if caps else None
-        if offer is not None and shared_results.reuse_automatically(store(), offer, limits):
+        offer = device_history.recent_result(store(), spec, caps, limits.reuse_within_s, **pin) if caps else None
+        if offer is not None and device_history.reuse_automatically(store(), offer, limits):
             st.session_state.reuse_note = (offer.id, shared_result_text(offer))
             follow(offer.id)
             return
@@ -296,11 +293,11 @@ if not present:  # presenter mode: one run in focus, no configuration
         pin = device_type_chooser(spec, caps)  # in a fleet with GPUs: which type ({} any, or no fleet)
         offer = None  # the same race, finished recently on this device: shown at once instead of measured again
         if limits is not None and caps is not None and not problems:
-            offer = shared_results.recent_result(store(), spec, caps, limits.reuse_within_s, **pin)
+            offer = device_history.recent_result(store(), spec, caps, limits.reuse_within_s, **pin)
         if offer is not None:
             st.info(f"{markdown_text(shared_result_text(offer))}: show it, or measure again with Launch.")
             st.button("Show it", key="show_shared", on_click=follow, args=(offer.id,))
-        estimate = estimates.race_estimate(store(), spec, caps, **pin)
+        estimate = device_history.race_estimate(store(), spec, caps, **pin)
         st.markdown(race_promise(spec, caps, estimate))
         if time_limit_note(estimate, limits):
             st.warning(time_limit_note(estimate, limits))
@@ -333,9 +330,9 @@ def refresh_every(run, me: str, counts: dict | None) -> float:
     """How often this tab's live view refreshes: every second for the run's owner; for a viewer the
     same, until the audience is large enough that the server would fall behind
     (core.view.run_screen.shared_board.viewer_refresh_s: 50 viewers, every 1.5 s). While steps are
-    timed and drawn, every 3 s at the most for everyone (core.view.run_screen.cadence: watching costs
+    timed and drawn, every 3 s at the most for everyone (core.view.run_screen.shared_board: watching costs
     the race); `counts`: the steps the view has of each variant."""
-    timed = cadence.refresh_s(run, counts)
+    timed = refresh_s(run, counts)
     if run.owner == me:
         return max(VIEWER_REFRESH_S, timed)
     return max(viewer_refresh_s(board().audience(run.id), st.session_state.get("live_every")), timed)

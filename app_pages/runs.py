@@ -21,11 +21,22 @@ from core.runs import queue
 from core.runs.bundle import AlreadyImported, BundleError, import_bundle, read_bundle
 from core.runs.run_files import bundle_text
 from core.runs.store.records import unreadable_runs_text
-from core.view import answers, overlay_charts
-from core.view.compare import TABLE_COLUMNS, column_headings, comparison_labels, csv_frame, run_name, shown_columns
-from core.view.comparison_words import comparison_rows, comparison_words
-from core.view.job_status import describe
-from core.view.runs_table import FILTERS, runs_page
+from core.view import answers
+from core.view.compare import (
+    FILTERS,
+    TABLE_COLUMNS,
+    column_headings,
+    comparison_labels,
+    comparison_rows,
+    comparison_words,
+    csv_frame,
+    overlay_cumulative_chart,
+    overlay_step_chart,
+    run_name,
+    runs_page,
+    shown_columns,
+)
+from core.view.host_tables import describe
 from core.view.safe_text import csv_text, markdown_text
 
 owner = visitor()
@@ -113,8 +124,8 @@ if table_page.options["status"]:
             steps = pd.concat(frames, ignore_index=True)
             st.caption("Colour tells the runs apart, the line style the variant: solid eager, dashed compiled.")
             left, right = st.columns(2)
-            left.altair_chart(overlay_charts.overlay_step_chart(steps), width="stretch")
-            right.altair_chart(overlay_charts.overlay_cumulative_chart(steps), width="stretch")
+            left.altair_chart(overlay_step_chart(steps), width="stretch")
+            right.altair_chart(overlay_cumulative_chart(steps), width="stretch")
     for run in chosen:
         a, b, c = st.columns([2, 1, 1])
         damaged = run_view(run).damaged

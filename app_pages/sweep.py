@@ -12,24 +12,38 @@ from app_pages.common import (
     visitor_address,
     wait_for_device,
 )
-from core.engine.models.zoo import MODELS
+from core.engine.models.sources import MODELS
 from core.engine.spec import SpecError
-from core.runs import devices, queue, sweeps
+from core.runs import fleet, queue, sweeps
 from core.runs.store import id_from_text
-from core.view import answers, sweep_charts
+from core.view import answers
 from core.view import sweep as view
-from core.view import sweep_form as form
+from core.view.answers import regional_reference_rows
 from core.view.race_form import CHOICES, describe_duration, scope_label
-from core.view.reference import regional_reference_rows
 from core.view.safe_text import markdown_text
+from core.view.sweep import (
+    BREAK_EVEN_TITLE,
+    NO_AXIS,
+    axis_choices,
+    axis_options,
+    base_options,
+    chart_specs,
+    default_sweep,
+    estimate_sweep_seconds,
+    form_sweep,
+    reset_axis_values,
+    sweep_to_state,
+    tidy_axes,
+    time_limit_points,
+)
 
 owner = visitor()
-caps = devices.known_caps(store())
+caps = fleet.known_caps(store())
 limits = host_limits()  # None (said on the page) when the host's configuration is broken
 if limits is None:
     st.stop()
 if "sweep_model" not in st.session_state:
-    st.session_state.update(form.sweep_to_state(form.default_sweep(caps, limits)))
+    st.session_state.update(sweep_to_state(default_sweep(caps, limits)))
 
 st.title("Sweep: how the payoff moves")
 st.caption("One model, one or two axes: every point is a race of its own, queued one after another.")
@@ -46,9 +60,7 @@ def followed_sweep() -> int | None:
 
 def choose(field: str, label: str, column, fmt=str) -> None:
     """A selectbox offering only what this device (and host) can run with the rest of the form."""
-    options = list(form.axis_options(field, caps, form.form_sweep(st.session_state).base, limits)) or list(
-        CHOICES[field]
-    )
+    options = list(axis_options(field, caps, form_sweep(st.session_state).base, limits)) or list(CHOICES[field])
     if st.session_state.get(f"sweep_{field}") not in options:
         st.session_state[f"sweep_{field}"] = options[0]
     # A None choice (no target) reads as "no selection" to Streamlit: its words are the placeholder then,
@@ -58,9 +70,9 @@ def choose(field: str, label: str, column, fmt=str) -> None:
 
 
 with st.expander("Configure a sweep", expanded=followed_sweep() is None):
-    axis_errors = form.tidy_axes(st.session_state, caps, limits)
+    axis_errors = tidy_axes(st.session_state, caps, limits)
     swept = {st.session_state.get("sweep_axis1"), st.session_state.get("sweep_axis2")}
-    shown = [o for o in form.base_options() if o.name not in swept]  # an axis' own field is hidden while swept
+    shown = [o for o in base_options() if o.name not in swept]  # an axis' own field is hidden while swept
     # The first row's first box is twice as wide: the model with its size ("pointwise_mlp (0.14 M
     # params)") does not fit a quarter of the form at 1280x720; four to a row after it.
     first = list(st.columns([2, 1, 1])) if shown else []
@@ -79,18 +91,18 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
             next(columns).number_input(option.label, int(option.min), int(option.max), key=f"sweep_{option.name}")
     for i in (1, 2):
         left, right = st.columns([1, 3])
-        options = form.axis_choices() if i == 1 else [form.NO_AXIS, *form.axis_choices(st.session_state.sweep_axis1)]
-        left.selectbox(f"Axis {i}", options, key=f"sweep_axis{i}", on_change=form.reset_axis_values,
+        options = axis_choices() if i == 1 else [NO_AXIS, *axis_choices(st.session_state.sweep_axis1)]
+        left.selectbox(f"Axis {i}", options, key=f"sweep_axis{i}", on_change=reset_axis_values,
                        args=(st.session_state, i, caps, limits))  # fmt: skip
         name = st.session_state[f"sweep_axis{i}"]
         if sweeps.whole_numbers(name):
             right.text_input(f"{sweeps.AXES[name][0].capitalize()}s (comma-separated)", key=f"sweep_text{i}")
-        elif name != form.NO_AXIS:
-            allowed = form.axis_options(name, caps, form.form_sweep(st.session_state).base, limits)
+        elif name != NO_AXIS:
+            allowed = axis_options(name, caps, form_sweep(st.session_state).base, limits)
             right.multiselect(f"{sweeps.AXES[name][0].capitalize()} values", allowed, key=f"sweep_values{i}")
         if i in axis_errors:
             right.error(markdown_text(axis_errors[i]))  # it quotes what the visitor typed
-    sweep = form.form_sweep(st.session_state)
+    sweep = form_sweep(st.session_state)
     problems = sweeps.sweep_problems(sweep, caps, limits)
     for problem in problems:
         st.error(markdown_text(f"{problem.field.replace('_', ' ')}: {problem.message}"))
@@ -100,9 +112,9 @@ with st.expander("Configure a sweep", expanded=followed_sweep() is None):
     launch_col, hint_col = st.columns([1, 4])
     launched = launch_col.button("Launch sweep", type="primary", disabled=bool(problems) or caps is None)
     if not problems:
-        low, high = form.estimate_sweep_seconds(sweep, caps)
+        low, high = estimate_sweep_seconds(sweep, caps)
         hint_col.caption(f"{len(sweep.points())} races, one after another: {describe_duration(low, high)} (rough).")
-        past_limit = form.time_limit_points(sweep, caps, limits)
+        past_limit = time_limit_points(sweep, caps, limits)
         if past_limit:
             st.warning(markdown_text(past_limit))  # the point labels are the sweep's own values
 
@@ -181,9 +193,9 @@ def live(sweep_id: int) -> None:
         link = f" Try [{markdown_text(nxt.race.label)}]({nxt.race.link})." if nxt.race else ""
         st.markdown(f"**Next:** {markdown_text(nxt.text)}{link}")
     note = view.break_even_note(frame)
-    for column, spec in zip(st.columns(2) * 2, sweep_charts.chart_specs(sweep, frame)):
+    for column, spec in zip(st.columns(2) * 2, chart_specs(sweep, frame)):
         if spec is None:  # no point has a break-even to draw: its place says why instead of an empty chart
-            column.markdown(f"**{sweep_charts.BREAK_EVEN_TITLE}**")
+            column.markdown(f"**{BREAK_EVEN_TITLE}**")
             column.caption(note or "")
             note = None
         else:

@@ -4,8 +4,8 @@ import streamlit as st
 
 from app_pages.common import demo_section, store, visitor, wait_for_device
 from core.engine.explain import CODEGEN_FUNCTIONS, DEMOS, FUSION_OP_SETS, PAGE_PARAMS
+from core.view import explainers
 from core.view.answers import latest_cause
-from core.view.explain import caches, codegen, fusion, graphs, overhead
 from core.view.safe_text import markdown_text
 
 st.title("Under the hood")
@@ -37,17 +37,17 @@ with fusion_tab:
     op_set = st.radio("Ops in the chain", list(FUSION_OP_SETS), format_func=FUSION_OP_SETS.get, horizontal=True)
     result = demo_section("fusion", {**PAGE_PARAMS["fusion"], "op_set": op_set}, key=f"fusion_{op_set}")
     if result:
-        shows, verdict = fusion.fusion_verdict(result)
+        shows, verdict = explainers.fusion_verdict(result)
         (st.success if shows else st.warning)(verdict)
         k = st.select_slider(
             "Ops in the chain (k)", [row["k"] for row in result["rows"]], value=result["rows"][-1]["k"]
         )
         left, right = st.columns(2)
-        left.altair_chart(fusion.fusion_time_chart(result, k), width="stretch")
-        right.altair_chart(fusion.fusion_bandwidth_chart(result, k), width="stretch")
-        st.markdown(fusion.fusion_sentence(result, k))
-        st.caption(fusion.fusion_measurement_note(result))
-        st.dataframe(fusion.fusion_rows(result), hide_index=True, width="stretch")
+        left.altair_chart(explainers.fusion_time_chart(result, k), width="stretch")
+        right.altair_chart(explainers.fusion_bandwidth_chart(result, k), width="stretch")
+        st.markdown(explainers.fusion_sentence(result, k))
+        st.caption(explainers.fusion_measurement_note(result))
+        st.dataframe(explainers.fusion_rows(result), hide_index=True, width="stretch")
 
 with overhead_tab:
     st.markdown(
@@ -60,15 +60,15 @@ with overhead_tab:
     your_race()
     result = demo_section("overhead", PAGE_PARAMS["overhead"], key="overhead")
     if result:
-        readings = overhead.overhead_readings(result)
+        readings = explainers.overhead_readings(result)
         st.markdown(f"**1. The same chain on {result['tiny']['numel']} floats: cost per op, cost per call**")
-        st.dataframe(overhead.overhead_tiny_rows(result), hide_index=True, width="stretch")
+        st.dataframe(explainers.overhead_tiny_rows(result), hide_index=True, width="stretch")
         st.markdown(readings.get("tiny", ""))
         st.markdown("**2. A small MLP as the batch grows**")
-        st.altair_chart(overhead.overhead_batch_chart(result), width="stretch")
+        st.altair_chart(explainers.overhead_batch_chart(result), width="stretch")
         st.markdown(readings.get("batch", ""))
         st.markdown("**3. CUDA graphs: one launch for the whole sequence**")
-        st.markdown(overhead.overhead_cuda_graphs_text(result))
+        st.markdown(explainers.overhead_cuda_graphs_text(result))
 
 with graphs_tab:
     st.markdown(
@@ -80,18 +80,18 @@ with graphs_tab:
     )
     result = demo_section("graphs", PAGE_PARAMS["graphs"], key="graphs")
     if result:
-        st.dataframe(graphs.graph_rows(result), hide_index=True, width="stretch")
+        st.dataframe(explainers.graph_rows(result), hide_index=True, width="stretch")
         for example in result["examples"]:
-            with st.expander(f"{example['title']}: {graphs.graph_summary(example)}"):
+            with st.expander(f"{example['title']}: {explainers.graph_summary(example)}"):
                 st.code(example["source"], language="python", line_numbers=True)
-                for text in graphs.break_texts(example):
+                for text in explainers.break_texts(example):
                     st.markdown(text)
                 st.markdown("**Captured graphs** (what the compiler sees)")
                 for code in example["explain"].get("graphs", []):
                     st.code(code, language="python")
-                st.markdown(graphs.fullgraph_text(example))
+                st.markdown(explainers.fullgraph_text(example))
                 if example.get("fixed"):
-                    st.markdown(f"**The fixed version**: {graphs.graph_summary(example['fixed'])}")
+                    st.markdown(f"**The fixed version**: {explainers.graph_summary(example['fixed'])}")
                     st.code(example["fixed"]["source"], language="python")
 
 with codegen_tab:
@@ -104,12 +104,12 @@ with codegen_tab:
     result = demo_section("codegen", {**PAGE_PARAMS["codegen"], "function": choice}, key=f"codegen_{choice}")
     if result:
         st.code(result["source"], language="python")
-        st.markdown(codegen.codegen_sentence(result))
+        st.markdown(explainers.codegen_sentence(result))
         kernel = result["generated"].get("first_kernel") or {}
         lang = "cpp" if result["generated"].get("language") == "C++" else "python"
         if kernel:
             st.markdown(f"**The fused region**: `{kernel['name']}` (lines {kernel['start_line']}-{kernel['end_line']})")
-            st.code(codegen.numbered_source(kernel["source"], kernel.get("start_line")), language=lang)
+            st.code(explainers.numbered_source(kernel["source"], kernel.get("start_line")), language=lang)
         with st.expander("The whole generated module"):
             st.code(result["generated"]["module_source"], language="python", line_numbers=True)
 
@@ -124,10 +124,10 @@ with caches_tab:
     )
     result = demo_section("caches", PAGE_PARAMS["caches"], key="caches")
     if result:
-        st.altair_chart(caches.caches_chart(result), width="stretch")
-        st.caption(caches.caches_wall_vs_phases(result) or "")
-        st.markdown(caches.portable_words(result) or "")
-        st.dataframe(caches.cache_phase_rows(result), hide_index=True, width="stretch")
+        st.altair_chart(explainers.caches_chart(result), width="stretch")
+        st.caption(explainers.caches_wall_vs_phases(result) or "")
+        st.markdown(explainers.portable_words(result) or "")
+        st.dataframe(explainers.cache_phase_rows(result), hide_index=True, width="stretch")
         st.markdown("**Recompilation when shapes change**")
-        st.dataframe(caches.recompile_rows(result), hide_index=True, width="stretch")
-        st.caption(caches.recompile_note(result) or "")
+        st.dataframe(explainers.recompile_rows(result), hide_index=True, width="stretch")
+        st.caption(explainers.recompile_note(result) or "")

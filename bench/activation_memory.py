@@ -1,5 +1,5 @@
 """What one training sample of each zoo model keeps for its backward pass: the figure behind the zoo
-rows' `activation_bytes` (core.engine.models.zoo) and the memory guard (core.engine.race_memory).
+rows' `activation_bytes` (core.engine.models.sources) and the memory guard (core.engine.race_memory).
 
 For each model at its default input size, in training mode: one forward and loss at batch B1 and at
 B2, counting every tensor autograd saves for backward (torch.autograd.graph.saved_tensors_hooks),
@@ -21,12 +21,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import torch  # noqa: E402
+import torch
 
-from core.engine.models.networks import build_model  # noqa: E402
-from core.engine.models.workload import loss_fn  # noqa: E402
-from core.engine.models.zoo import MODELS  # noqa: E402
-from core.engine.models.zoo_workload import random_batch  # noqa: E402
+from core.engine.models.sources import MODELS
+from core.engine.models.workload import build_model, loss_fn, random_batch
 
 
 def saved_bytes(name: str, batch: int) -> int:

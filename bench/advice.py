@@ -33,10 +33,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from core.cli.race_flags import spec_flags  # noqa: E402
-from core.engine.recommend import COMPILE_DOWN, RECOMPILES_GONE, STEP_FASTER  # noqa: E402
-from core.engine.spec import RunSpec  # noqa: E402
-from core.view.answers import finished_answers  # noqa: E402
+from core.cli.races import spec_flags
+from core.engine.recommend import COMPILE_DOWN, RECOMPILES_GONE, STEP_FASTER
+from core.engine.spec import RunSpec
+from core.view.answers import finished_answers
 
 # name -> the race's flags beyond the common ones: zoo models, precisions, modes, scopes, shapes.
 CONFIGS = {

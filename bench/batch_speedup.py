@@ -24,13 +24,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import torch  # noqa: E402
+import torch
 
-from core.engine import analysis, planning  # noqa: E402
-from core.engine.data import BatchSource  # noqa: E402
-from core.engine.models.networks import build_model  # noqa: E402
-from core.engine.models.workload import loss_fn  # noqa: E402
-from core.engine.spec import RunSpec  # noqa: E402
+from core.engine import analysis, words
+from core.engine.models.workload import build_model, loss_fn
+from core.engine.spec import RunSpec
+from core.engine.variant import BatchSource
 
 SIZES = {"pointwise_mlp": (64, 256, 1024, 4096), "resnet18": (16, 32, 64, 128)}
 
@@ -92,7 +91,7 @@ def main() -> None:
                 f"{s.speedup:>8.2f}x ({s.ci_low:.2f}-{s.ci_high:.2f}) {s.verdict:<20}"
                 f"{row['first_compiled_s']:>8.1f} s   (load {os.getloadavg()[0]:.1f})"
             )
-        reading = planning.regime([r["batch"] for r in rows], [r["speed"].eager_median_s for r in rows])
+        reading = words.regime([r["batch"] for r in rows], [r["speed"].eager_median_s for r in rows])
         print("   regime: " + (reading.text if reading else "no clear regime from these step times"))
 
 

@@ -25,10 +25,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from core.engine.spec import RunSpec  # noqa: E402
-from core.runs import fleet, queue  # noqa: E402
-from core.runs.limits import HostLimits  # noqa: E402
-from core.runs.store import Store  # noqa: E402
+from core.engine.spec import RunSpec
+from core.runs import fleet, queue
+from core.runs.limits import HostLimits
+from core.runs.store import Store
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -28,16 +28,15 @@ from collections.abc import Callable, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.nn import functional as F  # noqa: E402
+import torch
+from torch import nn
+from torch.nn import functional as F
 
-from core.engine.data import Batch, BatchSource  # noqa: E402
-from core.engine.device_state import precision_settings  # noqa: E402
-from core.engine.models.networks import build_model  # noqa: E402
-from core.engine.models.zoo import FEATURES, MODELS, NUM_CLASSES  # noqa: E402
-from core.engine.spec import DeviceCaps, RunSpec, check  # noqa: E402
-from core.engine.variant import VariantRun  # noqa: E402
+from core.engine.device_state import precision_settings
+from core.engine.models.sources import FEATURES, MODELS, NUM_CLASSES
+from core.engine.models.workload import build_model
+from core.engine.spec import DeviceCaps, RunSpec, check
+from core.engine.variant import Batch, BatchSource, VariantRun
 
 GOAL = 1.03
 BOOTSTRAP_RESAMPLES = 2000

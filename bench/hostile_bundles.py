@@ -36,7 +36,7 @@ VIEWS = 3  # each page opened this many times; the median time is shown
 PREPARE = r"""
 import io, json, os, sys, time
 sys.path.insert(0, os.getcwd())
-from core.runs import devices
+from core.runs import fleet as devices
 from core.runs.bundle import BundleError, import_bundle, read_bundle
 from core.runs.store import Store
 store_path, lists = sys.argv[1], int(sys.argv[2])

@@ -14,7 +14,7 @@ then cancels the race and waits for its worker to be gone. One race per app firs
 runs the device probe and, in the warm app, is the idle tick that starts the warm server.
 
 Then a replicate's start: a replicate of the default race through the app's own path
-(core.runs.replicate_process.start_replicate, from the race's compile cache), started cold (warm
+(core.runs.processes.start_replicate, from the race's compile cache), started cold (warm
 starts off) and forked warm, in turns; from the start to its first timed step (the model and
 batches behind it), how much of that was the process start itself, and to its first counted step
 (its first block of each variant, the warm compile and the process's one-time costs, is dropped).
@@ -40,8 +40,8 @@ import time
 
 from viewers import ROOT, free_port, launch_browser, load_average  # noqa: F401  (viewers puts the repo on sys.path)
 
-from core.runs import processes, queue, warm_start  # noqa: E402
-from core.runs.store import Store  # noqa: E402
+from core.runs import processes, queue, warm_start
+from core.runs.store import Store
 
 ARMS = {"cold": "off", "warm": "on"}
 GOAL_FIRST_CHART_S = 2.0
@@ -79,7 +79,7 @@ class App:
             warm_start.SETTING: ARMS[arm],
         }
         self.env.pop("COMPILE_LAB_CONFIG", None)
-        probe = "import torch; from core.engine.cpu_probe import probe_cpu_vector_isa as p; p(torch.device('cpu'), 'inductor')"
+        probe = "import torch; from core.engine.device_state import probe_cpu_vector_isa as p; p(torch.device('cpu'), 'inductor')"
         if fresh:
             subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=self.env, check=True, capture_output=True)
         self.started = time.time()  # the app's start: what a first Launch may have readied since
@@ -225,11 +225,11 @@ REPLICATE_STEPS = 10  # timed steps per variant: the start is measured, not the 
 
 
 def replicate_once(arm: str, env: dict, cache_dir: str) -> dict:
-    """One replicate of the default race through the app's own path (core.runs.replicate_process:
+    """One replicate of the default race through the app's own path (core.runs.processes:
     start_replicate, warm where the server of `env` is ready; cold with warm starts off), from the
     race's compile cache: its timeline from the start, in seconds."""
     from core.engine.spec import RunSpec
-    from core.runs.replicate_process import RESULT_PREFIX, start_replicate
+    from core.runs.processes import RESULT_PREFIX, start_replicate
 
     sent = time.time()
     job = {

@@ -16,10 +16,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
-from core.runs import queue  # noqa: E402
-from core.runs.limits import HostLimits  # noqa: E402
-from core.runs.store import Store  # noqa: E402
+from core.engine.spec import DeviceCaps, RunSpec
+from core.runs import queue
+from core.runs.limits import HostLimits
+from core.runs.store import Store
 
 
 def main(argv: list[str] | None = None) -> None:

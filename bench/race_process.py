@@ -60,7 +60,7 @@ def submitted_race(spec, store_path: str) -> dict:
     """One race as the app runs it (`python -m core submit --wait --json` into `store_path`): its
     summary (empty when it failed), wall time from submit to result, and the error, if any."""
     sys.path.insert(0, ROOT)
-    from core.cli.race_flags import spec_flags
+    from core.cli.races import spec_flags
 
     start = time.perf_counter()
     command = [sys.executable, "-m", "core", "submit", "--store", store_path, "--wait", "--json", *spec_flags(spec)]

@@ -21,8 +21,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from core.engine import words  # noqa: E402
-from core.runs.race_script import script_text  # noqa: E402
+from core.engine import words
+from core.runs.race_script import script_text
 
 
 def load() -> str:

@@ -2,7 +2,7 @@
 default CPU race and five of the CPU break-even demo, each with --target-interval 0.03, each as the
 app runs it (queued and run by the app's worker) and each in a store of its own, so no race learns
 from another: its interval rests on the processes it ran itself (the first, then replicates until
-±3% or its maximum) with only the assumed run-to-run spread as a prior (core.engine.replicates).
+±3% or its maximum) with only the assumed run-to-run spread as a prior (core.engine.intervals).
 
 For each configuration it prints a table (per race: steady speedup, 95% interval, the ± it reached,
 how many processes ran and how many it rests on, verdict, wall time from submit to result, the machine's load before
@@ -32,10 +32,10 @@ from statistics import median
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from race_process import stop_warm_server, submitted_race, warm_server  # noqa: E402
+from race_process import stop_warm_server, submitted_race, warm_server
 
-from core.engine.headline import FASTER, SLOWER  # noqa: E402
-from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec  # noqa: E402
+from core.engine.summary import FASTER, SLOWER
+from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec
 
 
 def configurations(quick: bool, target: float) -> dict[str, object]:

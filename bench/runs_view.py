@@ -2,7 +2,7 @@
 long run (390,000 events) costs each session that opens it: as the page read them before, and now.
 
 1. The table. Before: the 1,000 newest races whole (every summary holds each step time), a table row
-   each, then 5,000 runs of any kind whole for the numbering note. Now: core.view.runs_table.runs_page
+   each, then 5,000 runs of any kind whole for the numbering note. Now: core.view.compare.runs_page
    (three small columns of every run, the settings of races not seen yet, one page whole), cold (a
    fresh process) and warm (any later view, from any session), unfiltered and filtered.
 2. A long run reopened. Before: each session read all its events into a view of its own and built
@@ -30,15 +30,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-import pandas as pd  # noqa: E402
-from store_fill import fill_long_run, fill_runs  # noqa: E402
+import pandas as pd
+from store_fill import fill_long_run, fill_runs
 
-from core.runs.bundle import export_bundle  # noqa: E402
-from core.runs.store import Store  # noqa: E402
-from core.view import runs_table  # noqa: E402
-from core.view.compare import shown_columns, table_row  # noqa: E402
-from core.view.run_screen.shared_board import LiveBoard  # noqa: E402
-from core.view.run_screen.store_reader import RunView, expected_steps  # noqa: E402
+from core.runs.bundle import export_bundle
+from core.runs.store import Store
+from core.view import compare
+from core.view.compare import shown_columns, table_row
+from core.view.run_screen.shared_board import LiveBoard, RunView, expected_steps
 
 
 def cost(fn, repeat: int = 3) -> tuple[float, float]:
@@ -67,8 +66,8 @@ def table_before(store: Store) -> None:
 
 def table_now(store: Store, wanted: dict | None = None, page: int = 1, cold: bool = False) -> None:
     if cold:
-        runs_table._SETTINGS.clear()  # a fresh process: no race's settings read yet
-    runs_table.runs_page(store, wanted or {}, page)
+        compare._SETTINGS.clear()  # a fresh process: no race's settings read yet
+    compare.runs_page(store, wanted or {}, page)
 
 
 def reopen_before(store: Store, run_id: int) -> None:

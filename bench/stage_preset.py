@@ -24,9 +24,9 @@ import time
 
 from viewers import ROOT, launch_browser, start_server
 
-from core.runs.bundle import export_bundle  # noqa: E402  (viewers puts the repo on sys.path)
-from core.runs.store import Run, Store  # noqa: E402
-from core.view.race_form import CPU_BREAK_EVEN_LABEL, CPU_BREAK_EVEN_PRESET  # noqa: E402
+from core.runs.bundle import export_bundle
+from core.runs.store import Run, Store
+from core.view.race_form import CPU_BREAK_EVEN_LABEL, CPU_BREAK_EVEN_PRESET
 
 GOALS = {"break_even_share": 0.60, "wall_s": 240.0}
 
@@ -71,10 +71,10 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     data = tempfile.mkdtemp(prefix="compile-lab-stage-")
-    # Inductor's one-time CPU probe (core.engine.cpu_probe) is built once per machine: build it here,
+    # Inductor's one-time CPU probe (core.engine.device_state) is built once per machine: build it here,
     # as any box that has run a race before has, so the first run is not charged for it.
     env = {**os.environ, "COMPILE_LAB_DATA": data}
-    probe = "import torch; from core.engine.cpu_probe import probe_cpu_vector_isa as p; print(p(torch.device('cpu'), 'inductor'))"
+    probe = "import torch; from core.engine.device_state import probe_cpu_vector_isa as p; print(p(torch.device('cpu'), 'inductor'))"
     built = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
     print(f"one-time CPU probe built before the runs: {float(built.stdout.strip() or 'nan'):.1f} s", flush=True)
     server, url = start_server(data)

@@ -24,8 +24,8 @@ from race_process import ROOT, submitted_race
 
 sys.path.insert(0, ROOT)
 
-from core.runs.race_conditions import MALLOC_SETTING  # noqa: E402
-from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec  # noqa: E402
+from core.runs.race_conditions import MALLOC_SETTING
+from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec
 
 ARMS = {"glibc": "glibc", "fixed": "steady"}
 

@@ -18,7 +18,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from core.runs.store import Store  # noqa: E402
+from core.runs.store import Store
 
 RECORDING = os.path.join(ROOT, "assets", "recordings", "cpu-break-even-demo.json")
 MODELS = ("mlp", "pointwise_mlp", "small_cnn", "tiny_transformer")

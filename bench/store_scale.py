@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from core.runs.store import Store  # noqa: E402
+from core.runs.store import Store
 
 RUNS, EVENTS = 200, 500_000
 

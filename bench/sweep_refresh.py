@@ -35,17 +35,18 @@ os.environ["COMPILE_LAB_DATA"] = DATA
 os.environ["COMPILE_LAB_STORE"] = STORE
 os.environ.pop("COMPILE_LAB_CONFIG", None)
 
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest
 
-from core.engine import analysis  # noqa: E402
-from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
-from core.runs import devices, processes, queue, sweeps  # noqa: E402
-from core.runs.store import Store  # noqa: E402
-from core.runs.sweeps import Axis, SweepSpec  # noqa: E402
-from core.view import sweep_charts  # noqa: E402
-from core.view.safe_text import markdown_text  # noqa: E402
-from core.view.sweep import (  # noqa: E402
+from core.engine import analysis
+from core.engine.spec import DeviceCaps, RunSpec
+from core.runs import fleet, processes, queue, sweeps
+from core.runs.store import Store
+from core.runs.sweeps import Axis, SweepSpec
+from core.view.safe_text import markdown_text
+from core.view.sweep import (
+    _SPEC_CACHE,
     break_even_note,
+    chart_specs,
     points_table,
     regime_readings,
     scope_comparison,
@@ -88,7 +89,7 @@ def summary(batch: int, rng: random.Random) -> dict:
 
 def fixture(store: Store) -> int:
     env = {"device_type": "cpu", "device_name": "Bench CPU", "cpu_name": "Bench CPU", "cpu_count": 2, "torch": "2.x"}
-    probe = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
+    probe = store.create_run("probe", {}, "system", "probe", status="done", host=fleet.HOST)
     store.update_run(probe, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
     base = RunSpec(model="pointwise_mlp", epochs=2, steps_per_epoch=STEPS // 2, device="cpu")
     sweep = SweepSpec(base, (Axis("batch_size", BATCHES), Axis("mode", MODES)))
@@ -96,7 +97,7 @@ def fixture(store: Store) -> int:
     with store.transaction() as c:
         sweep_id = store.insert_sweep(c, "visitor:someone-else", sweep.to_dict())
     for i, point in enumerate(sweep.points()):
-        fields = {"sweep_id": sweep_id, "host": devices.HOST, "status": "done", "phase": "done", "progress": 1.0}
+        fields = {"sweep_id": sweep_id, "host": fleet.HOST, "status": "done", "phase": "done", "progress": 1.0}
         if i < 16:
             fields.update(summary=summary(point.batch_size, rng), environment=env, finished_at=now)
         elif i == 16:
@@ -124,8 +125,8 @@ def refresh(store: Store, sweep_id: int, lap, cached: bool) -> None:
     break_even_note(frame)
     lap("regime + notes")
     if not cached:
-        sweep_charts._SPEC_CACHE.clear()  # as if a point had just finished: every chart is new
-    sweep_charts.chart_specs(sweep, frame)
+        _SPEC_CACHE.clear()  # as if a point had just finished: every chart is new
+    chart_specs(sweep, frame)
     lap("4 chart specs" + (" (cached)" if cached else " (built: a point just finished)"))
 
 

@@ -28,12 +28,12 @@ from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from race_process import stop_warm_server, submitted_race, warm_server  # noqa: E402
-from reproducibility import story_intact  # noqa: E402
+from race_process import stop_warm_server, submitted_race, warm_server
+from reproducibility import story_intact
 
-from core.engine import words  # noqa: E402
-from core.engine.spec import RunSpec  # noqa: E402
-from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec  # noqa: E402
+from core.engine import words
+from core.engine.spec import RunSpec
+from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec
 
 # The fixed race per model, sized for a 2-core CPU (batch, epochs, steps per epoch).
 MODELS = {

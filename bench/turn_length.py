@@ -24,7 +24,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from core.runs import race_conditions  # noqa: E402
+from core.runs import race_conditions
 
 CONFIGS = {"default": ("pointwise_mlp", 4096), "demo": ("small_cnn", 128)}
 SCHEMES = {"turns of 1": (1, None), "2nd of turns of 2": (2, 1), "turns of 5": (5, None)}  # (turn, the step kept)
@@ -36,17 +36,16 @@ def measure(model: str, batch: int, segments: int, steps: int) -> dict[str, list
 
     import torch
 
-    from core.engine import replicate
-    from core.engine.data import BatchSource
+    from core.engine import trainer
     from core.engine.device_state import cache_environment, precision_settings, random_state, set_random_state
-    from core.engine.models.resolve import workload_for
+    from core.engine.models.workload import workload_for
     from core.engine.spec import RunSpec
-    from core.engine.variant import VariantRun, warm_up_device
+    from core.engine.variant import BatchSource, VariantRun, warm_up_device
 
     os.environ.update(cache_environment(tempfile.mkdtemp(prefix="compile-lab-turns-")))
-    spec = replicate.replicate_spec(
+    spec = trainer.replicate_spec(
         RunSpec(model=model, batch_size=batch, device="cpu"),
-        len(SCHEMES) * segments * steps + 4 * replicate.BLOCK_STEPS,
+        len(SCHEMES) * segments * steps + 4 * trainer.BLOCK_STEPS,
     )
     device, workload = torch.device("cpu"), workload_for(spec)
     torch.manual_seed(spec.seed)
@@ -69,8 +68,8 @@ def measure(model: str, batch: int, segments: int, steps: int) -> dict[str, list
             streams[name] = random_state(device)
 
         for _ in range(2):  # the compile, and the first touches of memory: not measured
-            turn("eager", replicate.BLOCK_STEPS)
-            turn("compiled", replicate.BLOCK_STEPS)
+            turn("eager", trainer.BLOCK_STEPS)
+            turn("compiled", trainer.BLOCK_STEPS)
         names = list(SCHEMES)
         for s in range(segments):
             for scheme in names[s % len(names) :] + names[: s % len(names)]:

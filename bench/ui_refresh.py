@@ -20,7 +20,7 @@ the paths the Race page takes, and the first render of the Runs page with 200 st
 2. Runs page: a fresh AppTest of app_pages/runs.py (through the entry) on a store holding 200 finished races.
 
 Goals: a live refresh under 150 ms; the Runs page's first render under 1 s. While steps are timed
-the page refreshes every core.view.run_screen.cadence.TIMED_REFRESH_S, so the share of a core it
+the page refreshes every core.view.run_screen.shared_board.TIMED_REFRESH_S, so the share of a core it
 takes then is also printed. Prints figures, never asserts. No worker process is launched (the
 launcher is replaced by one that refuses). Run from the repo root: python bench/ui_refresh.py
 """
@@ -51,23 +51,18 @@ os.environ["COMPILE_LAB_DATA"] = DATA
 os.environ["COMPILE_LAB_STORE"] = RACE_STORE
 os.environ.pop("COMPILE_LAB_CONFIG", None)  # no host limits from the caller's environment
 
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest
 
-from app_pages.common import vega_spec  # noqa: E402
-from core.engine import analysis  # noqa: E402
-from core.engine.models.zoo import MODELS  # noqa: E402
-from core.engine.spec import DeviceCaps, RunSpec  # noqa: E402
-from core.runs import devices, processes, queue  # noqa: E402
-from core.runs.identity import owner_of  # noqa: E402
-from core.runs.store import Store  # noqa: E402
-from core.view.run_screen import (  # noqa: E402
-    cadence,
-    layout,
-    sentences,
-    shared_board,  # noqa: E402
-)
-from core.view.run_screen.feed import encode, feed_document  # noqa: E402
-from core.view.run_screen.shared_board import LiveBoard  # noqa: E402
+from app_pages.common import vega_spec
+from core.engine import analysis
+from core.engine.models.sources import MODELS
+from core.engine.spec import DeviceCaps, RunSpec
+from core.runs import fleet, processes, queue
+from core.runs.limits import owner_of
+from core.runs.store import Store
+from core.view.run_screen import layout, sentences, shared_board
+from core.view.run_screen.feed import encode, feed_document
+from core.view.run_screen.shared_board import LIVELY_REFRESH_S, TIMED_REFRESH_S, LiveBoard
 
 APP = os.path.join(ROOT, "streamlit_app.py")
 EPOCHS, STEPS_PER_EPOCH = 5, 1000  # 5,000 train steps per variant
@@ -125,7 +120,7 @@ def cpu_environment() -> dict:
 def record_probe(store: Store) -> None:
     """A finished device probe for this host, so the entry script neither enqueues nor launches one."""
     env = cpu_environment()
-    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
+    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=fleet.HOST)
     store.update_run(run_id, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
 
 
@@ -244,7 +239,7 @@ def runs_fixture(store: Store) -> None:
             created_at=created,
             started_at=created + 1,
             finished_at=created + 120,
-            host=devices.HOST,
+            host=fleet.HOST,
             environment=env,
             summary=None if failed else summaries[i % len(summaries)],
             error="out of memory at batch size 256 on cpu: try a smaller batch size or amp-bf16" if failed else None,
@@ -481,9 +476,9 @@ def main() -> None:
                 stage = statistics.median(samples)
                 print(f"     {name:<32} median {stage:7.1f} ms   p95 {pct(samples, 0.95):7.1f} ms   ({stage / m:4.0%})")
             print(
-                f"     while steps are timed: one every {cadence.TIMED_REFRESH_S:g} s, "
-                f"{m / 1000 / cadence.TIMED_REFRESH_S:.3f} of a core (every {cadence.LIVELY_REFRESH_S:g} s: "
-                f"{m / 1000 / cadence.LIVELY_REFRESH_S:.3f})"
+                f"     while steps are timed: one every {TIMED_REFRESH_S:g} s, "
+                f"{m / 1000 / TIMED_REFRESH_S:.3f} of a core (every {LIVELY_REFRESH_S:g} s: "
+                f"{m / 1000 / LIVELY_REFRESH_S:.3f})"
             )
         print(
             f"   the document, gzipped: {feed['bytes'] / 1024:,.0f} KiB; the specs for Streamlit: {page['bytes'] / 1024:,.0f} KiB"

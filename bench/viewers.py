@@ -54,14 +54,14 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import websockets  # noqa: E402  (a Streamlit dependency)
-from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from core.engine.spec import RunSpec  # noqa: E402
-from core.runs import devices, queue  # noqa: E402
-from core.runs.limits import HostLimits  # noqa: E402
-from core.runs.store import Store  # noqa: E402
+from core.engine.spec import RunSpec
+from core.runs import fleet, queue
+from core.runs.limits import HostLimits
+from core.runs.store import Store
 
 STEP_CHART = re.compile(r"Step time per step: (\d+) eager steps, (\d+) compiled steps")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -401,7 +401,7 @@ def staleness(viewer: Viewer, timeline: StoreTimeline, start: float, end: float)
 async def watch_race(url: str, store: Store, server_pid: int, spec: RunSpec, n: int) -> Result:
     store.set_queue_paused(True)
     run_id = queue.enqueue(
-        store, spec, f"bench:{n}", limits=HostLimits(job_time_limit_s=None), caps=devices.known_caps(store)
+        store, spec, f"bench:{n}", limits=HostLimits(job_time_limit_s=None), caps=fleet.known_caps(store)
     )
     ws_url = url.replace("http", "ws", 1) + "/_stcore/stream"
     stop = asyncio.Event()

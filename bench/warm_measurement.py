@@ -29,9 +29,9 @@ from race_process import ROOT, submitted_race, warm_server
 
 sys.path.insert(0, ROOT)
 
-from core.runs import processes, warm_start  # noqa: E402
-from core.runs.store import Store  # noqa: E402
-from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec  # noqa: E402
+from core.runs import processes, warm_start
+from core.runs.store import Store
+from core.view.race_form import CPU_BREAK_EVEN_PRESET, default_spec
 
 ARMS = {"cold": "off", "warm": "on"}
 GOAL_COMPILE = 0.10

@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 
 from viewers import ROOT, cpu_seconds, launch_browser, load_average, start_server
 
-from core.engine.spec import RunSpec  # noqa: E402  (viewers puts the repo on sys.path)
-from core.runs import devices, queue  # noqa: E402
-from core.runs.identity import owner_of  # noqa: E402
-from core.runs.limits import HostLimits  # noqa: E402
-from core.runs.store import Store  # noqa: E402
+from core.engine.spec import RunSpec
+from core.runs import fleet, queue
+from core.runs.limits import HostLimits, owner_of
+from core.runs.store import Store
 
 VISITOR_COOKIE = "compile_lab_visitor"
 GOAL = 1.05  # the owner's page: steady steps within 5% of no page
@@ -161,7 +160,7 @@ def open_page(browser, url: str, run_id: int, token: str):
 def race_once(arm: str, spec: RunSpec, url: str, store: Store, server_pid: int, browser, owner_token: str) -> Race:
     store.set_queue_paused(True)
     run_id = queue.enqueue(
-        store, spec, owner_of(owner_token), limits=HostLimits(job_time_limit_s=None), caps=devices.known_caps(store)
+        store, spec, owner_of(owner_token), limits=HostLimits(job_time_limit_s=None), caps=fleet.known_caps(store)
     )
     race = Race(arm, run_id)
     context = page = None
@@ -286,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     store = Store(os.path.join(data, "store.sqlite3"))
     os.environ["COMPILE_LAB_STORE"] = store.path
     env = {**os.environ}
-    probe = "import torch; from core.engine.cpu_probe import probe_cpu_vector_isa as p; print(p(torch.device('cpu'), 'inductor'))"
+    probe = "import torch; from core.engine.device_state import probe_cpu_vector_isa as p; print(p(torch.device('cpu'), 'inductor'))"
     built = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
     print(f"one-time CPU probe built before the races: {float(built.stdout.strip() or 'nan'):.1f} s", flush=True)
     if queue.ensure_probe(store, owner="bench", wait_s=120) is None:

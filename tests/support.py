@@ -85,7 +85,7 @@ VOLTA = DeviceCaps(cuda=True, cuda_name="Tesla V100", compute_capability=(7, 0),
 def process_conditions_kept():
     """A race run in this process (the terminal's `race` called in-process, a race job run directly)
     pins it to the race's cores, sets torch's threads and its compile cache variables, as a race
-    process should (core.runs.race_conditions, core.engine.replicate): put back afterwards, as
+    process should (core.runs.race_conditions, core.engine.trainer): put back afterwards, as
     monkeypatch puts back a variable, so one test's race does not leave every later test on one core
     (where a worker's share of the machine would be read as nothing to pin) or with its cache."""
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
@@ -112,7 +112,7 @@ def process_conditions_kept():
             torch.set_num_threads(threads)
         if gc.get_freeze_count():
             gc.unfreeze()  # a race's warm-up froze what this process held (core.engine.variant.warm_up_device)
-        feed = sys.modules.get("app_pages.run_screen.feed_routes")
+        feed = sys.modules.get("app_pages.run_screen.feed")
         if feed is not None and feed.served():
             # Only `streamlit run` mounts the live feed's routes; a test that built them (a TestClient of
             # feed_routes.routes()) without its own Event left every later AppTest page on the feed's

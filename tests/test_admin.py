@@ -8,9 +8,9 @@ from streamlit.testing.v1 import AppTest
 from support import CPU, quick_spec
 from test_pages import APP, record_probe, record_race
 
-from core.runs import admin, devices, queue
+from core.runs import admin, fleet, queue
 from core.runs.limits import ConfigError, HostLimits
-from core.view.job_status import describe
+from core.view.host_tables import describe
 
 TOKEN = "correct-horse-battery-staple-42"
 
@@ -64,7 +64,7 @@ def test_purge_deletes_old_finished_runs_only(store, sleepers):
     assert admin.purge_older_than(store, 30, now=now).runs == 1
     assert store.get_run(old) is None and store.events_after(old) == []
     assert store.get_run(recent) is not None and store.get_run(waiting) is not None
-    assert devices.latest_probe(store) is not None
+    assert fleet.latest_probe(store) is not None
     for nonsense in (0, -1, float("inf"), float("nan")):
         with pytest.raises(ValueError):
             admin.purge_older_than(store, nonsense)

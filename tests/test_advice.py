@@ -1,15 +1,15 @@
 """Advice that helps: a suggestion only where what the race measured supports it, a recompile's
 diagnosis that names the guard's real cause, the race's own headline and kernels behind every word,
 each suggestion's promise, and "which mode?" answered in one place per device
-(core.engine.recommend, core.engine.recompiles, core.engine.cause)."""
+(core.engine.recommend, core.engine.compile_stats, core.engine.cause)."""
 
 import pytest
 from test_answers import CPU_ENV, H100_ENV, part, recording, summary
 
 from core.engine import recommend
 from core.engine.cause import CONVOLUTIONS, MATMULS, race_cause
+from core.engine.compile_stats import INPUT_SIZE, STATE_SIZE, recompile_words, size_cause
 from core.engine.recommend import EXPECTS, advise, expect_words, headline_verdict, which_mode
-from core.engine.recompiles import INPUT_SIZE, STATE_SIZE, recompile_words, size_cause
 from core.view.answers import finished_answers
 
 # What torch 2.x says when regional compile reuses one block's code for a block of another width.

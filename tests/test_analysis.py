@@ -14,8 +14,8 @@ from core.engine.analysis import (
     summarize,
     whole_run_speedup,
 )
-from core.engine.headline import FASTER, NEVER_NO_GAIN, NEVER_SLOWER, NO_CLEAR_DIFFERENCE, NOT_WITHIN_RUN, SLOWER
 from core.engine.reading import reading
+from core.engine.summary import FASTER, NEVER_NO_GAIN, NEVER_SLOWER, NO_CLEAR_DIFFERENCE, NOT_WITHIN_RUN, SLOWER
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "..", "assets", "reference", "tutorial_resnet50_cifar10_epochs.csv")
 

@@ -1,5 +1,5 @@
 """Answers, not just numbers: the cause a race's verdict has (core.engine.cause), its recompiles in
-the story (core.engine.recompiles) and what to try next on its device (core.engine.recommend)."""
+the story (core.engine.compile_stats) and what to try next on its device (core.engine.recommend)."""
 
 import json
 import os
@@ -10,8 +10,8 @@ import pytest
 from core import PROJECT_ROOT
 from core.engine import cause as causes
 from core.engine.cause import Cause, race_cause
+from core.engine.compile_stats import avoid_words, recompile_words, recompiles_of
 from core.engine.recommend import advise, caps_of, cost_words, sweep_advice
-from core.engine.recompiles import avoid_words, recompile_words, recompiles_of
 from core.view.run_screen.why_per_step import anatomy_rows
 
 CPU_ENV = {"device_type": "cpu", "torch_threads": 1, "worker_cpus": [1], "cpu_count": 2}
@@ -352,7 +352,7 @@ def test_recordings_are_listed_by_what_they_show():
 
 
 def test_throughput_is_not_coloured_beside_no_clear_difference():
-    from core.view.run_screen.cards import result_cards
+    from core.view.run_screen.layout import result_cards
 
     base = {"eager_samples_per_s": 1000.0, "compiled_samples_per_s": 1030.0, "steady_state_speedup": 1.03}
     unclear = {c.label: c for c in result_cards({**base, "verdict": "no clear difference"})}["Throughput (compiled)"]
@@ -538,7 +538,7 @@ def test_the_terminal_prints_each_suggestion_as_a_command_that_parses_into_the_s
 
     from core.cli.jobs import follow
     from core.cli.main import build_parser
-    from core.cli.race_flags import RACE_COMMAND, spec_from_args
+    from core.cli.races import RACE_COMMAND, spec_from_args
     from core.runs.bundle import import_bundle, load_bundle_file
     from core.runs.store import Store
     from core.view.answers import finished_answers

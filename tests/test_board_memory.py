@@ -20,8 +20,7 @@ from core.runs.bundle import MAX_BUNDLE_BYTES, BundleError, events_allowed, impo
 from core.view import replay
 from core.view.run_screen import shared_board
 from core.view.run_screen.feed import LiveFeeds
-from core.view.run_screen.shared_board import LiveBoard
-from core.view.run_screen.store_reader import RunView
+from core.view.run_screen.shared_board import LiveBoard, RunView
 
 RECORDING = sorted(glob.glob(os.path.join(ROOT, "assets", "recordings", "*.json")))[0]
 MiB = 2**20
@@ -202,7 +201,7 @@ def test_a_long_runs_rebuild_leaves_the_store_to_other_runs_between_its_chunks(s
 
     from test_pages import record_race
 
-    from core.view.run_screen import store_reader
+    from core.view.run_screen import shared_board as store_reader
 
     long_run, other = record_race(store, "done", steps=40), record_race(store, "done")
     monkeypatch.setattr(store_reader, "POLL_CHUNK", 10)  # the long run: several chunks

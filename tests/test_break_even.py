@@ -7,10 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from core.engine import analysis, planning, words
-from core.engine.headline import NO_CLEAR_DIFFERENCE
-from core.engine.summary import Summary
-from core.view.run_screen.cards import result_cards
+from core.engine import analysis, words
+from core.engine.summary import NO_CLEAR_DIFFERENCE, Summary
+from core.view.run_screen.layout import result_cards
 
 
 def summary_of(eager, compiled) -> dict:
@@ -40,28 +39,28 @@ def test_the_plan_breaks_even_at_the_step_the_race_crossed_at():
     assert summary["break_even_step"] is not None
     naive = summary["compile_time_s"] / (summary["eager_median_step_s"] - summary["compiled_median_step_s"])
     assert abs(naive - summary["break_even_step"]) > 50  # the two computations the page used to show
-    plan = planning.plan_from_summary(summary, 50_000)
+    plan = words.plan_from_summary(summary, 50_000)
     assert (
         words.break_even_step(plan.break_even_step, plan.break_even_measured) == f"step {summary['break_even_step']:,}"
     )
     assert card_value(summary) == f"step {summary['break_even_step']:,}"
-    short = planning.plan_from_summary(summary, summary["break_even_step"] - 5)
-    assert short.saved_s < 0 and f"(step {summary['break_even_step']:,})" in planning.plan_sentence(short)
-    assert planning.plan_from_summary(summary, summary["break_even_step"]).saved_s >= 0
+    short = words.plan_from_summary(summary, summary["break_even_step"] - 5)
+    assert short.saved_s < 0 and f"(step {summary['break_even_step']:,})" in words.plan_sentence(short)
+    assert words.plan_from_summary(summary, summary["break_even_step"]).saved_s >= 0
 
 
 def test_the_plan_breaks_even_where_the_card_projects_it():
     summary = summary_of(*slow_start_race(100))
     assert summary["break_even_step"] is None and Summary.of(summary).projected_position is not None
-    plan = planning.plan_from_summary(summary, 50_000)
+    plan = words.plan_from_summary(summary, 50_000)
     projected = math.floor(Summary.of(summary).projected_position) + 1
     assert plan.break_even_step == pytest.approx(Summary.of(summary).projected_position)
     assert words.break_even_step(plan.break_even_step, plan.break_even_measured) == f"about step {projected:,}"
     assert card_value(summary) == f"≈ step {projected:,}"
     early, late = (words.step_at(end) for end in Summary.of(summary).projected_range)
-    near = planning.plan_sentence(planning.plan_from_summary(summary, projected - 2))
+    near = words.plan_sentence(words.plan_from_summary(summary, projected - 2))
     assert f"near the break-even (between step {early:,} and {late:,})" in near
-    shorter = planning.plan_sentence(planning.plan_from_summary(summary, early - 2))
+    shorter = words.plan_sentence(words.plan_from_summary(summary, early - 2))
     assert f"shorter than the break-even (between step {early:,} and {late:,})" in shorter
 
 
@@ -71,20 +70,18 @@ def test_a_gain_in_doubt_gives_the_plan_no_break_even():
     compiled = [3.0] + [float(t) for t in 0.097 + rng.uniform(-0.04, 0.04, 59)]
     summary = summary_of(eager, compiled)
     assert summary["verdict"] == NO_CLEAR_DIFFERENCE and summary["steady_state_speedup"] > 1
-    short, long = (planning.plan_from_summary(summary, steps) for steps in (20, 1_000))
+    short, long = (words.plan_from_summary(summary, steps) for steps in (20, 1_000))
     assert short.break_even_step is None and long.break_even_step is None
-    assert "break-even" not in planning.plan_sentence(short) and "as this race measured" in planning.plan_sentence(
-        short
-    )
-    assert "break-even" not in planning.plan_sentence(long) and "cannot tell whether it pays off" in (
-        planning.plan_sentence(long)
+    assert "break-even" not in words.plan_sentence(short) and "as this race measured" in words.plan_sentence(short)
+    assert "break-even" not in words.plan_sentence(long) and "cannot tell whether it pays off" in (
+        words.plan_sentence(long)
     )
 
 
 def test_slower_steps_are_named_as_what_costs_not_the_compile():
     eager = [0.010] * 200
     compiled = [16.4] + [0.022] * 199
-    plan = planning.plan_from_summary(summary_of(eager, compiled), 50_000)
-    sentence = planning.plan_sentence(plan)
+    plan = words.plan_from_summary(summary_of(eager, compiled), 50_000)
+    sentence = words.plan_sentence(plan)
     assert "compile costs" not in sentence and "its slower steps" in sentence
     assert "the 16 s compile is paid once" in sentence and "it never pays off" in sentence

@@ -1,7 +1,7 @@
 """A busy moment is not a verdict, and a compile too small to see is not a negative one.
 
 - Busy: the race reads, after every block of timed steps, how long its threads waited for a core
-  (run-queue delay: core.engine.noise.BusyWatch); a stretch above BUSY_WAIT ran while other work
+  (run-queue delay: core.engine.intervals.BusyWatch); a stretch above BUSY_WAIT ran while other work
   had the race's cores. It is stored as an event, read back live and from bundles, and a process
   mostly busy does not count (tests/test_replicates.py: the headline).
 - Compile cost: where compiled's first steps are not measurably slower than its steady steps and
@@ -16,21 +16,19 @@ import pytest
 import torch
 from support import ROOT, quick_spec
 
-from core.engine import analysis, noise, reading, words
-from core.engine.data import BatchSource
+from core.engine import analysis, intervals, reading, words
 from core.engine.events import BusyEvent
-from core.engine.headline import BUSY
-from core.engine.models.resolve import workload_for
-from core.engine.replicates import ProcessResult
-from core.engine.summary import Summary
-from core.engine.variant import VariantRun
+from core.engine.intervals import ProcessResult
+from core.engine.models.workload import workload_for
+from core.engine.summary import BUSY, Summary
+from core.engine.variant import BatchSource, VariantRun
 from core.runs.bundle import BundleError, _event
 from core.view.report import summary_table
-from core.view.run_screen.cards import result_cards
+from core.view.run_screen.layout import result_cards
 
 HOG_ON_MY_CORE = """
 import json, os, subprocess, sys, time
-from core.engine.noise import BusyWatch
+from core.engine.intervals import BusyWatch
 core = sorted(os.sched_getaffinity(0))[0]
 os.sched_setaffinity(0, {core})
 hog = subprocess.Popen([sys.executable, "-c", "import os, time\\nos.sched_setaffinity(0, {%d})\\nend = time.time() + 3\\nwhile time.time() < end: pass" % core])
@@ -53,16 +51,16 @@ def test_another_process_on_the_race_core_reads_as_busy():
     done = subprocess.run([sys.executable, "-c", HOG_ON_MY_CORE], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     share = json.loads(done.stdout)
-    assert share is not None and share > 3 * noise.BUSY_WAIT
+    assert share is not None and share > 3 * intervals.BUSY_WAIT
 
 
 def test_busy_steps_are_shares_of_the_steady_steps_and_said_per_variant():
-    assert noise.busy_share([1, 2, 3, 11, 12], steady_from=10, steps=30) == pytest.approx(2 / 20)
+    assert intervals.busy_share([1, 2, 3, 11, 12], steady_from=10, steps=30) == pytest.approx(2 / 20)
     # At its edges: step 10 (the last warm-up step) is not steady, steps 11 and 30 are, 31 is past the race.
-    assert noise.busy_share([10], steady_from=10, steps=30) == 0.0
-    assert noise.busy_share([10, 11, 30, 31], steady_from=10, steps=30) == pytest.approx(2 / 20)
+    assert intervals.busy_share([10], steady_from=10, steps=30) == 0.0
+    assert intervals.busy_share([10, 11, 30, 31], steady_from=10, steps=30) == pytest.approx(2 / 20)
     assert (
-        noise.busy_steps_words({"eager": [[41, 80]], "compiled": [[3, 3]]})
+        intervals.busy_steps_words({"eager": [[41, 80]], "compiled": [[3, 3]]})
         == "eager's steps 41-80 and compiled's step 3"
     )
 
@@ -95,7 +93,7 @@ def test_a_live_summary_reads_the_replicates_and_busy_stretches_stored_as_events
     assert [p["number"] for p in summary["replicates"]] == [2, 3] and summary["processes_counted"] == 3
     busy = analysis.summarize_events(race_events(busy_from=6), 64)  # eager's steps 6-60: nearly all
     assert busy["busy_steps"] == {"eager": [[6, 60]]}
-    assert busy["first_process"]["busy_share"] > noise.BUSY_STEPS_SHARE and busy["processes_counted"] == 2
+    assert busy["first_process"]["busy_share"] > intervals.BUSY_STEPS_SHARE and busy["processes_counted"] == 2
     text = reading.reading(busy)
     assert "The machine was busy during the first process (eager's steps 6-60): it does not count." in text
     assert "It rests on 2 replicate processes (1.24x to 1.27x each)." in text  # the first is not among them
@@ -157,7 +155,7 @@ def test_a_sweep_point_and_a_device_comparison_say_a_compile_too_small_to_measur
 
 RACE_BESIDE_A_HOG = """
 import os, subprocess, sys
-from core.runs import worker_cores
+from core.runs import race_conditions as worker_cores
 share = worker_cores.this_host()
 core = share.worker[0] if share.worker else sorted(os.sched_getaffinity(0))[0]  # the core the race gets
 hog = subprocess.Popen([sys.executable, "-c", "import os\\nos.sched_setaffinity(0, {%d})\\nwhile True: pass" % core])
@@ -194,7 +192,7 @@ def test_the_machine_is_looked_at_every_five_of_a_variants_own_steps_whatever_it
     # A replicate's variants take turns every step; the first process's every 5 steps or epoch by
     # epoch. Each variant's busy watch still spans 5 of its own steps (a window kept open across the
     # other's turns), and the epoch's last steps are looked at when it runs out.
-    monkeypatch.setattr(noise.BusyWatch, "share", lambda self: 0.5)  # another process has the core all along
+    monkeypatch.setattr(intervals.BusyWatch, "share", lambda self: 0.5)  # another process has the core all along
     spec = quick_spec(epochs=1, steps_per_epoch=12, backend="eager")
     device, workload = torch.device("cpu"), workload_for(spec)
     init = workload.build().state_dict()

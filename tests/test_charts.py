@@ -7,10 +7,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.view import chart_style, overlay_charts, race_charts
-from core.view.chart_style import MAX_POINTS_PER_VARIANT, VARIANT_COLORS, downsample_keep_max, downsample_stride
-from core.view.overlay_charts import MAX_OVERLAY_POINTS, overlay_cumulative_chart, overlay_step_chart
-from core.view.race_charts import cumulative_chart, epoch_chart, loss_chart, step_time_chart
+from core.view import compare, race_charts
+from core.view.compare import MAX_OVERLAY_POINTS, overlay_cumulative_chart, overlay_step_chart
+from core.view.race_charts import (
+    MAX_POINTS_PER_VARIANT,
+    VARIANT_COLORS,
+    cumulative_chart,
+    downsample_keep_max,
+    downsample_stride,
+    epoch_chart,
+    loss_chart,
+    step_time_chart,
+)
 
 STEP_BUILDERS = [step_time_chart, cumulative_chart, loss_chart, overlay_step_chart, overlay_cumulative_chart]
 VARIANT_BUILDERS = [step_time_chart, cumulative_chart, loss_chart, epoch_chart]
@@ -162,7 +170,7 @@ def test_step_time_axis_is_cut_above_the_steady_steps_and_names_the_compile_step
     assert [r["label"] for r in rows_of(spec, marker[0])] == ["compile step 11.3 s"]
     assert rows_of(spec, marker[0])[0]["time_ms"] == pytest.approx(top)  # at the top edge
     # Room for the plot: the chart is taller than the others, which have one legend and no subtitle.
-    assert spec["height"] == race_charts.STEP_TIME_HEIGHT > chart_style.CHART_HEIGHT
+    assert spec["height"] == race_charts.STEP_TIME_HEIGHT > race_charts.CHART_HEIGHT
 
 
 def test_compile_marks_legend_sits_beside_the_variants_and_names_only_what_is_drawn():
@@ -175,7 +183,7 @@ def test_compile_marks_legend_sits_beside_the_variants_and_names_only_what_is_dr
 
 
 def test_presenter_mode_sizes_every_chart_text_for_the_back_of_a_room():
-    from core.view.chart_style import PRESENTER_FONTS, for_projector
+    from core.view.race_charts import PRESENTER_FONTS, for_projector
     from core.view.run_screen.layout import PRESENT_CHART_HEIGHT
 
     be = {"step": 30, "wall_s": 0.4}
@@ -188,7 +196,7 @@ def test_presenter_mode_sizes_every_chart_text_for_the_back_of_a_room():
         assert spec["config"]["text"]["fontSize"] >= 24  # the break-even note
         texts = [v for v in spec.get("layer", []) if mark_of(v) == "text"]
         assert all("fontSize" not in v["mark"] for v in texts)  # a mark's own size would beat the config's
-    assert spec_of(step_time_chart(make_steps(40, 12)))["config"]["text"]["fontSize"] == chart_style.TEXT_FONT
+    assert spec_of(step_time_chart(make_steps(40, 12)))["config"]["text"]["fontSize"] == race_charts.TEXT_FONT
 
 
 def test_step_time_axis_is_not_cut_when_nothing_stands_out_or_when_log_scale_shows_everything():
@@ -211,7 +219,7 @@ def test_compiled_is_drawn_after_eager_so_it_stays_on_top(builder):
 def test_every_variant_chart_uses_the_same_eager_and_compiled_colours_with_no_legend_title():
     expected = {"domain": ["eager", "compiled"], "range": [VARIANT_COLORS["eager"], VARIANT_COLORS["compiled"]]}
     assert VARIANT_COLORS == {"eager": "#4C78A8", "compiled": "#EE4C2C"}
-    assert chart_style.variant_color_scale().to_dict() == expected
+    assert race_charts.variant_color_scale().to_dict() == expected
     for builder in VARIANT_BUILDERS:
         color = main_view(spec_of(build(builder, make_steps(40, 12))))["encoding"]["color"]
         assert color["field"] == "variant"
@@ -228,8 +236,8 @@ def test_every_variant_chart_uses_the_same_eager_and_compiled_colours_with_no_le
         (step_time_chart, race_charts.STEP_TIME_TITLE),
         (cumulative_chart, race_charts.CUMULATIVE_TITLE),
         (loss_chart, race_charts.LOSS_TITLE),
-        (overlay_step_chart, overlay_charts.OVERLAY_STEP_TITLE),
-        (overlay_cumulative_chart, overlay_charts.OVERLAY_CUMULATIVE_TITLE),
+        (overlay_step_chart, compare.OVERLAY_STEP_TITLE),
+        (overlay_cumulative_chart, compare.OVERLAY_CUMULATIVE_TITLE),
     ],
     ids=lambda x: getattr(x, "__name__", ""),
 )
@@ -363,7 +371,7 @@ def test_break_even_without_a_wall_time_still_labels_the_step():
 @pytest.mark.parametrize("builder", STEP_BUILDERS + [epoch_chart], ids=lambda b: b.__name__)
 @pytest.mark.parametrize("empty", [None, "no_columns", "no_rows"])
 def test_empty_input_gives_a_valid_chart_that_says_it_is_waiting(builder, empty):
-    columns = chart_style.EPOCH_COLUMNS if builder is epoch_chart else chart_style.STEP_COLUMNS
+    columns = race_charts.EPOCH_COLUMNS if builder is epoch_chart else race_charts.STEP_COLUMNS
     frame = {None: None, "no_columns": pd.DataFrame(), "no_rows": pd.DataFrame(columns=list(columns))}[empty]
     spec = spec_of(builder(frame))
     assert spec["title"].endswith("(waiting for data)")
@@ -468,7 +476,7 @@ def test_overlay_colours_by_run_dashes_by_variant_and_names_the_run_in_tooltips(
     run_colours = enc["color"]["scale"]["range"]
     assert len(set(run_colours)) == 2 and not set(run_colours) & set(VARIANT_COLORS.values())
     assert enc["color"]["legend"]["labelLimit"] == 0  # the whole label: the setting that differs
-    assert spec["height"] == chart_style.CHART_HEIGHT + 80 + 2 * 22  # the plot keeps its room as runs are added
+    assert spec["height"] == race_charts.CHART_HEIGHT + 80 + 2 * 22  # the plot keeps its room as runs are added
     assert enc["strokeDash"]["field"] == "variant"
     assert enc["strokeDash"]["scale"]["domain"] == ["eager", "compiled"]
     assert "run" in {t["field"] for t in enc["tooltip"]}
@@ -519,5 +527,5 @@ def test_layering_without_deep_copies_gives_the_same_spec_as_altair_layering(mon
     layers = [alt.Chart(steps).mark_line().encode(x="step:Q", y="time_s:Q"), alt.Chart(steps).mark_point()]
     before = [layer.to_dict() for layer in layers]
     monkeypatch.undo()
-    chart_style.layer(*layers).to_dict()
+    race_charts.layer(*layers).to_dict()
     assert [layer.to_dict() for layer in layers] == before

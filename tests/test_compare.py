@@ -94,7 +94,7 @@ LISTED = {
         {"compile_scope": "regional", "cache": "warm"},
         {"inductor_cache": "warm", "warm_cache": {"files": 12, "bytes": 1000}},
         {"steady_state_speedup": 1.09, "speedup_ci95": [1.04, 1.14], "verdict": "faster", "compile_time_s": 16.6,
-         "eager_median_step_s": 0.0676},  # 16.6 s won back at 5.6 ms a step (core.engine.headline)
+         "eager_median_step_s": 0.0676},  # 16.6 s won back at 5.6 ms a step (core.engine.summary)
         "≈ step 2,975", "regional", "warm",
     ),
     "never": (

@@ -1,4 +1,4 @@
-"""Comparisons in words (core.view.comparison_words): what differs between runs, whether their
+"""Comparisons in words (core.view.compare): what differs between runs, whether their
 verdicts agree, and one configuration measured twice shown as one race with both results."""
 
 import dataclasses
@@ -6,7 +6,7 @@ import dataclasses
 from test_pages import app, record_probe
 
 from core.runs.store import Run
-from core.view.comparison_words import comparison_rows, comparison_words, door
+from core.view.compare import comparison_rows, comparison_words, door
 
 PARAMS = {"model": "pointwise_mlp", "batch_size": 4096, "epochs": 3, "steps_per_epoch": 100, "device": "cpu"}
 
@@ -83,7 +83,7 @@ def steps_summary(eager_s, compiled_s, n=60):
 
 
 def test_a_plan_names_what_other_races_of_its_configuration_predict():
-    from core.view.plan_words import plan_caveat
+    from core.view.compare import plan_caveat
 
     mine = dataclasses.replace(race(3, "faster", 1.2, (1.1, 1.3)), summary=steps_summary(0.10, 0.08))
     alone = plan_caveat(mine, [mine], 50_000)

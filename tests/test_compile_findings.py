@@ -11,13 +11,12 @@ from support import quick_spec
 
 from core.engine import analysis, reading
 from core.runs.bundle import export_bundle, import_bundle
-from core.runs.doctor import FAILED, judge
-from core.runs.doctor_plan import Check
+from core.runs.doctor import FAILED, Check, judge
 from core.runs.store import Store
 from core.runs.worker import phase_text
-from core.view.job_status import describe
+from core.view.host_tables import describe
 from core.view.report import run_row, summary_table
-from core.view.run_screen.cards import result_cards
+from core.view.run_screen.layout import result_cards
 
 REASON = "fullgraph=True but the model has a graph break (Unsupported: graph_break): turn fullgraph off to allow breaks"
 

@@ -18,8 +18,8 @@ def test_the_nested_scope_needs_a_model_with_a_repeated_block():
 
 
 def test_a_nested_race_marks_each_block_and_compiles_the_whole_model_once():
-    from core.engine.models.regions import repeated_blocks
-    from core.engine.models.resolve import workload_for
+    from core.engine.models.sources import repeated_blocks
+    from core.engine.models.workload import workload_for
     from core.engine.trainer import run_race
     from core.engine.variant import compile_model
 

@@ -8,7 +8,7 @@ import pytest
 
 from core.runs.bundle import BundleError, export_bundle
 from core.runs.store import EVENT_CHUNK, DamagedEvents, Store
-from core.view.runs_table import PAGE_SIZE
+from core.view.compare import PAGE_SIZE
 
 STEPS = 4 * EVENT_CHUNK
 
@@ -111,7 +111,7 @@ def test_the_live_feed_of_a_damaged_run_serves_what_can_be_read(tmp_path, monkey
     from starlette.testclient import TestClient
     from test_pages import record_race
 
-    from app_pages.run_screen import feed_routes
+    from app_pages.run_screen import feed as feed_routes
 
     path = str(tmp_path / "store.sqlite3")
     monkeypatch.setenv("COMPILE_LAB_STORE", path)
@@ -177,7 +177,7 @@ def test_pages_the_feed_and_the_cli_read_around_a_damaged_page_of_runs(damaged_r
     from streamlit.testing.v1 import AppTest
     from test_pages import APP
 
-    from app_pages.run_screen import feed_routes
+    from app_pages.run_screen import feed as feed_routes
     from core.cli.main import main
 
     store, ids, lost = damaged_runs

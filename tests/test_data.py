@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.engine.data import BatchSource, load_cifar10
-from core.engine.models.zoo import NUM_CLASSES, VOCAB_SIZE
+from core.engine.models.sources import NUM_CLASSES, VOCAB_SIZE
 from core.engine.spec import RunSpec
+from core.engine.variant import BatchSource, load_cifar10
 
 CPU = torch.device("cpu")
 

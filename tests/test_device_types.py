@@ -11,10 +11,10 @@ from support import AMPERE, CPU, quick_spec
 from test_pages import record_probe
 
 from core.engine import analysis
-from core.runs import devices, estimates, fleet, queue
-from core.runs.device_types import DeviceType, race_device_type
+from core.runs import device_history, fleet, queue
+from core.runs.device_history import recent_result
+from core.runs.fleet import DeviceType, race_device_type
 from core.runs.limits import HostLimits
-from core.runs.shared_results import recent_result
 
 BOTH_BACKENDS = True
 SUMMARY = analysis.summarize([0.02] * 6, [0.5] + [0.01] * 5, [0.06, 0.06], [0.52, 0.03], 16)
@@ -58,7 +58,7 @@ def offered(store, spec=GPU_SPEC, **pin):
 
 
 def measured(store, spec=GPU_SPEC, caps=AMPERE, **pin):
-    return [m.run_id for m in estimates.measured_here(store, spec, caps, **pin)]
+    return [m.run_id for m in device_history.measured_here(store, spec, caps, **pin)]
 
 
 def test_a_gpu_types_race_counts_for_that_type_on_every_box_with_its_torch(store):
@@ -108,8 +108,8 @@ def test_a_fleet_with_one_gpu_type_knows_an_unpinned_races_type(store):
 def test_on_one_box_an_estimate_uses_only_races_of_its_device_and_torch(store, difference):
     record_probe(store)  # Test CPU, torch 2.x: no agents, the box's own device
     spec = quick_spec()
-    mine = finished_race(store, spec, devices.HOST, "cpu", **{**PROBED, "torch": "2.x"})
-    other = finished_race(store, spec, devices.HOST, "cpu", **{**PROBED, "torch": "2.x", **difference})
+    mine = finished_race(store, spec, fleet.HOST, "cpu", **{**PROBED, "torch": "2.x"})
+    other = finished_race(store, spec, fleet.HOST, "cpu", **{**PROBED, "torch": "2.x", **difference})
     assert measured(store, spec, CPU) == [mine]
     assert other not in measured(store, spec, CPU)
     assert offered(store, spec) == mine

@@ -16,7 +16,7 @@ from core.runs import admin, disk_budget, queue, sweeps, worker
 from core.runs.limits import HostLimits
 from core.runs.outage import kept_dir
 from core.runs.run_files import run_files_dir, run_paths
-from core.view.admin_tables import disk_line, last_freed_line, purge_line
+from core.view.host_tables import disk_line, last_freed_line, purge_line
 
 BOTH_BACKENDS = True  # each test using `store` runs on SQLite and on PostgreSQL (tests/conftest.py)
 TRACE_BYTES = 40_000

@@ -210,7 +210,7 @@ def test_no_dated_figure_or_bench_citation_in_code_or_ui_text():
 
 
 # A dotted name of the code in the docs or a docstring (core.runs.queue, core.runs.queue.tick,
-# core.runs.replicate_process:warm_main) names a module that exists and, after it, something it defines.
+# core.runs.processes:warm_main) names a module that exists and, after it, something it defines.
 CODE_NAME = re.compile(r"\bcore(?:\.[A-Za-z_]\w*)+(?::\w+)?")
 
 
@@ -258,10 +258,8 @@ def missing_code_names(text: str, cache: dict[str, set[str]]) -> list[str]:
 
 
 def test_missing_code_names_finds_a_module_or_entry_that_does_not_exist():
-    text = (
-        "core.runs.queue.tick, core.runs.queue, core.engine.replicate:main, core.engine.nowhere, core.runs.queue:nope"
-    )
-    assert missing_code_names(text, {}) == ["core.engine.replicate:main", "core.engine.nowhere", "core.runs.queue:nope"]
+    text = "core.runs.queue.tick, core.runs.queue, core.engine.trainer:main, core.engine.nowhere, core.runs.queue:nope"
+    assert missing_code_names(text, {}) == ["core.engine.trainer:main", "core.engine.nowhere", "core.runs.queue:nope"]
 
 
 def test_every_dotted_name_of_the_code_in_docs_and_sources_exists():

@@ -10,8 +10,7 @@ import torch
 from support import ROOT
 
 from core.engine.spec import DeviceCaps, RunSpec, validate
-from core.runs.doctor import FAILED, NEEDS_CUDA, OK, Outcome, judge, table
-from core.runs.doctor_plan import BUNDLE_CHECK, Check, gpu_plan
+from core.runs.doctor import BUNDLE_CHECK, FAILED, NEEDS_CUDA, OK, Check, Outcome, gpu_plan, judge, table
 from core.runs.store import Run
 
 H200 = DeviceCaps(

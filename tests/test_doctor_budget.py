@@ -11,15 +11,21 @@ from support import ROOT
 from core.engine.profiling import summarize_profile
 from core.engine.spec import DeviceCaps, RunSpec, validate
 from core.runs import doctor, queue
-from core.runs.doctor import FAILED, NOT_RUN, OK, Outcome, judge, run_checks, table
-from core.runs.doctor_plan import (
+from core.runs.doctor import (
     BUNDLE_CHECK,
     DEFAULT_BUDGET_S,
+    FAILED,
+    NOT_RUN,
+    OK,
     OOM_CHECK,
     Check,
+    Outcome,
     fit_budget,
     gpu_plan,
+    judge,
     plan_text,
+    run_checks,
+    table,
 )
 from core.runs.store import Run, Store
 

@@ -255,7 +255,7 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     wait_until(lambda: not page.get_by_role("button", name="Launch").is_visible(), timeout=15)
 
     # The step chart gains points over successive seconds while the run is still running (every 3 s
-    # while steps are timed: core.view.run_screen.cadence). A fresh data directory builds Inductor's
+    # while steps are timed: core.view.run_screen.shared_board). A fresh data directory builds Inductor's
     # one-time CPU probe (~14-19 s here) before the first step.
     wait_until(lambda: (step_counts(page) or (0, 0))[0] > 0, timeout=150)
     assert page.locator(".cl-feed").count() == 1  # the owner follows its run through the live feed
@@ -394,7 +394,7 @@ def test_two_tabs_of_one_browser_are_one_visitor_and_a_shared_link_is_not(app_ur
     from playwright.sync_api import sync_playwright
 
     from core.runs import queue
-    from core.runs.identity import owner_of
+    from core.runs.limits import owner_of
     from core.runs.store import Store
 
     config = "model=mlp&batch_size=64&epochs=1&steps_per_epoch=100000&backend=eager"

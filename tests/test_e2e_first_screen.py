@@ -5,8 +5,7 @@ More settings. Uses test_e2e's served app and Chromium."""
 import pytest
 from test_e2e import app_url, browser, e2e_data, page, wait_until  # noqa: F401 - fixtures
 
-from core.view.race_form import CPU_BREAK_EVEN_LABEL
-from core.view.race_form_layout import MORE_SETTINGS
+from core.view.race_form import CPU_BREAK_EVEN_LABEL, MORE_SETTINGS
 
 pytestmark = pytest.mark.e2e
 FOLD_PX = 720

@@ -23,7 +23,7 @@ from core.engine.events import (
     StatusEvent,
     StepEvent,
 )
-from core.engine.replicates import ProcessResult
+from core.engine.intervals import ProcessResult
 from core.runs.bundle import BundleError, export_bundle, import_bundle, summary_from_events, validate_bundle
 from core.runs.store import Store
 from core.view.replay import events_until, recording_from_bundle, recording_from_run, replay_state

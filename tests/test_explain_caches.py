@@ -56,7 +56,7 @@ def test_cold_compile_misses_the_cache_warm_compile_hits_it_and_dynamic_shapes_a
 def test_each_recompile_row_gets_an_empty_cache_of_its_own_under_the_data_dir(tmp_path, monkeypatch):
     import os
 
-    from core.engine.cold_caches import cold_cache_root
+    from core.engine.warm_cache import cold_cache_root
 
     monkeypatch.setenv("COMPILE_LAB_DATA", str(tmp_path))
     seen = []

@@ -11,7 +11,7 @@ import pytest
 import torch
 from support import SMALL_FUSION, SMALL_OVERHEAD  # fusion_result and overhead_result: measured once (conftest)
 
-from core.engine.explain import fusion, overhead, working_set
+from core.engine.explain import fusion, overhead
 from core.engine.explain import params as demo_params
 
 
@@ -117,34 +117,34 @@ def test_the_last_level_cache_is_read_from_sysfs(tmp_path):
         tmp_path / "cache",
         [(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"), (3, "Unified", "307200K")],
     )
-    llc = working_set.cpu_last_level_cache(root)
+    llc = fusion.cpu_last_level_cache(root)
     assert llc == {"bytes": 300 * 2**20, "level": 3, "source": f"L3 of cpu0, from {root}"}
-    assert working_set.cpu_last_level_cache(str(tmp_path / "missing")) is None
-    assert working_set.parse_cache_size("32M") == 32 * 2**20 and working_set.parse_cache_size("lots") is None
+    assert fusion.cpu_last_level_cache(str(tmp_path / "missing")) is None
+    assert fusion.parse_cache_size("32M") == 32 * 2**20 and fusion.parse_cache_size("lots") is None
 
 
 def test_the_working_set_is_several_times_the_cache_within_limits():
-    numel = working_set.auto_numel(32 * 2**20)
-    assert 2 * numel * 4 == pytest.approx(working_set.WORKING_SET_MULTIPLE * 32 * 2**20, rel=1e-6)
-    assert working_set.memory_level(2 * numel * 4, 32 * 2**20) == working_set.MAIN_MEMORY
-    assert working_set.auto_numel(None) == working_set.MIN_AUTO_NUMEL
-    assert working_set.auto_numel(2**40) == working_set.MAX_AUTO_NUMEL
-    assert working_set.auto_numel(300 * 2**20, memory_bytes=2**30) == 2**30 // (working_set.MEMORY_SHARE * 4)
+    numel = fusion.auto_numel(32 * 2**20)
+    assert 2 * numel * 4 == pytest.approx(fusion.WORKING_SET_MULTIPLE * 32 * 2**20, rel=1e-6)
+    assert fusion.memory_level(2 * numel * 4, 32 * 2**20) == fusion.MAIN_MEMORY
+    assert fusion.auto_numel(None) == fusion.MIN_AUTO_NUMEL
+    assert fusion.auto_numel(2**40) == fusion.MAX_AUTO_NUMEL
+    assert fusion.auto_numel(300 * 2**20, memory_bytes=2**30) == 2**30 // (fusion.MEMORY_SHARE * 4)
 
 
 def test_a_figure_is_labelled_with_the_level_it_measures():
     llc = 300 * 2**20
-    assert working_set.memory_level(32 * 2**20, llc) == working_set.CACHE  # the old 16 MiB tensors: cache
-    assert working_set.memory_level(450 * 2**20, llc) == working_set.PARTLY_CACHE
-    assert working_set.memory_level(900 * 2**20, llc) == working_set.MAIN_MEMORY
-    assert working_set.memory_level(900 * 2**20, None) == working_set.UNKNOWN
+    assert fusion.memory_level(32 * 2**20, llc) == fusion.CACHE  # the old 16 MiB tensors: cache
+    assert fusion.memory_level(450 * 2**20, llc) == fusion.PARTLY_CACHE
+    assert fusion.memory_level(900 * 2**20, llc) == fusion.MAIN_MEMORY
+    assert fusion.memory_level(900 * 2**20, None) == fusion.UNKNOWN
 
 
 def test_a_sample_of_a_fast_call_is_many_calls_long():
-    assert working_set.calls_per_sample(10e-6) == 2000  # a ~10 µs fused GPU kernel: 20 ms per sample
-    assert working_set.calls_per_sample(0.25) == 1
-    assert working_set.calls_per_sample(1e-9) == working_set.MAX_CALLS_PER_SAMPLE
-    assert working_set.calls_per_sample(0.0) == working_set.MAX_CALLS_PER_SAMPLE
+    assert fusion.calls_per_sample(10e-6) == 2000  # a ~10 µs fused GPU kernel: 20 ms per sample
+    assert fusion.calls_per_sample(0.25) == 1
+    assert fusion.calls_per_sample(1e-9) == fusion.MAX_CALLS_PER_SAMPLE
+    assert fusion.calls_per_sample(0.0) == fusion.MAX_CALLS_PER_SAMPLE
 
 
 def test_paired_samples_alternate_eager_and_compiled_with_many_calls_each():
@@ -164,7 +164,7 @@ def test_paired_samples_size_auto_samples_from_a_timed_warm_up_call(monkeypatch)
         timed.append(one_call_s)
         return 5 if len(timed) == 1 else 7
 
-    monkeypatch.setattr(fusion.working_set, "calls_per_sample", calls_for)
+    monkeypatch.setattr(fusion, "calls_per_sample", calls_for)
     log = []
     result = fusion.paired_samples(lambda: log.append("e"), lambda: log.append("c"), "cpu", 2, 0, "auto")
     assert len(timed) == 2 and all(t > 0 for t in timed)  # one timed call of each variant, even without warm-up
@@ -174,7 +174,7 @@ def test_paired_samples_size_auto_samples_from_a_timed_warm_up_call(monkeypatch)
 
 def test_resolve_numel_keeps_a_given_size_and_sizes_auto_from_the_cache():
     assert fusion.resolve_numel(4096, {"bytes": 2**20}, None) == 4096
-    assert fusion.resolve_numel("auto", {"bytes": 64 * 2**20}, None) == working_set.auto_numel(64 * 2**20)
+    assert fusion.resolve_numel("auto", {"bytes": 64 * 2**20}, None) == fusion.auto_numel(64 * 2**20)
 
 
 # --- pure pieces (no compile) -------------------------------------------------------------
@@ -385,5 +385,5 @@ def test_fusion_on_a_gpu_measures_main_memory_past_l2_with_many_calls_per_sample
     fused = fusion.run({"ks": [1, 8], "repeats": 3, "warmup": 1}, device="cuda")  # numel and calls: auto
     assert fused["cache"]["source"].endswith("L2_cache_size") and fused["cache"]["bytes"] > 0
     assert fused["working_set_bytes"] >= 2 * fused["cache"]["bytes"]
-    assert fused["memory_level"] == working_set.MAIN_MEMORY
+    assert fused["memory_level"] == fusion.MAIN_MEMORY
     assert all(row["compiled_calls_per_sample"] > 1 for row in fused["rows"])  # one launch would dominate

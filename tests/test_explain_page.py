@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe
 
 from core.engine.explain import CODEGEN_FUNCTIONS, PAGE_PARAMS, graphs
-from core.runs import devices, queue, shared_results
+from core.runs import device_history, fleet, queue
 from core.runs.store import Store
 
 
@@ -42,7 +42,7 @@ def record_demo(store, name, params, result, torch_version="2.x"):
         "cpu",
         status="running",
         started_at=time.time(),
-        host=devices.HOST,
+        host=fleet.HOST,
     )
     store.finish_run(
         run_id,
@@ -109,7 +109,7 @@ def test_a_demo_that_cannot_be_queued_says_why_and_the_message_stays(tmp_path, m
 
 def test_a_result_measured_with_another_torch_version_is_not_shown(store, sleepers):
     record_demo(store, "caches", PAGE_PARAMS["caches"], {"cold": {}, "warm": {}}, torch_version="1.0")
-    assert shared_results.stored_demo(store, "caches", PAGE_PARAMS["caches"]) is None
+    assert device_history.stored_demo(store, "caches", PAGE_PARAMS["caches"]) is None
 
 
 def test_measure_enqueues_a_demo_job_with_the_pages_parameters(store, sleepers):

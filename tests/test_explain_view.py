@@ -4,8 +4,8 @@ with its spread and the level it measures, and words that follow from the number
 
 import pytest
 
-from core.view.chart_style import VARIANT_COLORS
-from core.view.explain import caches, codegen, fusion, graphs, overhead
+from core.view import explainers
+from core.view.race_charts import VARIANT_COLORS
 
 
 def fusion_row(k, eager_ms, compiled_ms, spread=0.05, numel=1_000_000):
@@ -51,16 +51,16 @@ COMPUTE_BOUND = [fusion_row(1, 0.45, 0.442), fusion_row(8, 8.0, 4.0), fusion_row
 
 
 def test_the_verdict_says_fusion_shows_when_compiled_stays_flat_and_the_gain_is_clear():
-    shows, text = fusion.fusion_verdict(fusion_result(MEMORY_BOUND))
+    shows, text = explainers.fusion_verdict(fusion_result(MEMORY_BOUND))
     assert shows
     assert text.startswith("**Fusion shows here**: from k = 1 to k = 16 eager's time grows 16.0x")
     assert "the fused kernel's 1.1x" in text and "at k = 16 compiled is 14.55x faster" in text
     flat = [fusion_row(1, 10.0, 10.0), fusion_row(16, 160.0, 9.0)]
-    assert "the fused kernel's stays flat (0.9x)" in fusion.fusion_verdict(fusion_result(flat))[1]
+    assert "the fused kernel's stays flat (0.9x)" in explainers.fusion_verdict(fusion_result(flat))[1]
 
 
 def test_the_verdict_says_when_this_machine_does_not_show_the_effect_and_why_compute_bound():
-    shows, text = fusion.fusion_verdict(fusion_result(COMPUTE_BOUND, op_set="mixed", level="cache"))
+    shows, text = explainers.fusion_verdict(fusion_result(COMPUTE_BOUND, op_set="mixed", level="cache"))
     assert not shows
     assert text.startswith("**This machine does not show the effect clearly**")
     assert "the fused kernel's 47.5x" in text  # not flat: 0.442 -> 21 ms
@@ -69,18 +69,18 @@ def test_the_verdict_says_when_this_machine_does_not_show_the_effect_and_why_com
 
 def test_the_verdict_blames_noise_when_the_repeats_overlap():
     noisy = [fusion_row(1, 10.0, 10.0, spread=0.4), fusion_row(16, 12.0, 10.0, spread=0.4)]
-    shows, text = fusion.fusion_verdict(fusion_result(noisy))
+    shows, text = explainers.fusion_verdict(fusion_result(noisy))
     assert not shows and "the repeats scatter more than the two variants differ" in text
 
 
 def test_the_verdict_blames_the_cache_when_the_tensors_fit_in_it():
     cached = [fusion_row(1, 1.0, 1.0), fusion_row(16, 3.0, 2.6)]
-    _, text = fusion.fusion_verdict(fusion_result(cached, level="cache"))
+    _, text = explainers.fusion_verdict(fusion_result(cached, level="cache"))
     assert "the tensors fit in the cache" in text
 
 
 def test_the_fusion_table_shows_each_median_with_the_range_of_its_repeats():
-    rows = fusion.fusion_rows(fusion_result(MEMORY_BOUND))
+    rows = explainers.fusion_rows(fusion_result(MEMORY_BOUND))
     assert rows[-1]["eager (ms)"] == "160 (152–168)"
     assert rows[-1]["compiled (ms)"] == "11.0 (10.4–11.6)"
     assert rows[-1]["speedup"] == "14.55x (13.16-16.08x)"
@@ -88,9 +88,9 @@ def test_the_fusion_table_shows_each_median_with_the_range_of_its_repeats():
 
 def test_the_fusion_sentence_and_note_give_the_spread_and_the_level_measured():
     result = fusion_result(MEMORY_BOUND, numel=118_000_000, cache_bytes=300 * 2**20)
-    sentence = fusion.fusion_sentence(result, 16)
+    sentence = explainers.fusion_sentence(result, 16)
     assert "(**14.55x**; 13.16-16.08x over 5 paired repeats)" in sentence
-    note = fusion.fusion_measurement_note(result)
+    note = explainers.fusion_measurement_note(result)
     assert "input plus output is 900 MiB against a 300 MiB last-level cache" in note
     assert "so the GB/s figures measure main memory" in note
     assert "median of 5 samples, eager and compiled alternating" in note
@@ -98,13 +98,13 @@ def test_the_fusion_sentence_and_note_give_the_spread_and_the_level_measured():
 
 def test_the_copy_line_is_labelled_with_the_level_it_measures():
     for level in ("main memory", "cache"):
-        spec = fusion.fusion_bandwidth_chart(fusion_result(MEMORY_BOUND, level=level), 4).to_dict()
+        spec = explainers.fusion_bandwidth_chart(fusion_result(MEMORY_BOUND, level=level), 4).to_dict()
         labels = [r["label"] for rows in spec["datasets"].values() for r in rows if "label" in r]
         assert labels == [f"copy ({level}): 20 GB/s"]
 
 
 def test_fusion_charts_draw_the_spread_of_the_repeats_as_bars():
-    spec = fusion.fusion_time_chart(fusion_result(MEMORY_BOUND), 4).to_dict()
+    spec = explainers.fusion_time_chart(fusion_result(MEMORY_BOUND), 4).to_dict()
     rules = [v for v in spec["layer"][0]["layer"] if v["mark"]["type"] == "rule"]
     assert len(rules) == 2 and all(v["encoding"]["y2"]["field"] == "high" for v in rules)
     rows = next(r for r in spec["datasets"].values() if r and "low" in r[0])
@@ -114,7 +114,7 @@ def test_fusion_charts_draw_the_spread_of_the_repeats_as_bars():
 
 def test_fusion_charts_keep_the_legend_that_says_which_colour_is_eager():
     """Vega-Lite merges the layers' legends for one colour field; one layer with legend=None hides it."""
-    for chart in (fusion.fusion_time_chart, fusion.fusion_bandwidth_chart):
+    for chart in (explainers.fusion_time_chart, explainers.fusion_bandwidth_chart):
         layers = chart(fusion_result(MEMORY_BOUND), 4).to_dict()["layer"][0]["layer"]
         colours = [layer.get("encoding", {}).get("color") for layer in layers]
         assert all(c is None or c.get("legend", {}) is not None for c in colours), colours
@@ -152,7 +152,7 @@ OVERHEAD = overhead_result(
 
 
 def test_overhead_readings_explain_the_compiled_wrappers_fixed_cost():
-    readings = overhead.overhead_readings(OVERHEAD)
+    readings = explainers.overhead_readings(OVERHEAD)
     assert readings["tiny"].startswith("Eager pays about 5.0 µs per op")
     assert "A compiled call costs 24 µs (23-25 µs over 15 repeats) even at k = 1" in readings["tiny"]
     assert readings["tiny"].endswith("so compiled wins from k = 8 ops on.")
@@ -177,7 +177,7 @@ def test_a_gap_larger_than_the_measured_fixed_cost_is_not_blamed_on_it():
         spread_row({"batch": 4, "eager_us": 113.0, "compiled_us": 230.0}),
     ]
     tiny = [spread_row({"k": 1, "eager_us": 6.0, "compiled_us": 26.0, "eager_us_per_op": 6.0, "speedup": 0.23})]
-    text = overhead.overhead_readings(overhead_result(rows, tiny))["batch"]
+    text = explainers.overhead_readings(overhead_result(rows, tiny))["batch"]
     assert "the gap (median 117 µs, up to 381 µs) is larger than the fixed cost a compiled call showed" in text
     assert "so that fixed cost does not explain it" in text
     assert "too few to earn" not in text
@@ -187,7 +187,7 @@ def test_a_fixed_cost_whose_repeats_scattered_is_not_used_as_a_cause():
     rows = [spread_row({"batch": 1, "eager_us": 15.0, "compiled_us": 30.0})]
     tiny = [spread_row({"k": 1, "eager_us": 2.0, "compiled_us": 9.0, "eager_us_per_op": 2.0, "speedup": 0.2})]
     tiny[0]["compiled_us_low"], tiny[0]["compiled_us_high"] = 8.0, 251.0  # a busy machine's spike
-    text = overhead.overhead_readings(overhead_result(rows, tiny))["batch"]
+    text = explainers.overhead_readings(overhead_result(rows, tiny))["batch"]
     assert (
         "the gap is a median 15 µs, but the fixed cost a compiled call showed at k = 1 above (8-251 µs) scattered"
         in text
@@ -200,12 +200,12 @@ def test_points_whose_repeats_overlap_are_not_called_slower_or_given_a_cause():
         spread_row({"batch": 1, "eager_us": 100.0, "compiled_us": 104.0}, spread=0.2),
         spread_row({"batch": 8, "eager_us": 100.0, "compiled_us": 300.0}),
     ]
-    text = overhead.overhead_readings(overhead_result(rows))["batch"]
+    text = explainers.overhead_readings(overhead_result(rows))["batch"]
     assert "clearly slower at 1, clearly faster at none, and too close to call at 1" in text
-    assert overhead.compare_point(rows[0]) == "unclear" and overhead.compare_point(rows[1]) == "slower"
-    assert overhead.compare_point(spread_row({"batch": 1, "eager_us": 100.0, "compiled_us": 50.0})) == "faster"
+    assert explainers.compare_point(rows[0]) == "unclear" and explainers.compare_point(rows[1]) == "slower"
+    assert explainers.compare_point(spread_row({"batch": 1, "eager_us": 100.0, "compiled_us": 50.0})) == "faster"
     same = [spread_row({"batch": b, "eager_us": 100.0, "compiled_us": 101.0}, spread=0.1) for b in (1, 8)]
-    text = overhead.overhead_readings(overhead_result(same))["batch"]
+    text = explainers.overhead_readings(overhead_result(same))["batch"]
     assert "clearly slower at none" in text and "gap" not in text  # nothing clear, so no cause named
 
 
@@ -213,12 +213,12 @@ def test_a_point_that_scattered_is_flagged_and_a_result_without_spread_claims_no
     spike = spread_row({"batch": 32, "eager_us": 120.0, "compiled_us": 400.0})
     spike["compiled_us_high"] = 3000.0
     rows = [spread_row({"batch": 1, "eager_us": 100.0, "compiled_us": 110.0}, spread=0.01), spike]
-    text = overhead.overhead_readings(overhead_result(rows))["batch"]
+    text = explainers.overhead_readings(overhead_result(rows))["batch"]
     assert "Repeats scatter widely at batch 32 (compiled 380-3,000 µs at batch 32)" in text
     old = [{"batch": 1, "eager_us": 10.0, "compiled_us": 22.0}, {"batch": 16, "eager_us": 12.0, "compiled_us": 25.0}]
-    text = overhead.overhead_readings(overhead_result(old))["batch"]
+    text = explainers.overhead_readings(overhead_result(old))["batch"]
     assert "kept no spread of its repeats" in text and "slower at" not in text
-    assert {overhead.point_verdict(r) for r in old} == {"unclear"}
+    assert {explainers.point_verdict(r) for r in old} == {"unclear"}
 
 
 def _issue_sweep(slower_pairs=15):
@@ -236,11 +236,11 @@ def _issue_sweep(slower_pairs=15):
 
 def test_the_overhead_reading_counts_what_the_chart_draws():
     result = _issue_sweep()
-    text = overhead.overhead_readings(result)["batch"]
+    text = explainers.overhead_readings(result)["batch"]
     assert "Compiled's median is above eager's at 9 of 9 batch sizes" in text
     assert "It is clearly slower at 9, clearly faster at none, and too close to call at none" in text
     assert "at least 12 of its 15 pairs of samples" in text
-    spec = overhead.overhead_batch_chart(result).to_dict()
+    spec = explainers.overhead_batch_chart(result).to_dict()
     drawn = [row for values in spec["datasets"].values() for row in values]
     compiled = [row for row in drawn if row["variant"] == "compiled"]
     eager = {row["batch"]: row["value"] for row in drawn if row["variant"] == "eager"}
@@ -250,28 +250,28 @@ def test_the_overhead_reading_counts_what_the_chart_draws():
     assert "this point" in tooltips
     # Pairs that do not lean clearly one way: too close to call, in the text and in the chart alike.
     even = _issue_sweep(slower_pairs=10)
-    assert "clearly slower at none" in overhead.overhead_readings(even)["batch"]
-    drawn = [row for values in overhead.overhead_batch_chart(even).to_dict()["datasets"].values() for row in values]
+    assert "clearly slower at none" in explainers.overhead_readings(even)["batch"]
+    drawn = [row for values in explainers.overhead_batch_chart(even).to_dict()["datasets"].values() for row in values]
     assert {row["verdict"] for row in drawn} == {"too close to call"}
 
 
 def test_a_sign_test_needs_enough_pairs():
-    assert overhead.pairs_needed(15) == 12 and overhead.pairs_needed(6) == 6 and overhead.pairs_needed(5) is None
+    assert explainers.pairs_needed(15) == 12 and explainers.pairs_needed(6) == 6 and explainers.pairs_needed(5) is None
 
 
 def test_the_batch_chart_carries_each_points_spread_into_its_tooltips():
-    spec = overhead.overhead_batch_chart(OVERHEAD).to_dict()
+    spec = explainers.overhead_batch_chart(OVERHEAD).to_dict()
     data = [row for values in spec["datasets"].values() for row in values]
     assert data and all(row["low"] < row["value"] < row["high"] for row in data)
     assert "median of 15 repeats" in str(spec["title"])
-    tiny = overhead.overhead_tiny_rows(OVERHEAD)[0]
+    tiny = explainers.overhead_tiny_rows(OVERHEAD)[0]
     assert tiny["compiled range (µs)"] == "22.8-25.2" and tiny["repeats"] == 15
 
 
 def test_cold_and_warm_caches_are_neutral_colours_not_compileds_orange():
-    spec = caches.caches_chart({"model": "mlp", "cold": {"compile_s": 8.5}, "warm": {"compile_s": 1.9}}).to_dict()
+    spec = explainers.caches_chart({"model": "mlp", "cold": {"compile_s": 8.5}, "warm": {"compile_s": 1.9}}).to_dict()
     colours = spec["encoding"]["color"]["scale"]["range"]
-    assert colours == [caches.CACHE_COLORS["cold"], caches.CACHE_COLORS["warm"]]
+    assert colours == [explainers.CACHE_COLORS["cold"], explainers.CACHE_COLORS["warm"]]
     assert not set(colours) & set(VARIANT_COLORS.values())
 
 
@@ -281,30 +281,31 @@ def test_the_wall_time_bar_and_the_phase_table_are_reconciled_in_words():
         "backward": {"phases": {"inductor": 2.1}, "total_s": 2.1},
         "total_s": 7.1,
     }
-    text = caches.caches_wall_vs_phases({"cold": {"compile_s": 8.5, "phases": phases}})
+    text = explainers.caches_wall_vs_phases({"cold": {"compile_s": 8.5, "phases": phases}})
     assert "first training step minus a steady one (8.5 s cold)" in text
     assert "they add up to 7.1 s, and the other 1.4 s of the bar is work outside those timers" in text
-    assert caches.phase_total_s(phases) == pytest.approx(7.1)
-    assert caches.caches_wall_vs_phases({"cold": {"compile_s": 8.5}}) is None
-    probed = caches.caches_wall_vs_phases({"cold": {"compile_s": 8.5, "phases": phases, "cpu_isa_probe_s": 14.4}})
+    assert explainers.phase_total_s(phases) == pytest.approx(7.1)
+    assert explainers.caches_wall_vs_phases({"cold": {"compile_s": 8.5}}) is None
+    probed = explainers.caches_wall_vs_phases({"cold": {"compile_s": 8.5, "phases": phases, "cpu_isa_probe_s": 14.4}})
     assert "Neither counts Inductor's one-time CPU feature probe (14.4 s in the cold process)" in probed
 
 
 def test_an_excerpt_is_numbered_as_in_its_module():
-    assert codegen.numbered_source("a\nb\nc", 34) == "34  a\n35  b\n36  c"
-    assert codegen.numbered_source("x\n" * 9 + "y", 95).splitlines()[-1] == "104  y"
-    assert codegen.numbered_source("a", None) == "a"
+    assert explainers.numbered_source("a\nb\nc", 34) == "34  a\n35  b\n36  c"
+    assert explainers.numbered_source("x\n" * 9 + "y", 95).splitlines()[-1] == "104  y"
+    assert explainers.numbered_source("a", None) == "a"
 
 
 def test_fullgraph_text_names_the_graph_it_compiled_and_why_there_was_no_error():
     ok = {"fullgraph": {"ok": True, "graphs": 1, "ops": 4, "recompiled": False}, "note": "So there is no break."}
     assert (
-        graphs.fullgraph_text(ok) == "`fullgraph=True`: compiles as one graph of 4 ops, no error. So there is no break."
+        explainers.fullgraph_text(ok)
+        == "`fullgraph=True`: compiles as one graph of 4 ops, no error. So there is no break."
     )
     older = {"fullgraph": {"ok": True}}  # stored before the graphs were counted
-    assert graphs.fullgraph_text(older) == "`fullgraph=True`: compiles as one graph, no error."
+    assert explainers.fullgraph_text(older) == "`fullgraph=True`: compiles as one graph, no error."
     refused = {"fullgraph": {"ok": False, "error_type": "Unsupported", "headline": "Data-dependent branching"}}
-    assert graphs.fullgraph_text(refused).startswith("`fullgraph=True` refuses it: **Unsupported**")
+    assert explainers.fullgraph_text(refused).startswith("`fullgraph=True` refuses it: **Unsupported**")
 
 
 def recompile_result(cache):
@@ -315,24 +316,24 @@ def recompile_result(cache):
 
 def test_each_recompile_row_says_which_cache_it_compiled_with():
     own = recompile_result("own")
-    assert [r["cache"] for r in caches.recompile_rows(own)] == ["its own, empty"] * 3
-    assert "no row read code another row wrote" in caches.recompile_note(own)
+    assert [r["cache"] for r in explainers.recompile_rows(own)] == ["its own, empty"] * 3
+    assert "no row read code another row wrote" in explainers.recompile_note(own)
     old = recompile_result(None)  # measured when the rows shared the worker's cache
-    assert all("shared with the rows above" in r["cache"] for r in caches.recompile_rows(old))
-    assert "may have read a graph a row above wrote" in caches.recompile_note(old)
-    assert caches.recompile_note({"recompiles": {"unavailable": "x"}}) is None
+    assert all("shared with the rows above" in r["cache"] for r in explainers.recompile_rows(old))
+    assert "may have read a graph a row above wrote" in explainers.recompile_note(old)
+    assert explainers.recompile_note({"recompiles": {"unavailable": "x"}}) is None
 
 
 def test_a_phase_the_warm_compile_skipped_reads_as_a_word_not_none():
     cold = {"forward": {"phases": {"Dynamo tracing": 0.8, "Inductor lowering": 0.2}, "total_s": 1.0}, "total_s": 1.0}
     warm = {"forward": {"phases": {"Dynamo tracing": 0.9}, "total_s": 0.9}, "total_s": 0.9}
     result = {"cold": {"phases": cold, "cache_hits": 0}, "warm": {"phases": warm, "cache_hits": 2}}
-    rows = {r["phase"]: r for r in caches.cache_phase_rows(result)}
+    rows = {r["phase"]: r for r in explainers.cache_phase_rows(result)}
     assert rows["Dynamo tracing"]["warm (s)"] == "0.900"
     assert rows["Inductor lowering"]["warm (s)"] == "not run: read from the cache"
-    assert "None" not in str(caches.cache_phase_rows(result))
+    assert "None" not in str(explainers.cache_phase_rows(result))
     result["warm"]["cache_hits"] = None  # no cache counters: nothing is claimed about why
-    assert {r["phase"]: r for r in caches.cache_phase_rows(result)}["Inductor lowering"]["warm (s)"] == "not timed"
+    assert {r["phase"]: r for r in explainers.cache_phase_rows(result)}["Inductor lowering"]["warm (s)"] == "not timed"
 
 
 def test_a_fresh_machine_with_the_shipped_cache_is_shown_beside_cold_and_warm_per_stage():
@@ -347,16 +348,16 @@ def test_a_fresh_machine_with_the_shipped_cache_is_shown_beside_cold_and_warm_pe
         "warm": {"compile_s": 1.0, "phases": fresh, "cache_hits": 2},
         "portable": {"compile_s": 1.2, "load_s": 0.05, "phases": fresh, "cache_hits": 2},
     }
-    rows = {r["phase"]: r for r in caches.cache_phase_rows(result)}
+    rows = {r["phase"]: r for r in explainers.cache_phase_rows(result)}
     assert rows["Dynamo tracing"]["fresh machine (s)"] == "0.700"
     assert rows["Inductor code generation"]["fresh machine (s)"] == "not run: read from the cache"
-    bars = caches.caches_chart(result).to_dict()
+    bars = explainers.caches_chart(result).to_dict()
     data = [row for values in bars["datasets"].values() for row in values]
     assert [(r["cache"], r["compile_s"]) for r in data] == [("cold", 5.0), ("warm", 1.0), ("fresh machine", 1.25)]
-    words = caches.portable_words(result)
+    words = explainers.portable_words(result)
     assert "loads the 3.0 MiB of artifacts" in words and "pays 1.25 s: 50 ms to load them and 1.2 s to compile" in words
     assert "against 5 s cold and 1 s warm" in words
-    assert "not measured: no artifacts" in caches.portable_words({"portable": {"error": "no artifacts"}})
+    assert "not measured: no artifacts" in explainers.portable_words({"portable": {"error": "no artifacts"}})
 
 
 def test_outlying_repeats_do_not_flatten_the_overhead_medians():
@@ -365,11 +366,11 @@ def test_outlying_repeats_do_not_flatten_the_overhead_medians():
          "compiled_us_low": m + 2, "compiled_us_high": high, "samples": 15}
         for b, m, high in ((64, 15.0, 19.0), (256, 22.0, 7181.0), (1024, 33.0, 40.0))
     ]  # fmt: skip
-    spec = overhead.overhead_batch_chart({"batch_sweep": {"rows": rows}}).to_dict()
+    spec = explainers.overhead_batch_chart({"batch_sweep": {"rows": rows}}).to_dict()
     domains = [layer["encoding"]["y"]["scale"]["domain"] for layer in spec["layer"]]
     assert all(d == [0, 36.0 * 3] for d in domains)  # three times the largest median, not 7,181 µs
     title = spec["title"]["text"] if isinstance(spec["title"], dict) else spec["title"]
     assert "the highest repeat reached 7,181 µs" in title[1]
     rows[1]["compiled_us_high"] = 30.0  # nothing outlying: the axis is Altair's own
-    spec = overhead.overhead_batch_chart({"batch_sweep": {"rows": rows}}).to_dict()
+    spec = explainers.overhead_batch_chart({"batch_sweep": {"rows": rows}}).to_dict()
     assert "scale" not in spec["layer"][0]["encoding"]["y"]

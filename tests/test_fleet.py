@@ -138,7 +138,7 @@ def test_a_postgresql_restart_mid_run_loses_no_event(monkeypatch, postgresql_ser
 
 def test_status_lists_the_fleets_hosts_and_lanes_with_their_names_made_inert(store, capsys):
     from core.cli.main import main
-    from core.view.fleet import device_type_lines, fleet_rows, fleet_summary
+    from core.view.host_tables import device_type_lines, fleet_rows, fleet_summary
 
     gpu = {"lane": "cuda:0", "device_name": "NVIDIA H100 80GB HBM3\x1b[2J", "memory_bytes": 80 * 2**30, "caps": {}}
     fleet.register(store, "h100-box", 1, "lab-7", "2.14.1", [{"lane": "cpu", "device_name": "CPU"}, gpu])

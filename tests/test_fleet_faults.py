@@ -19,7 +19,7 @@ from support import CPU, ROOT, command_line, quick_spec, use_stand_in_launcher
 from test_fleet import NO_LIMITS, start_agent, wait_for
 
 from core.runs import fleet, outage, processes, queue
-from core.runs.devices import HOST
+from core.runs.fleet import HOST
 from core.runs.store import Store
 
 CPU_LANE = {"torch": "2.14.1", "lanes": [{"lane": "cpu", "device_name": "CPU"}]}
@@ -196,7 +196,7 @@ def test_a_draining_agent_claims_nothing_and_cancels_its_runs_when_its_stop_time
     store, sleepers, monkeypatch
 ):
     from core.runs.agent import AGENT_PID_VARIABLE, AGENT_VARIABLE, Agent
-    from core.view.job_status import describe
+    from core.view.host_tables import describe
 
     for name in (AGENT_VARIABLE, AGENT_PID_VARIABLE):  # what the agent sets for its workers, undone after
         monkeypatch.setenv(name, "")

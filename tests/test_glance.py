@@ -8,12 +8,11 @@ from types import SimpleNamespace
 import pytest
 
 from core.engine import analysis, cause, words
-from core.engine.headline import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 from core.engine.reading import reading
-from core.engine.summary import Summary
+from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, Summary
 from core.view.answers import Answers, NextRace
-from core.view.run_screen import glance, layout
-from core.view.run_screen.cards import result_cards
+from core.view.run_screen import layout
+from core.view.run_screen.layout import result_cards
 
 # A verdict line is one line at 1280x720 (about 100 characters of bold type in the page's column).
 ONE_LINE_CHARS = 110
@@ -59,7 +58,7 @@ SUMMARIES = {
 @pytest.mark.parametrize("kind", list(SUMMARIES))
 def test_the_verdict_line_is_one_short_line_shorter_than_the_reading(kind):
     s = SUMMARIES[kind]()
-    line = glance.verdict_line(s)
+    line = layout.verdict_line(s)
     assert len(line) <= ONE_LINE_CHARS and line.endswith("."), line
     assert len(line.split()) <= 20, line
     if s.steady_state_speedup is not None and s.compiled:  # the headline figure, as every surface writes it
@@ -69,47 +68,47 @@ def test_the_verdict_line_is_one_short_line_shorter_than_the_reading(kind):
 
 def test_a_race_that_broke_even_says_it_paid_off_and_where():
     s = reached()
-    line = glance.verdict_line(s)
+    line = layout.verdict_line(s)
     assert line.startswith("Compile paid off:") and words.break_even(s) in line
     assert f"{words.speedup(s.steady_state_speedup)} faster" in line
 
 
 def test_a_faster_race_that_did_not_break_even_says_so_with_the_projected_step():
     s = projected()
-    line = glance.verdict_line(s)
+    line = layout.verdict_line(s)
     assert "did not pay off within this run" in line
     assert f"about step {words.step_at(s.projected_position):,}" in line
     assert "paid off:" not in line
 
 
 def test_never_is_said_only_where_compiled_is_clearly_slower():
-    assert "does not pay off here" in glance.verdict_line(slower())
-    assert "slower" in glance.verdict_line(slower())
-    line = glance.verdict_line(no_clear())  # an interval that spans 1x cannot tell: no "never", no "slower"
+    assert "does not pay off here" in layout.verdict_line(slower())
+    assert "slower" in layout.verdict_line(slower())
+    line = layout.verdict_line(no_clear())  # an interval that spans 1x cannot tell: no "never", no "slower"
     assert line.startswith("No clear difference per step") and "never" not in line and "slower" not in line
 
 
 def test_a_compile_that_failed_or_did_not_happen_reports_no_speedup_and_leaves_torchs_words_to_the_details():
-    failed = glance.verdict_line(SUMMARIES["compile failed"]())
+    failed = layout.verdict_line(SUMMARIES["compile failed"]())
     assert failed.startswith("Compile failed") and "graph break" not in failed and "x" not in failed.split()[-1]
-    skipped = glance.verdict_line(SUMMARIES["compile skipped"]())
+    skipped = layout.verdict_line(SUMMARIES["compile skipped"]())
     assert "did not happen" in skipped and "backend" not in skipped
 
 
 def test_a_busy_race_gives_no_verdict():
-    line = glance.verdict_line(SUMMARIES["busy"]())
+    line = layout.verdict_line(SUMMARIES["busy"]())
     assert line.startswith("No verdict: the machine was busy") and "faster" not in line
 
 
 def test_first_clause_stops_at_the_first_colon_or_semicolon_outside_parentheses_and_drops_them():
     text = "Warm: it found 3 files (1.0 MiB; two races) that run 2 compiled; 5 of its 7 graphs were read."
-    assert glance.first_clause(text) == "Warm"
+    assert layout.first_clause(text) == "Warm"
     text = "Asked to be warm, this race found the warm cache empty (no race here: none), so its compile was cold."
     assert (
-        glance.first_clause(text) == "Asked to be warm, this race found the warm cache empty, so its compile was cold"
+        layout.first_clause(text) == "Asked to be warm, this race found the warm cache empty, so its compile was cold"
     )
-    assert glance.first_clause("one two three four five", max_words=3) == "one two three…"
-    assert glance.first_clause("version 2.14.1 is fine") == "version 2.14.1 is fine"  # a decimal point is no stop
+    assert layout.first_clause("one two three four five", max_words=3) == "one two three…"
+    assert layout.first_clause("version 2.14.1 is fine") == "version 2.14.1 is fine"  # a decimal point is no stop
 
 
 def a_cause(kind: str, verdict: str = FASTER) -> cause.Cause:
@@ -121,15 +120,15 @@ def a_cause(kind: str, verdict: str = FASTER) -> cause.Cause:
 
 
 def test_why_in_one_line_names_the_part_of_the_step_that_carries_the_difference():
-    kernels = glance.why_short(a_cause(cause.KERNELS))
+    kernels = layout.why_short(a_cause(cause.KERNELS))
     assert kernels == "Compiled is faster in its kernels: 14.9 ms a step against eager's 23.9 ms."
-    outside = glance.why_short(a_cause(cause.OUTSIDE, SLOWER))
+    outside = layout.why_short(a_cause(cause.OUTSIDE, SLOWER))
     assert outside.startswith("Compiled is slower outside its kernels: ") and words.seconds(0.030 - 0.0239) in outside
-    assert glance.why_short(a_cause(cause.BOTH)) == "Compiled is faster both in its kernels and outside them."
-    assert glance.why_short(a_cause(cause.DISAGREES)).startswith("This race cannot say why")
+    assert layout.why_short(a_cause(cause.BOTH)) == "Compiled is faster both in its kernels and outside them."
+    assert layout.why_short(a_cause(cause.DISAGREES)).startswith("This race cannot say why")
     same = cause.Cause(cause.SAME, NO_CLEAR_DIFFERENCE, "Compile gains nothing measurable here: its step ...")
-    assert glance.why_short(same) == "Compile gains nothing measurable here."
-    assert glance.why_short(None) is None
+    assert layout.why_short(same) == "Compile gains nothing measurable here."
+    assert layout.why_short(None) is None
 
 
 def test_recompiles_in_one_line_say_how_many_where_and_the_guard_first_clause():
@@ -141,10 +140,10 @@ def test_recompiles_in_one_line_say_how_many_where_and_the_guard_first_clause():
     ]  # fmt: skip
     s = reached().replace(compile_events=events)
     assert (
-        glance.recompiles_short(s)
+        layout.recompiles_short(s)
         == "Compiled recompiled 2 times, first at step 15: tensor 'x' size mismatch at index 0."
     )
-    assert glance.recompiles_short(reached()) is None
+    assert layout.recompiles_short(reached()) is None
 
 
 def test_every_short_line_is_one_line_and_next_carries_its_links():
@@ -161,14 +160,14 @@ def test_every_short_line_is_one_line_and_next_carries_its_links():
     from core.engine.recommend import Advice
 
     found = Answers(found.cause, found.recompiles, Advice(None, ()), found.next_races, found.warm_cache)
-    lines = glance.short_lines(found, reached())
+    lines = layout.short_lines(found, reached())
     assert [line.head for line in lines] == ["Why", "Recompiles", "Cache", "Next"]
     for line in lines:
-        assert len(line.text.split()) <= glance.SHORT_WORDS + 1 and len(line.text) <= ONE_LINE_CHARS, line
+        assert len(line.text.split()) <= layout.SHORT_WORDS + 1 and len(line.text) <= ONE_LINE_CHARS, line
     assert lines[2].text == "Cold."
     assert lines[3].links == (("dynamic shapes", "/?model=small_cnn&dynamic=true"),)
-    assert [head for head, _ in glance.full_lines(found)] == ["Why", "Recompiles", "Cache"]  # in full, a click away
-    assert glance.full_lines(found)[1][1] == found.recompiles
+    assert [head for head, _ in layout.full_lines(found)] == ["Why", "Recompiles", "Cache"]  # in full, a click away
+    assert layout.full_lines(found)[1][1] == found.recompiles
 
 
 def test_a_finished_race_leads_with_the_four_cards_compile_overhead_speedup_break_even():

@@ -8,8 +8,7 @@ from test_pages import app, record_probe
 
 from core.engine.reading import reading
 from core.runs.bundle import import_bundle
-from core.view.run_screen import glance
-from core.view.run_screen.layout import LEAD_CARDS
+from core.view.run_screen.layout import DETAILS_LABEL, LEAD_CARDS, SHORT_WORDS, verdict_line
 
 
 def in_order(block, inside: str | None = None):
@@ -37,7 +36,7 @@ def finished_page(store, name: str):
 def test_a_finished_race_leads_with_its_verdict_then_the_four_cards_then_the_race_chart(store, sleepers):  # noqa: F811
     at, run = finished_page(store, "cpu-recompiles-varying-shapes")
     shown = [(kind, text) for kind, text, inside in in_order(at.main) if inside is None]
-    verdict = f"**{glance.verdict_line(run.summary)}**"
+    verdict = f"**{verdict_line(run.summary)}**"
     kinds = [kind for kind, _ in shown]
     at_verdict = next(i for i, (kind, text) in enumerate(shown) if text.replace("\\", "") == verdict.replace("\\", ""))
     # Right after the verdict: the four lead cards, in their order, then the race chart.
@@ -56,9 +55,7 @@ def test_the_answers_are_one_short_line_each_with_the_whole_reading_one_click_aw
     elements = list(in_order(at.main))
     outside = [text.replace("\\", "").replace("\u2060", "") for kind, text, inside in elements if inside is None]
     details = [
-        text.replace("\\", "").replace("\u2060", "")
-        for kind, text, inside in elements
-        if inside == glance.DETAILS_LABEL
+        text.replace("\\", "").replace("\u2060", "") for kind, text, inside in elements if inside == DETAILS_LABEL
     ]
     heads = {}
     for text in outside:
@@ -68,13 +65,13 @@ def test_the_answers_are_one_short_line_each_with_the_whole_reading_one_click_aw
     assert set(heads) == {"Why", "Recompiles", "Next"}, outside
     for text in heads.values():
         prose = text.split("[")[0]  # Next: the links' labels only
-        assert len(prose.split()) <= glance.SHORT_WORDS + 3, text  # one short line each
+        assert len(prose.split()) <= SHORT_WORDS + 3, text  # one short line each
     assert heads["Why"] == "**Why:** Compiled is faster in its kernels: 14.9 ms a step against eager's 23.9 ms."
     assert heads["Recompiles"].startswith("**Recompiles:** Compiled recompiled once, at step 15: tensor 'x' size")
     assert "drop_last" not in heads["Recompiles"]  # the remedy in full is in the details
     assert "[dynamic shapes](/?" in heads["Next"] and "dynamic=true" in heads["Next"]
     # One click away: the expander holds the reading in full and every answer in full.
-    assert ("expander", glance.DETAILS_LABEL, None) in elements
+    assert ("expander", DETAILS_LABEL, None) in elements
     whole = "\n".join(details)
     assert reading(run.summary).split(";")[0].replace("\u2060", "") in whole
     assert "The interval allows for" in whole  # the reading's caveats, off the first screen

@@ -16,8 +16,7 @@ from core.engine import spec as spec_module
 from core.engine.compile_stats import CompileWatch
 from core.engine.reading import reading
 from core.engine.spec import DeviceCaps, RunSpec, inductor_problem, native_bf16, validate
-from core.runs.doctor import OK, judge
-from core.runs.doctor_plan import Check
+from core.runs.doctor import OK, Check, judge
 from core.runs.store import Run
 from core.view.report import tf32_in_force
 
@@ -142,7 +141,7 @@ def test_a_race_whose_frames_were_skipped_says_compile_did_not_happen(monkeypatc
     from core.engine import variant
     from core.engine.events import StatusEvent
     from core.engine.trainer import run_race
-    from core.view.run_screen.cards import result_cards
+    from core.view.run_screen.layout import result_cards
 
     monkeypatch.setattr(variant, "compile_model", lambda model, spec: torch.compile(model, backend=skipping_backend))
     events = []
@@ -183,7 +182,7 @@ def test_skipped_cuda_graphs_in_a_cuda_graph_mode_are_not_a_finding():
 
 def test_the_queue_status_and_the_cli_table_say_compile_did_not_happen():
     from core.runs.store import Run
-    from core.view.job_status import describe
+    from core.view.host_tables import describe
     from core.view.report import summary_table
 
     summary = {"compile_skipped": "no graph was compiled (BF16 is not supported)"}
@@ -307,7 +306,7 @@ def test_dataloader_workers_start_before_the_timed_steps_of_each_variant(monkeyp
     every epoch, as it did when each epoch built a new DataLoader)."""
     from torch.utils.data import dataloader
 
-    from core.engine import data
+    from core.engine import variant as data
     from core.engine.events import StepEvent
     from core.engine.trainer import run_race
 
@@ -408,9 +407,9 @@ EIGHT_GPUS = DeviceCaps(
 
 
 def record_probe(store, caps):
-    from core.runs import devices
+    from core.runs import fleet
 
-    run_id = store.create_run("probe", {}, "system", "probe", status="running", host=devices.HOST)
+    run_id = store.create_run("probe", {}, "system", "probe", status="running", host=fleet.HOST)
     store.finish_run(run_id, "done", summary={"caps": caps.to_dict(), "environment": {"torch": "2.x"}})
     return run_id
 
@@ -446,7 +445,7 @@ def test_each_gpu_is_a_lane_and_a_cuda_job_takes_any_idle_one(store, sleepers, m
 
 
 def test_a_gpu_lanes_worker_sees_only_its_own_gpu():
-    from core.runs.devices import device_lanes
+    from core.runs.fleet import device_lanes
     from core.runs.processes import worker_environment
 
     assert worker_environment("cuda:2", {})["CUDA_VISIBLE_DEVICES"] == "2"
@@ -489,7 +488,7 @@ def test_the_sidebar_shows_each_gpu_and_each_lane(store, sleepers, monkeypatch):
 
     from core.runs import queue
     from core.runs.limits import HostLimits
-    from core.view.job_status import gpu_lines, lane_lines
+    from core.view.host_tables import gpu_lines, lane_lines
 
     monkeypatch.setenv("COMPILE_LAB_STORE", store.path)
     probe = record_probe(store, EIGHT_GPUS)

@@ -1,7 +1,7 @@
 """One number, one derivation, checked on many races: races of every kind (faster, slower, spanning
 1x, busy, projected, reached, never, with replicates whose headline is not the first process's own
 ratio) are summarised as the worker summarises them, and every surface's claims are checked against
-the headline (core.engine.headline) and nothing else: the signs of the speedup, the throughput change
+the headline (core.engine.summary) and nothing else: the signs of the speedup, the throughput change
 and the plan's saving; "never" only where the whole interval lies at or below 1x; "cannot tell"
 where it spans 1x; a plan interval that is the headline interval applied; the break-even the cards,
 the plan, the reading, the terminal's table and the runs list name; the labels a stored race gets.
@@ -14,16 +14,27 @@ import time
 import numpy as np
 import pytest
 
-from core.engine import analysis, planning, words
-from core.engine.headline import CANNOT_TELL, NEVER_PAYS, PAYOFFS, PAYS
+from core.engine import analysis, words
+from core.engine.intervals import ProcessResult
 from core.engine.reading import reading
 from core.engine.recommend import cost_words
-from core.engine.replicates import ProcessResult
-from core.engine.summary import BUSY, FASTER, NEVER, NO_CLEAR_DIFFERENCE, PROJECTED, REACHED, SLOWER, Summary
+from core.engine.summary import (
+    BUSY,
+    CANNOT_TELL,
+    FASTER,
+    NEVER,
+    NEVER_PAYS,
+    NO_CLEAR_DIFFERENCE,
+    PAYOFFS,
+    PAYS,
+    PROJECTED,
+    REACHED,
+    SLOWER,
+    Summary,
+)
 from core.view.replay import stored_race_label
 from core.view.report import run_row, summary_table
-from core.view.run_screen.cards import result_cards
-from core.view.run_screen.glance import verdict_line
+from core.view.run_screen.layout import result_cards, verdict_line
 
 KINDS = ("faster", "slower", "spanning", "busy", "projected", "reached", "replicated")
 SEEDS = range(150)
@@ -118,7 +129,7 @@ def test_every_surface_s_claims_agree_with_the_headline(seed):
     texts["table"] = summary_table({"summary": s, "variants": {v: {"final_loss": 1.0} for v in ("eager", "compiled")}})
     plans = {steps: h.plan(steps) for steps in PLAN_STEPS}
     for steps, plan in plans.items():
-        texts[f"plan {steps}"] = planning.plan_sentence(plan) if plan else ""
+        texts[f"plan {steps}"] = words.plan_sentence(plan) if plan else ""
 
     # The verdict line the page leads with names the headline's verdict.
     lead = texts["verdict line"]
@@ -212,8 +223,7 @@ def test_each_shipped_recording_says_what_its_own_headline_says():
     whose interval spans 1x one that never pays off."""
     import json
 
-    from core.view.recordings import SHIPPED
-    from core.view.replay import RECORDINGS_DIR, shows_words
+    from core.view.replay import RECORDINGS_DIR, SHIPPED, shows_words
 
     for shipped in SHIPPED:
         with open(f"{RECORDINGS_DIR}/{shipped.name}.json", encoding="utf-8") as f:

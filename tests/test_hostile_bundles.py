@@ -17,11 +17,10 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT
 from test_pages import APP, record_probe
 
-from app_pages.run_screen import feed_routes
+from app_pages.run_screen import feed as feed_routes
 from core.cli.main import main
 from core.runs import bundle
-from core.runs.bundle import BundleError, import_bundle, parse_bundle, read_bundle
-from core.runs.bundle_notes import MAX_NOTE
+from core.runs.bundle import MAX_NOTE, BundleError, import_bundle, parse_bundle, read_bundle
 from core.runs.store.records import MAX_STORED_JSON
 
 RECORDING = os.path.join(ROOT, "assets", "recordings", "cpu-compile-never-pays-off.json")
@@ -384,7 +383,7 @@ def test_a_run_that_cannot_be_drawn_is_a_line_naming_it_and_the_page_draws_the_r
 
 
 def test_the_bounds_admit_a_race_of_the_most_epochs_with_every_load_sample(store):
-    from core.engine.options import MAX_EPOCHS
+    from core.engine.spec import MAX_EPOCHS
 
     data = recording()
     data["run"]["params"].update(epochs=MAX_EPOCHS, steps_per_epoch=1)

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe
 
-from app_pages.run_screen import feed_routes
+from app_pages.run_screen import feed as feed_routes
 from core.cli.common import run_id_arg
 from core.runs.bundle import BundleError
 from core.runs.store import MAX_ID, id_from_text

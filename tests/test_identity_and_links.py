@@ -7,9 +7,17 @@ from streamlit.testing.v1 import AppTest
 from test_pages import APP, app, record_probe, texts
 
 from app_pages import common
-from core.runs import admin, identity, queue
-from core.runs.identity import AddressesSeen, by_browser_alone, client_address, is_browser_token, owner_of, shown_owner
-from core.runs.limits import HostLimits
+from core.runs import admin, queue
+from core.runs import limits as identity
+from core.runs.limits import (
+    AddressesSeen,
+    HostLimits,
+    by_browser_alone,
+    client_address,
+    is_browser_token,
+    owner_of,
+    shown_owner,
+)
 from core.runs.store import Store
 
 TOKEN = "0123456789abcdef0123456789abcdef"

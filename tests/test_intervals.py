@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from core.engine import analysis, intervals, reading
+from core.engine.analysis import StopRule, race_alpha, stop_reading
 from core.engine.spec import RunSpec
-from core.engine.stopping import StopRule, race_alpha, stop_reading
 
 RACES = 400
 RATIOS = (0.9, 1.1, 1.3)
@@ -138,7 +138,7 @@ def test_no_look_is_taken_twice_whatever_the_race_length():
 def test_a_sequential_race_spends_its_error_rate_over_the_looks_of_both_variants():
     """Eager's looks and compiled's are each a chance to stop: one after the other they are twice
     the looks of a race whose variants take turns (8 looks in 600 steps, written out above)."""
-    from core.engine.stopping import alpha_of
+    from core.engine.analysis import alpha_of
 
     assert alpha_of(0.03, 600, "blocks") == alpha_of(0.03, 600, "alternating") == pytest.approx(0.05 / 8)
     assert alpha_of(0.03, 600, "sequential") == pytest.approx(0.05 / 16)

@@ -13,10 +13,10 @@ from support import AMPERE, CPU, ROOT, machine_seconds, quick_spec
 
 from core.engine.reading import reading
 from core.engine.spec import SpecError
-from core.runs import devices, outage, processes, queue
+from core.runs import fleet, outage, processes, queue
 from core.runs.limits import HostLimits
 from core.runs.store import Store
-from core.view.job_status import describe
+from core.view.host_tables import describe
 
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 
@@ -192,9 +192,7 @@ def test_a_dead_worker_is_found_by_the_next_tick(store, sleepers):
 
 
 def test_a_worker_that_never_started_and_one_that_stopped_heartbeating_fail(store, sleepers):
-    never = store.create_run(
-        "race", {}, "ann", "cpu", status="starting", started_at=time.time() - 100, host=devices.HOST
-    )
+    never = store.create_run("race", {}, "ann", "cpu", status="starting", started_at=time.time() - 100, host=fleet.HOST)
     hung = queue.enqueue(store, quick_spec(device="cuda"), "ann", limits=NO_LIMITS, caps=AMPERE)
     store.update_run(hung, heartbeat_at=time.time() - 500)
     queue.reconcile(store)
@@ -339,7 +337,7 @@ def test_the_device_probe_records_what_the_machine_has(store):
     assert caps is not None and caps.cuda is False
     probe = store.list_runs(kind="probe")[0]
     assert probe.status == "done" and probe.summary["environment"]["cpu_count"] == os.cpu_count()
-    assert devices.known_caps(store) == caps
+    assert fleet.known_caps(store) == caps
 
 
 def test_a_new_process_finds_a_running_job_and_follows_it(store):
@@ -367,7 +365,7 @@ def test_a_job_for_the_automatic_device_waits_until_the_probe_has_answered(store
 
 
 def test_a_failed_probe_is_retried_after_a_while_not_on_every_refresh(store, sleepers):
-    probe = store.create_run("probe", {}, "system", "probe", status="running", host=devices.HOST)
+    probe = store.create_run("probe", {}, "system", "probe", status="running", host=fleet.HOST)
     store.finish_run(probe, "failed", error="boom")
     queue.ensure_probe(store)
     queue.ensure_probe(store)

@@ -10,12 +10,21 @@ from core.cli.sweeps import sweep_from_args
 from core.engine.ladder import LADDER, Rung, ladder_reading
 from core.engine.spec import validate
 from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, Summary
-from core.runs import devices
+from core.runs import fleet
 from core.runs.store import Run
 from core.runs.sweeps import AXES, Axis, SweepSpec
-from core.view import sweep_form
 from core.view.safe_text import markdown_text
-from core.view.sweep import ladder_readings, sweep_frame, sweep_report
+from core.view.sweep import (
+    axis_choices,
+    default_sweep,
+    form_sweep,
+    ladder_readings,
+    reset_axis_values,
+    sweep_frame,
+    sweep_report,
+    sweep_to_state,
+    tidy_axes,
+)
 
 DECOMP = "aot_eager_decomp_partition"
 
@@ -61,13 +70,13 @@ def test_the_cli_sweeps_the_backend_ladder_one_point_per_backend():
 
 
 def test_the_sweep_form_offers_backend_as_an_axis_with_every_backend():
-    state = sweep_form.sweep_to_state(sweep_form.default_sweep(CPU))
-    assert "backend" in sweep_form.axis_choices()
+    state = sweep_to_state(default_sweep(CPU))
+    assert "backend" in axis_choices()
     state["sweep_axis1"] = "backend"
-    sweep_form.reset_axis_values(state, 1, CPU)
+    reset_axis_values(state, 1, CPU)
     assert set(state["sweep_values1"]) == set(LADDER)
-    sweep_form.tidy_axes(state, CPU)
-    sweep = sweep_form.form_sweep(state)
+    tidy_axes(state, CPU)
+    sweep = form_sweep(state)
     assert sorted(p.backend for p in sweep.points()) == sorted(LADDER)
 
 
@@ -91,7 +100,7 @@ def record_ladder(store) -> int:
         sweep_id = store.insert_sweep(c, "someone", sweep.to_dict())
     summaries = [rung("eager", 0.5, 1.0).summary, rung("aot_eager", 1.2, 1.0).summary, FAILED]
     for point, summary in zip(sweep.points(), summaries):
-        fields = {"status": "done", "phase": "done", "sweep_id": sweep_id, "host": devices.HOST}
+        fields = {"status": "done", "phase": "done", "sweep_id": sweep_id, "host": fleet.HOST}
         store.create_run("race", point.to_dict(), "someone", "cpu", summary=summary.to_dict(), **fields)
     return sweep_id
 

@@ -10,10 +10,10 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT
 from test_pages import APP, record_probe
 
-from core.engine.models.zoo import MODELS
+from core.engine.models.sources import MODELS
 from core.engine.race_memory import FIT_SHARE, race_memory_bytes
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, validate
-from core.runs import devices, queue, sweeps
+from core.runs import fleet, queue, sweeps
 from core.runs.limits import HostLimits
 
 GiB = 2**30
@@ -81,9 +81,9 @@ def test_the_floor_grows_with_the_input_size_and_halves_its_activations_under_au
 def test_a_gpus_memory_comes_from_the_stored_probe_an_old_one_too(store):
     env = {"device_type": "cuda", "device_name": "Tesla T4", "device_memory_bytes": 16 * GiB, "torch": "2.x"}
     old = {**GPU_16.to_dict(), "cuda_memory_bytes": None, "memory_bytes": None}
-    run_id = store.create_run("probe", {}, "system", "probe", status="running", host=devices.HOST)
+    run_id = store.create_run("probe", {}, "system", "probe", status="running", host=fleet.HOST)
     store.finish_run(run_id, "done", summary={"caps": old, "environment": env, "gpus": [{"memory_bytes": 16 * GiB}]})
-    caps = devices.known_caps(store)
+    caps = fleet.known_caps(store)
     assert caps.cuda_memory_bytes == 16 * GiB and caps.memory_bytes is None
     spec = RunSpec(model="resnet50", batch_size=4096, precision="amp-fp16", device="cuda")
     with pytest.raises(SpecError, match="Tesla T4 has 16.0 GiB"):
@@ -133,7 +133,7 @@ def test_in_a_fleet_a_gpu_race_is_refused_only_where_it_fits_no_gpu(store):
         return {"lane": f"cuda:{index}", "device_name": name, "memory_bytes": gib * GiB, "caps": caps}
 
     fleet.register(store, "box", 1, "lab-1", "2.14.1", [lane(0, "NVIDIA A10", 24), lane(1, "NVIDIA A100", 80)])
-    caps = devices.known_caps(store)
+    caps = fleet.known_caps(store)
     assert caps.cuda_memory_bytes == 80 * GiB
     fits_the_large = RunSpec(model="resnet50", batch_size=1024, precision="amp-bf16", device="cuda")
     assert batch_problems(fits_the_large, caps) == []  # about 46 GiB: past the A10, within the A100

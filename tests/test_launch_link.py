@@ -57,13 +57,13 @@ def test_a_run_link_sets_the_form_to_that_runs_configuration_so_launch_races_it_
     from support import quick_spec
 
     from core.engine import analysis
-    from core.runs import devices
+    from core.runs import fleet
 
     record_probe(store)
     spec = quick_spec(model="small_cnn", batch_size=8, mode="max-autotune-no-cudagraphs", backend="inductor")
     spec = dataclasses.replace(spec, epochs=1, steps_per_epoch=3)
     run_id = store.create_run(
-        "race", spec.to_dict(), "someone", "cpu", status="running", started_at=time.time(), host=devices.HOST
+        "race", spec.to_dict(), "someone", "cpu", status="running", started_at=time.time(), host=fleet.HOST
     )
     times = [0.02, 0.02, 0.02]
     store.finish_run(run_id, "done", summary=analysis.summarize(times, [0.5, 0.01, 0.01], [0.06], [0.52], 8))

@@ -87,7 +87,7 @@ sys.path.insert(0, ROOT)
 from streamlit.testing.v1 import AppTest
 from core.engine import analysis
 from core.engine.spec import DeviceCaps, RunSpec
-from core.runs import devices, processes
+from core.runs import fleet as devices, processes
 from core.runs.store import Store
 
 processes.launch_worker = lambda store_path, run_id, key: os.getpid()  # nothing runs: only what the app imports counts
@@ -125,10 +125,10 @@ assert store.list_runs(kind="demo"), "the click queued a demo job"
 for layer_module in ("core.view",):
     for info in pkgutil.walk_packages([os.path.join(ROOT, *layer_module.split("."))], prefix=layer_module + "."):
         __import__(info.name)
-import core.engine.explain, core.engine.explain.params, core.engine.spec, core.engine.models.zoo, core.engine.analysis
-import core.engine.planning, core.engine.models.regions, core.engine.models.sources, core.engine.compile_stats
-import core.runs.bundle, core.runs.queue, core.runs.job_kinds, core.runs.devices, core.runs.processes, core.runs.lookups, core.runs.limits, core.runs.store, core.runs.sweeps, core.runs.model_catalog
-import core.runs.admin, core.runs.identity, core.runs.shared_results
+import core.engine.explain, core.engine.explain.params, core.engine.spec, core.engine.models.sources, core.engine.analysis
+import core.engine.words, core.engine.models.sources, core.engine.models.sources, core.engine.compile_stats
+import core.runs.bundle, core.runs.queue, core.runs.job_kinds, core.runs.fleet, core.runs.processes, core.runs.job_kinds, core.runs.limits, core.runs.store, core.runs.sweeps, core.runs.model_catalog
+import core.runs.admin, core.runs.limits, core.runs.device_history
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """
 

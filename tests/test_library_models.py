@@ -9,8 +9,7 @@ import torch
 from support import CPU, require_model_libraries
 
 from core.engine.models import sources as model_sources
-from core.engine.models.resolve import describe_model, workload_for
-from core.engine.models.workload import ModelError
+from core.engine.models.workload import ModelError, describe_model, workload_for
 from core.engine.reading import reading
 from core.engine.spec import RunSpec, SpecError
 from core.engine.trainer import run_race
@@ -204,7 +203,7 @@ def test_a_missing_library_is_refused_before_any_work_with_how_to_install_it(mon
 
 
 def test_varying_shapes_cut_a_hugging_face_batch_like_any_token_batch():
-    from core.engine.data import BatchSource
+    from core.engine.variant import BatchSource
 
     spec = RunSpec(model=TINY_GPT2, image_size=16, shapes="varying", steps_per_epoch=4, batch_size=2, device="cpu")
     batches = list(BatchSource(spec, torch.device("cpu")).train_epoch(1))

@@ -10,13 +10,11 @@ import time
 import pytest
 
 from core.engine import analysis, words
-from core.engine.headline import NO_CLEAR_DIFFERENCE, NOT_WITHIN_RUN, SLOWER
-from core.engine.summary import Summary
+from core.engine.summary import NO_CLEAR_DIFFERENCE, NOT_WITHIN_RUN, SLOWER, Summary
 from core.runs.store import Store
 from core.view.report import run_row
-from core.view.run_screen.cards import memory_of, result_cards
-from core.view.run_screen.layout import headline_projection
-from core.view.run_screen.store_reader import EPOCH_COLUMNS, STEP_COLUMNS, RunView, run_label
+from core.view.run_screen.layout import headline_projection, memory_of, result_cards
+from core.view.run_screen.shared_board import EPOCH_COLUMNS, STEP_COLUMNS, RunView, run_label
 
 CARD_LABELS = [
     "Compile time",

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from test_pages import APP, record_probe, record_race
 
 from core.engine.summary import Summary
-from core.runs.identity import owner_of
+from core.runs.limits import owner_of
 from core.view import race_charts
 from core.view.run_screen import sentences, why_per_step
 from core.view.run_screen.shared_board import (

@@ -6,11 +6,11 @@ steps on the page, then less often while steps are timed."""
 import json
 import time
 
-from core.runs import devices
+from core.runs import fleet
 from core.view import race_charts
-from core.view.run_screen import cadence, layout
+from core.view.run_screen import layout
 from core.view.run_screen.feed import FEED_POLL_S, TIMED_POLL_S, YOUNG_POLL_S, LiveFeeds
-from core.view.run_screen.shared_board import LiveBoard
+from core.view.run_screen.shared_board import LIVELY_REFRESH_S, TIMED_REFRESH_S, LiveBoard, refresh_s, timed_variant
 
 
 def young_race(store, phase, eager_steps=0, compiled_steps=0, compile_started=None):
@@ -23,7 +23,7 @@ def young_race(store, phase, eager_steps=0, compiled_steps=0, compile_started=No
         status="running",
         started_at=time.time(),
         heartbeat_at=time.time(),
-        host=devices.HOST,
+        host=fleet.HOST,
         phase=phase,
     )
     rows = [
@@ -81,7 +81,7 @@ def test_while_compiled_compiles_a_bar_grows_where_its_line_will_start(store):
 
 
 def test_the_view_asks_often_until_the_timed_variants_first_steps_are_drawn(store):
-    assert cadence.timed_variant(snapshot(store, young_race(store, "eager epoch 1/3")).run) == "eager"
+    assert timed_variant(snapshot(store, young_race(store, "eager epoch 1/3")).run) == "eager"
     cases = [
         ("eager: starting", 0, 0, YOUNG_POLL_S),  # the worker sets up: the first steps come any moment
         ("eager epoch 1/3", 0, 0, YOUNG_POLL_S),  # eager is timed, none of its steps on the page yet
@@ -97,8 +97,6 @@ def test_the_view_asks_often_until_the_timed_variants_first_steps_are_drawn(stor
         assert document["poll_ms"] == int(poll * 1000), (phase, eager, compiled)
         snap = snapshot(store, run_id)
         timed = poll == TIMED_POLL_S
-        assert cadence.refresh_s(snap.run, snap.counts()) == (
-            cadence.TIMED_REFRESH_S if timed else cadence.LIVELY_REFRESH_S
-        )
+        assert refresh_s(snap.run, snap.counts()) == (TIMED_REFRESH_S if timed else LIVELY_REFRESH_S)
     queued = store.create_run("race", {"model": "mlp"}, "someone", "cpu", status="queued", phase="queued")
     assert LiveFeeds(LiveBoard(store.path)).get(queued).json()["poll_ms"] == int(FEED_POLL_S * 1000)

@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 from test_live_board import more_steps
 from test_pages import APP, record_probe, record_race
 
-from app_pages.run_screen import feed_routes
-from core.runs.identity import owner_of
+from app_pages.run_screen import feed as feed_routes
+from core.runs.limits import owner_of
 from core.runs.store import Store
 from core.view.run_screen.feed import LiveFeeds, encode, feed_document
 from core.view.run_screen.layout import PRESENT_CHART_HEIGHT
@@ -225,7 +225,7 @@ def test_the_feed_and_the_page_share_one_board(store):
 def _sidebar_interval():
     import streamlit as st
 
-    from app_pages.run_screen.feed_view import sidebar_every
+    from app_pages.run_screen.feed import sidebar_every
 
     st.text(f"{sidebar_every(True)} {sidebar_every(False)}")
 

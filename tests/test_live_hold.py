@@ -10,8 +10,7 @@ import pytest
 from core.engine.summary import Summary
 from core.runs.store import Store
 from core.view.run_screen.layout import headline_projection
-from core.view.run_screen.shared_board import LiveBoard
-from core.view.run_screen.store_reader import RunView
+from core.view.run_screen.shared_board import LiveBoard, RunView
 
 ids = itertools.count(1)
 

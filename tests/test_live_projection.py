@@ -2,7 +2,7 @@
 wandered (about step 250, 370, 250, 340 on the demo; final 344) and moved while only eager had new
 steps. Now, on synthetic races in each schedule, read as a live page reads them look after look:
 - while the speedup's 95% interval is not clear of 1, no break-even is named;
-- once it is, the break-even is the range the interval allows (core.engine.headline: compiled's
+- once it is, the break-even is the range the interval allows (core.engine.summary: compiled's
   steady rate at the interval's two ends), the same range in the words, the card and the
   chart's label, and the projection at the medians lies inside it;
 - a look where only eager got new steps (its next turn, before compiled steps meet it) moves neither
@@ -18,11 +18,10 @@ import numpy as np
 import pytest
 
 from core.engine import analysis, words
-from core.engine.headline import FASTER, NO_CLEAR_DIFFERENCE
 from core.engine.reading import reading
-from core.engine.summary import Summary
-from core.view.run_screen.cards import result_cards
-from core.view.run_screen.store_reader import RunView
+from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE, Summary
+from core.view.run_screen.layout import result_cards
+from core.view.run_screen.shared_board import RunView
 
 EPOCHS, PER_EPOCH = 3, 200  # the CPU break-even demo's shape: 3 x 200 steps
 TOTAL = EPOCHS * PER_EPOCH

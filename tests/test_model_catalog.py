@@ -12,12 +12,12 @@ from support import require_model_libraries
 
 from core.engine.models import sources as model_sources
 from core.engine.spec import RunSpec, SpecError
-from core.runs import devices, job_kinds, lookups, model_catalog, processes, queue
+from core.runs import fleet, job_kinds, model_catalog, processes, queue
+from core.runs.job_kinds import lookup_problems
 from core.runs.limits import CUSTOM_MODELS_OFF, HostLimits
-from core.runs.lookups import lookup_problems
 from core.runs.model_catalog import lookup_model, model_names, save_model_file
 from core.runs.store import Store
-from core.view.model_choice import facts_line
+from core.view.race_form import facts_line
 
 LIMITS = HostLimits(job_time_limit_s=300)
 
@@ -49,7 +49,7 @@ def busy_cpu(store):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "core.runs.worker"])
     spec = RunSpec(model="mlp", device="cpu")
     run_id = store.create_run(
-        "race", spec.to_dict(), "visitor:a", "cpu", status="running", pid=proc.pid, host=devices.HOST,
+        "race", spec.to_dict(), "visitor:a", "cpu", status="running", pid=proc.pid, host=fleet.HOST,
         started_at=time.time(), heartbeat_at=time.time(),
     )  # fmt: skip
     yield run_id
@@ -131,7 +131,7 @@ def test_a_missing_library_is_reported_and_nothing_is_queued(store, monkeypatch)
 def test_lookups_do_not_count_against_a_visitors_queue_limits(store, sleepers):
     strict = HostLimits(max_queue_length=1, max_queued_per_owner=1)
     for name in ("timm:a", "timm:b", "timm:c"):
-        queue.enqueue(store, lookups.model_params(name), "system", kind="lookup", limits=strict)
+        queue.enqueue(store, job_kinds.model_params(name), "system", kind="lookup", limits=strict)
     run_id = queue.enqueue(store, RunSpec(model="mlp", device="cpu"), "visitor:a", limits=strict)
     assert store.get_run(run_id).status in ("queued", "starting")
 
@@ -193,20 +193,20 @@ class _Phases:
 def test_a_library_failing_in_its_own_way_is_kept_as_the_models_answer(store, monkeypatch):
     """Not only ModelError: a library's own exception building the model is an answer about the
     model too, kept (not asked again every LOOKUP_RETRY_S by every page showing it)."""
-    from core.engine.models import resolve
-    from core.runs.runners import run_lookup_job
+    from core.engine.models import workload as resolve
+    from core.runs.job_kinds import run_lookup_job
 
     def broken(spec):
         raise AttributeError("'ResNetConfig' object has no attribute 'image_size'")
 
     monkeypatch.setattr(resolve, "describe_model", broken)
-    params = lookups.model_params("hf:resnet")
+    params = job_kinds.model_params("hf:resnet")
     status, outcome = run_lookup_job(params, _Phases())
     assert status == "failed" and outcome["summary"] == {"model_error": True}
     assert outcome["error"] == (
         "hf:resnet could not be built: AttributeError: 'ResNetConfig' object has no attribute 'image_size'"
     )
-    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=devices.HOST)
+    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=fleet.HOST)
     long_ago = time.time() - 10 * model_catalog.LOOKUP_RETRY_S
     store.finish_run(run_id, status, error=outcome["error"], summary=outcome["summary"], finished_at=long_ago)
     answer = lookup_model(store, "hf:resnet", limits=LIMITS)

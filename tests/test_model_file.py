@@ -10,8 +10,7 @@ import pytest
 from support import CPU
 
 from core.cli.main import main
-from core.engine.models.resolve import describe_model
-from core.engine.models.workload import ModelError
+from core.engine.models.workload import ModelError, describe_model
 from core.engine.reading import reading
 from core.engine.spec import RunSpec
 from core.engine.trainer import run_race

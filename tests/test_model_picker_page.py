@@ -9,9 +9,9 @@ from support import require_model_libraries
 from test_pages import app, record_probe, texts
 
 from core.engine.models import sources as model_sources
-from core.runs import devices
-from core.runs.lookups import list_params, model_params
-from core.view import model_choice
+from core.runs import fleet
+from core.runs.job_kinds import list_params, model_params
+from core.view import race_form
 from core.view.safe_text import markdown_text
 
 TIMM_NAMES = ["convnext_small", "resnet18", "efficientnet_b0"]
@@ -25,7 +25,7 @@ CONVNEXT = {
 
 
 def stored_lookup(store, params, summary):
-    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=devices.HOST)
+    run_id = store.create_run("lookup", params, "system", "lookup", status="running", host=fleet.HOST)
     store.finish_run(run_id, "done", summary=summary, finished_at=time.time())
 
 
@@ -74,7 +74,7 @@ def test_a_bad_hugging_face_name_or_failed_lookup_blocks_launch_with_the_reason(
     at = at.text_input(key="pick_hf").set_value("../../etc").run()
     assert "is not a hf model name" in texts(at) and at.button(key="launch").disabled
     failed = store.create_run(
-        "lookup", model_params("hf:someone/secret"), "system", "lookup", status="running", host=devices.HOST
+        "lookup", model_params("hf:someone/secret"), "system", "lookup", status="running", host=fleet.HOST
     )
     store.finish_run(
         failed,
@@ -142,7 +142,7 @@ def test_typed_names_uploads_and_lookup_errors_reach_the_page_as_text(store, sle
     # A name typed in the box: the problem quotes it.
     at = choose_source(app(), "hf")
     at = at.text_input(key="pick_hf").set_value(HOSTILE).run()
-    assert markdown_text(model_choice.hf_model_from_text(HOSTILE)[1]) in at.caption.values
+    assert markdown_text(race_form.hf_model_from_text(HOSTILE)[1]) in at.caption.values
     # A name from a link (a bare web address GFM would link), looked up: the wait, then its failure.
     at = app(model="hf:www.evil.com/x")
     waiting = [c for c in at.caption.values if "Finding its parameters" in c]

@@ -16,8 +16,16 @@ from core.engine.models.sources import (
 )
 from core.engine.spec import RunSpec, validate
 from core.runs.limits import CUSTOM_MODELS_OFF, HostLimits, load_host_limits, model_allowed
-from core.view import model_choice
-from core.view.race_form import spec_from_query, spec_to_query
+from core.view.race_form import (
+    default_model,
+    hf_model_from_text,
+    library_options,
+    source_note,
+    sources_offered,
+    spec_from_query,
+    spec_to_query,
+    zoo_options,
+)
 
 
 @pytest.mark.parametrize(
@@ -203,30 +211,30 @@ def test_allow_custom_models_reads_from_the_environment_and_a_file(tmp_path):
 
 
 def test_the_form_offers_sources_the_host_allows():
-    assert model_choice.sources_offered(HostLimits()) == ["zoo", "timm", "hf"]  # no uploads by default
-    assert model_choice.sources_offered(HostLimits(allow_custom_models=True)) == ["zoo", "timm", "hf", "file"]
-    assert model_choice.sources_offered(HostLimits(allowed_models=("timm:*",))) == ["timm"]
-    assert model_choice.sources_offered(HostLimits(allowed_models=("mlp", "hf:gpt2"))) == ["zoo", "hf"]
-    assert model_choice.zoo_options(HostLimits(allowed_models=("mlp", "hf:gpt2"))) == ["mlp"]
+    assert sources_offered(HostLimits()) == ["zoo", "timm", "hf"]  # no uploads by default
+    assert sources_offered(HostLimits(allow_custom_models=True)) == ["zoo", "timm", "hf", "file"]
+    assert sources_offered(HostLimits(allowed_models=("timm:*",))) == ["timm"]
+    assert sources_offered(HostLimits(allowed_models=("mlp", "hf:gpt2"))) == ["zoo", "hf"]
+    assert zoo_options(HostLimits(allowed_models=("mlp", "hf:gpt2"))) == ["mlp"]
     names = ["timm:convnext_small", "timm:resnet18"]
-    assert model_choice.library_options(names, HostLimits(allowed_models=("timm:convnext*",))) == names[:1]
-    assert model_choice.default_model("timm", HostLimits(allowed_models=("timm:convnext*",)), names) == names[0]
-    assert model_choice.default_model("timm", HostLimits(), names) == "timm:resnet18"
+    assert library_options(names, HostLimits(allowed_models=("timm:convnext*",))) == names[:1]
+    assert default_model("timm", HostLimits(allowed_models=("timm:convnext*",)), names) == names[0]
+    assert default_model("timm", HostLimits(), names) == "timm:resnet18"
 
 
 def test_a_typed_hugging_face_name_becomes_a_model_or_says_why_not():
-    assert model_choice.hf_model_from_text(" bert-base-uncased ") == ("hf:bert-base-uncased", None)
-    assert model_choice.hf_model_from_text("hf:gpt2:n_layer=2") == ("hf:gpt2:n_layer=2", None)
-    model, problem = model_choice.hf_model_from_text("")
+    assert hf_model_from_text(" bert-base-uncased ") == ("hf:bert-base-uncased", None)
+    assert hf_model_from_text("hf:gpt2:n_layer=2") == ("hf:gpt2:n_layer=2", None)
+    model, problem = hf_model_from_text("")
     assert model is None and "gpt2" in problem
-    model, problem = model_choice.hf_model_from_text("../secret")
+    model, problem = hf_model_from_text("../secret")
     assert model is None and "not a hf model name" in problem
 
 
 def test_a_missing_library_is_explained_where_the_source_is_chosen(monkeypatch):
-    assert model_choice.source_note("timm") is None
+    assert source_note("timm") is None
     monkeypatch.setattr(model_sources, "library_version", lambda source: None)
-    note = model_choice.source_note("hf")
+    note = source_note("hf")
     assert note.startswith("Hugging Face models need the transformers package") and "requirements-models.txt" in note
 
 

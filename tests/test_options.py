@@ -12,17 +12,30 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT
 
 from core.cli.main import build_parser
-from core.cli.race_flags import spec_flags, spec_from_args
+from core.cli.races import spec_flags, spec_from_args
 from core.cli.sweeps import sweep_from_args
-from core.engine import options
-from core.engine.options import COMPILE, LENGTH, RECORDED, STEP_TIME, Option, cli_word
-from core.engine.spec import OPTIONS, DeviceCaps, RunSpec, in_link, on_form, sweep_axes, validate
+from core.engine import spec as options
+from core.engine.spec import (
+    COMPILE,
+    LENGTH,
+    OPTIONS,
+    RECORDED,
+    STEP_TIME,
+    DeviceCaps,
+    Option,
+    RunSpec,
+    cli_word,
+    in_link,
+    on_form,
+    sweep_axes,
+    validate,
+)
 from core.runs import queue
 from core.runs.store import Store
 from core.runs.sweeps import AXES
 from core.view.compare import SETTING_WORDS
 from core.view.race_form import CHOICES, spec_from_query, spec_to_query
-from core.view.sweep_form import base_options
+from core.view.sweep import base_options
 
 APP = f"{ROOT}/streamlit_app.py"
 ROWS = list(OPTIONS.values())
@@ -210,7 +223,7 @@ def test_the_input_size_a_race_used_is_the_same_whether_named_or_left_to_the_mod
 
 def test_no_list_of_option_names_is_kept_beside_the_table():
     """The four "same race" questions read the table's `changes` column (core.engine.spec.same_race)."""
-    for path in ("core/runs/run_to_run.py", "core/engine/race_estimates.py", "core/runs/shared_results.py",
+    for path in ("core/runs/device_history.py", "core/engine/race_estimates.py", "core/runs/device_history.py",
                  "core/view/run_screen/sentences.py"):  # fmt: skip
         with open(os.path.join(ROOT, path)) as fh:
             text = fh.read()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 from core.runs import queue
-from core.runs.identity import VISITOR_PREFIX, is_browser_token, owner_hash, owner_of
+from core.runs.limits import VISITOR_PREFIX, is_browser_token, owner_hash, owner_of
 from core.runs.store import SCHEMA_VERSION, Store
 
 TOKEN = "0123456789abcdef0123456789abcdef"

@@ -9,7 +9,7 @@ from test_pages import app, record_probe
 
 from core.engine.words import duration_interval
 from core.view.compare import shown_columns, table_row
-from core.view.job_status import lane_lines
+from core.view.host_tables import lane_lines
 from core.view.run_screen import layout
 from core.view.run_screen.feed import feed_document
 from core.view.run_screen.shared_board import LiveBoard

@@ -9,8 +9,8 @@ from support import ROOT, quick_spec
 
 from core.engine import analysis
 from core.engine.spec import DeviceCaps
-from core.runs import devices, queue
-from core.runs.identity import owner_of
+from core.runs import fleet, queue
+from core.runs.limits import owner_of
 from core.view.safe_text import markdown_text
 
 APP = f"{ROOT}/streamlit_app.py"
@@ -25,7 +25,7 @@ def record_probe(store):
         "torch": "2.x",
         "device_memory_bytes": 2**34,
     }
-    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
+    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=fleet.HOST)
     store.update_run(run_id, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
 
 
@@ -40,7 +40,7 @@ def record_race(store, status, steps=12, error=None, pid=None):
         started_at=time.time(),
         heartbeat_at=time.time(),
         pid=pid,
-        host=devices.HOST,
+        host=fleet.HOST,
         phase="compiled epoch 1/2",
     )
     eager = [0.02] * steps
@@ -261,7 +261,7 @@ def record_live_race(store, compiled_steps, phase, eager_steps=600, per_epoch=20
         status="running",
         started_at=time.time(),
         heartbeat_at=time.time(),
-        host=devices.HOST,
+        host=fleet.HOST,
         phase=phase,
     )
     eager = [0.010] * eager_steps

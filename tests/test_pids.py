@@ -1,4 +1,4 @@
-"""core.runs.pids: one answer to "is this process still running", a zombie included."""
+"""core.runs.warm_start: one answer to "is this process still running", a zombie included."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 import pytest
 
 from core.runs import outage, processes
-from core.runs.pids import pid_running, readable
 from core.runs.store import Store
+from core.runs.warm_start import pid_running, readable
 
 
 def _zombie() -> subprocess.Popen:

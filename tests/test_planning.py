@@ -2,9 +2,9 @@
 
 import pytest
 
-from core.engine import planning
-from core.engine.headline import Headline
-from core.engine.planning import (
+from core.engine import words
+from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, Headline
+from core.engine.words import (
     CHANGES,
     OVERHEAD_BOUND,
     THROUGHPUT_BOUND,
@@ -12,7 +12,6 @@ from core.engine.planning import (
     plan_sentence,
     regime,
 )
-from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 
 
 def headline(
@@ -123,12 +122,12 @@ BATCHES = [64, 256, 1024, 4096]
 
 def test_a_flat_step_time_reads_overhead_bound():
     reading = regime(BATCHES, [0.010, 0.0101, 0.0102, 0.0104])
-    assert reading.kind == OVERHEAD_BOUND and planning.OVERHEAD_ADVICE in reading.text
+    assert reading.kind == OVERHEAD_BOUND and words.OVERHEAD_ADVICE in reading.text
 
 
 def test_a_step_time_proportional_to_the_batch_reads_bandwidth_or_compute_bound():
     reading = regime(BATCHES, [1e-5 * b for b in BATCHES])
-    assert reading.kind == THROUGHPUT_BOUND and planning.THROUGHPUT_ADVICE in reading.text
+    assert reading.kind == THROUGHPUT_BOUND and words.THROUGHPUT_ADVICE in reading.text
     assert reading.per_sample_s == pytest.approx(1e-5)
 
 

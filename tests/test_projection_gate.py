@@ -10,14 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.engine import analysis, planning, reading, words
-from core.engine.headline import NO_CLEAR_DIFFERENCE
+from core.engine import analysis, reading, words
 from core.engine.spec import RunSpec
-from core.engine.summary import Summary
+from core.engine.summary import NO_CLEAR_DIFFERENCE, Summary
 from core.runs.store import Run, Store
 from core.runs.sweeps import Axis, SweepSpec
 from core.view.run_screen import layout as live_layout
-from core.view.run_screen.cards import result_cards
+from core.view.run_screen.layout import result_cards
 from core.view.run_screen.shared_board import LiveBoard
 from core.view.sweep import EXTRAPOLATED, regime_readings, sweep_frame
 
@@ -145,11 +144,11 @@ LINEAR = [1e-5 * b for b in BATCHES]
 
 
 def test_the_regime_reading_does_not_say_fusion_helps_when_most_points_read_no_clear_difference():
-    reading = planning.regime(BATCHES, LINEAR, ["faster", "no clear difference", "no clear difference"])
-    assert planning.THROUGHPUT_ADVICE not in reading.text and "fusion helps" not in reading.text
+    reading = words.regime(BATCHES, LINEAR, ["faster", "no clear difference", "no clear difference"])
+    assert words.THROUGHPUT_ADVICE not in reading.text and "fusion helps" not in reading.text
     assert "clearly faster at only 1 of 3 batch sizes (2 no clear difference)" in reading.text
-    firm = planning.regime(BATCHES, LINEAR, ["faster", "faster", "no clear difference"])
-    assert planning.THROUGHPUT_ADVICE in firm.text and "only" not in firm.text
+    firm = words.regime(BATCHES, LINEAR, ["faster", "faster", "no clear difference"])
+    assert words.THROUGHPUT_ADVICE in firm.text and "only" not in firm.text
 
 
 def test_the_sweep_regime_reading_reads_the_points_verdicts():

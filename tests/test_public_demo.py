@@ -17,14 +17,13 @@ from support import CPU, ROOT, end_run, quick_spec
 from test_pages import app, record_probe, record_race, texts
 
 from app_pages import common
-from app_pages.run_screen import feed_routes
-from core.runs import devices, disk_space, model_catalog, processes, queue
-from core.runs.identity import client_address
-from core.runs.limits import ConfigError, HostLimits, load_host_limits
-from core.runs.lookups import model_params
+from app_pages.run_screen import feed as feed_routes
+from core.runs import disk_space, fleet, model_catalog, processes, queue
+from core.runs.job_kinds import model_params
+from core.runs.limits import ConfigError, HostLimits, client_address, load_host_limits
 from core.runs.race_conditions import STEADY_MALLOC
 from core.runs.store import Store
-from core.view.job_status import describe
+from core.view.host_tables import describe
 from core.view.run_screen.feed import LiveFeeds
 from core.view.run_screen.shared_board import LiveBoard
 
@@ -35,7 +34,7 @@ def failed_lookup(store, owner="visitor:attacker"):
     """A lookup whose model file's code raised with whatever it could read."""
     params = model_params("file:net.py", "/data/model-files/abc.py")
     return store.create_run(
-        "lookup", params, owner, "lookup", status="failed", host=devices.HOST, finished_at=time.time(),
+        "lookup", params, owner, "lookup", status="failed", host=fleet.HOST, finished_at=time.time(),
         error=f"RuntimeError: {SECRET}", phase=f"failed: RuntimeError: {SECRET}",
     )  # fmt: skip
 
@@ -156,7 +155,7 @@ def page_text(at) -> str:
 def test_a_visitor_sees_their_place_and_whats_ahead_only_as_counts(store, sleepers):
     from test_identity_and_links import OTHER, TOKEN, tab
 
-    from core.runs.identity import owner_of
+    from core.runs.limits import owner_of
 
     record_probe(store)
     theirs = [
@@ -179,15 +178,15 @@ def test_a_visitor_sees_their_place_and_whats_ahead_only_as_counts(store, sleepe
 # -- cold-cache folders under the data dir, swept ------------------------------------------------
 
 LEAK = (
-    "import os, signal, sys; sys.path.insert(0, {root!r}); from core.engine.cold_caches import make_cold_cache; "
+    "import os, signal, sys; sys.path.insert(0, {root!r}); from core.engine.warm_cache import make_cold_cache; "
     "path = make_cold_cache(); open(os.path.join(path, 'kernel.so'), 'w').write('x'); print(path, flush=True); "
     "os.kill(os.getpid(), signal.SIGKILL)"
 )
 
 
 def test_a_killed_workers_cold_cache_is_swept_by_the_next_cold_compile(tmp_path):
-    from core.engine.cold_caches import cold_cache_root, make_cold_cache
     from core.engine.device_state import inductor_cache
+    from core.engine.warm_cache import cold_cache_root, make_cold_cache
 
     root = cold_cache_root()
     assert root.startswith(str(tmp_path / "data") + os.sep)  # the data dir, not the system temp folder
@@ -236,7 +235,7 @@ QUICK_STEPS = 2 * 2 * (3 + 1)  # both variants, two epochs of 3 training steps a
 def full_disk_worker(store, tmp_path, wait_s, full_after=0):
     run_id = store.create_run(
         "race", quick_spec(**QUICK).to_dict(), "ann", "cpu", status="starting", started_at=time.time(),
-        host=devices.HOST,
+        host=fleet.HOST,
     )  # fmt: skip
     flag = tmp_path / "disk-is-full"
     flag.touch()

@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from test_pages import app, record_probe, record_race, texts
 
-from app_pages.run_screen import feed_routes
+from app_pages.run_screen import feed as feed_routes
 from core.cli.main import main
 from core.runs import disk_space
 from core.runs.server_log import RepeatedLines, guard_repeated_errors
@@ -72,7 +72,7 @@ def test_a_full_stdout_is_not_called_a_full_store(store, monkeypatch, capsys):
 
 @pytest.mark.parametrize("command", [["delete", "{run}"], ["cancel", "{run}"], ["import", "bundle.json"]])
 def test_the_cli_refuses_a_visitors_owner(store, capsys, command):
-    from core.runs.identity import owner_of
+    from core.runs.limits import owner_of
 
     record_probe(store)
     run_id = record_race(store, "done")
@@ -137,7 +137,7 @@ def test_a_runs_trace_files_are_offered_to_its_owner_only(store, sleepers):
     from test_pages import APP
 
     from core.runs import run_files
-    from core.runs.identity import owner_of
+    from core.runs.limits import owner_of
 
     record_probe(store)
     run_id = record_race(store, "done")
@@ -223,7 +223,7 @@ def test_model_settings_are_refused_where_the_host_takes_names_only():
 def test_a_model_past_the_hosts_parameters_is_refused_by_its_worker_before_it_is_built(store, sleepers):
     from support import quick_spec
 
-    from core.runs import queue, runners
+    from core.runs import job_kinds, queue
     from core.runs.limits import HostLimits
 
     run_id = queue.enqueue(store, quick_spec(), "visitor:a", limits=HostLimits(max_model_parameters=1000))
@@ -233,7 +233,7 @@ def test_a_model_past_the_hosts_parameters_is_refused_by_its_worker_before_it_is
         store_path, run_id = store.path, 0
 
     Sink.run_id = run_id
-    status, fields = runners.run_race_job(store.get_run(run_id).params, Sink())
+    status, fields = job_kinds.run_race_job(store.get_run(run_id).params, Sink())
     assert status == "failed" and fields["error"] == (
         "model: mlp has 1,585,162 parameters; this host allows at most 1,000"
     )
@@ -242,7 +242,7 @@ def test_a_model_past_the_hosts_parameters_is_refused_by_its_worker_before_it_is
 def test_a_library_models_parameters_are_counted_on_the_meta_device():
     from support import require_model_libraries
 
-    from core.engine.models.resolve import model_size_problem
+    from core.engine.models.workload import model_size_problem
     from core.engine.spec import RunSpec
 
     require_model_libraries()

@@ -270,5 +270,5 @@ def test_the_app_alone_out_of_descriptors_logs_it_once_not_once_per_connection(t
     assert text.count("Exception in callback BaseSelectorEventLoop._start_serving") <= 1
     assert text.count("Traceback") <= 2 and len(text.splitlines()) < 200, len(text.splitlines())
     # Served directly on loopback with no address_header, the app said at its start that visitors are
-    # told apart by browser alone (core.runs.identity.by_browser_alone); behind the front it does not.
+    # told apart by browser alone (core.runs.limits.by_browser_alone); behind the front it does not.
     assert "told apart by browser alone" in text

@@ -17,7 +17,7 @@ import pytest
 from support import QUICK_CLI, ROOT, quick_spec
 
 from core.engine import reading
-from core.runs import queue, race_conditions, worker_cores
+from core.runs import queue, race_conditions
 from core.runs.limits import HostLimits
 from core.runs.store import Store
 
@@ -68,7 +68,7 @@ def test_every_door_records_the_same_process_conditions(tmp_path, monkeypatch):
     )["conditions"]
     recorded["bench (worker)"] = race_process.submitted_race(quick_spec(), path)["summary"]["conditions"]
 
-    share = worker_cores.this_host()
+    share = race_conditions.this_host()
     expected = {
         "machine_cores": os.cpu_count(),
         "cores": list(share.worker) if share.worker else None,
@@ -115,8 +115,8 @@ def test_a_host_setting_that_differs_is_recorded_and_said(tmp_path, monkeypatch)
             {race_conditions.MALLOC_SETTING: "glibc"},
             ["glibc's moving malloc thresholds (COMPILE_LAB_WORKER_MALLOC=glibc)"],
         ),
-        ({**STANDARD, worker_cores.CPUS_SETTING: "off"}, ["COMPILE_LAB_WORKER_CPUS=off"]),
-        ({**STANDARD, worker_cores.CPUS_SETTING: "auto", "MKL_NUM_THREADS": "4"}, ["MKL_NUM_THREADS=4"]),
+        ({**STANDARD, race_conditions.CPUS_SETTING: "off"}, ["COMPILE_LAB_WORKER_CPUS=off"]),
+        ({**STANDARD, race_conditions.CPUS_SETTING: "auto", "MKL_NUM_THREADS": "4"}, ["MKL_NUM_THREADS=4"]),
         ({**STANDARD, "TORCHINDUCTOR_FX_GRAPH_CACHE": "0"}, ["TORCHINDUCTOR_FX_GRAPH_CACHE=0"]),  # a cold replicate
         ({**STANDARD, "TORCHINDUCTOR_CACHE_DIR": "/elsewhere"}, []),  # each race's caches are its own regardless
     ],

@@ -11,7 +11,7 @@ from test_pages import record_probe
 
 from core.engine.race_estimates import MeasuredRace, estimate_race, estimate_seconds, past_errors
 from core.engine.spec import DeviceCaps, RunSpec
-from core.runs import devices, estimates, queue
+from core.runs import device_history, fleet, queue
 from core.runs.limits import HostLimits
 from core.view.race_form import estimate_text, race_promise
 
@@ -76,7 +76,7 @@ def test_the_range_comes_from_how_far_past_estimates_of_that_kind_missed():
 HERE = {"device_type": "cpu", "device_name": "Test CPU", "torch": "2.x"}  # record_probe's device
 
 
-def stored_race(store, wall_s, compile_s, spec=SPEC, imported=0, host=devices.HOST, estimate=None, **environment):
+def stored_race(store, wall_s, compile_s, spec=SPEC, imported=0, host=fleet.HOST, estimate=None, **environment):
     now = time.time()
     run_id = store.create_run(
         "race", spec.to_dict(), "someone", "cpu", status="running", started_at=now - wall_s, host=host
@@ -91,14 +91,14 @@ def test_only_races_measured_on_this_device_count(store):
     record_probe(store)  # this box: Test CPU, torch 2.x
     stored_race(store, 50.0, 5.0, imported=1)  # a bundle from another machine
     stored_race(store, 70.0, 6.0, host="another-box")
-    stored_race(store, 60.0, 6.0, torch="2.y")  # this CPU with another torch (core.runs.device_types)
+    stored_race(store, 60.0, 6.0, torch="2.y")  # this CPU with another torch (core.runs.fleet)
     stored_race(store, 65.0, 6.0, device_name="Another CPU")
-    assert estimate_race(SPEC, CPU, estimates.measured_here(store, SPEC, CPU)).basis == "table"
+    assert estimate_race(SPEC, CPU, device_history.measured_here(store, SPEC, CPU)).basis == "table"
     mine = stored_race(store, 108.0, 16.4, estimate={"total_s": 52.0, "basis": "table"})
-    (race,) = estimates.measured_here(store, SPEC, CPU)
+    (race,) = device_history.measured_here(store, SPEC, CPU)
     assert race.run_id == mine and race.wall_s == pytest.approx(108.0, abs=0.01) and race.compile_s == 16.4
     assert race.estimate == {"total_s": 52.0, "basis": "table"}
-    assert estimate_text(SPEC, estimates.race_estimate(store, SPEC, CPU)) == f"measured: 1.8 min as run {mine}"
+    assert estimate_text(SPEC, device_history.race_estimate(store, SPEC, CPU)) == f"measured: 1.8 min as run {mine}"
 
 
 def test_a_queued_race_keeps_the_estimate_it_was_launched_with_through_its_worker(store, sleepers):
@@ -109,10 +109,10 @@ def test_a_queued_race_keeps_the_estimate_it_was_launched_with_through_its_worke
     kept = store.get_run(run_id).details["estimate"]
     assert kept["basis"] == "same race" and kept["based_on_run"] == mine
     assert kept["total_s"] == pytest.approx(
-        estimate_race(longer, CPU, estimates.measured_here(store, longer, CPU)).total_s, abs=0.01
+        estimate_race(longer, CPU, device_history.measured_here(store, longer, CPU)).total_s, abs=0.01
     )
     # what the worker stores at the end keeps it beside what was measured
-    final = estimates.keep_estimate(store.get_run(run_id).details, {"compile": {"graphs": 1}})
+    final = device_history.keep_estimate(store.get_run(run_id).details, {"compile": {"graphs": 1}})
     assert final == {"compile": {"graphs": 1}, "estimate": kept}
 
 

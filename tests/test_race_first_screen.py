@@ -6,8 +6,7 @@ under More settings, and help on every control. The fold and cut labels are meas
 from test_pages import app, record_probe
 
 from core.engine.spec import on_form
-from core.view.race_form import CPU_BREAK_EVEN_LABEL
-from core.view.race_form_layout import MORE_SETTINGS, STORY, first_screen, form_help, more_settings
+from core.view.race_form import CPU_BREAK_EVEN_LABEL, MORE_SETTINGS, STORY, first_screen, form_help, more_settings
 
 
 def widget_keys(block) -> set[str]:

@@ -1,5 +1,5 @@
 """One interval, the race's, on every surface: a race that stops when its speedup is known decides on
-an interval widened for its looks (core.engine.stopping.alpha_of), and the live screen, the final
+an interval widened for its looks (core.engine.analysis.alpha_of), and the live screen, the final
 reading, the plan of a user's run and an imported bundle show that interval, and say so; an
 imported bundle keeps the warnings that the machine was busy. Before, the live screen showed the
 plain 95% interval while the rule used the widened one, "Plan your training" had a bootstrap of its
@@ -12,16 +12,16 @@ import time
 import numpy as np
 import pytest
 
-from core.engine import analysis, intervals, planning, reading
-from core.engine.headline import FASTER, NO_CLEAR_DIFFERENCE
+from core.engine import analysis, intervals, reading
+from core.engine.analysis import StopRule, race_alpha, stored_alpha
 from core.engine.spec import RunSpec
-from core.engine.stopping import StopRule, race_alpha, stored_alpha
+from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE
+from core.engine.words import plan_from_summary
 from core.runs.bundle import export_bundle, import_bundle
 from core.runs.store import Store
 from core.view.report import summary_table
 from core.view.run_screen.feed import feed_document
-from core.view.run_screen.shared_board import LiveBoard
-from core.view.run_screen.store_reader import RunView, run_summary
+from core.view.run_screen.shared_board import LiveBoard, RunView, run_summary
 
 ADAPTIVE = RunSpec(model="mlp", batch_size=16, epochs=3, steps_per_epoch=100, target_interval=0.03, device="cpu")
 FIXED = RunSpec(model="mlp", batch_size=16, epochs=3, steps_per_epoch=100, device="cpu")
@@ -154,7 +154,7 @@ def test_the_plan_s_range_is_the_race_s_interval(race, spec, spread):
     if spread is not None:  # the headline was widened to the spread: the plan's range with it
         assert summary["speedup_ci95"][1] > summary["speedup_ci95_within"][1]
     steps = 50_000
-    plan = planning.plan_from_summary(summary, steps)
+    plan = plan_from_summary(summary, steps)
     assert not plan.break_even_measured
     rest = steps - len(eager)
     e, c = plan.eager_step_s, plan.compiled_step_s
@@ -172,14 +172,14 @@ def test_on_the_borderline_race_the_looks_decide_whether_the_plan_names_a_break_
     for spec in (FIXED, ADAPTIVE):
         summary = analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16, paired=True,
                                      alpha=race_alpha(spec))  # fmt: skip
-        plan = planning.plan_from_summary(summary, 50_000)
+        plan = plan_from_summary(summary, 50_000)
         verdicts[spec.target_interval] = (summary["verdict"], plan.break_even_step is not None)
     assert verdicts == {None: (FASTER, True), 0.03: (NO_CLEAR_DIFFERENCE, False)}
 
 
 def test_too_few_steps_for_an_interval_give_no_plan():
     def plan(eager, compiled):
-        return planning.plan_from_summary(analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16), 100)
+        return plan_from_summary(analysis.summarize(eager, compiled, [sum(eager)], [sum(compiled)], 16), 100)
 
     assert plan([0.1, 0.1], [0.05, 0.05]) is None  # one steady step each: one block
     assert plan([0.1, 0.1, 0.1], [0.05, 0.05, 0.05]) is not None  # two blocks of one
@@ -193,7 +193,7 @@ def finished_race_with_load(store: Store) -> int:
     eager, compiled = paired_race(120)
     run_id = store.create_run("race", spec.to_dict(), "ann", "cpu", status="done", started_at=time.time())
     store.append_events(run_id, interleaved(eager, compiled, per_epoch=60))
-    samples = [  # core.engine.noise.load_sample, one per variant and epoch, as the trainer stores them
+    samples = [  # core.engine.intervals.load_sample, one per variant and epoch, as the trainer stores them
         {"variant": v, "epoch": e, "load": 3.4 if (v, e) == ("eager", 2) else 1.1, "cores": 2, "cpu_share": 0.9}
         for v in ("eager", "compiled")
         for e in (1, 2)

@@ -22,9 +22,9 @@ from support import ROOT, quick_spec
 from test_pages import app, record_probe, record_race
 
 from core.engine import intervals
-from core.engine.models.zoo import MODELS
-from core.engine.speedup import default_warmup, steady_state_speedup
-from core.runs import race_report, race_script, run_files
+from core.engine.models.sources import MODELS
+from core.engine.summary import default_warmup, steady_state_speedup
+from core.runs import race_script, run_files
 from core.runs.race_script import MAX_LINES, ScriptError, script_text
 
 TINY = dict(model="pointwise_mlp", batch_size=8, epochs=2, steps_per_epoch=10, backend="aot_eager", device="cpu")
@@ -245,7 +245,7 @@ def test_only_a_races_own_process_conditions_reach_the_script():
 
 def test_a_report_keeps_a_bundles_text_inside_its_blocks():
     error = "boom\n```\n# Injected heading\n````"
-    zipped = race_report.report_zip("/nonexistent/store.sqlite3", run_of(TINY, error=error))
+    zipped = race_script.report_zip("/nonexistent/store.sqlite3", run_of(TINY, error=error))
     report = zipfile.ZipFile(io.BytesIO(zipped)).read("report.md").decode()
     fence = "`````"  # longer than the longest run of backticks in the error
     assert f"{fence}\nboom\n```\n# Injected heading\n````\n{fence}" in report
@@ -259,19 +259,19 @@ def test_the_report_is_laid_out_as_pytorchs_template_asks(tmp_path):
     os.makedirs(trace)
     with open(os.path.join(trace, "dedicated_log_torch_trace_1.log"), "w") as fh:
         fh.write('{"dynamo_start": {}}\n')
-    zipped = zipfile.ZipFile(io.BytesIO(race_report.report_zip(str(tmp_path / "s.sqlite3"), run_of(TINY))))
+    zipped = zipfile.ZipFile(io.BytesIO(race_script.report_zip(str(tmp_path / "s.sqlite3"), run_of(TINY))))
     assert sorted(zipped.namelist()) == ["race_7.py", "report.md", "torch_trace/dedicated_log_torch_trace_1.log"]
     report = zipped.read("report.md").decode()
     headings = [line for line in report.splitlines() if line.startswith("### ")]
     assert headings == ["### 🐛 Describe the bug", "### Error logs", "### Minified repro", "### Versions"]
     assert "steady speedup 1.17x (95% interval 1.10-1.25x); compile 9.5 s" in report
-    rungs = ",".join(race_report.ladder_rungs())
+    rungs = ",".join(race_script.ladder_rungs())
     assert rungs.startswith("eager,aot_eager") and rungs.endswith("inductor")
     assert f"python -m core sweep --model pointwise_mlp --batch-size 8 --epochs 2 --steps-per-epoch 10 " \
         f"--device cpu --backends {rungs}" in report  # fmt: skip
     assert zipped.read("race_7.py").decode() in report and "torch: 2.x" in report
     assert "TORCH_TRACE: in torch_trace/" in report
-    alone = zipfile.ZipFile(io.BytesIO(race_report.report_zip(str(tmp_path / "s.sqlite3"), run_of(TINY), False)))
+    alone = zipfile.ZipFile(io.BytesIO(race_script.report_zip(str(tmp_path / "s.sqlite3"), run_of(TINY), False)))
     assert "torch_trace/dedicated_log_torch_trace_1.log" not in alone.namelist()
     assert "offered to whoever ran the race" in alone.read("report.md").decode()
 
@@ -280,7 +280,7 @@ def test_a_model_not_written_as_a_script_yet_still_has_its_report():
     run = run_of({**TINY, "model": "hf:gpt2"})
     assert "not written as scripts yet" in race_script.script_problem(run)
     assert race_script.script_problem(run, scriptable=False) is None
-    zipped = zipfile.ZipFile(io.BytesIO(race_report.report_zip("/nonexistent/s.sqlite3", run)))
+    zipped = zipfile.ZipFile(io.BytesIO(race_script.report_zip("/nonexistent/s.sqlite3", run)))
     assert zipped.namelist() == ["report.md"]
     assert "No script: hf models are not written as scripts yet" in zipped.read("report.md").decode()
 

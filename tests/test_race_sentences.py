@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from core.engine import words
-from core.engine.headline import FASTER, NO_CLEAR_DIFFERENCE
 from core.engine.reading import reading
+from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE
 from core.view.run_screen import sentences
 
 RUNNING_FASTER = {

@@ -13,7 +13,7 @@ from core.cli.main import main
 from core.engine.spec import RunSpec
 from core.runs.bundle import load_bundle_file
 from core.runs.race_conditions import STEADY_MALLOC
-from core.view import recordings, replay
+from core.view import replay
 
 
 def env(start, end=None, cores=2, threads=1):
@@ -61,8 +61,8 @@ def test_a_replay_names_the_load_it_was_recorded_under():
 
 def test_every_shipped_recording_has_its_row_and_the_row_makes_the_same_race():
     shipped = {os.path.splitext(f)[0] for f in os.listdir(os.path.join(ROOT, "assets", "recordings"))}
-    assert shipped == set(recordings.BY_NAME)
-    for row in recordings.SHIPPED:
+    assert shipped == set(replay.BY_NAME)
+    for row in replay.SHIPPED:
         params = load_bundle_file(os.path.join(ROOT, "assets", "recordings", f"{row.name}.json"))["run"]["params"]
         wanted = RunSpec(**row.params).to_dict()
         assert {k: params.get(k) for k in row.params} == {k: wanted[k] for k in row.params}, row.name
@@ -84,10 +84,10 @@ def test_record_names_the_recordings_it_knows(tmp_path, capsys):
 
 
 def test_busy_is_judged_against_the_cores(tmp_path):
-    assert recordings.machine_busy({"load_average": [0.9, 0, 0], "cpu_count": 2}) is None
-    assert recordings.machine_busy({"load_average": [1.1, 0, 0], "cpu_count": 2}) == "load 1.1 on 2 cores"
-    assert recordings.machine_busy({"load_average": [1.1, 0, 0], "cpu_count": 8}) is None
-    assert json.dumps(recordings.BY_NAME["cpu-break-even-demo"].params)  # plain JSON, as a queued job's params
+    assert replay.machine_busy({"load_average": [0.9, 0, 0], "cpu_count": 2}) is None
+    assert replay.machine_busy({"load_average": [1.1, 0, 0], "cpu_count": 2}) == "load 1.1 on 2 cores"
+    assert replay.machine_busy({"load_average": [1.1, 0, 0], "cpu_count": 8}) is None
+    assert json.dumps(replay.BY_NAME["cpu-break-even-demo"].params)  # plain JSON, as a queued job's params
 
 
 def test_record_waits_for_a_load_well_under_the_line_a_recording_is_judged_by(monkeypatch):

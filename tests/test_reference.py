@@ -2,7 +2,7 @@
 
 import pytest
 
-from core.view.reference import PYTORCH2_RELEASE, reference_rows, tutorial_runs
+from core.view.answers import PYTORCH2_RELEASE, reference_rows, tutorial_runs
 
 
 def tutorial(gpu_prefix):

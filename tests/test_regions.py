@@ -8,8 +8,8 @@ import torch
 from support import CPU, quick_spec
 
 from core.engine.compile_stats import read_compile_stats, reset_compile_state
-from core.engine.models.networks import build_model
-from core.engine.models.regions import (
+from core.engine.models.sources import (
+    MODELS,
     REGIONAL_BLOCKS,
     block_kind,
     blocks_share_shapes,
@@ -17,8 +17,7 @@ from core.engine.models.regions import (
     region_problem,
     repeated_blocks,
 )
-from core.engine.models.workload import loss_fn
-from core.engine.models.zoo import MODELS
+from core.engine.models.workload import build_model, loss_fn
 from core.engine.spec import RunSpec, validate
 from core.engine.trainer import run_race
 from core.engine.variant import compile_model
@@ -41,7 +40,7 @@ def counting_backend(calls: list[int]):
 
 
 def gpt(layers: int = 2) -> torch.nn.Module:
-    from core.engine.models.networks import TinyGPT
+    from core.engine.models.workload import TinyGPT
 
     torch.manual_seed(0)
     return TinyGPT(max_len=16, layers=layers)

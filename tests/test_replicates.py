@@ -1,6 +1,6 @@
 """A race measures its own run-to-run spread: after the first process, replicate processes run both
 variants again, and the headline interval rests on the spread between the processes, with the
-store's learnt spread as a prior that more replicates outweigh (core.engine.replicates).
+store's learnt spread as a prior that more replicates outweigh (core.engine.intervals).
 
 The simulations give every process a process effect of its own (its log speedup is the truth's plus
 N(0, spread)), and each process's steps their own noise (test_intervals.simulated_race: drift and
@@ -17,12 +17,11 @@ import pytest
 from support import quick_spec
 from test_intervals import simulated_race
 
-from core.engine import analysis, intervals, replicates
-from core.engine.headline import BUSY, FASTER, SLOWER
-from core.engine.intervals import ASSUMED, RunToRun
-from core.engine.replicates import ProcessResult, combine
-from core.engine.stopping import StopRule, stop_reading
-from core.engine.summary import Summary
+from core.engine import analysis, intervals
+from core.engine import intervals as replicates
+from core.engine.analysis import StopRule, stop_reading
+from core.engine.intervals import ASSUMED, ProcessResult, RunToRun, combine
+from core.engine.summary import BUSY, FASTER, SLOWER, Summary
 from core.engine.trainer import run_race
 from core.view.run_screen.layout import headline_projection
 
@@ -214,7 +213,7 @@ BOTH_BACKENDS = True  # the store tests below run on SQLite and on PostgreSQL (t
 def test_the_store_learns_the_spread_from_a_races_own_processes(store):
     from test_run_to_run import done_race
 
-    from core.runs import run_to_run
+    from core.runs import device_history
 
     spec = quick_spec(replicates=2)
     speedups = (1.20, 1.26, 1.23)
@@ -223,19 +222,19 @@ def test_the_store_learns_the_spread_from_a_races_own_processes(store):
     busy = ProcessResult(4, 0.5, 0.01, 40, busy_share=0.9).to_dict()  # a busy process says nothing
     done_race(store, spec, 1.23, first_process=first, replicates=[*rest, busy])
     logs = [math.log(x) for x in speedups]
-    learnt = run_to_run.spread_here(store, spec.to_dict(), "Test CPU", "2.x")
+    learnt = device_history.spread_here(store, spec.to_dict(), "Test CPU", "2.x")
     device = intervals.run_to_run([logs])  # one race of three processes: two degrees of freedom
     assert device.races == 3 and device.df == ASSUMED.df + 2
     start = RunToRun(device.log_sd, intervals.PRIOR_RACES, device.races)
     assert learnt == intervals.run_to_run([logs], prior=start)
     # Its replicate count does not make it another configuration.
-    assert run_to_run.spread_here(store, quick_spec(replicates=9).to_dict(), "Test CPU", "2.x") == learnt
+    assert device_history.spread_here(store, quick_spec(replicates=9).to_dict(), "Test CPU", "2.x") == learnt
 
 
 def test_the_speedup_chart_has_a_dot_per_process_grey_where_busy_and_the_headline_band():
     from test_busy_and_compile_cost import race_events
 
-    from core.view.process_chart import process_chart, process_rows
+    from core.view.race_charts import process_chart, process_rows
 
     summary = analysis.summarize_events(race_events(busy_from=6), 64)  # the first process busy
     rows = process_rows(summary)
@@ -249,7 +248,7 @@ def test_the_speedup_chart_has_a_dot_per_process_grey_where_busy_and_the_headlin
 
 
 def test_the_speedup_chart_has_y_ticks_and_sets_a_few_percent_clear_of_1x():
-    from core.view.process_chart import PROCESS_HEIGHT, process_chart
+    from core.view.race_charts import PROCESS_HEIGHT, process_chart
 
     summary = {
         "steady_state_speedup": 1.09,
@@ -276,7 +275,7 @@ def test_the_race_screen_draws_the_process_chart_once_a_replicate_has_landed():
     from test_busy_and_compile_cost import race_events
 
     from core.view.run_screen import layout
-    from core.view.run_screen.store_reader import RunView
+    from core.view.run_screen.shared_board import RunView
 
     view = RunView(1)
     events = race_events()
@@ -329,7 +328,7 @@ def test_a_first_process_whose_variants_ran_apart_is_shown_not_counted_where_rep
     from test_busy_and_compile_cost import race_events
 
     from core.engine import reading
-    from core.view.process_chart import RAN_APART, process_rows
+    from core.view.race_charts import RAN_APART, process_rows
 
     summary = analysis.summarize_events(race_events(turn=turn), 64)
     assert summary["first_process"]["apart"] == apart and summary["processes_counted"] == 2
@@ -424,7 +423,7 @@ def test_the_race_charts_projection_is_the_sentences():
     # replicates the race's), not at the first process's own medians.
     from test_busy_and_compile_cost import race_events
 
-    from core.view.run_screen.store_reader import RunView
+    from core.view.run_screen.shared_board import RunView
 
     events = race_events(turn=30)  # the first process ran apart: the headline is its replicates'
     view = RunView(1)
@@ -441,7 +440,7 @@ def test_a_replicate_compiles_from_its_first_processs_cache_and_adds_nothing_to_
     # The first process of a CPU race that profiles compiles with Inductor's per-kernel profiler
     # scopes, which are part of Inductor's cache key: a replicate compiled without them missed every
     # entry and compiled afresh. Compiled alike, it finds every graph it needs and writes none.
-    from core.runs import replicate_process
+    from core.runs import processes as replicate_process
 
     seen = {}
 
@@ -471,7 +470,8 @@ def test_a_killed_replicate_says_the_signal_that_ended_it_not_its_last_warning(m
     import subprocess
     import sys
 
-    from core.runs import replicate_process, warm_start
+    from core.runs import processes as replicate_process
+    from core.runs import warm_start
 
     killed = (
         "import os, signal, sys; sys.stderr.write('/venv/lib/torch/_inductor/config.py: UserWarning: x\\n'); "

@@ -8,7 +8,7 @@ from core.engine.spec import RunSpec
 from core.runs.store import Run
 from core.runs.sweeps import Axis, SweepSpec
 from core.view.compare import comparison_labels, table_row
-from core.view.job_status import lane_lines
+from core.view.host_tables import lane_lines
 from core.view.replay import stored_race_label
 from core.view.run_screen.layout import progress_line
 from core.view.run_screen.shared_board import LiveBoard

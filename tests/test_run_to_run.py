@@ -1,5 +1,5 @@
 """A race's interval says what a second race would give: it is widened to this device's run-to-run
-spread, learnt from the store's earlier races of each configuration (core.runs.run_to_run), and a
+spread, learnt from the store's earlier races of each configuration (core.runs.device_history), and a
 race stopping on its interval stops once more steps could not narrow it further.
 
 Simulated races (numpy only, no timing) give each race a process effect of its own: the ratio a
@@ -15,11 +15,12 @@ from support import quick_spec
 from test_intervals import BLOCK, covers, simulated_race
 
 from core.engine import analysis, intervals, reading
+from core.engine.analysis import StopRule, stop_reading
 from core.engine.intervals import ASSUMED, RunToRun
-from core.engine.stopping import StopRule, stop_reading
-from core.runs import processes, run_to_run, worker_cores
+from core.runs import device_history, processes
+from core.runs import race_conditions as worker_cores
+from core.runs.job_kinds import run_race_job
 from core.runs.race_conditions import MALLOC_SETTING, STEADY_MALLOC
-from core.runs.runners import run_race_job
 
 BOTH_BACKENDS = True
 DEVICES = 100  # simulated devices, each racing one configuration this many times:
@@ -106,11 +107,11 @@ def test_the_store_learns_the_spread_from_this_devices_races_of_each_configurati
     logs = [math.log(1.1), math.log(1.2), math.log(1.3)]
     device = intervals.run_to_run([logs])  # the device's, from its one configuration raced twice
     start = RunToRun(device.log_sd, intervals.PRIOR_RACES, device.races)
-    assert run_to_run.spread_here(store, other.to_dict(), "Test CPU", "2.x") == start  # raced here once only
-    mine = run_to_run.spread_here(store, base.to_dict(), "Test CPU", "2.x")
+    assert device_history.spread_here(store, other.to_dict(), "Test CPU", "2.x") == start  # raced here once only
+    mine = device_history.spread_here(store, base.to_dict(), "Test CPU", "2.x")
     assert mine.races == 3 and mine.log_sd == pytest.approx(intervals.run_to_run([logs], prior=start).log_sd)
-    assert run_to_run.spread_here(store, base.to_dict(), "A CPU never used", "2.x") == ASSUMED
-    assert run_to_run.spread_here(store, base.to_dict(), None, "2.x") == ASSUMED
+    assert device_history.spread_here(store, base.to_dict(), "A CPU never used", "2.x") == ASSUMED
+    assert device_history.spread_here(store, base.to_dict(), None, "2.x") == ASSUMED
 
 
 def test_a_stopping_race_stops_once_its_own_interval_is_inside_the_spread():

@@ -10,8 +10,8 @@ from test_runs_paging import RACES, fill
 
 from core.runs.run_files import bundle_text
 from core.runs.store import Store, records
-from core.view import runs_table
-from core.view.runs_table import PAGE_SIZE
+from core.view import compare as runs_table
+from core.view.compare import PAGE_SIZE
 
 
 def ids_shown(at) -> list[int]:

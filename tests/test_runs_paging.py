@@ -5,8 +5,8 @@ settings are read once per process, not on every view."""
 import pytest
 
 from core.runs.store import records
-from core.view import runs_table
-from core.view.runs_table import PAGE_SIZE, runs_page
+from core.view import compare as runs_table
+from core.view.compare import PAGE_SIZE, runs_page
 
 BOTH_BACKENDS = True
 RACES = 2 * PAGE_SIZE + 20  # three pages

@@ -210,7 +210,7 @@ def test_models_describe_prints_a_models_error_without_its_control_characters(mo
     import argparse
 
     from core.cli import common, models
-    from core.engine.models import resolve
+    from core.engine.models import workload as resolve
     from core.engine.models.workload import ModelError
 
     def broken(spec):

@@ -8,10 +8,10 @@ import itertools
 import pytest
 from support import CPU, quick_spec
 
+from core.engine.analysis import StopRule
 from core.engine.events import CompileEvent, EpochEvent, StepEvent
 from core.engine.reading import reading
 from core.engine.spec import RunSpec, validate
-from core.engine.stopping import StopRule
 from core.engine.trainer import ALTERNATING_MEMORY, run_race
 
 
@@ -111,7 +111,7 @@ def test_the_charts_draw_a_blocks_race_per_variant_with_compile_in_compiled_epoc
     """Stored in blocks order (eager 5, compiled 5, ...): each variant's cumulative line is its own
     steps' running sum in its own step order, and the epoch chart's compiled epoch 1 carries the compile."""
     from core.view.race_charts import cumulative_chart, epoch_chart
-    from core.view.run_screen.store_reader import RunView
+    from core.view.run_screen.shared_board import RunView
 
     rows, ids, counts = [], itertools.count(1), {"eager": 0, "compiled": 0}
     for epoch in (1, 2):

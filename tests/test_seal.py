@@ -1,4 +1,4 @@
-"""A worker's code cannot read its server's environment through /proc (core/runs/seal.py): the
+"""A worker's code cannot read its server's environment through /proc (core/runs/race_conditions.py): the
 admin token a model file's build_model() could otherwise take from its parent."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ print(subprocess.run([sys.executable, "-c", worker], capture_output=True, text=T
 @pytest.mark.skipif(not LINUX, reason="prctl and /proc are Linux's")
 def test_a_sealed_process_is_not_dumpable_and_its_workers_are():
     code = (
-        "import ctypes, subprocess, sys\nfrom core.runs.seal import seal_from_workers\n"
+        "import ctypes, subprocess, sys\nfrom core.runs.race_conditions import seal_from_workers\n"
         "libc = ctypes.CDLL(None)\nprint(seal_from_workers(), libc.prctl(3, 0, 0, 0, 0))\n"
         "print(subprocess.run([sys.executable, '-c', 'import ctypes; print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))'],"
         " capture_output=True, text=True).stdout.strip())"
@@ -39,7 +39,7 @@ def test_a_sealed_process_is_not_dumpable_and_its_workers_are():
 
 def as_another_user(mode: str) -> str:
     """Run the server as `nobody` (root reads every process's /proc whatever it seals)."""
-    source = (ROOT / "core/runs/seal.py").read_text().replace("from __future__ import annotations", "")
+    source = (ROOT / "core/runs/race_conditions.py").read_text().replace("from __future__ import annotations", "")
     command = [SYSTEM_PYTHON, "-c", SERVER.format(seal_source=source), mode]
     if os.geteuid() == 0:
         command = [shutil.which("runuser"), "-u", "nobody", "--", *command]

@@ -10,9 +10,9 @@ from test_pages import app, record_probe
 
 from core.engine import analysis
 from core.engine.spec import DeviceCaps
-from core.runs import devices, queue
+from core.runs import fleet, queue
+from core.runs.device_history import recent_result, reuse_automatically
 from core.runs.limits import HostLimits
-from core.runs.shared_results import recent_result, reuse_automatically
 from core.view.race_form import shared_result_text
 from core.view.safe_text import markdown_text
 
@@ -20,7 +20,7 @@ SUMMARY = analysis.summarize([0.02] * 6, [0.5] + [0.01] * 5, [0.06, 0.06], [0.52
 HERE = {"device_type": "cpu", "device_name": "Test CPU", "cpu_name": "Test CPU", "torch": "2.x", "cuda": None}
 
 
-def finished_race(store, spec=None, age_s=60.0, host=devices.HOST, device_key="cpu", **environment):
+def finished_race(store, spec=None, age_s=60.0, host=fleet.HOST, device_key="cpu", **environment):
     spec = spec or quick_spec()
     now = time.time()
     run_id = store.create_run(
@@ -89,7 +89,7 @@ def test_imported_failed_and_unprobed_runs_are_not_offered(store):
 def test_a_gpu_result_is_offered_only_for_that_gpu(store):
     env = {**HERE, "device_type": "cuda", "device_name": "NVIDIA A100", "cuda": "12.4"}
     caps = DeviceCaps(cuda=True, cuda_name="NVIDIA A100", compute_capability=(8, 0), cuda_bf16=True)
-    probe = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
+    probe = store.create_run("probe", {}, "system", "probe", status="done", host=fleet.HOST)
     store.update_run(probe, summary={"caps": caps.to_dict(), "environment": env})
     spec = quick_spec(device="cuda")
     finished_race(store, spec, device_key="cuda:0", device_type="cuda", device_name="NVIDIA A100", cuda="12.4")

@@ -11,8 +11,7 @@ from support import ROOT, quick_spec
 
 from core.engine.reading import reading
 from core.engine.spec import data_home
-from core.runs.bundle import BundleError, export_bundle, import_bundle, load_bundle_file, parse_bundle
-from core.runs.bundle_notes import MAX_NOTE
+from core.runs.bundle import MAX_NOTE, BundleError, export_bundle, import_bundle, load_bundle_file, parse_bundle
 from core.runs.run_files import run_files_dir
 from core.runs.store import SCHEMA_VERSION, Store
 

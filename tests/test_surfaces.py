@@ -15,16 +15,15 @@ import pytest
 from support import quick_spec
 
 from core.cli.main import main as cli
-from core.engine import analysis, intervals, planning, words
+from core.engine import analysis, intervals, words
 from core.engine.reading import reading
 from core.engine.summary import NEVER, NO_COMPILE, NO_GAIN, PROJECTED, REACHED, Summary
 from core.runs.bundle import export_bundle, import_bundle
 from core.runs.sweeps import Axis, SweepSpec
 from core.view.device_comparison import comparison, comparison_rows
 from core.view.report import run_row, summary_table
-from core.view.run_screen.cards import result_cards
 from core.view.run_screen.feed import feed_document
-from core.view.run_screen.layout import LEAD_CARDS
+from core.view.run_screen.layout import LEAD_CARDS, result_cards
 from core.view.run_screen.shared_board import LiveBoard
 from core.view.sweep import point_line, points_table, sweep_frame
 
@@ -135,7 +134,7 @@ def surfaces(store, run_id: int) -> dict:
         "sweep row": points_table(frame)[0],
         "sweep line": point_line(next(frame.itertuples()), 1),
         "comparison": comparison_rows(comparison(store, [run_id]))[0],
-        "plan": planning.plan_from_summary(run.summary, 50_000),
+        "plan": words.plan_from_summary(run.summary, 50_000),
     }
 
 
@@ -188,7 +187,7 @@ def test_a_finished_race_says_each_number_the_same_way_on_every_surface(store, k
     assert f"break-even                    {long}\n" in table
     assert said["sweep line"].endswith(f"break-even {long}") and said["comparison"]["break-even"] == long
     assert long.capitalize() in cards["Break-even"].help or state == REACHED
-    plan = planning.plan_sentence(said["plan"])
+    plan = words.plan_sentence(said["plan"])
     if state == NEVER:
         assert short == "never" and "never pays off" in plan and "compile does not pay off" in said["reading"]
     if state == NO_GAIN:  # never called "never" where the interval cannot tell the two apart

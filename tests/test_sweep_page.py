@@ -11,8 +11,8 @@ from support import ROOT
 
 from core.engine import analysis
 from core.engine.spec import OPTIONS, DeviceCaps, RunSpec
-from core.runs import devices
-from core.runs.identity import owner_of
+from core.runs import fleet
+from core.runs.limits import owner_of
 from core.runs.sweeps import Axis, SweepSpec
 from core.view.safe_text import markdown_text
 
@@ -23,7 +23,7 @@ CHART_TITLES = ("Steady-state speedup", "Compile time", "Break-even step", "Thro
 
 def record_probe(store):
     env = {"device_type": "cpu", "device_name": "Test CPU", "cpu_name": "Test CPU", "cpu_count": 2, "torch": "2.x"}
-    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=devices.HOST)
+    run_id = store.create_run("probe", {}, "system", "probe", status="done", host=fleet.HOST)
     store.update_run(run_id, summary={"caps": DeviceCaps().to_dict(), "environment": env}, environment=env)
 
 
@@ -49,7 +49,7 @@ def record_sweep(store, statuses, owner="someone", axes=BATCH_AXIS) -> int:
     with store.transaction() as c:
         sweep_id = store.insert_sweep(c, owner, sweep.to_dict())
     for point, status in zip(sweep.points(), statuses):
-        fields = {"status": status, "phase": status, "sweep_id": sweep_id, "host": devices.HOST}
+        fields = {"status": status, "phase": status, "sweep_id": sweep_id, "host": fleet.HOST}
         if status == "done":
             compile_s = 2.0 if point.compile_scope == "regional" else 8.0
             fields["summary"] = measured_summary(point.batch_size, rng, compile_s=compile_s)

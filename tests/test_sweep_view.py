@@ -10,18 +10,21 @@ from test_sweep_page import measured_summary
 from core.engine.spec import RunSpec
 from core.runs.store import Run
 from core.runs.sweeps import Axis, SweepSpec
-from core.view import sweep_charts
+from core.view import sweep as sweep_charts
 from core.view.sweep import (
     break_even_note,
     chart_axes,
+    default_sweep,
+    estimate_sweep_seconds,
+    form_sweep,
     point_line,
     points_table,
     regime_readings,
     sweep_frame,
     sweep_json,
     sweep_report,
+    sweep_to_state,
 )
-from core.view.sweep_form import default_sweep, estimate_sweep_seconds, form_sweep, sweep_to_state
 
 BATCHES = (64, 256, 1024, 4096)
 
@@ -236,7 +239,7 @@ def test_the_terminal_report_suggests_its_best_point_as_a_command_that_parses_in
     import shlex
 
     from core.cli.main import build_parser
-    from core.cli.race_flags import RACE_COMMAND, race_command, spec_from_args
+    from core.cli.races import RACE_COMMAND, race_command, spec_from_args
     from core.engine.spec import RunSpec
 
     sweep = batch_sweep()

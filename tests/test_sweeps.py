@@ -267,7 +267,7 @@ def test_a_sweep_deleted_while_followed_ends_the_follow_with_one_line(store, sle
 
 
 def test_the_sweeps_listing_shows_a_visitors_owner_masked_like_status(tmp_path, sleepers):
-    from core.runs.identity import shown_owner
+    from core.runs.limits import shown_owner
 
     path = str(tmp_path / "store.sqlite3")
     token = "0123456789abcdef0123456789abcdef"

@@ -10,7 +10,7 @@ from support import ROOT
 from test_pages import app, record_probe
 
 from core.cli.main import build_parser
-from core.cli.race_flags import spec_from_args
+from core.cli.races import spec_from_args
 from core.cli.sweeps import sweep_from_args
 from core.engine.spec import RunSpec
 from core.view.race_form import spec_from_query, spec_to_query

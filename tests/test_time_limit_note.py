@@ -60,7 +60,7 @@ def test_submit_says_the_time_limit_as_it_queues(store, sleepers, monkeypatch):
 def test_a_sweeps_points_past_the_time_limit_are_said_once():
     from core.engine.spec import DeviceCaps, RunSpec
     from core.runs.sweeps import Axis, SweepSpec
-    from core.view.sweep_form import time_limit_points
+    from core.view.sweep import time_limit_points
 
     sweep = SweepSpec(RunSpec(model="resnet18", epochs=5, steps_per_epoch=200, device="cpu"),
                       (Axis("batch_size", (8, 64, 512)),))  # fmt: skip

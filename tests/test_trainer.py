@@ -172,7 +172,7 @@ def test_fullgraph_with_a_graph_break_is_a_finding_with_advice(monkeypatch):
             print("", end="")  # a graph break
             return self.lin(x)
 
-    from core.engine.models import networks
+    from core.engine.models import workload as networks
 
     monkeypatch.setattr(networks, "mlp", Breaks)
     result, _ = record(quick_spec(fullgraph=True, backend="eager"))
@@ -247,7 +247,7 @@ def test_real_inductor_race_on_a_tiny_model():
 def test_the_cpu_feature_probe_runs_once_before_the_compile_and_only_where_inductor_probes(tmp_path):
     from torch._inductor import cpu_vec_isa
 
-    from core.engine.cpu_probe import probe_cpu_vector_isa, probe_dir
+    from core.engine.device_state import probe_cpu_vector_isa, probe_dir
 
     assert probe_cpu_vector_isa(torch.device("cpu"), "aot_eager") is None
     assert probe_cpu_vector_isa(torch.device("cuda"), "inductor") is None
@@ -255,7 +255,7 @@ def test_the_cpu_feature_probe_runs_once_before_the_compile_and_only_where_induc
     race_cache = str(tmp_path / "cold-cache")
     data = str(tmp_path / "data")
     script = (
-        "import json, os, torch; from core.engine.cpu_probe import probe_cpu_vector_isa as p; "
+        "import json, os, torch; from core.engine.device_state import probe_cpu_vector_isa as p; "
         "s = p(torch.device('cpu'), 'inductor'); print(json.dumps([s, os.environ['TORCHINDUCTOR_CACHE_DIR']]))"
     )
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": race_cache, "COMPILE_LAB_DATA": data}

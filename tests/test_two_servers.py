@@ -10,7 +10,7 @@ import time
 
 from support import ROOT, quick_spec
 
-from core.runs.devices import ANY_GPU
+from core.runs.fleet import ANY_GPU
 
 JOBS_PER_SERVER = 14
 
@@ -19,7 +19,7 @@ JOBS_PER_SERVER = 14
 # lane's workers' lifetimes can be checked for overlap (a lane is busy until its worker is gone).
 WORKER = """
 import json, os, random, sys, time
-from core.runs.devices import HOST
+from core.runs.fleet import HOST
 from core.runs.store import Store
 store_path, run_id, lane, log = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 def note(what):

@@ -28,10 +28,10 @@ from support import (
 
 from core.engine.device_state import CACHE_VARIABLES
 from core.engine.spec import DeviceCaps
-from core.runs import devices, processes, queue, warm_lanes, warm_server, warm_start
+from core.runs import fleet, processes, queue, warm_server, warm_start
 from core.runs.limits import HostLimits
-from core.runs.pids import pid_running
 from core.runs.race_conditions import STEADY_MALLOC
+from core.runs.warm_start import pid_running
 
 NO_LIMITS = HostLimits(job_time_limit_s=None)
 STATE = "core.runs.warm_server:report_state"
@@ -112,7 +112,7 @@ def test_a_race_starts_warm_through_the_queue_and_the_next_one_too(warm_starts, 
     env = processes.worker_environment("cpu")
     wait_until("the warm server", lambda: warm_start.server_state(env) == "ready", 90)
     # The device probe's and the demos' workers start through the same launcher with this environment.
-    assert processes.worker_environment(devices.PROBE_DEVICE_KEY) == env
+    assert processes.worker_environment(fleet.PROBE_DEVICE_KEY) == env
     first = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=DeviceCaps())
     second = queue.enqueue(  # with a replicate, forked from the same server as its worker
         store, quick_spec(replicates=1, steps_per_epoch=10), "ann", limits=NO_LIMITS, caps=DeviceCaps()
@@ -285,7 +285,7 @@ def test_the_cache_demos_fresh_processes_start_through_the_warm_path(monkeypatch
     import inspect
 
     from core.engine.explain import caches
-    from core.runs import runners
+    from core.runs import job_kinds
 
     calls = []
 
@@ -313,7 +313,7 @@ def test_the_cache_demos_fresh_processes_start_through_the_warm_path(monkeypatch
         return {}
 
     monkeypatch.setattr("core.engine.explain.demo_module", lambda name: SimpleNamespace(run=stand_in))
-    status, _ = runners.run_demo_job({"demo": "caches", "params": {}}, SimpleNamespace(update=lambda **kw: None))
+    status, _ = job_kinds.run_demo_job({"demo": "caches", "params": {}}, SimpleNamespace(update=lambda **kw: None))
     assert status == "done" and handed["fresh_process"] is warm_start.run_fresh
 
 
@@ -337,7 +337,7 @@ def test_a_replicate_forks_from_its_race_process_server_and_leaves_with_its_race
     """A race's replicate starts from the warm server of the race process's environment (a worker's),
     measures as a cold one does and says it started warm; in a session of its own, it still ends the
     moment its race process is gone (a time limit's SIGKILL to the worker's group does not reach it)."""
-    from core.runs import replicate_process
+    from core.runs import processes
 
     env = processes.worker_environment("cpu")
     ready_server(env)
@@ -352,14 +352,14 @@ def test_a_replicate_forks_from_its_race_process_server_and_leaves_with_its_race
             "sent_at": time.time(),
             "race_pid": race.pid,
         }
-        done = replicate_process.start_replicate(job, env)
+        done = processes.start_replicate(job, env)
         assert done.warm
         out, err = done.communicate(machine_seconds(120))
-        line = next(x for x in out.splitlines() if x.startswith(replicate_process.RESULT_PREFIX))
-        process = json.loads(line[len(replicate_process.RESULT_PREFIX) :])["process"]
+        line = next(x for x in out.splitlines() if x.startswith(processes.RESULT_PREFIX))
+        process = json.loads(line[len(processes.RESULT_PREFIX) :])["process"]
         assert process["started"] == "warm" and process["error"] is None, err[-2000:]
         assert process["steps"] == 20 and process["speedup"] > 0
-        endless = replicate_process.start_replicate({**job, "steps": 10**7, "sent_at": time.time()}, env)
+        endless = processes.start_replicate({**job, "steps": 10**7, "sent_at": time.time()}, env)
         assert endless.warm
         time.sleep(machine_seconds(1))
         assert pid_running(endless.pid)  # measuring
@@ -388,12 +388,12 @@ def test_a_cold_replicate_leaves_with_its_race_as_a_warm_one_does(tmp_path):
     """A replicate started cold (no warm server: a traced race, a cold worker) watches its race
     process as a warm one does: a kill -9 of the worker alone (not its group) ends it at once, so it
     never shares the cores with the next race (it ran on for 14-50 s)."""
-    from core.runs import replicate_process
+    from core.runs import processes
 
     env = {**processes.worker_environment("cpu"), "COMPILE_LAB_WARM_START": "off"}
     race = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # the race process
     try:
-        endless = replicate_process.start_replicate(endless_replicate_job(tmp_path, race.pid), env)
+        endless = processes.start_replicate(endless_replicate_job(tmp_path, race.pid), env)
         assert not endless.warm
         time.sleep(machine_seconds(2))  # importing torch, or measuring: either way, its race is alive
         assert endless.proc.poll() is None
@@ -433,13 +433,13 @@ def test_read_only_commands_start_no_warm_server_and_only_a_ticker_that_starts_r
 
 
 def warm_lanes_pids(lane):
-    return [pid for pid, _, _ in warm_lanes.lane_servers(lane)]
+    return [pid for pid, _, _ in warm_start.lane_servers(lane)]
 
 
 def test_a_lane_keeps_one_warm_server_whatever_environment_asked_for_it(warm_starts, monkeypatch):
     """A server for a lane asks the lane's servers of other environments to leave, but one that belongs
     to a live app; a terminal's (no app) is then not started beside it: one server per lane."""
-    lane = warm_lanes.lane_name("cpu", os.environ["COMPILE_LAB_DATA"])
+    lane = warm_start.lane_name("cpu", os.environ["COMPILE_LAB_DATA"])
 
     def server(paper, app=None):
         """What a tick that starts races does, from a terminal with LC_PAPER=paper (or the app `app`)."""
@@ -462,7 +462,7 @@ def test_a_lane_keeps_one_warm_server_whatever_environment_asked_for_it(warm_sta
     wait_until("the terminal's server to leave", lambda: not pid_running(second), 10)
     assert server("C.4") is None  # a terminal's beside a live app's: none started
     assert warm_lanes_pids(lane) == [app]
-    assert warm_lanes.lane_servers(warm_lanes.lane_name("cpu", "/elsewhere")) == []
+    assert warm_start.lane_servers(warm_start.lane_name("cpu", "/elsewhere")) == []
 
 
 @pytest.mark.parametrize("interrupt", ["timeout", "cancel"])
@@ -621,7 +621,7 @@ def test_a_terminal_race_ended_any_way_leaves_nothing_running(how, warm, monkeyp
 
 def test_a_traced_terminal_race_starts_no_server_of_its_own():
     # torch reads TORCH_TRACE when it is imported: a server started with it would trace its own import.
-    from core.runs.replicate_process import OwnWarmServer
+    from core.runs.processes import OwnWarmServer
 
     own = OwnWarmServer(None)
     own.env.update({"COMPILE_LAB_WARM_START": "on", "TORCH_TRACE": "/nonexistent/trace"})
@@ -664,7 +664,7 @@ def test_a_job_waits_for_its_lanes_starting_warm_server_and_starts_warm_once_it_
         assert processes.warming(["cpu"]) == {"cpu"}
         probe = store.list_runs(kind="probe")[0]
         assert probe.status == "queued"  # held for the server, not started cold
-    wait_until("the probe, forked once the server is ready", lambda: devices.known_caps(store), 120)
+    wait_until("the probe, forked once the server is ready", lambda: fleet.known_caps(store), 120)
     assert warm_start.server_state(env) == "ready" and processes.warming(["cpu"]) == set()
     run_id = queue.enqueue(store, quick_spec(), "ann", limits=NO_LIMITS, caps=DeviceCaps())
     wait_until("the race", lambda: store.get_run(run_id).finished, 120)
@@ -690,9 +690,9 @@ def test_a_freshly_started_app_has_a_warm_server_and_the_device_probe_before_any
         from core.runs.store import Store
 
         store = Store(str(data / "store.sqlite3"))
-        wait_until("the device probe, queued by the app itself", lambda: devices.known_caps(store), 120)
-        lane = warm_lanes.lane_name("cpu", str(data))
-        servers = warm_lanes.lane_servers(lane)
+        wait_until("the device probe, queued by the app itself", lambda: fleet.known_caps(store), 120)
+        lane = warm_start.lane_name("cpu", str(data))
+        servers = warm_start.lane_servers(lane)
         assert [owner for _, _, owner in servers] == [str(app.pid)]  # the app's, leaving with it
         key = servers[0][1]
         wait_until("the server ready", lambda: _connects(warm_start.address(key)), 60)

@@ -17,11 +17,11 @@ from test_live_board import more_steps
 from test_live_feed import OWNER_TOKEN, feeds_mounted, open_run, served  # noqa: F401 (a fixture)
 from test_pages import APP, record_probe, record_race
 
-from core.runs import queue, worker_cores
-from core.runs.identity import owner_of
-from core.runs.race_conditions import STEADY_MALLOC
-from core.runs.worker_cores import CoreSettingError, CoreShare, core_share
-from core.view.run_screen import cadence
+from core.runs import queue
+from core.runs import race_conditions as worker_cores
+from core.runs.limits import owner_of
+from core.runs.race_conditions import STEADY_MALLOC, CoreSettingError, CoreShare, core_share
+from core.view.run_screen import shared_board
 from core.view.run_screen.feed import TIMED_POLL_S, LiveFeeds
 from core.view.run_screen.shared_board import LiveBoard, yield_to_measurements
 
@@ -47,18 +47,20 @@ def run_in(phase, status="running", environment=None, finished_=False):
 )
 def test_the_view_refreshes_less_often_only_while_steps_are_timed(phase, status, timed):
     run = run_in(phase, status)
-    assert cadence.timed(run) is timed
-    assert cadence.refresh_s(run) == (cadence.TIMED_REFRESH_S if timed else cadence.LIVELY_REFRESH_S)
-    assert cadence.TIMED_REFRESH_S > cadence.LIVELY_REFRESH_S
+    assert shared_board.timed(run) is timed
+    assert shared_board.refresh_s(run) == (shared_board.TIMED_REFRESH_S if timed else shared_board.LIVELY_REFRESH_S)
+    assert shared_board.TIMED_REFRESH_S > shared_board.LIVELY_REFRESH_S
 
 
 def test_on_one_core_the_page_says_watching_is_part_of_the_measurement():
     one = {"device_type": "cpu", "cpu_count": 1}
-    assert "this page takes its CPU from the race" in cadence.watching_note(run_in("eager epoch 1/2", environment=one))
+    assert "this page takes its CPU from the race" in shared_board.watching_note(
+        run_in("eager epoch 1/2", environment=one)
+    )
     done = run_in("done", "done", environment=one, finished_=True)
-    assert "watching was part of what was measured" in cadence.watching_note(done)
+    assert "watching was part of what was measured" in shared_board.watching_note(done)
     for env in ({"device_type": "cpu", "cpu_count": 2}, {"device_type": "cuda", "cpu_count": 1}, None):
-        assert cadence.watching_note(run_in("eager epoch 1/2", environment=env)) is None
+        assert shared_board.watching_note(run_in("eager epoch 1/2", environment=env)) is None
 
 
 @pytest.mark.parametrize(
@@ -186,11 +188,11 @@ def test_without_the_feed_the_owners_page_refreshes_less_often_while_steps_are_t
     owner.session_state["visitor"] = OWNER_TOKEN
     owner.query_params["run"] = str(run_id)
     owner.run()
-    assert not owner.exception and owner.session_state["live_every"] == cadence.TIMED_REFRESH_S
+    assert not owner.exception and owner.session_state["live_every"] == shared_board.TIMED_REFRESH_S
     assert [b for b in owner.button if b.label == "Cancel"]
     store.update_run(run_id, phase="compiling (compiled epoch 2/2)")
     owner.run()
-    assert owner.session_state["live_every"] == cadence.LIVELY_REFRESH_S
+    assert owner.session_state["live_every"] == shared_board.LIVELY_REFRESH_S
 
 
 def test_on_one_core_the_race_page_says_so_near_the_verdict(store):

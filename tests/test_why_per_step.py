@@ -9,13 +9,12 @@ import zipfile
 import pytest
 from support import CPU, RECOMPILE_REASONS, quick_spec, torch_records
 
-from core.engine.compile_phases import phase_of
-from core.engine.compile_stats import AOT, CODEGEN, DYNAMO, KERNELS, LOWERING, compile_breakdown, compile_note
-from core.engine.data import varying_lengths
+from core.engine.compile_stats import AOT, CODEGEN, DYNAMO, KERNELS, LOWERING, compile_breakdown, compile_note, phase_of
 from core.engine.events import CompileEvent, StatusEvent
 from core.engine.profiling import summarize_profile
 from core.engine.spec import RunSpec, validate
 from core.engine.trainer import run_race
+from core.engine.variant import varying_lengths
 
 
 def race(spec, caps=CPU):

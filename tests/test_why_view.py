@@ -13,7 +13,7 @@ from core.engine import words
 from core.runs import run_files
 from core.view import race_charts
 from core.view.run_screen import why_per_step
-from core.view.run_screen.cards import result_cards
+from core.view.run_screen.layout import result_cards
 
 PROFILE = {
     "eager": {
@@ -179,7 +179,7 @@ def test_the_runs_page_offers_the_runs_files(store, tmp_path):  # noqa: F811
         fh.write('{"dynamo_start": {}}\n' * 100)
     from streamlit.testing.v1 import AppTest
 
-    from core.runs.identity import owner_of
+    from core.runs.limits import owner_of
 
     store.update_run(run_id, owner=owner_of("0123456789abcdef"))  # the files are offered to whoever ran it
     at = AppTest.from_file(APP, default_timeout=60)

@@ -12,17 +12,22 @@ import pytest
 from support import ROOT
 
 from core.engine import analysis, words
-from core.engine.headline import BUSY, FASTER, NEVER_NO_GAIN, NO_CLEAR_DIFFERENCE, NOT_WITHIN_RUN, SLOWER
 from core.engine.reading import reading
 from core.engine.summary import (
     BREAK_EVEN_STATES,
+    BUSY,
+    FASTER,
     NEVER,
+    NEVER_NO_GAIN,
+    NO_CLEAR_DIFFERENCE,
     NO_COMPILE,
     NO_GAIN,
     NO_VERDICT,
     NOT_REACHED,
+    NOT_WITHIN_RUN,
     PROJECTED,
     REACHED,
+    SLOWER,
     Summary,
 )
 

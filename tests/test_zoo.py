@@ -7,10 +7,8 @@ import pytest
 import torch
 from support import ROOT
 
-from core.engine.models.networks import build_model, parameter_count
-from core.engine.models.workload import loss_fn
-from core.engine.models.zoo import MODELS, get_model_info
-from core.engine.models.zoo_workload import random_batch
+from core.engine.models.sources import MODELS, get_model_info
+from core.engine.models.workload import build_model, loss_fn, random_batch, zoo_parameter_count
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -30,19 +28,19 @@ def test_model_trains_a_step_at_its_minimum_input_size(name):
 @pytest.mark.parametrize("name", ["mlp", "small_cnn", "pointwise_mlp", "gpt", "resnet18"])
 def test_parameter_count_on_meta_matches_the_real_model(name):
     real = sum(p.numel() for p in build_model(name).parameters())
-    assert parameter_count(name) == real > 0
+    assert zoo_parameter_count(name) == real > 0
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_the_registrys_parameter_counts_are_the_built_models(name):
-    assert MODELS[name].params == parameter_count(name)
+    assert MODELS[name].params == zoo_parameter_count(name)
 
 
 def test_the_registry_validation_and_queue_do_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, core.engine.models.zoo, core.engine.spec, core.runs.queue, core.runs.store, core.runs.bundle; print('torch' in sys.modules)"
+    code = "import sys, core.engine.models.sources, core.engine.spec, core.runs.queue, core.runs.store, core.runs.bundle; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
 
@@ -50,7 +48,7 @@ def test_the_registry_validation_and_queue_do_not_import_torch():
 def test_the_tutorials_model_is_resnet50_with_a_10_class_head():
     model = build_model("resnet50", 32)
     assert model.fc.out_features == 10
-    assert 23e6 < parameter_count("resnet50") < 24e6
+    assert 23e6 < zoo_parameter_count("resnet50") < 24e6
 
 
 def test_gpt_uses_scaled_dot_product_attention(monkeypatch):
@@ -73,7 +71,7 @@ def test_unknown_model_lookup_names_the_allowed_ones():
 
 
 def test_the_registry_imports_neither_torch_nor_the_networks():
-    code = "import sys, core.engine.models.zoo; print(sorted(m for m in ('torch', 'core.engine.models.networks') if m in sys.modules))"
+    code = "import sys, core.engine.models.sources; print(sorted(m for m in ('torch', 'core.engine.models.workload') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

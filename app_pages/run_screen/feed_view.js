@@ -1,8 +1,8 @@
 // A viewer's live view of a run, drawn in the browser from the run's live feed
-// (core.view.run_screen.feed, served by app_pages/run_screen/feed_routes.py): the server builds one document per
+// (core.view.run_screen.feed, served by app_pages/run_screen/feed.py): the server builds one document per
 // refresh for every viewer, and this asks for it every data.every_ms with the ETag it has, so an
 // unchanged document costs a 304; while steps are timed the document asks for fewer polls (its
-// poll_ms: core.view.run_screen.cadence), so that watching takes less CPU from the race. Everything from the document is set as text, never as HTML.
+// poll_ms: core.view.run_screen.shared_board), so that watching takes less CPU from the race. Everything from the document is set as text, never as HTML.
 // When the run ends (or the feed cannot be read) it tells the page, which redraws through Streamlit.
 
 function loadScript(src) {

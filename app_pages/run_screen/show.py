@@ -12,13 +12,13 @@ import streamlit as st
 from app_pages.common import draw_chart, one_run, store, vega_spec, visitor
 from core.engine import words
 from core.engine.summary import Summary
-from core.runs import race_report, race_script, run_files
+from core.runs import race_script, run_files
 from core.runs.store import Run
 from core.view import answers
 from core.view.compare import run_name
-from core.view.run_screen import cadence, glance, layout, sentences, why_per_step
-from core.view.run_screen.cards import Card
-from core.view.run_screen.shared_board import LiveSnapshot
+from core.view.run_screen import layout, sentences, why_per_step
+from core.view.run_screen.layout import Card
+from core.view.run_screen.shared_board import LiveSnapshot, watching_note
 from core.view.safe_text import markdown_text
 
 # Compact cards: the four a race leads with in one row on a wide screen, two a row on a phone (Streamlit
@@ -54,7 +54,7 @@ CARD_CSS = """<style>
 # screen's height (vh: at 1080 px the card labels are 29 px, the verdict 41 px, every other word at
 # least 24 px; at 720 px two thirds of that), so the charts' box, the viewport's height less what
 # is above and below them (PRESENT_CHROME: a fixed part and a part that grows with the type), fills
-# the screen at any height; the charts' own fonts are core.view.chart_style.PRESENTER_FONTS. The card
+# the screen at any height; the charts' own fonts are core.view.race_charts.PRESENTER_FONTS. The card
 # sizes are !important: CARD_CSS, drawn later with the cards, would otherwise win (caught by the e2e).
 PRESENT_CHROME = "130px - 27.8vh"
 PRESENTER_CSS = """<style>
@@ -110,21 +110,21 @@ def show_words(run: Run, view: LiveSnapshot, summary: Summary, total: int | None
 
 def show_answers(run: Run, view: LiveSnapshot, summary: Summary, total: int | None, key: str) -> None:
     """Under the race chart: why (the cause), the recompiles, the cache and what to try next, one
-    short line each, Next with links that fill the Race form (core.view.run_screen.glance); the
+    short line each, Next with links that fill the Race form (core.view.run_screen.layout); the
     reading and every answer in full one click away, in the expander under them (core.view.answers)."""
     found = view.derive(
         "answers",
         lambda: answers.finished_answers(summary, run.params, run.environment, (run.details or {}).get("compile")),
     )
     with st.container(key=f"answers_{run.id}"):
-        for line in view.derive("short_lines", lambda: glance.short_lines(found, summary)):
+        for line in view.derive("short_lines", lambda: layout.short_lines(found, summary)):
             links = " · ".join(f"[{markdown_text(label)}]({link})" for label, link in line.links)
             st.markdown(f"**{line.head}:** {markdown_text(line.text)}" + (f" {links}." if links else ""))
-        with st.expander(glance.DETAILS_LABEL, key=f"details_{key}_{run.id}"):
+        with st.expander(layout.DETAILS_LABEL, key=f"details_{key}_{run.id}"):
             full = layout.finished_reading(run, view, summary, total, quote=markdown_text)
             if full:
                 st.markdown(f"**Reading:** {full}")
-            for head, text in glance.full_lines(found):
+            for head, text in layout.full_lines(found):
                 st.markdown(f"**{head}:** {markdown_text(text)}")
             if found.next_races:
                 links = " · ".join(f"[{markdown_text(r.label)}]({r.link})" for r in found.next_races)
@@ -170,7 +170,7 @@ def _show_run(run: Run, view: LiveSnapshot, key: str, present: bool) -> None:
     if view.damaged:
         st.warning(f"Part of this run cannot be read: {markdown_text(view.damaged)}. Shown: what can.")
     show_words(run, view, summary, total)
-    note = cadence.watching_note(run)
+    note = watching_note(run)
     if note:
         st.caption(note)  # one core: the open page is part of the measurement
     log = bool(st.session_state.get(f"log_{key}")) and not present  # the toggle below, as last drawn
@@ -206,7 +206,7 @@ def _show_run(run: Run, view: LiveSnapshot, key: str, present: bool) -> None:
     show_cards(more, "result_cards_more")
     if "lead" in built:  # a lead needs both variants at the same step
         draw_chart(st, chart("lead"))
-    if "processes" in built:  # the race's processes, a dot each (core.view.process_chart)
+    if "processes" in built:  # the race's processes, a dot each (core.view.race_charts)
         draw_chart(st, chart("processes"))
     left, right = st.columns(2)
     with left:
@@ -344,7 +344,7 @@ def hand_on_downloads(run: Run, key: str) -> None:
         whose = run.owner == visitor() or bool(st.session_state.get("admin_unlocked"))
         right.download_button(
             "Report for a PyTorch issue (zip)",
-            data=lambda: race_report.report_zip(store().path, run, with_trace=whose),
+            data=lambda: race_script.report_zip(store().path, run, with_trace=whose),
             file_name=f"compile_lab_race_{run.id}_report.zip",
             mime="application/zip",
             key=f"race_report_{key}_{run.id}",

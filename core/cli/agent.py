@@ -1,5 +1,5 @@
 """`python -m core agent`: this box joins the fleet of a shared store (core.runs.agent). The
-fleet's hosts and lanes are listed by `python -m core status` (core.view.fleet)."""
+fleet's hosts and lanes are listed by `python -m core status` (core.view.host_tables)."""
 
 from __future__ import annotations
 

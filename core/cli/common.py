@@ -73,9 +73,9 @@ def default_owner() -> str:
 
 def owner_arg(text: str) -> str:
     """--owner: who you are to the queue, any name but a web visitor's. A visitor's owner is the hash
-    of their browser's token (core.runs.identity), which the store holds and a shell user could read:
+    of their browser's token (core.runs.limits), which the store holds and a shell user could read:
     taking it here would let them cancel or delete that visitor's runs."""
-    from core.runs.identity import VISITOR_PREFIX
+    from core.runs.limits import VISITOR_PREFIX
 
     name = text.strip()
     if not name or name.startswith(VISITOR_PREFIX):

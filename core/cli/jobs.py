@@ -21,13 +21,13 @@ from core.cli.common import (
     store_parser,
     stored_result,
 )
-from core.cli.race_flags import add_spec_arguments, race_command, spec_from_args
+from core.cli.races import add_spec_arguments, race_command, spec_from_args
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from core.runs import estimates, queue
+    from core.runs import device_history, queue
     from core.runs.limits import load_host_limits
-    from core.view.job_status import describe
+    from core.view.host_tables import describe
     from core.view.race_form import time_limit_note
 
     store = open_store(args)
@@ -49,7 +49,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     run = store.get_run(run_id)
     print(f"run {run_id}: {describe(store, run)} on {run.device_key}")
     try:  # an estimate never stops what was queued
-        note = time_limit_note(estimates.race_estimate(store, queued["spec"], queued["caps"]), queued["limits"])
+        note = time_limit_note(device_history.race_estimate(store, queued["spec"], queued["caps"]), queued["limits"])
     except Exception:  # noqa: BLE001
         note = None
     if note:  # said as it is queued: cancel it (python -m core cancel N), or let it run to the limit
@@ -84,7 +84,7 @@ def follow_group(store, ids: list[int]) -> int:
     """Follow a group of races to their end (one line on stderr whenever one changes), then print
     them side by side."""
     from core.runs import queue
-    from core.view.job_status import describe
+    from core.view.host_tables import describe
     from core.view.safe_text import terminal_text
 
     last: dict[int, str] = {}
@@ -113,7 +113,7 @@ def print_comparison(store, ids: list[int]) -> None:
 def follow(store, run_id: int, args: argparse.Namespace) -> int:
     """Follow a run to its end with a progress bar on stderr, ticking the queue meanwhile."""
     from core.runs import queue
-    from core.view.job_status import describe
+    from core.view.host_tables import describe
     from core.view.report import summary_table
     from core.view.safe_text import terminal_text
 
@@ -144,8 +144,8 @@ def follow(store, run_id: int, args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from core.runs import queue
-    from core.runs.identity import shown_owner
-    from core.view.job_status import describe
+    from core.runs.limits import shown_owner
+    from core.view.host_tables import describe
 
     store = open_store(args)
     queue.tick(store)
@@ -172,7 +172,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     for run in reversed(active):
         say(f"run {run.id:>5}  {run.device_key:<8} {shown_owner(run.owner):<16} {describe(store, run)}")
     from core.runs import fleet
-    from core.view.fleet import fleet_lines
+    from core.view.host_tables import fleet_lines
 
     hosts = fleet.hosts(store)
     if hosts:  # a fleet: its hosts and lanes (python -m core agent)

@@ -11,7 +11,7 @@ from core.engine.spec import RunSpec, SpecError
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from core.engine.models.zoo import MODELS
+    from core.engine.models.sources import MODELS
 
     if args.describe or args.search is not None:
         return models_lookup(args)
@@ -74,8 +74,7 @@ def models_lookup(args: argparse.Namespace) -> int:
         names = [f"timm:{n}" for n in timm_model_names() if needle in n.lower()]
         say(json.dumps(names) if args.json else "\n".join(names) or f"no timm model name contains {args.search!r}")
         return EXIT_OK
-    from core.engine.models.resolve import describe_model
-    from core.engine.models.workload import ModelError
+    from core.engine.models.workload import ModelError, describe_model
     from core.engine.spec import DeviceCaps, check
 
     try:

@@ -1,6 +1,6 @@
 """`record`: make a shipped recording again (assets/recordings), on a quiet machine only.
 
-Each recording is one row of core/view/recordings.py; the race runs through the queue of a store of
+Each recording is one row of core/view/replay.py; the race runs through the queue of a store of
 its own, like any race, and its bundle is written where the app lists it. A busy machine (other
 work sharing the cores) would record slow compiles as if they were this device's, so `record` waits
 up to --wait-quiet seconds for the load to drop and refuses otherwise, and a recording during which
@@ -27,7 +27,7 @@ QUIET_LOAD_PER_CORE = 0.3
 def wait_for_quiet(wait_s: float, sleep=time.sleep, now=time.monotonic) -> str | None:
     """None once the machine is quiet (within wait_s), else how busy it still is."""
     from core.engine.environment import machine_load
-    from core.view.recordings import machine_busy
+    from core.view.replay import machine_busy
 
     deadline = now() + wait_s
     while (busy := machine_busy(machine_load(), QUIET_LOAD_PER_CORE)) is not None and now() < deadline:
@@ -40,8 +40,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     from core.runs import queue
     from core.runs.bundle import export_bundle
     from core.runs.store import Store
-    from core.view.recordings import BY_NAME, SHIPPED
-    from core.view.replay import RECORDINGS_DIR, load_reading, recorded_load
+    from core.view.replay import BY_NAME, RECORDINGS_DIR, SHIPPED, load_reading, recorded_load
 
     names = args.names or [r.name for r in SHIPPED]
     unknown = [n for n in names if n not in BY_NAME]

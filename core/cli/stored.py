@@ -82,7 +82,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _export_for_pytorch(args: argparse.Namespace) -> int:
     """--script: the race as one Python file; --report: the zip a torch.compile issue is filed from."""
-    from core.runs import race_report, race_script
+    from core.runs import race_script
 
     store = open_store(args)
     run = store.get_run(args.run_id)
@@ -95,7 +95,7 @@ def _export_for_pytorch(args: argparse.Namespace) -> int:
         if args.script:
             outputs.append((args.script, race_script.script_for_run(run, written_by).encode(), "script"))
         if args.report:
-            outputs.append((args.report, race_report.report_zip(store.path, run), "report"))
+            outputs.append((args.report, race_script.report_zip(store.path, run), "report"))
     except race_script.ScriptError as exc:
         print(f"error: run {run.id} cannot be written as a script: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -20,7 +20,7 @@ from core.cli.common import (
     run_id_arg,
     store_parser,
 )
-from core.cli.race_flags import add_spec_arguments, race_command, spec_from_args
+from core.cli.races import add_spec_arguments, race_command, spec_from_args
 from core.engine.spec import sweep_axes
 
 
@@ -63,10 +63,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def sweep_time_limit(sweep, caps) -> str | None:
-    """The sweep's points past the host's job time limit (core.view.sweep_form.time_limit_points);
+    """The sweep's points past the host's job time limit (core.view.sweep.time_limit_points);
     None where none is, or where it cannot be said (an estimate never stops what was queued)."""
     from core.runs.limits import load_host_limits
-    from core.view.sweep_form import time_limit_points
+    from core.view.sweep import time_limit_points
 
     try:
         return time_limit_points(sweep, caps, load_host_limits())
@@ -158,7 +158,7 @@ def print_sweep(store, sweep_id: int, args: argparse.Namespace) -> bool:
 
 def cmd_sweeps(args: argparse.Namespace) -> int:
     from core.runs import queue, sweeps
-    from core.runs.identity import shown_owner
+    from core.runs.limits import shown_owner
     from core.view.safe_text import terminal_text
     from core.view.sweep import sweep_state
 
@@ -208,7 +208,7 @@ def cmd_sweep_action(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from core.engine.planning import plan_from_summary
+    from core.engine.words import plan_from_summary
     from core.view.sweep import plan_figures
 
     steps = args.steps if args.steps is not None else (args.epochs or 0) * (args.steps_per_epoch or 0)

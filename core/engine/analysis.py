@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
 import numpy as np
 
-from core.engine import events, intervals, noise, replicates
-from core.engine.events import BusyEvent, CompileEvent, EpochEvent, ReplicateEvent, StepEvent
-from core.engine.headline import (
+from core.engine import events, intervals
+from core.engine.compile_stats import CompileStats, compile_skipped_reason
+from core.engine.events import BusyEvent, CompileEvent, EpochEvent, ReplicateEvent, StepEvent, VariantResult
+from core.engine.intervals import APART_SCHEDULES, ASSUMED, BLOCK_STEPS, ProcessResult, RunToRun, replicates_asked
+from core.engine.profile_reading import profile_reading
+from core.engine.spec import CUDA_GRAPH_MODES, RunSpec
+from core.engine.summary import (
     BUSY,
     FASTER,
     NEVER_NO_GAIN,
@@ -31,17 +35,14 @@ from core.engine.headline import (
     NO_CLEAR_DIFFERENCE,
     NO_VERDICT_BUSY,
     NOT_WITHIN_RUN,
-)
-from core.engine.spec import CUDA_GRAPH_MODES
-from core.engine.speedup import (  # the speedup's own module; these names are analysis's too
     Speedup,
+    Summary,
     default_warmup,
     first_process,
     headline_speedup,
     steady,
     steady_state_speedup,
 )
-from core.engine.summary import Summary
 
 
 def warmup_floor(mode: str, backend: str = "inductor") -> int:
@@ -214,7 +215,7 @@ def summarize(
     paired: bool = False,
     alpha: float = intervals.ALPHA,
     spread: intervals.RunToRun | None = None,
-    replicated: Sequence[replicates.ProcessResult] = (),
+    replicated: Sequence[intervals.ProcessResult] = (),
     busy: dict[str, list[int]] | None = None,
     apart: str | None = None,
 ) -> dict[str, Any]:
@@ -225,9 +226,9 @@ def summarize(
     the variants took turns (steady_state_speedup); `alpha`: the interval's error rate (smaller than
     5% for a race that stopped on its interval: core.engine.intervals.look_alpha); `spread`: the
     device's run-to-run spread, the prior of the spread between processes (None: the race's own
-    interval alone); `replicated`: the race's replicate processes (core.engine.replicates), whose
+    interval alone); `replicated`: the race's replicate processes (core.engine.intervals), whose
     speedups the headline combines with the first process's; `busy`: per variant, the first
-    process's train steps timed while the machine was busy (core.engine.noise); `apart`: the
+    process's train steps timed while the machine was busy (core.engine.intervals); `apart`: the
     schedule, where the first process's variants ran apart (replicates.APART_SCHEDULES).
     """
     n = min(len(eager_steps), len(compiled_steps))
@@ -256,7 +257,7 @@ def summarize(
         "run_to_run": spread.to_dict() if spread else None,
         "first_process": first.to_dict(),
         "replicates": [p.to_dict() for p in replicated],
-        "processes_counted": len(replicates.counted([first, *replicated])),
+        "processes_counted": len(intervals.counted([first, *replicated])),
         "busy_steps": first.busy,  # the first process's steps timed while the machine was busy
         "verdict": speed.verdict if speed else None,
         "eager_median_step_s": speed.eager_median_s if speed else None,
@@ -279,7 +280,7 @@ def summarize(
         "compile_events": list(compile_events),  # compiles and recompiles, at the step that paid for them
         "interval_paired": paired,
         "interval_alpha": alpha,  # below 5%: a race that stopped on its interval (words.interval says so)
-        "noise_warnings": noise.drift_warnings(steady(eager_steps, w), steady(compiled_steps, w), paired)
+        "noise_warnings": intervals.drift_warnings(steady(eager_steps, w), steady(compiled_steps, w), paired)
         if n > w
         else [],
     }
@@ -315,7 +316,7 @@ def summarize_events(
     epochs: dict[str, list[float]] = {"eager": [], "compiled": []}
     evals: dict[str, list[float]] = {"eager": [], "compiled": []}
     compiles: list[dict[str, Any]] = []
-    replicated: list[replicates.ProcessResult] = []
+    replicated: list[intervals.ProcessResult] = []
     busy: dict[str, list[int]] = {"eager": [], "compiled": []}
     paired = False  # a compiled train step before an eager one: the variants took turns
     turn, longest, last = 0, 0, None  # the longest run of one variant's train steps: how far apart they ran
@@ -335,7 +336,7 @@ def summarize_events(
         elif isinstance(e, CompileEvent):
             compiles.append(dataclasses.asdict(e))
         elif isinstance(e, ReplicateEvent):
-            process = replicates.ProcessResult.from_dict(e.process)
+            process = intervals.ProcessResult.from_dict(e.process)
             if process is not None:
                 replicated.append(process)
         elif isinstance(e, BusyEvent) and e.variant in busy:
@@ -363,3 +364,230 @@ def spread_of(environment: dict[str, Any] | None) -> intervals.RunToRun | None:
     """The run-to-run spread a race was measured with, from its environment (None: a run stored
     before races kept one, whose interval is its own)."""
     return intervals.RunToRun.from_dict((environment or {}).get("run_to_run"))
+
+
+# ----------------------------------------------------------------------
+# Stop when the answer is known: a race with a target interval ends each variant's timed phase once
+# the steady speedup's 95% interval is within ±target of it.
+#
+# The looks are fixed before the race (core.engine.intervals.looks: from ADAPTIVE_MIN_STEPS steps per
+# variant, each half as many again, up to the race's epochs x steps per epoch, which is the maximum),
+# and the 5% is spent across them (Bonferroni), so the interval reported at the stop keeps its 95%
+# coverage however many times it was looked at. Paired schedules (blocks, alternating) stop both
+# variants together on the pair interval. The sequential one stops eager on its own precision
+# (±target/√2 of its median: if compiled is as steady, the ratio is then known to about ±target) and
+# compiled on the ratio; its looks are counted for both variants.
+#
+# The headline interval is never narrower than the device's run-to-run spread (core.engine.intervals.
+# RunToRun): once the race's own interval is inside that spread, more steps cannot narrow what it
+# reports, so the race stops there too, and says so, even when the target is narrower.
+#
+# A first process whose variants run apart (alternating, sequential) in a race that adds replicates
+# stops at its first look: once a replicate counts, its speedup is shown, not counted
+# (core.engine.intervals.counted), so more of its steps buy the headline nothing. It has told its
+# story by then (the compile, a first epoch, the steady step times). Torch-free.
+
+
+def race_alpha(spec: RunSpec) -> float:
+    """The error rate of each look's interval for this race (5% for a fixed-length race)."""
+    return alpha_of(spec.target_interval, spec.total_steps, spec.schedule)
+
+
+def alpha_of(target: float | None, max_steps: int, schedule: str) -> float:
+    """The one rule for the error rate of a race's interval, which the stopping rule, the live view
+    and the final reading all use: 5% for a fixed-length race; with a target, the 5% spread over the
+    race's looks (counted for both variants when they run one after the other)."""
+    if not target:
+        return intervals.ALPHA
+    looks = intervals.looks(max_steps)
+    return intervals.look_alpha(len(looks) * (2 if schedule == "sequential" else 1))
+
+
+def stored_alpha(params: Mapping[str, Any]) -> float:
+    """race_alpha from a stored run's params (what a live view has), so the interval it shows while
+    the race runs is the one the stopping rule looks at; 5% when the params name no target."""
+    spec = RunSpec.stored(dict(params))
+    if spec is None or not isinstance(spec.target_interval, int | float) or not spec.target_interval > 0:
+        return intervals.ALPHA
+    return race_alpha(spec)
+
+
+class StopRule:
+    """The looks of one race and the decision at each. Stateful: a look is taken once, when the
+    variant's steps first reach it (a short last block of an epoch may step past it)."""
+
+    def __init__(
+        self,
+        target: float,
+        max_steps: int,
+        schedule: str,
+        min_warmup: int = 1,
+        spread: intervals.RunToRun | None = None,
+        replicates_follow: bool = False,
+    ):
+        self.target, self.max_steps, self.min_warmup = target, max_steps, min_warmup
+        # the first process's own interval is not what the race reports: it ends at its first look
+        self.story_only = replicates_follow and schedule in APART_SCHEDULES
+        self.spread_half = spread.log_half_width() if spread else 0.0  # the narrowest the headline can be
+        self.looks = intervals.looks(max_steps)
+        self.paired = schedule != "sequential"
+        self.alpha = alpha_of(target, max_steps, schedule)
+        self._taken: dict[str, int] = {}  # looks taken so far, by who looks
+
+    def _due(self, who: str, n: int) -> bool:
+        taken = self._taken.get(who, 0)
+        if taken < len(self.looks) and n >= self.looks[taken]:
+            while taken < len(self.looks) and n >= self.looks[taken]:
+                taken += 1
+            self._taken[who] = taken
+            return n < self.max_steps  # at the maximum the race ends anyway
+        return False
+
+    def ratio_known(self, eager: Sequence[float], compiled: Sequence[float]) -> bool:
+        """At a look of the compiled variant (both variants, when they take turns): is the ratio known?"""
+        n = min(len(eager), len(compiled)) if self.paired else len(compiled)
+        if not self._due("ratio", n):
+            return False
+        if self.story_only:
+            return True
+        w = default_warmup(min(len(eager), len(compiled)), self.min_warmup)
+        speed = steady_state_speedup(eager, compiled, warmup=w, paired=self.paired, alpha=self.alpha)
+        if speed is None or speed.ci_low <= 0:
+            return False
+        own = math.log(speed.ci_high / speed.speedup)
+        return intervals.known_within(max(own, self.spread_half), self.target) or own <= self.spread_half
+
+    def eager_known(self, eager: Sequence[float]) -> bool:
+        """Sequential: at a look of eager's, is eager's own median known to ±target/√2?"""
+        if not self._due("eager", len(eager)):
+            return False
+        if self.story_only:
+            return True
+        times = steady(eager, default_warmup(len(eager), self.min_warmup))
+        half = intervals.own_log_half_width(times, self.alpha)
+        if half is None:
+            return False
+        return intervals.known_within(half, self.target / math.sqrt(2)) or half <= self.spread_half / math.sqrt(2)
+
+
+def stop_reading(summary: Summary | dict[str, Any], target: float | None, max_steps: int) -> str | None:
+    """Why the race ended when it did, in the words the reading adds: "Known to ±3% after 240 steps."
+    or "Stopped at the maximum of 600 steps: known to ±5%."; None for a fixed-length race."""
+    if not target:
+        return None
+    s = Summary.of(summary)
+    steps = min(len(s.eager_step_times_s), len(s.compiled_step_times_s))
+    speedup, ci = s.steady_state_speedup, s.speedup_ci95
+    if not speedup or not ci or not ci[0]:
+        return f"Stopped at {steps:,} steps: too few to know the speedup to ±{target:.0%}."
+    reached = intervals.relative_half_width(math.log(ci[1] / speedup))
+    ran, asked = len(s.replicates), s.replicates_asked
+    if ran:  # the race added replicate processes until the target or its maximum (core.engine.intervals)
+        processes = (
+            f"{ran + 1} processes (the first, {steps:,} steps per variant, and {ran} replicate{'s' * (ran > 1)})"
+        )
+        if reached <= target + 1e-9:
+            return f"Known to ±{target:.0%} from {processes}: no more were added."
+        if isinstance(asked, int) and ran >= asked:
+            return f"Stopped at the most replicates asked for ({asked}): known to ±{reached:.0%} from {processes}."
+        return f"Stopped after {processes}: known to ±{reached:.0%}."
+    if steps >= max_steps:
+        return f"Stopped at the maximum of {max_steps:,} steps per variant: known to ±{reached:.0%}."
+    if reached <= target + 1e-9:
+        return f"Known to ±{target:.0%} after {steps:,} steps per variant (the race stopped there)."
+    spread = intervals.RunToRun.from_dict(s.run_to_run)
+    if spread is not None and intervals.relative_half_width(spread.log_half_width()) > target:
+        return (
+            f"Stopped after {steps:,} steps per variant: known to ±{reached:.0%}, as close as races here "
+            f"agree from run to run (±{intervals.relative_half_width(spread.log_half_width()):.0%}, wider than "
+            f"±{target:.0%}), so more steps would not narrow it."
+        )
+    return f"Stopped after {steps:,} steps per variant: known to ±{reached:.0%}."
+
+
+# ----------------------------------------------------------------------
+# A race's summary from what its variants recorded: analysis.summarize over their steps and epochs
+# (with the race's replicate processes and the steps a busy machine touched), plus memory, losses,
+# compile counters, the profile's reading and why the race stopped: a Summary (its reading is derived,
+# never stored: core.engine.reading).
+
+
+def summarize_variants(
+    spec: RunSpec,
+    eager: VariantResult,
+    compiled: VariantResult,
+    stats: CompileStats,
+    compile_failed: str | None = None,
+    spread: RunToRun | None = ASSUMED,
+    replicated: Sequence[ProcessResult] = (),
+    conditions: dict[str, Any] | None = None,
+) -> Summary:
+    """analysis.summarize over the recorded events, plus memory, losses and compile counters;
+    `compile_failed` is why torch.compile could not handle the model, when it could not;
+    `replicated`: the race's replicate processes (core.engine.intervals); `conditions`: what its
+    process ran under, which the reading names."""
+    measured = summarize(
+        eager.times("train"),
+        compiled.times("train"),
+        [e.train_time_s for e in eager.epochs],
+        [e.train_time_s for e in compiled.epochs],
+        spec.batch_size,
+        [e.eval_time_s for e in eager.epochs if e.eval_time_s is not None],
+        [e.eval_time_s for e in compiled.epochs if e.eval_time_s is not None],
+        min_warmup=warmup_floor(spec.mode, spec.backend),
+        compile_events=[dataclasses.asdict(c) for c in compiled.compiles],
+        paired=spec.schedule != "sequential",
+        alpha=race_alpha(spec),
+        spread=spread,
+        replicated=replicated,
+        busy={"eager": eager.busy_steps, "compiled": compiled.busy_steps},
+        apart=_apart(spec, len(eager.times("train"))),
+    )
+    load = eager.load + compiled.load
+    summary = Summary.from_dict(measured)
+    summary = summary.replace(
+        replicates_asked=replicates_asked(spec.replicates, spec.target_interval),
+        conditions=conditions,  # what the race's process ran under (core.runs.race_conditions)
+        noise_warnings=summary.noise_warnings + tuple(intervals.load_warnings(load)),
+        machine_load=tuple(load),
+        eager_eval_step_times_s=tuple(eager.times("eval")),
+        compiled_eval_step_times_s=tuple(compiled.times("eval")),
+        eager_peak_memory_bytes=eager.peak_memory_bytes,
+        compiled_peak_memory_bytes=compiled.peak_memory_bytes,
+        eager_peak_reserved_bytes=eager.peak_reserved_bytes,
+        compiled_peak_reserved_bytes=compiled.peak_reserved_bytes,
+        eager_reserved_growth_bytes=eager.reserved_growth_bytes,
+        compiled_reserved_growth_bytes=compiled.reserved_growth_bytes,
+        memory_kind=compiled.memory_kind or eager.memory_kind,
+        eager_final_loss=eager.final_loss,
+        compiled_final_loss=compiled.final_loss,
+        graphs=stats.graphs,
+        graph_breaks=stats.graph_breaks,
+        recompiles=stats.recompiles,
+        compile_phases=stats.phases,
+        compile_skipped=compile_skipped_reason(stats.to_dict(), spec.backend, spec.mode, spec.cache)
+        if compiled.steps
+        else None,
+        profile={
+            "eager": eager.profile,
+            "compiled": compiled.profile,
+            "reading": profile_reading(eager.profile, compiled.profile),
+        }
+        if eager.profile or compiled.profile
+        else None,
+        compile_failed=compile_failed,
+    )
+    return summary.replace(stop_reason=stop_reading(summary, spec.target_interval, spec.total_steps))
+
+
+def _apart(spec: RunSpec, eager_steps: int) -> str | None:
+    """How the first process's variants ran apart, as analysis.summarize_events reads it from the
+    stored order of their steps (so a live view and the result agree): turns longer than a block
+    (the alternating schedule's epochs, or everything: sequential, or one epoch), else None."""
+    if spec.schedule not in APART_SCHEDULES:
+        return None
+    one_turn = spec.schedule == "sequential" or spec.epochs == 1
+    longest = eager_steps if one_turn else spec.steps_per_epoch
+    if longest <= BLOCK_STEPS:
+        return None
+    return "sequential" if one_turn else "alternating"

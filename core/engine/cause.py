@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import words
-from core.engine.headline import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
 from core.engine.profile_reading import counting_is_stale
 from core.engine.spec import CUDA_GRAPH_MODES
-from core.engine.summary import Summary
+from core.engine.summary import FASTER, NO_CLEAR_DIFFERENCE, SLOWER, Summary
 
 # The kinds of cause, as data (the recommendation and the tests read these, not the words).
 KERNELS = "kernels"  # the kernels' own time carries the difference

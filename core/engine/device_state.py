@@ -1,8 +1,11 @@
-"""What a race sets on the device and reads back from it, so one run never leaks into the next.
+"""What a race sets on the device and reads back from it, and how it times what runs there, so one
+run never leaks into the next and a step's time is the time until its results exist.
 
-The precision flags and autocast in force, the Inductor and Triton cache directories (cold or
-warm), peak memory and its reset, the random streams the alternating schedule keeps per variant,
-and releasing a variant's model once it has run.
+The precision flags and autocast in force, the Inductor and Triton cache directories (cold or warm),
+peak memory and its reset, the random streams the alternating schedule keeps per variant, releasing a
+variant's model once it has run; device-correct timers (CUDA and MPS work is asynchronous: every
+timer waits for the device before it reads the clock); and Inductor's one-time CPU feature probe,
+paid before timing instead of inside a compile.
 """
 
 from __future__ import annotations
@@ -11,15 +14,71 @@ import contextlib
 import gc
 import os
 import shutil
+import time
 
 import torch
 
 from core.engine import warm_cache
-from core.engine.cold_caches import make_cold_cache
 from core.engine.events import VariantResult
 from core.engine.failures import first_line
-from core.engine.spec import RunSpec
-from core.engine.timing import device_sync
+from core.engine.spec import RunSpec, data_home
+from core.engine.warm_cache import make_cold_cache
+
+# ----------------------------------------------------------------------
+# Device-correct timers.
+#
+# CUDA (and MPS) work is asynchronous: reading a host clock after launching kernels measures the
+# launch, not the work. Every timer here waits for the device before it reads the clock, so a
+# step's time is the time until its results exist, as a user's training loop experiences it.
+
+
+def device_sync(device: torch.device | str) -> None:
+    """Block until all queued work on `device` has finished (no-op on CPU)."""
+    kind = torch.device(device).type
+    if kind == "cuda":
+        torch.cuda.synchronize(device)
+    elif kind == "mps":
+        torch.mps.synchronize()
+
+
+class Stopwatch:
+    """Times one region of device work: start(), run the work, stop() -> seconds.
+
+    On CUDA the elapsed time comes from CUDA events on the current stream (the device's own
+    clock), read after synchronizing on the end event; elsewhere from perf_counter after a sync.
+    Includes host-side overhead between the two marks (kernel launches, Python, compilation),
+    which is exactly the cost torch.compile tries to remove.
+    """
+
+    def __init__(self, device: torch.device | str):
+        self.device = torch.device(device)
+        self._cuda = self.device.type == "cuda"
+        self._t0 = 0.0
+        if self._cuda:
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._end = torch.cuda.Event(enable_timing=True)
+
+    def start(self) -> None:
+        device_sync(self.device)  # nothing earlier may leak into this region
+        if self._cuda:
+            self._start.record()
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        if self._cuda:
+            self._end.record()
+            self._end.synchronize()
+            return self._start.elapsed_time(self._end) / 1000.0
+        device_sync(self.device)
+        return time.perf_counter() - self._t0
+
+
+# ----------------------------------------------------------------------
+# What a race sets on the device and reads back from it, so one run never leaks into the next.
+#
+# The precision flags and autocast in force, the Inductor and Triton cache directories (cold or
+# warm), peak memory and its reset, the random streams the alternating schedule keeps per variant,
+# and releasing a variant's model once it has run.
 
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
@@ -110,7 +169,7 @@ def autocast_context(spec: RunSpec, device: torch.device):
 @contextlib.contextmanager
 def inductor_cache(spec: RunSpec, device: torch.device, notes: dict | None = None, filled_by: dict | None = None):
     """Cold: a fresh, private Inductor cache (what a new user pays). Warm: a persistent one.
-    Precompiled: a fresh one too, where the ahead-of-time artifact is put (core.engine.precompiled).
+    Precompiled: a fresh one too, where the ahead-of-time artifact is put (core.engine.variant).
 
     Triton keeps its own cache of compiled GPU kernels (TRITON_CACHE_DIR, default ~/.triton); a
     host that sets it, or a warm ~/.triton, would make a "cold" run partly warm. So both caches
@@ -235,3 +294,53 @@ def release_device_cache(device: torch.device) -> None:
     (a replicate process on the same GPU then has it)."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+# ----------------------------------------------------------------------
+# Inductor's one-time CPU feature probe, paid before timing instead of inside a compile.
+#
+# The first Inductor compile for a CPU in a fresh cache directory first finds out which vector
+# instruction sets (AVX2, AVX-512, AMX, ...) the CPU supports, by building and loading a small test
+# program for each (`cpu_vec_isa.valid_vec_isa_list`): on a small CPU, about half of a small model's
+# cold compile (docs/benchmarks.md#what-to-expect-on-a-small-cpu). A machine pays it once (torch keeps the answer in its cache directory), not once per model, so a
+# cold race that counted it would overstate what compiling *this model* costs by half. Races and the
+# cold/warm cache demo run the probe untimed, before the compile, in a directory kept between races
+# (as torch's default cache directory keeps it), and report how long it took.
+
+CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"  # read by Inductor each time it looks up its cache
+
+
+def probe_dir() -> str:
+    """Where the probe's test programs are kept between races: a machine builds them once, as torch's
+    own default cache directory would, whatever cache (cold or warm) the race itself compiles into."""
+    return os.path.join(data_home(), "inductor-cache", f"cpu-probe-torch{torch.__version__}")
+
+
+def probe_cpu_vector_isa(device: torch.device, backend: str) -> float | None:
+    """Run Inductor's CPU vector-ISA probe now (cached for the rest of the process); its seconds.
+
+    The test programs are built in probe_dir(), so only a machine's first race builds them (seconds
+    on a small CPU); later ones load them (a fraction of a second). None where nothing would probe (another
+    device or backend, a torch without the probe) or the probe failed (then the compile fails too,
+    and says why).
+    """
+    if device.type != "cpu" or backend != "inductor":
+        return None
+    try:
+        from torch._inductor import cpu_vec_isa
+    except ImportError:  # pragma: no cover - every supported torch has it; the race goes on without
+        return None
+    saved = os.environ.get(CACHE_VARIABLE)
+    os.makedirs(probe_dir(), exist_ok=True)
+    os.environ[CACHE_VARIABLE] = probe_dir()
+    start = time.perf_counter()
+    try:
+        cpu_vec_isa.pick_vec_isa()
+    except Exception:  # noqa: BLE001 - no C++ compiler, say: the compile itself reports it, with its reason
+        return None
+    finally:
+        if saved is None:
+            os.environ.pop(CACHE_VARIABLE, None)
+        else:
+            os.environ[CACHE_VARIABLE] = saved
+    return time.perf_counter() - start

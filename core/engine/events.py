@@ -5,7 +5,7 @@ Each stored event kind declares its row and reads it back in one place, its clas
 `from_row` (the codec): the worker writes rows through `to_row`, and every reader (the analysis,
 the live view's store reader, a bundle's importer and its checks) reads them back through
 `from_row`, or by ROW_KINDS where it only needs to know a row's kind. A row's fields are the
-store's columns (core.runs.store.schema): where an event's field has no column of its own it is
+store's columns (core.runs.store.records): where an event's field has no column of its own it is
 packed, and only its kind's codec knows how (a busy stretch's wait share in `time_s` and its last
 step in `note`, a replicate's result as JSON in `note`). A replicate process belongs to the whole
 race, not to an epoch, so its rows carry epoch 0 (`in_epoch`).
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from core.engine.compile_stats import CompileStats
+from core.engine.intervals import ProcessResult
 from core.engine.reading import reading
-from core.engine.replicates import ProcessResult
 from core.engine.spec import RunSpec
 from core.engine.summary import Summary
 
@@ -59,7 +59,7 @@ class Stored:
 @dataclass
 class StepEvent(Stored):
     """One timed step of one variant. `step` counts from 1 within the variant and phase. Its row is
-    its fields as they are (the live view reads many of them: core.view.run_screen.store_reader)."""
+    its fields as they are (the live view reads many of them: core.view.run_screen.shared_board)."""
 
     kind: ClassVar[str] = "step"
     what: ClassVar[str] = "a timed step"
@@ -155,7 +155,7 @@ class CompileEvent(Stored):
 @dataclass
 class BusyEvent(Stored):
     """A stretch of one variant's timed train steps (first_step..last_step) during which the race's
-    threads waited for a core `wait_share` of the time: the machine was busy (core.engine.noise).
+    threads waited for a core `wait_share` of the time: the machine was busy (core.engine.intervals).
     Its row: the first step as `step`, the wait share as `time_s`, the last step (digits) as `note`."""
 
     kind: ClassVar[str] = "busy"
@@ -185,7 +185,7 @@ class BusyEvent(Stored):
 @dataclass
 class ReplicateEvent(Stored):
     """A replicate process of the race landed: its result as the headline uses it
-    (core.engine.replicates.ProcessResult.to_dict). Its row belongs to the race (epoch 0): its
+    (core.engine.intervals.ProcessResult.to_dict). Its row belongs to the race (epoch 0): its
     number as `step`, its wall time as `time_s`, its result as JSON in `note`; read back, the
     result is what ProcessResult keeps of it, and a row that holds no replicate's result (a
     process numbered 2 or more: the first is the race's own) is none."""
@@ -254,7 +254,7 @@ class VariantResult:
     error: str | None = None
     compiles: list[CompileEvent] = field(default_factory=list)
     profile: dict[str, Any] | None = None  # per-step anatomy, profiled after the timed epochs
-    load: list[dict[str, Any]] = field(default_factory=list)  # per epoch: the machine's load (core.engine.noise)
+    load: list[dict[str, Any]] = field(default_factory=list)  # per epoch: the machine's load (core.engine.intervals)
     busy_steps: list[int] = field(default_factory=list)  # train steps timed while the machine was busy
 
     def times(self, phase: str = "train") -> list[float]:

@@ -2,7 +2,7 @@
 a read-only or failing drive. torch.compile writes to disk (Inductor its generated code and cache),
 so such an error can come out of a compile; it says nothing about what the model does under
 torch.compile. The race ends failed saying what the machine lacked, with what it measured kept,
-and is never a finding (core.engine.failures) nor a shared result (core.runs.shared_results).
+and is never a finding (core.engine.failures) nor a shared result (core.runs.device_history).
 
 No torch: the store's readers ask it too, of a reason recorded by an older release.
 """

@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
+from core.engine.device_state import device_sync
 from core.engine.profile_reading import CPU_COUNTING
-from core.engine.timing import device_sync
 
 STEP_MARK = "compile_lab::profiled_step"
 KINETO_QUIET = "6"  # above every Kineto log level, USDT and STAGE included (torch 2.14's Kineto)

@@ -1,13 +1,13 @@
 """How long a race takes here, said before it runs. Pure functions only.
 
 - `estimate_race`: from this device type's own measured races where there are any (the races
-  core.runs.estimates picks: the same device name and torch; the same race, else
+  core.runs.device_history picks: the same device name and torch; the same race, else
   the same model, scaled by the steps and the work per step), with a likely range from how far past
   estimates of that kind missed what their races then took (each race keeps the estimate it was
-  launched with: core.runs.estimates); else the zoo's figures scaled by what races of other models
+  launched with: core.runs.device_history); else the zoo's figures scaled by what races of other models
   took here against them. No range leaves out what a race here took.
 - `estimate_seconds`, `expected_compile_estimate`: the zoo rows' rough CPU figures
-  (core.engine.models.zoo) or one rough GPU figure, where nothing was measured yet.
+  (core.engine.models.sources) or one rough GPU figure, where nothing was measured yet.
 - `duration_note`: what an estimate cannot know (autotuning).
 """
 
@@ -17,10 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from core.engine.models.zoo import MODELS
-from core.engine.options import COMPILE, STEP_TIME
-from core.engine.replicates import REPLICATE_SECONDS, replicates_asked
-from core.engine.spec import DeviceCaps, RunSpec, resolve_device
+from core.engine.intervals import REPLICATE_SECONDS, replicates_asked
+from core.engine.models.sources import MODELS
+from core.engine.spec import COMPILE, STEP_TIME, DeviceCaps, RunSpec, resolve_device
 
 # Before a race: rough figures, only for "about how long". A zoo row carries its CPU figures
 # (measured on a 2-core x86 CPU for the small models); the rest are order-of-magnitude guesses.
@@ -70,7 +69,7 @@ WARM_COMPILE_SHARE = 0.3  # a replicate's compile from the first process's cache
 
 
 def replicates_seconds(spec: RunSpec, compile_s: float) -> float:
-    """What the race's replicate processes add (core.engine.replicates): each a process start, a warm
+    """What the race's replicate processes add (core.engine.intervals): each a process start, a warm
     compile and about REPLICATE_SECONDS of steps; with a target interval, half its most (it stops
     once known)."""
     asked = replicates_asked(spec.replicates, spec.target_interval)

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import words
-from core.engine.models.sources import source_of
-from core.engine.models.zoo import MODELS, ModelInfo
+from core.engine.models.sources import MODELS, ModelInfo, source_of
 
 # `spec` below is a RunSpec and `caps` a DeviceCaps (core.engine.spec, whose validate calls this
 # module: it reads their fields and imports neither).
@@ -40,7 +39,7 @@ AMP_SHARE = 0.5  # under autocast a saved tensor is at least 16-bit: at least ha
 # with the pixels, a token model's with the sequence (attention can add a square of it), a vector
 # model's input is fixed. Scaled down, a part that grows faster falls faster: the floor squares it.
 SIZE_POWER = {"image": 2, "tokens": 1, "vector": 0}
-# Distinct synthetic batches core.engine.data makes once and cycles: enough that nothing is trivially cached.
+# Distinct synthetic batches core.engine.variant makes once and cycles: enough that nothing is trivially cached.
 SYNTHETIC_POOL = 8
 FIT_SHARE = 0.5  # a batch said to fit has a floor of at most half the memory: room for what the floor leaves out
 CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
@@ -66,7 +65,7 @@ def host_memory_bytes() -> int | None:
 
 
 def _input_bytes_per_sample(info: ModelInfo, size: int) -> int:
-    """One sample of the zoo's random input (core.engine.models.zoo_workload.random_batch) and its label."""
+    """One sample of the zoo's random input (core.engine.models.workload.random_batch) and its label."""
     if info.input_kind == "image":
         return 3 * size * size * 4 + 8
     if info.input_kind == "tokens":

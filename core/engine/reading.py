@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.engine import intervals, replicates, words
-from core.engine.noise import busy_steps_words
+from core.engine import intervals, words
+from core.engine.intervals import busy_steps_words
 from core.engine.spec import OPTIONS
 from core.engine.summary import BUSY, NO_CLEAR_DIFFERENCE, PROJECTED, REACHED, SLOWER, Summary
 
@@ -138,7 +138,7 @@ def rests_on(summary: Summary | Mapping[str, Any], counts: Mapping[str, int], to
 
 def caveats(summary: Summary | Mapping[str, Any]) -> str:
     """What the reading adds after the verdict: why the race stopped when it did (a race with a
-    target interval) and the drift or load that may make its interval too narrow (core.engine.noise)."""
+    target interval) and the drift or load that may make its interval too narrow (core.engine.intervals)."""
     s = Summary.of(summary)
     if s.steady_state_speedup is None or not s.compiled:
         return ""  # no verdict on a speedup to qualify
@@ -161,11 +161,11 @@ def compile_words(summary: Summary | Mapping[str, Any]) -> str:
     return f" after {cost} of compilation" if s.compile_time_s is not None else f" after a compile {cost}"
 
 
-def counted_processes(summary: Summary | Mapping[str, Any]) -> list[replicates.ProcessResult]:
-    """The race's processes whose speedups the headline rests on (core.engine.replicates), in order."""
+def counted_processes(summary: Summary | Mapping[str, Any]) -> list[intervals.ProcessResult]:
+    """The race's processes whose speedups the headline rests on (core.engine.intervals), in order."""
     s = Summary.of(summary)
-    first = replicates.ProcessResult.from_dict(s.first_process)
-    return replicates.counted(([first] if first else []) + replicates.processes_of(list(s.replicates)))
+    first = intervals.ProcessResult.from_dict(s.first_process)
+    return intervals.counted(([first] if first else []) + intervals.processes_of(list(s.replicates)))
 
 
 def processes_note(summary: Summary | Mapping[str, Any]) -> str:
@@ -186,7 +186,7 @@ def processes_note(summary: Summary | Mapping[str, Any]) -> str:
         learnt = f"learnt from {words.count(spread.races, 'race')} here" if spread.races else "assumed here"
         prior = f"the run-to-run spread {learnt} as a prior"
     inside = "; ".join(part for part in (each, prior) if part)
-    failed = [p.error for p in replicates.processes_of(list(s.replicates)) if p.error]
+    failed = [p.error for p in intervals.processes_of(list(s.replicates)) if p.error]
     ended = f" Then {failed[-1][0].lower()}{failed[-1][1:]}." if failed else ""  # the replicate that ended them
     # Where the first process did not count (busy, or failed), the ones that did are all replicates:
     # said, so the busy note after it ("the first process ... does not count") reads as one account.
@@ -199,14 +199,14 @@ def processes_note(summary: Summary | Mapping[str, Any]) -> str:
     )
 
 
-def apart_note(summary: Summary, counted: list[replicates.ProcessResult]) -> str:
+def apart_note(summary: Summary, counted: list[intervals.ProcessResult]) -> str:
     """Why a first process that counts is not among the processes the headline rests on: its
-    variants ran apart (core.engine.replicates.counted); '' otherwise."""
-    first = replicates.ProcessResult.from_dict(summary.first_process)
+    variants ran apart (core.engine.intervals.counted); '' otherwise."""
+    first = intervals.ProcessResult.from_dict(summary.first_process)
     if first is None or not first.counts or first.apart is None or any(p.number == 1 for p in counted):
         return ""
     how = OPTIONS["schedule"].choice_labels.get(first.apart, first.apart)
-    turn = replicates.REPLICATE_TURN_STEPS
+    turn = intervals.REPLICATE_TURN_STEPS
     every = "step" if turn == 1 else words.count(turn, "step")
     return (
         f" The first process ({words.speedup(first.speedup)}) is shown, not counted: its variants ran apart"
@@ -217,14 +217,14 @@ def apart_note(summary: Summary, counted: list[replicates.ProcessResult]) -> str
 
 def busy_processes(summary: Summary | Mapping[str, Any]) -> str:
     """'the first process (eager's steps 41-80) and replicate 3': the processes a busy machine
-    touched (core.engine.noise), in words; '' where none."""
+    touched (core.engine.intervals), in words; '' where none."""
     s = Summary.of(summary)
-    first = replicates.ProcessResult.from_dict(s.first_process)
+    first = intervals.ProcessResult.from_dict(s.first_process)
     parts = []
     if first is not None and first.was_busy:
         steps = busy_steps_words(first.busy)
         parts.append("the first process" + (f" ({steps})" if steps else ""))
-    numbers = [str(p.number - 1) for p in replicates.processes_of(list(s.replicates)) if p.was_busy]
+    numbers = [str(p.number - 1) for p in intervals.processes_of(list(s.replicates)) if p.was_busy]
     if numbers:
         parts.append(f"replicate{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}")
     return " and ".join(parts)

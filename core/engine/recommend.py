@@ -1,6 +1,6 @@
 """What to try next on this device, after a race or a sweep: which mode, precision, scope, batch size
 or shape setting, and why, from what the race measured (its cause, core.engine.cause; its
-recompiles, core.engine.recompiles; its compile time against what compile saved).
+recompiles, core.engine.compile_stats; its compile time against what compile saved).
 
 Only what this device can run is offered: every suggestion is the race's own settings with one or
 two options changed, and it is kept only if core.engine.spec.validate accepts it for the device the
@@ -18,13 +18,10 @@ from typing import Any
 
 from core.engine import words
 from core.engine.cause import BOTH, CONVOLUTIONS, LIBRARY_BOUND, MATMULS, OUTSIDE, SAME, Cause, race_cause
-from core.engine.headline import CANNOT_TELL, FASTER, NEVER_PAYS, NO_CLEAR_DIFFERENCE, PAYS, SLOWER
-from core.engine.models.regions import REGIONAL_BLOCKS, blocks_share_shapes
-from core.engine.models.zoo import MODELS
-from core.engine.options import MAX_BATCH_SIZE
-from core.engine.recompiles import BLOCK_SIZE, INPUT_SIZE, STATE_SIZE, guarded_tensor, recompiles_of, state_name
-from core.engine.spec import DeviceCaps, RunSpec, SpecError, validate
-from core.engine.summary import Summary
+from core.engine.compile_stats import BLOCK_SIZE, INPUT_SIZE, STATE_SIZE, guarded_tensor, recompiles_of, state_name
+from core.engine.models.sources import MODELS, REGIONAL_BLOCKS, blocks_share_shapes
+from core.engine.spec import MAX_BATCH_SIZE, DeviceCaps, RunSpec, SpecError, validate
+from core.engine.summary import CANNOT_TELL, FASTER, NEVER_PAYS, NO_CLEAR_DIFFERENCE, PAYS, SLOWER, Summary
 
 MAX_SUGGESTIONS = 3
 # A compile this many times what it saved over the race's own steps "costs far more than it saves".
@@ -145,7 +142,7 @@ def _runs_here(spec: RunSpec, changes: dict[str, Any], caps: DeviceCaps) -> bool
 
 def cost_words(summary: Summary | dict[str, Any] | None, params: dict[str, Any] | None = None) -> str | None:
     """A compile that costs far more than it saves, said as such, from the headline's payoff
-    (core.engine.headline): never where the whole interval lies at or below 1x; "cannot tell"
+    (core.engine.summary): never where the whole interval lies at or below 1x; "cannot tell"
     where it spans 1x; a clear gain that earns back under a tenth of the compile over the race's own
     steps. None otherwise."""
     s = Summary.of(summary)
@@ -176,7 +173,7 @@ def cost_words(summary: Summary | dict[str, Any] | None, params: dict[str, Any] 
 
 def headline_verdict(summary: Summary | dict[str, Any] | None) -> str | None:
     """What the race's headline says of the steady step, the one reading every suggestion rests on
-    (core.engine.headline.interval_verdict, as every surface reads it): FASTER where its interval
+    (core.engine.summary.interval_verdict, as every surface reads it): FASTER where its interval
     (speedup_ci95) lies above 1x, SLOWER where below, NO_CLEAR_DIFFERENCE where it spans 1x; None
     where it gives no verdict (a busy machine: no suggestion rests on a verdict it did not give)."""
     verdict = Summary.of(summary).verdict  # as Summary.from_dict read it (interval_verdict): one rule

@@ -1,6 +1,6 @@
 """RunSpec: the validated description of one race, shared by the CLI, the UI and the worker.
 
-Each field is its option's row (core.engine.options.option): its name, type, default, choices or
+Each field is its option's row (core.engine.spec.option): its name, type, default, choices or
 range, label, help and the surfaces it appears on are one declaration, and the table every surface
 reads (OPTIONS, the form's and the link's options, the sweep axes, the flags) is derived from the
 fields. This module adds what depends on the model or the machine (a model's input sizes, CUDA-only
@@ -15,29 +15,147 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 from core import PROJECT_ROOT
-from core.engine.models.regions import BLOCK_SCOPES, COMPILE_SCOPES, REGIONAL_BLOCKS, region_problem
-from core.engine.models.sources import library_problem, model_name_problem, source_of
-from core.engine.models.zoo import MODELS
-from core.engine.options import (
-    COMPILE,
-    LENGTH,
-    MAX_BATCH_SIZE,
-    MAX_EPOCHS,
-    MAX_INPUT_SIZE,
-    MAX_STEPS_PER_EPOCH,
-    RECORDED,
-    STEP_TIME,
-    Option,
-    cli_word,
-    option,
-    options_of,
+from core.engine.intervals import AUTO_FIXED, AUTO_TARGET, MAX_REPLICATES
+from core.engine.models.sources import (
+    BLOCK_SCOPES,
+    COMPILE_SCOPES,
+    MODELS,
+    REGIONAL_BLOCKS,
+    library_problem,
+    model_name_problem,
+    region_problem,
+    source_of,
 )
 from core.engine.race_memory import host_memory_bytes, memory_problem
-from core.engine.replicates import AUTO_FIXED, AUTO_TARGET, MAX_REPLICATES
+
+# ----------------------------------------------------------------------
+# What a race option is: one row per option, and every surface of a race reads its row.
+#
+# A row holds an option's name, type, default, the values it may take (choices, or a range), what a
+# person calls it, its help, and the surfaces it appears on: the command line (every option has a
+# flag), the Race page's form, the form's link, the Runs page's comparisons, and sweeps (an axis,
+# and the Sweep page's form). The rows are `RunSpec`'s fields (core.engine.spec): each field is
+# declared with `option(...)`, which makes its row, so the field and the row are one declaration and
+# an editor or a type checker sees every field; `options_of` reads the rows back (the table
+# core.engine.spec.OPTIONS). From them come the validation, the CLI's flags (core.cli.races), the
+# forms and links (core.view.race_form, core.view.sweep), the sweep axes (core.runs.sweeps.AXES)
+# and the comparison words (core.view.compare). Adding an option is one field of RunSpec plus its use
+# in the trainer; what depends on the machine (CUDA-only precisions, a model's input sizes) stays
+# logic in core.engine.spec. What an option changes (the step's time, the compile, the race's length,
+# what is recorded) is a column too: whether two races are "the same race" for a question is derived
+# from it (core.engine.spec.same_race).
+#
+# This module holds the row's shape and the words every surface shares, not the rows: RunSpec's
+# module imports it, so it cannot import RunSpec back. Torch-free: the app's process reads it too.
+
+# What a race option changes: every "is it the same race?" question is a set of these, answered from the
+# rows' `changes` (core.engine.spec.same_race), never from a list kept beside the table. The device is none of them:
+# every question is asked of races on one device (or device type) already.
+STEP_TIME = "changes the step's time"
+COMPILE = "changes the compile"
+LENGTH = "changes how long the race runs"
+RECORDED = "changes what is recorded besides the timing"  # profiles, traces, the loss curve
+
+# Ranges other modules need by name (a bundle's step numbers, a library model's input sizes).
+MAX_BATCH_SIZE = 65536
+MAX_EPOCHS = 1000
+MAX_STEPS_PER_EPOCH = 100_000
+MAX_INPUT_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Option:
+    """One race option and where it appears. `help` is the CLI flag's help; in it (and in `sweep`)
+    {choices} stands for the choices comma-separated, {typed} for them as typed in a list
+    (a,b,c) and {default} for the default. Made by `option(...)` as a RunSpec field's metadata; its
+    name, type and `optional` come from the field (options_of)."""
+
+    name: str
+    type: type  # int, float, str or bool
+    default: Any
+    label: str  # what a person calls it: the form's widget, a sweep axis ("batch size"), a heading
+    help: str | None = None
+    choices: tuple | None = None  # the values allowed; None: a range, or any value of the type
+    min: float | None = None  # ints: from min to max; floats: strictly between them
+    max: float | None = None
+    optional: bool = False  # None is allowed too (the model's own, torch's automatic): `T | None` on the field
+    # The command line: every option is a flag, --name-with-dashes.
+    metavar: str | None = None
+    flag_unset: bool = False  # the flag defaults to None, decided when the spec is built (from the model)
+    # The Race page's form: (row, column) where its widget sits; None: not on the form.
+    form: tuple[int, int] | None = None
+    form_choices: tuple | None = None  # what the form and its link offer, when fewer than `choices`
+    choice_labels: dict | None = None  # how the form's select box words each choice
+    form_help: str | None = None
+    sweep_form: bool = False  # the Sweep page's form shows it for the base race (at its Race-form place)
+    link: bool = False  # it travels in the Race page's link (a shared configuration)
+    compare: str | None = None  # its word in a comparison's labels ("batch 1,024"); None: not compared
+    sweep: str | None = None  # the help of its sweep-axis flag (--<flag>s); None: not a sweep axis
+    changes: tuple[str, ...] = ()  # what a different value changes: STEP_TIME, COMPILE, LENGTH, RECORDED
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def axis_flag(self) -> str:
+        return self.flag + "s"
+
+    @property
+    def allowed(self) -> tuple | None:
+        """The values validation accepts, where they can be listed (a bool's are True and False)."""
+        if self.choices is not None:
+            return self.choices
+        return (True, False) if self.type is bool else None
+
+    @property
+    def offered(self) -> tuple | None:
+        """The values the form (and a link) offers."""
+        return self.form_choices if self.form_choices is not None else self.choices
+
+    def text(self, template: str | None) -> str | None:
+        """A help template with this option's facts filled in."""
+        if template is None:
+            return None
+        names = [cli_word(c) for c in self.choices or ()]
+        return template.format(choices=", ".join(names), typed=",".join(names), default=self.default)
+
+
+def cli_word(value: Any) -> str:
+    """How a value is typed on the command line: true, false, auto (None)."""
+    if value is None:
+        return "auto"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def option(default: Any, label: str, help: str | None = None, **columns: Any) -> Any:
+    """A RunSpec field that is its option's row too: `name: type = option(default=..., label=..., ...)`.
+    The field's name and annotation are the row's name and type (`T | None`: optional); the rest are
+    the row's columns (Option)."""
+    row = Option("", object, default, label, help, **columns)
+    return dataclasses.field(default=default, metadata={"option": row})
+
+
+def options_of(fields: type) -> dict[str, Option]:
+    """name -> row of a dataclass whose fields were made by option(), in the fields' order, each row
+    named and typed from its field (the type its annotation names, optional where it allows None)."""
+    hints = typing.get_type_hints(fields)
+    rows = {}
+    for f in dataclasses.fields(fields):
+        kinds = typing.get_args(hints[f.name]) or (hints[f.name],)
+        types = [k for k in kinds if k is not type(None)]
+        if len(types) != 1:
+            raise TypeError(f"{f.name}: an option is one type, or one type or None (got {hints[f.name]})")
+        rows[f.name] = dataclasses.replace(
+            f.metadata["option"], name=f.name, type=types[0], optional=type(None) in kinds
+        )
+    return rows
+
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # these compile modes capture CUDA graphs
 # Checked in the model's branch of validate: a size is range-checked only for a model that exists.
@@ -54,7 +172,7 @@ def data_home() -> str:
 @dataclass(frozen=True)
 class RunSpec:
     """One race: the same training run eager and compiled. Each field is its option's row (what it
-    allows, where it appears: core.engine.options.Option); the defaults are a quick CPU run. The
+    allows, where it appears: core.engine.spec.Option); the defaults are a quick CPU run. The
     fields' order is the command line's help's."""
 
     # fmt: off
@@ -124,7 +242,7 @@ class RunSpec:
         "reused: a shorter compile for deep models; or the whole model with the block marked as a nested compile "
         "region (nested), traced once and stamped out for every block, what runs between the blocks compiled too.",
         changes=(STEP_TIME, COMPILE),
-    )  # "regional", "nested": the repeated block (core.engine.models.regions)
+    )  # "regional", "nested": the repeated block (core.engine.models.sources)
     epochs: int = option(
         default=3, label="Epochs",
         min=1, max=MAX_EPOCHS, form=(3, 0), sweep_form=True, link=True, compare="epochs",
@@ -170,7 +288,7 @@ class RunSpec:
         "process compiles the step ahead of time and saves it; the race loads it (torch.compiler."
         "load_compiled_function), so its compile cost is what a process starting from that artifact pays.",
         changes=(COMPILE,),
-    )  # precompiled: core.engine.precompiled
+    )  # precompiled: core.engine.variant
     schedule: str = option(
         default="blocks", label="Schedule",
         help="blocks (default: eager and compiled take turns every few steps), sequential (eager, then compiled) "
@@ -197,7 +315,7 @@ class RunSpec:
         form_help="Stop once the steady speedup's 95% interval is within this much of it (checked at fixed "
         "points from 40 steps, the 5% shared among the looks, so the interval still holds); epochs x steps per "
         "epoch is then the maximum. A noisy machine needs more steps, a steady one fewer.", changes=(LENGTH,),
-    )  # core.engine.stopping
+    )  # core.engine.analysis
     replicates: int | None = option(
         default=None, label="Replicate processes",
         help="short processes added after the first, each running both variants again from the warm compile cache "
@@ -215,7 +333,7 @@ class RunSpec:
         "long either runs, so the interval rests on how far the processes agree. With a target interval, they are "
         "added until it is met or this many ran. Each costs a process start, a warm compile and a few seconds of steps.",
         changes=(LENGTH,),
-    )  # core.engine.replicates
+    )  # core.engine.intervals
     shapes: str = option(
         default="fixed", label="Input shapes",
         help="fixed, or varying: sequence length per batch (gpt), a smaller last batch",
@@ -592,7 +710,7 @@ def validate(spec: RunSpec, caps: DeviceCaps | None = None) -> list[Problem]:
 
 
 def _precompiled_problems(spec: RunSpec) -> list[Problem]:
-    """What a step compiled ahead of time cannot be (core.engine.precompiled): it is the whole model's
+    """What a step compiled ahead of time cannot be (core.engine.variant): it is the whole model's
     forward, traced once at the race's shape, in training mode, outside autocast, without CUDA graphs."""
     p: list[Problem] = []
     why = "a precompiled step is traced once, ahead of time"

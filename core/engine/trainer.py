@@ -2,7 +2,7 @@
 
 Fairness is the point. Both variants start from the same initial weights, see the same batches
 in the same order, use the same optimizer, loss and precision; only torch.compile differs.
-Every step is timed device-correctly (core.engine.timing); epochs are timed between synchronizations.
+Every step is timed device-correctly (core.engine.device_state); epochs are timed between synchronizations.
 Events go to a callback as they happen, so the CLI and the background worker share this code.
 
 This file is the race and its two schedules; one variant's training is core.engine.variant, the
@@ -14,8 +14,10 @@ what its failures mean core.engine.failures. Both schedules give every turn the 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import gc
+import math
 import os
 import time
 import warnings
@@ -26,15 +28,22 @@ from typing import Any
 import torch
 
 from core.engine import analysis
-from core.engine.compile_phases import PhaseWatcher
-from core.engine.compile_stats import CompileStats, compile_skipped_reason, read_compile_stats, reset_compile_state
-from core.engine.cpu_probe import probe_cpu_vector_isa
-from core.engine.data import BatchSource
+from core.engine.analysis import StopRule, summarize_variants
+from core.engine.compile_stats import (
+    CompileStats,
+    PhaseWatcher,
+    compile_skipped_reason,
+    read_compile_stats,
+    reset_compile_state,
+)
 from core.engine.device_state import (
+    cache_environment,
     cache_record,
     inductor_cache,
     precision_settings,
+    probe_cpu_vector_isa,
     random_state,
+    release_device_cache,
     release_variant,
     reset_peak_memory,
     set_random_state,
@@ -44,22 +53,189 @@ from core.engine.events import (
     VARIANTS,
     EventCallback,
     RaceResult,
+    ReplicateEvent,
     StartEvent,
     StatusEvent,
     VariantResult,
 )
 from core.engine.failures import build_failure, compile_failure, explain_failure
-from core.engine.intervals import ASSUMED, BLOCK_STEPS, RunToRun
-from core.engine.models.resolve import workload_for
-from core.engine.models.workload import Workload
-from core.engine.precompiled import precompile_ahead
+from core.engine.intervals import (
+    ASSUMED,
+    BLOCK_STEPS,
+    REPLICATE_TURN_STEPS,
+    ProcessResult,
+    RunToRun,
+    busy_share,
+    more_wanted,
+    replicate_steps,
+    replicates_asked,
+    spans,
+)
+from core.engine.models.workload import Workload, workload_for
 from core.engine.profiling import kernel_profiling, shows_cpu_kernels
-from core.engine.race_summary import summarize_variants
-from core.engine.replicate import ReplicateRunner, add_replicates
-from core.engine.replicates import ProcessResult, replicates_asked
 from core.engine.spec import DeviceCaps, RunSpec, SpecError, check, detect_device_caps, resolve_device
-from core.engine.stopping import StopRule
-from core.engine.variant import VariantRun, set_stance, torch_feature_problems, warm_up_device
+from core.engine.variant import (
+    BatchSource,
+    VariantRun,
+    precompile_ahead,
+    set_stance,
+    torch_feature_problems,
+    warm_up_device,
+)
+
+# ----------------------------------------------------------------------
+# One replicate process of a race: both variants again in a fresh process, from the warm compile
+# cache the first process left, taking turns every step (REPLICATE_TURN_STEPS), for a short stretch of
+# timed steps (core.engine.intervals.replicate_steps). What it measures is one more process's speedup for
+# the headline (core.engine.intervals.combine): the spread between processes is what no single
+# process can see.
+#
+# Everything else is the race's own: the same spec, seed, weights, batches, precision and compile
+# options (core.engine.variant) and Inductor settings (its profiler scopes: part of the cache key, so the
+# first process's cache serves), the same busy watch (a look every 5 of a variant's steps, across the
+# other's turns). The compiled variant's first block (its first 5 steps) pays the warm compile and is
+# dropped with the first block of eager, which pays the process's one-time costs (the
+# first oneDNN primitives, the allocator's growth): those dropped blocks are the replicate's warm-up,
+# so it runs no separate untimed step first, as the first process must (its eager steps all count).
+# That step was 0.24-0.39 s of the 0.5 s a warm replicate took to its first step here.
+
+
+def replicate_spec(spec: RunSpec, steps: int) -> RunSpec:
+    """The race as a replicate runs it: one epoch of a warm-up block and `steps` timed steps per
+    variant, in blocks, nothing evaluated or profiled, no stopping rule."""
+    return dataclasses.replace(
+        spec,
+        epochs=1,
+        steps_per_epoch=steps + BLOCK_STEPS,
+        eval_steps=0,
+        profile_steps=0,
+        target_interval=None,
+        schedule="blocks",
+        replicates=0,
+    )
+
+
+def measure_replicate(
+    spec: RunSpec, number: int, steps: int, cache_dir: str, sent_at: float | None = None
+) -> dict[str, Any]:
+    """Run replicate `number` of the race `spec` in this process, compiling from `cache_dir` (the
+    first process's cache). Returns {"process": ProcessResult.to_dict(), "eager_step_times_s": [...],
+    "compiled_step_times_s": [...], "first_step_at": time.time() as its first step began}; `sent_at`
+    (time.time() when it was started) gives its start cost."""
+    os.environ.update(cache_environment(cache_dir))  # before anything compiles: Inductor reads it then
+    caps = detect_device_caps()
+    device = torch.device(resolve_device(spec.device, caps))
+    run_spec = replicate_spec(spec, steps)
+    probe_cpu_vector_isa(device, spec.backend)
+    workload = workload_for(run_spec)
+    torch.manual_seed(spec.seed)
+    init_state = {k: v.clone() for k, v in workload.build().state_dict().items()}
+    ready: float | None = None
+    # compiled as the first process compiled it (profiler scopes included), so its cache serves
+    with precision_settings(run_spec), kernel_profiling(shows_cpu_kernels(spec.profile_steps, device)):
+        gc.freeze()  # what the process holds so far stays out of the collector, as warm_up_device does
+        runs, sources, streams = {}, {}, {}
+        for name in ("eager", "compiled"):
+            runs[name] = VariantRun(name, run_spec, device, init_state, lambda event: None, workload)
+            runs[name].model.train()
+            sources[name] = BatchSource(run_spec, device, workload)
+            sources[name].prepare()
+            streams[name] = random_state(device)
+            runs[name].start_epoch(sources[name], 1)
+        first_step_at = time.time()  # the process's start is behind it: what a replicate costs before measuring
+        try:
+            running = list(runs)
+            while running:
+                for name in list(running):
+                    set_random_state(device, streams[name])
+                    if runs[name].run_block(REPLICATE_TURN_STEPS) < REPLICATE_TURN_STEPS:
+                        running.remove(name)
+                    streams[name] = random_state(device)
+                    if ready is None and name == "compiled":  # the warm compile is behind it
+                        ready = time.time()
+        finally:
+            if spec.stance != "default":
+                set_stance("default")
+    eager, compiled = (runs[name].result.times("train") for name in ("eager", "compiled"))
+    return {
+        "process": measured_process(number, eager, compiled, runs, sent_at, ready).to_dict(),
+        "eager_step_times_s": eager,
+        "compiled_step_times_s": compiled,
+        "first_step_at": first_step_at,
+    }
+
+
+def measured_process(
+    number: int,
+    eager: list[float],
+    compiled: list[float],
+    runs: dict[str, Any],
+    sent_at: float | None,
+    ready: float | None,
+) -> ProcessResult:
+    """A replicate's steady speedup and own interval, its first block of each variant dropped (the
+    compile, the first touches of memory), and the steps a busy machine touched."""
+    e, c = eager[BLOCK_STEPS:], compiled[BLOCK_STEPS:]
+    speed = analysis.steady_state_speedup(e, c, warmup=0, paired=True)
+    n = min(len(e), len(c))
+    busy = {name: [s - BLOCK_STEPS for s in runs[name].result.busy_steps if s > BLOCK_STEPS] for name in runs}
+    share = max((busy_share(busy[name], 0, n) for name in busy), default=0.0)
+    half = math.log(speed.within[1] / speed.speedup) if speed is not None and speed.within else None
+    return ProcessResult(
+        number,
+        speed.speedup if speed is not None else None,
+        half,
+        n,
+        speed.eager_median_s if speed is not None else None,
+        speed.compiled_median_s if speed is not None else None,
+        round(share, 3),
+        {name: spans(steps) for name, steps in busy.items() if steps},
+        None,
+        None if sent_at is None or ready is None else round(ready - sent_at, 2),
+    )
+
+
+REPLICATE_MIN_LIMIT_S = 120.0  # a replicate's time limit: this, or three times the first process's time
+# (spec, number, steps per variant, compile cache folder, time limit in s) -> what the replicate measured
+ReplicateRunner = Callable[[RunSpec, int, int, str, float], dict[str, Any]]
+
+
+def add_replicates(race: Any, replicate: ReplicateRunner, cache_dir: str, first_s: float) -> None:
+    """After the first process: replicate processes, one at a time, while the race wants more
+    (core.engine.intervals.more_wanted), each said as it lands. Only after a first process whose
+    compiled code ran; a cancel ends the race there, with every process measured so far."""
+    spec = race.spec
+    asked = replicates_asked(spec.replicates, spec.target_interval)
+    first = race.result({}).summary
+    if asked == 0 or race.error or race.compile_failed or first.compile_skipped:
+        return
+    if first.steady_state_speedup is None:
+        return
+    steps = replicate_steps(
+        first.eager_median_step_s, first.compiled_median_step_s, len(race.variants["compiled"].times("train"))
+    )
+    release_device_cache(race.device)  # a GPU's cached blocks are the replicate's to use now
+    limit_s = max(REPLICATE_MIN_LIMIT_S, 3 * first_s)
+    first_process = ProcessResult.from_dict(first.first_process)
+    try:
+        while more_wanted([first_process, *race.processes], race.spread, spec.target_interval, asked):
+            number = len(race.processes) + 2
+            upto = "up to " if spec.target_interval else ""
+            race.emit(
+                StatusEvent("replicate", "replicating", number, asked + 1, f"replicate {number - 1} of {upto}{asked}")
+            )
+            measured = replicate(spec, number, steps, cache_dir, limit_s)
+            process = ProcessResult.from_dict(measured.get("process"))
+            if process is None:
+                break
+            race.processes.append(process)
+            race.replicate_steps.append(measured)
+            race.emit(ReplicateEvent(process.to_dict()))
+            if process.error:  # said with its reason; the next would most likely fail the same way
+                break
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported, not hidden
+        race.error = explain_failure(exc, spec, race.device)
+
 
 ALTERNATING_MEMORY = "peak of both variants together (they take turns: both models in memory)"
 
@@ -79,9 +255,9 @@ def run_race(
     An exception during training (out of memory, a compile error, Ctrl-C) ends the race early:
     the result keeps every event so far and carries a readable `error`. With `trace_dir`, each
     variant's profiled steps are written there as a Chrome/Perfetto trace. `spread`: this device's
-    run-to-run spread (core.runs.run_to_run learns it from the store; alone, the assumed one), the
+    run-to-run spread (core.runs.device_history learns it from the store; alone, the assumed one), the
     prior of the spread between the race's processes. `replicate`: how this process starts a
-    replicate process and waits for it (core.runs.replicate_process.run_replicate), called while the
+    replicate process and waits for it (core.runs.processes.run_replicate), called while the
     first process's compile cache is still there; without it, the race is its first process alone.
     `conditions`: what this process runs under (core.runs.race_conditions), kept with the race.
     `run_id`: the stored run this race is, named in the warm cache's list of the races that filled it.
@@ -173,7 +349,7 @@ class _Race:
     error: str | None = None
     compile_failed: str | None = None
     trained: dict[str, tuple] = field(default_factory=dict)  # a variant's state and batches, to profile it later
-    stop_rule: StopRule | None = None  # a race that stops once its speedup is known (core.engine.stopping)
+    stop_rule: StopRule | None = None  # a race that stops once its speedup is known (core.engine.analysis)
     processes: list[ProcessResult] = field(default_factory=list)  # its replicate processes, in order
     replicate_steps: list[dict[str, Any]] = field(default_factory=list)  # what each replicate measured, whole
     conditions: dict[str, Any] | None = None  # what this process runs under (core.runs.race_conditions)

@@ -1,11 +1,6 @@
-"""The warm Inductor cache: one folder per device type and torch version under the data dir, which a
-race asked to be warm compiles with, which every cold race fills when it ends (its fresh cache is
-copied in before it is removed), and which keeps a short list of the races that filled it.
-
-So "warm" means warm: a warm race records what it found before compiling (how many files, how many
-bytes, which races filled them), and its reading says whether it found a cache and used it. Without
-this, a first warm race found an empty folder and paid a cold compile under a "warm" label.
-Torch-free: the folder's name takes the torch version as text.
+"""Inductor's cache folders under the data dir: the warm cache (one per device type and torch
+version, which a warm race compiles with and every cold race fills when it ends) and the fresh cold
+cache each cold compile gets (named by its process, swept once that process has gone). No torch.
 """
 
 from __future__ import annotations
@@ -19,6 +14,16 @@ from typing import Any
 
 from core.engine import words
 from core.engine.spec import data_home
+
+# ----------------------------------------------------------------------
+# The warm Inductor cache: one folder per device type and torch version under the data dir, which a
+# race asked to be warm compiles with, which every cold race fills when it ends (its fresh cache is
+# copied in before it is removed), and which keeps a short list of the races that filled it.
+#
+# So "warm" means warm: a warm race records what it found before compiling (how many files, how many
+# bytes, which races filled them), and its reading says whether it found a cache and used it. Without
+# this, a first warm race found an empty folder and paid a cold compile under a "warm" label.
+# Torch-free: the folder's name takes the torch version as text.
 
 WARM_FOLDER = "inductor-cache"
 MANIFEST = "filled-by.json"  # who filled the folder: newest last
@@ -188,3 +193,58 @@ def cache_state(
     if isinstance(hits, int) and isinstance(misses, int) and hits == 0 and misses > 0:
         return COLD, "warm but none of its graphs there, so compiled cold"
     return WARM, "warm"
+
+
+# ----------------------------------------------------------------------
+# Cold-cache folders: a fresh Inductor cache for each cold compile, under the data dir, named by the
+# process that uses it, and swept once that process has gone. No torch.
+#
+# A worker past its time limit is SIGKILLed with its whole group, so it never removes its own folder;
+# the next one to make a cold cache removes the folders of processes no longer running. Kept under
+# the data dir (not the system temp folder) so the host sees them, on the volume it sized for them.
+
+COLD_CACHE_FOLDER = "cold-caches"
+
+
+def cold_cache_root() -> str:
+    return os.path.join(data_home(), COLD_CACHE_FOLDER)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: not ours to judge
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): kill(0) said it runs
+
+
+def sweep_stale_cold_caches(root: str | None = None) -> list[str]:
+    """Remove the cold-cache folders of processes no longer running; returns what it removed."""
+    root = root or cold_cache_root()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        pid_text = name.split("-", 2)[1] if name.startswith("pid-") and name.count("-") >= 2 else ""
+        if not pid_text.isdecimal() or not pid_text.isascii() or _running(int(pid_text)):
+            continue
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
+def make_cold_cache(purpose: str = "race") -> str:
+    """A fresh, empty folder for one cold compile (the caller removes it when done), after sweeping
+    the folders that killed processes left."""
+    root = cold_cache_root()
+    os.makedirs(root, exist_ok=True)
+    sweep_stale_cold_caches(root)
+    return tempfile.mkdtemp(prefix=f"pid-{os.getpid()}-{purpose}-", dir=root)

@@ -17,7 +17,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from core.runs import devices, disk_budget, processes, queue
+from core.runs import disk_budget, fleet, processes, queue
 from core.runs.limits import ConfigError, HostLimits
 from core.runs.run_files import Freed, remove_run_files, sweep_orphans
 from core.runs.store import ACTIVE_STATES, Run, Store
@@ -122,7 +122,7 @@ def purge_older_than(store: Store, days: float, now: float | None = None) -> Pur
     if isinstance(days, bool) or not isinstance(days, (int, float)) or not math.isfinite(days) or days <= 0:
         raise ValueError(f"days must be a number above 0 (got {days!r})")
     cutoff = (time.time() if now is None else now) - days * SECONDS_PER_DAY
-    probe = devices.latest_probe(store)
+    probe = fleet.latest_probe(store)
     keep = probe.id if probe else -1
     with store.transaction(immediate=True) as c:
         ids = store.ended_before(c, cutoff, keep)
@@ -160,7 +160,7 @@ def lanes(store: Store, now: float | None = None) -> list[Lane]:
     for key in sorted(set(active) | set(waiting)):
         run = active.get(key)
         alive = None
-        if run is not None and run.host == devices.HOST:
+        if run is not None and run.host == fleet.HOST:
             alive = processes.pid_alive(run.pid) if run.pid else False
         age = now - run.heartbeat_at if run is not None and run.heartbeat_at else None
         out.append(Lane(key, run, waiting.get(key, 0), alive, age))

@@ -26,7 +26,7 @@ from typing import Any
 from core import PROJECT_ROOT
 from core.runs import disk_space, fleet, processes
 from core.runs.queue import dispatch, reconcile
-from core.runs.seal import seal_from_workers
+from core.runs.race_conditions import seal_from_workers
 from core.runs.store import ACTIVE_STATES, Store
 
 POLL_S = 0.5  # how often an agent looks for work (and heartbeats): the fleet's dispatch latency

@@ -19,19 +19,107 @@ import time
 from typing import Any, BinaryIO
 
 from core import PROJECT_ROOT
-from core.engine import analysis, noise
+from core.engine import analysis, events
+from core.engine.analysis import race_alpha, stop_reading
 from core.engine.compile_stats import compile_skipped_reason
 from core.engine.events import KINDS, ROW_KINDS, VARIANTS, EpochEvent, ReplicateEvent, StepEvent, from_row
-from core.engine.intervals import RunToRun
-from core.engine.options import MAX_EPOCHS, MAX_STEPS_PER_EPOCH
-from core.engine.replicates import MAX_REPLICATES, replicates_asked
-from core.engine.spec import RunSpec, SpecError, data_home, validate
-from core.engine.stopping import race_alpha, stop_reading
+from core.engine.intervals import MAX_REPLICATES, RunToRun, load_warnings, replicates_asked
+from core.engine.spec import MAX_EPOCHS, MAX_STEPS_PER_EPOCH, RunSpec, SpecError, data_home, validate
 from core.engine.summary import Summary
-from core.runs.bundle_notes import event_note
-from core.runs.bundle_profile import profile_from_bundle
 from core.runs.store import FINAL_STATES, DamagedEvents, Store
 from core.runs.store.records import store_files_dir, utf8_json, utf8_text
+
+# ----------------------------------------------------------------------
+# An imported event's note, checked for what its kind keeps there (core.runs.bundle checks the rest
+# of the event first): text of bounded length, and where the kind packs a field into it (a busy
+# stretch's last step, a replicate process's result), a row its kind's codec reads back
+# (core.engine.events), kept as this app writes it. Apart from bundle.py so that each stays one
+# screenful of checks. No torch.
+
+MAX_NOTE = 2000
+
+
+def event_note(row: dict[str, Any], where: str, error: type[Exception]) -> str | None:
+    """The note of an imported row (its other fields checked already) as the store keeps it; a
+    note that is not what its kind records raises `error` naming the field."""
+    note = _note(row.get("note"), where, error)
+    kind = events.ROW_KINDS[row["kind"]]
+    if not kind.note_is:  # words (a compile's), or nothing the codec reads
+        return note
+    event = events.from_row({**row, "note": note})
+    if event is None:
+        raise error(f"{where} {kind.note_is}")
+    return event.to_row(row["recorded_at"])["note"]  # as this app writes it, nothing else kept
+
+
+def _note(value: Any, where: str, error: type[Exception]) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > MAX_NOTE:
+        raise error(f"{where} must be text of at most {MAX_NOTE} characters")
+    return utf8_text(value)
+
+
+# ----------------------------------------------------------------------
+# A bundle's per-step profile (core.engine.profiling), checked field by field and kept, so an imported
+# run or a replay can say why compiled is faster or slower (core.engine.cause) as its own machine did.
+# Its numbers are the bundle's: the page words them again (core.view.run_screen.why_per_step), and the
+# trace file it names, a path on another machine, is dropped. No torch.
+
+MAX_NAME = 500  # a kernel's name (Inductor's fused kernels' run to a few hundred characters)
+MAX_TOP = 20
+PER_STEP = ("graph_launches_per_step", "operators_per_step", "kernels_per_step")
+SECONDS = ("host_s_per_step", "device_s_per_step")
+
+
+def profile_from_bundle(value: Any, error: type[Exception]) -> dict[str, Any] | None:
+    """The bundle's profile of both variants with its reading dropped (worded again here), or None
+    where it has none; a field that is not what the profile records raises `error` naming it."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise error("run.summary.profile must be an object")
+    out: dict[str, Any] = {}
+    for variant in ("eager", "compiled"):
+        part = value.get(variant)
+        out[variant] = None if part is None else _part(part, f"run.summary.profile.{variant}", error)
+    return out if out["eager"] or out["compiled"] else None
+
+
+def _part(part: Any, where: str, error: type[Exception]) -> dict[str, Any]:
+    if not isinstance(part, dict):
+        raise error(f"{where} must be an object")
+    out: dict[str, Any] = {"steps": _number(part.get("steps"), f"{where}.steps", 1, 1000, error)}
+    for key in PER_STEP:
+        out[key] = _number(part.get(key, 0.0), f"{where}.{key}", 0, 1e7, error)
+    for key in SECONDS:
+        out[key] = _number(part.get(key), f"{where}.{key}", 0, 1e5, error)
+    counting = part.get("kernel_counting")
+    if counting is not None and (not isinstance(counting, str) or len(counting) > MAX_NAME):
+        raise error(f"{where}.kernel_counting must be text of at most {MAX_NAME} characters")
+    out["kernel_counting"] = counting
+    top = part.get("top_kernels") or []
+    if not isinstance(top, list) or len(top) > MAX_TOP:
+        raise error(f"{where}.top_kernels must be a list of at most {MAX_TOP}")
+    out["top_kernels"] = [_kernel(k, f"{where}.top_kernels[{i}]", error) for i, k in enumerate(top)]
+    return out
+
+
+def _kernel(kernel: Any, where: str, error: type[Exception]) -> dict[str, Any]:
+    if not isinstance(kernel, dict) or not isinstance(kernel.get("name"), str) or len(kernel["name"]) > MAX_NAME:
+        raise error(f"{where} must be an object with a name of at most {MAX_NAME} characters")
+    return {
+        "name": kernel["name"],
+        "calls_per_step": _number(kernel.get("calls_per_step"), f"{where}.calls_per_step", 0, 1e7, error),
+        "s_per_step": _number(kernel.get("s_per_step"), f"{where}.s_per_step", 0, 1e5, error),
+    }
+
+
+def _number(value: Any, where: str, low: float, high: float, error: type[Exception]) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise error(f"{where} must be a number from {low:g} to {high:g} (got {str(value)[:40]!r})")
+    return float(value)
+
 
 FORMAT = "compile-lab/run-bundle"
 VERSION = 1
@@ -201,7 +289,7 @@ def import_bundle(
 ) -> int:
     """Validate and store a bundle as a new imported run; returns its id. Writes nothing on error.
     `max_imports`: how many imported runs one owner may keep (the host's max_imports_per_owner);
-    with `address` (core.runs.identity.client_address), every browser at that address counts as
+    with `address` (core.runs.limits.client_address), every browser at that address counts as
     one visitor, as in the queue: a cleared cookie is no new allowance. Counted again in the import's
     own transaction, under the write lock: five tabs at once cannot all find room only one has."""
 
@@ -276,7 +364,7 @@ def validate_bundle(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
     now = time.time()
     fields: dict[str, Any] = {"kind": "race", "params": params, "status": status}
     for key in ("created_at", "started_at", "finished_at"):
-        fields[key] = _number(run.get(key), f"run.{key}", 0, now + 86400, optional=key != "created_at")
+        fields[key] = _bundle_number(run.get(key), f"run.{key}", 0, now + 86400, optional=key != "created_at")
     for key in ("environment", "details"):
         value = run.get(key)
         if value is not None:
@@ -331,7 +419,7 @@ def _environment_numbers(env: dict[str, Any]) -> None:
             if not isinstance(averages, list) or not averages:
                 raise BundleError(f"run.environment.{key}.load_average must be a list of numbers")
             for i, value in enumerate(averages):
-                _number(value, f"run.environment.{key}.load_average[{i}]", 0, MAX_NUMBER)
+                _bundle_number(value, f"run.environment.{key}.load_average[{i}]", 0, MAX_NUMBER)
         if load.get("cpu_count") is not None:
             _integer(load["cpu_count"], f"run.environment.{key}.cpu_count", 0, 2**62)
 
@@ -382,7 +470,7 @@ MEMORY_KEYS = (
     "compiled_reserved_growth_bytes",
 )
 # What summary_from_events reads of a bundle's own summary (the rest is computed from the events; the
-# profile is checked field by field: core.runs.bundle_profile).
+# profile is checked field by field: core.runs.bundle).
 CLAIMED_SUMMARY = ("run_to_run", "machine_load", "memory_kind", "compile_failed", "profile", *MEMORY_KEYS)
 
 
@@ -407,7 +495,7 @@ def summary_from_events(
     failed = told.compile_failed  # a reason in words, kept as text (never markup)
     summary = summary.replace(
         machine_load=tuple(load),
-        noise_warnings=summary.noise_warnings + tuple(noise.load_warnings(load)),
+        noise_warnings=summary.noise_warnings + tuple(load_warnings(load)),
         **{key: getattr(told, key) for key in MEMORY_KEYS},
         memory_kind=told.memory_kind,
         compile_skipped=compile_skipped_reason(compile_info, spec.backend, spec.mode) if compile_info else None,
@@ -421,7 +509,7 @@ def summary_from_events(
 
 
 def load_samples(value: Any, spec: RunSpec) -> list[dict[str, Any]]:
-    """A bundle's load samples (core.engine.noise.load_sample: one per variant and epoch), those
+    """A bundle's load samples (core.engine.intervals.load_sample: one per variant and epoch), those
     that are well formed: a variant, an epoch of the race, the load and CPU share as numbers or
     null, a whole number of cores; any other entry is dropped (an older bundle has none)."""
     if not isinstance(value, list):
@@ -452,12 +540,12 @@ def _event(e: Any, where: str) -> dict[str, Any]:
         "phase": _member(e.get("phase"), PHASES, f"{where}.phase"),
         "epoch": _integer(e.get("epoch"), f"{where}.epoch", 0, MAX_EPOCHS),
         "step": _integer(e.get("step"), f"{where}.step", 0, MAX_EPOCHS * MAX_STEPS_PER_EPOCH),
-        "time_s": _number(e.get("time_s"), f"{where}.time_s", 0, 1e6),
-        "eval_time_s": _number(e.get("eval_time_s"), f"{where}.eval_time_s", 0, 1e6, optional=True),
-        "loss": _number(e.get("loss"), f"{where}.loss", -MAX_NUMBER, MAX_NUMBER, optional=True),
+        "time_s": _bundle_number(e.get("time_s"), f"{where}.time_s", 0, 1e6),
+        "eval_time_s": _bundle_number(e.get("eval_time_s"), f"{where}.eval_time_s", 0, 1e6, optional=True),
+        "loss": _bundle_number(e.get("loss"), f"{where}.loss", -MAX_NUMBER, MAX_NUMBER, optional=True),
         "samples": _integer(e.get("samples"), f"{where}.samples", 0, 10**9, optional=True),
         # Required: the store keeps when every event was recorded (a bundle without it was not exported here).
-        "recorded_at": _number(e.get("recorded_at"), f"{where}.recorded_at", 0, time.time() + 86400),
+        "recorded_at": _bundle_number(e.get("recorded_at"), f"{where}.recorded_at", 0, time.time() + 86400),
         "note": e.get("note"),
     }
     row["note"] = event_note(row, f"{where}.note", BundleError)  # read back through its kind's codec
@@ -476,7 +564,7 @@ def _member(value: Any, allowed: tuple[str, ...], where: str) -> str:
     return value
 
 
-def _number(value: Any, where: str, low: float, high: float, optional: bool = False) -> float | None:
+def _bundle_number(value: Any, where: str, low: float, high: float, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
     if (
@@ -532,6 +620,6 @@ def _plain_json(value: Any, where: str, depth: int, budget: _Budget) -> None:
     elif isinstance(value, str):
         _string(value, where)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        _number(value, where, -MAX_NUMBER, MAX_NUMBER)
+        _bundle_number(value, where, -MAX_NUMBER, MAX_NUMBER)
     elif value is not None and not isinstance(value, bool):
         raise BundleError(f"{where} has an unsupported value")

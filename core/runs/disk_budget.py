@@ -24,7 +24,7 @@ from typing import Any
 from core.engine import words
 from core.engine.spec import data_home
 from core.engine.warm_cache import WARM_FOLDER
-from core.runs.devices import HOST
+from core.runs.fleet import HOST
 from core.runs.limits import load_host_limits
 from core.runs.run_files import Freed, remove_run_files, remove_tree, runs_with_files, sweep_orphans, tree_size
 from core.runs.store import ACTIVE_STATES, Store, is_server_url, store_files_dir

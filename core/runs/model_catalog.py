@@ -5,8 +5,8 @@ and offer timm's list of names to search, but it never imports torch, timm or tr
 worker answers: a short `lookup` job (builds the model on the meta device, or lists timm's names)
 whose answer is stored like any run and reused by every later visitor. The cache key is the
 question and the installed library's version (read from package metadata, torch-free): a new
-timm or transformers asks again. Lookups have a lane of their own (core.runs.devices), so a question
-about a model never waits behind a race; what a lookup asks, and its check, is core.runs.lookups.
+timm or transformers asks again. Lookups have a lane of their own (core.runs.fleet), so a question
+about a model never waits behind a race; what a lookup asks, and its check, is core.runs.job_kinds.
 Uploaded model files are kept here too, by content.
 """
 
@@ -25,9 +25,9 @@ from core.engine.models.sources import (
     source_of,
 )
 from core.engine.spec import SpecError, data_home
-from core.runs.devices import HOST
+from core.runs.fleet import HOST
+from core.runs.job_kinds import list_params, model_params
 from core.runs.limits import HostLimits
-from core.runs.lookups import list_params, model_params
 from core.runs.queue import JobError, enqueue
 from core.runs.store import Run, Store
 
@@ -46,7 +46,7 @@ class Lookup:
     facts: dict[str, Any] = field(default_factory=dict)  # a model's parameters, input, task
     names: list[str] = field(default_factory=list)  # a list's names
     message: str = ""  # why it failed or is unavailable; what it waits for
-    run: Run | None = None  # pending: the lookup job it waits for (core.view.job_status.describe says where it is)
+    run: Run | None = None  # pending: the lookup job it waits for (core.view.host_tables.describe says where it is)
 
 
 def _find(store: Store, params: dict[str, Any]) -> Run | None:

@@ -32,9 +32,9 @@ import time
 from typing import Any
 
 from core.runs.disk_space import DISK_FULL_WAIT_S
-from core.runs.pids import pid_running
 from core.runs.store import Store, store_files_dir
 from core.runs.store.records import shown_location
+from core.runs.warm_start import pid_running
 
 STORE_LOST_LIMIT_S = 300.0  # how long a worker measures without its store before it stops
 LIMIT_VARIABLE = "COMPILE_LAB_STORE_LOST_LIMIT_S"

@@ -5,7 +5,7 @@ waiting. Dispatch is serialised by the store (core.runs.store): on SQLite inside
 (write-locked) transaction, on PostgreSQL by an advisory lock on the lane it fills and `FOR UPDATE
 SKIP LOCKED` on the job it takes, so two ticks at once (threads, processes, a fleet's boxes) cannot
 start the same job or two jobs on one device. What each
-kind of job is comes from core.runs.job_kinds; lanes from core.runs.devices; the worker processes
+kind of job is comes from core.runs.job_kinds; lanes from core.runs.fleet; the worker processes
 it starts and stops from core.runs.processes.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 
 from core.engine.spec import DeviceCaps, RunSpec, SpecError
 from core.runs import disk_space, fleet, outage, processes, warm_start
-from core.runs.devices import ANY_GPU, HOST, LOOKUP_DEVICE_KEY, PROBE_DEVICE_KEY, device_lanes, known_caps
-from core.runs.estimates import estimate_details
+from core.runs.device_history import estimate_details
+from core.runs.fleet import ANY_GPU, HOST, LOOKUP_DEVICE_KEY, PROBE_DEVICE_KEY, device_lanes, known_caps
 from core.runs.job_kinds import JOB_KINDS, UNCOUNTED_KINDS, JobKind
 from core.runs.limits import HostLimits, load_host_limits
 from core.runs.run_files import remove_run_files
@@ -69,7 +69,7 @@ def enqueue(
 ) -> int:
     """Validate and queue a job; returns its run id. Raises SpecError (bad input, over a host
     limit) or JobError (queue full) without writing anything. `address`: the visitor's client
-    address where the host limits by it (core.runs.identity); the per-person limit then counts
+    address where the host limits by it (core.runs.limits); the per-person limit then counts
     every job from that address too. `lane`: one GPU lane (cuda:N) for a CUDA job instead of the
     next idle one (the doctor's recovery check runs on the GPU that ran out of memory); with `host`,
     that lane of one box of a fleet."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine.spec import DeviceCaps, Problem, RunSpec, SpecError, sweep_axes
-from core.runs import devices, job_kinds, queue
+from core.runs import fleet, job_kinds, queue
 from core.runs.limits import HostLimits, load_host_limits
 from core.runs.run_files import remove_run_files
 from core.runs.store import ACTIVE_STATES, Run, Store
@@ -129,7 +129,7 @@ def enqueue_sweep(
     (a bad point, over a host limit) or JobError (no room in the queue) and then queues nothing.
     `address`: as for queue.enqueue, where the host limits visitors by client address."""
     limits = limits or load_host_limits()
-    caps = caps if caps is not None else devices.known_caps(store)
+    caps = caps if caps is not None else fleet.known_caps(store)
     problems = sweep_problems(sweep, caps, limits)
     if problems:
         raise SpecError(problems)

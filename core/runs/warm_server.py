@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.runs import warm_start
-from core.runs.pids import readable
+from core.runs.warm_start import readable
 
 # What a job would import anyway, in the order a worker does: the imports are most of a cold start.
 # Not torch.utils.cpp_extension (the CPU probe's): on a CUDA build it asks whether CUDA is available
@@ -44,11 +44,11 @@ PRELOAD = (
     "torch._inductor.cpu_vec_isa",
     "torch._inductor.codecache",
     "core.runs.worker",
-    "core.runs.runners",
+    "core.runs.job_kinds",
     "core.engine.trainer",
     "core.engine.environment",
-    "core.engine.models.networks",
-    "core.engine.models.zoo_workload",
+    "core.engine.models.workload",
+    "core.engine.models.workload",
     "core.engine.explain.compile_once",
 )  # Not torch.utils.cpp_extension (the CPU probe's, 0.1 s of a child's start): imported here, the
 # check child found CUDA initialised, so the server refused every job.

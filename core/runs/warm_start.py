@@ -1,32 +1,7 @@
-"""Warm starts: a job's process forked from a server that has already imported torch and the engine,
-instead of a fresh `python -m ...` that imports them again. No torch here (the server is
-core.runs.warm_server).
-
-Why: importing torch, Dynamo and Inductor takes 4-6 s of a small CPU's time in every fresh process,
-and every race, sweep point, demo, device probe and replicate paid it before its first step. A warm
-server imports them once, runs no op and touches no device, and forks a clean child per job: no
-compile, no CUDA context, no OpenMP pool, no thread but its own before the fork (the server checks
-a child of its own before it serves; a test compares a warm child with a fresh process).
-
-One server per worker environment: its name is a digest of that environment (less LAZY_VARIABLES),
-of this Python and of the code's files, so a job only ever reaches a server started with exactly its
-settings (malloc thresholds, which glibc reads at process start; thread variables, which torch reads
-at import) and its code; any other job starts cold, as before. Servers start only for a lane with
-nothing running (core.runs.queue.tick, a fleet's agent), so their imports never overlap a
-measurement; they leave after COMPILE_LAB_WARM_IDLE_S unused, as soon as the code changes, or when
-the app whose ticks started them has exited (`owned_by_this_app`; a fleet agent's, likewise). With
-no server ready (none yet, one still importing, one that died), a job starts cold: nothing waits.
-
-The API for other process starters (a race's replicates, core.runs.replicate_process): `start` (a
-handle, or None: start it cold), `start_fresh` (warm if it can, else cold, its output captured) and
-`run_fresh` (the same, run to its end). Linux only; elsewhere all is cold. As a race starts a replicate:
-
-    proc = warm_start.start_fresh(
-        "core.runs.replicate_process:warm_main",   # forked from the warm server of `env` when one is ready
-        "core.runs.replicate_process", [], env,    # else `python -m core.runs.replicate_process`, cold
-        stdin_text=json.dumps(job), cpus=cores,    # the child starts on the race's cores
-    )
-    out, err = proc.communicate(timeout)
+"""Starting a job's process warm: forked from a server that has already imported torch and the
+engine, instead of a fresh `python -m ...` that imports them again; one warm server per lane; and
+whether a process id still names a running process (the one check every watcher of a pid shares).
+No torch here (the server is core.runs.warm_server).
 """
 
 from __future__ import annotations
@@ -35,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -46,7 +22,75 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from core import PROJECT_ROOT
-from core.runs.pids import pid_running, readable
+
+# ----------------------------------------------------------------------
+# Whether a process id still names a running process: the one check every watcher of a pid shares
+# (a worker's, a warm server's job, a replicate, a claim on a kept-events file).
+#
+# Why one: `os.kill(pid, 0)` alone calls a zombie alive (an exited child nobody has reaped yet), so a
+# watcher built on it alone waits for a process that has already ended. No torch.
+
+
+def pid_running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie has). Where /proc cannot say (not
+    Linux), whether it exists; one we may not signal exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def readable(watched: list, timeout: float | None = None) -> list:
+    """Which of `watched` (files, sockets or descriptors) can be read within `timeout` seconds (None:
+    until one can). poll, not select: select refuses a descriptor numbered 1024 or more, which a
+    long-lived process (an app serving many viewers, a suite) reaches."""
+    poller = select.poll()
+    by_fd = {}
+    for item in watched:
+        fd = item if isinstance(item, int) else item.fileno()
+        by_fd[fd] = item
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    events = poller.poll(None if timeout is None else max(timeout, 0.0) * 1000)
+    return [by_fd[fd] for fd, _ in events if fd in by_fd]
+
+
+# ----------------------------------------------------------------------
+# Warm starts: a job's process forked from a server that has already imported torch and the engine,
+# instead of a fresh `python -m ...` that imports them again. No torch here (the server is
+# core.runs.warm_server).
+#
+# Why: importing torch, Dynamo and Inductor takes 4-6 s of a small CPU's time in every fresh process,
+# and every race, sweep point, demo, device probe and replicate paid it before its first step. A warm
+# server imports them once, runs no op and touches no device, and forks a clean child per job: no
+# compile, no CUDA context, no OpenMP pool, no thread but its own before the fork (the server checks
+# a child of its own before it serves; a test compares a warm child with a fresh process).
+#
+# One server per worker environment: its name is a digest of that environment (less LAZY_VARIABLES),
+# of this Python and of the code's files, so a job only ever reaches a server started with exactly its
+# settings (malloc thresholds, which glibc reads at process start; thread variables, which torch reads
+# at import) and its code; any other job starts cold, as before. Servers start only for a lane with
+# nothing running (core.runs.queue.tick, a fleet's agent), so their imports never overlap a
+# measurement; they leave after COMPILE_LAB_WARM_IDLE_S unused, as soon as the code changes, or when
+# the app whose ticks started them has exited (`owned_by_this_app`; a fleet agent's, likewise). With
+# no server ready (none yet, one still importing, one that died), a job starts cold: nothing waits.
+#
+# The API for other process starters (a race's replicates, core.runs.processes): `start` (a
+# handle, or None: start it cold), `start_fresh` (warm if it can, else cold, its output captured) and
+# `run_fresh` (the same, run to its end). Linux only; elsewhere all is cold. As a race starts a replicate:
+#
+#     proc = warm_start.start_fresh(
+#         "core.runs.processes:warm_main",   # forked from the warm server of `env` when one is ready
+#         "core.runs.processes", [], env,    # else `python -m core.runs.processes`, cold
+#         stdin_text=json.dumps(job), cpus=cores,    # the child starts on the race's cores
+#     )
+#     out, err = proc.communicate(timeout)
 
 SETTING = "COMPILE_LAB_WARM_START"  # "on" (the default) or "off": every process starts cold
 APP_PID_VARIABLE = "COMPILE_LAB_APP_PID"  # the app process whose servers these are (they leave with it)
@@ -447,7 +491,7 @@ def ensure_server(
     """Start the warm server for `env` unless one runs or is starting (detached, in its own session,
     so it outlives whoever asked); its pid, or None when none was started. `cpus`: the cores it (and so
     what it forks) may run on, set before it imports torch (torch's default thread count is read then).
-    `lane`: the lane it serves, on its command line (core.runs.warm_lanes keeps one server a lane)."""
+    `lane`: the lane it serves, on its command line (core.runs.warm_start keeps one server a lane)."""
     if not enabled(env) or owner_gone(env) or server_state(env) is not None:
         return None
     key = server_key(env)
@@ -488,4 +532,71 @@ def stop_server(env: dict[str, str], wait_s: float = 5.0) -> bool:
     deadline = time.monotonic() + wait_s
     while server_state(env) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
+    return True
+
+
+# ----------------------------------------------------------------------
+# One warm server per lane: a lane's servers are found by their command line (`--lane`), and a
+# server started for a lane asks the lane's others to leave. No torch.
+#
+# Why: a server is named by its whole environment (core.runs.warm_start), so every terminal with a
+# differing LC_* or TZ that ticked the queue started one more server (torch imported), kept for its
+# idle time.
+# A lane is the lane (cpu, cuda:N) of this checkout with one data folder; one that belongs to a live
+# app or agent (COMPILE_LAB_APP_PID, COMPILE_LAB_AGENT_PID) is kept for it, and a terminal's (no
+# owner) is then not started beside it: its jobs start cold.
+
+
+def lane_name(lane: str, data_dir: str) -> str:
+    """What names a lane among warm servers: the lane (cpu, cuda:N) of this code's checkout with this
+    data folder (another checkout or data folder has lanes of its own)."""
+    raw = json.dumps([CODE_ROOT, os.path.realpath(data_dir), lane])
+    return f"{lane}-{hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()}"
+
+
+def lane_servers(lane: str) -> list[tuple[int, str, str]]:
+    """This user's warm servers of `lane` as (pid, key, owner pid or "-"), from their command lines."""
+    return [(pid, key, owner) for pid, key, owner, of_lane in _servers() if of_lane == lane]
+
+
+def key_servers(key: str) -> list[int]:
+    """The pids of this user's warm servers named `key` (core.runs.warm_start.server_key)."""
+    return [pid for pid, of_key, _, _ in _servers() if of_key == key]
+
+
+def _servers() -> list[tuple[int, str, str, str | None]]:
+    """This user's warm servers as (pid, key, owner pid or "-", lane or None), from their command lines."""
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != os.getuid():
+                continue
+            with open(f"/proc/{entry}/comm", "rb") as fh:
+                if fh.read().strip() != SERVER_NAME.encode():  # (its forked jobs are compile-lab-job)
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                args = fh.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        options = dict(zip(args, args[1:]))
+        if SERVER_MODULE in args:
+            found.append((int(entry), options.get("--key", ""), options.get("--owner", "-"), options.get("--lane")))
+    return found
+
+
+def make_room(lane: str, key: str, owner: str) -> bool:
+    """Ask the other servers of `lane` to leave (SIGTERM: a server takes no more jobs and leaves; its
+    children run on), but one of another live app or agent; False when such a one holds the lane and
+    this server would be a terminal's (no owner): then none is started."""
+    for pid, other_key, other_owner in lane_servers(lane):
+        if other_key == key:
+            continue
+        if other_owner.isdigit() and other_owner != owner and pid_running(int(other_owner)):
+            if not owner:
+                return False
+            continue  # another app on this data folder: each keeps its own (it leaves with that app)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
     return True

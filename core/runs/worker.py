@@ -5,7 +5,7 @@ started it. Events are flushed from a background thread in small transactions (e
 which also heartbeats, so a reader sees a step within a fraction of a second and a long compile
 is not mistaken for a hang. SIGTERM (cancel) stops training cleanly; whatever was measured stays.
 A store server lost mid-run is waited out, with the events kept, up to a limit (core.runs.outage).
-What a job of each kind runs is the runner its row in core.runs.job_kinds names (core.runs.runners).
+What a job of each kind runs is the runner its row in core.runs.job_kinds names (core.runs.job_kinds).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from core.engine.machine_faults import machine_fault
 from core.engine.spec import RunSpec, SpecError
 from core.runs import disk_budget, disk_space, outage
 from core.runs.agent import started_by_agent, watch_agent
-from core.runs.devices import HOST
-from core.runs.estimates import keep_estimate
+from core.runs.device_history import keep_estimate
+from core.runs.fleet import HOST
 from core.runs.job_kinds import JOB_KINDS, runner_of
 from core.runs.processes import launch_ticker, launch_watcher
 from core.runs.queue import tick

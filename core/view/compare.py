@@ -1,22 +1,71 @@
-"""The Runs page's table and comparison, for people: each race by its run id, the one number a
-person sees for it everywhere (links `?run=14`, bundle files, the sweep table, the sidebar), results
-first under plain column names, and runs in a comparison named by what differs between them
-("run 4: batch 1,024" beside "run 5: batch 4,096"),
-since a label that repeats what they share hides the one setting that matters.
+"""The Runs page for people: its table one page at a time, each race by its run id, comparisons
+named by what differs between the runs and worded (configuration, device, door, load, whether their
+verdicts agree), a race's verdict as lists and labels say it, what qualifies a plan, and several runs
+overlaid on one chart.
 """
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import altair as alt
+import numpy as np
+import pandas as pd
 
 from core.engine import words
 from core.engine.spec import OPTIONS
-from core.engine.summary import Summary
-from core.engine.warm_cache import cache_state
-from core.runs.store import Run
-from core.view import race_figures
+from core.engine.summary import BUSY, FASTER, SLOWER, Summary
+from core.engine.warm_cache import WARM, cache_state
+from core.engine.words import plan_from_summary
+from core.runs.device_history import configuration
+from core.runs.store import FINAL_STATES, Run, Store
+from core.view.race_charts import (
+    CHART_HEIGHT,
+    MAX_POINTS_PER_VARIANT,
+    downsample_keep_max,
+    downsample_stride,
+    finish,
+    rolling_median,
+    steady_ceiling_ms,
+    train_steps,
+    variant_counts,
+    variant_dash,
+    variant_tooltips,
+)
+
+# ----------------------------------------------------------------------
+# A finished race's verdict as the lists and labels say it (the comparison, the sweep, the Runs
+# table, its CSV and `python -m core runs`): none where compiled code did not run or there is no
+# speedup, else the summary's own, which Summary.from_dict reads through headline.interval_verdict
+# (the one rule: a stored verdict its interval does not bear out reads as the interval says). Every
+# other figure these surfaces show comes from Summary.headline. Torch-free.
+
+
+def verdict(summary: Summary | Mapping[str, Any] | None) -> str | None:
+    """The verdict its headline interval gives (Summary.from_dict reads every stored verdict through
+    headline.interval_verdict); None where compiled code did not run or there is no speedup."""
+    s = Summary.of(summary)
+    if s.steady_state_speedup is None or not s.compiled:
+        return None
+    return s.verdict
+
+
+def verdict_words(summary: Summary | Mapping[str, Any] | None, short: bool = False) -> str:
+    """'faster', 'no clear difference', 'slower', 'no verdict: the machine was busy'; '-' for none."""
+    return words.verdict(verdict(summary), short=short)
+
+
+# ----------------------------------------------------------------------
+# The Runs page's table and comparison, for people: each race by its run id, the one number a
+# person sees for it everywhere (links `?run=14`, bundle files, the sweep table, the sidebar), results
+# first under plain column names, and runs in a comparison named by what differs between them
+# ("run 4: batch 1,024" beside "run 5: batch 4,096"),
+# since a label that repeats what they share hides the one setting that matters.
 
 # Settings a person compares runs by, in the options table's order, with the word for each.
 SETTING_WORDS = {name: o.compare for name, o in OPTIONS.items() if o.compare is not None}
@@ -112,7 +161,7 @@ def row_device(environment: Mapping[str, Any] | None, device_key: str) -> str:
 
 def listed_figures(run: Run) -> dict[str, Any]:
     """What every list of races says about one (the Runs table, its CSV, `python -m core runs`),
-    read once, from the headline (core.view.race_figures): the steady speedup, the verdict, the
+    read once, from the headline (core.view.compare): the steady speedup, the verdict, the
     compile in words ('9.5 s', 'too small to measure here (under 12 ms)') and in seconds, the
     break-even state in the words every surface uses ('step 1,035', '≈ step 2,974', 'never', 'none')
     and the step it was reached at, the compile scope and the cache it compiled from, as recorded."""
@@ -121,7 +170,7 @@ def listed_figures(run: Run) -> dict[str, Any]:
     s = Summary.of(run.summary)
     return {
         "speedup": s.steady_state_speedup,
-        "verdict": race_figures.verdict_words(s, short=True) if finished else None,
+        "verdict": verdict_words(s, short=True) if finished else None,
         # In words (core.engine.words): a blank would read as not measured where compiled's first
         # steps were not measurably slower.
         "compile": words.compile_cost(s) if finished and s.compiled else None,  # a failed compile has no figure
@@ -216,4 +265,501 @@ def numbering_note(races: Sequence[int], kinds: Mapping[int, str]) -> str | None
     return (
         f"Run numbers skip {shown}: every job here takes the next number, and those went to "
         f"{' and '.join(parts) or 'other jobs'}. A run's number is the one in its link and its bundle."
+    )
+
+
+# ----------------------------------------------------------------------
+# Comparisons in words: what differs between the runs compared on the Runs page (configuration,
+# device, door, load) and whether their verdicts agree. Runs of one configuration on one device are
+# one race measured more than once (core.runs.device_history.configuration says what "the same" means),
+# so they are shown as one configuration with each result, never as two truths: where they read
+# differently the words say so, and that together they do not settle it. The cache each run compiled
+# from is what it recorded (a run asked to be warm that found the cache empty compiled cold), and a
+# cold run beside a warm one is two configurations of the cache, their compiles said side by side.
+# Each run's verdict is read from its own headline interval (`headline_verdict`). Plain text.
+
+# A 1-minute load past this share of the cores at a race's start: other work was running.
+BUSY_SHARE = 0.5
+
+
+def headline_verdict(run: Run) -> str | None:
+    """A run's verdict as its headline interval says it (core.view.compare.verdict), the one
+    reading every line of a comparison uses; a run that did not finish keeps what it stored."""
+    s = Summary.of(run.summary)
+    if run.status != "done":
+        return s.verdict
+    return verdict(s) or s.verdict
+
+
+def run_cache(run: Run) -> tuple[str | None, str | None]:
+    """(how it compiled, its label) from what the run recorded (core.engine.warm_cache.cache_state)."""
+    return cache_state(run.environment, run.params, (run.details or {}).get("compile"))
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """Runs of one configuration on one device and one cache state: one race, measured len(runs) times."""
+
+    runs: tuple[Run, ...]
+    device: str
+    cache: str | None = None  # the cache label its runs compiled from (run_cache), None where unrecorded
+
+    @property
+    def verdicts(self) -> list[str | None]:
+        return [headline_verdict(r) for r in self.runs]
+
+    @property
+    def agree(self) -> bool:
+        return len(set(self.verdicts)) <= 1
+
+
+def door(run: Run) -> str:
+    """How a race came in: imported, a sweep's point, the terminal (submit), or the app's Launch."""
+    if run.imported:
+        return "imported"
+    if run.sweep_id is not None:
+        return "a sweep"
+    if str(run.owner).startswith("cli:"):
+        return "the terminal"
+    return "the app"
+
+
+def device_of(run: Run) -> str:
+    env = run.environment or {}
+    return str(env.get("device_name") or env.get("device_type") or run.device_key)
+
+
+def load_at_start(run: Run) -> tuple[float, int] | None:
+    """The 1-minute load and the cores when the race started (its environment's record)."""
+    start = (run.environment or {}).get("load_at_start") or {}
+    average, cores = start.get("load_average"), start.get("cpu_count")
+    if not isinstance(average, list | tuple) or not average or not isinstance(average[0], int | float):
+        return None
+    return float(average[0]), int(cores or 1)
+
+
+def result_words(run: Run) -> str:
+    """'1.12x faster (1.05-1.20x)', 'no clear difference (0.99x, 0.91-1.08x)', or the run's state."""
+    s = Summary.of(run.summary)
+    if run.status != "done" or s.steady_state_speedup is None:
+        return run.status
+    if not s.compiled:
+        return "compile did not happen" if s.compile_skipped else "compile failed"
+    low, high = s.interval
+    ranged = words.speedup_range(low, high)
+    verdict = headline_verdict(run)
+    if verdict == BUSY:
+        return f"no verdict, the machine was busy ({words.speedup(s.steady_state_speedup)}, {ranged})"
+    if verdict == FASTER:
+        return f"{words.speedup(s.steady_state_speedup)} faster ({ranged})"
+    if verdict == SLOWER:
+        return f"slower ({words.speedup(s.steady_state_speedup)}, {ranged})"
+    return f"no clear difference ({words.speedup(s.steady_state_speedup)}, {ranged})"
+
+
+def configurations(runs: Sequence[Run]) -> list[Configuration]:
+    """The runs grouped by configuration, device and the cache they compiled from, in the order
+    first seen (a cold run and a warm one are two configurations of the cache)."""
+    groups: dict[tuple, list[Run]] = {}
+    for run in runs:
+        key = (configuration(run.params or {}) or ("run", run.id), device_of(run), run_cache(run)[1])
+        groups.setdefault(key, []).append(run)
+    return [Configuration(tuple(group), key[1], key[2]) for key, group in groups.items()]
+
+
+def _names(runs: Sequence[Run]) -> str:
+    ids = [str(r.id) for r in runs]
+    return ("runs " + ", ".join(ids[:-1]) + " and " + ids[-1]) if len(ids) > 1 else run_name(runs[0].id)
+
+
+def _values(runs: Sequence[Run], value) -> str:
+    return " vs ".join(f"{value(r)} (run {r.id})" for r in runs)
+
+
+def differences(runs: Sequence[Run]) -> str:
+    """What differs between the runs: settings, device, door and load at the start."""
+    parts = []
+    fields = [f for f in differing_settings([r.params or {} for r in runs]) if f != "cache"]
+    if len({run_cache(r)[1] for r in runs}) > 1:  # what each compiled from, not what it asked for
+        parts.append(f"cache ({_values(runs, lambda r: run_cache(r)[1] or 'not recorded')})")
+    for setting in fields:
+        name = SETTING_WORDS[setting] or setting.replace("_", " ")
+        parts.append(f"{name} ({_values(runs, lambda r, f=setting: _setting(r, f))})")
+    for name, value in (("device", device_of), ("door", door)):
+        if len({value(r) for r in runs}) > 1:
+            parts.append(f"{name} ({_values(runs, value)})")
+    loads = {r.id: load_at_start(r) for r in runs}
+    if any(loads.values()) and len({_busy(v) for v in loads.values()}) > 1:
+        parts.append(f"load at the start ({_values(runs, lambda r: _load_words(loads[r.id]))})")
+    if not parts:
+        return "Nothing differs between them: the same configuration, device, door and a like load at the start."
+    return "What differs: " + "; ".join(parts) + "."
+
+
+def compile_words(runs: Sequence[Run]) -> str | None:
+    """Where the runs compiled from different caches: their compiles side by side, and what the warm
+    cache saved ('Compile: 35 s in run 6 (cache cold) vs 2.44 s in run 7 (cache warm): the warm cache
+    saved 32.6 s, 14x less.'). None where every run compiled from the same cache."""
+    states = {r.id: run_cache(r) for r in runs}
+    if len({label for _, label in states.values()}) < 2:
+        return None
+    shown = " vs ".join(
+        f"{words.compile_cost(Summary.of(r.summary))} in run {r.id} (cache {states[r.id][1] or 'not recorded'})"
+        for r in runs
+    )
+    times = {r.id: Summary.of(r.summary).compile_time_s for r in runs}
+    cold = [t for i, t in times.items() if t and states[i][0] != WARM]
+    warm = [t for i, t in times.items() if t and states[i][0] == WARM]
+    saved = ""
+    if cold and warm and min(cold) > max(warm):
+        saved = (
+            f": the warm cache saved {words.seconds(min(cold) - max(warm))}, "
+            f"{words.ratio(min(cold) / max(warm), 0)} less"
+        )
+    elif cold and warm:
+        saved = ": the warm cache saved nothing measurable here"
+    return f"Compile: {shown}{saved}."
+
+
+def _setting(run: Run, setting: str) -> str:
+    value = (run.params or {}).get(setting)
+    if isinstance(value, bool) or value is None:
+        return str(value).lower() if value is not None else "auto"
+    return words.number(value) if isinstance(value, int) else str(value)
+
+
+def _busy(load: tuple[float, int] | None) -> bool | None:
+    return None if load is None else load[0] > BUSY_SHARE * load[1]
+
+
+def _load_words(load: tuple[float, int] | None) -> str:
+    if load is None:
+        return "not recorded"
+    one, cores = load
+    return f"{words.number(one, 1)} on {words.count(cores, 'core')}" + (" (busy)" if _busy(load) else "")
+
+
+def verdict_lines(runs: Sequence[Run]) -> list[str]:
+    """Whether the verdicts agree: each configuration measured more than once in a sentence (both
+    results as one race's), then whether the configurations' verdicts agree across them."""
+    groups = configurations(runs)
+    out = []
+    for group in groups:
+        if len(group.runs) < 2:
+            continue
+        results = "; ".join(f"run {r.id} {result_words(r)}" for r in group.runs)
+        if group.agree:
+            out.append(
+                f"{_names(group.runs).capitalize()} are one configuration on {group.device}, and agree: {results}."
+            )
+        else:
+            out.append(
+                f"{_names(group.runs).capitalize()} are one configuration on {group.device} measured "
+                f"{len(group.runs)} times, with different readings: {results}. They are one race's results, not two "
+                "truths: together they do not settle it (race it again, or with a target interval)."
+            )
+    compiles = compile_words(runs)
+    if compiles:
+        out.append(compiles)
+    if len(groups) > 1:
+        verdicts = {g.verdicts[0] if g.agree else None for g in groups}
+        if verdicts == {None} or None in verdicts:
+            out.append("Across the configurations no verdict stands for all: some are not settled.")
+        elif len(verdicts) == 1:
+            out.append(f"Every configuration compared reads the same: {next(iter(verdicts))}.")
+        else:
+            shown = "; ".join(f"{_names(g.runs)} {g.verdicts[0]}" for g in groups)
+            out.append(
+                f"The configurations' verdicts differ ({shown}): they differ in what is listed above, so each can hold."
+            )
+    return out
+
+
+def comparison_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """One row per configuration and device, with every result it has (one race, each time measured)."""
+    labels = differing_settings([r.params or {} for r in runs])
+    caches = len({run_cache(r)[1] for r in runs}) > 1
+    rows = []
+    for group in configurations(runs):
+        first = group.runs[0]
+        parts = [f"{SETTING_WORDS[f] or f} {_setting(first, f)}".strip() for f in labels if f != "cache"]
+        if caches or "cache" in labels:  # the cache it compiled from, as the run recorded it
+            parts.append(f"{SETTING_WORDS['cache'] or 'cache'} {group.cache or 'not recorded'}")
+        rows.append(
+            {
+                "configuration": ", ".join(parts) or "the same",
+                "device": group.device,
+                "runs": ", ".join(str(r.id) for r in group.runs),
+                "results": "; ".join(f"run {r.id}: {result_words(r)}" for r in group.runs),
+                "compile": "; ".join(f"run {r.id}: {words.compile_cost(Summary.of(r.summary))}" for r in group.runs),
+                "agree": "yes" if group.agree else "no",  # short: the table fits 1280 px uncut
+            }
+        )
+    return rows
+
+
+def comparison_words(runs: Sequence[Run]) -> list[str]:
+    """Everything the comparison says in words, in order."""
+    return [differences(runs), *verdict_lines(runs)]
+
+
+# ----------------------------------------------------------------------
+# The Runs page's table, one page at a time: a view costs what one page of runs costs, however many
+# the store holds.
+#
+# Every view reads three small columns of every run (id, kind, status: Store.run_index), and the full
+# rows of one page only (Store.runs_by_id). The filters (FILTERS) choose among all the races: each
+# race's model and device come from its settings (params, environment; never its summary, which holds
+# every step time), read once per process for a finished race and kept in RunSettings, so a second
+# view, from any session, parses none of them again. A race still going is read afresh each view.
+
+PAGE_SIZE = 50  # runs a page of the table shows
+# The table's filters: (key, label). Each key is a column of table_row, and of RunSettings' entries.
+FILTERS = (("status", "Status"), ("model", "Model"), ("device", "Device"))
+
+
+@dataclass(frozen=True)
+class RunsPage:
+    """One page of the Runs table: its races (full rows, newest first) and their table rows."""
+
+    runs: list[Run]
+    rows: list[dict[str, Any]]
+    unreadable: list[tuple[int, Exception]]  # races listed whose row this app cannot read, and why
+    total: int  # races that pass the filters, over every page
+    page: int  # 1-based, clamped to the pages there are
+    pages: int
+    options: dict[str, list[str]]  # each filter's values, over every race of the store
+    wanted: dict[str, list[str]]  # the filters applied: those asked for that some race still has
+    numbering: str | None = None  # why the run numbers skip (compare.numbering_note)
+    size: int = PAGE_SIZE
+
+    @property
+    def first(self) -> int:
+        """The 1-based position of the page's first race among those that pass the filters."""
+        return (self.page - 1) * self.size + 1 if self.total else 0
+
+    def line(self) -> str:
+        """What the line under the table says of the page: which races it shows, of how many."""
+        filtered = " (those the filters keep)" if any(self.wanted.values()) else ""
+        if not self.total:
+            return "No race has all of these." if filtered else "No race can be shown."
+        if not self.runs:
+            return f"None of the {self.total:,} races here can be shown on this page{filtered}."
+        last = self.first + len(self.runs) + len(self.unreadable) - 1
+        return (
+            f"Runs {self.first:,}-{last:,} of {self.total:,}, newest first{filtered}. Pick a row to open its "
+            "run; a run's link (`?run=N`) opens any run on the Race page."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total": self.total, "page": self.page, "pages": self.pages, "ids": [r.id for r in self.runs]}
+
+
+@dataclass
+class RunSettings:
+    """Each race's model and device, as the table shows them, for one store: read once per
+    process for a finished race whose environment is stored (what it ran on does not change
+    then), each view for any other. Shared by every session of the process."""
+
+    entries: dict[int, tuple[str, str]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def of(self, store: Store, races: Mapping[int, str]) -> dict[int, tuple[str, str]]:
+        """(model, device) of every race in `races` (id -> status): the settings not kept yet read
+        from the store in one go; entries of races gone (deleted) are dropped."""
+        with self.lock:
+            kept = self.entries
+            missing = [i for i, status in races.items() if i not in kept or status not in FINAL_STATES]
+            found = store.run_settings(missing) if missing else {}
+            fresh = {i: (row_model(p), row_device(env, key)) for i, (p, env, key) in found.items()}
+            for run_id, (_, env, _) in found.items():
+                # One whose environment is not stored yet is read again: a worker taken for lost (its
+                # run ended by reconcile) may still store it, with what it measured (core.runs.worker).
+                if races[run_id] in FINAL_STATES and env is not None:
+                    kept[run_id] = fresh[run_id]
+            for gone in [i for i in kept if i not in races]:
+                del kept[gone]
+            return {i: fresh.get(i) or kept.get(i) or ("?", "?") for i in races}
+
+
+_SETTINGS: dict[str, RunSettings] = {}
+_SETTINGS_LOCK = threading.Lock()
+
+
+def settings_of(store: Store) -> RunSettings:
+    """This process's RunSettings for `store` (one per store location)."""
+    with _SETTINGS_LOCK:
+        return _SETTINGS.setdefault(store.path, RunSettings())
+
+
+def runs_page(
+    store: Store, wanted: Mapping[str, Sequence[str]] | None = None, page: int = 1, size: int = PAGE_SIZE
+) -> RunsPage:
+    """Page `page` of the races that pass `wanted` (a FILTERS key -> the values kept; an empty or
+    missing one keeps all), newest first."""
+    index = store.run_index()
+    races = {run_id: status for run_id, kind, status in index if kind == "race"}
+    settings = settings_of(store).of(store, races)
+    columns = {i: {"status": status, "model": settings[i][0], "device": settings[i][1]} for i, status in races.items()}
+    options = {key: sorted({c[key] for c in columns.values()}) for key, _ in FILTERS}
+    asked = wanted or {}
+    applied = {key: [v for v in asked.get(key) or () if v in options[key]] for key, _ in FILTERS}
+    keep = {key: set(values) for key, values in applied.items() if values}
+    matching = [i for i in races if all(columns[i][key] in values for key, values in keep.items())]
+    pages = max(1, math.ceil(len(matching) / size))
+    page = min(max(1, int(page)), pages)
+    ids = matching[(page - 1) * size : page * size]
+    runs, rows, unreadable = [], [], []
+    for run in store.runs_by_id(ids):
+        try:
+            rows.append(table_row(run))
+        except Exception as exc:  # noqa: BLE001 - whatever one stored row holds: named, the others shown
+            unreadable.append((run.id, exc))
+            continue
+        runs.append(run)
+    note = numbering_note(list(races), {run_id: kind for run_id, kind, _ in index})
+    return RunsPage(runs, rows, unreadable, len(matching), page, pages, options, applied, note, size)
+
+
+# ----------------------------------------------------------------------
+# What qualifies a plan (Plan your training): a plan extrapolates one race's step times over the
+# user's run, and on a busy or noisy machine another race of the same configuration extrapolates to
+# a very different total (the walk-through saw 87 min, 3.0 h and 52 min for one configuration's 50,000
+# eager steps). So the plan names the totals the other races of its configuration on this device
+# predict for the same steps, or, where there are none, says that it rests on one race.
+
+
+def plan_caveat(run: Run, others: Sequence[Run], steps: int) -> str | None:
+    """The caveat beside `run`'s plan over `steps` steps, from `others` (done races here, any)."""
+    plan = plan_from_summary(run.summary or {}, steps)
+    if plan is None:
+        return None
+    mine = configuration(run.params or {})
+    same = [
+        r
+        for r in others
+        if r.id != run.id and r.status == "done" and device_of(r) == device_of(run) and not r.imported
+        and configuration(r.params or {}) == mine
+    ]  # fmt: skip
+    plans = [(r.id, p) for r in same if (p := plan_from_summary(r.summary or {}, steps)) is not None]
+    if not plans:
+        return (
+            "This plan rests on this one race: another race of the same configuration here can land elsewhere, as "
+            "its eager step time does from race to race. Race it again to see how far."
+        )
+    totals = [plan.eager_total_s] + [p.eager_total_s for _, p in plans]
+    low, high = min(totals), max(totals)
+    ids = ", ".join(str(i) for i, _ in plans[:5])
+    wider = low < plan.eager_ci[0] or high > plan.eager_ci[1]
+    spread = (
+        ", more than this plan's own interval allows: read its totals as one race's among several"
+        if wider
+        else ", within this plan's own interval"
+    )
+    return (
+        f"Races of this configuration here (run{'s' if len(plans) > 1 else ''} {ids} and this one) predict "
+        f"{words.duration(low)} to {words.duration(high)} of eager training for the same {words.count(steps, 'step')}"
+        f"{spread}."
+    )
+
+
+# ----------------------------------------------------------------------
+# The Runs page's overlays: several runs' step times or cumulative times on one chart (colour = run,
+# dash = variant), to compare models or settings. DataFrame in, chart out; what they share with the
+# race's charts is core.view.race_charts's.
+
+# Runs in an overlay: neither blue nor orange (those mean eager and compiled everywhere else), and
+# far apart in hue and lightness so two runs never look like one.
+RUN_COLORS = ["#1B9E77", "#7570B3", "#E7298A", "#66A61E", "#A6761D", "#E6AB02", "#666666", "#17BECF"]
+MAX_OVERLAY_POINTS = 4000  # all series of an overlay together, under Altair's 5,000-row limit
+MIN_OVERLAY_POINTS_PER_SERIES = 100
+OVERLAY_STEP_TITLE = "Step time per step, by run"
+OVERLAY_CUMULATIVE_TITLE = "Cumulative training time, by run"
+
+
+def overlay_step_chart(steps: pd.DataFrame | None, log_scale: bool = False) -> alt.Chart:
+    """Step time of several runs on one chart (colour = run, dash = variant) to compare models or
+    settings: each series' rolling median (raw steps of several runs are a thicket; the tooltip keeps
+    the raw time), the axis cut above the steady steps as in step_time_chart unless log_scale. Each
+    series is downsampled by bucket maximum so compile spikes survive in the data."""
+    data = train_steps(steps, ["run", "variant", "epoch", "step", "time_s"])
+    data = data[np.isfinite(data["time_s"]) & ((data["time_s"] > 0) if log_scale else True)]
+    counts = variant_counts(data)
+    data = data.assign(time_ms=data["time_s"] * 1000.0).drop(columns="time_s").reset_index(drop=True)
+    data["median_ms"] = rolling_median(data, "time_ms", ["run", "variant"]) if len(data) else pd.Series(dtype=float)
+    ceiling = None if log_scale else steady_ceiling_ms(data, ["run", "variant"])
+    data = downsample_keep_max(data, "time_ms", ["run", "variant"], _overlay_points_per_series(data))
+    if ceiling is not None:
+        y_scale = alt.Scale(domain=[0, ceiling], clamp=True, nice=False)
+    else:
+        y_scale = _y_scale(log_scale)
+    y_title = "median step time (ms)"  # short enough for a phone; the cut is said under the title
+    chart = (
+        alt.Chart(data)
+        .mark_line(strokeWidth=2.5)
+        .encode(
+            x=alt.X("step:Q", title="step"),
+            y=alt.Y("median_ms:Q", title=y_title, scale=y_scale),
+            color=_run_color(data),
+            strokeDash=variant_dash(separate=True),
+            tooltip=[alt.Tooltip("run:N")]
+            + variant_tooltips()
+            + [
+                alt.Tooltip("time_ms:Q", title="time (ms)", format=".2f"),
+                alt.Tooltip("median_ms:Q", title="median of nearby steps (ms)", format=".2f"),
+            ],
+        )
+    )
+    subtitle = f"axis cut at {ceiling:,.0f} ms, above the steady steps" if ceiling is not None else None
+    return finish(chart, OVERLAY_STEP_TITLE, counts, "steps", height=_overlay_height(data), subtitle=subtitle)
+
+
+def overlay_cumulative_chart(steps: pd.DataFrame | None) -> alt.Chart:
+    """Cumulative training time of several runs on one chart (colour = run, dash = variant): which
+    settings pay off their compile soonest. Long series keep every k-th step + the last."""
+    data = train_steps(steps, ["run", "variant", "epoch", "step", "cumulative_s"])
+    data = data[np.isfinite(data["cumulative_s"])]
+    counts = variant_counts(data)
+    data = downsample_stride(data, ["run", "variant"], _overlay_points_per_series(data))
+    chart = (
+        alt.Chart(data)
+        .mark_line(strokeWidth=2.5)
+        .encode(
+            x=alt.X("step:Q", title="step"),
+            y=alt.Y("cumulative_s:Q", title="cumulative training time (s)"),
+            color=_run_color(data),
+            strokeDash=variant_dash(separate=True),
+            tooltip=[alt.Tooltip("run:N")]
+            + variant_tooltips()
+            + [alt.Tooltip("cumulative_s:Q", title="cumulative (s)", format=".2f")],
+        )
+    )
+    return finish(chart, OVERLAY_CUMULATIVE_TITLE, counts, "steps", height=_overlay_height(data))
+
+
+def _overlay_height(data: pd.DataFrame) -> int:
+    """Room for the plot plus one legend line per run and the line-style legend (Streamlit's theme
+    takes legends out of the height, so a fixed height squashes the plot as runs are added)."""
+    return CHART_HEIGHT + 80 + 22 * len(pd.unique(data["run"]))
+
+
+def _overlay_points_per_series(data: pd.DataFrame) -> int:
+    """Share MAX_OVERLAY_POINTS among the overlay's (run, variant) series."""
+    series = max(1, len(data.drop_duplicates(["run", "variant"])))
+    return min(MAX_POINTS_PER_VARIANT, max(MIN_OVERLAY_POINTS_PER_SERIES, MAX_OVERLAY_POINTS // series))
+
+
+def _y_scale(log_scale: bool) -> alt.Scale:
+    return alt.Scale(type="log") if log_scale else alt.Scale()
+
+
+def _run_color(data: pd.DataFrame) -> alt.Color:
+    # Runs keep the order they were given in (newest first, say), not alphabetical "#12" < "#9".
+    runs = [str(r) for r in pd.unique(data["run"])]
+    return alt.Color(
+        "run:N",
+        title=None,
+        sort=runs,
+        scale=alt.Scale(domain=runs, range=[RUN_COLORS[i % len(RUN_COLORS)] for i in range(len(runs))]),
+        legend=alt.Legend(orient="top", direction="vertical", labelLimit=0, symbolType="stroke", symbolStrokeWidth=4),
     )

@@ -15,9 +15,9 @@ from core.engine import words
 from core.engine.summary import Summary
 from core.runs import fleet
 from core.runs.store import Run, Store, id_from_text
-from core.view import reference
+from core.view import answers
 from core.view.compare import SETTING_WORDS, differing_settings, run_name
-from core.view.job_status import describe
+from core.view.host_tables import describe
 from core.view.report import text_table
 from core.view.safe_text import terminal_text
 
@@ -60,7 +60,7 @@ def published_figures(device_name: object, model: object) -> list[str]:
         return []
     figures = []
     if str(model or "").split(":")[-1] == "resnet50":
-        for ref in reference.tutorial_runs():
+        for ref in answers.tutorial_runs():
             if gpu_family(ref.gpu) == family:
                 x = ref.break_even_epochs
                 be = f"break-even at {x:.1f} epochs" if ref.break_even_observed else f"break-even about {x:.1f} epochs"
@@ -68,7 +68,7 @@ def published_figures(device_name: object, model: object) -> list[str]:
                     f"tutorial ResNet50 on {ref.gpu}, torch 2.0: {words.speedup(ref.steady_speedup)} steady, "
                     f"first epoch {words.seconds(ref.first_epoch_overhead_s, signed=True)}, {be}"
                 )
-    release = reference.PYTORCH2_RELEASE
+    release = answers.PYTORCH2_RELEASE
     if gpu_family(release["source"]) == family:
         figures.append(
             f"PyTorch 2.0 release, {release['models']} models on an A100: "

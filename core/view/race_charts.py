@@ -1,19 +1,12 @@
-"""The race's charts, one run's eager against compiled: cumulative time (the race itself), compiled's
-lead, the time per step, per epoch, and the loss. DataFrame in, chart out; what they share (colours,
-downsampling, the finish) is core.view.chart_style's.
-
-What a first-time reader must see decides the layout: the step-time chart's axis is cut just above
-the steady steps (the compile step, 100x taller, would flatten them to a line at 0) with the compile
-step named in words; compiled is always drawn after eager, so it is on top where they overlap; a
-rolling median per variant shows a 15% gap that single noisy steps hide; the race extends both
-cumulative lines as dashed projections to where they would cross, and a small lead chart shows
-that crossing as a line through zero.
+"""The charts of one run: eager against compiled (cumulative time, compiled's lead, the time per
+step, per epoch, the loss), the speedup per replicate process, and what every run chart shares
+(colours and dashes, heights and fonts, downsampling, the finish). DataFrame in, chart out; pure.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import altair as alt
@@ -21,26 +14,254 @@ import numpy as np
 import pandas as pd
 
 from core.engine import words
-from core.view.chart_style import (
-    EPOCH_COLUMNS,
-    MAX_POINTS_PER_VARIANT,
-    NEUTRAL,
-    STEP_AXIS,
-    VARIANT_COLORS,
-    VARIANTS,
-    downsample_keep_max,
-    downsample_stride,
-    finish,
-    layer,
-    rolling_median,
-    steady_ceiling_ms,
-    train_steps,
-    variant_color,
-    variant_counts,
-    variant_dash,
-    variant_tooltips,
-    with_columns,
-)
+from core.engine.analysis import default_warmup
+from core.engine.events import VARIANTS
+from core.engine.intervals import ProcessResult, counted, processes_of
+from core.engine.summary import Summary
+
+# ----------------------------------------------------------------------
+# What every run chart shares (core.view.race_charts, core.view.compare, and the sweep's and
+# explainers' colours): eager's and compiled's colours and dashes, heights and fonts, downsampling,
+# the frames' expected columns, and the finish every chart gets.
+#
+# Pure (no Streamlit, no torch). Pages rebuild these charts every second while a run is live, so
+# every builder is a handful of vectorised pandas operations on a trimmed copy of the data, and never
+# hands Altair more than ~2,000 points per series (Altair refuses inline data over 5,000 rows anyway).
+#
+# Every chart carries a top-level `description` (the SVG's aria text) of the exact form
+# "{title}: {n_eager} eager steps, {n_compiled} compiled steps" ("... epochs" for the epoch chart);
+# the counts are the rows the chart was given (before downsampling), so a browser test can watch
+# them grow. Empty input gives a valid, empty chart whose title ends in "(waiting for data)".
+
+VARIANT_COLORS = {"eager": "#4C78A8", "compiled": "#EE4C2C"}
+VARIANT_DASHES = {"eager": [1, 0], "compiled": [6, 3]}
+NEUTRAL = "#444444"
+CHART_HEIGHT = 320
+# A step axis in whole steps: with a few steps drawn Vega-Lite would tick 0.0, 0.2, ... 5.0, and its
+# labels ran together ("0.00.2 ... 4.85.0") on the live view's first seconds.
+STEP_AXIS = alt.Axis(format=",d", tickMinStep=1)
+# Streamlit fits a chart's title, legends and axes inside this height: the plot gets what is left.
+AXIS_FONT = {"labelFontSize": 14, "titleFontSize": 15}
+TEXT_FONT = 14  # the notes written on a chart ("break-even: step 305"), set here so presenter mode can grow them
+# Presenter mode (a room reading a 1920x1080 screen, or a 1280x720 projector, from the back): the
+# same charts, every piece of text at least 24 px, the axis titles and the notes on the data larger.
+PRESENTER_FONTS = {
+    "axis": {"labelFontSize": 24, "titleFontSize": 28},
+    "legend": 26,
+    "title": 30,
+    "subtitle": 24,
+    "text": 26,
+}
+# The step-time axis is cut this far above the highest steady step (95th percentile of each variant
+# after its warm-up), so the steady steps fill the chart; slower steps sit at the top edge.
+CLIP_HEADROOM = 1.35
+# Charts are ~500 px wide: more points than that add browser work every second, not detail. On a
+# small machine the browser drawing the live charts competes with the training it is watching.
+MAX_POINTS_PER_VARIANT = 600
+WAITING = " (waiting for data)"
+STEP_COLUMNS = ("run", "variant", "phase", "epoch", "step", "time_s", "loss", "cumulative_s")
+EPOCH_COLUMNS = ("run", "variant", "epoch", "train_time_s", "eval_time_s")
+
+
+def variant_color_scale() -> alt.Scale:
+    """The one colour scale for eager vs compiled, so the two read the same in every chart."""
+    return alt.Scale(domain=list(VARIANTS), range=[VARIANT_COLORS[v] for v in VARIANTS])
+
+
+def variant_dash_scale() -> alt.Scale:
+    """Solid eager, dashed compiled: the variant cue when colour is taken by the run."""
+    return alt.Scale(domain=list(VARIANTS), range=[VARIANT_DASHES[v] for v in VARIANTS])
+
+
+def downsample_keep_max(frame: pd.DataFrame, value: str, by: Sequence[str], max_points: int) -> pd.DataFrame:
+    """At most max_points rows per group: consecutive buckets, each represented by its row with the
+    largest `value`, so a spike (the compile step) is never dropped. Rows must be in step order."""
+    by = list(by)
+    if frame.empty or max_points < 1:
+        return frame
+    frame = frame.reset_index(drop=True)
+    groups = frame.groupby(by, sort=False)[value]
+    sizes = groups.transform("size")
+    if sizes.max() <= max_points:
+        return frame
+    bucket = (groups.cumcount() * max_points) // sizes
+    keep = frame.assign(_bucket=bucket).groupby([*by, "_bucket"], sort=False)[value].idxmax()
+    return frame.loc[np.sort(keep.to_numpy())].reset_index(drop=True)
+
+
+def downsample_stride(frame: pd.DataFrame, by: Sequence[str], max_points: int) -> pd.DataFrame:
+    """At most max_points rows per group: every k-th row plus the group's last (where a curve ends
+    matters). Rows must be in step order."""
+    by = list(by)
+    if frame.empty or max_points < 2:
+        return frame
+    frame = frame.reset_index(drop=True)
+    groups = frame.groupby(by, sort=False)[by[0]]
+    sizes = groups.transform("size").to_numpy()
+    if sizes.max() <= max_points:
+        return frame
+    pos = groups.cumcount().to_numpy()
+    stride = np.where(sizes <= max_points, 1, np.ceil(sizes / (max_points - 1))).astype(np.int64)
+    keep = (pos % stride == 0) | (pos == sizes - 1)
+    return frame.loc[keep].reset_index(drop=True)
+
+
+def rolling_median(frame: pd.DataFrame, value: str, by: Sequence[str]) -> pd.Series:
+    """A centred rolling median of `value` per group (about 1/25 of the series, 5 to 51 steps):
+    the trend of a noisy per-step series, untouched by single slow steps."""
+    out = pd.Series(np.nan, index=frame.index, dtype="float64")
+    for _, group in frame.groupby(list(by), sort=False):
+        window = int(min(51, max(5, len(group) // 25)) | 1)
+        out.loc[group.index] = group[value].rolling(window, center=True, min_periods=1).median()
+    return out
+
+
+def steady_ceiling_ms(data: pd.DataFrame, by: Sequence[str] = ("variant",)) -> float | None:
+    """Where the step-time axis is cut: CLIP_HEADROOM above the highest series' 95th-percentile
+    steady step (steps after its warm-up). None when nothing rises above it (no cut needed)."""
+    ceilings = []
+    for _, group in data.groupby(list(by), sort=False):
+        times = group["time_ms"].to_numpy()
+        if len(times) < 3:
+            continue
+        ceilings.append(float(np.quantile(times[default_warmup(len(times)) :], 0.95)))
+    if not ceilings:
+        return None
+    top = max(ceilings) * CLIP_HEADROOM
+    return top if top > 0 and float(data["time_ms"].max()) > top else None
+
+
+def with_columns(frame: pd.DataFrame | None, columns: Sequence[str]) -> pd.DataFrame:
+    """The input with every expected column present (missing ones empty), so empty or partial
+    frames from a page that has not seen an event yet chart without errors."""
+    if frame is None:
+        frame = pd.DataFrame()
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        frame = frame.assign(**{c: pd.Series(np.nan, index=frame.index, dtype="float64") for c in missing})
+    return frame
+
+
+def train_steps(steps: pd.DataFrame | None, columns: list[str]) -> pd.DataFrame:
+    """Train-phase rows, only the columns a chart needs, in step order per series."""
+    frame = with_columns(steps, STEP_COLUMNS)
+    if frame["phase"].notna().any():
+        frame = frame[frame["phase"] == "train"]
+    frame = frame[columns]
+    by = [c for c in ("run", "variant") if c in columns]
+    data = frame.sort_values([*by, "step"], kind="stable").reset_index(drop=True)
+    for column in ("time_s", "cumulative_s", "loss"):
+        if column in data.columns:
+            data[column] = data[column].astype("float64")
+    return data
+
+
+def variant_counts(data: pd.DataFrame) -> dict[str, int]:
+    counts = data["variant"].value_counts()
+    return {v: int(counts.get(v, 0)) for v in VARIANTS}
+
+
+def variant_color(symbol: str = "stroke") -> alt.Color:
+    """Colour by variant; the legend shows a line for line charts (a dot reads as a blob), else a square."""
+    legend = (
+        alt.Legend(symbolType="stroke", symbolStrokeWidth=4, symbolSize=300)
+        if symbol == "stroke"
+        else alt.Legend(symbolType=symbol, symbolSize=200)
+    )
+    return alt.Color("variant:N", title=None, scale=variant_color_scale(), sort=list(VARIANTS), legend=legend)
+
+
+def variant_dash(separate: bool = False) -> alt.StrokeDash:
+    """Solid eager, dashed compiled. `separate`: its own legend (below the chart) because colour is
+    taken by the run; otherwise it merges with the variant colour legend."""
+    legend = alt.Legend(symbolType="stroke", symbolStrokeWidth=3, symbolSize=400)
+    if separate:
+        legend = alt.Legend(
+            orient="bottom",
+            direction="horizontal",
+            symbolType="stroke",
+            symbolStrokeWidth=3,
+            symbolSize=400,
+            symbolStrokeColor=NEUTRAL,
+        )
+    return alt.StrokeDash("variant:N", title=None, scale=variant_dash_scale(), sort=list(VARIANTS), legend=legend)
+
+
+def variant_tooltips() -> list[alt.Tooltip]:
+    return [alt.Tooltip("variant:N"), alt.Tooltip("epoch:Q"), alt.Tooltip("step:Q")]
+
+
+class _Layer(alt.Chart):
+    """A finished layer: copying it copies its top level only.
+
+    alt.layer() deep-copies every layer three times (to lift shared data and parameters), walking
+    each layer's every schema object and unset field: three fifths of building a live chart, which
+    the app does for every new snapshot of a live run. These layers are never changed after they
+    are layered (alt.layer only sets or removes top-level fields on its copies: data, name, height),
+    so a copy may share what is below the top level. tests/test_charts.py checks that a chart built
+    this way gives the same spec as one built with alt.layer."""
+
+    def __deepcopy__(self, memo: Any = None) -> _Layer:
+        return self.copy(deep=False)
+
+
+def layer(*layers: alt.Chart) -> alt.LayerChart:
+    """alt.layer(*layers), without the deep copies (see _Layer)."""
+    return alt.layer(*(_Layer(**layer._kwds) if type(layer) is alt.Chart else layer for layer in layers))
+
+
+def finish(
+    chart: alt.Chart | alt.LayerChart,
+    title: str,
+    counts: Mapping[str, int],
+    unit: str,
+    height: int = CHART_HEIGHT,
+    subtitle: str | None = None,
+) -> alt.Chart | alt.LayerChart:
+    """Title, aria description, height and fonts readable on a phone; width is left to the
+    container. `subtitle`: a line under the title, outside the plot (what the axis leaves out),
+    so it never covers the data."""
+    empty = sum(counts.values()) == 0
+    description = f"{title}: {counts['eager']} eager {unit}, {counts['compiled']} compiled {unit}"
+    # What .properties() does, without validating each value against the schema on every build (a
+    # quarter of a live chart's build; the tests validate every builder's whole spec).
+    titled = chart.copy(deep=False)
+    heading = title + (WAITING if empty else "")
+    titled.title = alt.TitleParams(heading, subtitle=subtitle) if subtitle else heading
+    titled.description, titled.height = description, height
+    return (
+        titled.configure_axis(**AXIS_FONT)
+        .configure_legend(labelFontSize=14, orient="top", title=None)
+        .configure_title(fontSize=17, subtitleFontSize=13, anchor="start", offset=6)
+        .configure_text(fontSize=TEXT_FONT)
+    )
+
+
+def for_projector(chart: alt.Chart | alt.LayerChart, height: int | str) -> alt.Chart | alt.LayerChart:
+    """A finished chart (finish) sized for presenter mode: PRESENTER_FONTS everywhere, `height`
+    for the chart as a whole (pixels, or "container": the height of the box the page gives it)."""
+    sized = chart.copy(deep=False)
+    sized.height = height
+    fonts = PRESENTER_FONTS
+    return (
+        sized.configure_axis(**fonts["axis"])
+        .configure_legend(labelFontSize=fonts["legend"], labelLimit=0, orient="top", title=None, symbolSize=400)
+        .configure_title(fontSize=fonts["title"], subtitleFontSize=fonts["subtitle"], anchor="start", offset=8)
+        .configure_text(fontSize=fonts["text"])
+    )
+
+
+# ----------------------------------------------------------------------
+# The race's charts, one run's eager against compiled: cumulative time (the race itself), compiled's
+# lead, the time per step, per epoch, and the loss. DataFrame in, chart out; what they share (colours,
+# downsampling, the finish) is core.view.race_charts's.
+#
+# What a first-time reader must see decides the layout: the step-time chart's axis is cut just above
+# the steady steps (the compile step, 100x taller, would flatten them to a line at 0) with the compile
+# step named in words; compiled is always drawn after eager, so it is on top where they overlap; a
+# rolling median per variant shows a 15% gap that single noisy steps hide; the race extends both
+# cumulative lines as dashed projections to where they would cross, and a small lead chart shows
+# that crossing as a line through zero.
 
 PROJECTION_DASH = [5, 4]
 LEAD_HEIGHT = 260  # Streamlit's theme takes title and axes out of this: less squashes the plot to a line
@@ -452,3 +673,110 @@ def _break_even_layers(break_even: Mapping[str, Any] | None, y_title: str, last_
     text = at_wall.mark_text(align=align, dx=8 * side, dy=-10, baseline="bottom", lineBreak="\n", fontWeight="bold")
     text = text.encode(text="label:N")
     return [rule.encode(tooltip=tooltip), dot, text]
+
+
+# ----------------------------------------------------------------------
+# The speedup chart of a race that ran replicate processes: one dot per process (its steady speedup,
+# with its own interval as a bar), the headline interval as a band across them, and 1x marked. It
+# shows at a glance what the interval rests on: how far the processes agree (core.engine.intervals).
+# A process that ran while the machine was busy, or failed, is drawn hollow and grey: it does not count;
+# nor does a first process whose variants ran apart (turns epoch by epoch), where replicates count.
+
+PROCESS_TITLE = "Speedup by process: one dot each"
+PROCESS_HEIGHT = 220  # the plot's own height, in pixels (the title, axes and legend around it)
+Y_TICKS = 5
+Y_MARGIN = 0.01  # at least 1% of speedup each side of the dots
+RAN_APART = "variants ran apart"  # a first process shown, not counted (core.engine.intervals.counted)
+
+
+def process_rows(summary: Summary | Mapping[str, Any]) -> pd.DataFrame:
+    """One row per process: its number, label, speedup, own interval's ends and whether it counts."""
+    s = Summary.of(summary)
+    first = ProcessResult.from_dict(s.first_process)
+    processes = ([first] if first is not None else []) + processes_of(list(s.replicates))
+    used = {p.number for p in counted(processes)}
+    rows = []
+    for p in processes:
+        if p.speedup is None:
+            continue
+        half = p.log_half if p.log_half is not None else 0.0
+        rows.append(
+            {
+                "process": p.number,
+                "label": "first" if p.number == 1 else f"replicate {p.number - 1}",
+                "speedup": p.speedup,
+                "low": p.speedup * math.exp(-half),
+                "high": p.speedup * math.exp(half),
+                "counts": (
+                    "counts"
+                    if p.number in used
+                    else "busy machine"
+                    if p.was_busy
+                    else RAN_APART
+                    if p.counts
+                    else "no interval"
+                ),
+            }
+        )
+    return pd.DataFrame(rows, columns=["process", "label", "speedup", "low", "high", "counts"])
+
+
+def process_chart(summary: Summary | Mapping[str, Any]) -> alt.LayerChart:
+    """The processes' speedups side by side, the headline's 95% interval behind them."""
+    s = Summary.of(summary)
+    data = process_rows(s)
+    ci = s.speedup_ci95 or (None, None)
+    x = alt.X("process:O", title="process (1: the first, which compiled cold)", axis=alt.Axis(labelAngle=0))
+    y_scale = alt.Scale(domain=list(speedup_domain(data, ci)), zero=False, nice=False)
+    y_axis = alt.Axis(title="steady speedup (x)", format=".2f", tickCount=Y_TICKS, ticks=True, labels=True, grid=True)
+    tooltip = [
+        alt.Tooltip("label:N", title="process"),
+        alt.Tooltip("speedup:Q", format=".3f"),
+        alt.Tooltip("low:Q", title="its own 95% from", format=".3f"),
+        alt.Tooltip("high:Q", title="to", format=".3f"),
+        alt.Tooltip("counts:N", title="in the headline"),
+    ]
+    colour = alt.Color(
+        "counts:N",
+        scale=alt.Scale(
+            domain=["counts", "busy machine", RAN_APART, "no interval"],
+            range=[VARIANT_COLORS["compiled"], NEUTRAL, NEUTRAL, NEUTRAL],
+        ),
+        legend=alt.Legend(title=None, orient="bottom"),
+    )
+    layers = []
+    if ci[0] is not None and ci[1] is not None:
+        band = pd.DataFrame([{"low": ci[0], "high": ci[1], "point": s.steady_state_speedup}])
+        layers.append(alt.Chart(band).mark_rect(opacity=0.15, color=VARIANT_COLORS["compiled"]).encode(
+            y=alt.Y("low:Q", scale=y_scale, axis=y_axis), y2="high:Q"
+        ))  # fmt: skip
+        layers.append(alt.Chart(band).mark_rule(color=VARIANT_COLORS["compiled"]).encode(
+            y=alt.Y("point:Q", scale=y_scale, axis=y_axis)
+        ))  # fmt: skip
+    one = pd.DataFrame([{"one": 1.0}])
+    layers.append(alt.Chart(one).mark_rule(strokeDash=[4, 4], color=NEUTRAL).encode(
+        y=alt.Y("one:Q", scale=y_scale, axis=y_axis)
+    ))  # fmt: skip
+    base = alt.Chart(data).encode(x=x, tooltip=tooltip)
+    layers.append(
+        base.mark_rule(strokeWidth=2).encode(y=alt.Y("low:Q", scale=y_scale, axis=y_axis), y2="high:Q", color=colour)
+    )
+    layers.append(
+        base.mark_point(size=90, filled=True).encode(y=alt.Y("speedup:Q", scale=y_scale, axis=y_axis), color=colour)
+    )
+    counts = {"eager": 0, "compiled": len(data)}
+    subtitle = "band: the race's 95% interval; dashed: 1x, no difference"
+    chart = finish(layer(*layers), PROCESS_TITLE, counts, "processes", PROCESS_HEIGHT, subtitle)
+    # The height is the plot's own: with the page's full width (fit) the title, the axes and the
+    # legend came out of it, and left the dots a strip of a few pixels on the 1x line.
+    chart.autosize = alt.AutoSizeParams(type="fit-x", contains="content")
+    return chart
+
+
+def speedup_domain(data: pd.DataFrame, ci: tuple[float | None, float | None]) -> tuple[float, float]:
+    """The y axis's span: every dot, its own interval and the headline band, and 1x, with a margin
+    of a tenth of the span each side (at least Y_MARGIN), so a dot a few percent off 1x sits clear of it."""
+    values = [1.0, *data["low"], *data["high"], *(v for v in ci if v is not None)]
+    low, high = min(values), max(values)
+    margin = max((high - low) * 0.1, Y_MARGIN)
+    return low - margin, high + margin

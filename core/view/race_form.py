@@ -10,14 +10,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.engine import words
-from core.engine.models.regions import region_description
-from core.engine.models.sources import default_batch_size, model_name_problem, source_of
-from core.engine.models.zoo import MODELS
+from core.engine.models.sources import (
+    KNOWN_HF_CONFIGS,
+    MODELS,
+    default_batch_size,
+    describe_facts,
+    library_problem,
+    model_name_problem,
+    region_description,
+    source_of,
+)
 from core.engine.race_estimates import RaceEstimate, estimate_race
-from core.engine.spec import OPTIONS, DeviceCaps, RunSpec, in_link, on_form, validate
+from core.engine.spec import OPTIONS, DeviceCaps, Option, RunSpec, in_link, on_form, validate
 from core.runs.limits import HostLimits, model_allowed
-from core.runs.store import Run
+from core.runs.model_catalog import Lookup
+from core.runs.store import Run, Store
 from core.view.compare import run_name
+from core.view.host_tables import describe
 from core.view.run_screen.sentences import schedule_words
 
 # What the form offers for each select box (the model: the zoo), in the order the form shows them;
@@ -30,7 +39,7 @@ CHOICES: dict[str, tuple] = {
 # race on one core, long enough to show the compile, the steady gain and where compile would pay
 # for itself (often past the run on a CPU: the page projects it). Its sizing and the races behind
 # it: docs/app.md#the-cpu-break-even-demo. With a target its first process is one epoch of each
-# (core.engine.stopping). Eager and compiled take turns, so both lines grow together, as a race looks.
+# (core.engine.analysis). Eager and compiled take turns, so both lines grow together, as a race looks.
 CPU_BREAK_EVEN_PRESET = {
     "model": "small_cnn",
     "batch_size": 128,
@@ -171,7 +180,7 @@ def _steps_of(params: dict) -> tuple:
 
 def race_promise(spec: RunSpec, caps: DeviceCaps | None, estimate: RaceEstimate | None = None) -> str:
     """The line above Launch: what a race gives you, and about how long it takes here (`estimate`:
-    from this device's races, core.runs.estimates; without one, the zoo's rough figures)."""
+    from this device's races, core.runs.device_history; without one, the zoo's rough figures)."""
     steps = spec.total_steps
     if estimate is None:
         estimate = estimate_race(spec, caps)
@@ -383,7 +392,7 @@ def _with_option(option: Any, reason: str) -> str:
 
 def shared_result_text(run: Run, now: float | None = None) -> str:
     """'Measured 12 min ago on this GPU (NVIDIA A100, torch 2.4.1)': a recent run offered instead
-    of a new measurement (core.runs.shared_results)."""
+    of a new measurement (core.runs.device_history)."""
     env = run.environment or {}
     kind = {"cuda": "GPU", "cpu": "CPU", "mps": "Mac GPU"}.get(str(env.get("device_type")), "device")
     finished = run.finished_at or run.created_at
@@ -402,3 +411,160 @@ def scope_label(scope: str, model: str) -> str:
         block = region_description(model)
         return f"whole model, {block} traced once" if block else scope
     return "whole model" if scope == "whole" else scope
+
+
+# ----------------------------------------------------------------------
+# How the Race form is laid out for someone who has never seen it: the story in one line, the demo
+# as the first thing to press (on a CPU), the few choices that decide a race (the first row of the
+# options table's form places) with Launch, all above the fold at 1280x720; every other option under
+# "More settings". Every control carries help from its row in core/engine/spec.py.
+#
+# Pure: the page (app_pages/race.py) draws what this says.
+
+# The one line a first-time visitor reads before anything else.
+STORY = "torch.compile compiles up front so every step runs faster. A race shows when that has paid off."
+DEMO_LEAD = "New here? Watch compile pay for itself on this CPU, or race your own model below:"
+MORE_SETTINGS = "More settings"
+FIRST_ROW = 1  # the options table's form row that is on the first screen; the rest are More settings
+# Column widths per row: the model picker needs room for its source and its facts line, the compile
+# mode for its longest choice ("max-autotune-no-cudagraphs" was cut at 1280x720), batch size and
+# precision little (a number, "amp-bf16"). More settings' rows have three places each, so a choice's
+# words fit its box at 1280x720.
+ROW_WIDTHS = {FIRST_ROW: [3, 1.7, 3.2, 1.7]}
+MORE_SETTINGS_COLUMNS = 3
+
+
+def first_screen() -> list[Option]:
+    """The options on the first screen, left to right: the few that decide a race."""
+    return [o for o in on_form() if o.form[0] == FIRST_ROW]
+
+
+def more_settings() -> list[Option]:
+    """Every other form option, row by row, under More settings."""
+    return [o for o in on_form() if o.form[0] != FIRST_ROW]
+
+
+def rows(options: list[Option]) -> dict[int, list[Option]]:
+    """The options grouped by their form row, in column order."""
+    out: dict[int, list[Option]] = {}
+    for option in options:
+        out.setdefault(option.form[0], []).append(option)
+    return out
+
+
+def row_widths(row: int, options: list[Option]) -> list[float]:
+    """The columns of one form row: as wide as ROW_WIDTHS says, else one per place, evenly."""
+    return ROW_WIDTHS.get(row) or [1] * max(MORE_SETTINGS_COLUMNS, max(o.form[1] for o in options) + 1)
+
+
+def split_unavailable(blocked: dict[str, dict]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """What this device cannot run, split into the first screen's options and More settings', so
+    each reason is said beside the controls it is about."""
+    first = {o.name for o in first_screen()}
+    return ({k: v for k, v in blocked.items() if k in first}, {k: v for k, v in blocked.items() if k not in first})
+
+
+def form_help(option: Option) -> str:
+    """A control's help: its row's words for the form, else its command-line help made a sentence."""
+    text = option.form_help or option.text(option.help) or option.label
+    return text[0].upper() + text[1:] if text else text
+
+
+# ----------------------------------------------------------------------
+# The Race form's model choice, as pure functions: which sources and names this host offers, how
+# a typed Hugging Face name becomes a model, and what to say about a model before launch.
+#
+# Sources: the zoo, timm (type-ahead over its list of names, read by a lookup job), Hugging Face
+# (a text box: a hub id or model type, settings after a colon), and the visitor's own file (only
+# where the host allows it). The facts shown (parameters, input, task) come from
+# core.runs.model_catalog: a worker builds the model; this process never imports torch.
+
+SOURCE_LABELS = {"zoo": "Zoo", "timm": "timm", "hf": "Hugging Face", "file": "Your file"}
+DEFAULT_MODEL = {"timm": "timm:resnet18", "hf": "hf:gpt2", "file": "file:model.py"}
+HF_EXAMPLES = ("gpt2", "bert-base-uncased", "t5-small", "facebook/opt-125m", "llama", "gpt2:n_layer=2")
+
+
+def zoo_options(limits: HostLimits | None) -> list[str]:
+    return [m for m in MODELS if limits is None or model_allowed(limits.allowed_models, m)]
+
+
+def source_allowed(source: str, limits: HostLimits | None) -> bool:
+    """Could any model of `source` pass the host's limits? (Files: only with allow_custom_models.)"""
+    if source == "file":
+        return limits is not None and bool(limits.allow_custom_models)
+    if limits is None or limits.allowed_models is None:
+        return True
+    if source == "zoo":
+        return bool(zoo_options(limits))
+    prefix = f"{source}:"
+    # "timm:convnext_*" names the source; "*" or "t*" may match its names: offer it, names are checked one by one
+    return any(p.startswith(prefix) or any(c in p.split(":")[0] for c in "*?[") for p in limits.allowed_models)
+
+
+def sources_offered(limits: HostLimits | None) -> list[str]:
+    """The sources the form offers, in order; the zoo always comes first when allowed."""
+    return [s for s in SOURCE_LABELS if source_allowed(s, limits)]
+
+
+def source_note(source: str) -> str | None:
+    """Why a source cannot be used here and how to fix it (its library is missing), or None."""
+    problem = library_problem(source)
+    return f"{SOURCE_LABELS[source]} {problem.split(': ', 1)[1]}; then restart the app." if problem else None
+
+
+def zoo_label(name: str) -> str:
+    return f"{name} ({MODELS[name].params / 1e6:.2f} M params)"
+
+
+def library_options(names: list[str], limits: HostLimits | None) -> list[str]:
+    """A library's names (timm:...) that this host allows."""
+    return [n for n in names if limits is None or model_allowed(limits.allowed_models, n)]
+
+
+def hf_model_from_text(text: str) -> tuple[str | None, str | None]:
+    """A typed Hugging Face name (with or without 'hf:') as a model, or the reason it is not one."""
+    text = (text or "").strip()
+    if not text:
+        return None, f"type a Hugging Face model: a hub id or model type, e.g. {', '.join(HF_EXAMPLES[:3])}"
+    model = text if text.startswith("hf:") else f"hf:{text}"
+    problem = model_name_problem(model)
+    return (None, problem) if problem else (model, None)
+
+
+def hf_help() -> str:
+    known = ", ".join(k for k in KNOWN_HF_CONFIGS if "/" not in k)
+    return (
+        "Built from its configuration with random weights; nothing is downloaded. Known here without the "
+        f"network: {known}; or any model type with its library defaults (llama, mistral, bert, t5, ...). "
+        "Change sizes after a colon: gpt2:n_layer=2,n_embd=256."
+    )
+
+
+def default_model(source: str, limits: HostLimits | None, names: list[str] | None = None) -> str:
+    """The model the form switches to when the visitor picks a source."""
+    if source == "zoo":
+        options = zoo_options(limits)
+        return "pointwise_mlp" if "pointwise_mlp" in options else (options[0] if options else "pointwise_mlp")
+    allowed = library_options(names or [], limits)
+    preferred = DEFAULT_MODEL[source]
+    if allowed and preferred not in allowed:
+        return allowed[0]
+    return preferred
+
+
+def facts_line(lookup: Lookup, store: Store | None = None) -> tuple[str, str]:
+    """(kind, text) to show under the model: kind is 'ok', 'wait', 'error' or 'info'. With the
+    `store`, a pending lookup says where its job is ('queued (position 2)')."""
+    if lookup.state == "ready":
+        return "ok", describe_facts(lookup.facts) or "built"
+    if lookup.state == "pending":
+        where = f": {describe(store, lookup.run)}" if store is not None and lookup.run is not None else ""
+        return (
+            "wait",
+            f"Finding its parameters and input ({lookup.message}{where}); a worker builds it on the meta device.",
+        )
+    if lookup.state == "unavailable":
+        return "info", f"{lookup.message}."
+    if lookup.state == "deferred":  # launch need not wait for it: the worker checks the model anyway
+        return "info", f"Not looked up yet: {lookup.message}."
+    return "error", lookup.message

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from core.engine import words
-from core.engine.noise import BUSY_STEPS_SHARE
+from core.engine.intervals import BUSY_STEPS_SHARE
 from core.engine.profile_reading import profile_reading
 from core.engine.reading import reading
 from core.engine.summary import Summary
@@ -29,7 +29,7 @@ PROBE_NAMED_FROM_S = 0.05  # a CPU feature probe shorter than this was read from
 
 
 def probe_worth_naming(probe_s: Any) -> float | None:
-    """Inductor's one-time CPU feature probe (core.engine.cpu_probe) as a race or demo recorded it,
+    """Inductor's one-time CPU feature probe (core.engine.device_state) as a race or demo recorded it,
     when it is worth telling the reader it is not counted (its first build, not a cache read)."""
     number = isinstance(probe_s, int | float) and not isinstance(probe_s, bool)
     return float(probe_s) if number and probe_s >= PROBE_NAMED_FROM_S else None  # NaN compares False
@@ -104,7 +104,7 @@ def tf32_in_force(flags: dict[str, Any]) -> str:
 def summary_table(result: dict[str, Any], command: Callable[[RunSpec], str] | None = None) -> str:
     """The end-of-race table: per-epoch times side by side, then the headline numbers, the reading
     and the answers. `command`: what runs a suggested race in the terminal printing it (the CLI's
-    core.cli.race_flags.race_command), in place of the page's link."""
+    core.cli.races.race_command), in place of the page's link."""
     s, variants = Summary.of(result["summary"]), result["variants"]
     eager_epochs, compiled_epochs = s.eager_epoch_times_s, s.compiled_epoch_times_s
     rows: list[tuple[str, str, str]] = []
@@ -127,7 +127,7 @@ def summary_table(result: dict[str, Any], command: Callable[[RunSpec], str] | No
             words.seconds(s.eager_median_step_s),
             words.seconds(s.compiled_median_step_s),
         ),
-        (  # compiled's is eager's times the headline speedup (core.engine.headline): the card's
+        (  # compiled's is eager's times the headline speedup (core.engine.summary): the card's
             "throughput (samples/s)",
             words.number(s.eager_samples_per_s),
             words.number(s.headline.compiled_samples_per_s),

@@ -8,21 +8,31 @@ or still running point shows its state and error, never its partial numbers.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import json
 import math
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import altair as alt
+import numpy as np
 import pandas as pd
 
-from core.engine import planning, words
+from core.engine import words
 from core.engine.ladder import Rung, ladder_reading
-from core.engine.spec import RunSpec
+from core.engine.race_estimates import estimate_race, estimate_seconds
+from core.engine.spec import OPTIONS, DeviceCaps, Option, RunSpec, SpecError, on_form
 from core.engine.summary import PROJECTED, REACHED, Summary
+from core.runs.limits import HostLimits
 from core.runs.store import ACTIVE_STATES, Run, Store
-from core.runs.sweeps import SweepSpec
-from core.view import race_figures
+from core.runs.sweeps import AXES, MAX_POINTS, Axis, SweepSpec, axis_from_text, point_label, whole_numbers
+from core.view import compare
 from core.view.answers import sweep_next
-from core.view.job_status import compile_skipped, describe
+from core.view.host_tables import compile_skipped, describe
+from core.view.race_charts import CHART_HEIGHT, VARIANT_COLORS, WAITING, variant_color_scale
+from core.view.race_form import CHOICES, unavailable_options, within_limits
 from core.view.safe_text import terminal_text
 
 FRAME_COLUMNS = [
@@ -91,7 +101,7 @@ def sweep_frame(sweep: SweepSpec, runs: list[Run], store: Store | None = None) -
                 "speedup": s.steady_state_speedup if measured else math.nan,
                 "ci_low": ci[0] if measured else math.nan,
                 "ci_high": ci[1] if measured else math.nan,
-                "verdict": race_figures.verdict(s) if measured else None,
+                "verdict": compare.verdict(s) if measured else None,
                 "compile_time_s": _num(s.compile_time_s) if measured else math.nan,
                 "compile_cost": words.compile_cost(s) if measured else None,  # or too small to measure
                 "break_even_step": _num(observed) if measured else math.nan,
@@ -184,7 +194,7 @@ def regime_readings(sweep: SweepSpec, frame: pd.DataFrame) -> list[str]:
     for series in series_values:
         part = done[done["series"] == series]
         prefix = f"{series}: " if series_axis else ""
-        reading = planning.regime(
+        reading = words.regime(
             part["x"].astype(int).tolist(),
             part["eager_step_s"].tolist(),
             part["verdict"].tolist(),
@@ -192,9 +202,9 @@ def regime_readings(sweep: SweepSpec, frame: pd.DataFrame) -> list[str]:
         )
         if reading is not None:
             out.append(prefix + reading.text)
-        elif part["x"].nunique() < planning.MIN_BATCH_SIZES:
+        elif part["x"].nunique() < words.MIN_BATCH_SIZES:
             out.append(
-                f"{prefix}The regime reading needs eager step times at {planning.MIN_BATCH_SIZES} or more batch "
+                f"{prefix}The regime reading needs eager step times at {words.MIN_BATCH_SIZES} or more batch "
                 f"sizes ({part['x'].nunique()} measured)."
             )
         else:
@@ -255,14 +265,14 @@ def plan_rows(frame: pd.DataFrame, runs: list[Run], steps: int) -> list[dict[str
     by_id = {r.id: r for r in runs}
     out = []
     for row in frame[frame["measured"]].itertuples():
-        plan = planning.plan_from_summary(by_id[row.run_id].summary or {}, steps)
+        plan = words.plan_from_summary(by_id[row.run_id].summary or {}, steps)
         if plan is None:
             continue
         out.append({"point": row.label, **plan_figures(plan)})
     return out
 
 
-def plan_figures(plan: planning.TrainingPlan) -> dict[str, str]:
+def plan_figures(plan: words.TrainingPlan) -> dict[str, str]:
     """Eager and compiled totals (compile included) with their intervals, and the sentence."""
 
     def span(total: float, ci: tuple[float, float]) -> str:
@@ -271,7 +281,7 @@ def plan_figures(plan: planning.TrainingPlan) -> dict[str, str]:
     return {
         "eager total": span(plan.eager_total_s, plan.eager_ci),
         "compiled total, compile included": span(plan.compiled_total_s, plan.compiled_ci),
-        "what compile does": planning.plan_sentence(plan),
+        "what compile does": words.plan_sentence(plan),
     }
 
 
@@ -299,7 +309,7 @@ def sweep_report(
 ) -> str:
     """The end-of-sweep text for a terminal: one line per point, the regime, whole vs regional,
     and the training plan when asked. `command`: what runs the race it suggests there (the CLI's
-    core.cli.race_flags.race_command), on its own line, in place of the page's link."""
+    core.cli.races.race_command), on its own line, in place of the page's link."""
     lines = [f"{sweep.base.model}, {' x '.join(a.label for a in sweep.axes)}: {state}", ""]
     lines += [point_line(r, len(frame)) for r in frame.itertuples()]
     readings = regime_readings(sweep, frame)
@@ -409,3 +419,405 @@ def sweep_state(store: Store, runs: list[Run], shown: Callable[[str], str] = str
         )
     parts = [f"{counts[s]} {s}" for s in ("done", "failed", "cancelled") if counts.get(s)]
     return "finished: " + ", ".join(parts)
+
+
+# ----------------------------------------------------------------------
+# Altair charts of a sweep: steady speedup with its 95% interval, compile time, break-even step
+# and throughput, each against the swept axis. Pure: a sweep frame (core.view.sweep) in, chart out.
+#
+# Only measured points are drawn (done, with compiled code). Batch size goes on a log-2 axis; a
+# categorical axis keeps the order its values were given in; a second axis is the colour (for
+# throughput, where colour means eager and compiled, it is the dash). Every chart's `description`
+# reads "{title}: {n} points" (the points drawn), so tests and a browser can watch it grow; no
+# point yet gives a valid empty chart titled "... (waiting for data)".
+
+SPEEDUP_TITLE = "Steady-state speedup"
+COMPILE_TITLE = "Compile time"
+BREAK_EVEN_TITLE = "Break-even step"
+THROUGHPUT_TITLE = "Throughput, eager vs compiled"
+SINGLE_COLOR = VARIANT_COLORS["compiled"]
+NEVER = " (no point breaks even)"
+
+
+def _measured(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """The measured points with a finite first column, and only the columns a chart needs: Altair
+    sanitizes every column it is given, on every refresh."""
+    data = frame[frame["measured"].astype(bool)] if len(frame) else frame
+    data = data[np.isfinite(data[columns[0]].astype("float64"))] if len(data) else data
+    data = data[["label", "x", "series", *columns]].copy()
+    data["x_label"] = data["x"].astype(str)
+    for column in columns:
+        if column not in ("verdict", "break_even_kind"):
+            data[column] = data[column].astype("float64")
+    return data
+
+
+def _x(sweep: SweepSpec) -> alt.X:
+    x_axis, _ = chart_axes(sweep)
+    title = AXES[x_axis][0] if x_axis in AXES else x_axis
+    if x_axis == "batch_size":
+        return alt.X("x:Q", title=f"{title} (log 2)", scale=alt.Scale(type="log", base=2), axis=alt.Axis(format="d"))
+    order = [str(v) for v in sweep.axis(x_axis).values]
+    return alt.X("x_label:N", title=title, sort=order, axis=alt.Axis(labelAngle=0))
+
+
+def _color(sweep: SweepSpec) -> alt.Color | alt.value:
+    _, series_axis = chart_axes(sweep)
+    if series_axis is None:
+        return alt.value(SINGLE_COLOR)
+    order = [str(v) for v in sweep.axis(series_axis).values]
+    return alt.Color("series:N", title=AXES[series_axis][0], sort=order)
+
+
+def _fill(sweep: SweepSpec) -> alt.Fill | alt.value:
+    _, series_axis = chart_axes(sweep)
+    if series_axis is None:
+        return alt.value(SINGLE_COLOR)
+    return alt.Fill("series:N", legend=None, sort=[str(v) for v in sweep.axis(series_axis).values])
+
+
+def _quantitative(sweep: SweepSpec) -> bool:
+    return chart_axes(sweep)[0] == "batch_size"
+
+
+def _tooltip(*extra: alt.Tooltip) -> list[alt.Tooltip]:
+    return [alt.Tooltip("label:N", title="point"), *extra]
+
+
+def speedup_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.LayerChart:
+    """Median eager / median compiled step per point, with its bootstrap 95% interval as an error
+    bar; the dashed line at 1 is "no faster"."""
+    data = _measured(frame, "speedup", "ci_low", "ci_high", "verdict")
+    tip = _tooltip(
+        alt.Tooltip("speedup:Q", format=".2f", title="speedup"),
+        alt.Tooltip("ci_low:Q", format=".2f", title="95% low"),
+        alt.Tooltip("ci_high:Q", format=".2f", title="95% high"),
+        alt.Tooltip("verdict:N"),
+    )
+    # One dataset for all layers, each layer encoded once: Altair copies and sanitizes per call.
+    x, color = _x(sweep), _color(sweep)
+    layers = [
+        alt.Chart().mark_rule(color="#555555", strokeDash=[4, 4]).encode(y=alt.datum(1.0)),
+        alt.Chart()
+        .mark_rule(strokeWidth=2)
+        .encode(x=x, color=color, y=alt.Y("ci_low:Q", title="steady speedup (x)"), y2=alt.Y2("ci_high:Q")),
+        alt.Chart().mark_point(filled=True, size=90).encode(x=x, color=color, y=alt.Y("speedup:Q"), tooltip=tip),
+    ]
+    if _quantitative(sweep):
+        layers.insert(
+            1, alt.Chart().mark_line(strokeWidth=1.5, opacity=0.6).encode(x=x, color=color, y=alt.Y("speedup:Q"))
+        )
+    return _finish(alt.layer(*layers, data=data), SPEEDUP_TITLE, len(data))
+
+
+def compile_time_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.Chart:
+    """What compile cost at each point: the first compiled steps minus the same eager steps."""
+    data = _measured(frame, "compile_time_s")
+    tip = _tooltip(alt.Tooltip("compile_time_s:Q", format=".1f", title="compile (s)"))
+    y = alt.Y("compile_time_s:Q", title="compile time (s)")
+    return _finish(_marks(sweep, data, y, tip), COMPILE_TITLE, len(data))
+
+
+def break_even_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.Chart:
+    """The step at which compile has paid for itself: filled where it happened within the run,
+    hollow where it is extrapolated from the steady rates (log scale). Points that never break
+    even are not drawn; the page lists them."""
+    data = _measured(frame, "break_even_at", "break_even_kind")
+    data = data[data["break_even_at"] > 0] if len(data) else data
+    tip = _tooltip(
+        alt.Tooltip("break_even_at:Q", format=",.0f", title="break-even step"),
+        alt.Tooltip("break_even_kind:N", title="found"),
+    )
+    chart = (
+        alt.Chart(data)
+        .mark_point(size=110, strokeWidth=2)
+        .encode(
+            x=_x(sweep),
+            y=alt.Y("break_even_at:Q", title="break-even step (log)", scale=alt.Scale(type="log")),
+            color=_color(sweep),
+            shape=alt.Shape("break_even_kind:N", title="break-even", sort=[OBSERVED, EXTRAPOLATED]),
+            fill=_fill(sweep),
+            fillOpacity=alt.FillOpacity(
+                "break_even_kind:N", scale=alt.Scale(domain=[OBSERVED, EXTRAPOLATED], range=[1.0, 0.0]), legend=None
+            ),
+            tooltip=tip,
+        )
+    )
+    measured = int(frame["measured"].astype(bool).sum()) if len(frame) else 0
+    return _finish(chart, BREAK_EVEN_TITLE, len(data), NEVER if measured and data.empty else WAITING)
+
+
+def throughput_chart(sweep: SweepSpec, frame: pd.DataFrame) -> alt.Chart:
+    """Samples per second at the steady median step, eager (blue) and compiled (orange)."""
+    data = _measured(frame, "compiled_samples_per_s", "eager_samples_per_s")
+    long = (
+        data.melt(
+            id_vars=["label", "x", "x_label", "series"],
+            value_vars=["eager_samples_per_s", "compiled_samples_per_s"],
+            var_name="variant",
+            value_name="samples_per_s",
+        ).assign(variant=lambda d: d["variant"].str.replace("_samples_per_s", "", regex=False))
+        if len(data)
+        else pd.DataFrame(columns=["label", "x", "x_label", "series", "variant", "samples_per_s"])
+    )
+    _, series_axis = chart_axes(sweep)
+    encoding = dict(
+        x=_x(sweep),
+        y=alt.Y("samples_per_s:Q", title="samples per second"),
+        color=alt.Color("variant:N", title="variant", scale=variant_color_scale(), sort=["eager", "compiled"]),
+        tooltip=_tooltip(alt.Tooltip("variant:N"), alt.Tooltip("samples_per_s:Q", format=",.0f", title="samples/s")),
+    )
+    if _quantitative(sweep):
+        detail = {"strokeDash": alt.StrokeDash("series:N", title=AXES[series_axis][0])} if series_axis else {}
+        chart = alt.Chart(long).mark_line(point=alt.OverlayMarkDef(size=60)).encode(**encoding, **detail)
+    else:
+        if series_axis:  # both axes categorical: one group of bars per (x, series)
+            encoding["x"] = alt.X("group:N", title=f"{AXES[chart_axes(sweep)[0]][0]} / {AXES[series_axis][0]}")
+            long = long.assign(group=long["x_label"].astype(str) + " / " + long["series"].astype(str))
+        offset = alt.XOffset("variant:N", sort=["eager", "compiled"])
+        chart = alt.Chart(long).mark_bar().encode(**encoding, xOffset=offset)
+    return _finish(chart, THROUGHPUT_TITLE, len(data))
+
+
+def _marks(sweep: SweepSpec, data: pd.DataFrame, y: alt.Y, tip: list) -> alt.Chart | alt.LayerChart:
+    """Line and points along a batch-size axis; bars (side by side per series) along a categorical one."""
+    encoding = dict(x=_x(sweep), y=y, color=_color(sweep), tooltip=tip)
+    if _quantitative(sweep):
+        return (
+            alt.Chart(data)
+            .mark_line(point=alt.OverlayMarkDef(size=70, filled=True), strokeWidth=1.5)
+            .encode(**encoding)
+        )
+    _, series_axis = chart_axes(sweep)
+    if series_axis:
+        encoding["xOffset"] = alt.XOffset("series:N", sort=[str(v) for v in sweep.axis(series_axis).values])
+    return alt.Chart(data).mark_bar().encode(**encoding)
+
+
+_SHOWN_COLUMNS = ["label", "x", "series", "measured", "speedup", "ci_low", "ci_high", "verdict", "compile_time_s",
+                  "break_even_at", "break_even_kind", "eager_samples_per_s", "compiled_samples_per_s"]  # fmt: skip
+_SPEC_CACHE: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+_SPEC_CACHE_SIZE = 32
+
+
+def nothing_to_chart(frame: pd.DataFrame) -> bool:
+    """Points were measured, and none of them has a break-even to draw (none reached, none
+    projected: they are slower, in doubt, or measured on a busy machine). The break-even chart is
+    then not drawn empty; its place says why (core.view.sweep.break_even_note)."""
+    if not len(frame):
+        return False
+    measured = frame[frame["measured"].astype(bool)]
+    return bool(len(measured)) and bool(measured["break_even_kind"].isna().all())
+
+
+def chart_specs(sweep: SweepSpec, frame: pd.DataFrame) -> list[dict[str, Any] | None]:
+    """The four charts as Vega-Lite specs (speedup, compile time, break-even, throughput), cached
+    on what they draw; None in the break-even's place where there is nothing to chart
+    (nothing_to_chart). While a point runs nothing they draw changes, so the page's refresh every
+    second reuses them (building and serializing an Altair chart costs tens of ms)."""
+    key = json.dumps(sweep.to_dict(), sort_keys=True) + frame[_SHOWN_COLUMNS].to_json()
+    specs = _SPEC_CACHE.get(key)
+    if specs is None:
+        empty = nothing_to_chart(frame)
+        builders = (speedup_chart, compile_time_chart, None if empty else break_even_chart, throughput_chart)
+        # Not validated again here: tests validate every kind of chart these builders make.
+        specs = [build(sweep, frame).to_dict(validate=False) if build else None for build in builders]
+        _SPEC_CACHE[key] = specs
+        while len(_SPEC_CACHE) > _SPEC_CACHE_SIZE:
+            _SPEC_CACHE.popitem(last=False)
+    else:
+        _SPEC_CACHE.move_to_end(key)
+    return copy.deepcopy(specs)  # Streamlit moves datasets out of the spec it is given
+
+
+# Projector-sized fonts, legend on top: one Config object, assigned (configure_* would copy the chart).
+CONFIG = alt.Config(
+    axis=alt.AxisConfig(labelFontSize=13, titleFontSize=15),
+    legend=alt.LegendConfig(labelFontSize=13, titleFontSize=14, orient="top"),
+    title=alt.TitleConfig(fontSize=17, anchor="start"),
+)
+
+
+def _finish(chart, title: str, points: int, empty_note: str = WAITING):
+    """Title, aria description, height and fonts, set in place on the chart just built."""
+    chart.title = title + (empty_note if points == 0 else "")
+    chart.description = f"{title}: {points} points"
+    chart.height = CHART_HEIGHT
+    chart.config = CONFIG
+    return chart
+
+
+# ----------------------------------------------------------------------
+# What the Sweep page's form needs, as pure functions: defaults sized for the device, the values
+# an axis may take here, the sweep the form describes, and a rough duration.
+#
+# The CPU default is a 4-point batch-size sweep of pointwise_mlp sized to finish in a few minutes
+# on a small CPU (each point is a race: a worker start, a cold compile, both variants' steps); a host's
+# limits narrow it (fewer and smaller batch sizes, an allowed model) so that it can be launched there.
+
+NO_AXIS = "none"
+CPU_BATCH_SIZES = (64, 256, 1024, 4096)
+GPU_BATCH_SIZES = (32, 64, 128, 256)
+MIN_VALUES = 2  # an axis needs two values (core.runs.sweeps.sweep_problems)
+
+
+def default_sweep(caps: DeviceCaps | None, limits: HostLimits | None = None) -> SweepSpec:
+    """A first sweep: batch size on a log-2 axis, small on a CPU, the tutorial's model on a GPU;
+    moved within the host's limits (its models, sizes and steps: race_form.within_limits; its batch
+    sizes and how many points a visitor may queue: `batch_sizes`), so a first visit is not refused."""
+    if caps is not None and caps.cuda:
+        modern = caps.compute_capability is not None and caps.compute_capability >= (8, 0) and caps.cuda_bf16
+        base = RunSpec(
+            model="resnet50",
+            batch_size=GPU_BATCH_SIZES[0],
+            precision="amp-bf16" if modern else "amp-fp16",
+            epochs=2,
+            steps_per_epoch=50,
+            device="cuda",
+        )
+    else:
+        base = RunSpec(
+            model="pointwise_mlp", batch_size=CPU_BATCH_SIZES[0], epochs=2, steps_per_epoch=100, device="cpu"
+        )
+    base = within_limits(base, limits)
+    values = batch_sizes(caps, limits)
+    return SweepSpec(dataclasses.replace(base, batch_size=values[0]), (Axis("batch_size", values),))
+
+
+def point_room(limits: HostLimits | None) -> int:
+    """How many points a sweep may have here: the sweep's own cap, the host's, and how many jobs one
+    visitor may have queued (a sweep queues every point at once: core.runs.queue.check_room)."""
+    if limits is None:
+        return MAX_POINTS
+    counts = (limits.max_sweep_points, limits.max_queued_per_owner, limits.max_queue_length)
+    return max(MIN_VALUES, min([MAX_POINTS, *(n for n in counts if n is not None)]))
+
+
+def batch_sizes(caps: DeviceCaps | None, limits: HostLimits | None = None) -> tuple[int, ...]:
+    """The default batch sizes of a batch-size axis: the device's, those within the host's largest
+    batch (that largest itself and its halves where fewer than two are), at most as many as a visitor
+    may queue (the smallest and the largest kept, the rest spread between)."""
+    values = GPU_BATCH_SIZES if caps is not None and caps.cuda else CPU_BATCH_SIZES
+    top = limits.max_batch_size if limits is not None else None
+    if top is not None:
+        values = tuple(v for v in values if v <= top)
+        if len(values) < MIN_VALUES:
+            values = tuple(sorted({max(1, top >> k) for k in range(len(CPU_BATCH_SIZES))}))
+    room = point_room(limits)
+    if len(values) > room:
+        step = (len(values) - 1) / (room - 1)
+        values = tuple(values[round(i * step)] for i in range(room))
+    return values
+
+
+def base_options() -> list[Option]:
+    """The base race's options the form shows, in the Race form's order (the options table's
+    sweep_form column)."""
+    return [o for o in on_form() if o.sweep_form]
+
+
+def default_values(axis: str, caps: DeviceCaps | None, base: RunSpec, limits: HostLimits | None = None) -> tuple:
+    """What a newly chosen axis starts with: every value this device can run (batch sizes: the defaults)."""
+    if axis == "batch_size":
+        return batch_sizes(caps, limits)
+    if whole_numbers(axis):
+        return ()  # typed by the visitor
+    return axis_options(axis, caps, base, limits)
+
+
+def axis_options(axis: str, caps: DeviceCaps | None, base: RunSpec, limits: HostLimits | None = None) -> tuple:
+    """The values of a categorical axis this device (and host) can run with the rest of `base`."""
+    blocked = unavailable_options(base, axis, caps, limits)
+    return tuple(v for v in CHOICES[axis] if v not in blocked)
+
+
+def axis_choices(other: str | None = None) -> list[str]:
+    """Axes the form offers (the second axis cannot repeat the first)."""
+    return [name for name in AXES if name != other]
+
+
+def form_sweep(state: Any) -> SweepSpec:
+    """The sweep the form describes: `sweep_<field>` entries of a mapping (the page's session
+    state) over the RunSpec defaults, and `sweep_axis1/2` with `sweep_values1/2`."""
+    values = {}
+    for f in dataclasses.fields(RunSpec):
+        key = f"sweep_{f.name}"
+        if key in state:
+            values[f.name] = state[key]
+    for name in (o.name for o in OPTIONS.values() if o.type is int):
+        if isinstance(values.get(name), float) and values[name].is_integer():
+            values[name] = int(values[name])
+    axes = []
+    for i in (1, 2):
+        name = state.get(f"sweep_axis{i}", NO_AXIS)
+        if name and name != NO_AXIS:
+            axes.append(Axis(name, tuple(state.get(f"sweep_values{i}") or ())))
+    return SweepSpec(RunSpec(**values), tuple(axes))
+
+
+def sweep_to_state(sweep: SweepSpec) -> dict[str, Any]:
+    """The form's session-state entries for `sweep` (the inverse of form_sweep)."""
+    out = {f"sweep_{k}": v for k, v in sweep.base.to_dict().items()}
+    for i in (1, 2):
+        axis = sweep.axes[i - 1] if len(sweep.axes) >= i else None
+        out[f"sweep_axis{i}"] = axis.name if axis else NO_AXIS
+        out[f"sweep_values{i}"] = list(axis.values) if axis else []
+        out[f"sweep_text{i}"] = ", ".join(map(str, axis.values)) if axis else ""  # batch sizes, as typed
+    return out
+
+
+def estimate_sweep_seconds(sweep: SweepSpec, caps: DeviceCaps | None) -> tuple[float, float]:
+    """A rough (low, high) for the whole sweep: its points one after another."""
+    low = high = 0.0
+    for point in sweep.points():
+        lo, hi = estimate_seconds(point, caps)
+        low, high = low + lo, high + hi
+    return low, high
+
+
+def time_limit_points(sweep: SweepSpec, caps: DeviceCaps | None, limits: HostLimits | None) -> str | None:
+    """The sweep's points whose rough estimate (the zoo's figures, as the sweep's duration) is past
+    the host's job time limit even at its low end, said once beside the duration (the Sweep page,
+    `sweep`); None where none is, or there is no limit. Each point is a job of its own."""
+    limit = limits.job_time_limit_s if limits is not None else None
+    if limit is None:
+        return None
+    points = sweep.points()
+    past = [(point, e) for point in points if (e := estimate_race(point, caps)) is not None and e.low_s > limit]
+    if not past:
+        return None
+    shown = "; ".join(f"{point_label(p, sweep.axes)}: at least {words.duration(e.low_s)}" for p, e in past[:3])
+    return (
+        f"Past this host's time limit: {len(past)} of {len(points)} points would take longer than "
+        f"{words.duration(limit)} ({shown}{'; ...' if len(past) > 3 else ''}); each is stopped there, ending "
+        "failed with what it measured by then."
+    )
+
+
+def tidy_axes(state: Any, caps: DeviceCaps | None, limits: HostLimits | None = None) -> dict[int, str]:
+    """Make the form's axes consistent before its widgets draw (state: the page's session state):
+    the second axis never repeats the first, batch sizes are read from their text, categorical
+    values keep only what this device can run. Returns {axis number: why its text does not parse}."""
+    if state.get("sweep_axis2") == state.get("sweep_axis1"):
+        state.update(sweep_axis2=NO_AXIS, sweep_values2=[], sweep_text2="")
+    errors = {}
+    for i in (1, 2):
+        name = state.get(f"sweep_axis{i}", NO_AXIS)
+        if whole_numbers(name):
+            try:
+                state[f"sweep_values{i}"] = list(axis_from_text(name, state.get(f"sweep_text{i}", "")).values)
+            except SpecError as exc:
+                state[f"sweep_values{i}"] = []
+                errors[i] = str(exc.problems[0])
+        elif name != NO_AXIS:
+            allowed = axis_options(name, caps, form_sweep(state).base, limits)
+            state[f"sweep_values{i}"] = [v for v in state.get(f"sweep_values{i}", []) if v in allowed]
+    return errors
+
+
+def reset_axis_values(state: Any, i: int, caps: DeviceCaps | None, limits: HostLimits | None = None) -> None:
+    """A newly chosen axis starts with its default values (every value this device can run)."""
+    name = state[f"sweep_axis{i}"]
+    values = [] if name == NO_AXIS else list(default_values(name, caps, form_sweep(state).base, limits))
+    state[f"sweep_values{i}"] = values
+    state[f"sweep_text{i}"] = ", ".join(map(str, values))

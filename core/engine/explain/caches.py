@@ -22,10 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 from core import PROJECT_ROOT
-from core.engine.cold_caches import make_cold_cache
 from core.engine.device_state import cache_environment
 from core.engine.explain.params import CACHES_DEFAULTS as DEFAULTS
 from core.engine.explain.params import caches_problems as validate  # noqa: F401 - a demo module's API: DEFAULTS, validate, run
+from core.engine.warm_cache import make_cold_cache
 
 
 def run_fresh(
@@ -67,7 +67,7 @@ def recompiles(shapes: list[int], backend: str, device: str = "cpu") -> list[dic
     import torch
 
     from core.engine.compile_stats import read_compile_stats, reset_compile_state
-    from core.engine.timing import Stopwatch
+    from core.engine.device_state import Stopwatch
 
     def f(x: torch.Tensor) -> torch.Tensor:
         return (torch.sin(x) * 2 + x.square()).sum()

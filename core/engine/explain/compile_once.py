@@ -15,11 +15,9 @@ import torch
 from torch.nn import functional as F
 
 from core.engine.compile_stats import read_compile_stats
-from core.engine.cpu_probe import probe_cpu_vector_isa
-from core.engine.models.networks import build_model
-from core.engine.models.zoo import get_model_info
-from core.engine.models.zoo_workload import random_batch
-from core.engine.timing import device_sync
+from core.engine.device_state import device_sync, probe_cpu_vector_isa
+from core.engine.models.sources import get_model_info
+from core.engine.models.workload import build_model, random_batch
 
 
 def main(

@@ -7,7 +7,7 @@ itself (not memory traffic) is what costs. Bandwidth is judged against a plain c
 the same device, the fastest a read-once / write-once kernel can hope to be.
 
 Measured so that the figures mean what they say: the tensors are sized past the last-level cache
-(core.engine.explain.working_set), so "GB/s" is main memory unless the result says otherwise; each
+(core.engine.explain.fusion), so "GB/s" is main memory unless the result says otherwise; each
 timed sample is many back-to-back calls where one call is short (a GPU launch would otherwise
 dominate a ~10 µs kernel); every point is repeated, eager and compiled samples alternating so
 that drift hits both alike, and the spread (min to max) is kept beside the median.
@@ -34,14 +34,102 @@ from typing import Any
 import torch
 
 from core.engine import explain
-from core.engine.explain import working_set
-from core.engine.explain.params import AUTO
+from core.engine.device_state import Stopwatch
+from core.engine.explain.params import AUTO, FUSION_MAX_CALLS_PER_SAMPLE, FUSION_MAX_NUMEL
 from core.engine.explain.params import FUSION_DEFAULTS as DEFAULTS
 from core.engine.explain.params import fusion_problems as validate
-from core.engine.timing import Stopwatch
+
+# ----------------------------------------------------------------------
+# How big a bandwidth measurement must be to measure main memory, and how many calls one timed
+# sample needs. Torch-free, so the sizing rules are unit-tested without a device.
+#
+# A copy of a 16 MiB tensor on a CPU with a large last-level cache (LLC) runs from cache: the figure
+# ("185 GB/s") is cache bandwidth, not memory bandwidth. So the fusion demo sizes its working set
+# (input plus output) to several times the LLC (read from sysfs on Linux, or the GPU's L2 size), and
+# labels each figure with the level it measures. And one call of a ~10 µs fused GPU kernel is
+# dwarfed by its launch, so a timed sample is many back-to-back calls, long enough to time well.
+
+CPU_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
+WORKING_SET_MULTIPLE = 3  # the working set is this many times the last-level cache
+MIN_AUTO_NUMEL = 4 * 1024 * 1024  # 16 MiB per float32 tensor: never smaller than the old fixed size
+MAX_AUTO_NUMEL = FUSION_MAX_NUMEL  # 512 MiB per float32 tensor
+MEMORY_SHARE = 8  # the eager chain holds about 3 tensors at once: use at most 1/8 of the memory per tensor
+SAMPLE_TARGET_S = 0.02  # one timed sample lasts at least this long (many calls of a fast kernel)
+MAX_CALLS_PER_SAMPLE = FUSION_MAX_CALLS_PER_SAMPLE
+FLOAT_BYTES = 4
+
+MAIN_MEMORY, CACHE, PARTLY_CACHE, UNKNOWN = "main memory", "cache", "partly cache", "unknown"
+
+
+def parse_cache_size(text: str) -> int | None:
+    """Bytes in a sysfs cache size ('307200K', '2048K', '32M', '1024'); None if it does not parse."""
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text or "")
+    if not match:
+        return None
+    return int(match.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
+
+
+def cpu_last_level_cache(cache_dir: str = CPU_CACHE_DIR) -> dict | None:
+    """The highest-level data or unified cache cpu0 uses, from sysfs: {"bytes", "level", "source"};
+    None off Linux or when sysfs says nothing usable."""
+    try:
+        entries = sorted(name for name in os.listdir(cache_dir) if name.startswith("index"))
+    except OSError:
+        return None
+    best: dict | None = None
+    for name in entries:
+        folder = os.path.join(cache_dir, name)
+        try:
+            kind = _read(folder, "type")
+            level = int(_read(folder, "level"))
+            size = parse_cache_size(_read(folder, "size"))
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction" or not size:
+            continue
+        if best is None or level > best["level"]:
+            best = {"bytes": size, "level": level, "source": f"L{level} of cpu0, from {cache_dir}"}
+    return best
+
+
+def _read(folder: str, name: str) -> str:
+    with open(os.path.join(folder, name)) as f:
+        return f.read().strip()
+
+
+def auto_numel(cache_bytes: int | None, memory_bytes: int | None = None) -> int:
+    """float32 elements per tensor so that input + output is WORKING_SET_MULTIPLE times the cache,
+    within MIN_AUTO_NUMEL..MAX_AUTO_NUMEL and 1/MEMORY_SHARE of the device's memory."""
+    if not cache_bytes:
+        numel = MIN_AUTO_NUMEL
+    else:
+        numel = math.ceil(WORKING_SET_MULTIPLE * cache_bytes / (2 * FLOAT_BYTES))
+    numel = min(max(numel, MIN_AUTO_NUMEL), MAX_AUTO_NUMEL)
+    if memory_bytes:
+        numel = min(numel, max(memory_bytes // (MEMORY_SHARE * FLOAT_BYTES), 1))
+    return int(numel)
+
+
+def memory_level(working_set_bytes: int, cache_bytes: int | None) -> str:
+    """Which level a streaming measurement of this many bytes measures: main memory when the data
+    is at least twice the last-level cache, cache when it fits in it, else partly cache."""
+    if not cache_bytes:
+        return UNKNOWN
+    if working_set_bytes >= 2 * cache_bytes:
+        return MAIN_MEMORY
+    if working_set_bytes <= cache_bytes:
+        return CACHE
+    return PARTLY_CACHE
+
+
+def calls_per_sample(one_call_s: float, target_s: float = SAMPLE_TARGET_S, most: int = MAX_CALLS_PER_SAMPLE) -> int:
+    """Back-to-back calls one timed sample needs to last at least target_s (at least one)."""
+    if not one_call_s > 0:
+        return most
+    return int(min(max(math.ceil(target_s / one_call_s), 1), most))
+
 
 TITLE = "Fusion and memory bandwidth"
-FLOAT_BYTES = 4  # float32
 
 
 # One op per link, cycling; every one reads and writes N floats. Values stay bounded, so no
@@ -163,7 +251,7 @@ def paired_samples(
     for _ in range(max(warmup, 1 if calls == AUTO else 0)):  # the last warm-up call sizes "auto"
         for name, fn in (("eager", eager), ("compiled", compiled)):
             one_call[name] = sample_seconds(fn, stopwatch, 1)
-    inner = {n: working_set.calls_per_sample(one_call[n]) if calls == AUTO else calls for n in ("eager", "compiled")}
+    inner = {n: calls_per_sample(one_call[n]) if calls == AUTO else calls for n in ("eager", "compiled")}
     samples: dict[str, list[float]] = {"eager": [], "compiled": []}
     faults: dict[str, float | None] = {"eager": 0.0, "compiled": 0.0}
     for _ in range(repeats):
@@ -280,7 +368,7 @@ def measure_copy(numel: int, device: str, repeats: int, warmup: int, calls: Any 
     one_call = None
     for _ in range(max(warmup, 1 if calls == AUTO else 0)):
         one_call = sample_seconds(lambda: y.copy_(x), stopwatch, 1)
-    inner = working_set.calls_per_sample(one_call) if calls == AUTO else calls
+    inner = calls_per_sample(one_call) if calls == AUTO else calls
     seconds = spread([sample_seconds(lambda: y.copy_(x), stopwatch, inner) for _ in range(repeats)])
     nbytes = 2 * numel * FLOAT_BYTES
     return {
@@ -329,7 +417,7 @@ def last_level_cache(device: str) -> dict[str, Any] | None:
             else None
         )
     if dev.type == "cpu":
-        return working_set.cpu_last_level_cache()
+        return cpu_last_level_cache()
     return None
 
 
@@ -348,7 +436,7 @@ def resolve_numel(numel: Any, cache: dict[str, Any] | None, memory_bytes: int | 
     """The tensor size to measure: as given, or for "auto" several times the last-level cache."""
     if numel != AUTO:
         return int(numel)
-    return working_set.auto_numel((cache or {}).get("bytes"), memory_bytes)
+    return auto_numel((cache or {}).get("bytes"), memory_bytes)
 
 
 KERNEL_COUNT_NUMEL = 65536  # eager runs one kernel per op at any size: count them on a small tensor
@@ -363,7 +451,7 @@ def run(params: dict, device: str = "cpu") -> dict:
     cache = last_level_cache(device)
     numel = resolve_numel(p["numel"], cache, device_memory_bytes(device))
     working_set_bytes = 2 * numel * FLOAT_BYTES
-    level = working_set.memory_level(working_set_bytes, (cache or {}).get("bytes"))
+    level = memory_level(working_set_bytes, (cache or {}).get("bytes"))
     x = torch.randn(numel, device=device)
     small = torch.randn(KERNEL_COUNT_NUMEL, device=device)
     reference = measure_copy(numel, device, repeats, warmup, calls)

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from core.engine import explain
+from core.engine.device_state import Stopwatch
 from core.engine.explain.fusion import (
     assert_json_ready,
     chain_description,
@@ -36,7 +37,6 @@ from core.engine.explain.fusion import (
 )
 from core.engine.explain.params import OVERHEAD_DEFAULTS as DEFAULTS
 from core.engine.explain.params import overhead_problems as validate
-from core.engine.timing import Stopwatch
 
 TITLE = "Overhead"
 
@@ -99,7 +99,7 @@ def paired_us(p: dict, device: str, eager, compiled) -> dict[str, Any]:
     row.update(speedup=timed["speedup"]["median"], speedup_low=timed["speedup"]["low"])
     row["speedup_high"] = timed["speedup"]["high"]
     # The pairs in which compiled's sample was the longer: what the reading counts a point by, one
-    # descheduled sample moving one pair, not a whole range (core.view.explain.overhead.point_verdict).
+    # descheduled sample moving one pair, not a whole range (core.view.explainers.point_verdict).
     row["compiled_slower_pairs"] = sum(c > e for e, c in zip(timed["samples"]["eager"], timed["samples"]["compiled"]))
     return row
 

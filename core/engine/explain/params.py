@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.engine.models.zoo import MODELS
+from core.engine.models.sources import MODELS
 
 FUSION_OP_SET_NAMES = ("cheap", "mixed")  # fusion.OP_SETS has the ops; a test keeps the two in step
 GRAPH_EXAMPLES = ("clean", "prints", "item", "data_dependent")  # graphs.EXAMPLES, likewise
@@ -24,7 +24,7 @@ AUTO = "auto"
 
 
 # numel "auto": input + output several times the last-level cache, so the figures measure main
-# memory (core.engine.explain.working_set); calls_per_sample "auto": enough back-to-back calls
+# memory (core.engine.explain.fusion); calls_per_sample "auto": enough back-to-back calls
 # that one timed sample lasts ~20 ms (on a GPU one call of a fused kernel is mostly its launch).
 # "cheap" ops by default: the fused kernel stays memory-bound, so fusion shows on a CPU too.
 FUSION_DEFAULTS: dict[str, Any] = {

@@ -1,14 +1,8 @@
-"""Where a race's model comes from, said torch-free: the zoo, any timm model (`timm:<name>`), a
-Hugging Face transformers architecture built from its configuration (`hf:<name>`), or the user's
-own Python file (`file:<name>` with RunSpec.model_file).
-
-Each source is one row of SOURCES: how a name says it, the library it needs, its default batch
-size, and the module and function that build its workload (core.engine.models.resolve imports it
-only when a model of that source is built, so timm and transformers load only for their models).
-Everything here is syntax and metadata, so the app's process, spec validation and bundle import
-can check a name without importing torch, timm or transformers. Whether a name really exists, its
-parameter count and its input come from building it, which only a worker does (a short lookup
-job, core.runs.model_catalog, or the race itself).
+"""Every model a race can name, said torch-free: where it comes from (the zoo, timm, a Hugging Face
+architecture, the user's own file: one row of SOURCES each), the zoo's own rows (builder, input,
+defaults, repeated block, rough CPU figures), and compile scope (the whole model, or each of its
+repeated blocks: regional compilation). Pure metadata, so validation and the app list and check
+models without building one.
 """
 
 from __future__ import annotations
@@ -20,7 +14,250 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.engine.models.zoo import MODELS
+# ----------------------------------------------------------------------
+# The zoo: every built-in model a race can train, one keyword row each.
+#
+# A row is all the app knows about a model without building it: its builder, its input and
+# defaults, its repeated block (regional compile, core.engine.models.sources), rough CPU figures
+# for the duration estimate (core.engine.race_estimates) and whether the caches demo offers it. Pure
+# metadata (no torch import), so validation and the app can list models, sizes and parameter counts
+# without loading PyTorch; the builders live in core.engine.models.workload, which reads these rows
+# (never the other way round). Models get random weights: nothing is downloaded.
+#
+# Adding a model is one row here plus its builder in networks.
+
+NUM_CLASSES = 10  # CIFAR-10-sized heads everywhere: the tutorial's setup
+VOCAB_SIZE = 512  # token models predict the next token from this vocabulary
+FEATURES = 512  # the MLP takes this many input features
+POINTWISE_WIDTH = 256  # narrow and wide-batched: elementwise work outweighs the matmuls
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the rest of the app needs to know about a zoo model without building it."""
+
+    name: str
+    input_kind: str  # "image" (3xSxS), "tokens" (sequence of S ids), "vector" (S features)
+    default_size: int
+    min_size: int
+    size_multiple: int
+    default_batch_size: int
+    params: int  # at the default input size; tests check it against the built model
+    description: str
+    builder: str  # a callable in core.engine.models.workload taking the input size
+    # Regional compile: the class name of the block the model repeats, and what a person calls it.
+    block: str | None = None
+    block_name: str | None = None
+    # How many different blocks its repeated blocks come in (parameter and buffer shapes, settings
+    # such as a drop-path rate): 1 where one compiled block serves them all, what regional compile
+    # saves on; more where each kind compiles its own graph (tests check it against the built model).
+    block_kinds: int | None = None
+    # Rough steady step (s) at the default batch and size, and cold compile (s), on a 2-core x86
+    # CPU: measured for the small models; None where no figure was measured. "About how long" only.
+    cpu_step_s: float | None = None
+    cpu_compile_s: float | None = None
+    # What one training sample keeps for its backward pass at the default size, in fp32 bytes: every
+    # tensor autograd saves in a forward and loss, counted at two batch sizes (docs/benchmarks.md).
+    # The memory guard's floor (core.engine.race_memory); None: not known, never refused.
+    activation_bytes: int | None = None
+    caches_demo: bool = False  # quick enough to compile for the caches demo (explain.caches)
+
+    @property
+    def size_meaning(self) -> str:
+        return {
+            "image": "image side in pixels",
+            "tokens": "sequence length in tokens",
+            "vector": "number of input features",
+        }[self.input_kind]
+
+    def size_problem(self, size: int) -> str | None:
+        """Why this model cannot take `size` as its input size, or None if it can."""
+        if self.input_kind == "vector" and size != self.default_size:
+            return f"{self.name} takes exactly {self.default_size} input features (got {size})"
+        if size < self.min_size:
+            return f"{self.name} needs an input size of at least {self.min_size} ({self.size_meaning}; got {size})"
+        if size % self.size_multiple:
+            return (
+                f"{self.name} needs an input size that is a multiple of {self.size_multiple} "
+                f"({self.size_meaning}; got {size})"
+            )
+        return None
+
+
+# Minimum image sizes: 32 px is the smallest input for which every stride-2 stage of these
+# networks still has a feature map to halve (CIFAR-10's native size); smaller inputs collapse
+# to 1x1 early and, for BatchNorm models, fail at small batch sizes.
+MODELS: dict[str, ModelInfo] = {
+    info.name: info
+    for info in [
+        ModelInfo(
+            name="mlp",
+            input_kind="vector",
+            default_size=FEATURES,
+            min_size=FEATURES,
+            size_multiple=1,
+            default_batch_size=256,
+            params=1_585_162,
+            description="3-layer ReLU MLP",
+            builder="mlp",
+            cpu_step_s=0.05,
+            cpu_compile_s=20,
+            caches_demo=True,
+            activation_bytes=10 * 1024,
+        ),
+        ModelInfo(
+            name="small_cnn",
+            input_kind="image",
+            default_size=32,
+            min_size=8,
+            size_multiple=4,
+            default_batch_size=128,
+            params=60_554,
+            description="2 conv blocks + linear head",
+            builder="SmallCNN",
+            cpu_step_s=0.15,
+            cpu_compile_s=20,
+            caches_demo=True,
+            activation_bytes=540 * 1024,
+        ),
+        ModelInfo(
+            name="pointwise_mlp",
+            input_kind="vector",
+            default_size=POINTWISE_WIDTH,
+            min_size=POINTWISE_WIDTH,
+            size_multiple=1,
+            default_batch_size=4096,
+            params=136_714,
+            description="residual MLP, LayerNorm + GELU*sigmoid + tanh: pointwise ops Inductor fuses",
+            builder="PointwiseMLP",
+            block="PointwiseBlock",
+            block_name="pointwise block",
+            block_kinds=1,
+            cpu_step_s=0.045,
+            cpu_compile_s=10,
+            caches_demo=True,
+            activation_bytes=24 * 1024,
+        ),
+        ModelInfo(
+            name="resnet18",
+            input_kind="image",
+            default_size=32,
+            min_size=32,
+            size_multiple=1,
+            default_batch_size=64,
+            params=11_181_642,
+            description="torchvision ResNet-18",
+            builder="resnet18",
+            block="BasicBlock",
+            block_name="residual block",
+            block_kinds=7,
+            cpu_step_s=0.25,
+            cpu_compile_s=35,
+            caches_demo=True,
+            activation_bytes=444 * 1024,
+        ),
+        ModelInfo(
+            name="resnet50",
+            input_kind="image",
+            default_size=224,
+            min_size=32,
+            size_multiple=1,
+            default_batch_size=128,
+            params=23_528_522,
+            description="torchvision ResNet-50, the tutorial's model",
+            builder="resnet50",
+            block="Bottleneck",
+            block_name="residual (bottleneck) block",
+            block_kinds=8,
+            activation_bytes=83_896 * 1024,
+        ),
+        ModelInfo(
+            name="mobilenet_v3_small",
+            input_kind="image",
+            default_size=224,
+            min_size=32,
+            size_multiple=1,
+            default_batch_size=128,
+            params=1_528_106,
+            description="torchvision, depthwise convs",
+            builder="mobilenet_v3_small",
+            block="InvertedResidual",
+            block_name="inverted-residual block",
+            block_kinds=9,
+            activation_bytes=15_790 * 1024,
+        ),
+        ModelInfo(
+            name="convnext_tiny",
+            input_kind="image",
+            default_size=224,
+            min_size=32,
+            size_multiple=1,
+            default_batch_size=64,
+            params=27_827_818,
+            description="torchvision ConvNeXt-T",
+            builder="convnext_tiny",
+            block="CNBlock",
+            block_name="ConvNeXt block",
+            block_kinds=18,
+            activation_bytes=106_597 * 1024,
+        ),
+        ModelInfo(
+            name="vit_b_16",
+            input_kind="image",
+            default_size=224,
+            min_size=32,
+            size_multiple=16,
+            default_batch_size=64,
+            params=85_806_346,
+            description="torchvision ViT-B/16 (size: multiple of the 16 px patch)",
+            builder="vit_b_16",
+            block="EncoderBlock",
+            block_name="transformer encoder block",
+            block_kinds=1,
+            activation_bytes=115_391 * 1024,
+        ),
+        ModelInfo(
+            name="gpt",
+            input_kind="tokens",
+            default_size=128,
+            min_size=8,
+            size_multiple=1,
+            default_batch_size=32,
+            params=544_256,
+            description="2-layer causal transformer, scaled_dot_product_attention",
+            builder="TinyGPT",
+            block="GPTBlock",
+            block_name="transformer block",
+            block_kinds=1,
+            cpu_step_s=0.1,
+            cpu_compile_s=28,
+            caches_demo=True,
+            activation_bytes=2_443 * 1024,
+        ),
+    ]
+}
+
+
+def get_model_info(name: str) -> ModelInfo:
+    """Look up a model; raises KeyError naming the allowed models."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; allowed: {', '.join(MODELS)}") from None
+
+
+# ----------------------------------------------------------------------
+# Where a race's model comes from, said torch-free: the zoo, any timm model (`timm:<name>`), a
+# Hugging Face transformers architecture built from its configuration (`hf:<name>`), or the user's
+# own Python file (`file:<name>` with RunSpec.model_file).
+#
+# Each source is one row of SOURCES: how a name says it, the library it needs, its default batch
+# size, and the module and function that build its workload (core.engine.models.workload imports it
+# only when a model of that source is built, so timm and transformers load only for their models).
+# Everything here is syntax and metadata, so the app's process, spec validation and bundle import
+# can check a name without importing torch, timm or transformers. Whether a name really exists, its
+# parameter count and its input come from building it, which only a worker does (a short lookup
+# job, core.runs.model_catalog, or the race itself).
 
 
 @dataclass(frozen=True)
@@ -39,7 +276,7 @@ class ModelSource:
 SOURCES: dict[str, ModelSource] = {
     source.name: source
     for source in [
-        ModelSource(name="zoo", prefix="", workload="core.engine.models.zoo_workload:zoo_workload"),
+        ModelSource(name="zoo", prefix="", workload="core.engine.models.workload:zoo_workload"),
         ModelSource(
             name="timm",
             prefix="timm:",
@@ -57,7 +294,7 @@ SOURCES: dict[str, ModelSource] = {
         ModelSource(
             name="file",
             prefix="file:",
-            workload="core.engine.models.model_file:file_workload",
+            workload="core.engine.models.library_models:file_workload",
             default_batch_size=32,
         ),
     ]
@@ -295,3 +532,135 @@ def describe_facts(facts: dict[str, Any]) -> str:
     if task:
         parts.append(task)
     return "; ".join(parts)
+
+
+# ----------------------------------------------------------------------
+# Compile scope: the whole model, or each of its repeated blocks ("regional compilation").
+#
+# PyTorch's regional compilation recipe compiles the block that a model repeats (a transformer
+# layer, a residual block) in place, instead of the whole model. Dynamo treats a block's parameters
+# as inputs, so blocks of the same shape and settings share one compiled graph: the compile is paid
+# once per distinct block, not once per layer (blocks that differ, such as convnext_tiny's, each
+# compile on their own: `allow_a_graph_per_block`), while the steady step stays close to whole-model compile
+# (Hugging Face accelerate's benchmark: Llama-3.2-1B 10.7 s -> 1.95 s at similar speed). What runs
+# between the blocks (embeddings, stem, head) stays eager.
+#
+# The nested scope compiles the whole model but marks each repeated block as a nested compile region
+# (torch.compiler.nested_compile_region, where torch has it): Dynamo traces the block once and reuses what it
+# compiled for every block that matches, inside one graph of the whole model, so what runs between the
+# blocks is compiled too.
+#
+# Which block a model repeats is a column of its zoo row (core.engine.models.sources); this module is
+# torch-free, so validation and the app can say which models have blocks; only `repeated_blocks`,
+# `compile_regions` and `mark_nested_regions` touch a built model (and import torch).
+
+COMPILE_SCOPES = ("whole", "regional", "nested")
+# The scopes that need the model's repeated block: compiled on its own (regional), or marked as a nested compile
+# region inside the whole model's compile (nested: torch.compiler.nested_compile_region, traced once and reused).
+BLOCK_SCOPES = ("regional", "nested")
+
+# model -> (the class of its repeated block, what a person calls it), from the zoo's rows. Found by
+# class name, so this module imports neither torch nor torchvision.
+REGIONAL_BLOCKS: dict[str, tuple[str, str]] = {
+    m.name: (m.block, m.block_name or m.block) for m in MODELS.values() if m.block is not None
+}
+
+
+def region_problem(model: str) -> str | None:
+    """Why `model` cannot be compiled regionally (it repeats no block), or None if it can."""
+    if model in REGIONAL_BLOCKS:
+        return None
+    able = ", ".join(REGIONAL_BLOCKS)
+    return f"{model} repeats no block to compile on its own; use 'whole' (regional works for: {able})"
+
+
+def region_description(model: str) -> str:
+    """'each transformer block': what regional compile compiles for this model ('' if nothing)."""
+    block = REGIONAL_BLOCKS.get(model)
+    return f"each {block[1]}" if block else ""
+
+
+def blocks_share_shapes(model: str) -> bool:
+    """Whether one compiled block serves every repeated block of `model` (the zoo's `block_kinds`
+    is 1): only then does regional compile pay its compile once instead of once per kind."""
+    info = MODELS.get(model)
+    return info is not None and info.block is not None and info.block_kinds == 1
+
+
+def block_kind(block: Any) -> tuple:
+    """What Dynamo tells one block from another by: its submodules' types and plain settings, its
+    parameters' and buffers' shapes. Blocks of one kind share a compiled graph."""
+    parts: list[Any] = []
+    for name, module in block.named_modules():
+        settings = sorted(
+            (k, v)
+            for k, v in vars(module).items()
+            if not k.startswith("_") and k != "training" and isinstance(v, int | float | str | bool | tuple)
+        )
+        parts.append((name, type(module).__name__, tuple(settings)))
+    parts += [(n, tuple(t.shape)) for n, t in block.named_parameters()]
+    parts += [(n, tuple(t.shape)) for n, t in block.named_buffers()]
+    return tuple(parts)
+
+
+def repeated_blocks(model: Any, name: str) -> list[Any]:
+    """The blocks of a built model that regional compile compiles, outermost first (a block
+    inside another block is not a region of its own)."""
+    if name not in REGIONAL_BLOCKS:
+        raise ValueError(region_problem(name))
+    cls = REGIONAL_BLOCKS[name][0]
+    blocks: list[Any] = []
+    inside: set[int] = set()
+    for module in model.modules():  # parents come before their children
+        if id(module) in inside:
+            continue
+        if type(module).__name__ == cls:
+            blocks.append(module)
+            inside.update(id(m) for m in module.modules())
+    if len(blocks) < 2:
+        raise ValueError(f"{name}: found {len(blocks)} {cls} block(s), expected a repeated block")
+    return blocks
+
+
+def compile_regions(model: Any, name: str, **compile_kwargs: Any) -> int:
+    """Compile each repeated block in place (`nn.Module.compile`, torch.compile's options);
+    returns how many blocks now run compiled. The model object itself stays the same."""
+    blocks = repeated_blocks(model, name)
+    allow_a_graph_per_block(len(blocks))
+    for block in blocks:
+        block.compile(**compile_kwargs)
+    return len(blocks)
+
+
+def mark_nested_regions(model: Any, name: str) -> int:
+    """Mark each repeated block's forward as a nested compile region (torch.compiler.nested_compile_region,
+    on this instance only), so that compiling the whole model traces the block once and stamps out the
+    same code for every block that matches it; returns how many blocks were marked. Outside a compile
+    the mark does nothing: the eager variant is unchanged."""
+    import types
+
+    import torch
+
+    blocks = repeated_blocks(model, name)
+    for block in blocks:  # a bound method takes no mark: wrap the class's function and bind it to this block
+        block.forward = types.MethodType(torch.compiler.nested_compile_region(type(block).forward), block)
+    return len(blocks)
+
+
+def allow_a_graph_per_block(blocks: int) -> int:
+    """Raise Dynamo's recompile limit (for this process: a worker runs one race) so that every
+    block may compile a graph of its own, in training and in evaluation; returns the limit now set.
+
+    All blocks share one `forward` code object, and Dynamo keeps at most `recompile_limit` (8)
+    compiled entries per code object: past it, the frame silently runs eager. Blocks that differ
+    in what Dynamo guards on each need an entry: convnext_tiny's 18 blocks each have their own
+    drop-path rate, mobilenet_v3_small's 11 blocks their own channel sizes. Without this, 10 of
+    convnext_tiny's blocks would run eager while the race called them compiled."""
+    import torch._dynamo.config as config
+
+    # torch 2.7 renamed cache_size_limit to recompile_limit (the old name stays as an alias).
+    setting = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    wanted = 2 * (blocks + 1)  # the training flag is guarded on too: evaluation compiles its own
+    if getattr(config, setting) < wanted:
+        setattr(config, setting, wanted)
+    return getattr(config, setting)

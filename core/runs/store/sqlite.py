@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from core.runs.identity import owner_hash
-from core.runs.store.records import StoreError
-from core.runs.store.schema import schema_statements
+from core.runs.limits import owner_hash
+from core.runs.store.records import StoreError, schema_statements
 
 BUSY_TIMEOUT_MS = 30_000
 TYPES = {"id": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL", "bigint": "INTEGER"}

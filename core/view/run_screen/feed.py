@@ -30,12 +30,12 @@ from typing import Any
 import pandas as pd
 
 from core.runs.store import Run
-from core.view.run_screen import cadence, layout, sentences, shared_board
+from core.view.run_screen import layout, sentences, shared_board
 from core.view.run_screen.shared_board import LiveBoard, LiveSnapshot
 
 # A viewer's browser asks every FEED_POLL_S; the server rebuilds a run's document at most once a
 # FEED_MAX_AGE_S, however many ask. A viewer is then at most about 0.75 + build + 0.5 s behind the store.
-# While steps are timed (core.view.run_screen.cadence) the document tells the browser to ask every
+# While steps are timed (core.view.run_screen.shared_board) the document tells the browser to ask every
 # TIMED_POLL_S instead, and is rebuilt at most once a TIMED_MAX_AGE_S: each build and each redraw
 # takes CPU from the race on a small machine.
 FEED_POLL_S = 0.5
@@ -45,7 +45,7 @@ FEED_MAX_AGE_S = 0.75
 # drawn within about a poll of being stored. Such a document is small (no charts, or few points).
 YOUNG_POLL_S = 0.25
 YOUNG_MAX_AGE_S = 0.2
-TIMED_POLL_S = cadence.TIMED_REFRESH_S
+TIMED_POLL_S = shared_board.TIMED_REFRESH_S
 TIMED_MAX_AGE_S = TIMED_POLL_S - FEED_POLL_S  # a poll a timed interval after the last finds a new one
 IDLE_EVICT_S = 300.0  # a document nobody asked for this long is dropped
 
@@ -122,7 +122,7 @@ def feed_document(
         "waiting": None if built else layout.WAITING_FOR_STEPS,
         "loss": None if present else layout.loss_words(snap),
         "counts": snap.counts(),
-        "note": cadence.watching_note(run),  # one core: the open page is part of the measurement
+        "note": shared_board.watching_note(run),  # one core: the open page is part of the measurement
         "poll_ms": int(1000 * poll_s(run, snap.counts())),
         "present": present,
         "built_at": time.time() if now is None else now,
@@ -132,8 +132,8 @@ def feed_document(
 def poll_s(run: Run, counts: dict[str, int]) -> float:
     """How soon a viewer's browser asks again: quickest while the race is young (nothing drawn yet
     of the variant being set up or timed: its first steps appear as soon as they are stored), every
-    TIMED_POLL_S while steps are timed (core.view.run_screen.cadence), else FEED_POLL_S."""
-    if cadence.timed(run, counts):
+    TIMED_POLL_S while steps are timed (core.view.run_screen.shared_board), else FEED_POLL_S."""
+    if shared_board.timed(run, counts):
         return TIMED_POLL_S
     return YOUNG_POLL_S if young(run, counts) else FEED_POLL_S
 
@@ -145,7 +145,7 @@ def young(run: Run, counts: dict[str, int]) -> bool:
         return False
     if run.status in ("queued", "starting") or not counts.get("eager"):
         return run.status != "queued"
-    match = cadence.timed_variant(run)
+    match = shared_board.timed_variant(run)
     return match is not None and not counts.get(match)
 
 
@@ -223,7 +223,7 @@ class LiveFeeds:
         """How old a snapshot this run's document may be built from: longer while its steps are
         timed (as of the document last built), so its viewers' redraws come less often too."""
         cached = self._cache.get((run_id, present))
-        if cached is not None and cadence.timed(cached.snapshot.run, cached.snapshot.counts()):
+        if cached is not None and shared_board.timed(cached.snapshot.run, cached.snapshot.counts()):
             return max(self.max_age_s, self.timed_max_age_s)
         if cached is not None and young(cached.snapshot.run, cached.snapshot.counts()):
             return min(self.max_age_s, YOUNG_MAX_AGE_S)

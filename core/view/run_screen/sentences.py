@@ -16,8 +16,7 @@ import pandas as pd
 
 from core.engine import words
 from core.engine.intervals import BLOCK_STEPS
-from core.engine.options import COMPILE
-from core.engine.spec import RunSpec
+from core.engine.spec import COMPILE, RunSpec
 from core.engine.summary import Summary
 
 # Losses of the two variants closer than this (relative) are the same curve to the eye; and at the

@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from core.engine.cause import race_cause
+from core.engine.compile_stats import recompile_words
 from core.engine.profile_reading import profile_reading
-from core.engine.recompiles import recompile_words
 from core.engine.summary import Summary
 
 MAX_MARKS = 60  # compile marks drawn on the step chart; a run recompiling every step names the rest in words
