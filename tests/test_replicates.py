@@ -440,7 +440,7 @@ def test_a_replicate_compiles_from_its_first_processs_cache_and_adds_nothing_to_
     # The first process of a CPU race that profiles compiles with Inductor's per-kernel profiler
     # scopes, which are part of Inductor's cache key: a replicate compiled without them missed every
     # entry and compiled afresh. Compiled alike, it finds every graph it needs and writes none.
-    from core.runs import processes as replicate_process
+    from core.runs import processes
 
     seen = {}
 
@@ -454,7 +454,7 @@ def test_a_replicate_compiles_from_its_first_processs_cache_and_adds_nothing_to_
 
     def in_a_process_of_its_own(spec, number, steps, cache_dir, limit_s):
         seen["before"] = entries(cache_dir)
-        measured = replicate_process.run_replicate(spec, number, steps, cache_dir, limit_s)
+        measured = processes.run_replicate(spec, number, steps, cache_dir, limit_s)
         seen["after"] = entries(cache_dir)
         return measured
 
@@ -470,8 +470,7 @@ def test_a_killed_replicate_says_the_signal_that_ended_it_not_its_last_warning(m
     import subprocess
     import sys
 
-    from core.runs import processes as replicate_process
-    from core.runs import warm_start
+    from core.runs import processes, warm_start
 
     killed = (
         "import os, signal, sys; sys.stderr.write('/venv/lib/torch/_inductor/config.py: UserWarning: x\\n'); "
@@ -483,9 +482,9 @@ def test_a_killed_replicate_says_the_signal_that_ended_it_not_its_last_warning(m
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return warm_start.FreshProcess(proc, command)
 
-    monkeypatch.setattr(replicate_process, "start_replicate", start_replicate)
-    result = replicate_process.run_replicate(quick_spec(), 3, 10, str(tmp_path / "cache"), 60)
+    monkeypatch.setattr(processes, "start_replicate", start_replicate)
+    result = processes.run_replicate(quick_spec(), 3, 10, str(tmp_path / "cache"), 60)
     assert result["process"]["error"] == "replicate 3 was killed by SIGKILL"
-    assert replicate_process.ended_why(4, 1, "warning\nValueError: no such model\n") == (
+    assert processes.ended_why(4, 1, "warning\nValueError: no such model\n") == (
         "replicate 4 failed: ValueError: no such model"
     )

@@ -547,7 +547,7 @@ def look():
             p = table[p][0]
         if p == os.getpid() and state not in ("Z", "X"):  # named again while it runs (a server names itself)
             comm = read(pid, "comm")
-            role = "replicate" if "replicate_process" in read(pid, "cmdline") or comm == "compile-lab-job" else comm
+            role = "replicate" if "core.runs.processes" in read(pid, "cmdline") or comm == "compile-lab-job" else comm
             role = "race" if pid == race.pid else "server" if comm == "compile-lab-srv" else role
             seen[pid] = role if pid not in seen or role in ("race", "server", "replicate") else seen[pid]
     for pid in seen:
