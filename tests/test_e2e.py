@@ -12,9 +12,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 
 import pytest
-from support import ROOT
+from support import ROOT, TEST_ID_VARIABLE
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -44,20 +45,15 @@ def require_browser():
         pytest.skip("e2e test needs " + " and ".join(missing))
 
 
-@pytest.fixture(scope="module")
-def e2e_data(tmp_path_factory):
-    """The served app's data directory (its store is data / "store.sqlite3")."""
-    return tmp_path_factory.mktemp("e2e-data")
-
-
-@pytest.fixture(scope="module")
-def app_url(e2e_data):
+def serve_app(data) -> tuple[str, Callable[[], None]]:
+    """`streamlit run app.py` on a free port with its data (and store) in `data`: its URL, and the
+    call that stops it (and any worker it left). tests/conftest.py serves one to all the e2e tests."""
     require_browser()
-    data = e2e_data
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "COMPILE_LAB_DATA": str(data), "COMPILE_LAB_STORE": str(data / "store.sqlite3")}
+    env.pop(TEST_ID_VARIABLE, None)  # the app serves every e2e test, not the one that happened to start it
     log = open(data / "streamlit.log", "w")
     server = subprocess.Popen(
         [
@@ -81,6 +77,14 @@ def app_url(e2e_data):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+
+    def stop() -> None:
+        if server.poll() is None:
+            os.killpg(server.pid, 15)
+            server.wait(timeout=10)
+            subprocess.run(["pkill", "-f", f"core.runs.worker --store {data}"], check=False)
+        log.close()
+
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -92,10 +96,7 @@ def app_url(e2e_data):
                 server.kill()
                 pytest.fail("streamlit did not start: " + (data / "streamlit.log").read_text()[-2000:])
             time.sleep(0.5)
-    yield url
-    os.killpg(server.pid, 15)
-    server.wait(timeout=10)
-    subprocess.run(["pkill", "-f", f"core.runs.worker --store {data}"], check=False)
+    return url, stop
 
 
 PHONE = {"width": 390, "height": 844}
@@ -260,8 +261,10 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     wait_until(lambda: (step_counts(page) or (0, 0))[0] > 0, timeout=150)
     assert page.locator(".cl-feed").count() == 1  # the owner follows its run through the live feed
     samples = []
-    for _ in range(14):
+    for _ in range(14):  # up to 14 s, and no longer than it takes to see three counts
         samples.append((step_counts(page), status(page)))
+        if len({sum(c) for c, s in samples if c and "done" not in s}) >= 3:
+            break
         time.sleep(1.0)
     running = [c for c, s in samples if "done" not in s]
     assert len({sum(c) for c in running}) >= 3, samples  # it grew, more than once, while running
