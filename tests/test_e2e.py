@@ -444,7 +444,7 @@ def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e
     from core.runs.store import Store
 
     # Long enough for several feed refreshes; its first process alone (replicates are not what a viewer follows here).
-    config = "model=mlp&batch_size=64&epochs=2&steps_per_epoch=500&backend=eager&replicates=0"
+    config = "model=mlp&batch_size=64&epochs=2&steps_per_epoch=250&backend=eager&replicates=0"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         owner = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
@@ -469,7 +469,7 @@ def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e
         # The default schedule (blocks: turns every 5 steps): the words name the steps they stand on,
         # the compiled steps so far and the eager ones measured before the latest of them (never more
         # than a turn apart), and name a break-even only from a clear gain.
-        readings = [(re.match(r"After (\d+) of 1,000 compiled steps and (\d+) eager: ", w), w) for w in said]
+        readings = [(re.match(r"After (\d+) of 500 compiled steps and (\d+) eager: ", w), w) for w in said]
         readings = [(int(m.group(1)), int(m.group(2)), w) for m, w in readings if m]
         assert readings, said
         assert all(0 <= eager - compiled <= 5 for compiled, eager, _ in readings), readings
@@ -480,7 +480,7 @@ def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e
         wait_until(lambda: "done" in status(owner), timeout=300)
         # The run ended: the feed told the page, which drew the final result through Streamlit.
         wait_until(lambda: viewer.locator(".cl-feed").count() == 0 and "done" in status(viewer), timeout=30)
-        wait_until(lambda: step_counts(viewer) == (1000, 1000), timeout=30)
+        wait_until(lambda: step_counts(viewer) == (500, 500), timeout=30)
         wait_until(lambda: viewer.locator("[data-testid='stMetric']").count() >= 6, timeout=30)
         assert any(f"/api/live/{run_id}" in url for url in requests)
         assert any("/api/live/assets/vega-embed.min.js" in url for url in requests)
