@@ -1,6 +1,6 @@
 """pytest's hooks and fixtures for the suite: a data home per test, process conditions put back,
 the guard that fails any test leaving a process running, stand-in workers, warm starts, the store's
-two backends. The helpers tests import live in tests/support.py."""
+two backends, the one served app of the e2e tests. The helpers tests import live in tests/support.py."""
 
 import itertools
 import os
@@ -68,6 +68,42 @@ def gelu_result(tmp_path_factory) -> dict:
 @pytest.fixture(scope="session")
 def caches_result(tmp_path_factory) -> dict:
     return measured_once(tmp_path_factory, "caches", SMALL_CACHES)
+
+
+# -- the served app of the e2e tests -----------------------------------------------------------
+# One `streamlit run app.py` (tests/test_e2e.py serve_app) serves every e2e test of the session
+# that asks for `app_url`: each test is a visitor of its own in a browser of its own, and none needs
+# an empty store. Started when the first of them sets up, stopped once the last of them (in the
+# collected order) is torn down, so it never idles beside the tests that follow.
+_served_app: dict = {}
+
+
+@pytest.fixture(scope="session")
+def e2e_data(tmp_path_factory):
+    """The served app's data directory (its store is e2e_data / "store.sqlite3")."""
+    return tmp_path_factory.mktemp("e2e-data")
+
+
+@pytest.fixture(scope="session")
+def app_url(e2e_data):
+    from test_e2e import serve_app
+
+    url, stop = serve_app(e2e_data)
+    _served_app["stop"] = stop
+    yield url
+    _served_app.pop("stop", stop)()
+
+
+def pytest_collection_finish(session):
+    users = [item.nodeid for item in session.items if "app_url" in getattr(item, "fixturenames", ())]
+    _served_app["last_user"] = users[-1] if users else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    if item.nodeid == _served_app.get("last_user") and "stop" in _served_app:
+        _served_app.pop("stop")()
 
 
 _test_ids = itertools.count(1)

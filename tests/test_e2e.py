@@ -12,9 +12,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 
 import pytest
-from support import ROOT
+from support import ROOT, TEST_ID_VARIABLE
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -44,20 +45,15 @@ def require_browser():
         pytest.skip("e2e test needs " + " and ".join(missing))
 
 
-@pytest.fixture(scope="module")
-def e2e_data(tmp_path_factory):
-    """The served app's data directory (its store is data / "store.sqlite3")."""
-    return tmp_path_factory.mktemp("e2e-data")
-
-
-@pytest.fixture(scope="module")
-def app_url(e2e_data):
+def serve_app(data) -> tuple[str, Callable[[], None]]:
+    """`streamlit run app.py` on a free port with its data (and store) in `data`: its URL, and the
+    call that stops it (and any worker it left). tests/conftest.py serves one to all the e2e tests."""
     require_browser()
-    data = e2e_data
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "COMPILE_LAB_DATA": str(data), "COMPILE_LAB_STORE": str(data / "store.sqlite3")}
+    env.pop(TEST_ID_VARIABLE, None)  # the app serves every e2e test, not the one that happened to start it
     log = open(data / "streamlit.log", "w")
     server = subprocess.Popen(
         [
@@ -81,6 +77,14 @@ def app_url(e2e_data):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+
+    def stop() -> None:
+        if server.poll() is None:
+            os.killpg(server.pid, 15)
+            server.wait(timeout=10)
+            subprocess.run(["pkill", "-f", f"core.runs.worker --store {data}"], check=False)
+        log.close()
+
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -92,10 +96,7 @@ def app_url(e2e_data):
                 server.kill()
                 pytest.fail("streamlit did not start: " + (data / "streamlit.log").read_text()[-2000:])
             time.sleep(0.5)
-    yield url
-    os.killpg(server.pid, 15)
-    server.wait(timeout=10)
-    subprocess.run(["pkill", "-f", f"core.runs.worker --store {data}"], check=False)
+    return url, stop
 
 
 PHONE = {"width": 390, "height": 844}
@@ -260,8 +261,10 @@ def test_launch_watch_live_reload_and_read_the_results(app_url, page, phone):
     wait_until(lambda: (step_counts(page) or (0, 0))[0] > 0, timeout=150)
     assert page.locator(".cl-feed").count() == 1  # the owner follows its run through the live feed
     samples = []
-    for _ in range(14):
+    for _ in range(14):  # up to 14 s, and no longer than it takes to see three counts
         samples.append((step_counts(page), status(page)))
+        if len({sum(c) for c, s in samples if c and "done" not in s}) >= 3:
+            break
         time.sleep(1.0)
     running = [c for c, s in samples if "done" not in s]
     assert len({sum(c) for c in running}) >= 3, samples  # it grew, more than once, while running
@@ -441,7 +444,7 @@ def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e
     from core.runs.store import Store
 
     # Long enough for several feed refreshes; its first process alone (replicates are not what a viewer follows here).
-    config = "model=mlp&batch_size=64&epochs=2&steps_per_epoch=500&backend=eager&replicates=0"
+    config = "model=mlp&batch_size=64&epochs=2&steps_per_epoch=250&backend=eager&replicates=0"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         owner = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
@@ -466,7 +469,7 @@ def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e
         # The default schedule (blocks: turns every 5 steps): the words name the steps they stand on,
         # the compiled steps so far and the eager ones measured before the latest of them (never more
         # than a turn apart), and name a break-even only from a clear gain.
-        readings = [(re.match(r"After (\d+) of 1,000 compiled steps and (\d+) eager: ", w), w) for w in said]
+        readings = [(re.match(r"After (\d+) of 500 compiled steps and (\d+) eager: ", w), w) for w in said]
         readings = [(int(m.group(1)), int(m.group(2)), w) for m, w in readings if m]
         assert readings, said
         assert all(0 <= eager - compiled <= 5 for compiled, eager, _ in readings), readings
@@ -477,7 +480,7 @@ def test_a_viewer_follows_a_live_run_through_the_feed_until_it_ends(app_url, e2e
         wait_until(lambda: "done" in status(owner), timeout=300)
         # The run ended: the feed told the page, which drew the final result through Streamlit.
         wait_until(lambda: viewer.locator(".cl-feed").count() == 0 and "done" in status(viewer), timeout=30)
-        wait_until(lambda: step_counts(viewer) == (1000, 1000), timeout=30)
+        wait_until(lambda: step_counts(viewer) == (500, 500), timeout=30)
         wait_until(lambda: viewer.locator("[data-testid='stMetric']").count() >= 6, timeout=30)
         assert any(f"/api/live/{run_id}" in url for url in requests)
         assert any("/api/live/assets/vega-embed.min.js" in url for url in requests)

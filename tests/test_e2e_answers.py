@@ -6,7 +6,7 @@ form) under a full-width progress bar, and the Runs comparison in words."""
 import os
 
 import pytest
-from test_e2e import app_url, browser, e2e_data, page, wait_until  # noqa: F401 - fixtures
+from test_e2e import browser, page, wait_until  # noqa: F401 - fixtures
 from test_e2e_first_screen import CUT_SHORT
 
 from core import PROJECT_ROOT

@@ -3,7 +3,7 @@ and Launch above the fold, and no label or chosen value cut short, on the first 
 More settings. Uses test_e2e's served app and Chromium."""
 
 import pytest
-from test_e2e import app_url, browser, e2e_data, page, wait_until  # noqa: F401 - fixtures
+from test_e2e import browser, page, wait_until  # noqa: F401 - fixtures
 
 from core.view.race_form import CPU_BREAK_EVEN_LABEL, MORE_SETTINGS
 

@@ -7,7 +7,7 @@ race-phone.png to test-artifacts/ (docs/screenshots/ holds a reviewed copy)."""
 import os
 
 import pytest
-from test_e2e import ARTIFACTS, PHONE, app_url, browser, e2e_data, wait_until  # noqa: F401 - fixtures
+from test_e2e import ARTIFACTS, PHONE, browser, wait_until  # noqa: F401 - fixtures
 from test_e2e_answers import imported
 
 from core.runs.bundle import AlreadyImported
