@@ -521,6 +521,9 @@ def test_a_terminal_race_forks_its_replicates_from_a_server_of_its_own_and_stops
 ENDED_RACE = r"""
 import ctypes, json, os, signal, subprocess, sys, time
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+# A Ctrl-C reaches the race as at a terminal, even where the suite itself runs with SIGINT ignored (a
+# shell's background job): an ignored SIGINT is inherited, and the race would never see it.
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 sig = getattr(signal, sys.argv[1])
 race = subprocess.Popen([sys.executable, "-m", "core", "race", "--quiet", *sys.argv[2:]], stdout=subprocess.DEVNULL)
 seen, gone, codes = {}, {}, {}
