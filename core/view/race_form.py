@@ -359,18 +359,24 @@ def notes_still_true(notes: list[LinkNote], state: Any) -> list[LinkNote]:
     return [n for n in notes if f"form_{n.field}" in state and state[f"form_{n.field}"] == n.value]
 
 
-def form_spec(state: Any) -> RunSpec:
-    """The spec the form currently describes: `form_<field>` entries of a mapping (the page's
-    session state) over the RunSpec defaults."""
+def field_values(state: Any, prefix: str) -> dict[str, Any]:
+    """The RunSpec fields a form holds: its `<prefix><field>` entries of a mapping (the page's
+    session state), a whole float an int field's widget returned as the int it is."""
     values = {}
     for f in dataclasses.fields(RunSpec):
-        key = f"form_{f.name}"
+        key = f"{prefix}{f.name}"
         if key in state:
             values[f.name] = state[key]
     for name in (o.name for o in OPTIONS.values() if o.type is int):
         if isinstance(values.get(name), float) and values[name].is_integer():
             values[name] = int(values[name])
-    return RunSpec(**values)
+    return values
+
+
+def form_spec(state: Any) -> RunSpec:
+    """The spec the form currently describes: `form_<field>` entries of a mapping (the page's
+    session state) over the RunSpec defaults."""
+    return RunSpec(**field_values(state, "form_"))
 
 
 def _counts_over_a_limit(blocked: dict[str, dict[Any, str]]) -> tuple[dict[str, dict[Any, str]], list[str]]:

@@ -23,7 +23,7 @@ import pandas as pd
 from core.engine import words
 from core.engine.ladder import Rung, ladder_reading
 from core.engine.race_estimates import estimate_race, estimate_seconds
-from core.engine.spec import OPTIONS, DeviceCaps, Option, RunSpec, SpecError, on_form
+from core.engine.spec import DeviceCaps, Option, RunSpec, SpecError, on_form
 from core.engine.summary import PROJECTED, REACHED, Summary
 from core.runs.limits import HostLimits
 from core.runs.store import ACTIVE_STATES, Run, Store
@@ -32,7 +32,7 @@ from core.view import compare
 from core.view.answers import sweep_next
 from core.view.host_tables import compile_skipped, describe
 from core.view.race_charts import CHART_HEIGHT, VARIANT_COLORS, WAITING, variant_color_scale
-from core.view.race_form import CHOICES, unavailable_options, within_limits
+from core.view.race_form import CHOICES, field_values, unavailable_options, within_limits
 from core.view.safe_text import terminal_text
 
 FRAME_COLUMNS = [
@@ -739,14 +739,7 @@ def axis_choices(other: str | None = None) -> list[str]:
 def form_sweep(state: Any) -> SweepSpec:
     """The sweep the form describes: `sweep_<field>` entries of a mapping (the page's session
     state) over the RunSpec defaults, and `sweep_axis1/2` with `sweep_values1/2`."""
-    values = {}
-    for f in dataclasses.fields(RunSpec):
-        key = f"sweep_{f.name}"
-        if key in state:
-            values[f.name] = state[key]
-    for name in (o.name for o in OPTIONS.values() if o.type is int):
-        if isinstance(values.get(name), float) and values[name].is_integer():
-            values[name] = int(values[name])
+    values = field_values(state, "sweep_")
     axes = []
     for i in (1, 2):
         name = state.get(f"sweep_axis{i}", NO_AXIS)
