@@ -15,6 +15,7 @@ from support import (
     SMALL_FUSION,
     SMALL_OVERHEAD,
     TEST_ID_VARIABLE,
+    build_cpu_probe,
     command_line,
     kill_processes,
     machine_seconds,
@@ -22,6 +23,7 @@ from support import (
     process_conditions_kept,
     process_table,
     processes_of_this_test,
+    share_cpu_probe,
     use_stand_in_launcher,
     warm_servers_of_this_test,
 )
@@ -45,9 +47,25 @@ def _process_conditions_restored():
 
 
 @pytest.fixture(autouse=True)
-def _private_data_home(tmp_path, monkeypatch):
-    """Warm caches and stores go to a per-test folder, never the user's data directory."""
-    monkeypatch.setenv("COMPILE_LAB_DATA", str(tmp_path / "data"))
+def _private_data_home(request, tmp_path, monkeypatch):
+    """Warm caches and stores go to a per-test folder, never the user's data directory. A test off
+    the quick lane (it may start real races) finds Inductor's CPU probe there, built once for the
+    session (support.share_cpu_probe)."""
+    data = tmp_path / "data"
+    monkeypatch.setenv("COMPILE_LAB_DATA", str(data))
+    if request.node.get_closest_marker("quick") is None:
+        built = request.getfixturevalue("cpu_probe")
+        if built is not None:
+            share_cpu_probe(*built, str(data))
+
+
+@pytest.fixture(scope="session")
+def cpu_probe(tmp_path_factory) -> tuple[str, str] | None:
+    """(probe folder, the data folder it was built in), built in a fresh process on first use; None
+    where it cannot be built."""
+    home = str(tmp_path_factory.mktemp("cpu-probe-data"))
+    probe = build_cpu_probe(home)
+    return (probe, home) if probe else None
 
 
 @pytest.fixture(scope="session")
@@ -79,9 +97,13 @@ _served_app: dict = {}
 
 
 @pytest.fixture(scope="session")
-def e2e_data(tmp_path_factory):
-    """The served app's data directory (its store is e2e_data / "store.sqlite3")."""
-    return tmp_path_factory.mktemp("e2e-data")
+def e2e_data(tmp_path_factory, cpu_probe):
+    """The served app's data directory (its store is e2e_data / "store.sqlite3"), with the session's
+    CPU probe in it."""
+    folder = tmp_path_factory.mktemp("e2e-data")
+    if cpu_probe is not None:
+        share_cpu_probe(*cpu_probe, str(folder))
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,15 @@
 """Helpers the tests share (tests/conftest.py keeps only pytest's hooks and fixtures): machine
-descriptions for validation, quick race specs, torch-version checks, and the process-table readers
-behind the guard that fails any test leaving a process running."""
+descriptions for validation, quick race specs, torch-version checks, Inductor's CPU probe built once
+for the session, and the process-table readers behind the guard that fails any test leaving a
+process running."""
 
 import contextlib
 import gc
 import importlib.util
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -300,3 +303,41 @@ def use_stand_in_launcher(monkeypatch) -> None:
     on PYTHONPATH so a CLI or an agent imports it too."""
     monkeypatch.setenv("COMPILE_LAB_LAUNCHER", stand_in.SETTING)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])))
+
+
+# -- Inductor's CPU probe, built once for the session ------------------------------------------
+# A machine builds Inductor's CPU probe once (core.engine.device_state.probe_dir, in the data folder:
+# about 10 s on a 2-core box) and every later race loads it. Each test has a data folder of its own,
+# so each test with a real Inductor race on the CPU would build it again. The tests that start real
+# races get the session's probe instead, as a machine's second race has it; the test of the probe
+# itself builds its own (tests/test_trainer.py).
+
+
+def build_cpu_probe(data_home: str) -> str | None:
+    """Run the probe in a fresh process with `data_home` as its data folder, as a worker does (this
+    process may hold the answer already, and would build nothing); the folder it built, or None where
+    it could not build one (no C++ compiler): the tests then build their own."""
+    script = (
+        "import torch; from core.engine.device_state import probe_cpu_vector_isa, probe_dir; "
+        "print(probe_dir() if probe_cpu_vector_isa(torch.device('cpu'), 'inductor') is not None else '')"
+    )
+    env = {**os.environ, "COMPILE_LAB_DATA": data_home}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    folder = done.stdout.strip().splitlines()[-1] if done.returncode == 0 and done.stdout.strip() else ""
+    return folder if folder and os.path.isdir(folder) and os.listdir(folder) else None
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:  # another file system
+        shutil.copy2(source, destination)
+
+
+def share_cpu_probe(probe: str, probe_home: str, data_home: str) -> None:
+    """Give `data_home` the probe `build_cpu_probe(probe_home)` built, at the same place under it: hard
+    links, so a test that frees its data folder (the disk budget) removes its own names only."""
+    target = os.path.join(data_home, os.path.relpath(probe, probe_home))
+    shutil.copytree(probe, target, copy_function=_link_or_copy, dirs_exist_ok=True)

@@ -253,7 +253,7 @@ def test_the_cpu_feature_probe_runs_once_before_the_compile_and_only_where_induc
     assert probe_cpu_vector_isa(torch.device("cuda"), "inductor") is None
     # In a fresh process, as in a race's worker (torch keeps the answer per process: a real probe).
     race_cache = str(tmp_path / "cold-cache")
-    data = str(tmp_path / "data")
+    data = str(tmp_path / "fresh-data")  # not the test's own: the suite gives that the session's probe
     script = (
         "import json, os, torch; from core.engine.device_state import probe_cpu_vector_isa as p; "
         "s = p(torch.device('cpu'), 'inductor'); print(json.dumps([s, os.environ['TORCHINDUCTOR_CACHE_DIR']]))"
