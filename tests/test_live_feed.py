@@ -16,7 +16,7 @@ from test_pages import APP, record_probe, record_race
 
 from app_pages.run_screen import feed as feed_routes
 from core.runs.limits import owner_of
-from core.runs.store import Store
+from core.runs.store import Store, postgresql
 from core.view.run_screen.feed import LiveFeeds, encode, feed_document
 from core.view.run_screen.layout import PRESENT_CHART_HEIGHT
 from core.view.run_screen.shared_board import LiveBoard, board_for
@@ -317,9 +317,13 @@ def test_a_database_outage_is_a_503_to_try_again_not_a_damaged_record(own_server
     assert http.get(f"/api/live/{watched}").status_code == 200  # the feed has its store open
     pg_server.pause(folder)  # and run_id's document, never built, must be read from it
     try:
+        asked = time.monotonic()
         away = http.get(f"/api/live/{run_id}")
+        waited = time.monotonic() - asked
     finally:
         pg_server.resume(folder)
     assert away.status_code == 503 and away.headers["retry-after"] == "5"
+    # The viewer was answered once its read gave up (shared_board.READ_WAIT_S), not held for the pool's own wait.
+    assert waited < postgresql.POOL_WAIT_S, waited
     assert away.json()["error"] == feed_routes.UNAVAILABLE and "damaged" not in away.text
     assert http.get(f"/api/live/{run_id}").status_code == 200

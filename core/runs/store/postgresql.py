@@ -29,6 +29,7 @@ EVENTS_LOCK = 0x436C  # with a run's id: the lock of one run's event writers
 CONNECT_TIMEOUT_S = 10
 RECONNECT_TIMEOUT_S = 3  # a lost server tried again: a short wait, the caller retries
 POOL_SIZE = 8
+POOL_WAIT_S = CONNECT_TIMEOUT_S * 3  # a call waits this long for a pooled connection, unless its Store says less
 OperationalError = psycopg.OperationalError
 DatabaseError = psycopg.DatabaseError
 IntegrityError = psycopg.IntegrityError
@@ -105,7 +106,7 @@ def pool_for(url: str) -> ConnectionPool:
                 max_size=POOL_SIZE,
                 kwargs={"autocommit": True, "row_factory": _row_factory, "connect_timeout": CONNECT_TIMEOUT_S},
                 check=ConnectionPool.check_connection,  # a connection the server dropped (a restart) is replaced
-                timeout=CONNECT_TIMEOUT_S * 3,
+                timeout=POOL_WAIT_S,
                 open=True,
                 name="compile-lab-store",
             )
@@ -149,7 +150,7 @@ class PostgresBackend:
 
     def __init__(self, url: str, wait_s: float | None = None):
         self.path = url
-        self.wait_s = wait_s  # how long a call waits for a pooled connection (None: the pool's 30 s)
+        self.wait_s = wait_s  # how long a call waits for a pooled connection (None: the pool's POOL_WAIT_S)
         try:  # a first connection of our own: a wrong address is one clear line, at once
             psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
         except psycopg.Error as exc:

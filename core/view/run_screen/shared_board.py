@@ -328,6 +328,10 @@ def run_summary(run: Run, view: RunView) -> Summary:
 VIEWER_MAX_AGE_S = 0.4  # a viewer's page refreshes every 1 s: about 1.4 s behind the store at most
 QUEUE_MAX_AGE_S = 1.0  # the sidebar's device card and queue
 IDLE_EVICT_S = 300.0  # a run nobody asked about for this long is dropped from the board
+# How long a read waits for the store (a pooled PostgreSQL connection, SQLite's lock) before it fails
+# as unavailable: while the database is away a viewer is told at once to try again (the feed's 503),
+# instead of every viewer's thread waiting out the pool's 30 s. Reads take milliseconds.
+READ_WAIT_S = 3.0
 # The board keeps at most this many runs (the least recently asked go first), and a finished run's
 # steps thinned to store_reader.MAX_VIEW_STEPS rows: what one process holds for viewers is bounded
 # by this, whatever runs a visitor asks for (a run at the bundle cap held about 450 MB unthinned).
@@ -509,7 +513,7 @@ class LiveBoard:
 
     def _db(self) -> Store:
         if self._store is None:
-            self._store = Store(self.store_path)
+            self._store = Store(self.store_path, wait_s=READ_WAIT_S)
         return self._store
 
     def snapshot(
