@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app_pages.common import demo_section, store, visitor, wait_for_device
+from app_pages.common import demo_section, host_limits, store, visitor, wait_for_device
 from core.engine.explain import CODEGEN_FUNCTIONS, DEMOS, FUSION_OP_SETS, PAGE_PARAMS
 from core.view import explainers
 from core.view.answers import latest_cause
@@ -35,7 +35,7 @@ with fusion_tab:
     )
     your_race()
     op_set = st.radio("Ops in the chain", list(FUSION_OP_SETS), format_func=FUSION_OP_SETS.get, horizontal=True)
-    result = demo_section("fusion", {**PAGE_PARAMS["fusion"], "op_set": op_set}, key=f"fusion_{op_set}")
+    result = demo_section("fusion", explainers.fusion_page_params(op_set, host_limits()), key=f"fusion_{op_set}")
     if result:
         shows, verdict = explainers.fusion_verdict(result)
         (st.success if shows else st.warning)(verdict)

@@ -177,6 +177,18 @@ def test_resolve_numel_keeps_a_given_size_and_sizes_auto_from_the_cache():
     assert fusion.resolve_numel("auto", {"bytes": 64 * 2**20}, None) == fusion.auto_numel(64 * 2**20)
 
 
+def test_the_hosts_working_set_limit_caps_auto_and_a_given_size_and_is_validated():
+    big_cache = {"bytes": 480 * 2**20}
+    assert fusion.resolve_numel("auto", big_cache, None) == fusion.MAX_AUTO_NUMEL  # 1 GiB of input plus output
+    assert fusion.resolve_numel("auto", big_cache, None, max_working_set=256 * 2**20) == 32 * 2**20
+    assert fusion.resolve_numel(4096, big_cache, None, max_working_set=8 * 2**10) == 1024
+    assert fusion.resolve_numel(4096, big_cache, None, max_working_set=2**30) == 4096  # under it: as asked
+    assert fusion.validate({"max_working_set": None}) == []
+    assert fusion.validate({"max_working_set": 256 * 2**20}) == []
+    (problem,) = fusion.validate({"max_working_set": 100})
+    assert problem.startswith("max_working_set: must be an integer from 8,192 to 1,073,741,824")
+
+
 # --- pure pieces (no compile) -------------------------------------------------------------
 
 

@@ -96,6 +96,26 @@ def test_the_fusion_sentence_and_note_give_the_spread_and_the_level_measured():
     assert "median of 5 samples, eager and compiled alternating" in note
 
 
+def test_a_working_set_the_host_limited_is_said_beside_the_level_it_measures():
+    result = {**fusion_result(MEMORY_BOUND, numel=8 * 2**20, cache_bytes=300 * 2**20, level="cache")}
+    assert "max_demo_working_set" not in explainers.fusion_measurement_note(result)
+    note = explainers.fusion_measurement_note({**result, "capped_by_host": True})
+    assert "so the GB/s figures measure cache. That is as large as this host lets the demo make them" in note
+
+
+def test_the_page_asks_for_the_working_set_the_host_allows():
+    from core.engine.explain import PAGE_PARAMS
+    from core.engine.explain.params import FUSION_MAX_NUMEL
+    from core.runs.limits import HostLimits
+
+    assert explainers.fusion_page_params("cheap", None) == {**PAGE_PARAMS["fusion"], "op_set": "cheap"}
+    assert explainers.fusion_page_params("mixed", HostLimits()) == {**PAGE_PARAMS["fusion"], "op_set": "mixed"}
+    limited = explainers.fusion_page_params("cheap", HostLimits(max_demo_working_set=256 * 2**20))
+    assert limited == {**PAGE_PARAMS["fusion"], "op_set": "cheap", "max_working_set": 256 * 2**20}
+    largest = explainers.fusion_page_params("cheap", HostLimits(max_demo_working_set=2**40))["max_working_set"]
+    assert largest == 2 * 4 * FUSION_MAX_NUMEL  # never past what a demo job may ask
+
+
 def test_the_copy_line_is_labelled_with_the_level_it_measures():
     for level in ("main memory", "cache"):
         spec = explainers.fusion_bandwidth_chart(fusion_result(MEMORY_BOUND, level=level), 4).to_dict()

@@ -101,6 +101,13 @@ def test_a_disk_budget_is_bytes_or_a_size_with_its_unit(tmp_path):
         load_host_limits({"COMPILE_LAB_CONFIG": str(path)})
 
 
+def test_a_demo_working_set_limit_is_a_size_of_at_least_two_small_tensors():
+    assert load_host_limits({"COMPILE_LAB_MAX_DEMO_WORKING_SET": "256 MiB"}).max_demo_working_set == 256 * 2**20
+    assert load_host_limits({}).max_demo_working_set is None
+    with pytest.raises(ConfigError, match="COMPILE_LAB_MAX_DEMO_WORKING_SET must be at least 8,192 bytes"):
+        load_host_limits({"COMPILE_LAB_MAX_DEMO_WORKING_SET": "4 KiB"})
+
+
 @pytest.mark.parametrize(
     "toml", ["[limits\n", "limits = 5\n", "[limits]\nmax_batch_size = -1\n", b"[limits]\nallowed_models = ['\xe9']\n"]
 )

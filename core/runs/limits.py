@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from core.engine.explain.params import FUSION_MIN_WORKING_SET
 from core.engine.intervals import replicates_asked
 from core.engine.models.sources import MODELS, model_name_problem, parse_model_name, source_of
 from core.engine.spec import OPTIONS, Problem, RunSpec
@@ -90,6 +91,10 @@ class HostLimits:
     # Bytes the data folder may hold (store, runs' files, caches): past it, after each job, the oldest
     # finished runs' traces and logs are freed, then the warm Inductor cache (core.runs.disk_budget).
     disk_budget: int | None = None
+    # Bytes the fusion demo's input plus output may take: "auto" sizes them to several times the
+    # last-level cache (1 GiB on a CPU with a large one), and a visitor's click then holds the device
+    # for a minute; smaller, the page says the figures measure cache.
+    max_demo_working_set: int | None = None
 
     def model_files_problem(self) -> str | None:
         """Why this host runs no model file now: off, or on while a process above this one holds a
@@ -185,6 +190,13 @@ def _bytes(value: Any) -> int:
             raise ValueError("must be at least 1 byte")
         return int(value)
     return _whole_number(value)
+
+
+def _demo_working_set(value: Any) -> int:
+    size = _bytes(value)
+    if size < FUSION_MIN_WORKING_SET:
+        raise ValueError(f"must be at least {FUSION_MIN_WORKING_SET:,} bytes (two tensors of 1,024 floats)")
+    return size
 
 
 def _seconds(value: Any, low: float = 0.0, inclusive: bool = False) -> float:
@@ -285,6 +297,7 @@ _LIMIT_PARSERS = {
     "reuse_within_s": lambda v: _seconds(v, inclusive=True),
     "auto_reuse_queue_length": _whole_number,
     "disk_budget": _bytes,
+    "max_demo_working_set": _demo_working_set,
 }
 _NOT_REMOVABLE = ("limit_by_address",)  # a switch, not a limit: true, false or auto
 CONFIG_TABLES = ("limits",)

@@ -15,6 +15,9 @@ import altair as alt
 import pandas as pd
 
 from core.engine import words
+from core.engine.explain import PAGE_PARAMS
+from core.engine.explain.params import FUSION_MAX_WORKING_SET
+from core.runs.limits import HostLimits
 from core.view.race_charts import VARIANT_COLORS
 from core.view.report import probe_worth_naming
 from core.view.run_screen.why_per_step import phase_table
@@ -480,6 +483,15 @@ def fusion_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def fusion_page_params(op_set: str, limits: HostLimits | None) -> dict[str, Any]:
+    """The fusion measurement the page asks for: the page's parameters, the op set, and the host's
+    limit on the working set (max_demo_working_set), which makes it another measurement."""
+    params = {**PAGE_PARAMS["fusion"], "op_set": op_set}
+    if limits is not None and limits.max_demo_working_set is not None:
+        params["max_working_set"] = min(limits.max_demo_working_set, FUSION_MAX_WORKING_SET)
+    return params
+
+
 def fusion_measurement_note(result: dict[str, Any]) -> str:
     """What the figures measure: tensor size against the cache, samples and calls."""
     rows, cache = result.get("rows") or [], result.get("cache") or {}
@@ -493,6 +505,11 @@ def fusion_measurement_note(result: dict[str, Any]) -> str:
             + (f" against a {cache['bytes'] / 2**20:,.0f} MiB last-level cache" if cache.get("bytes") else "")
             + (f", so the GB/s figures measure {level}." if level != "unknown" else ".")
         )
+        if result.get("capped_by_host"):
+            parts.append(
+                "That is as large as this host lets the demo make them (its max_demo_working_set): "
+                "the demo would otherwise size them past the last-level cache."
+            )
     faults = rows[-1].get("compiled_page_faults") if rows else None
     copy_gbps = (result.get("reference") or {}).get("copy_gbps")
     slow = bool(rows and copy_gbps and rows[-1]["compiled_gbps"] < 0.5 * copy_gbps)

@@ -78,7 +78,7 @@ def with_defaults(name: str, params: dict[str, Any] | None = None) -> dict[str, 
 # The measurements the page offers (its knobs add the rest: fusion's op set, codegen's function).
 # Stored results are looked up by exactly these parameters.
 PAGE_PARAMS: dict[str, dict[str, Any]] = {
-    "fusion": {"ks": [1, 2, 4, 8, 16]},  # numel "auto": past the last-level cache (working_set.py)
+    "fusion": {"ks": [1, 2, 4, 8, 16]},  # numel "auto": past the last-level cache (fusion.auto_numel)
     "overhead": {},
     "graphs": {"examples": ["clean", "prints", "item", "data_dependent"]},
     "codegen": {"size": 4096},

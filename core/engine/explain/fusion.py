@@ -432,11 +432,15 @@ def device_memory_bytes(device: str) -> int | None:
         return None
 
 
-def resolve_numel(numel: Any, cache: dict[str, Any] | None, memory_bytes: int | None) -> int:
-    """The tensor size to measure: as given, or for "auto" several times the last-level cache."""
-    if numel != AUTO:
-        return int(numel)
-    return auto_numel((cache or {}).get("bytes"), memory_bytes)
+def resolve_numel(
+    numel: Any, cache: dict[str, Any] | None, memory_bytes: int | None, max_working_set: int | None = None
+) -> int:
+    """The tensor size to measure: as given, or for "auto" several times the last-level cache; then
+    no more than `max_working_set` bytes of input plus output allow (the host's limit)."""
+    resolved = int(numel) if numel != AUTO else auto_numel((cache or {}).get("bytes"), memory_bytes)
+    if max_working_set is not None:
+        resolved = min(resolved, max(max_working_set // (2 * FLOAT_BYTES), 1))
+    return resolved
 
 
 KERNEL_COUNT_NUMEL = 65536  # eager runs one kernel per op at any size: count them on a small tensor
@@ -449,7 +453,9 @@ def run(params: dict, device: str = "cpu") -> dict:
     repeats, warmup, calls = p["repeats"], p["warmup"], p["calls_per_sample"]
     kind = torch.device(device).type
     cache = last_level_cache(device)
-    numel = resolve_numel(p["numel"], cache, device_memory_bytes(device))
+    memory_bytes = device_memory_bytes(device)
+    numel = resolve_numel(p["numel"], cache, memory_bytes, p["max_working_set"])
+    capped = numel < resolve_numel(p["numel"], cache, memory_bytes)  # smaller than asked: the host's limit
     working_set_bytes = 2 * numel * FLOAT_BYTES
     level = memory_level(working_set_bytes, (cache or {}).get("bytes"))
     x = torch.randn(numel, device=device)
@@ -502,6 +508,7 @@ def run(params: dict, device: str = "cpu") -> dict:
         "params": p,
         "numel": numel,
         "working_set_bytes": working_set_bytes,
+        "capped_by_host": capped,
         "cache": cache,
         "memory_level": level,
         "device": device_info(device),
@@ -509,7 +516,7 @@ def run(params: dict, device: str = "cpu") -> dict:
         "reference": reference,
         "rows": rows,
         "kernel_counting": _kernel_counting_note(kind),
-        "notes": _notes(numel, kind, cache, level),
+        "notes": _notes(numel, kind, cache, level, capped),
         "units": UNITS,
         "elapsed_s": time.perf_counter() - started,
     }
@@ -530,7 +537,7 @@ def _kernel_counting_note(kind: str) -> str:
     return "eager: top-level aten:: op events; compiled kernels are not countable on this device."
 
 
-def _notes(numel: int, kind: str, cache: dict[str, Any] | None, level: str) -> list[str]:
+def _notes(numel: int, kind: str, cache: dict[str, Any] | None, level: str, capped: bool = False) -> list[str]:
     working_set_mib = 2 * numel * FLOAT_BYTES / 2**20
     notes = [
         "Bytes are what each variant must move at minimum: eager reads and writes the tensor once per op "
@@ -548,6 +555,8 @@ def _notes(numel: int, kind: str, cache: dict[str, Any] | None, level: str) -> l
         )
     else:
         notes.append(f"Input plus output is {working_set_mib:,.0f} MiB; the cache size is unknown here.")
+    if capped:
+        notes.append(f"This host limits the demo's input plus output to {working_set_mib:,.0f} MiB (max_working_set).")
     if kind == "cpu":
         notes.append(
             "Every eager op allocates a fresh output. When the allocator gets memory the OS has not mapped yet, "

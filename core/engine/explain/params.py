@@ -34,7 +34,12 @@ FUSION_DEFAULTS: dict[str, Any] = {
     "repeats": 5,
     "warmup": 1,
     "calls_per_sample": AUTO,
+    # Bytes the input plus output may take at most (None: as "auto" sizes them): a host's limit,
+    # max_demo_working_set, which the page passes on (core.runs.limits).
+    "max_working_set": None,
 }
+FUSION_MIN_WORKING_SET = 2 * 4 * 1024  # two float32 tensors of 1,024 elements
+FUSION_MAX_WORKING_SET = 2 * 4 * FUSION_MAX_NUMEL
 
 
 def fusion_problems(params: dict) -> list[str]:
@@ -54,6 +59,10 @@ def fusion_problems(params: dict) -> list[str]:
         errors += check_int(params["repeats"], "repeats", 1, FUSION_MAX_REPEATS)
     if "warmup" in params:
         errors += check_int(params["warmup"], "warmup", 0, FUSION_MAX_WARMUP)
+    if params.get("max_working_set") is not None:
+        errors += check_int(
+            params["max_working_set"], "max_working_set", FUSION_MIN_WORKING_SET, FUSION_MAX_WORKING_SET
+        )
     if "op_set" in params and params["op_set"] not in FUSION_OP_SET_NAMES:
         errors.append(f"op_set: must be one of {', '.join(FUSION_OP_SET_NAMES)} (got {params['op_set']!r})")
     return errors
