@@ -16,7 +16,7 @@ from core.engine.spec import DeviceCaps, RunSpec, SpecError, resolve_device
 from core.runs import fleet, queue
 from core.runs.fleet_races import enqueue_on_every_gpu_type, pin_to_type
 from core.runs.limits import HostLimits
-from core.view import compare
+from core.view import race_charts
 from core.view.answers import TUTORIAL_SOURCE
 from core.view.device_comparison import (
     COLUMNS,
@@ -158,8 +158,8 @@ def show_comparison(ids: list[int], open_run: Callable[[int], None]) -> None:
             return
         st.caption("Colour tells the devices apart, the line style the variant: solid eager, dashed compiled.")
         left, right = st.columns(2)
-        left.altair_chart(compare.overlay_cumulative_chart(steps), width="stretch")
-        right.altair_chart(compare.overlay_step_chart(steps), width="stretch")
+        left.altair_chart(race_charts.overlay_cumulative_chart(steps), width="stretch")
+        right.altair_chart(race_charts.overlay_step_chart(steps), width="stretch")
 
     draw()
     with st.container(horizontal=True):

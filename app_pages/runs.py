@@ -30,13 +30,12 @@ from core.view.compare import (
     comparison_rows,
     comparison_words,
     csv_frame,
-    overlay_cumulative_chart,
-    overlay_step_chart,
     run_name,
     runs_page,
     shown_columns,
 )
 from core.view.host_tables import describe
+from core.view.race_charts import overlay_cumulative_chart, overlay_step_chart
 from core.view.safe_text import csv_text, markdown_text
 
 owner = visitor()

@@ -22,12 +22,10 @@ from core.view.answers import regional_reference_rows
 from core.view.race_form import CHOICES, describe_duration, scope_label
 from core.view.safe_text import markdown_text
 from core.view.sweep import (
-    BREAK_EVEN_TITLE,
     NO_AXIS,
     axis_choices,
     axis_options,
     base_options,
-    chart_specs,
     default_sweep,
     estimate_sweep_seconds,
     form_sweep,
@@ -36,6 +34,7 @@ from core.view.sweep import (
     tidy_axes,
     time_limit_points,
 )
+from core.view.sweep_charts import BREAK_EVEN_TITLE, chart_specs
 
 owner = visitor()
 caps = fleet.known_caps(store())

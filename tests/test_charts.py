@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.view import compare, race_charts
-from core.view.compare import MAX_OVERLAY_POINTS, overlay_cumulative_chart, overlay_step_chart
+from core.view import race_charts
 from core.view.race_charts import (
+    MAX_OVERLAY_POINTS,
     MAX_POINTS_PER_VARIANT,
     VARIANT_COLORS,
     cumulative_chart,
@@ -17,6 +17,8 @@ from core.view.race_charts import (
     downsample_stride,
     epoch_chart,
     loss_chart,
+    overlay_cumulative_chart,
+    overlay_step_chart,
     step_time_chart,
 )
 
@@ -236,8 +238,8 @@ def test_every_variant_chart_uses_the_same_eager_and_compiled_colours_with_no_le
         (step_time_chart, race_charts.STEP_TIME_TITLE),
         (cumulative_chart, race_charts.CUMULATIVE_TITLE),
         (loss_chart, race_charts.LOSS_TITLE),
-        (overlay_step_chart, compare.OVERLAY_STEP_TITLE),
-        (overlay_cumulative_chart, compare.OVERLAY_CUMULATIVE_TITLE),
+        (overlay_step_chart, race_charts.OVERLAY_STEP_TITLE),
+        (overlay_cumulative_chart, race_charts.OVERLAY_CUMULATIVE_TITLE),
     ],
     ids=lambda x: getattr(x, "__name__", ""),
 )

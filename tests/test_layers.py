@@ -242,6 +242,27 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return circles
 
 
+def test_nothing_the_command_line_reaches_imports_a_ui_library():
+    """The CLI's own files import no UI library (above), and neither may any module they reach, at any
+    depth: the module cut once put the Runs page's altair overlays into core.view.compare, and
+    `python -m core race` then failed on a box without altair (through report -> answers ->
+    race_form -> compare)."""
+    graph = import_graph()
+    reached, todo = set(), [m for m in graph if m.startswith("core.cli")]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(graph[module])
+    offenders = sorted(
+        f"{module} imports {name}"
+        for module in reached
+        for name in imported_names(source_path(module))
+        if any(name == b or name.startswith(b + ".") for b in NO_UI_LIBRARIES["cli"])
+    )
+    assert "core.view.report" in reached and offenders == []
+
+
 def test_the_circle_finder_finds_a_circle_and_only_circles():
     assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert import_circles({"a": {"b"}, "b": set(), "c": {"b"}}) == []

@@ -10,7 +10,7 @@ from test_sweep_page import measured_summary
 from core.engine.spec import RunSpec
 from core.runs.store import Run
 from core.runs.sweeps import Axis, SweepSpec
-from core.view import sweep as sweep_charts
+from core.view import sweep_charts
 from core.view.sweep import (
     break_even_note,
     chart_axes,
