@@ -1,7 +1,7 @@
 """The Runs page for people: its table one page at a time, each race by its run id, comparisons
 named by what differs between the runs and worded (configuration, device, door, load, whether their
-verdicts agree), a race's verdict as lists and labels say it, what qualifies a plan, and several runs
-overlaid on one chart.
+verdicts agree), a race's verdict as lists and labels say it, and what qualifies a plan. No chart
+library: the terminal reads it on a box without altair (the overlays are core.view.race_charts's).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The charts of one run: eager against compiled (cumulative time, compiled's lead, the time per
-step, per epoch, the loss), the speedup per replicate process, and what every run chart shares
-(colours and dashes, heights and fonts, downsampling, the finish). DataFrame in, chart out; pure.
+step, per epoch, the loss), the speedup per replicate process; the Runs page's overlays of several
+runs; and what every run chart shares (colours and dashes, heights and fonts, downsampling, the
+finish). DataFrame in, chart out; pure.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from core.engine.intervals import ProcessResult, counted, processes_of
 from core.engine.summary import Summary
 
 # ----------------------------------------------------------------------
-# What every run chart shares (core.view.race_charts, core.view.compare, and the sweep's and
+# What every run chart shares (this module's charts and overlays, and the sweep's and
 # explainers' colours): eager's and compiled's colours and dashes, heights and fonts, downsampling,
 # the frames' expected columns, and the finish every chart gets.
 #
